@@ -1,0 +1,386 @@
+//! The engine: the registry of sessions and the operations the daemon
+//! exposes. It owns the store, the journal writer and the provider client;
+//! it knows nothing of sockets (`forged` maps RPC calls onto it).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use forge_proto::{
+    CancelResult, ClientRef, ErrorKind, EventKind, HistoryResult, JournalHealth, OperationStateKind, SendResult,
+    SessionEvent, SessionInfo,
+};
+use tokio::sync::Mutex;
+
+use crate::config::ForgeConfig;
+use crate::error::EngineError;
+use crate::ids::{new_id, now_ms};
+use crate::journal::{JournalWriter, StoreOp, WriteBatch};
+use crate::provider::{ProviderClient, ProviderKind};
+use crate::session::actor::{SessionActor, event_kind_name};
+use crate::session::subscription::EventFeed;
+use crate::session::{SessionCmd, SessionHandle};
+use crate::store::{SessionRow, Store};
+
+/// What every session actor shares.
+pub(crate) struct Shared {
+    pub store: Store,
+    pub writer: JournalWriter,
+    pub providers: ProviderClient,
+    pub config: ForgeConfig,
+}
+
+pub struct EngineOptions {
+    /// `$FORGE_HOME`: holds `forge.db`.
+    pub home: PathBuf,
+    pub config: ForgeConfig,
+}
+
+/// Parameters of `session.create`.
+#[derive(Debug, Default, Clone)]
+pub struct CreateSession {
+    pub name: Option<String>,
+    pub cwd: Option<String>,
+    pub provider: Option<String>,
+    pub model: Option<String>,
+}
+
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    shared: Arc<Shared>,
+    sessions: Mutex<HashMap<String, SessionHandle>>,
+    /// Serialises name changes so two sessions never get one name.
+    names: Mutex<()>,
+    shutting_down: AtomicBool,
+    writer_task: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+const MAX_NAME_LEN: usize = 64;
+
+impl Engine {
+    /// Opens the store, starts the writer, and recovers sessions that were
+    /// interrupted or have queued messages.
+    pub async fn open(opts: EngineOptions) -> Result<Engine, EngineError> {
+        std::fs::create_dir_all(&opts.home).map_err(|e| {
+            EngineError::internal(format!("cannot create {}: {e}", opts.home.display()))
+        })?;
+        let db = opts.home.join("forge.db");
+        let (store, conn) = Store::open(&db, opts.config.journal.durability)
+            .await
+            .map_err(|e| EngineError::internal(format!("cannot open {}: {e}", db.display())))?;
+        let (writer, writer_task) = JournalWriter::spawn(conn);
+        let providers = ProviderClient::new()?;
+        let shared = Arc::new(Shared { store, writer, providers, config: opts.config });
+        let engine = Engine {
+            inner: Arc::new(Inner {
+                shared,
+                sessions: Mutex::new(HashMap::new()),
+                names: Mutex::new(()),
+                shutting_down: AtomicBool::new(false),
+                writer_task: std::sync::Mutex::new(Some(writer_task)),
+            }),
+        };
+        for id in engine.inner.shared.store.sessions_needing_attention().await? {
+            engine.handle(&id).await?;
+        }
+        Ok(engine)
+    }
+
+    fn shared(&self) -> &Shared {
+        &self.inner.shared
+    }
+
+    fn check_running(&self) -> Result<(), EngineError> {
+        if self.inner.shutting_down.load(Ordering::Relaxed) {
+            return Err(EngineError::new(ErrorKind::ShuttingDown, "forged is shutting down"));
+        }
+        Ok(())
+    }
+
+    /// Resolves a selector (id, unique id prefix, or name) to a session id.
+    pub async fn resolve(&self, selector: &str) -> Result<String, EngineError> {
+        let selector = selector.trim();
+        if selector.is_empty() {
+            return Err(EngineError::new(ErrorKind::InvalidParams, "no session given"));
+        }
+        let ids = self.shared().store.find_session_ids(selector).await?;
+        match ids.as_slice() {
+            [id] => Ok(id.clone()),
+            [] => Err(EngineError::not_found(selector)),
+            _ => Err(EngineError::new(
+                ErrorKind::SessionAmbiguous,
+                format!("\"{selector}\" matches several sessions; give more of the id"),
+            )),
+        }
+    }
+
+    /// The live actor of a session, started on first use.
+    async fn handle(&self, id: &str) -> Result<SessionHandle, EngineError> {
+        let mut sessions = self.inner.sessions.lock().await;
+        if let Some(h) = sessions.get(id)
+            && h.is_alive()
+        {
+            return Ok(h.clone());
+        }
+        let row = self.shared().store.session(id).await?.ok_or_else(|| EngineError::not_found(id))?;
+        let handle = SessionActor::spawn(self.inner.shared.clone(), row).await?;
+        sessions.insert(id.to_string(), handle.clone());
+        Ok(handle)
+    }
+
+    async fn handle_for(&self, selector: &str) -> Result<SessionHandle, EngineError> {
+        let id = self.resolve(selector).await?;
+        self.handle(&id).await
+    }
+
+    pub async fn create_session(&self, req: CreateSession, client: ClientRef) -> Result<SessionInfo, EngineError> {
+        self.check_running()?;
+        let cfg = &self.shared().config;
+        let provider_name = req.provider.or_else(|| cfg.app.provider.clone()).unwrap_or_else(|| "claude".into());
+        let provider = ProviderKind::parse(&provider_name).ok_or_else(|| {
+            EngineError::new(
+                ErrorKind::Config,
+                format!("unknown provider \"{provider_name}\"; use claude (or anthropic), openai or gemini"),
+            )
+        })?;
+        let model = req
+            .model
+            .filter(|m| !m.trim().is_empty())
+            .or_else(|| cfg.app.model.clone().filter(|_| req_provider_matches_config(cfg, provider)))
+            .unwrap_or_else(|| provider.default_model().to_string());
+        let cwd = match req.cwd {
+            Some(c) if !c.is_empty() => c,
+            _ => std::env::current_dir().map(|p| p.display().to_string()).unwrap_or_else(|_| "/".into()),
+        };
+        if !Path::new(&cwd).is_absolute() {
+            return Err(EngineError::new(ErrorKind::InvalidParams, format!("cwd must be an absolute path, got \"{cwd}\"")));
+        }
+        let _names = self.inner.names.lock().await;
+        if let Some(name) = &req.name {
+            self.check_name(name, None).await?;
+        }
+        let id = new_id("s");
+        let created_ms = now_ms();
+        let event = SessionEvent {
+            session_id: id.clone(),
+            seq: 1,
+            ts_ms: created_ms,
+            client: Some(client),
+            kind: EventKind::SessionCreated {
+                name: req.name.clone(),
+                cwd: cwd.clone(),
+                provider: provider.as_str().into(),
+                model: model.clone(),
+            },
+        };
+        let body: Arc<str> = serde_json::to_string(&event).map_err(|e| EngineError::internal(e.to_string()))?.into();
+        let batch = WriteBatch {
+            ops: vec![
+                StoreOp::CreateSession {
+                    id: id.clone(),
+                    name: req.name,
+                    cwd,
+                    provider: provider.as_str().into(),
+                    model,
+                    created_ms,
+                },
+                StoreOp::AppendEvent {
+                    session_id: id.clone(),
+                    seq: 1,
+                    ts_ms: created_ms,
+                    kind: event_kind_name(&event.kind),
+                    body,
+                },
+            ],
+        };
+        self.shared().writer.write(batch).await.map_err(|e| EngineError::blocked(&e.to_string()))?;
+        drop(_names);
+        self.session_info(&id).await
+    }
+
+    async fn check_name(&self, name: &str, owner: Option<&str>) -> Result<(), EngineError> {
+        let valid = !name.is_empty()
+            && name.len() <= MAX_NAME_LEN
+            && name.chars().all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            && !name.starts_with('-');
+        if !valid {
+            return Err(EngineError::new(
+                ErrorKind::InvalidName,
+                format!(
+                    "\"{name}\" is not a valid session name: use up to {MAX_NAME_LEN} letters, digits, '-', '_' or '.', not starting with '-'"
+                ),
+            ));
+        }
+        match self.shared().store.name_owner(name).await? {
+            Some(other) if Some(other.as_str()) != owner => Err(EngineError::new(
+                ErrorKind::InvalidName,
+                format!("the name \"{name}\" is taken by session {other}"),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    fn info_from(&self, row: SessionRow, live: Option<&SessionHandle>, message_count: u64) -> SessionInfo {
+        let (state, queued, last_seq, attached) = match live {
+            Some(h) => {
+                let s = h.snapshot.borrow().clone();
+                (s.state, s.queued, s.last_seq.max(row.last_seq), h.attached_count())
+            }
+            None => (OperationStateKind::Idle, 0, row.last_seq, 0),
+        };
+        SessionInfo {
+            id: row.id,
+            name: row.name,
+            cwd: row.cwd,
+            provider: row.provider,
+            model: row.model,
+            created_ms: row.created_ms,
+            updated_ms: row.updated_ms,
+            state,
+            waiting_on: state.waiting_on().to_string(),
+            attached_clients: attached,
+            queued_messages: queued,
+            message_count,
+            last_seq,
+            head: row.head_id,
+        }
+    }
+
+    async fn session_info(&self, id: &str) -> Result<SessionInfo, EngineError> {
+        let row = self.shared().store.session(id).await?.ok_or_else(|| EngineError::not_found(id))?;
+        let count = match &row.head_id {
+            Some(h) => self.shared().store.path_to(h).await?.len() as u64,
+            None => 0,
+        };
+        let live = self.inner.sessions.lock().await.get(id).filter(|h| h.is_alive()).cloned();
+        Ok(self.info_from(row, live.as_ref(), count))
+    }
+
+    pub async fn list_sessions(&self) -> Result<Vec<SessionInfo>, EngineError> {
+        let rows = self.shared().store.sessions().await?;
+        let counts = self.shared().store.node_counts().await?;
+        let sessions = self.inner.sessions.lock().await;
+        Ok(rows
+            .into_iter()
+            .map(|row| {
+                let live = sessions.get(&row.id).filter(|h| h.is_alive());
+                let count = counts.get(&row.id).copied().unwrap_or(0);
+                self.info_from(row, live, count)
+            })
+            .collect())
+    }
+
+    pub async fn show(&self, selector: &str) -> Result<SessionInfo, EngineError> {
+        let id = self.resolve(selector).await?;
+        self.session_info(&id).await
+    }
+
+    pub async fn rename(&self, selector: &str, name: Option<String>, client: ClientRef) -> Result<SessionInfo, EngineError> {
+        self.check_running()?;
+        let handle = self.handle_for(selector).await?;
+        let name = name.map(|n| n.trim().to_string()).filter(|n| !n.is_empty());
+        let _names = self.inner.names.lock().await;
+        if let Some(n) = &name {
+            self.check_name(n, Some(&handle.id)).await?;
+        }
+        handle.request(|reply| SessionCmd::Rename { name, client, reply }).await?;
+        drop(_names);
+        self.session_info(&handle.id).await
+    }
+
+    pub async fn remove(&self, selector: &str) -> Result<String, EngineError> {
+        self.check_running()?;
+        let handle = self.handle_for(selector).await?;
+        handle.request(|reply| SessionCmd::Remove { reply }).await?;
+        self.inner.sessions.lock().await.remove(&handle.id);
+        Ok(handle.id)
+    }
+
+    pub async fn send(&self, selector: &str, text: String, client: ClientRef) -> Result<SendResult, EngineError> {
+        self.check_running()?;
+        let handle = self.handle_for(selector).await?;
+        handle.request(|reply| SessionCmd::Send { text, client, reply }).await
+    }
+
+    pub async fn cancel(&self, selector: &str, drop_queued: bool, client: ClientRef) -> Result<CancelResult, EngineError> {
+        let handle = self.handle_for(selector).await?;
+        handle.request(|reply| SessionCmd::Cancel { client, drop_queued, reply }).await
+    }
+
+    pub async fn history(&self, selector: &str) -> Result<HistoryResult, EngineError> {
+        let id = self.resolve(selector).await?;
+        let row = self.shared().store.session(&id).await?.ok_or_else(|| EngineError::not_found(&id))?;
+        let messages = match &row.head_id {
+            Some(h) => self.shared().store.path_to(h).await?.iter().map(|n| n.to_history()).collect(),
+            None => Vec::new(),
+        };
+        Ok(HistoryResult { session_id: id, head: row.head_id, messages })
+    }
+
+    /// Stored events after `after_seq`, as JSON bodies.
+    pub async fn events(&self, selector: &str, after_seq: u64, limit: u32) -> Result<(String, Vec<String>), EngineError> {
+        let id = self.resolve(selector).await?;
+        let rows = self.shared().store.events_after(&id, after_seq, limit.clamp(1, 10_000)).await?;
+        Ok((id, rows.into_iter().map(|(_, b)| b).collect()))
+    }
+
+    pub async fn subscribe(&self, selector: &str, from_seq: Option<u64>) -> Result<EventFeed, EngineError> {
+        self.check_running()?;
+        let handle = self.handle_for(selector).await?;
+        EventFeed::new(handle, self.shared().store.clone(), from_seq)
+    }
+
+    pub fn journal_health(&self) -> JournalHealth {
+        self.shared().writer.health()
+    }
+
+    pub async fn counts(&self) -> Result<(u32, u32), EngineError> {
+        let total = self.shared().store.sessions().await?.len() as u32;
+        let active = self
+            .inner
+            .sessions
+            .lock()
+            .await
+            .values()
+            .filter(|h| h.is_alive() && h.snapshot.borrow().state != OperationStateKind::Idle)
+            .count() as u32;
+        Ok((total, active))
+    }
+
+    /// Cancels running turns, waits until everything is durable, and stops
+    /// the writer. Idempotent.
+    pub async fn shutdown(&self) {
+        self.inner.shutting_down.store(true, Ordering::Relaxed);
+        let handles: Vec<SessionHandle> = self.inner.sessions.lock().await.drain().map(|(_, h)| h).collect();
+        let mut waits = Vec::new();
+        for h in handles {
+            let (reply, rx) = tokio::sync::oneshot::channel();
+            // A full command queue: the actor still exits when its handles
+            // are dropped below.
+            if h.command(SessionCmd::Shutdown { reply }).is_ok() {
+                waits.push(rx);
+            }
+        }
+        for w in waits {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(10), w).await;
+        }
+        let task = self.inner.writer_task.lock().ok().and_then(|mut t| t.take());
+        self.shared().store.close().await;
+        if let Some(task) = task {
+            // The writer exits once every sender is gone; the actors have
+            // exited, and this engine's handle goes with the process.
+            task.abort();
+        }
+    }
+}
+
+fn req_provider_matches_config(cfg: &ForgeConfig, provider: ProviderKind) -> bool {
+    cfg.app.provider.as_deref().and_then(ProviderKind::parse).unwrap_or(ProviderKind::Claude) == provider
+}
+
+pub use crate::session::subscription::FeedItem;

@@ -1,0 +1,53 @@
+//! The engine's error: a stable kind from the protocol plus a message that
+//! says what happened and what to do.
+
+use forge_proto::ErrorKind;
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct EngineError {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+impl EngineError {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self { kind, message: message.into() }
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Internal, message)
+    }
+
+    pub fn not_found(selector: &str) -> Self {
+        Self::new(
+            ErrorKind::SessionNotFound,
+            format!("no session matches \"{selector}\" (by id, id prefix or name); `forgectl session list` shows them"),
+        )
+    }
+
+    pub fn blocked(reason: &str) -> Self {
+        Self::new(
+            ErrorKind::PersistenceBlocked,
+            format!(
+                "the store cannot be written ({reason}); Forge refuses new work so nothing is lost. Free disk space or fix the permissions of $FORGE_HOME/forge.db, then restart forged"
+            ),
+        )
+    }
+
+    pub fn gone() -> Self {
+        Self::new(ErrorKind::ShuttingDown, "the session stopped (removed, or forged is shutting down)")
+    }
+}
+
+impl From<crate::store::StoreError> for EngineError {
+    fn from(e: crate::store::StoreError) -> Self {
+        Self::internal(format!("store read failed: {e}"))
+    }
+}
+
+impl From<crate::provider::ProviderError> for EngineError {
+    fn from(e: crate::provider::ProviderError) -> Self {
+        Self::new(e.kind, e.message)
+    }
+}

@@ -1,0 +1,17 @@
+//! The Forge engine: sessions and their operation state machine, providers,
+//! the SQLite store and its single journal writer, configuration.
+//!
+//! It knows no sockets and no terminal: `forged` serves it over JSON-RPC,
+//! and tests drive it directly.
+
+pub mod config;
+pub mod engine;
+pub mod error;
+pub mod ids;
+pub mod journal;
+pub mod provider;
+pub mod session;
+pub mod store;
+
+pub use engine::{CreateSession, Engine, EngineOptions, FeedItem};
+pub use error::EngineError;

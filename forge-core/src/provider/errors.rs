@@ -1,0 +1,187 @@
+//! Provider failures, classified for users and scripts, with secrets
+//! scrubbed from every message.
+
+use forge_proto::ErrorKind;
+
+use super::{ProviderKind, ProviderSettings};
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct ProviderError {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+impl ProviderError {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self { kind, message: message.into() }
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Internal, message)
+    }
+
+    pub fn unsupported(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Config, message)
+    }
+
+    pub fn missing_key(kind: ProviderKind) -> Self {
+        let settings_hint = format!(
+            "No API key for {}: set {} in forged's environment or under [api_keys] in $FORGE_HOME/config.toml, then restart forged (`forgectl shutdown`).",
+            kind.display_name(),
+            kind.key_env()
+        );
+        Self::new(ErrorKind::ProviderAuth, settings_hint)
+    }
+
+    /// A failed HTTP response, turned into a message in the seed's format.
+    pub(super) fn from_http(settings: &ProviderSettings, model: &str, status: u16, body: &str) -> Self {
+        let detail = extract_error_message(body);
+        let detail = redact_secrets(&detail, &settings.secrets());
+        let name = settings.kind.display_name();
+        let kind = match status {
+            401 | 403 => ErrorKind::ProviderAuth,
+            429 => ErrorKind::ProviderRateLimited,
+            408 | 500..=599 => ErrorKind::ProviderUnavailable,
+            _ => ErrorKind::ProviderError,
+        };
+        let message = match kind {
+            ErrorKind::ProviderAuth => format!(
+                "{name} authentication failed for model {model} (HTTP {status}: {detail}). Check the key: {}.",
+                settings.config_hint()
+            ),
+            ErrorKind::ProviderRateLimited => {
+                format!("{name} rate-limited the request for model {model} (HTTP {status}): {detail}. Try again shortly.")
+            }
+            ErrorKind::ProviderUnavailable => {
+                format!("{name} is unavailable (HTTP {status}) for model {model}: {detail}. Try again shortly.")
+            }
+            _ => format!("{name} rejected the request for model {model} (HTTP {status}): {detail}"),
+        };
+        Self::new(kind, message)
+    }
+
+    pub(super) fn connect(settings: &ProviderSettings, err: &reqwest::Error) -> Self {
+        let text = redact_secrets(&error_chain(err), &settings.secrets());
+        Self::new(
+            ErrorKind::ProviderUnreachable,
+            format!("cannot reach {} at {}: {text}", settings.kind.display_name(), settings.base_url),
+        )
+    }
+
+    pub(super) fn stream_broken(settings: &ProviderSettings, what: &str) -> Self {
+        let what = redact_secrets(what, &settings.secrets());
+        Self::new(
+            ErrorKind::ProviderError,
+            format!("the {} stream broke off: {what}", settings.kind.display_name()),
+        )
+    }
+
+    /// An error the provider reported inside an otherwise good stream.
+    pub(super) fn midstream(settings: &ProviderSettings, error_type: &str, message: &str) -> Self {
+        let message = redact_secrets(message, &settings.secrets());
+        let kind = match error_type {
+            "overloaded_error" | "api_error" | "server_error" | "timeout_error" => ErrorKind::ProviderUnavailable,
+            "rate_limit_error" | "rate_limit_exceeded" => ErrorKind::ProviderRateLimited,
+            "authentication_error" | "permission_error" => ErrorKind::ProviderAuth,
+            _ => ErrorKind::ProviderError,
+        };
+        Self::new(
+            kind,
+            format!("{} reported an error mid-stream ({error_type}): {message}", settings.kind.display_name()),
+        )
+    }
+}
+
+fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut out = err.to_string();
+    let mut src = err.source();
+    while let Some(s) = src {
+        let s_text = s.to_string();
+        if !out.contains(&s_text) {
+            out.push_str(": ");
+            out.push_str(&s_text);
+        }
+        src = s.source();
+    }
+    out
+}
+
+/// The `error.message` of a provider's JSON error body, else the body's
+/// start (error bodies from proxies are often not JSON).
+fn extract_error_message(body: &str) -> String {
+    if let Ok(v) = serde_json::from_str::<serde_json::Value>(body) {
+        let err = v.get("error").unwrap_or(&v);
+        if let Some(m) = err.get("message").and_then(|m| m.as_str()) {
+            let ty = err.get("type").and_then(|t| t.as_str());
+            return match ty {
+                Some(ty) => format!("{ty}: {m}"),
+                None => m.to_string(),
+            };
+        }
+        if let Some(s) = err.as_str() {
+            return s.to_string();
+        }
+    }
+    let trimmed = body.trim();
+    if trimmed.is_empty() {
+        return "no details in the response".to_string();
+    }
+    let mut end = trimmed.len().min(300);
+    while !trimmed.is_char_boundary(end) {
+        end -= 1;
+    }
+    trimmed[..end].to_string()
+}
+
+/// Replaces every known secret, and anything shaped like an API key
+/// (`sk-...`, `sk-ant-...`, `AIza...`), with `***`.
+pub fn redact_secrets(text: &str, secrets: &[String]) -> String {
+    let mut out = text.to_string();
+    for s in secrets {
+        if s.len() >= 4 {
+            out = out.replace(s.as_str(), "***");
+        }
+    }
+    let mut result = String::with_capacity(out.len());
+    let mut rest = out.as_str();
+    loop {
+        let next = ["sk-", "AIza"].iter().filter_map(|p| rest.find(p).map(|i| (i, *p))).min();
+        let Some((i, prefix)) = next else {
+            result.push_str(rest);
+            break;
+        };
+        result.push_str(&rest[..i]);
+        let tail = &rest[i + prefix.len()..];
+        let len = tail
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+            .unwrap_or(tail.len());
+        if len >= 8 {
+            result.push_str(prefix);
+            result.push_str("***");
+        } else {
+            result.push_str(&rest[i..i + prefix.len() + len]);
+        }
+        rest = &tail[len..];
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_redacted() {
+        let t = redact_secrets("bad key sk-ant-abcdef1234567890 and mysecretvalue", &["mysecretvalue".into()]);
+        assert_eq!(t, "bad key sk-*** and ***");
+        assert_eq!(redact_secrets("task-force sk-a", &[]), "task-force sk-a");
+    }
+
+    #[test]
+    fn json_error_bodies_are_summarised() {
+        let body = r#"{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}"#;
+        assert_eq!(extract_error_message(body), "rate_limit_error: slow down");
+        assert_eq!(extract_error_message("<html>413</html>"), "<html>413</html>");
+    }
+}

@@ -1,0 +1,232 @@
+//! LLM providers: one streaming client per wire format, all yielding the
+//! same [`ProviderEvent`]s. Requests go out over one shared reqwest client
+//! (rustls); responses are parsed as SSE with `eventsource-stream`.
+
+mod anthropic;
+mod errors;
+mod openai;
+
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use crate::config::{ForgeConfig, expand_env_vars};
+pub use errors::{ProviderError, redact_secrets};
+use forge_proto::Usage;
+
+/// The providers Forge knows by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProviderKind {
+    Claude,
+    OpenAi,
+    Gemini,
+}
+
+impl ProviderKind {
+    /// Parses a provider name as users type it: `claude` (alias
+    /// `anthropic`), `openai`, `gemini` (alias `google`).
+    pub fn parse(name: &str) -> Option<Self> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "claude" | "anthropic" => Some(Self::Claude),
+            "openai" => Some(Self::OpenAi),
+            "gemini" | "google" => Some(Self::Gemini),
+            _ => None,
+        }
+    }
+
+    /// The canonical name stored with sessions.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Claude => "claude",
+            Self::OpenAi => "openai",
+            Self::Gemini => "gemini",
+        }
+    }
+
+    pub fn display_name(self) -> &'static str {
+        match self {
+            Self::Claude => "Claude",
+            Self::OpenAi => "OpenAI",
+            Self::Gemini => "Gemini",
+        }
+    }
+
+    pub fn default_model(self) -> &'static str {
+        match self {
+            Self::Claude => "claude-sonnet-4-6",
+            Self::OpenAi => "gpt-5.4-mini",
+            Self::Gemini => "gemini-3.5-flash",
+        }
+    }
+
+    /// The environment variable that holds this provider's key.
+    pub fn key_env(self) -> &'static str {
+        match self {
+            Self::Claude => "ANTHROPIC_API_KEY",
+            Self::OpenAi => "OPENAI_API_KEY",
+            Self::Gemini => "GEMINI_API_KEY",
+        }
+    }
+
+    fn config_key_name(self) -> &'static str {
+        match self {
+            Self::Claude => "anthropic",
+            Self::OpenAi => "openai",
+            Self::Gemini => "google",
+        }
+    }
+}
+
+/// One message of the conversation sent to the provider.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatMessage {
+    pub role: ChatRole,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChatRole {
+    User,
+    Assistant,
+}
+
+#[derive(Debug, Clone)]
+pub struct ChatRequest {
+    pub model: String,
+    pub system: Option<String>,
+    pub messages: Vec<ChatMessage>,
+    pub max_output_tokens: u32,
+}
+
+/// What a provider stream yields, in order. A stream ends with exactly one
+/// `Done` or `Error`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ProviderEvent {
+    TextDelta(String),
+    ThinkingDelta(String),
+    Usage(Usage),
+    StopReason(String),
+    Done,
+    Error(ProviderError),
+}
+
+/// Resolved connection settings for one provider.
+#[derive(Clone)]
+pub struct ProviderSettings {
+    pub kind: ProviderKind,
+    pub base_url: String,
+    /// The key, if any. Never logged: `Debug` redacts it.
+    api_key: Option<String>,
+    /// True when the user pointed the provider at their own server: a key is
+    /// then optional (local OpenAI-compatible servers accept none).
+    pub custom_base_url: bool,
+}
+
+impl std::fmt::Debug for ProviderSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProviderSettings")
+            .field("kind", &self.kind)
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "***"))
+            .finish()
+    }
+}
+
+impl ProviderSettings {
+    /// Settings from the config file, then the environment.
+    pub fn resolve(kind: ProviderKind, cfg: &ForgeConfig) -> Self {
+        let from_config = match kind {
+            ProviderKind::Claude => cfg.api_keys.anthropic.as_deref(),
+            ProviderKind::OpenAi => cfg.api_keys.openai.as_deref(),
+            ProviderKind::Gemini => cfg.api_keys.google.as_deref(),
+        }
+        .map(expand_env_vars)
+        .filter(|k| !k.trim().is_empty());
+        let api_key = from_config.or_else(|| {
+            std::env::var(kind.key_env()).ok().filter(|k| !k.trim().is_empty())
+        });
+        let (cfg_url, env_var, default) = match kind {
+            ProviderKind::Claude => {
+                (cfg.anthropic.base_url.as_deref(), Some("ANTHROPIC_BASE_URL"), "https://api.anthropic.com")
+            }
+            ProviderKind::OpenAi => {
+                (cfg.openai.base_url.as_deref(), Some("OPENAI_BASE_URL"), "https://api.openai.com/v1")
+            }
+            ProviderKind::Gemini => {
+                (cfg.google.base_url.as_deref(), None, "https://generativelanguage.googleapis.com")
+            }
+        };
+        let custom = cfg_url
+            .map(expand_env_vars)
+            .or_else(|| env_var.and_then(|v| std::env::var(v).ok()))
+            .filter(|u| !u.trim().is_empty());
+        let custom_base_url = custom.is_some();
+        let base_url = custom.unwrap_or_else(|| default.to_string()).trim_end_matches('/').to_string();
+        Self { kind, base_url, api_key, custom_base_url }
+    }
+
+    pub fn has_key(&self) -> bool {
+        self.api_key.is_some()
+    }
+
+    /// The secrets to scrub from anything shown or logged.
+    pub fn secrets(&self) -> Vec<String> {
+        self.api_key.iter().cloned().collect()
+    }
+
+    /// Checks that a request can be made at all; the error says what to set.
+    pub fn check_ready(&self) -> Result<(), ProviderError> {
+        match self.kind {
+            ProviderKind::Gemini => Err(ProviderError::unsupported(
+                "Gemini streaming is not available in this version of Forge yet; use --provider claude or openai",
+            )),
+            _ if self.api_key.is_none() && !self.custom_base_url => Err(ProviderError::missing_key(self.kind)),
+            _ => Ok(()),
+        }
+    }
+
+    fn config_hint(&self) -> String {
+        format!(
+            "set {} in forged's environment or `{} = \"...\"` under [api_keys] in $FORGE_HOME/config.toml, then restart forged (`forgectl shutdown`)",
+            self.kind.key_env(),
+            self.kind.config_key_name()
+        )
+    }
+}
+
+/// Makes provider requests. Cheap to clone; shares one connection pool.
+#[derive(Clone)]
+pub struct ProviderClient {
+    http: reqwest::Client,
+}
+
+impl ProviderClient {
+    pub fn new() -> Result<Self, ProviderError> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(15))
+            // Between two reads of a stream; a long answer may take minutes
+            // in total, but a silent connection this long is dead.
+            .read_timeout(Duration::from_secs(300))
+            .user_agent(concat!("forge/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| ProviderError::internal(format!("cannot build the HTTP client: {e}")))?;
+        Ok(Self { http })
+    }
+
+    /// Streams one completion into `tx`, ending with `Done` or `Error`.
+    /// Returns when the stream ends or `tx`'s receiver is dropped.
+    pub async fn run(&self, settings: ProviderSettings, req: ChatRequest, tx: mpsc::Sender<ProviderEvent>) {
+        if let Err(e) = settings.check_ready() {
+            let _ = tx.send(ProviderEvent::Error(e)).await;
+            return;
+        }
+        match settings.kind {
+            ProviderKind::Claude => anthropic::run(self.http.clone(), settings, req, tx).await,
+            ProviderKind::OpenAi => openai::run(self.http.clone(), settings, req, tx).await,
+            ProviderKind::Gemini => {
+                let e = ProviderError::unsupported("Gemini is not available yet");
+                let _ = tx.send(ProviderEvent::Error(e)).await;
+            }
+        }
+    }
+}

@@ -1,0 +1,90 @@
+//! Sessions: one actor task per live session owns all its mutable state
+//! (see [`actor`]); the rest of the daemon holds a [`SessionHandle`] and
+//! talks to it through a bounded command channel.
+
+pub(crate) mod actor;
+mod state;
+pub mod subscription;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use forge_proto::{CancelResult, ClientRef, ErrorKind, OperationStateKind, SendResult};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
+
+use crate::error::EngineError;
+
+/// Commands a session's actor accepts.
+pub(crate) enum SessionCmd {
+    Send { text: String, client: ClientRef, reply: oneshot::Sender<Result<SendResult, EngineError>> },
+    Cancel { client: ClientRef, drop_queued: bool, reply: oneshot::Sender<Result<CancelResult, EngineError>> },
+    Rename { name: Option<String>, client: ClientRef, reply: oneshot::Sender<Result<(), EngineError>> },
+    /// Removes the session; the actor exits after the removal is durable.
+    Remove { reply: oneshot::Sender<Result<(), EngineError>> },
+    /// Cancels running work, persists, and exits.
+    Shutdown { reply: oneshot::Sender<()> },
+}
+
+/// An event as published to subscribers: already durable, already JSON.
+#[derive(Debug, Clone)]
+pub struct PublishedEvent {
+    pub seq: u64,
+    /// The `SessionEvent` as JSON.
+    pub json: Arc<str>,
+}
+
+/// What list/show report about a live session without asking its actor.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Snapshot {
+    pub state: OperationStateKind,
+    pub queued: u32,
+    pub last_seq: u64,
+}
+
+/// How the rest of the daemon reaches a session actor.
+#[derive(Clone)]
+pub(crate) struct SessionHandle {
+    pub id: String,
+    tx: mpsc::Sender<SessionCmd>,
+    events: broadcast::WeakSender<PublishedEvent>,
+    pub snapshot: watch::Receiver<Snapshot>,
+    pub attached: Arc<AtomicU32>,
+}
+
+/// Commands waiting for an actor; past this a caller gets `overloaded`.
+pub(crate) const COMMAND_QUEUE: usize = 64;
+
+impl SessionHandle {
+    /// Sends a command without waiting for room: a session that cannot keep
+    /// up answers `overloaded` (retryable) instead of stalling the caller.
+    pub fn command(&self, cmd: SessionCmd) -> Result<(), EngineError> {
+        self.tx.try_send(cmd).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => EngineError::new(
+                ErrorKind::Overloaded,
+                "the session has too many requests waiting; retry shortly",
+            ),
+            mpsc::error::TrySendError::Closed(_) => EngineError::gone(),
+        })
+    }
+
+    pub async fn request<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<T, EngineError>>) -> SessionCmd,
+    ) -> Result<T, EngineError> {
+        let (reply, rx) = oneshot::channel();
+        self.command(make(reply))?;
+        rx.await.map_err(|_| EngineError::gone())?
+    }
+
+    pub fn subscribe_live(&self) -> Option<broadcast::Receiver<PublishedEvent>> {
+        self.events.upgrade().map(|s| s.subscribe())
+    }
+
+    pub fn is_alive(&self) -> bool {
+        !self.tx.is_closed()
+    }
+
+    pub fn attached_count(&self) -> u32 {
+        self.attached.load(Ordering::Relaxed)
+    }
+}

@@ -1,0 +1,54 @@
+//! The session's operation state machine (the seeds' `OperationState`).
+//! Each variant holds exactly the data that state needs, so a stream
+//! without an abort handle, or two streams at once, cannot be represented.
+
+use forge_proto::{ClientRef, OperationStateKind, Usage};
+use tokio::task::AbortHandle;
+
+/// A turn streaming from the provider.
+pub(super) struct ActiveStream {
+    /// The user message that started the turn.
+    pub message_id: String,
+    pub provider: String,
+    pub model: String,
+    pub client: ClientRef,
+    /// Text received so far (all of it is persisted or in the outbox).
+    pub text: String,
+    pub usage: Option<Usage>,
+    pub stop_reason: Option<String>,
+    pub task: AbortHandle,
+}
+
+pub(super) enum OperationState {
+    Idle,
+    Streaming(ActiveStream),
+    /// The turn's end is written but not yet acknowledged; the next turn
+    /// starts only once it is durable.
+    Finishing,
+    /// The store cannot be written; all new work is refused.
+    PersistenceBlocked { reason: String },
+}
+
+impl OperationState {
+    pub fn kind(&self) -> OperationStateKind {
+        match self {
+            Self::Idle => OperationStateKind::Idle,
+            Self::Streaming(_) | Self::Finishing => OperationStateKind::Streaming,
+            Self::PersistenceBlocked { .. } => OperationStateKind::PersistenceBlocked,
+        }
+    }
+
+    /// Leaves the streaming state, returning the stream (its task aborted).
+    pub fn take_stream(&mut self) -> Option<ActiveStream> {
+        match std::mem::replace(self, Self::Finishing) {
+            Self::Streaming(s) => {
+                s.task.abort();
+                Some(s)
+            }
+            other => {
+                *self = other;
+                None
+            }
+        }
+    }
+}

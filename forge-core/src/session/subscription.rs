@@ -1,0 +1,136 @@
+//! Following a session: replay from the store, then live, with no gap and
+//! no duplicate. The live feed is subscribed *before* the store is read, so
+//! every event is either in what the store returns or still to come live;
+//! seqs already delivered are skipped. A subscriber that falls behind the
+//! live feed is told so and re-reads from the store: it can never slow the
+//! session or other clients.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use tokio::sync::broadcast;
+
+use super::{PublishedEvent, SessionHandle};
+use crate::error::EngineError;
+use crate::store::Store;
+
+/// What a subscriber gets next.
+#[derive(Debug, Clone)]
+pub enum FeedItem {
+    /// A session event (its JSON), in seq order.
+    Event { seq: u64, json: Arc<str> },
+    /// Replay is done; from here on events are live.
+    Live { last_seq: u64 },
+    /// The subscriber fell behind; the rest comes from the store first.
+    Lagged { resume_seq: u64 },
+    /// No more events: the session was removed or the daemon stops.
+    Closed { reason: String },
+}
+
+enum Phase {
+    Replay,
+    Live,
+    Done,
+}
+
+pub struct EventFeed {
+    session_id: String,
+    store: Store,
+    live: broadcast::Receiver<PublishedEvent>,
+    next_seq: u64,
+    buffer: VecDeque<(u64, Arc<str>)>,
+    phase: Phase,
+    handle: SessionHandle,
+}
+
+const REPLAY_PAGE: u32 = 512;
+
+impl EventFeed {
+    /// `from_seq: None` follows live events only.
+    pub(crate) fn new(handle: SessionHandle, store: Store, from_seq: Option<u64>) -> Result<Self, EngineError> {
+        let live = handle.subscribe_live().ok_or_else(EngineError::gone)?;
+        let last = handle.snapshot.borrow().last_seq;
+        let next_seq = from_seq.map(|s| s.max(1)).unwrap_or(last + 1);
+        handle.attached.fetch_add(1, Ordering::Relaxed);
+        Ok(Self {
+            session_id: handle.id.clone(),
+            store,
+            live,
+            next_seq,
+            buffer: VecDeque::new(),
+            phase: Phase::Replay,
+            handle,
+        })
+    }
+
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    pub async fn next(&mut self) -> Option<FeedItem> {
+        loop {
+            if let Some((seq, json)) = self.buffer.pop_front() {
+                if seq < self.next_seq {
+                    continue;
+                }
+                self.next_seq = seq + 1;
+                return Some(FeedItem::Event { seq, json });
+            }
+            match self.phase {
+                Phase::Done => return None,
+                Phase::Replay => {
+                    let page = match self.store.events_after(&self.session_id, self.next_seq - 1, REPLAY_PAGE).await {
+                        Ok(p) => p,
+                        Err(e) => {
+                            self.phase = Phase::Done;
+                            return Some(FeedItem::Closed { reason: format!("reading stored events failed: {e}") });
+                        }
+                    };
+                    if page.is_empty() {
+                        self.phase = Phase::Live;
+                        return Some(FeedItem::Live { last_seq: self.next_seq - 1 });
+                    }
+                    self.buffer.extend(page.into_iter().map(|(s, b)| (s, Arc::from(b))));
+                }
+                Phase::Live => match self.live.recv().await {
+                    Ok(ev) if ev.seq < self.next_seq => continue,
+                    Ok(ev) if ev.seq == self.next_seq => {
+                        self.next_seq += 1;
+                        return Some(FeedItem::Event { seq: ev.seq, json: ev.json });
+                    }
+                    // Ahead of us: what lies between is in the store.
+                    Ok(ev) => {
+                        self.phase = Phase::Replay;
+                        self.buffer.push_back((ev.seq, ev.json));
+                        let page = self
+                            .store
+                            .events_after(&self.session_id, self.next_seq - 1, (ev.seq - self.next_seq) as u32)
+                            .await
+                            .unwrap_or_default();
+                        let mut items: VecDeque<(u64, Arc<str>)> =
+                            page.into_iter().map(|(s, b)| (s, Arc::from(b))).collect();
+                        items.extend(self.buffer.drain(..));
+                        self.buffer = items;
+                        self.phase = Phase::Live;
+                    }
+                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                        self.phase = Phase::Replay;
+                        return Some(FeedItem::Lagged { resume_seq: self.next_seq });
+                    }
+                    Err(broadcast::error::RecvError::Closed) => {
+                        self.phase = Phase::Done;
+                        let reason = if self.handle.is_alive() { "closed" } else { "the session stopped" };
+                        return Some(FeedItem::Closed { reason: reason.to_string() });
+                    }
+                },
+            }
+        }
+    }
+}
+
+impl Drop for EventFeed {
+    fn drop(&mut self) {
+        self.handle.attached.fetch_sub(1, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,187 @@
+//! The SQLite store (`$FORGE_HOME/forge.db`, WAL): sessions, the history
+//! tree, the event log and the message queue. This module opens it and
+//! answers reads; every write goes through the journal writer
+//! ([`crate::journal`]), the single writer of the database.
+
+pub(crate) mod rows;
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{ConnectOptions, Row, SqlitePool};
+
+use crate::config::Durability;
+pub use rows::{NodeRow, QueuedRow, SessionRow};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database error: {0}")]
+    Db(#[from] sqlx::Error),
+    #[error("database migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("corrupt record in the store: {0}")]
+    Corrupt(String),
+}
+
+/// Read access to the store, shared by all sessions and RPC handlers.
+#[derive(Clone)]
+pub struct Store {
+    pool: SqlitePool,
+}
+
+fn options(path: &Path, durability: Durability) -> Result<SqliteConnectOptions, StoreError> {
+    let url = format!("sqlite://{}", path.display());
+    Ok(SqliteConnectOptions::from_str(&url)?
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(match durability {
+            Durability::Process => SqliteSynchronous::Normal,
+            Durability::Power => SqliteSynchronous::Full,
+        })
+        .busy_timeout(Duration::from_secs(5))
+        .foreign_keys(false))
+}
+
+impl Store {
+    /// Opens (creating and migrating if needed) the store, returning the
+    /// read pool and the one connection the journal writer will own.
+    pub async fn open(path: &Path, durability: Durability) -> Result<(Store, SqliteConnection), StoreError> {
+        let opts = options(path, durability)?;
+        let mut writer = opts.clone().connect().await?;
+        sqlx::migrate!("./migrations").run(&mut writer).await?;
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .min_connections(1)
+            .connect_with(opts.read_only(true))
+            .await?;
+        Ok((Store { pool }, writer))
+    }
+
+    pub async fn sessions(&self) -> Result<Vec<SessionRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, name, cwd, provider, model, created_ms, updated_ms, head_id, last_seq FROM sessions ORDER BY id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(SessionRow::from_row).collect()
+    }
+
+    pub async fn session(&self, id: &str) -> Result<Option<SessionRow>, StoreError> {
+        let row = sqlx::query(
+            "SELECT id, name, cwd, provider, model, created_ms, updated_ms, head_id, last_seq FROM sessions WHERE id = ?",
+        )
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(SessionRow::from_row).transpose()
+    }
+
+    /// Ids matching a selector: exact id, exact name, or id prefix (at most
+    /// two, enough to tell unique from ambiguous).
+    pub async fn find_session_ids(&self, selector: &str) -> Result<Vec<String>, StoreError> {
+        let exact: Option<String> = sqlx::query_scalar("SELECT id FROM sessions WHERE id = ? OR name = ? LIMIT 1")
+            .bind(selector)
+            .bind(selector)
+            .fetch_optional(&self.pool)
+            .await?;
+        if let Some(id) = exact {
+            return Ok(vec![id]);
+        }
+        let escaped = selector.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
+        let ids: Vec<String> =
+            sqlx::query_scalar("SELECT id FROM sessions WHERE id LIKE ? ESCAPE '\\' ORDER BY id LIMIT 2")
+                .bind(format!("{escaped}%"))
+                .fetch_all(&self.pool)
+                .await?;
+        Ok(ids)
+    }
+
+    pub async fn name_owner(&self, name: &str) -> Result<Option<String>, StoreError> {
+        Ok(sqlx::query_scalar("SELECT id FROM sessions WHERE name = ?")
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await?)
+    }
+
+    /// The path from the root to `head`, oldest first.
+    pub async fn path_to(&self, head: &str) -> Result<Vec<NodeRow>, StoreError> {
+        let rows = sqlx::query(
+            "WITH RECURSIVE path(id, parent_id, session_id, role, text, status, created_ms, meta, depth) AS (
+                 SELECT id, parent_id, session_id, role, text, status, created_ms, meta, 0 FROM nodes WHERE id = ?
+                 UNION ALL
+                 SELECT n.id, n.parent_id, n.session_id, n.role, n.text, n.status, n.created_ms, n.meta, p.depth + 1
+                 FROM nodes n JOIN path p ON n.id = p.parent_id
+             )
+             SELECT id, parent_id, session_id, role, text, status, created_ms, meta FROM path ORDER BY depth DESC",
+        )
+        .bind(head)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(NodeRow::from_row).collect()
+    }
+
+    /// Stored event bodies (JSON) with `seq > after`, in order, at most `limit`.
+    pub async fn events_after(&self, session: &str, after: u64, limit: u32) -> Result<Vec<(u64, String)>, StoreError> {
+        let rows = sqlx::query("SELECT seq, body FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?")
+            .bind(session)
+            .bind(after as i64)
+            .bind(limit as i64)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get::<i64, _>("seq")? as u64, r.try_get::<String, _>("body")?)))
+            .collect()
+    }
+
+    /// Events of the given kinds after `after`, for recovery.
+    pub async fn last_seq_of_kind(&self, session: &str, kind: &str) -> Result<u64, StoreError> {
+        let v: Option<i64> = sqlx::query_scalar("SELECT MAX(seq) FROM events WHERE session_id = ? AND kind = ?")
+            .bind(session)
+            .bind(kind)
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(v.unwrap_or(0) as u64)
+    }
+
+    pub async fn queued(&self, session: &str) -> Result<Vec<QueuedRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT session_id, message_id, text, client, created_ms FROM queued_messages WHERE session_id = ? ORDER BY message_id",
+        )
+        .bind(session)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(QueuedRow::from_row).collect()
+    }
+
+    /// Sessions that need their actor at start-up: a turn was running when
+    /// the daemon stopped, or messages wait in the queue.
+    pub async fn sessions_needing_attention(&self) -> Result<Vec<String>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT DISTINCT session_id FROM queued_messages
+             UNION
+             SELECT s.id FROM sessions s WHERE
+               (SELECT MAX(seq) FROM events e WHERE e.session_id = s.id AND e.kind = 'turn_started') >
+               COALESCE((SELECT MAX(seq) FROM events e WHERE e.session_id = s.id AND e.kind = 'turn_finished'), 0)",
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+impl Store {
+    /// Nodes per session (the history length while history is linear).
+    pub async fn node_counts(&self) -> Result<std::collections::HashMap<String, u64>, StoreError> {
+        let rows = sqlx::query("SELECT session_id, COUNT(*) AS n FROM nodes GROUP BY session_id")
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get::<String, _>("session_id")?, r.try_get::<i64, _>("n")? as u64)))
+            .collect()
+    }
+}

@@ -1,0 +1,132 @@
+//! Rows as stored, and their conversion to wire types.
+
+use forge_proto::{ClientRef, HistoryMessage, MessageStatus, Role, Usage};
+use serde::{Deserialize, Serialize};
+use sqlx::Row;
+use sqlx::sqlite::SqliteRow;
+
+use super::StoreError;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionRow {
+    pub id: String,
+    pub name: Option<String>,
+    pub cwd: String,
+    pub provider: String,
+    pub model: String,
+    pub created_ms: i64,
+    pub updated_ms: i64,
+    pub head_id: Option<String>,
+    pub last_seq: u64,
+}
+
+impl SessionRow {
+    pub(super) fn from_row(r: &SqliteRow) -> Result<Self, StoreError> {
+        Ok(Self {
+            id: r.try_get("id")?,
+            name: r.try_get("name")?,
+            cwd: r.try_get("cwd")?,
+            provider: r.try_get("provider")?,
+            model: r.try_get("model")?,
+            created_ms: r.try_get("created_ms")?,
+            updated_ms: r.try_get("updated_ms")?,
+            head_id: r.try_get("head_id")?,
+            last_seq: r.try_get::<i64, _>("last_seq")? as u64,
+        })
+    }
+}
+
+/// Per-node details that do not need their own column.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeMeta {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<ClientRef>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeRow {
+    pub id: String,
+    pub session_id: String,
+    pub parent_id: Option<String>,
+    pub role: Role,
+    pub text: String,
+    pub status: MessageStatus,
+    pub created_ms: i64,
+    pub meta: NodeMeta,
+}
+
+fn parse_enum<T: for<'de> Deserialize<'de>>(s: &str) -> Result<T, StoreError> {
+    serde_json::from_value(serde_json::Value::String(s.to_string()))
+        .map_err(|e| StoreError::Corrupt(format!("bad value {s:?}: {e}")))
+}
+
+pub(crate) fn enum_str<T: Serialize>(v: &T) -> String {
+    match serde_json::to_value(v) {
+        Ok(serde_json::Value::String(s)) => s,
+        _ => String::new(),
+    }
+}
+
+impl NodeRow {
+    pub(super) fn from_row(r: &SqliteRow) -> Result<Self, StoreError> {
+        let meta: String = r.try_get("meta")?;
+        Ok(Self {
+            id: r.try_get("id")?,
+            session_id: r.try_get("session_id")?,
+            parent_id: r.try_get("parent_id")?,
+            role: parse_enum(&r.try_get::<String, _>("role")?)?,
+            text: r.try_get("text")?,
+            status: parse_enum(&r.try_get::<String, _>("status")?)?,
+            created_ms: r.try_get("created_ms")?,
+            meta: serde_json::from_str(&meta).map_err(|e| StoreError::Corrupt(format!("node meta: {e}")))?,
+        })
+    }
+
+    pub fn to_history(&self) -> HistoryMessage {
+        HistoryMessage {
+            id: self.id.clone(),
+            parent_id: self.parent_id.clone(),
+            role: self.role,
+            text: self.text.clone(),
+            status: self.status,
+            created_ms: self.created_ms,
+            provider: self.meta.provider.clone(),
+            model: self.meta.model.clone(),
+            client: self.meta.client.clone(),
+            usage: self.meta.usage.clone(),
+            error: self.meta.error.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueuedRow {
+    pub session_id: String,
+    pub message_id: String,
+    pub text: String,
+    pub client: Option<ClientRef>,
+    pub created_ms: i64,
+}
+
+impl QueuedRow {
+    pub(super) fn from_row(r: &SqliteRow) -> Result<Self, StoreError> {
+        let client: Option<String> = r.try_get("client")?;
+        Ok(Self {
+            session_id: r.try_get("session_id")?,
+            message_id: r.try_get("message_id")?,
+            text: r.try_get("text")?,
+            client: client.and_then(|c| serde_json::from_str(&c).ok()),
+            created_ms: r.try_get("created_ms")?,
+        })
+    }
+}

@@ -1,0 +1,84 @@
+//! The JSON-RPC API, defined once. `forged` implements [`ForgeApiServer`];
+//! Rust clients call through [`ForgeApiClient`]. Method names read
+//! `<area>.<verb>`; params are passed by name (a JSON object).
+//!
+//! A session argument (`session`) accepts a full id, a unique id prefix, or
+//! the session's name.
+
+use jsonrpsee::core::SubscriptionResult;
+use jsonrpsee::proc_macros::rpc;
+use jsonrpsee::types::ErrorObjectOwned;
+
+use crate::events::{SessionEvent, SubscriptionItem};
+use crate::types::*;
+
+pub type RpcResult<T> = Result<T, ErrorObjectOwned>;
+
+#[rpc(server, client)]
+pub trait ForgeApi {
+    /// Handshake: the client states the protocol version it speaks and who it
+    /// is. Events caused by this connection carry that identity.
+    #[method(name = "hello", param_kind = map)]
+    async fn hello(&self, protocol_version: u32, client: ClientInfo) -> RpcResult<HelloResult>;
+
+    #[method(name = "session.create", param_kind = map)]
+    async fn session_create(
+        &self,
+        name: Option<String>,
+        cwd: Option<String>,
+        provider: Option<String>,
+        model: Option<String>,
+    ) -> RpcResult<SessionInfo>;
+
+    #[method(name = "session.list", param_kind = map)]
+    async fn session_list(&self) -> RpcResult<Vec<SessionInfo>>;
+
+    #[method(name = "session.show", param_kind = map)]
+    async fn session_show(&self, session: String) -> RpcResult<SessionInfo>;
+
+    /// Sets or clears (`name: null`) a session's name.
+    #[method(name = "session.rename", param_kind = map)]
+    async fn session_rename(&self, session: String, name: Option<String>) -> RpcResult<SessionInfo>;
+
+    /// Removes a session and its history. Refused while a turn runs.
+    #[method(name = "session.remove", param_kind = map)]
+    async fn session_remove(&self, session: String) -> RpcResult<RemoveResult>;
+
+    /// Sends a user message. Starts a turn, or queues the message when one is
+    /// running (the result says so). Answers once the message is persisted.
+    #[method(name = "session.send", param_kind = map)]
+    async fn session_send(&self, session: String, text: String) -> RpcResult<SendResult>;
+
+    /// Cancels the running turn; the partial answer is kept, marked
+    /// cancelled. With `drop_queued`, queued messages are dropped too.
+    #[method(name = "session.cancel", param_kind = map)]
+    async fn session_cancel(&self, session: String, drop_queued: Option<bool>) -> RpcResult<CancelResult>;
+
+    /// The messages on the session's current history path, oldest first.
+    #[method(name = "session.history", param_kind = map)]
+    async fn session_history(&self, session: String) -> RpcResult<HistoryResult>;
+
+    /// Stored events with `seq > after_seq` (default 0), at most `limit`
+    /// (default and maximum 10000). For clients that poll over plain HTTP.
+    #[method(name = "session.events", param_kind = map)]
+    async fn session_events(
+        &self,
+        session: String,
+        after_seq: Option<u64>,
+        limit: Option<u32>,
+    ) -> RpcResult<Vec<SessionEvent>>;
+
+    /// Follow a session: replays stored events with `seq >= from_seq`
+    /// (default: none, live only), then live events, with no gap and no
+    /// duplicate. WebSocket only.
+    #[subscription(name = "session.subscribe" => "session.event", unsubscribe = "session.unsubscribe", item = SubscriptionItem, param_kind = map)]
+    async fn session_subscribe(&self, session: String, from_seq: Option<u64>) -> SubscriptionResult;
+
+    #[method(name = "daemon.status", param_kind = map)]
+    async fn daemon_status(&self) -> RpcResult<DaemonStatus>;
+
+    /// Stops the daemon gracefully: running turns are cancelled and the store
+    /// is left consistent. Answers before stopping.
+    #[method(name = "daemon.shutdown", param_kind = map)]
+    async fn daemon_shutdown(&self) -> RpcResult<()>;
+}

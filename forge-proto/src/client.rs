@@ -1,0 +1,73 @@
+//! A small async client for Rust programs: connects to the daemon's Unix
+//! socket over WebSocket, performs the `hello` handshake, and exposes the
+//! typed [`ForgeApiClient`](crate::api::ForgeApiClient) methods.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use jsonrpsee::async_client::{Client, ClientBuilder};
+use jsonrpsee::client_transport::ws::{Url, WsTransportClientBuilder};
+use tokio::net::UnixStream;
+
+use crate::api::ForgeApiClient;
+use crate::types::{ClientInfo, HelloResult};
+use crate::{MAX_MESSAGE_BYTES, PROTOCOL_VERSION};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// Nothing listens on the socket (no file, or connection refused).
+    #[error("no daemon is listening on {path}: {source}")]
+    NotRunning { path: PathBuf, source: std::io::Error },
+    #[error("could not connect to {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("WebSocket handshake with the daemon on {path} failed: {message}")]
+    Handshake { path: PathBuf, message: String },
+    #[error("the daemon refused the hello: {0}")]
+    Hello(String),
+    #[error(
+        "protocol mismatch: this client speaks version {client}, the daemon speaks {daemon}; upgrade the older one"
+    )]
+    Protocol { client: u32, daemon: u32 },
+}
+
+/// A connected, greeted client.
+pub struct Connection {
+    pub client: Client,
+    pub hello: HelloResult,
+}
+
+/// Connects to `socket` and says hello as `info`.
+pub async fn connect(socket: &Path, info: ClientInfo) -> Result<Connection, ConnectError> {
+    let stream = UnixStream::connect(socket).await.map_err(|source| {
+        let path = socket.to_path_buf();
+        match source.kind() {
+            std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
+                ConnectError::NotRunning { path, source }
+            }
+            _ => ConnectError::Io { path, source },
+        }
+    })?;
+    let handshake_err =
+        |message: String| ConnectError::Handshake { path: socket.to_path_buf(), message };
+    let url = Url::parse("ws://forge/").map_err(|e| handshake_err(e.to_string()))?;
+    let (tx, rx) = WsTransportClientBuilder::default()
+        .max_request_size(MAX_MESSAGE_BYTES)
+        .max_response_size(MAX_MESSAGE_BYTES)
+        .build_with_stream(url, stream)
+        .await
+        .map_err(|e| handshake_err(e.to_string()))?;
+    let client = ClientBuilder::default()
+        // Calls answer quickly; long waits happen on subscriptions, which
+        // this timeout does not cover.
+        .request_timeout(Duration::from_secs(120))
+        .max_buffer_capacity_per_subscription(4096)
+        .build_with_tokio(tx, rx);
+    let hello = client.hello(PROTOCOL_VERSION, info).await.map_err(|e| match e {
+        jsonrpsee::core::ClientError::Call(obj) => ConnectError::Hello(obj.message().to_string()),
+        other => ConnectError::Hello(other.to_string()),
+    })?;
+    if hello.protocol_version != PROTOCOL_VERSION {
+        return Err(ConnectError::Protocol { client: PROTOCOL_VERSION, daemon: hello.protocol_version });
+    }
+    Ok(Connection { client, hello })
+}

@@ -1,0 +1,139 @@
+//! The session event stream: everything a client can see about a session.
+//!
+//! Each event has a per-session `seq` (1, 2, 3, ... with no gaps), assigned
+//! by the session and persisted before any client receives it. Replaying from
+//! the store and following live yield the same sequence.
+
+use serde::{Deserialize, Serialize};
+
+use crate::types::{ClientRef, MessageStatus, Usage};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionEvent {
+    pub session_id: String,
+    pub seq: u64,
+    /// Wall-clock time the daemon recorded the event (Unix ms).
+    pub ts_ms: i64,
+    /// The client whose action caused the event, when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<ClientRef>,
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+/// What happened. Tagged by `kind` on the wire; clients must ignore kinds
+/// they do not know (they decode as `unknown`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum EventKind {
+    SessionCreated {
+        name: Option<String>,
+        cwd: String,
+        provider: String,
+        model: String,
+    },
+    SessionRenamed {
+        name: Option<String>,
+    },
+    /// A message arrived while a turn was running; it runs next.
+    MessageQueued {
+        message_id: String,
+        text: String,
+        position: u32,
+    },
+    /// A user message entered the history and a turn began.
+    TurnStarted {
+        message_id: String,
+        text: String,
+        provider: String,
+        model: String,
+    },
+    /// Assistant text. Concatenating every delta of a turn gives exactly the
+    /// provider's text; consecutive deltas may be coalesced.
+    TextDelta {
+        text: String,
+    },
+    /// Model reasoning text, when the provider streams it.
+    ThinkingDelta {
+        text: String,
+    },
+    /// A client asked to cancel the running turn.
+    CancelRequested {},
+    /// The turn ended. `assistant_id` is the history node holding the answer
+    /// (absent if nothing was produced). `status` says how it ended.
+    TurnFinished {
+        message_id: String,
+        assistant_id: Option<String>,
+        status: TurnStatus,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stop_reason: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<Usage>,
+        /// Human-readable error, for `status: error`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+        /// Stable error kind (see the error table), for `status: error`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error_kind: Option<String>,
+    },
+    /// A queued message was dropped by a cancel with `drop_queued`.
+    QueueCleared {
+        dropped: u32,
+    },
+    #[serde(other)]
+    Unknown,
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnStatus {
+    Complete,
+    Cancelled,
+    Error,
+    Interrupted,
+    #[serde(other)]
+    Unknown,
+}
+
+impl TurnStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Complete => "complete",
+            Self::Cancelled => "cancelled",
+            Self::Error => "error",
+            Self::Interrupted => "interrupted",
+            Self::Unknown => "unknown",
+        }
+    }
+}
+
+impl From<TurnStatus> for MessageStatus {
+    fn from(s: TurnStatus) -> Self {
+        match s {
+            TurnStatus::Complete => MessageStatus::Complete,
+            TurnStatus::Cancelled => MessageStatus::Cancelled,
+            TurnStatus::Error => MessageStatus::Error,
+            TurnStatus::Interrupted => MessageStatus::Interrupted,
+            TurnStatus::Unknown => MessageStatus::Unknown,
+        }
+    }
+}
+
+/// One notification of a `session.subscribe` subscription.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum SubscriptionItem {
+    /// A session event, in `seq` order, never repeated.
+    Event(SessionEvent),
+    /// Every stored event up to `last_seq` has been delivered; what follows
+    /// is live.
+    Live { last_seq: u64 },
+    /// This client fell behind; the daemon is re-reading from the store from
+    /// `resume_seq`. No event is lost or repeated.
+    Lagged { resume_seq: u64 },
+    /// The session was removed or the daemon is stopping; no more items.
+    Closed { reason: String },
+    #[serde(other)]
+    Unknown,
+}

@@ -1,0 +1,28 @@
+//! The Forge wire protocol.
+//!
+//! Everything a client and `forged` exchange is defined here once: the
+//! JSON-RPC API trait ([`api::ForgeApiServer`] / [`api::ForgeApiClient`]),
+//! the params/results of each method, the [`events::SessionEvent`] stream,
+//! the error codes and their stable `kind` strings, and a small async client
+//! that connects over the daemon's Unix socket. This crate knows nothing of
+//! the engine: it only describes what travels on the socket.
+
+pub mod api;
+pub mod client;
+pub mod error;
+pub mod events;
+pub mod paths;
+pub mod types;
+
+pub use error::{ErrorData, ErrorKind};
+pub use events::{EventKind, SessionEvent, SubscriptionItem, TurnStatus};
+pub use types::*;
+
+/// The protocol version spoken by this build. A client states the version it
+/// speaks in `hello`; the daemon refuses a different major version with
+/// `protocol_mismatch`. Bump on any incompatible change to methods or events;
+/// adding methods, optional fields or event kinds is compatible.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Largest JSON-RPC message the daemon accepts or sends (8 MiB).
+pub const MAX_MESSAGE_BYTES: u32 = 8 * 1024 * 1024;

@@ -1,0 +1,269 @@
+//! Params and results of the JSON-RPC methods, and the identities that
+//! travel with them.
+
+use serde::{Deserialize, Serialize};
+
+/// What kind of program a client is. Unknown kinds from newer clients are
+/// accepted as `other`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum ClientKind {
+    Cli,
+    Tui,
+    Editor,
+    Script,
+    #[default]
+    #[serde(other)]
+    Other,
+}
+
+/// Who a client says it is, given in `hello`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientInfo {
+    pub name: String,
+    pub version: String,
+    #[serde(default)]
+    pub kind: ClientKind,
+}
+
+/// A client as it appears in events it caused: its connection id (unique for
+/// the daemon's lifetime) and what it said in `hello`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientRef {
+    pub id: u64,
+    pub name: String,
+    #[serde(default)]
+    pub kind: ClientKind,
+}
+
+impl ClientRef {
+    /// A connection that never said `hello` (e.g. a one-off `curl`).
+    pub fn anonymous(id: u64) -> Self {
+        Self { id, name: "anonymous".into(), kind: ClientKind::Other }
+    }
+    /// Actions the daemon takes on its own (recovery, shutdown).
+    pub fn daemon() -> Self {
+        Self { id: 0, name: "forged".into(), kind: ClientKind::Other }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerInfo {
+    pub name: String,
+    pub version: String,
+    pub pid: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HelloResult {
+    pub protocol_version: u32,
+    pub server: ServerInfo,
+    /// This connection's id, as it appears in `client.id` of events it causes.
+    pub client_id: u64,
+}
+
+/// The operation a session is in: the seeds' `OperationState`, as clients see
+/// it. Every state exists on the wire from the start even where this version
+/// never enters it, so clients written today handle tomorrow's daemons.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OperationStateKind {
+    Idle,
+    Streaming,
+    AwaitingApproval,
+    ExecutingTools,
+    AwaitingToolResults,
+    ToolRecovery,
+    Summarizing,
+    SummarizationRetry,
+    PersistenceBlocked,
+    #[serde(other)]
+    Unknown,
+}
+
+impl OperationStateKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Idle => "idle",
+            Self::Streaming => "streaming",
+            Self::AwaitingApproval => "awaiting_approval",
+            Self::ExecutingTools => "executing_tools",
+            Self::AwaitingToolResults => "awaiting_tool_results",
+            Self::ToolRecovery => "tool_recovery",
+            Self::Summarizing => "summarizing",
+            Self::SummarizationRetry => "summarization_retry",
+            Self::PersistenceBlocked => "persistence_blocked",
+            Self::Unknown => "unknown",
+        }
+    }
+
+    /// What the session waits on in this state, in a word for `forgectl ps`.
+    pub fn waiting_on(self) -> &'static str {
+        match self {
+            Self::Idle => "input",
+            Self::Streaming => "provider",
+            Self::AwaitingApproval => "approval",
+            Self::ExecutingTools => "tools",
+            Self::AwaitingToolResults => "tool_results",
+            Self::ToolRecovery => "recovery_decision",
+            Self::Summarizing | Self::SummarizationRetry => "summary",
+            Self::PersistenceBlocked => "journal_reset",
+            Self::Unknown => "-",
+        }
+    }
+}
+
+/// A session as listed and shown.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionInfo {
+    pub id: String,
+    pub name: Option<String>,
+    pub cwd: String,
+    pub provider: String,
+    pub model: String,
+    pub created_ms: i64,
+    pub updated_ms: i64,
+    pub state: OperationStateKind,
+    /// What the session waits on: `input`, `provider`, `approval`, ...
+    pub waiting_on: String,
+    /// Clients currently subscribed to the session's events.
+    pub attached_clients: u32,
+    /// Messages waiting to run after the current turn.
+    pub queued_messages: u32,
+    /// Number of messages on the session's current history path.
+    pub message_count: u64,
+    /// The last event sequence number persisted (0 if none).
+    pub last_seq: u64,
+    /// The history node the session points at (the newest message).
+    pub head: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SendResult {
+    pub session_id: String,
+    /// Id the user message has (or will have, if queued) in the history.
+    pub message_id: String,
+    /// Seq of the event that recorded the message (`turn_started` or
+    /// `message_queued`): subscribe from here to follow the turn.
+    pub seq: u64,
+    /// True when a turn was running: the message waits and runs next.
+    pub queued: bool,
+    /// 1-based place in the queue when queued.
+    pub queue_position: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CancelResult {
+    pub session_id: String,
+    /// True if a running turn was cancelled.
+    pub cancelled: bool,
+    /// Queued messages dropped (only with `drop_queued`).
+    pub dropped_queued: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    User,
+    Assistant,
+    #[serde(other)]
+    Other,
+}
+
+/// How an assistant message ended. User messages are always `complete`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageStatus {
+    Complete,
+    Cancelled,
+    Error,
+    /// The daemon stopped while the message streamed; recovered from the log.
+    Interrupted,
+    #[serde(other)]
+    Unknown,
+}
+
+impl MessageStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Complete => "complete",
+            Self::Cancelled => "cancelled",
+            Self::Error => "error",
+            Self::Interrupted => "interrupted",
+            Self::Unknown => "unknown",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_read_tokens: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+/// One node of the session's history path, oldest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistoryMessage {
+    pub id: String,
+    pub parent_id: Option<String>,
+    pub role: Role,
+    pub text: String,
+    pub status: MessageStatus,
+    pub created_ms: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<ClientRef>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistoryResult {
+    pub session_id: String,
+    pub head: Option<String>,
+    pub messages: Vec<HistoryMessage>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoveResult {
+    pub session_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JournalHealth {
+    Healthy,
+    Degraded,
+    Blocked,
+    #[serde(other)]
+    Unknown,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DaemonStatus {
+    pub pid: u32,
+    pub version: String,
+    pub protocol_version: u32,
+    pub uptime_ms: u64,
+    pub socket: String,
+    pub home: String,
+    pub sessions: u32,
+    /// Sessions with a turn running.
+    pub active_sessions: u32,
+    /// Connections open right now.
+    pub clients: u32,
+    pub journal: JournalHealth,
+}
