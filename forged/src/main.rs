@@ -1,1 +1,92 @@
-fn main() {}
+//! `forged`: the Forge daemon. One per user; hosts every session and serves
+//! the JSON-RPC protocol on a Unix socket.
+
+mod listener;
+mod logging;
+mod rpc;
+mod socket;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Parser;
+use forge_core::config::ForgeConfig;
+use forge_core::{Engine, EngineOptions};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "forged",
+    version,
+    about = "The Forge daemon: hosts coding-agent sessions and serves clients on a Unix socket",
+    long_about = "forged hosts Forge sessions: it streams from LLM providers, journals every event in SQLite \
+(persisted before any client sees it), and serves the JSON-RPC 2.0 protocol on a Unix socket \
+(HTTP POST for calls, WebSocket for subscriptions). Clients: forgectl, forge, editor plugins.\n\n\
+forgectl starts forged on demand, so running it by hand is rarely needed. It does not fork: run it \
+under systemd (systemd/forged.service) or in the background.\n\n\
+Files: $FORGE_HOME (default ~/.forge) holds config.toml, forge.db and logs/.\n\
+Exit status: 0 after a clean shutdown, 1 on a start-up error (the message says why).",
+    after_help = "Environment: FORGE_HOME, FORGE_SOCKET, XDG_RUNTIME_DIR, ANTHROPIC_API_KEY, OPENAI_API_KEY, \
+GEMINI_API_KEY, ANTHROPIC_BASE_URL, OPENAI_BASE_URL, FORGE_LOG (log filter, default info)"
+)]
+struct Args {
+    /// Socket to listen on [default: $XDG_RUNTIME_DIR/forge/forged.sock, else $FORGE_HOME/forged.sock]
+    #[arg(long, env = "FORGE_SOCKET", value_name = "PATH")]
+    socket: Option<PathBuf>,
+    /// Data directory [default: ~/.forge]
+    #[arg(long, env = "FORGE_HOME", value_name = "DIR")]
+    home: Option<PathBuf>,
+    /// Also log to stderr (logs always go to $FORGE_HOME/logs/)
+    #[arg(long)]
+    foreground: bool,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("forged: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("forged: {e:#}");
+            tracing::error!("exiting: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
+    let home = args.home.unwrap_or_else(forge_proto::paths::forge_home);
+    std::fs::create_dir_all(&home).with_context(|| format!("cannot create {}", home.display()))?;
+    let _log_guard = logging::init(&home, args.foreground)?;
+    let socket_path = args.socket.unwrap_or_else(forge_proto::paths::default_socket);
+
+    let config_path = home.join("config.toml");
+    let config = ForgeConfig::load(&config_path)?;
+
+    // Claim the socket before touching the store: a second daemon must not
+    // open the database at all.
+    let socket = socket::SocketClaim::claim(&socket_path)?;
+    let engine = Engine::open(EngineOptions { home: home.clone(), config })
+        .await
+        .context("cannot open the store")?;
+    tracing::info!(
+        pid = std::process::id(),
+        socket = %socket_path.display(),
+        home = %home.display(),
+        version = env!("CARGO_PKG_VERSION"),
+        "forged started"
+    );
+    let daemon = Arc::new(rpc::Daemon::new(engine.clone(), socket_path.clone(), home));
+    let result = listener::serve(socket, daemon.clone()).await;
+    tracing::info!("shutting down: cancelling running turns and flushing the store");
+    engine.shutdown().await;
+    tracing::info!("forged stopped");
+    result
+}

@@ -1,0 +1,91 @@
+//! Accepts connections on the socket and serves each one with jsonrpsee's
+//! tower service: HTTP POST for calls, WebSocket upgrade for
+//! subscriptions. A connection from another uid is refused; a semaphore
+//! bounds the open connections. Stops on SIGTERM/SIGINT or
+//! `daemon.shutdown`, letting open connections finish gracefully.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use forge_proto::MAX_MESSAGE_BYTES;
+use forge_proto::api::ForgeApiServer;
+use jsonrpsee::server::{ServerConfig, serve_with_graceful_shutdown, stop_channel};
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::Semaphore;
+
+use crate::rpc::{ConnServer, Daemon};
+use crate::socket::SocketClaim;
+
+/// Open connections at once; past this, new ones wait in the backlog.
+const MAX_CONNECTIONS: usize = 512;
+
+pub async fn serve(claim: SocketClaim, daemon: Arc<Daemon>) -> anyhow::Result<()> {
+    let config = ServerConfig::builder()
+        .max_request_body_size(MAX_MESSAGE_BYTES)
+        .max_response_body_size(MAX_MESSAGE_BYTES)
+        .max_connections(MAX_CONNECTIONS as u32)
+        .max_subscriptions_per_connection(64)
+        // Per-connection outgoing buffer; a subscriber that cannot keep up
+        // is told it lagged and catches up from the store.
+        .set_message_buffer_capacity(256)
+        .build();
+    let builder = jsonrpsee::server::Server::builder().set_config(config).to_service_builder();
+    let (stop_handle, server_handle) = stop_channel();
+    let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let my_uid = unsafe { libc::geteuid() };
+
+    let mut sigterm = signal(SignalKind::terminate())?;
+    let mut sigint = signal(SignalKind::interrupt())?;
+    let shutdown = daemon.shutdown_token();
+
+    loop {
+        let permit = tokio::select! {
+            _ = sigterm.recv() => { tracing::info!("SIGTERM received"); break }
+            _ = sigint.recv() => { tracing::info!("SIGINT received"); break }
+            _ = shutdown.cancelled() => { tracing::info!("shutdown requested by a client"); break }
+            p = permits.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
+        };
+        let (stream, _) = tokio::select! {
+            _ = sigterm.recv() => { tracing::info!("SIGTERM received"); break }
+            _ = sigint.recv() => { tracing::info!("SIGINT received"); break }
+            _ = shutdown.cancelled() => { tracing::info!("shutdown requested by a client"); break }
+            accepted = claim.listener.accept() => match accepted {
+                Ok(s) => s,
+                Err(e) => {
+                    // EMFILE and friends: wait a little instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        match stream.peer_cred() {
+            Ok(cred) if cred.uid() == my_uid => {}
+            Ok(cred) => {
+                tracing::warn!(uid = cred.uid(), "refused a connection from another user");
+                continue;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "refused a connection whose peer could not be identified");
+                continue;
+            }
+        }
+        let conn = daemon.open_connection();
+        let methods = ConnServer::new(daemon.clone(), conn.clone()).into_rpc();
+        let service = builder.clone().build(methods, stop_handle.clone());
+        let stop = stop_handle.clone();
+        let daemon = daemon.clone();
+        tokio::spawn(async move {
+            if let Err(e) = serve_with_graceful_shutdown(stream, service, stop.shutdown()).await {
+                tracing::debug!(conn = conn.id, error = %e, "connection ended with an error");
+            }
+            daemon.close_connection(&conn);
+            drop(permit);
+        });
+    }
+    // Stop accepting, tell connections to finish, and give them a moment.
+    drop(claim);
+    let _ = server_handle.stop();
+    daemon.shutdown_token().cancel();
+    Ok(())
+}

@@ -1,0 +1,29 @@
+//! Logs go to `$FORGE_HOME/logs/forged.log` (rotated daily), and to stderr
+//! with `--foreground`. Nothing logged carries an API key: providers never
+//! log headers, and their errors are redacted before they are logged.
+
+use std::path::Path;
+
+use anyhow::Context;
+use tracing_appender::non_blocking::WorkerGuard;
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::fmt;
+use tracing_subscriber::prelude::*;
+
+pub fn init(home: &Path, foreground: bool) -> anyhow::Result<WorkerGuard> {
+    let dir = home.join("logs");
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let appender = tracing_appender::rolling::Builder::new()
+        .rotation(tracing_appender::rolling::Rotation::DAILY)
+        .filename_prefix("forged")
+        .filename_suffix("log")
+        .max_log_files(7)
+        .build(&dir)
+        .with_context(|| format!("cannot open a log file in {}", dir.display()))?;
+    let (writer, guard) = tracing_appender::non_blocking(appender);
+    let filter = || EnvFilter::try_from_env("FORGE_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let file_layer = fmt::layer().with_writer(writer).with_ansi(false).with_filter(filter());
+    let stderr_layer = foreground.then(|| fmt::layer().with_writer(std::io::stderr).with_filter(filter()));
+    tracing_subscriber::registry().with(file_layer).with(stderr_layer).init();
+    Ok(guard)
+}

@@ -1,0 +1,179 @@
+//! RPC dispatch: one [`ConnServer`] per connection implements the API trait
+//! from forge-proto, so each connection knows who its client is. The
+//! methods themselves live by area: [`session`] and [`daemon`].
+
+mod daemon;
+mod session;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use forge_core::{Engine, EngineError};
+use forge_proto::api::{ForgeApiServer, RpcResult};
+use forge_proto::error::rpc_error;
+use forge_proto::{
+    CancelResult, ClientInfo, ClientRef, DaemonStatus, HelloResult, HistoryResult, RemoveResult, SendResult,
+    SessionEvent, SessionInfo,
+};
+use jsonrpsee::PendingSubscriptionSink;
+use jsonrpsee::core::SubscriptionResult;
+use jsonrpsee::types::ErrorObjectOwned;
+use tokio_util::sync::CancellationToken;
+
+/// State shared by every connection.
+pub struct Daemon {
+    pub engine: Engine,
+    pub started: Instant,
+    pub socket: PathBuf,
+    pub home: PathBuf,
+    shutdown: CancellationToken,
+    next_conn_id: AtomicU64,
+    open_connections: AtomicU32,
+}
+
+/// One connection: its id and, after `hello`, who the client is.
+pub struct ConnState {
+    pub id: u64,
+    client: Mutex<Option<ClientInfo>>,
+}
+
+impl Daemon {
+    pub fn new(engine: Engine, socket: PathBuf, home: PathBuf) -> Self {
+        Self {
+            engine,
+            started: Instant::now(),
+            socket,
+            home,
+            shutdown: CancellationToken::new(),
+            next_conn_id: AtomicU64::new(1),
+            open_connections: AtomicU32::new(0),
+        }
+    }
+
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+
+    pub fn open_connection(&self) -> Arc<ConnState> {
+        self.open_connections.fetch_add(1, Ordering::Relaxed);
+        let id = self.next_conn_id.fetch_add(1, Ordering::Relaxed);
+        Arc::new(ConnState { id, client: Mutex::new(None) })
+    }
+
+    pub fn close_connection(&self, _conn: &ConnState) {
+        self.open_connections.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    pub fn connections(&self) -> u32 {
+        self.open_connections.load(Ordering::Relaxed)
+    }
+}
+
+pub struct ConnServer {
+    daemon: Arc<Daemon>,
+    conn: Arc<ConnState>,
+}
+
+impl ConnServer {
+    pub fn new(daemon: Arc<Daemon>, conn: Arc<ConnState>) -> Self {
+        Self { daemon, conn }
+    }
+
+    /// The identity events caused by this connection carry.
+    fn client_ref(&self) -> ClientRef {
+        let guard = self.conn.client.lock().unwrap_or_else(|p| p.into_inner());
+        match &*guard {
+            Some(info) => ClientRef { id: self.conn.id, name: info.name.clone(), kind: info.kind },
+            None => ClientRef::anonymous(self.conn.id),
+        }
+    }
+
+    fn engine(&self) -> &Engine {
+        &self.daemon.engine
+    }
+}
+
+fn to_rpc(e: EngineError) -> ErrorObjectOwned {
+    rpc_error(e.kind, e.message)
+}
+
+#[jsonrpsee::core::async_trait]
+impl ForgeApiServer for ConnServer {
+    async fn hello(&self, protocol_version: u32, client: ClientInfo) -> RpcResult<HelloResult> {
+        daemon::hello(self, protocol_version, client)
+    }
+
+    async fn session_create(
+        &self,
+        name: Option<String>,
+        cwd: Option<String>,
+        provider: Option<String>,
+        model: Option<String>,
+    ) -> RpcResult<SessionInfo> {
+        session::create(self, name, cwd, provider, model).await
+    }
+
+    async fn session_list(&self) -> RpcResult<Vec<SessionInfo>> {
+        self.engine().list_sessions().await.map_err(to_rpc)
+    }
+
+    async fn session_show(&self, session: String) -> RpcResult<SessionInfo> {
+        self.engine().show(&session).await.map_err(to_rpc)
+    }
+
+    async fn session_rename(&self, session: String, name: Option<String>) -> RpcResult<SessionInfo> {
+        self.engine().rename(&session, name, self.client_ref()).await.map_err(to_rpc)
+    }
+
+    async fn session_remove(&self, session: String) -> RpcResult<RemoveResult> {
+        let session_id = self.engine().remove(&session).await.map_err(to_rpc)?;
+        Ok(RemoveResult { session_id })
+    }
+
+    async fn session_send(&self, session: String, text: String) -> RpcResult<SendResult> {
+        self.engine().send(&session, text, self.client_ref()).await.map_err(to_rpc)
+    }
+
+    async fn session_cancel(&self, session: String, drop_queued: Option<bool>) -> RpcResult<CancelResult> {
+        self.engine().cancel(&session, drop_queued.unwrap_or(false), self.client_ref()).await.map_err(to_rpc)
+    }
+
+    async fn session_history(&self, session: String) -> RpcResult<HistoryResult> {
+        self.engine().history(&session).await.map_err(to_rpc)
+    }
+
+    async fn session_events(
+        &self,
+        session: String,
+        after_seq: Option<u64>,
+        limit: Option<u32>,
+    ) -> RpcResult<Vec<SessionEvent>> {
+        session::events(self, session, after_seq, limit).await
+    }
+
+    async fn session_subscribe(
+        &self,
+        pending: PendingSubscriptionSink,
+        session: String,
+        from_seq: Option<u64>,
+    ) -> SubscriptionResult {
+        session::subscribe(self, pending, session, from_seq).await
+    }
+
+    async fn daemon_status(&self) -> RpcResult<DaemonStatus> {
+        daemon::status(self).await
+    }
+
+    async fn daemon_shutdown(&self) -> RpcResult<()> {
+        tracing::info!(client = self.conn.id, "daemon.shutdown called");
+        // Answer first; the listener stops on the token right after.
+        let token = self.daemon.shutdown_token();
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            token.cancel();
+        });
+        Ok(())
+    }
+}
