@@ -1,1 +1,125 @@
-fn main() {}
+//! `forgectl`: the scripting CLI for the Forge daemon, and the universal
+//! adapter for editors (`forgectl attach --json` prints JSON Lines).
+
+mod cmd;
+mod connect;
+mod exit;
+mod output;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+const AFTER_HELP: &str = "\
+Sessions are named by id, a unique id prefix, or name.
+
+Output: human-readable by default; with --json, JSON Lines on stdout (one
+object per event or result) for scripts. Errors go to stderr.
+
+Exit status:
+  0  success (for send: the turn completed)
+  1  the daemon refused the request (message on stderr; with --json also a
+     JSON object {\"error\":{...}} with a stable \"kind\")
+  2  bad command line
+  3  no daemon could be reached or started
+  4  the turn failed (provider error: auth, rate limit, network, ...)
+  5  the turn was cancelled or interrupted
+  130 interrupted by Ctrl-C
+
+Environment: FORGE_SOCKET, FORGE_HOME, XDG_RUNTIME_DIR.";
+
+#[derive(Parser)]
+#[command(
+    name = "forgectl",
+    version,
+    about = "Control the Forge daemon: send messages, follow sessions, manage history",
+    long_about = "forgectl talks to forged, the Forge daemon, over its Unix socket. If no daemon answers, \
+it starts one in the background (like tmux) unless --no-autostart is given.",
+    after_help = AFTER_HELP
+)]
+struct Cli {
+    #[command(flatten)]
+    global: Global,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Args, Clone)]
+pub struct Global {
+    /// Daemon socket [default: $FORGE_SOCKET, else $XDG_RUNTIME_DIR/forge/forged.sock, else $FORGE_HOME/forged.sock]
+    #[arg(long, global = true, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// Print JSON Lines on stdout: one object per event or result
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Fail (exit 3) instead of starting forged when none is running
+    #[arg(long, global = true)]
+    pub no_autostart: bool,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Send a message and stream the answer to stdout
+    #[command(after_help = "Without -s a new session is created; its id is printed on stderr.\n\
+A message sent while a turn runs is queued and runs next; send says so on stderr.\n\
+Ctrl-C cancels the turn (the partial answer is kept, marked cancelled).")]
+    Send(cmd::send::SendArgs),
+    /// Follow a session's events: replay from --from, then live
+    #[command(after_help = "Ctrl-C detaches; the session goes on in the daemon.")]
+    Attach(cmd::attach::AttachArgs),
+    /// Create, list, show, rename and remove sessions
+    #[command(subcommand)]
+    Session(cmd::session::SessionCmd),
+    /// List sessions with their state (alias of `session list`)
+    Ps,
+    /// Print a session's history (its current path, oldest first)
+    History {
+        /// Session id, id prefix or name
+        session: String,
+    },
+    /// Cancel the running turn of a session (the partial answer is kept)
+    Cancel {
+        /// Session id, id prefix or name
+        session: String,
+        /// Also drop messages queued behind the running turn
+        #[arg(long)]
+        drop_queued: bool,
+    },
+    /// Show the daemon's pid, version, uptime and sessions
+    Status,
+    /// Stop the daemon gracefully (running turns are cancelled and kept)
+    Shutdown,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("forgectl: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let json = cli.global.json;
+    let result = runtime.block_on(async move {
+        let g = cli.global;
+        match cli.command {
+            Command::Send(a) => cmd::send::run(&g, a).await,
+            Command::Attach(a) => cmd::attach::run(&g, a).await,
+            Command::Session(c) => cmd::session::run(&g, c).await,
+            Command::Ps => cmd::session::run(&g, cmd::session::SessionCmd::List).await,
+            Command::History { session } => cmd::session::history(&g, &session).await,
+            Command::Cancel { session, drop_queued } => cmd::misc::cancel(&g, &session, drop_queued).await,
+            Command::Status => cmd::misc::status(&g).await,
+            Command::Shutdown => cmd::misc::shutdown(&g).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => {
+            f.report(json);
+            ExitCode::from(f.code)
+        }
+    }
+}

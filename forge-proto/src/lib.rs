@@ -26,3 +26,6 @@ pub const PROTOCOL_VERSION: u32 = 1;
 
 /// Largest JSON-RPC message the daemon accepts or sends (8 MiB).
 pub const MAX_MESSAGE_BYTES: u32 = 8 * 1024 * 1024;
+
+/// Re-exported so clients use the same jsonrpsee as the protocol.
+pub use jsonrpsee;

@@ -19,7 +19,7 @@ use crate::socket::SocketClaim;
 /// Open connections at once; past this, new ones wait in the backlog.
 const MAX_CONNECTIONS: usize = 512;
 
-pub async fn serve(claim: SocketClaim, daemon: Arc<Daemon>) -> anyhow::Result<()> {
+pub async fn serve(claim: &mut SocketClaim, daemon: Arc<Daemon>) -> anyhow::Result<()> {
     let config = ServerConfig::builder()
         .max_request_body_size(MAX_MESSAGE_BYTES)
         .max_response_body_size(MAX_MESSAGE_BYTES)
@@ -37,6 +37,7 @@ pub async fn serve(claim: SocketClaim, daemon: Arc<Daemon>) -> anyhow::Result<()
     let mut sigterm = signal(SignalKind::terminate())?;
     let mut sigint = signal(SignalKind::interrupt())?;
     let shutdown = daemon.shutdown_token();
+    let Some(listener) = claim.listener() else { anyhow::bail!("the socket is not listening") };
 
     loop {
         let permit = tokio::select! {
@@ -49,7 +50,7 @@ pub async fn serve(claim: SocketClaim, daemon: Arc<Daemon>) -> anyhow::Result<()
             _ = sigterm.recv() => { tracing::info!("SIGTERM received"); break }
             _ = sigint.recv() => { tracing::info!("SIGINT received"); break }
             _ = shutdown.cancelled() => { tracing::info!("shutdown requested by a client"); break }
-            accepted = claim.listener.accept() => match accepted {
+            accepted = listener.accept() => match accepted {
                 Ok(s) => s,
                 Err(e) => {
                     // EMFILE and friends: wait a little instead of spinning.
@@ -84,7 +85,7 @@ pub async fn serve(claim: SocketClaim, daemon: Arc<Daemon>) -> anyhow::Result<()
         });
     }
     // Stop accepting, tell connections to finish, and give them a moment.
-    drop(claim);
+    claim.unlink();
     let _ = server_handle.stop();
     daemon.shutdown_token().cancel();
     Ok(())

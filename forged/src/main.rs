@@ -72,7 +72,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
 
     // Claim the socket before touching the store: a second daemon must not
     // open the database at all.
-    let socket = socket::SocketClaim::claim(&socket_path)?;
+    let mut socket = socket::SocketClaim::claim(&socket_path)?;
     let engine = Engine::open(EngineOptions { home: home.clone(), config })
         .await
         .context("cannot open the store")?;
@@ -84,9 +84,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
         "forged started"
     );
     let daemon = Arc::new(rpc::Daemon::new(engine.clone(), socket_path.clone(), home));
-    let result = listener::serve(socket, daemon.clone()).await;
+    let result = listener::serve(&mut socket, daemon.clone()).await;
     tracing::info!("shutting down: cancelling running turns and flushing the store");
     engine.shutdown().await;
     tracing::info!("forged stopped");
+    drop(socket);
     result
 }

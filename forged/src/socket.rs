@@ -12,7 +12,7 @@ use tokio::net::UnixListener;
 
 pub struct SocketClaim {
     pub path: PathBuf,
-    pub listener: UnixListener,
+    listener: Option<UnixListener>,
     /// Held (locked) until the daemon exits.
     _lock: File,
 }
@@ -66,12 +66,27 @@ impl SocketClaim {
             UnixListener::bind(path).with_context(|| format!("cannot listen on {}", path.display()))?;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
             .with_context(|| format!("cannot restrict the permissions of {}", path.display()))?;
-        Ok(Self { path: path.to_path_buf(), listener, _lock: lock })
+        Ok(Self { path: path.to_path_buf(), listener: Some(listener), _lock: lock })
+    }
+}
+
+impl SocketClaim {
+    pub fn listener(&self) -> Option<&UnixListener> {
+        self.listener.as_ref()
+    }
+
+    /// Stops listening and removes the socket, so new clients see at once
+    /// that no daemon answers; the lock stays held until drop, so no second
+    /// daemon opens the store while this one finishes writing.
+    pub fn unlink(&mut self) {
+        if self.listener.take().is_some() {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
 }
 
 impl Drop for SocketClaim {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        self.unlink();
     }
 }

@@ -1,1 +1,28 @@
-fn main() {}
+//! `forge-mock`: the mock LLM provider as a standalone server, for the
+//! demo, the benchmark and trying clients by hand. Prints its base URLs and
+//! serves until killed.
+
+use clap::Parser;
+use forge_tests::mock::{MockOptions, MockServer};
+
+#[derive(Parser)]
+#[command(name = "forge-mock", about = "Mock LLM provider (Anthropic Messages + OpenAI Chat SSE) on loopback")]
+struct Args {
+    /// Address to listen on (loopback only)
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: String,
+    /// Delay between streamed chunks, in ms (a message can override it with mock:delay=MS)
+    #[arg(long, default_value_t = 0)]
+    delay_ms: u64,
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let server = MockServer::start_on(&args.listen, MockOptions { default_delay_ms: args.delay_ms }).await?;
+    println!("forge-mock listening on http://{}", server.addr);
+    println!("ANTHROPIC_BASE_URL={}", server.anthropic_url());
+    println!("OPENAI_BASE_URL={}", server.openai_url());
+    std::future::pending::<()>().await;
+    Ok(())
+}

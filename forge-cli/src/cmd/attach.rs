@@ -1,0 +1,110 @@
+//! `forgectl attach`: follow a session's events.
+
+use std::collections::HashSet;
+
+use clap::Args;
+use forge_proto::api::ForgeApiClient;
+use forge_proto::{EventKind, SubscriptionItem};
+
+use crate::Global;
+use crate::connect::daemon;
+use crate::exit::{DAEMON_ERROR, Failure};
+use crate::output::{Transcript, json_line};
+
+#[derive(Args)]
+pub struct AttachArgs {
+    /// Session id, id prefix or name
+    session: String,
+    /// Replay stored events from this seq (1 = the whole session); `live` follows new events only
+    #[arg(long, default_value = "1", value_name = "SEQ|live")]
+    from: String,
+    /// Exit once the session is idle (no turn running, nothing queued)
+    #[arg(long)]
+    until_idle: bool,
+}
+
+pub async fn run(g: &Global, a: AttachArgs) -> Result<(), Failure> {
+    let from_seq = match a.from.as_str() {
+        "live" => None,
+        s => Some(s.parse::<u64>().map_err(|_| {
+            Failure::new(2, "invalid_params", format!("--from takes a sequence number or `live`, not \"{s}\""))
+        })?),
+    };
+    let conn = daemon(g).await?;
+    let mut sub = conn.client.session_subscribe(a.session.clone(), from_seq).await?;
+    let mut transcript = Transcript::new();
+    // What runs or waits, as far as the events seen so far tell.
+    let mut running: Option<String> = None;
+    let mut queued: HashSet<String> = HashSet::new();
+    let mut live = false;
+    if from_seq.is_none() && a.until_idle {
+        let info = conn.client.session_show(a.session.clone()).await?;
+        if info.state == forge_proto::OperationStateKind::Idle && info.queued_messages == 0 {
+            return Ok(());
+        }
+    }
+    loop {
+        let item = tokio::select! {
+            item = sub.next() => item,
+            _ = tokio::signal::ctrl_c() => { transcript.finish(); return Ok(()) }
+        };
+        let item = match item {
+            Some(Ok(item)) => item,
+            Some(Err(e)) => return Err(Failure::new(DAEMON_ERROR, "protocol", format!("undecodable event: {e}"))),
+            None => {
+                transcript.finish();
+                return Err(Failure::new(crate::exit::UNREACHABLE, "daemon_gone", "the daemon closed the stream"));
+            }
+        };
+        match item {
+            SubscriptionItem::Event(ev) => {
+                match &ev.kind {
+                    EventKind::MessageQueued { message_id, .. } => {
+                        queued.insert(message_id.clone());
+                    }
+                    EventKind::TurnStarted { message_id, .. } => {
+                        queued.remove(message_id);
+                        running = Some(message_id.clone());
+                    }
+                    EventKind::TurnFinished { .. } => running = None,
+                    EventKind::QueueCleared { .. } => queued.clear(),
+                    _ => {}
+                }
+                if g.json {
+                    json_line(&ev);
+                } else {
+                    transcript.event(&ev);
+                }
+                let finished = matches!(ev.kind, EventKind::TurnFinished { .. });
+                if a.until_idle && live && finished && running.is_none() && queued.is_empty() {
+                    transcript.finish();
+                    return Ok(());
+                }
+            }
+            SubscriptionItem::Live { last_seq } => {
+                live = true;
+                if g.json {
+                    json_line(&SubscriptionItem::Live { last_seq });
+                }
+                if a.until_idle && running.is_none() && queued.is_empty() {
+                    transcript.finish();
+                    return Ok(());
+                }
+            }
+            SubscriptionItem::Lagged { resume_seq } => {
+                if g.json {
+                    json_line(&SubscriptionItem::Lagged { resume_seq });
+                }
+            }
+            SubscriptionItem::Closed { reason } => {
+                transcript.finish();
+                if g.json {
+                    json_line(&SubscriptionItem::Closed { reason: reason.clone() });
+                }
+                eprintln!("forgectl: the session stream closed: {reason}");
+                return Ok(());
+            }
+            SubscriptionItem::Unknown => {}
+        }
+    }
+}

@@ -1,0 +1,155 @@
+//! `forgectl send`: send a message and stream the answer.
+
+use std::io::{Read, Write};
+
+use clap::Args;
+use forge_proto::api::ForgeApiClient;
+use forge_proto::{EventKind, SubscriptionItem, TurnStatus};
+
+use crate::Global;
+use crate::connect::daemon;
+use crate::exit::{DAEMON_ERROR, Failure, INTERRUPTED, TURN_CANCELLED, TURN_FAILED};
+use crate::output::json_line;
+
+#[derive(Args)]
+pub struct SendArgs {
+    /// Session id, id prefix or name [default: create a new session]
+    #[arg(short, long)]
+    session: Option<String>,
+    /// Provider for a new session: claude (alias anthropic), openai, gemini
+    #[arg(long)]
+    provider: Option<String>,
+    /// Model for a new session [default: from config, else the provider's default]
+    #[arg(long)]
+    model: Option<String>,
+    /// Working directory for a new session [default: the current directory]
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<std::path::PathBuf>,
+    /// Name for a new session
+    #[arg(long)]
+    name: Option<String>,
+    /// Return once the message is accepted; do not wait for the answer
+    #[arg(long)]
+    no_wait: bool,
+    /// The message; `-` reads it from stdin
+    #[arg(required = true, num_args = 1.., value_name = "MESSAGE")]
+    message: Vec<String>,
+}
+
+fn read_message(parts: &[String]) -> Result<String, Failure> {
+    if parts.len() == 1 && parts[0] == "-" {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| Failure::new(2, "invalid_input", format!("cannot read the message from stdin: {e}")))?;
+        return Ok(text);
+    }
+    Ok(parts.join(" "))
+}
+
+pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
+    let text = read_message(&a.message)?;
+    if text.trim().is_empty() {
+        return Err(Failure::new(2, "invalid_params", "the message is empty"));
+    }
+    if a.session.is_some() && (a.provider.is_some() || a.model.is_some() || a.cwd.is_some() || a.name.is_some()) {
+        return Err(Failure::new(
+            2,
+            "invalid_params",
+            "--provider, --model, --cwd and --name apply to a new session; drop them or drop -s",
+        ));
+    }
+    let conn = daemon(g).await?;
+    let client = &conn.client;
+    let session = match a.session {
+        Some(s) => s,
+        None => {
+            let cwd = match a.cwd {
+                Some(p) => Some(std::path::absolute(&p).unwrap_or(p).display().to_string()),
+                None => std::env::current_dir().ok().map(|p| p.display().to_string()),
+            };
+            let info = client.session_create(a.name, cwd, a.provider, a.model).await?;
+            eprintln!("session: {} ({}/{})", info.id, info.provider, info.model);
+            if g.json {
+                json_line(&serde_json::json!({"type": "session", "session": info}));
+            }
+            info.id
+        }
+    };
+    let sent = client.session_send(session.clone(), text).await?;
+    if let Some(pos) = sent.queue_position {
+        eprintln!("forgectl: a turn is running in session {}; your message is queued (#{pos}) and runs next", sent.session_id);
+    }
+    if a.no_wait {
+        if g.json {
+            json_line(&serde_json::json!({"type": "sent", "result": sent}));
+        } else if sent.queue_position.is_none() {
+            eprintln!("forgectl: sent; follow with `forgectl attach {} --from {}`", sent.session_id, sent.seq);
+        }
+        return Ok(());
+    }
+
+    let mut sub = client.session_subscribe(sent.session_id.clone(), Some(sent.seq)).await?;
+    let mut in_turn = false;
+    let mut interrupted = false;
+    let mut stdout = std::io::stdout();
+    let mut ends_with_newline = true;
+    loop {
+        let item = tokio::select! {
+            item = sub.next() => item,
+            _ = tokio::signal::ctrl_c(), if !interrupted => {
+                interrupted = true;
+                eprintln!("\nforgectl: cancelling the turn (the partial answer is kept)...");
+                let _ = client.session_cancel(sent.session_id.clone(), None).await;
+                continue;
+            }
+        };
+        let item = match item {
+            Some(Ok(item)) => item,
+            Some(Err(e)) => return Err(Failure::new(DAEMON_ERROR, "protocol", format!("undecodable event: {e}"))),
+            None => {
+                return Err(Failure::new(
+                    crate::exit::UNREACHABLE,
+                    "daemon_gone",
+                    "the daemon closed the stream before the turn ended",
+                ));
+            }
+        };
+        let SubscriptionItem::Event(ev) = item else {
+            if let SubscriptionItem::Closed { reason } = item {
+                return Err(Failure::new(DAEMON_ERROR, "closed", format!("the session stream closed: {reason}")));
+            }
+            continue;
+        };
+        if g.json {
+            json_line(&ev);
+        }
+        match &ev.kind {
+            EventKind::TurnStarted { message_id, .. } if *message_id == sent.message_id => in_turn = true,
+            EventKind::TextDelta { text } if in_turn && !g.json => {
+                let _ = stdout.write_all(text.as_bytes());
+                let _ = stdout.flush();
+                ends_with_newline = text.ends_with('\n');
+            }
+            EventKind::TurnFinished { message_id, status, error, .. } if *message_id == sent.message_id => {
+                if !g.json && !ends_with_newline {
+                    let _ = writeln!(stdout);
+                }
+                return match status {
+                    TurnStatus::Complete => Ok(()),
+                    TurnStatus::Cancelled | TurnStatus::Interrupted if interrupted => Err(Failure::silent(INTERRUPTED)),
+                    TurnStatus::Cancelled | TurnStatus::Interrupted => {
+                        eprintln!("forgectl: the turn was {}", status.as_str());
+                        Err(Failure::silent(TURN_CANCELLED))
+                    }
+                    _ => {
+                        let msg = error.clone().unwrap_or_else(|| "the turn failed".into());
+                        eprintln!("forgectl: [Stream error] {msg}");
+                        Err(Failure::silent(TURN_FAILED))
+                    }
+                };
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,138 @@
+//! `forgectl session ...` and `forgectl history`.
+
+use clap::Subcommand;
+use forge_proto::api::ForgeApiClient;
+use forge_proto::{MessageStatus, Role};
+
+use crate::Global;
+use crate::connect::daemon;
+use crate::exit::Failure;
+use crate::output::{client_label, json_line, session_details, session_table};
+
+#[derive(Subcommand)]
+pub enum SessionCmd {
+    /// Create a session and print it
+    New {
+        /// A name to refer to it by
+        #[arg(long)]
+        name: Option<String>,
+        /// claude (alias anthropic), openai or gemini [default: from config, else claude]
+        #[arg(long)]
+        provider: Option<String>,
+        /// Model [default: from config, else the provider's default]
+        #[arg(long)]
+        model: Option<String>,
+        /// Working directory [default: the current directory]
+        #[arg(long, value_name = "DIR")]
+        cwd: Option<std::path::PathBuf>,
+    },
+    /// List sessions: state, what each waits on, attached clients
+    #[command(visible_alias = "ls")]
+    List,
+    /// Show one session
+    Show { session: String },
+    /// Name a session (or clear its name with --clear)
+    Rename {
+        session: String,
+        #[arg(required_unless_present = "clear")]
+        name: Option<String>,
+        #[arg(long, conflicts_with = "name")]
+        clear: bool,
+    },
+    /// Remove sessions and their history
+    #[command(visible_alias = "remove")]
+    Rm {
+        #[arg(required = true)]
+        sessions: Vec<String>,
+    },
+}
+
+pub async fn run(g: &Global, c: SessionCmd) -> Result<(), Failure> {
+    let conn = daemon(g).await?;
+    let client = &conn.client;
+    match c {
+        SessionCmd::New { name, provider, model, cwd } => {
+            let cwd = match cwd {
+                Some(p) => Some(std::path::absolute(&p).unwrap_or(p).display().to_string()),
+                None => std::env::current_dir().ok().map(|p| p.display().to_string()),
+            };
+            let info = client.session_create(name, cwd, provider, model).await?;
+            if g.json {
+                json_line(&info);
+            } else {
+                println!("{}", info.id);
+            }
+        }
+        SessionCmd::List => {
+            let list = client.session_list().await?;
+            if g.json {
+                for s in &list {
+                    json_line(s);
+                }
+            } else {
+                session_table(&list);
+            }
+        }
+        SessionCmd::Show { session } => {
+            let info = client.session_show(session).await?;
+            if g.json {
+                json_line(&info);
+            } else {
+                session_details(&info);
+            }
+        }
+        SessionCmd::Rename { session, name, clear } => {
+            let info = client.session_rename(session, if clear { None } else { name }).await?;
+            if g.json {
+                json_line(&info);
+            } else {
+                println!("{} {}", info.id, info.name.as_deref().unwrap_or("(no name)"));
+            }
+        }
+        SessionCmd::Rm { sessions } => {
+            for s in sessions {
+                let r = client.session_remove(s).await?;
+                if g.json {
+                    json_line(&r);
+                } else {
+                    println!("removed {}", r.session_id);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+pub async fn history(g: &Global, session: &str) -> Result<(), Failure> {
+    let conn = daemon(g).await?;
+    let h = conn.client.session_history(session.to_string()).await?;
+    if g.json {
+        for m in &h.messages {
+            json_line(m);
+        }
+        return Ok(());
+    }
+    if h.messages.is_empty() {
+        println!("session {} has no messages yet", h.session_id);
+    }
+    for m in &h.messages {
+        let who = match m.role {
+            Role::User => format!("user ({})", client_label(&m.client)),
+            Role::Assistant => format!("assistant ({})", m.model.as_deref().unwrap_or("?")),
+            Role::Other => "other".into(),
+        };
+        let badge = match m.status {
+            MessageStatus::Complete => String::new(),
+            MessageStatus::Interrupted => " [recovered: incomplete]".into(),
+            other => format!(" [{}]", other.as_str()),
+        };
+        println!("--- {who}{badge} {}", crate::output::format_ms(m.created_ms));
+        println!("{}", m.text);
+        if let Some(e) = &m.error
+            && m.status != MessageStatus::Complete
+        {
+            println!("    ({e})");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,190 @@
+//! Rendering results for people (tables, transcripts) and for scripts
+//! (JSON Lines).
+
+use std::io::Write;
+
+
+use forge_proto::{ClientRef, EventKind, SessionEvent, SessionInfo};
+
+pub fn json_line<T: serde::Serialize>(value: &T) {
+    if let Ok(s) = serde_json::to_string(value) {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{s}");
+        let _ = out.flush();
+    }
+}
+
+pub fn client_label(c: &Option<ClientRef>) -> String {
+    match c {
+        Some(c) if c.id == 0 => "forged".to_string(),
+        Some(c) => format!("{}#{}", c.name, c.id),
+        None => "-".to_string(),
+    }
+}
+
+pub fn session_table(sessions: &[SessionInfo]) {
+    if sessions.is_empty() {
+        println!("no sessions (start one with `forgectl send \"...\"`)");
+        return;
+    }
+    println!(
+        "{:<14} {:<16} {:<18} {:<10} {:>7} {:>6} {:>5}  {:<28} {}",
+        "ID", "NAME", "STATE", "WAITING", "CLIENTS", "QUEUED", "MSGS", "PROVIDER/MODEL", "UPDATED"
+    );
+    for s in sessions {
+        println!(
+            "{:<14} {:<16} {:<18} {:<10} {:>7} {:>6} {:>5}  {:<28} {}",
+            s.id,
+            truncate(s.name.as_deref().unwrap_or("-"), 16),
+            s.state.as_str(),
+            s.waiting_on,
+            s.attached_clients,
+            s.queued_messages,
+            s.message_count,
+            truncate(&format!("{}/{}", s.provider, s.model), 28),
+            format_ms(s.updated_ms),
+        );
+    }
+}
+
+pub fn session_details(s: &SessionInfo) {
+    println!("id:        {}", s.id);
+    println!("name:      {}", s.name.as_deref().unwrap_or("-"));
+    println!("state:     {} (waiting on {})", s.state.as_str(), s.waiting_on);
+    println!("provider:  {}", s.provider);
+    println!("model:     {}", s.model);
+    println!("cwd:       {}", s.cwd);
+    println!("created:   {}", format_ms(s.created_ms));
+    println!("updated:   {}", format_ms(s.updated_ms));
+    println!("messages:  {}", s.message_count);
+    println!("queued:    {}", s.queued_messages);
+    println!("clients:   {}", s.attached_clients);
+    println!("last seq:  {}", s.last_seq);
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
+    out.push('~');
+    out
+}
+
+/// Writes one event as a transcript line (attach's human output).
+pub struct Transcript {
+    mid_text: bool,
+}
+
+impl Transcript {
+    pub fn new() -> Self {
+        Self { mid_text: false }
+    }
+
+    fn end_text(&mut self, out: &mut impl Write) {
+        if self.mid_text {
+            let _ = writeln!(out);
+            self.mid_text = false;
+        }
+    }
+
+    pub fn event(&mut self, ev: &SessionEvent) {
+        let mut out = std::io::stdout().lock();
+        let who = client_label(&ev.client);
+        match &ev.kind {
+            EventKind::SessionCreated { name, cwd, provider, model } => {
+                self.end_text(&mut out);
+                let name = name.as_deref().map(|n| format!(" \"{n}\"")).unwrap_or_default();
+                let _ = writeln!(out, "[{}] session{name} created by {who}: {provider}/{model} in {cwd}", ev.seq);
+            }
+            EventKind::SessionRenamed { name } => {
+                self.end_text(&mut out);
+                let _ = writeln!(out, "[{}] renamed to {} by {who}", ev.seq, name.as_deref().unwrap_or("(no name)"));
+            }
+            EventKind::MessageQueued { text, position, .. } => {
+                self.end_text(&mut out);
+                let _ = writeln!(out, "[{}] queued #{position} by {who}: {text}", ev.seq);
+            }
+            EventKind::TurnStarted { text, model, .. } => {
+                self.end_text(&mut out);
+                let _ = writeln!(out, "[{}] user ({who}):", ev.seq);
+                for line in text.lines() {
+                    let _ = writeln!(out, "  {line}");
+                }
+                let _ = writeln!(out, "[{}] assistant ({model}):", ev.seq);
+            }
+            EventKind::TextDelta { text } => {
+                let _ = write!(out, "{text}");
+                self.mid_text = !text.ends_with('\n');
+            }
+            EventKind::ThinkingDelta { .. } => {}
+            EventKind::CancelRequested {} => {
+                self.end_text(&mut out);
+                let _ = writeln!(out, "[{}] cancel requested by {who}", ev.seq);
+            }
+            EventKind::TurnFinished { status, error, usage, .. } => {
+                self.end_text(&mut out);
+                let usage = usage
+                    .as_ref()
+                    .map(|u| format!(" ({} in / {} out tokens)", u.input_tokens, u.output_tokens))
+                    .unwrap_or_default();
+                match error {
+                    Some(e) => {
+                        let _ = writeln!(out, "[{}] turn {}: {e}", ev.seq, status.as_str());
+                    }
+                    None => {
+                        let _ = writeln!(out, "[{}] turn {}{usage}", ev.seq, status.as_str());
+                    }
+                }
+            }
+            EventKind::QueueCleared { dropped } => {
+                self.end_text(&mut out);
+                let _ = writeln!(out, "[{}] {dropped} queued message(s) dropped by {who}", ev.seq);
+            }
+            EventKind::Unknown => {}
+        }
+        let _ = out.flush();
+    }
+
+    pub fn finish(&mut self) {
+        let mut out = std::io::stdout().lock();
+        self.end_text(&mut out);
+        let _ = out.flush();
+    }
+}
+
+/// UTC timestamps without a date-time dependency.
+pub use chrono_lite::format_ms;
+
+mod chrono_lite {
+    pub fn format_ms(ms: i64) -> String {
+        let secs = ms.div_euclid(1000);
+        let days = secs.div_euclid(86_400);
+        let rem = secs.rem_euclid(86_400);
+        let (y, m, d) = civil_from_days(days);
+        format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}Z", rem / 3600, (rem % 3600) / 60, rem % 60)
+    }
+
+    /// Howard Hinnant's days-to-civil algorithm.
+    fn civil_from_days(z: i64) -> (i64, u32, u32) {
+        let z = z + 719_468;
+        let era = z.div_euclid(146_097);
+        let doe = z.rem_euclid(146_097);
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+        let y = yoe + era * 400;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+        let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+        (if m <= 2 { y + 1 } else { y }, m, d)
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn formats_utc() {
+            assert_eq!(super::format_ms(0), "1970-01-01 00:00:00Z");
+            assert_eq!(super::format_ms(1_795_321_771_979), "2026-11-22 04:29:31Z");
+        }
+    }
+}

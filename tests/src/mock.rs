@@ -1,0 +1,454 @@
+//! An in-tree mock LLM server speaking the Anthropic Messages and OpenAI
+//! Chat Completions streaming wire formats over loopback.
+//!
+//! What it answers is scripted by directives in the last user message, so
+//! tests (and the demo) drive it through the real client:
+//!
+//! | directive | effect |
+//! |---|---|
+//! | `mock:tokens=N` | reply with `N` tokens `w0 w1 ...` (see [`token_text`]) |
+//! | `mock:delay=MS` | wait `MS` ms between chunks |
+//! | `mock:status=CODE` | answer HTTP `CODE` with the provider's error body (429 adds `retry-after: 1`) |
+//! | `mock:midstream_error=N` | after `N` text chunks, report an error inside the stream |
+//! | `mock:drop=N` | after `N` text chunks, cut the connection |
+//! | `mock:malformed=N` | after `N` text chunks, send an SSE event whose data is not JSON |
+//! | `mock:split=N` | write the SSE bytes in pieces of `N` bytes (splits UTF-8 and lines) |
+//!
+//! Without directives it answers with a short text that says plainly it is
+//! the mock, echoes the question and counts the messages it was sent.
+//! Requests are recorded for assertions. The key `bad-key` is refused with
+//! 401, like a revoked key.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
+use hyper::body::{Frame, Incoming};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+
+type Body = BoxBody<Bytes, std::io::Error>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wire {
+    Anthropic,
+    OpenAi,
+}
+
+/// One request the mock received.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    pub wire: Wire,
+    pub path: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Value,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct MockOptions {
+    /// Delay between chunks when the message gives none.
+    pub default_delay_ms: u64,
+}
+
+pub struct MockServer {
+    pub addr: SocketAddr,
+    requests: Arc<Mutex<Vec<Recorded>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl MockServer {
+    pub async fn start(opts: MockOptions) -> std::io::Result<MockServer> {
+        Self::start_on("127.0.0.1:0", opts).await
+    }
+
+    pub async fn start_on(addr: &str, opts: MockOptions) -> std::io::Result<MockServer> {
+        let listener = TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let recorded = requests.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else { continue };
+                let recorded = recorded.clone();
+                let opts = opts.clone();
+                tokio::spawn(async move {
+                    let service = service_fn(move |req| handle(req, recorded.clone(), opts.clone()));
+                    let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+                });
+            }
+        });
+        Ok(MockServer { addr, requests, task })
+    }
+
+    /// Base URL for Anthropic (`ANTHROPIC_BASE_URL`).
+    pub fn anthropic_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Base URL for OpenAI (`OPENAI_BASE_URL`).
+    pub fn openai_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.requests.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+}
+
+impl Drop for MockServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The text of a `mock:tokens=N` reply.
+pub fn token_text(n: usize) -> String {
+    (0..n).map(|i| format!("w{i} ")).collect()
+}
+
+#[derive(Debug, Default, Clone)]
+struct Script {
+    tokens: Option<usize>,
+    delay_ms: u64,
+    status: Option<u16>,
+    midstream_error: Option<usize>,
+    drop_after: Option<usize>,
+    malformed_after: Option<usize>,
+    split: Option<usize>,
+}
+
+fn parse_script(text: &str, opts: &MockOptions) -> Script {
+    let mut s = Script { delay_ms: opts.default_delay_ms, ..Default::default() };
+    for word in text.split_whitespace() {
+        let Some(rest) = word.strip_prefix("mock:") else { continue };
+        let Some((k, v)) = rest.split_once('=') else { continue };
+        let n: Option<u64> = v.trim_end_matches(['.', ',']).parse().ok();
+        match (k, n) {
+            ("tokens", Some(n)) => s.tokens = Some(n as usize),
+            ("delay", Some(n)) => s.delay_ms = n,
+            ("status", Some(n)) => s.status = Some(n as u16),
+            ("midstream_error", Some(n)) => s.midstream_error = Some(n as usize),
+            ("drop", Some(n)) => s.drop_after = Some(n as usize),
+            ("malformed", Some(n)) => s.malformed_after = Some(n as usize),
+            ("split", Some(n)) => s.split = Some(n.max(1) as usize),
+            _ => {}
+        }
+    }
+    s
+}
+
+fn full(status: StatusCode, content_type: &str, body: String, extra: &[(&str, &str)]) -> Response<Body> {
+    let mut b = Response::builder().status(status).header("content-type", content_type);
+    for (k, v) in extra {
+        b = b.header(*k, *v);
+    }
+    b.body(Full::new(Bytes::from(body)).map_err(|e: Infallible| match e {}).boxed())
+        .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).map_err(|e: Infallible| match e {}).boxed()))
+}
+
+fn error_body(wire: Wire, status: u16) -> String {
+    let (ty, msg) = match status {
+        400 => ("invalid_request_error", "The request is invalid (mock)."),
+        401 => ("authentication_error", "invalid x-api-key (mock)"),
+        403 => ("permission_error", "Your key lacks permission (mock)."),
+        404 => ("not_found_error", "No such model (mock)."),
+        413 => ("request_too_large", "Request too large (mock)."),
+        429 => ("rate_limit_error", "Number of requests has exceeded your rate limit (mock)."),
+        500 => ("api_error", "Internal server error (mock)."),
+        529 => ("overloaded_error", "Overloaded (mock)"),
+        _ => ("api_error", "Unexpected error (mock)."),
+    };
+    match wire {
+        Wire::Anthropic => {
+            json!({"type":"error","error":{"type":ty,"message":msg},"request_id":"req_mock"}).to_string()
+        }
+        Wire::OpenAi => json!({"error":{"message":msg,"type":ty,"param":null,"code":ty}}).to_string(),
+    }
+}
+
+async fn handle(
+    req: Request<Incoming>,
+    recorded: Arc<Mutex<Vec<Recorded>>>,
+    opts: MockOptions,
+) -> Result<Response<Body>, Infallible> {
+    let path = req.uri().path().to_string();
+    let wire = match path.as_str() {
+        "/v1/messages" => Wire::Anthropic,
+        "/v1/chat/completions" | "/chat/completions" => Wire::OpenAi,
+        _ => {
+            return Ok(full(StatusCode::NOT_FOUND, "application/json", json!({"error":"no such route"}).to_string(), &[]));
+        }
+    };
+    let headers: Vec<(String, String)> = req
+        .headers()
+        .iter()
+        .map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string()))
+        .collect();
+    let header = |name: &str| headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+    let bytes = match req.into_body().collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => Bytes::new(),
+    };
+    let body: Value = match serde_json::from_slice(&bytes) {
+        Ok(v) => v,
+        Err(_) => return Ok(full(StatusCode::BAD_REQUEST, "application/json", error_body(wire, 400), &[])),
+    };
+    if let Ok(mut r) = recorded.lock() {
+        r.push(Recorded { wire, path: path.clone(), headers: headers.clone(), body: body.clone() });
+    }
+
+    // Authentication as the real APIs check it.
+    let key = match wire {
+        Wire::Anthropic => {
+            if header("anthropic-version").is_none() {
+                return Ok(full(StatusCode::BAD_REQUEST, "application/json", error_body(wire, 400), &[]));
+            }
+            header("x-api-key")
+        }
+        Wire::OpenAi => header("authorization").and_then(|v| v.strip_prefix("Bearer ").map(str::to_string)),
+    };
+    if key.as_deref() == Some("bad-key") || (wire == Wire::Anthropic && key.is_none()) {
+        return Ok(full(StatusCode::UNAUTHORIZED, "application/json", error_body(wire, 401), &[]));
+    }
+
+    let messages = body.get("messages").and_then(Value::as_array).cloned().unwrap_or_default();
+    let last_user = messages
+        .iter()
+        .rev()
+        .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+        .and_then(|m| m.get("content"))
+        .map(content_text)
+        .unwrap_or_default();
+    let script = parse_script(&last_user, &opts);
+    if let Some(status) = script.status {
+        let extra: &[(&str, &str)] = if status == 429 { &[("retry-after", "1")] } else { &[] };
+        let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        return Ok(full(code, "application/json", error_body(wire, status), extra));
+    }
+    let chunks: Vec<String> = match script.tokens {
+        Some(n) => (0..n).map(|i| format!("w{i} ")).collect(),
+        None => {
+            let question: String = last_user
+                .split_whitespace()
+                .filter(|w| !w.starts_with("mock:"))
+                .collect::<Vec<_>>()
+                .join(" ");
+            let text = format!(
+                "This is Forge's built-in mock provider on loopback, not a real model. You said: \u{201c}{question}\u{201d}. \
+                 I was sent {} message(s) of conversation.",
+                messages.len()
+            );
+            split_words(&text)
+        }
+    };
+    let model = body.get("model").and_then(Value::as_str).unwrap_or("mock-model").to_string();
+    let (tx, rx) = mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(64);
+    tokio::spawn(stream_reply(wire, model, chunks, script, tx));
+    let stream = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) });
+    let resp = Response::builder()
+        .status(StatusCode::OK)
+        .header("content-type", "text/event-stream; charset=utf-8")
+        .header("cache-control", "no-cache")
+        .body(BodyExt::boxed(StreamBody::new(stream)))
+        .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).map_err(|e: Infallible| match e {}).boxed()));
+    Ok(resp)
+}
+
+fn content_text(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join(""),
+        _ => String::new(),
+    }
+}
+
+/// Splits text into word-sized chunks that concatenate back to it.
+fn split_words(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    for ch in text.chars() {
+        cur.push(ch);
+        if ch == ' ' {
+            out.push(std::mem::take(&mut cur));
+        }
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+fn sse(event: Option<&str>, data: &Value) -> String {
+    match event {
+        Some(e) => format!("event: {e}\ndata: {data}\n\n"),
+        None => format!("data: {data}\n\n"),
+    }
+}
+
+struct Writer {
+    tx: mpsc::Sender<Result<Frame<Bytes>, std::io::Error>>,
+    split: Option<usize>,
+}
+
+impl Writer {
+    async fn write(&self, text: String) -> bool {
+        let bytes = Bytes::from(text);
+        match self.split {
+            Some(n) => {
+                for piece in bytes.chunks(n) {
+                    if self.tx.send(Ok(Frame::data(Bytes::copy_from_slice(piece)))).await.is_err() {
+                        return false;
+                    }
+                }
+                true
+            }
+            None => self.tx.send(Ok(Frame::data(bytes))).await.is_ok(),
+        }
+    }
+
+    async fn cut(&self) {
+        let _ = self.tx.send(Err(std::io::Error::other("mock: connection dropped"))).await;
+    }
+}
+
+async fn stream_reply(
+    wire: Wire,
+    model: String,
+    chunks: Vec<String>,
+    script: Script,
+    tx: mpsc::Sender<Result<Frame<Bytes>, std::io::Error>>,
+) {
+    let w = Writer { tx, split: script.split };
+    let delay = Duration::from_millis(script.delay_ms);
+    let total = chunks.len();
+    let id = "chatcmpl-mock";
+    match wire {
+        Wire::Anthropic => {
+            let start = json!({"type":"message_start","message":{"id":"msg_mock","type":"message","role":"assistant",
+                "model":model,"content":[],"stop_reason":null,"stop_sequence":null,
+                "usage":{"input_tokens":12,"output_tokens":1}}});
+            if !w.write(sse(Some("message_start"), &start)).await {
+                return;
+            }
+            let _ = w
+                .write(sse(Some("content_block_start"), &json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}})))
+                .await;
+            let _ = w.write("event: ping\ndata: {\"type\": \"ping\"}\n\n".to_string()).await;
+        }
+        Wire::OpenAi => {
+            let first = json!({"id":id,"object":"chat.completion.chunk","created":1,"model":model,
+                "choices":[{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}],"usage":null});
+            if !w.write(sse(None, &first)).await {
+                return;
+            }
+        }
+    }
+    for (i, chunk) in chunks.iter().enumerate() {
+        if script.midstream_error == Some(i) {
+            match wire {
+                Wire::Anthropic => {
+                    let _ = w
+                        .write(sse(Some("error"), &json!({"type":"error","error":{"type":"overloaded_error","message":"Overloaded (mock)"}})))
+                        .await;
+                }
+                Wire::OpenAi => {
+                    let _ = w
+                        .write(sse(None, &json!({"error":{"message":"The server had an error (mock)","type":"server_error","code":null}})))
+                        .await;
+                }
+            }
+            return;
+        }
+        if script.drop_after == Some(i) {
+            w.cut().await;
+            return;
+        }
+        if script.malformed_after == Some(i) {
+            let _ = w.write("data: {this is not json\n\n".to_string()).await;
+            return;
+        }
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        let ok = match wire {
+            Wire::Anthropic => {
+                w.write(sse(
+                    Some("content_block_delta"),
+                    &json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":chunk}}),
+                ))
+                .await
+            }
+            Wire::OpenAi => {
+                w.write(sse(
+                    None,
+                    &json!({"id":id,"object":"chat.completion.chunk","created":1,"model":model,
+                        "choices":[{"index":0,"delta":{"content":chunk},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"x7"}),
+                ))
+                .await
+            }
+        };
+        if !ok {
+            return;
+        }
+    }
+    match wire {
+        Wire::Anthropic => {
+            let _ = w.write(sse(Some("content_block_stop"), &json!({"type":"content_block_stop","index":0}))).await;
+            let _ = w
+                .write(sse(
+                    Some("message_delta"),
+                    &json!({"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":total}}),
+                ))
+                .await;
+            let _ = w.write(sse(Some("message_stop"), &json!({"type":"message_stop"}))).await;
+        }
+        Wire::OpenAi => {
+            let _ = w
+                .write(sse(
+                    None,
+                    &json!({"id":id,"object":"chat.completion.chunk","created":1,"model":model,
+                        "choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}],"usage":null}),
+                ))
+                .await;
+            let _ = w
+                .write(sse(
+                    None,
+                    &json!({"id":id,"object":"chat.completion.chunk","created":1,"model":model,"choices":[],
+                        "usage":{"prompt_tokens":12,"completion_tokens":total,"total_tokens":12 + total}}),
+                ))
+                .await;
+            let _ = w.write("data: [DONE]\n\n".to_string()).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn directives_are_parsed() {
+        let s = parse_script("hello mock:tokens=5 mock:delay=7 mock:status=429", &MockOptions::default());
+        assert_eq!(s.tokens, Some(5));
+        assert_eq!(s.delay_ms, 7);
+        assert_eq!(s.status, Some(429));
+    }
+
+    #[test]
+    fn words_concatenate_back() {
+        let t = "a bc  d\u{1f44b} e";
+        assert_eq!(split_words(t).concat(), t);
+    }
+}
