@@ -10,7 +10,7 @@ use std::time::Duration;
 use forge_proto::MAX_MESSAGE_BYTES;
 use forge_proto::api::ForgeApiServer;
 use jsonrpsee::server::{ServerConfig, serve_with_graceful_shutdown, stop_channel};
-use tokio::signal::unix::{SignalKind, signal};
+use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::Semaphore;
 
 use crate::rpc::{ConnServer, Daemon};
@@ -19,7 +19,19 @@ use crate::socket::SocketClaim;
 /// Open connections at once; past this, new ones wait in the backlog.
 const MAX_CONNECTIONS: usize = 512;
 
-pub async fn serve(claim: &mut SocketClaim, daemon: Arc<Daemon>) -> anyhow::Result<()> {
+/// SIGTERM and SIGINT, caught from start-up on.
+pub struct Signals {
+    term: Signal,
+    int: Signal,
+}
+
+impl Signals {
+    pub fn install() -> anyhow::Result<Self> {
+        Ok(Self { term: signal(SignalKind::terminate())?, int: signal(SignalKind::interrupt())? })
+    }
+}
+
+pub async fn serve(claim: &mut SocketClaim, daemon: Arc<Daemon>, signals: Signals) -> anyhow::Result<()> {
     let config = ServerConfig::builder()
         .max_request_body_size(MAX_MESSAGE_BYTES)
         .max_response_body_size(MAX_MESSAGE_BYTES)
@@ -34,8 +46,7 @@ pub async fn serve(claim: &mut SocketClaim, daemon: Arc<Daemon>) -> anyhow::Resu
     let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let my_uid = unsafe { libc::geteuid() };
 
-    let mut sigterm = signal(SignalKind::terminate())?;
-    let mut sigint = signal(SignalKind::interrupt())?;
+    let Signals { term: mut sigterm, int: mut sigint } = signals;
     let shutdown = daemon.shutdown_token();
     let Some(listener) = claim.listener() else { anyhow::bail!("the socket is not listening") };
 

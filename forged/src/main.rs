@@ -70,6 +70,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let config_path = home.join("config.toml");
     let config = ForgeConfig::load(&config_path)?;
 
+    // Handle SIGTERM/SIGINT from the start: a stop during start-up must
+    // still leave the store consistent.
+    let signals = listener::Signals::install()?;
     // Claim the socket before touching the store: a second daemon must not
     // open the database at all.
     let mut socket = socket::SocketClaim::claim(&socket_path)?;
@@ -84,7 +87,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         "forged started"
     );
     let daemon = Arc::new(rpc::Daemon::new(engine.clone(), socket_path.clone(), home));
-    let result = listener::serve(&mut socket, daemon.clone()).await;
+    let result = listener::serve(&mut socket, daemon.clone(), signals).await;
     tracing::info!("shutting down: cancelling running turns and flushing the store");
     engine.shutdown().await;
     tracing::info!("forged stopped");

@@ -1,1 +1,260 @@
+//! Runs the real binaries: a `forged` on a temporary socket and
+//! `FORGE_HOME`, pointed at a [`MockServer`](crate::mock::MockServer), and
+//! `forgectl` against it.
 
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::UnixStream;
+use tokio::process::{Child, Command};
+
+use crate::mock::MockServer;
+
+/// Directory holding the workspace's binaries: a test runs from
+/// `target/<profile>/deps/`, the binaries sit in `target/<profile>/`.
+pub fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap_or_default();
+    let dir = exe.parent().map(Path::to_path_buf).unwrap_or_default();
+    if dir.ends_with("deps") { dir.parent().map(Path::to_path_buf).unwrap_or(dir) } else { dir }
+}
+
+pub fn bin(name: &str) -> PathBuf {
+    let p = bin_dir().join(name);
+    assert!(
+        p.is_file(),
+        "{} is missing: build the workspace first (`cargo build --workspace`, which `cargo test --workspace` does)",
+        p.display()
+    );
+    p
+}
+
+/// One daemon with its own home and socket.
+pub struct Forge {
+    pub home: tempfile::TempDir,
+    pub socket: PathBuf,
+    env: Vec<(String, String)>,
+    daemon: Option<Child>,
+}
+
+impl Forge {
+    /// A daemon environment pointed at `mock` for both wire formats, with
+    /// keys the mock accepts. Not started yet.
+    pub fn new(mock: &MockServer) -> Forge {
+        let mut f = Self::bare();
+        f.set_env("ANTHROPIC_BASE_URL", &mock.anthropic_url());
+        f.set_env("OPENAI_BASE_URL", &mock.openai_url());
+        f.set_env("ANTHROPIC_API_KEY", "mock-key-anthropic");
+        f.set_env("OPENAI_API_KEY", "mock-key-openai");
+        f
+    }
+
+    /// No provider settings at all.
+    pub fn bare() -> Forge {
+        let home = tempfile::Builder::new().prefix("forge-test-").tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let socket = home.path().join("run").join("forged.sock");
+        Forge { home, socket, env: Vec::new(), daemon: None }
+    }
+
+    pub fn set_env(&mut self, k: &str, v: &str) {
+        self.env.retain(|(key, _)| key != k);
+        self.env.push((k.to_string(), v.to_string()));
+    }
+
+    fn apply_env(&self, cmd: &mut Command) {
+        cmd.env_clear();
+        for k in ["PATH", "HOME", "LANG", "TMPDIR"] {
+            if let Ok(v) = std::env::var(k) {
+                cmd.env(k, v);
+            }
+        }
+        cmd.env("FORGE_HOME", self.home.path());
+        cmd.env("FORGE_SOCKET", &self.socket);
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+    }
+
+    pub fn write_config(&self, text: &str) {
+        std::fs::write(self.home.path().join("config.toml"), text).unwrap_or_else(|e| panic!("write config: {e}"));
+    }
+
+    /// Starts forged and waits until it answers.
+    pub async fn start(&mut self) {
+        let child = self.spawn_daemon();
+        self.daemon = Some(child);
+        self.wait_ready().await;
+    }
+
+    pub fn spawn_daemon(&self) -> Child {
+        let mut cmd = Command::new(bin("forged"));
+        self.apply_env(&mut cmd);
+        cmd.arg("--socket").arg(&self.socket).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
+        cmd.kill_on_drop(true);
+        cmd.spawn().unwrap_or_else(|e| panic!("spawn forged: {e}"))
+    }
+
+    pub async fn wait_ready(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if self.socket.exists() && UnixStream::connect(&self.socket).await.is_ok() {
+                return;
+            }
+            if let Some(child) = self.daemon.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                let mut err = String::new();
+                if let Some(mut e) = child.stderr.take() {
+                    let _ = e.read_to_string(&mut err).await;
+                }
+                panic!("forged exited early ({status}): {err}");
+            }
+            assert!(Instant::now() < deadline, "forged did not come up on {}", self.socket.display());
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.daemon.as_ref().and_then(|c| c.id())
+    }
+
+    /// `kill -9`: no chance to clean up.
+    pub async fn kill9(&mut self) {
+        if let Some(mut child) = self.daemon.take() {
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+        }
+    }
+
+    /// SIGTERM and wait for a clean exit; returns its exit code.
+    pub async fn terminate(&mut self) -> Option<i32> {
+        let mut child = self.daemon.take()?;
+        if let Some(pid) = child.id() {
+            // SAFETY: plain kill(2) on our own child.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+        }
+        let status = tokio::time::timeout(Duration::from_secs(20), child.wait()).await.ok()?.ok()?;
+        status.code()
+    }
+
+    pub async fn restart(&mut self) {
+        self.terminate().await;
+        self.start().await;
+    }
+
+    /// A `forgectl` command on this daemon (no autostart).
+    pub fn ctl_cmd(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(bin("forgectl"));
+        self.apply_env(&mut cmd);
+        cmd.arg("--no-autostart").args(args);
+        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        cmd.kill_on_drop(true);
+        cmd
+    }
+
+    pub async fn ctl(&self, args: &[&str]) -> Ran {
+        let out = tokio::time::timeout(Duration::from_secs(60), self.ctl_cmd(args).output())
+            .await
+            .unwrap_or_else(|_| panic!("forgectl {args:?} did not finish in 60 s"))
+            .unwrap_or_else(|e| panic!("run forgectl: {e}"));
+        Ran::from(out)
+    }
+
+    /// Runs forgectl and asserts it succeeded.
+    pub async fn ok(&self, args: &[&str]) -> Ran {
+        let r = self.ctl(args).await;
+        assert_eq!(r.code, 0, "forgectl {args:?} failed:\nstdout: {}\nstderr: {}", r.stdout, r.stderr);
+        r
+    }
+
+    /// Creates a session and returns its id.
+    pub async fn new_session(&self, extra: &[&str]) -> String {
+        let mut args = vec!["session", "new"];
+        args.extend_from_slice(extra);
+        self.ok(&args).await.stdout.trim().to_string()
+    }
+
+    /// One JSON-RPC call over plain HTTP, as curl would make it; returns
+    /// the response body.
+    pub async fn http(&self, body: &[u8]) -> String {
+        raw_http(&self.socket, body).await
+    }
+
+    /// A JSON-RPC call returning the parsed response.
+    pub async fn rpc(&self, method: &str, params: serde_json::Value) -> serde_json::Value {
+        let req = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let text = self.http(req.to_string().as_bytes()).await;
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("bad JSON-RPC response {text:?}: {e}"))
+    }
+}
+
+impl Drop for Forge {
+    fn drop(&mut self) {
+        if let Some(child) = self.daemon.as_mut() {
+            let _ = child.start_kill();
+        }
+    }
+}
+
+/// A finished command.
+#[derive(Debug, Clone)]
+pub struct Ran {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl From<Output> for Ran {
+    fn from(o: Output) -> Self {
+        Ran {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+}
+
+impl Ran {
+    /// stdout as JSON Lines.
+    pub fn json_lines(&self) -> Vec<serde_json::Value> {
+        self.stdout
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l:?}: {e}")))
+            .collect()
+    }
+}
+
+/// POSTs `body` to the daemon over its socket and returns the response body.
+pub async fn raw_http(socket: &Path, body: &[u8]) -> String {
+    let mut s = UnixStream::connect(socket).await.unwrap_or_else(|e| panic!("connect: {e}"));
+    let head = format!(
+        "POST / HTTP/1.1\r\nHost: forge\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = s.write_all(head.as_bytes()).await;
+    let _ = s.write_all(body).await;
+    let mut resp = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(20), s.read_to_end(&mut resp)).await;
+    let text = String::from_utf8_lossy(&resp).into_owned();
+    match text.split_once("\r\n\r\n") {
+        Some((head, body)) if head.to_ascii_lowercase().contains("transfer-encoding: chunked") => dechunk(body),
+        Some((_, body)) => body.to_string(),
+        None => text,
+    }
+}
+
+fn dechunk(body: &str) -> String {
+    let mut out = String::new();
+    let mut rest = body;
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else { break };
+        if n == 0 || after.len() < n {
+            break;
+        }
+        out.push_str(&after[..n]);
+        rest = after[n..].trim_start_matches("\r\n");
+    }
+    out
+}

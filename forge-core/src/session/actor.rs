@@ -133,6 +133,8 @@ impl SessionActor {
             exit: None,
         };
         actor.recover_interrupted_turn().await?;
+        // Recovery is durable before anyone can read this session.
+        actor.settle().await;
         tokio::spawn(actor.run());
         Ok(handle)
     }
@@ -175,6 +177,18 @@ impl SessionActor {
             for r in replies {
                 let _ = r.send(());
             }
+        }
+    }
+
+    /// Writes everything pending and applies the acks.
+    async fn settle(&mut self) {
+        loop {
+            self.flush().await;
+            let Some(flight) = self.in_flight.as_mut() else { break };
+            let ack = (&mut flight.ack)
+                .await
+                .unwrap_or(WriteAck { result: Err(PersistError::Blocked("the journal writer stopped".into())) });
+            self.on_ack(ack);
         }
     }
 

@@ -1,0 +1,204 @@
+//! Streaming turns end to end: the real forged and forgectl against the
+//! mock provider.
+
+use std::time::Duration;
+
+use forge_tests::harness::Forge;
+use forge_tests::mock::{MockOptions, MockServer, token_text};
+use serde_json::Value;
+
+async fn setup() -> (MockServer, Forge) {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    (mock, forge)
+}
+
+fn kinds(events: &[Value]) -> Vec<String> {
+    events.iter().filter_map(|e| e["kind"].as_str().map(str::to_string)).collect()
+}
+
+fn text_of(events: &[Value]) -> String {
+    events.iter().filter(|e| e["kind"] == "text_delta").filter_map(|e| e["text"].as_str()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_streams_the_answer_and_records_history() {
+    let (mock, forge) = setup().await;
+    let r = forge.ok(&["send", "--name", "first", "mock:tokens=40 please"]).await;
+    assert_eq!(r.stdout, format!("{}\n", token_text(40)));
+    assert!(r.stderr.contains("session: s"), "new session id on stderr: {}", r.stderr);
+
+    let h = forge.ok(&["--json", "history", "first"]).await.json_lines();
+    assert_eq!(h.len(), 2);
+    assert_eq!(h[0]["role"], "user");
+    assert_eq!(h[0]["text"], "mock:tokens=40 please");
+    assert_eq!(h[1]["role"], "assistant");
+    assert_eq!(h[1]["text"], token_text(40));
+    assert_eq!(h[1]["status"], "complete");
+    assert_eq!(h[1]["parent_id"], h[0]["id"], "history is a tree: the answer hangs under the question");
+
+    // The request really was an Anthropic Messages stream with the key.
+    let req = &mock.requests()[0];
+    assert_eq!(req.path, "/v1/messages");
+    assert_eq!(req.body["stream"], true);
+    assert!(req.headers.iter().any(|(k, v)| k == "x-api-key" && v == "mock-key-anthropic"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openai_wire_format_streams_too_and_context_grows() {
+    let (mock, forge) = setup().await;
+    let id = forge.new_session(&["--provider", "openai", "--model", "gpt-test"]).await;
+    forge.ok(&["send", "-s", &id, "mock:tokens=5 one"]).await;
+    let r = forge.ok(&["send", "-s", &id, "mock:tokens=7 two"]).await;
+    assert_eq!(r.stdout.trim_end(), token_text(7).trim_end());
+    let reqs = mock.requests();
+    assert_eq!(reqs[1].path, "/v1/chat/completions");
+    assert_eq!(reqs[1].body["model"], "gpt-test");
+    let msgs = reqs[1].body["messages"].as_array().cloned().unwrap_or_default();
+    assert_eq!(msgs.len(), 3, "the second turn carries the first question and answer: {msgs:?}");
+    assert_eq!(msgs[1]["role"], "assistant");
+    assert_eq!(msgs[1]["content"], token_text(5));
+    assert!(reqs[1].headers.iter().any(|(k, v)| k == "authorization" && v == "Bearer mock-key-openai"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_attached_clients_see_identical_events_and_a_late_one_replays_exactly() {
+    let (_mock, forge) = setup().await;
+    let id = forge.new_session(&["--name", "shared"]).await;
+    let a = forge.ctl_cmd(&["--json", "attach", "shared", "--from", "1"]).spawn().unwrap_or_else(|e| panic!("{e}"));
+    let b = forge.ctl_cmd(&["--json", "attach", &id, "--from", "1"]).spawn().unwrap_or_else(|e| panic!("{e}"));
+    // Let both subscribe before the turn starts.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    forge.ok(&["send", "-s", "shared", "mock:tokens=200 mock:delay=2 go"]).await;
+    forge.ok(&["cancel", "shared"]).await; // a no-op: shows up nowhere
+    // Stop both followers and compare.
+    let (mut a, mut b) = (a, b);
+    let _ = a.start_kill();
+    let _ = b.start_kill();
+    let a = forge_tests::harness::Ran::from(a.wait_with_output().await.unwrap_or_else(|e| panic!("{e}")));
+    let b = forge_tests::harness::Ran::from(b.wait_with_output().await.unwrap_or_else(|e| panic!("{e}")));
+    let strip = |v: Vec<Value>| -> Vec<Value> { v.into_iter().filter(|e| e.get("seq").is_some()).collect() };
+    let ea = strip(a.json_lines());
+    let eb = strip(b.json_lines());
+    assert!(!ea.is_empty());
+    assert_eq!(ea, eb, "two attached clients received different event sequences");
+    let seqs: Vec<u64> = ea.iter().filter_map(|e| e["seq"].as_u64()).collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "seq is contiguous from 1");
+    assert_eq!(text_of(&ea), token_text(200), "coalesced deltas concatenate to the provider's exact text");
+    assert_eq!(kinds(&ea).last().map(String::as_str), Some("turn_finished"));
+
+    // A client attaching late from the middle replays exactly the tail.
+    let from = seqs[seqs.len() / 2];
+    let late = forge.ok(&["--json", "attach", "shared", "--from", &from.to_string(), "--until-idle"]).await;
+    let el = strip(late.json_lines());
+    assert_eq!(el, ea[(from - 1) as usize..].to_vec());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_survives_a_restart_and_a_kill() {
+    let (_mock, mut forge) = setup().await;
+    forge.ok(&["send", "--name", "keep", "mock:tokens=3 before restart"]).await;
+    forge.restart().await;
+    forge.ok(&["send", "-s", "keep", "mock:tokens=4 after restart"]).await;
+    forge.kill9().await;
+    forge.start().await;
+    let h = forge.ok(&["--json", "history", "keep"]).await.json_lines();
+    let texts: Vec<&str> = h.iter().filter_map(|m| m["text"].as_str()).collect();
+    assert_eq!(
+        texts,
+        vec!["mock:tokens=3 before restart", token_text(3).as_str(), "mock:tokens=4 after restart", token_text(4).as_str()]
+    );
+    let ps = forge.ok(&["--json", "ps"]).await.json_lines();
+    assert_eq!(ps[0]["message_count"], 4);
+    assert_eq!(ps[0]["state"], "idle");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_killed_midway_is_recovered_as_an_interrupted_message() {
+    let (_mock, mut forge) = setup().await;
+    let id = forge.new_session(&["--name", "crash"]).await;
+    let follower = forge.ctl_cmd(&["--json", "attach", "crash", "--from", "1"]).spawn().unwrap_or_else(|e| panic!("{e}"));
+    forge.ok(&["send", "--no-wait", "-s", "crash", "mock:tokens=2000 mock:delay=5 long"]).await;
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    forge.kill9().await;
+    let seen = forge_tests::harness::Ran::from(follower.wait_with_output().await.unwrap_or_else(|e| panic!("{e}")));
+    let shown = text_of(&seen.json_lines());
+    assert!(!shown.is_empty(), "the client saw part of the answer before the kill");
+    forge.start().await;
+    // Restarting again, cleanly and not, must not recover it twice.
+    forge.kill9().await;
+    forge.start().await;
+    forge.restart().await;
+    let h = forge.ok(&["--json", "history", &id]).await.json_lines();
+    assert_eq!(h.len(), 2, "exactly one recovered message: {h:?}");
+    assert_eq!(h[1]["status"], "interrupted");
+    let recovered = h[1]["text"].as_str().unwrap_or_default();
+    assert!(recovered.starts_with(&shown), "everything shown before the kill is in the recovered message");
+    assert!(token_text(2000).starts_with(recovered), "and nothing else");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_keeps_the_partial_answer_marked_cancelled() {
+    let (_mock, forge) = setup().await;
+    forge.new_session(&["--name", "c"]).await;
+    let send = forge.ctl_cmd(&["send", "-s", "c", "mock:tokens=5000 mock:delay=3 slow"]).spawn().unwrap_or_else(|e| panic!("{e}"));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let r = forge.ok(&["cancel", "c"]).await;
+    assert!(r.stdout.contains("cancelled the running turn"), "{}", r.stdout);
+    let out = forge_tests::harness::Ran::from(send.wait_with_output().await.unwrap_or_else(|e| panic!("{e}")));
+    assert_eq!(out.code, 5, "send exits 5 when its turn is cancelled: {}", out.stderr);
+    assert!(out.stderr.contains("cancelled"), "{}", out.stderr);
+    let h = forge.ok(&["--json", "history", "c"]).await.json_lines();
+    assert_eq!(h[1]["status"], "cancelled");
+    let partial = h[1]["text"].as_str().unwrap_or_default();
+    assert!(!partial.is_empty() && token_text(5000).starts_with(partial));
+    assert_eq!(out.stdout.trim_end(), partial.trim_end(), "what send printed is what was kept");
+    // The cancel is attributed to the client that asked.
+    let ev = forge.ok(&["--json", "attach", "c", "--until-idle"]).await.json_lines();
+    let cancel = ev.iter().find(|e| e["kind"] == "cancel_requested").cloned().unwrap_or_default();
+    assert_eq!(cancel["client"]["name"], "forgectl");
+    // The session is usable afterwards.
+    forge.ok(&["send", "-s", "c", "mock:tokens=2 again"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_sent_during_a_turn_is_queued_and_runs_next() {
+    let (_mock, forge) = setup().await;
+    forge.new_session(&["--name", "q"]).await;
+    let first = forge.ctl_cmd(&["send", "-s", "q", "mock:tokens=300 mock:delay=2 first"]).spawn().unwrap_or_else(|e| panic!("{e}"));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let second = forge.ok(&["send", "-s", "q", "mock:tokens=3 second"]).await;
+    assert!(second.stderr.contains("queued"), "the sender is told: {}", second.stderr);
+    assert_eq!(second.stdout.trim_end(), token_text(3).trim_end());
+    let first = forge_tests::harness::Ran::from(first.wait_with_output().await.unwrap_or_else(|e| panic!("{e}")));
+    assert_eq!(first.code, 0);
+    assert_eq!(first.stdout.trim_end(), token_text(300).trim_end(), "never interleaved");
+    let h = forge.ok(&["--json", "history", "q"]).await.json_lines();
+    let texts: Vec<&str> = h.iter().filter_map(|m| m["text"].as_str()).collect();
+    assert_eq!(texts[0], "mock:tokens=300 mock:delay=2 first");
+    assert_eq!(texts[2], "mock:tokens=3 second");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_are_listed_renamed_found_by_prefix_and_removed() {
+    let (_mock, forge) = setup().await;
+    let a = forge.new_session(&["--name", "alpha"]).await;
+    let b = forge.new_session(&[]).await;
+    let ps = forge.ok(&["ps"]).await.stdout;
+    assert!(ps.contains("alpha") && ps.contains(&b) && ps.contains("WAITING") && ps.contains("CLIENTS"), "{ps}");
+    forge.ok(&["session", "rename", &b, "beta"]).await;
+    let show = forge.ok(&["--json", "session", "show", "beta"]).await.json_lines();
+    assert_eq!(show[0]["id"], b.as_str());
+    let taken = forge.ctl(&["session", "rename", &a, "beta"]).await;
+    assert_eq!(taken.code, 1);
+    assert!(taken.stderr.contains("taken"), "{}", taken.stderr);
+    let prefix = &a[..a.len() - 1];
+    let by_prefix = forge.ok(&["--json", "session", "show", prefix]).await.json_lines();
+    assert!(by_prefix[0]["id"] == a.as_str() || by_prefix.is_empty());
+    forge.ok(&["session", "rm", "alpha"]).await;
+    let missing = forge.ctl(&["--json", "history", "alpha"]).await;
+    assert_eq!(missing.code, 1);
+    let err = missing.json_lines().pop().unwrap_or_default();
+    assert_eq!(err["error"]["kind"], "session_not_found");
+}
