@@ -5,12 +5,13 @@
 use std::path::Path;
 
 use anyhow::Context;
-use tracing_appender::non_blocking::WorkerGuard;
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt;
 use tracing_subscriber::prelude::*;
 
-pub fn init(home: &Path, foreground: bool) -> anyhow::Result<WorkerGuard> {
+/// Writes go straight to the file: the daemon logs little, and a
+/// background writer would delay every exit by its flush timeout.
+pub fn init(home: &Path, foreground: bool) -> anyhow::Result<()> {
     let dir = home.join("logs");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let appender = tracing_appender::rolling::Builder::new()
@@ -20,10 +21,9 @@ pub fn init(home: &Path, foreground: bool) -> anyhow::Result<WorkerGuard> {
         .max_log_files(7)
         .build(&dir)
         .with_context(|| format!("cannot open a log file in {}", dir.display()))?;
-    let (writer, guard) = tracing_appender::non_blocking(appender);
     let filter = || EnvFilter::try_from_env("FORGE_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
-    let file_layer = fmt::layer().with_writer(writer).with_ansi(false).with_filter(filter());
+    let file_layer = fmt::layer().with_writer(appender).with_ansi(false).with_filter(filter());
     let stderr_layer = foreground.then(|| fmt::layer().with_writer(std::io::stderr).with_filter(filter()));
     tracing_subscriber::registry().with(file_layer).with(stderr_layer).init();
-    Ok(guard)
+    Ok(())
 }

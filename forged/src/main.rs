@@ -64,7 +64,7 @@ fn main() -> ExitCode {
 async fn run(args: Args) -> anyhow::Result<()> {
     let home = args.home.unwrap_or_else(forge_proto::paths::forge_home);
     std::fs::create_dir_all(&home).with_context(|| format!("cannot create {}", home.display()))?;
-    let _log_guard = logging::init(&home, args.foreground)?;
+    logging::init(&home, args.foreground)?;
     let socket_path = args.socket.unwrap_or_else(forge_proto::paths::default_socket);
 
     let config_path = home.join("config.toml");

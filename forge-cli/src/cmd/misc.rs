@@ -57,11 +57,15 @@ pub async fn shutdown(g: &Global) -> Result<(), Failure> {
     };
     let pid = conn.hello.server.pid;
     conn.client.daemon_shutdown().await?;
-    // Wait for the process to exit: only then is everything on disk and
-    // a new daemon can start.
+    // Wait until the daemon released its lock, which it does last, after
+    // everything is on disk: then a new daemon can start at once.
+    let lock_path = socket.with_extension("lock");
     for _ in 0..1500 {
-        // SAFETY: signal 0 only checks that the process exists.
-        if unsafe { libc::kill(pid as libc::pid_t, 0) } != 0 {
+        let released = match std::fs::File::open(&lock_path) {
+            Ok(f) => f.try_lock().is_ok(),
+            Err(_) => true,
+        };
+        if released {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;

@@ -1,0 +1,106 @@
+//! The socket: JSON-RPC errors for bad input, limits, and a daemon that
+//! keeps serving whatever it is sent.
+
+use forge_tests::harness::{Forge, raw_http};
+use forge_tests::mock::{MockOptions, MockServer};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::UnixStream;
+
+async fn setup() -> (MockServer, Forge) {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    (mock, forge)
+}
+
+fn parse(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON: {text:?}: {e}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_gets_the_standard_json_rpc_errors() {
+    let (_mock, forge) = setup().await;
+    let r = parse(&forge.http(b"{not json").await);
+    assert_eq!(r["error"]["code"], -32700);
+    assert_eq!(r["id"], Value::Null);
+
+    let r = parse(&forge.http(br#"{"jsonrpc":"2.0","id":7}"#).await);
+    assert_eq!(r["error"]["code"], -32600);
+
+    let r = forge.rpc("session.frobnicate", json!({})).await;
+    assert_eq!(r["error"]["code"], -32601);
+
+    let r = forge.rpc("session.show", json!({"sesion": "x"})).await;
+    assert_eq!(r["error"]["code"], -32602);
+
+    let r = forge.rpc("session.show", json!({"session": "nope"})).await;
+    assert_eq!(r["error"]["data"]["kind"], "session_not_found");
+    let code = r["error"]["code"].as_i64().unwrap_or(0);
+    assert!((-32099..=-32000).contains(&code), "Forge's own errors use the server range: {code}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn curl_style_calls_work_without_a_handshake() {
+    let (_mock, forge) = setup().await;
+    let r = forge.rpc("session.create", json!({"name": "viacurl", "cwd": "/tmp"})).await;
+    assert_eq!(r["result"]["name"], "viacurl");
+    let r = forge.rpc("session.list", json!({})).await;
+    assert_eq!(r["result"][0]["name"], "viacurl");
+    let r = forge.rpc("daemon.status", json!({})).await;
+    assert_eq!(r["result"]["protocol_version"], forge_proto_version());
+}
+
+fn forge_proto_version() -> u64 {
+    1
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_protocol_version_is_refused_with_a_clear_kind() {
+    let (_mock, forge) = setup().await;
+    let r = forge
+        .rpc("hello", json!({"protocol_version": 999, "client": {"name": "old-plugin", "version": "0.0.1", "kind": "editor"}}))
+        .await;
+    assert_eq!(r["error"]["data"]["kind"], "protocol_mismatch");
+    assert!(r["error"]["message"].as_str().unwrap_or("").contains("999"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_message_is_answered_with_an_error() {
+    let (_mock, forge) = setup().await;
+    let big = "x".repeat(9 * 1024 * 1024);
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "session.create", "params": {"name": big}}).to_string();
+    let r = forge.http(body.as_bytes()).await;
+    let v: Value = serde_json::from_str(&r).unwrap_or(Value::Null);
+    assert!(
+        v["error"]["code"].as_i64().is_some() || r.contains("413") || r.is_empty() || r.contains("too"),
+        "an error, not a crash: {:?}",
+        &r[..r.len().min(200)]
+    );
+    // And it keeps serving.
+    let r = forge.rpc("session.list", json!({})).await;
+    assert!(r["result"].is_array());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_on_the_socket_does_not_disturb_other_clients() {
+    let (_mock, forge) = setup().await;
+    // Raw bytes that are not HTTP at all.
+    for junk in [&b"\x00\x01\x02\xff\xfe garbage\r\n\r\n"[..], b"GET / HTTP/1.1\r\n\r\n", b"\r\n\r\n\r\n", &[0u8; 4096][..]] {
+        let mut s = UnixStream::connect(&forge.socket).await.unwrap_or_else(|e| panic!("{e}"));
+        let _ = s.write_all(junk).await;
+        let _ = s.shutdown().await;
+        let mut buf = Vec::new();
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), s.read_to_end(&mut buf)).await;
+    }
+    // A connection that says nothing and hangs around.
+    let _idle = UnixStream::connect(&forge.socket).await;
+    // Invalid UTF-8 inside a JSON-RPC body.
+    let r = raw_http(&forge.socket, b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\xfe\"}").await;
+    assert!(r.contains("-32700") || r.contains("-32600") || r.contains("-32601"), "{r}");
+    // A batch mixing good and bad entries.
+    let r = parse(&forge.http(br#"[{"jsonrpc":"2.0","id":1,"method":"session.list"},{"bad":true}]"#).await);
+    assert!(r.is_array() || r["error"].is_object(), "{r}");
+    let ok = forge.ok(&["status"]).await;
+    assert!(ok.stdout.contains("forged"), "{}", ok.stdout);
+}
