@@ -202,6 +202,9 @@ pub struct ProviderClient {
 
 impl ProviderClient {
     pub fn new() -> Result<Self, ProviderError> {
+        // reqwest is built without a default crypto provider; ring it is.
+        // An error only means one is installed already.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(15))
             // Between two reads of a stream; a long answer may take minutes

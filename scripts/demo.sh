@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Forge demo: builds everything, then shows a real streamed turn, a second
+# client attached to the same session, a daemon restart, and the history,
+# against Forge's in-tree MOCK provider on loopback. Needs no API key and
+# no network. Everything lives in a temporary directory removed at the end.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+say "Building Forge (release)"
+cargo build --release --workspace --bins
+BIN="$PWD/target/release"
+FORGECTL="$BIN/forgectl"
+
+DEMO="$(mktemp -d -t forge-demo.XXXXXX)"
+cleanup() {
+  "$FORGECTL" shutdown >/dev/null 2>&1 || true
+  [ -n "${MOCK_PID:-}" ] && kill "$MOCK_PID" 2>/dev/null || true
+  rm -rf "$DEMO"
+}
+trap cleanup EXIT
+
+# The mock streams word by word with a small delay so the stream is visible.
+"$BIN/forge-mock" --delay-ms 40 >"$DEMO/mock.out" &
+MOCK_PID=$!
+for _ in $(seq 100); do grep -q ANTHROPIC_BASE_URL "$DEMO/mock.out" 2>/dev/null && break; sleep 0.05; done
+ANTHROPIC_BASE_URL="$(sed -n 's/^ANTHROPIC_BASE_URL=//p' "$DEMO/mock.out")"
+
+export FORGE_HOME="$DEMO/home"
+export FORGE_SOCKET="$DEMO/forged.sock"
+export ANTHROPIC_BASE_URL
+export ANTHROPIC_API_KEY="mock-demo-key"
+
+say "Provider: Forge's built-in MOCK at $ANTHROPIC_BASE_URL (not a real model; no network, no key)"
+
+say "1. forgectl send: starts forged in the background and streams the answer"
+"$FORGECTL" send --name demo "Hello Forge, what are you?"
+
+say "2. A second client attaches to the same session while the next turn streams"
+"$FORGECTL" send -s demo "Tell me about daemons." &
+SEND_PID=$!
+sleep 1
+# The second client replays the session from its first event, then follows live.
+"$FORGECTL" attach demo --until-idle >"$DEMO/second-client.txt"
+wait "$SEND_PID"
+echo
+echo "   The second client (attached mid-stream) received:"
+sed 's/^/   | /' "$DEMO/second-client.txt"
+
+say "3. forgectl ps: state, what each session waits on, attached clients"
+"$FORGECTL" ps
+
+say "4. Stop the daemon; the next command starts a fresh one"
+"$FORGECTL" shutdown
+
+say "5. forgectl history after the restart: everything is still there"
+"$FORGECTL" history demo
+
+say "Done. With a real key: export ANTHROPIC_API_KEY=... (or OPENAI_API_KEY=...) and run"
+echo "   $FORGECTL send \"your question\""
