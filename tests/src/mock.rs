@@ -56,6 +56,9 @@ pub struct Recorded {
 pub struct MockOptions {
     /// Delay between chunks when the message gives none.
     pub default_delay_ms: u64,
+    /// Appends, per streamed reply, the wall-clock time (Unix ns) at which
+    /// the first text chunk was written: the benchmark's first-byte mark.
+    pub first_byte_log: Option<std::path::PathBuf>,
 }
 
 pub struct MockServer {
@@ -77,6 +80,9 @@ impl MockServer {
         let task = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else { continue };
+                // Streaming servers disable Nagle; without it, a chunk written
+                // while the client delays its ACK waits ~40 ms.
+                let _ = stream.set_nodelay(true);
                 let recorded = recorded.clone();
                 let opts = opts.clone();
                 tokio::spawn(async move {
@@ -251,7 +257,7 @@ async fn handle(
     };
     let model = body.get("model").and_then(Value::as_str).unwrap_or("mock-model").to_string();
     let (tx, rx) = mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(64);
-    tokio::spawn(stream_reply(wire, model, chunks, script, tx));
+    tokio::spawn(stream_reply(wire, model, chunks, script, tx, opts.first_byte_log.clone()));
     let stream = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) });
     let resp = Response::builder()
         .status(StatusCode::OK)
@@ -329,6 +335,7 @@ async fn stream_reply(
     chunks: Vec<String>,
     script: Script,
     tx: mpsc::Sender<Result<Frame<Bytes>, std::io::Error>>,
+    first_byte_log: Option<std::path::PathBuf>,
 ) {
     let w = Writer { tx, split: script.split };
     let delay = Duration::from_millis(script.delay_ms);
@@ -402,6 +409,11 @@ async fn stream_reply(
         if !ok {
             return;
         }
+        if i == 0
+            && let Some(path) = &first_byte_log
+        {
+            log_now(path);
+        }
     }
     match wire {
         Wire::Anthropic => {
@@ -431,6 +443,14 @@ async fn stream_reply(
                 .await;
             let _ = w.write("data: [DONE]\n\n".to_string()).await;
         }
+    }
+}
+
+fn log_now(path: &std::path::Path) {
+    use std::io::Write;
+    let ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+        let _ = writeln!(f, "{ns}");
     }
 }
 

@@ -265,6 +265,7 @@ impl SessionActor {
                 *seq = published.get(*event_index).map(|p| p.seq).unwrap_or(0);
             }
         }
+        tracing::trace!(session = %self.row.id, events = published.len(), ops = ops.len(), "journal write");
         let ack = self.shared.writer.submit(WriteBatch { ops }).await;
         self.in_flight = Some(InFlight { events: published, effects, ack });
     }
@@ -275,6 +276,7 @@ impl SessionActor {
             self.block("journal acknowledged a write that was not in flight".into());
             return;
         };
+        tracing::trace!(session = %self.row.id, ok = ack.result.is_ok(), "journal ack");
         match ack.result {
             Ok(proof) => self.apply_persisted(flight, &proof),
             Err(e) => {
@@ -556,6 +558,7 @@ impl SessionActor {
             self.provider_rx = None;
             return;
         };
+        tracing::trace!(session = %self.row.id, "provider event");
         match ev {
             Some(ProviderEvent::TextDelta(text)) => {
                 stream.text.push_str(&text);

@@ -14,12 +14,15 @@ struct Args {
     /// Delay between streamed chunks, in ms (a message can override it with mock:delay=MS)
     #[arg(long, default_value_t = 0)]
     delay_ms: u64,
+    /// Append the time (Unix ns) of each reply's first text chunk to FILE
+    #[arg(long, value_name = "FILE")]
+    first_byte_log: Option<std::path::PathBuf>,
 }
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let server = MockServer::start_on(&args.listen, MockOptions { default_delay_ms: args.delay_ms }).await?;
+    let server = MockServer::start_on(&args.listen, MockOptions { default_delay_ms: args.delay_ms, first_byte_log: args.first_byte_log }).await?;
     println!("forge-mock listening on http://{}", server.addr);
     println!("ANTHROPIC_BASE_URL={}", server.anthropic_url());
     println!("OPENAI_BASE_URL={}", server.openai_url());
