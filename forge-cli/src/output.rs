@@ -28,8 +28,8 @@ pub fn session_table(sessions: &[SessionInfo]) {
         return;
     }
     println!(
-        "{:<14} {:<16} {:<18} {:<10} {:>7} {:>6} {:>5}  {:<28} {}",
-        "ID", "NAME", "STATE", "WAITING", "CLIENTS", "QUEUED", "MSGS", "PROVIDER/MODEL", "UPDATED"
+        "{:<14} {:<16} {:<18} {:<10} {:>7} {:>6} {:>5}  {:<28} UPDATED",
+        "ID", "NAME", "STATE", "WAITING", "CLIENTS", "QUEUED", "MSGS", "PROVIDER/MODEL"
     );
     for s in sessions {
         println!(

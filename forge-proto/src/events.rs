@@ -121,6 +121,7 @@ impl From<TurnStatus> for MessageStatus {
 }
 
 /// One notification of a `session.subscribe` subscription.
+#[allow(clippy::large_enum_variant)] // built once per notification, never stored in bulk
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum SubscriptionItem {

@@ -258,3 +258,97 @@ fn dechunk(body: &str) -> String {
     }
     out
 }
+
+/// A deliberately minimal WebSocket client over the daemon's socket, for
+/// tests that need to control exactly when frames are read (a slow or
+/// stalled subscriber). Real clients use `forge_proto::client`.
+pub struct RawWs {
+    stream: UnixStream,
+    buf: Vec<u8>,
+}
+
+impl RawWs {
+    pub async fn connect(socket: &Path) -> RawWs {
+        let mut stream = UnixStream::connect(socket).await.unwrap_or_else(|e| panic!("connect: {e}"));
+        let req = "GET / HTTP/1.1\r\nHost: forge\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+                   Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
+        stream.write_all(req.as_bytes()).await.unwrap_or_else(|e| panic!("handshake: {e}"));
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 1024];
+        while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = stream.read(&mut chunk).await.unwrap_or(0);
+            assert!(n > 0, "the daemon closed the WebSocket handshake");
+            buf.extend_from_slice(&chunk[..n]);
+        }
+        let end = buf.windows(4).position(|w| w == b"\r\n\r\n").map(|p| p + 4).unwrap_or(buf.len());
+        assert!(buf.starts_with(b"HTTP/1.1 101"), "no upgrade: {}", String::from_utf8_lossy(&buf));
+        RawWs { stream, buf: buf[end..].to_vec() }
+    }
+
+    /// Sends one masked text frame.
+    pub async fn send(&mut self, text: &str) {
+        let payload = text.as_bytes();
+        let mut frame = vec![0x81u8];
+        let len = payload.len();
+        if len < 126 {
+            frame.push(0x80 | len as u8);
+        } else if len < 65536 {
+            frame.push(0x80 | 126);
+            frame.extend_from_slice(&(len as u16).to_be_bytes());
+        } else {
+            frame.push(0x80 | 127);
+            frame.extend_from_slice(&(len as u64).to_be_bytes());
+        }
+        let mask = [0x12u8, 0x34, 0x56, 0x78];
+        frame.extend_from_slice(&mask);
+        frame.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
+        self.stream.write_all(&frame).await.unwrap_or_else(|e| panic!("ws send: {e}"));
+    }
+
+    /// Reads the next text frame, or `None` when the connection closes or
+    /// nothing arrives within `wait`.
+    pub async fn recv(&mut self, wait: Duration) -> Option<String> {
+        loop {
+            if let Some((text, used)) = parse_frame(&self.buf) {
+                self.buf.drain(..used);
+                match text {
+                    Some(t) => return Some(t),
+                    None => continue, // ping/pong/other control frames
+                }
+            }
+            let mut chunk = vec![0u8; 64 * 1024];
+            let n = match tokio::time::timeout(wait, self.stream.read(&mut chunk)).await {
+                Ok(Ok(n)) if n > 0 => n,
+                _ => return None,
+            };
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+}
+
+/// One server frame from the start of `buf`: (text if a text frame, bytes used).
+fn parse_frame(buf: &[u8]) -> Option<(Option<String>, usize)> {
+    if buf.len() < 2 {
+        return None;
+    }
+    let opcode = buf[0] & 0x0f;
+    let (len, mut at) = match buf[1] & 0x7f {
+        126 if buf.len() >= 4 => (u16::from_be_bytes([buf[2], buf[3]]) as usize, 4),
+        127 if buf.len() >= 10 => {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&buf[2..10]);
+            (u64::from_be_bytes(b) as usize, 10)
+        }
+        126 | 127 => return None,
+        n => (n as usize, 2),
+    };
+    if buf[1] & 0x80 != 0 {
+        at += 4; // servers do not mask, but be lenient
+    }
+    if buf.len() < at + len {
+        return None;
+    }
+    let payload = &buf[at..at + len];
+    let text = (opcode == 1).then(|| String::from_utf8_lossy(payload).into_owned());
+    Some((text, at + len))
+}

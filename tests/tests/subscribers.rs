@@ -1,0 +1,91 @@
+//! Subscribers: a slow or stalled client never slows the session or other
+//! clients, and still gets every event, exactly once, in order.
+
+use std::time::{Duration, Instant};
+
+use forge_tests::harness::{Forge, RawWs};
+use forge_tests::mock::{MockOptions, MockServer, token_text};
+use serde_json::{Value, json};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_subscriber_lags_catches_up_from_the_store_and_slows_nobody() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    let id = forge.new_session(&["--name", "flood"]).await;
+
+    // A subscriber that will not read anything while the flood runs.
+    let mut slow = RawWs::connect(&forge.socket).await;
+    let sub = json!({"jsonrpc": "2.0", "id": 1, "method": "session.subscribe", "params": {"session": id, "from_seq": 1}});
+    slow.send(&sub.to_string()).await;
+
+    // Many small writes: with a delay of 1 ms per chunk each delta is its own
+    // event, far more than the subscriber's buffers hold.
+    let tokens = 3000;
+    let started = Instant::now();
+    let r = forge.ok(&["send", "-s", "flood", &format!("mock:tokens={tokens} mock:delay=1 go")]).await;
+    let took = started.elapsed();
+    assert_eq!(r.stdout.trim_end(), token_text(tokens).trim_end());
+    // Another client is served at once meanwhile and afterwards.
+    let t = Instant::now();
+    forge.ok(&["status"]).await;
+    assert!(t.elapsed() < Duration::from_secs(2), "status took {:?}", t.elapsed());
+
+    // Now the slow subscriber reads everything: contiguous seqs, no
+    // duplicate, exact text, and it was told it lagged.
+    let mut seqs = Vec::new();
+    let mut text = String::new();
+    let mut lagged = false;
+    let mut finished = false;
+    while !finished {
+        let Some(frame) = slow.recv(Duration::from_secs(10)).await else { break };
+        let v: Value = serde_json::from_str(&frame).unwrap_or(Value::Null);
+        let item = &v["params"]["result"];
+        match item["type"].as_str() {
+            Some("event") => {
+                seqs.push(item["seq"].as_u64().unwrap_or(0));
+                if item["kind"] == "text_delta" {
+                    text.push_str(item["text"].as_str().unwrap_or(""));
+                }
+                finished = item["kind"] == "turn_finished";
+            }
+            Some("lagged") => lagged = true,
+            _ => {}
+        }
+    }
+    assert!(finished, "the slow subscriber got the whole turn (took {took:?} for the sender)");
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "no gap, no duplicate");
+    assert_eq!(text, token_text(tokens));
+    assert!(lagged, "with {} events it must have lagged at least once", seqs.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attached_clients_are_counted() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    forge.new_session(&["--name", "watched"]).await;
+    let mut a = forge.ctl_cmd(&["attach", "watched"]).spawn().unwrap_or_else(|e| panic!("{e}"));
+    let mut b = forge.ctl_cmd(&["attach", "watched"]).spawn().unwrap_or_else(|e| panic!("{e}"));
+    let mut count = 0;
+    for _ in 0..100 {
+        let ps = forge.ok(&["--json", "ps"]).await.json_lines();
+        count = ps[0]["attached_clients"].as_u64().unwrap_or(0);
+        if count == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(count, 2);
+    let _ = a.kill().await;
+    let _ = b.kill().await;
+    for _ in 0..100 {
+        let ps = forge.ok(&["--json", "ps"]).await.json_lines();
+        count = ps[0]["attached_clients"].as_u64().unwrap_or(9);
+        if count == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(count, 0, "detached clients are no longer counted");
+}
