@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::types::{ClientRef, MessageStatus, Usage};
+use crate::types::{ClientRef, Usage};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionEvent {
@@ -84,41 +84,8 @@ pub enum EventKind {
     Unknown,
 }
 
-/// How a turn ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TurnStatus {
-    Complete,
-    Cancelled,
-    Error,
-    Interrupted,
-    #[serde(other)]
-    Unknown,
-}
-
-impl TurnStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Complete => "complete",
-            Self::Cancelled => "cancelled",
-            Self::Error => "error",
-            Self::Interrupted => "interrupted",
-            Self::Unknown => "unknown",
-        }
-    }
-}
-
-impl From<TurnStatus> for MessageStatus {
-    fn from(s: TurnStatus) -> Self {
-        match s {
-            TurnStatus::Complete => MessageStatus::Complete,
-            TurnStatus::Cancelled => MessageStatus::Cancelled,
-            TurnStatus::Error => MessageStatus::Error,
-            TurnStatus::Interrupted => MessageStatus::Interrupted,
-            TurnStatus::Unknown => MessageStatus::Unknown,
-        }
-    }
-}
+/// How a turn ended: the status its answer gets in the history.
+pub use crate::types::MessageStatus as TurnStatus;
 
 /// One notification of a `session.subscribe` subscription.
 #[allow(clippy::large_enum_variant)] // built once per notification, never stored in bulk

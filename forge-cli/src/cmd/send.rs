@@ -9,6 +9,7 @@ use forge_proto::{EventKind, SubscriptionItem, TurnStatus};
 use crate::Global;
 use crate::connect::daemon;
 use crate::exit::{DAEMON_ERROR, Failure, INTERRUPTED, TURN_CANCELLED, TURN_FAILED};
+use crate::cmd::session::NewSession;
 use crate::output::json_line;
 
 #[derive(Args)]
@@ -16,18 +17,8 @@ pub struct SendArgs {
     /// Session id, id prefix or name [default: create a new session]
     #[arg(short, long)]
     session: Option<String>,
-    /// Provider for a new session: claude (alias anthropic), openai, gemini
-    #[arg(long)]
-    provider: Option<String>,
-    /// Model for a new session [default: from config, else the provider's default]
-    #[arg(long)]
-    model: Option<String>,
-    /// Working directory for a new session [default: the current directory]
-    #[arg(long, value_name = "DIR")]
-    cwd: Option<std::path::PathBuf>,
-    /// Name for a new session
-    #[arg(long)]
-    name: Option<String>,
+    #[command(flatten)]
+    new: NewSession,
     /// Return once the message is accepted; do not wait for the answer
     #[arg(long)]
     no_wait: bool,
@@ -52,7 +43,7 @@ pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
     if text.trim().is_empty() {
         return Err(Failure::new(2, "invalid_params", "the message is empty"));
     }
-    if a.session.is_some() && (a.provider.is_some() || a.model.is_some() || a.cwd.is_some() || a.name.is_some()) {
+    if a.session.is_some() && !a.new.is_empty() {
         return Err(Failure::new(
             2,
             "invalid_params",
@@ -64,11 +55,7 @@ pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
     let session = match a.session {
         Some(s) => s,
         None => {
-            let cwd = match a.cwd {
-                Some(p) => Some(std::path::absolute(&p).unwrap_or(p).display().to_string()),
-                None => std::env::current_dir().ok().map(|p| p.display().to_string()),
-            };
-            let info = client.session_create(a.name, cwd, a.provider, a.model).await?;
+            let info = a.new.create(client).await?;
             eprintln!("session: {} ({}/{})", info.id, info.provider, info.model);
             if g.json {
                 json_line(&serde_json::json!({"type": "session", "session": info}));

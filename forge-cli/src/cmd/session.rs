@@ -1,6 +1,8 @@
 //! `forgectl session ...` and `forgectl history`.
 
-use clap::Subcommand;
+use clap::{Args, Subcommand};
+use forge_proto::SessionInfo;
+use forge_proto::jsonrpsee::async_client::Client;
 use forge_proto::api::ForgeApiClient;
 use forge_proto::{MessageStatus, Role};
 
@@ -12,20 +14,7 @@ use crate::output::{client_label, json_line, session_details, session_table};
 #[derive(Subcommand)]
 pub enum SessionCmd {
     /// Create a session and print it
-    New {
-        /// A name to refer to it by
-        #[arg(long)]
-        name: Option<String>,
-        /// claude (alias anthropic), openai or gemini [default: from config, else claude]
-        #[arg(long)]
-        provider: Option<String>,
-        /// Model [default: from config, else the provider's default]
-        #[arg(long)]
-        model: Option<String>,
-        /// Working directory [default: the current directory]
-        #[arg(long, value_name = "DIR")]
-        cwd: Option<std::path::PathBuf>,
-    },
+    New(NewSession),
     /// List sessions: state, what each waits on, attached clients
     #[command(visible_alias = "ls")]
     List,
@@ -47,16 +36,43 @@ pub enum SessionCmd {
     },
 }
 
+/// How a new session is set up (`session new`, and `send` without `-s`).
+#[derive(Args, Default)]
+pub struct NewSession {
+    /// A name to refer to the session by
+    #[arg(long)]
+    pub name: Option<String>,
+    /// claude (alias anthropic), openai or gemini [default: from config, else claude]
+    #[arg(long)]
+    pub provider: Option<String>,
+    /// Model [default: from config, else the provider's default]
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Working directory [default: the current directory]
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<std::path::PathBuf>,
+}
+
+impl NewSession {
+    pub fn is_empty(&self) -> bool {
+        self.name.is_none() && self.provider.is_none() && self.model.is_none() && self.cwd.is_none()
+    }
+
+    pub async fn create(self, client: &Client) -> Result<SessionInfo, Failure> {
+        let cwd = match self.cwd {
+            Some(p) => Some(std::path::absolute(&p).unwrap_or(p).display().to_string()),
+            None => std::env::current_dir().ok().map(|p| p.display().to_string()),
+        };
+        Ok(client.session_create(self.name, cwd, self.provider, self.model).await?)
+    }
+}
+
 pub async fn run(g: &Global, c: SessionCmd) -> Result<(), Failure> {
     let conn = daemon(g).await?;
     let client = &conn.client;
     match c {
-        SessionCmd::New { name, provider, model, cwd } => {
-            let cwd = match cwd {
-                Some(p) => Some(std::path::absolute(&p).unwrap_or(p).display().to_string()),
-                None => std::env::current_dir().ok().map(|p| p.display().to_string()),
-            };
-            let info = client.session_create(name, cwd, provider, model).await?;
+        SessionCmd::New(new) => {
+            let info = new.create(client).await?;
             if g.json {
                 json_line(&info);
             } else {

@@ -6,7 +6,7 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::{ChatRequest, ChatRole, ProviderError, ProviderEvent, ProviderSettings};
+use super::{ChatRequest, ChatRole, ProviderError, ProviderEvent, ProviderSettings, emit, read_error_body};
 use forge_proto::Usage;
 
 const API_VERSION: &str = "2023-06-01";
@@ -35,20 +35,8 @@ fn body(req: &ChatRequest) -> Value {
     body
 }
 
-pub(super) async fn run(
-    http: reqwest::Client,
-    settings: ProviderSettings,
-    req: ChatRequest,
-    tx: mpsc::Sender<ProviderEvent>,
-) {
-    let event = match stream_inner(&http, &settings, &req, &tx).await {
-        Ok(()) => ProviderEvent::Done,
-        Err(e) => ProviderEvent::Error(e),
-    };
-    let _ = tx.send(event).await;
-}
-
-async fn stream_inner(
+/// Streams one answer into `tx`; the caller sends the final `Done`/`Error`.
+pub(super) async fn stream(
     http: &reqwest::Client,
     settings: &ProviderSettings,
     req: &ChatRequest,
@@ -66,7 +54,7 @@ async fn stream_inner(
     let resp = request.send().await.map_err(|e| ProviderError::connect(settings, &e))?;
     let status = resp.status();
     if !status.is_success() {
-        let text = super::openai::read_error_body(resp).await;
+        let text = read_error_body(resp).await;
         return Err(ProviderError::from_http(settings, &req.model, status.as_u16(), &text));
     }
     let mut events = resp.bytes_stream().eventsource();
@@ -91,7 +79,7 @@ async fn stream_inner(
                 if let Some(t) = data.pointer("/content_block/text").and_then(Value::as_str)
                     && !t.is_empty()
                 {
-                    send(tx, ProviderEvent::TextDelta(t.to_string())).await?;
+                    emit(tx, ProviderEvent::TextDelta(t.to_string())).await?;
                 }
             }
             "content_block_delta" => {
@@ -101,14 +89,14 @@ async fn stream_inner(
                         if let Some(t) = delta.get("text").and_then(Value::as_str)
                             && !t.is_empty()
                         {
-                            send(tx, ProviderEvent::TextDelta(t.to_string())).await?;
+                            emit(tx, ProviderEvent::TextDelta(t.to_string())).await?;
                         }
                     }
                     Some("thinking_delta") => {
                         if let Some(t) = delta.get("thinking").and_then(Value::as_str)
                             && !t.is_empty()
                         {
-                            send(tx, ProviderEvent::ThinkingDelta(t.to_string())).await?;
+                            emit(tx, ProviderEvent::ThinkingDelta(t.to_string())).await?;
                         }
                     }
                     // Tool input and signatures are handled by the tool system.
@@ -117,14 +105,14 @@ async fn stream_inner(
             }
             "message_delta" => {
                 if let Some(r) = data.pointer("/delta/stop_reason").and_then(Value::as_str) {
-                    send(tx, ProviderEvent::StopReason(r.to_string())).await?;
+                    emit(tx, ProviderEvent::StopReason(r.to_string())).await?;
                 }
                 if let Some(u) = data.get("usage") {
                     merge_usage(&mut usage, u);
                 }
             }
             "message_stop" => {
-                send(tx, ProviderEvent::Usage(usage)).await?;
+                emit(tx, ProviderEvent::Usage(usage)).await?;
                 return Ok(());
             }
             "error" => {
@@ -154,11 +142,6 @@ fn merge_usage(usage: &mut Usage, u: &Value) {
     if let Some(v) = get("cache_creation_input_tokens") {
         usage.cache_write_tokens = v;
     }
-}
-
-async fn send(tx: &mpsc::Sender<ProviderEvent>, ev: ProviderEvent) -> Result<(), ProviderError> {
-    // The session stopped listening (cancelled): stop reading the stream.
-    tx.send(ev).await.map_err(|_| ProviderError::internal("stream consumer went away"))
 }
 
 #[cfg(test)]

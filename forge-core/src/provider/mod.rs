@@ -194,6 +194,26 @@ impl ProviderSettings {
     }
 }
 
+/// Forwards one event to the session; fails when the session stopped
+/// listening (cancelled), which ends the stream.
+async fn emit(tx: &mpsc::Sender<ProviderEvent>, ev: ProviderEvent) -> Result<(), ProviderError> {
+    tx.send(ev).await.map_err(|_| ProviderError::internal("stream consumer went away"))
+}
+
+/// Reads at most 64 KiB of an error response.
+async fn read_error_body(resp: reqwest::Response) -> String {
+    use futures::StreamExt;
+    let mut out = Vec::new();
+    let mut stream = resp.bytes_stream();
+    while let Some(Ok(chunk)) = stream.next().await {
+        out.extend_from_slice(&chunk);
+        if out.len() > 64 * 1024 {
+            break;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 /// Makes provider requests. Cheap to clone; shares one connection pool.
 #[derive(Clone)]
 pub struct ProviderClient {
@@ -223,13 +243,15 @@ impl ProviderClient {
             let _ = tx.send(ProviderEvent::Error(e)).await;
             return;
         }
-        match settings.kind {
-            ProviderKind::Claude => anthropic::run(self.http.clone(), settings, req, tx).await,
-            ProviderKind::OpenAi => openai::run(self.http.clone(), settings, req, tx).await,
-            ProviderKind::Gemini => {
-                let e = ProviderError::unsupported("Gemini is not available yet");
-                let _ = tx.send(ProviderEvent::Error(e)).await;
-            }
-        }
+        let result = match settings.kind {
+            ProviderKind::Claude => anthropic::stream(&self.http, &settings, &req, &tx).await,
+            ProviderKind::OpenAi => openai::stream(&self.http, &settings, &req, &tx).await,
+            ProviderKind::Gemini => Err(ProviderError::unsupported("Gemini is not available yet")),
+        };
+        let last = match result {
+            Ok(()) => ProviderEvent::Done,
+            Err(e) => ProviderEvent::Error(e),
+        };
+        let _ = tx.send(last).await;
     }
 }

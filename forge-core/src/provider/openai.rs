@@ -7,7 +7,7 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::{ChatRequest, ChatRole, ProviderError, ProviderEvent, ProviderSettings};
+use super::{ChatRequest, ChatRole, ProviderError, ProviderEvent, ProviderSettings, emit, read_error_body};
 use forge_proto::Usage;
 
 fn body(req: &ChatRequest, compat: bool) -> Value {
@@ -38,33 +38,8 @@ fn body(req: &ChatRequest, compat: bool) -> Value {
     body
 }
 
-pub(super) async fn run(
-    http: reqwest::Client,
-    settings: ProviderSettings,
-    req: ChatRequest,
-    tx: mpsc::Sender<ProviderEvent>,
-) {
-    let event = match stream_inner(&http, &settings, &req, &tx).await {
-        Ok(()) => ProviderEvent::Done,
-        Err(e) => ProviderEvent::Error(e),
-    };
-    let _ = tx.send(event).await;
-}
-
-/// Reads at most 64 KiB of an error response.
-pub(super) async fn read_error_body(resp: reqwest::Response) -> String {
-    let mut out = Vec::new();
-    let mut stream = resp.bytes_stream();
-    while let Some(Ok(chunk)) = stream.next().await {
-        out.extend_from_slice(&chunk);
-        if out.len() > 64 * 1024 {
-            break;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-async fn stream_inner(
+/// Streams one answer into `tx`; the caller sends the final `Done`/`Error`.
+pub(super) async fn stream(
     http: &reqwest::Client,
     settings: &ProviderSettings,
     req: &ChatRequest,
@@ -116,17 +91,17 @@ async fn stream_inner(
                 if let Some(t) = delta.get(key).and_then(Value::as_str)
                     && !t.is_empty()
                 {
-                    send(tx, ProviderEvent::ThinkingDelta(t.to_string())).await?;
+                    emit(tx, ProviderEvent::ThinkingDelta(t.to_string())).await?;
                 }
             }
             if let Some(t) = delta.get("content").and_then(Value::as_str)
                 && !t.is_empty()
             {
-                send(tx, ProviderEvent::TextDelta(t.to_string())).await?;
+                emit(tx, ProviderEvent::TextDelta(t.to_string())).await?;
             }
             if let Some(r) = choice.get("finish_reason").and_then(Value::as_str) {
                 finish_seen = true;
-                send(tx, ProviderEvent::StopReason(r.to_string())).await?;
+                emit(tx, ProviderEvent::StopReason(r.to_string())).await?;
             }
         }
         if let Some(u) = chunk.get("usage").filter(|u| u.is_object()) {
@@ -140,7 +115,7 @@ async fn stream_inner(
                     .unwrap_or(0),
                 cache_write_tokens: 0,
             };
-            send(tx, ProviderEvent::Usage(usage)).await?;
+            emit(tx, ProviderEvent::Usage(usage)).await?;
         }
     }
     if finish_seen {
@@ -149,10 +124,6 @@ async fn stream_inner(
     } else {
         Err(ProviderError::stream_broken(settings, "the connection closed before the answer finished"))
     }
-}
-
-async fn send(tx: &mpsc::Sender<ProviderEvent>, ev: ProviderEvent) -> Result<(), ProviderError> {
-    tx.send(ev).await.map_err(|_| ProviderError::internal("stream consumer went away"))
 }
 
 #[cfg(test)]

@@ -593,7 +593,7 @@ impl SessionActor {
                 parent_id: self.row.head_id.clone(),
                 role: Role::Assistant,
                 text: stream.text.clone(),
-                status: status.into(),
+                status,
                 created_ms: now_ms(),
                 meta: NodeMeta {
                     provider: Some(stream.provider.clone()),
