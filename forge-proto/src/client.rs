@@ -56,11 +56,14 @@ pub async fn connect(socket: &Path, info: ClientInfo) -> Result<Connection, Conn
         .build_with_stream(url, stream)
         .await
         .map_err(|e| handshake_err(e.to_string()))?;
+    // Notifications buffered per subscription while the program is busy;
+    // past this the subscription lags and `Follow` re-opens it.
+    let buffer = std::env::var("FORGE_CLIENT_BUFFER").ok().and_then(|v| v.parse().ok()).filter(|n| *n > 0);
     let client = ClientBuilder::default()
         // Calls answer quickly; long waits happen on subscriptions, which
         // this timeout does not cover.
         .request_timeout(Duration::from_secs(120))
-        .max_buffer_capacity_per_subscription(4096)
+        .max_buffer_capacity_per_subscription(buffer.unwrap_or(4096))
         .build_with_tokio(tx, rx);
     let hello = client.hello(PROTOCOL_VERSION, info).await.map_err(|e| match e {
         jsonrpsee::core::ClientError::Call(obj) => ConnectError::Hello(obj.message().to_string()),
@@ -70,4 +73,71 @@ pub async fn connect(socket: &Path, info: ClientInfo) -> Result<Connection, Conn
         return Err(ConnectError::Protocol { client: PROTOCOL_VERSION, daemon: hello.protocol_version });
     }
     Ok(Connection { client, hello })
+}
+
+/// Follows a session's events with the guarantees of `session.subscribe`
+/// kept end to end: if this client itself falls behind (its subscription
+/// buffer fills while it is busy, e.g. writing to a blocked pipe), the
+/// subscription is re-opened from the next seq it has not seen, so it still
+/// gets every event exactly once, in order.
+pub struct Follow<'a> {
+    client: &'a Client,
+    session: String,
+    /// The next seq this follower has not delivered; `None` until the first
+    /// event when following live only.
+    next_seq: Option<u64>,
+    sub: jsonrpsee::core::client::Subscription<crate::events::SubscriptionItem>,
+}
+
+impl<'a> Follow<'a> {
+    pub async fn start(
+        client: &'a Client,
+        session: String,
+        from_seq: Option<u64>,
+    ) -> Result<Follow<'a>, jsonrpsee::core::ClientError> {
+        let sub = client.session_subscribe(session.clone(), from_seq).await?;
+        Ok(Self { client, session, next_seq: from_seq, sub })
+    }
+
+    /// The next item; `None` when the daemon ends the stream or the
+    /// connection is lost.
+    pub async fn next(&mut self) -> Option<Result<crate::events::SubscriptionItem, FollowError>> {
+        use crate::events::SubscriptionItem;
+        use jsonrpsee::core::client::SubscriptionCloseReason;
+        loop {
+            match self.sub.next().await {
+                Some(Ok(item)) => {
+                    if let SubscriptionItem::Event(ev) = &item {
+                        if self.next_seq.is_some_and(|n| ev.seq < n) {
+                            continue; // already delivered before a re-subscribe
+                        }
+                        self.next_seq = Some(ev.seq + 1);
+                    }
+                    return Some(Ok(item));
+                }
+                Some(Err(e)) => return Some(Err(FollowError::Decode(e.to_string()))),
+                None => {
+                    if !matches!(self.sub.close_reason(), Some(SubscriptionCloseReason::Lagged)) {
+                        return None;
+                    }
+                    let from = self.next_seq;
+                    match self.client.session_subscribe(self.session.clone(), from).await {
+                        Ok(sub) => {
+                            self.sub = sub;
+                            return Some(Ok(SubscriptionItem::Lagged { resume_seq: from.unwrap_or(0) }));
+                        }
+                        Err(e) => return Some(Err(FollowError::Resubscribe(e.to_string()))),
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FollowError {
+    #[error("undecodable event from the daemon: {0}")]
+    Decode(String),
+    #[error("could not re-subscribe after falling behind: {0}")]
+    Resubscribe(String),
 }

@@ -16,8 +16,13 @@ use tokio::sync::Semaphore;
 use crate::rpc::{ConnServer, Daemon};
 use crate::socket::SocketClaim;
 
-/// Open connections at once; past this, new ones wait in the backlog.
+/// Requests and WebSocket connections served at once; past this jsonrpsee
+/// answers HTTP 429 (retry later) instead of making anyone wait.
 const MAX_CONNECTIONS: usize = 512;
+/// Sockets held open at once (bounds file descriptors); past this, new
+/// connections wait in the listen backlog. Above `MAX_CONNECTIONS` so that
+/// overload is answered, not queued.
+const MAX_SOCKETS: usize = 2 * MAX_CONNECTIONS;
 
 /// SIGTERM and SIGINT, caught from start-up on.
 pub struct Signals {
@@ -43,7 +48,7 @@ pub async fn serve(claim: &mut SocketClaim, daemon: Arc<Daemon>, signals: Signal
         .build();
     let builder = jsonrpsee::server::Server::builder().set_config(config).to_service_builder();
     let (stop_handle, server_handle) = stop_channel();
-    let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let permits = Arc::new(Semaphore::new(MAX_SOCKETS));
     let my_uid = unsafe { libc::geteuid() };
 
     let Signals { term: mut sigterm, int: mut sigint } = signals;

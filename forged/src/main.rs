@@ -61,11 +61,25 @@ fn main() -> ExitCode {
     }
 }
 
+/// Many clients and sessions need descriptors: lift the soft limit to the
+/// hard one, as servers commonly do.
+fn raise_fd_limit() {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit with a valid, initialised struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}
+
 async fn run(args: Args) -> anyhow::Result<()> {
     let home = args.home.unwrap_or_else(forge_proto::paths::forge_home);
     std::fs::create_dir_all(&home).with_context(|| format!("cannot create {}", home.display()))?;
     logging::init(&home, args.foreground)?;
     let socket_path = args.socket.unwrap_or_else(forge_proto::paths::default_socket);
+    raise_fd_limit();
 
     let config_path = home.join("config.toml");
     let config = ForgeConfig::load(&config_path)?;

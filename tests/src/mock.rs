@@ -13,6 +13,7 @@
 //! | `mock:drop=N` | after `N` text chunks, cut the connection |
 //! | `mock:malformed=N` | after `N` text chunks, send an SSE event whose data is not JSON |
 //! | `mock:split=N` | write the SSE bytes in pieces of `N` bytes (splits UTF-8 and lines) |
+//! | `mock:pad=N` | pad each `mock:tokens` token to `N` bytes (see [`padded_token_text`]) |
 //!
 //! Without directives it answers with a short text that says plainly it is
 //! the mock, echoes the question and counts the messages it was sent.
@@ -117,7 +118,21 @@ impl Drop for MockServer {
 
 /// The text of a `mock:tokens=N` reply.
 pub fn token_text(n: usize) -> String {
-    (0..n).map(|i| format!("w{i} ")).collect()
+    padded_token_text(n, 0)
+}
+
+/// The text of a `mock:tokens=N mock:pad=P` reply.
+pub fn padded_token_text(n: usize, pad: usize) -> String {
+    (0..n).map(|i| token(i, pad)).collect()
+}
+
+fn token(i: usize, pad: usize) -> String {
+    let mut t = format!("w{i}");
+    while t.len() + 1 < pad {
+        t.push('x');
+    }
+    t.push(' ');
+    t
 }
 
 #[derive(Debug, Default, Clone)]
@@ -129,6 +144,7 @@ struct Script {
     drop_after: Option<usize>,
     malformed_after: Option<usize>,
     split: Option<usize>,
+    pad: usize,
 }
 
 fn parse_script(text: &str, opts: &MockOptions) -> Script {
@@ -145,6 +161,7 @@ fn parse_script(text: &str, opts: &MockOptions) -> Script {
             ("drop", Some(n)) => s.drop_after = Some(n as usize),
             ("malformed", Some(n)) => s.malformed_after = Some(n as usize),
             ("split", Some(n)) => s.split = Some(n.max(1) as usize),
+            ("pad", Some(n)) => s.pad = n.min(4096) as usize,
             _ => {}
         }
     }
@@ -240,7 +257,7 @@ async fn handle(
         return Ok(full(code, "application/json", error_body(wire, status), extra));
     }
     let chunks: Vec<String> = match script.tokens {
-        Some(n) => (0..n).map(|i| format!("w{i} ")).collect(),
+        Some(n) => (0..n).map(|i| token(i, script.pad)).collect(),
         None => {
             let question: String = last_user
                 .split_whitespace()

@@ -89,3 +89,35 @@ async fn attached_clients_are_counted() {
     }
     assert_eq!(count, 0, "detached clients are no longer counted");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forgectl_blocked_on_its_stdout_still_prints_every_byte() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    // A tiny client-side buffer makes forgectl's own subscription overflow
+    // while its stdout pipe is full.
+    forge.set_env("FORGE_CLIENT_BUFFER", "8");
+    forge.start().await;
+    forge.new_session(&["--name", "pipe"]).await;
+    let (tokens, pad) = (600, 200); // ~120 KB: more than a pipe holds
+    let msg = format!("mock:tokens={tokens} mock:pad={pad} mock:delay=1 go");
+    let mut child = forge.ctl_cmd(&["send", "-s", "pipe", &msg]).spawn().unwrap_or_else(|e| panic!("{e}"));
+    // Do not read its stdout until the turn is over.
+    let mut idle = false;
+    for _ in 0..600 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let ps = forge.ok(&["--json", "ps"]).await.json_lines();
+        if ps[0]["state"] == "idle" && ps[0]["message_count"] == 2 {
+            idle = true;
+            break;
+        }
+    }
+    assert!(idle, "the turn finished while forgectl was blocked");
+    let mut stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+    let mut out = String::new();
+    use tokio::io::AsyncReadExt;
+    stdout.read_to_string(&mut out).await.unwrap_or_else(|e| panic!("{e}"));
+    let status = child.wait().await.unwrap_or_else(|e| panic!("{e}"));
+    assert!(status.success());
+    assert_eq!(out.trim_end(), forge_tests::mock::padded_token_text(tokens, pad).trim_end());
+}

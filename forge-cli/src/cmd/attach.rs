@@ -4,6 +4,7 @@ use std::collections::HashSet;
 
 use clap::Args;
 use forge_proto::api::ForgeApiClient;
+use forge_proto::client::Follow;
 use forge_proto::{EventKind, SubscriptionItem};
 
 use crate::Global;
@@ -31,7 +32,7 @@ pub async fn run(g: &Global, a: AttachArgs) -> Result<(), Failure> {
         })?),
     };
     let conn = daemon(g).await?;
-    let mut sub = conn.client.session_subscribe(a.session.clone(), from_seq).await?;
+    let mut sub = Follow::start(&conn.client, a.session.clone(), from_seq).await?;
     let mut transcript = Transcript::new();
     // What runs or waits, as far as the events seen so far tell.
     let mut running: Option<String> = None;
@@ -50,7 +51,7 @@ pub async fn run(g: &Global, a: AttachArgs) -> Result<(), Failure> {
         };
         let item = match item {
             Some(Ok(item)) => item,
-            Some(Err(e)) => return Err(Failure::new(DAEMON_ERROR, "protocol", format!("undecodable event: {e}"))),
+            Some(Err(e)) => return Err(Failure::new(DAEMON_ERROR, "protocol", e.to_string())),
             None => {
                 transcript.finish();
                 return Err(Failure::new(crate::exit::UNREACHABLE, "daemon_gone", "the daemon closed the stream"));

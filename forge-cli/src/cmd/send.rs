@@ -4,6 +4,7 @@ use std::io::{Read, Write};
 
 use clap::Args;
 use forge_proto::api::ForgeApiClient;
+use forge_proto::client::Follow;
 use forge_proto::{EventKind, SubscriptionItem, TurnStatus};
 
 use crate::Global;
@@ -76,7 +77,7 @@ pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
         return Ok(());
     }
 
-    let mut sub = client.session_subscribe(sent.session_id.clone(), Some(sent.seq)).await?;
+    let mut sub = Follow::start(client, sent.session_id.clone(), Some(sent.seq)).await?;
     let mut in_turn = false;
     let mut interrupted = false;
     let mut stdout = std::io::stdout();
@@ -93,7 +94,7 @@ pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
         };
         let item = match item {
             Some(Ok(item)) => item,
-            Some(Err(e)) => return Err(Failure::new(DAEMON_ERROR, "protocol", format!("undecodable event: {e}"))),
+            Some(Err(e)) => return Err(Failure::new(DAEMON_ERROR, "protocol", e.to_string())),
             None => {
                 return Err(Failure::new(
                     crate::exit::UNREACHABLE,

@@ -51,7 +51,8 @@ impl EventFeed {
     pub(crate) fn new(handle: SessionHandle, store: Store, from_seq: Option<u64>) -> Result<Self, EngineError> {
         let live = handle.subscribe_live().ok_or_else(EngineError::gone)?;
         let last = handle.snapshot.borrow().last_seq;
-        let next_seq = from_seq.map(|s| s.max(1)).unwrap_or(last + 1);
+        // A seq beyond the end means "from the next event on".
+        let next_seq = from_seq.map(|s| s.clamp(1, last + 1)).unwrap_or(last + 1);
         handle.attached.fetch_add(1, Ordering::Relaxed);
         Ok(Self {
             session_id: handle.id.clone(),

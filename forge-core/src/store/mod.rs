@@ -126,7 +126,7 @@ impl Store {
     pub async fn events_after(&self, session: &str, after: u64, limit: u32) -> Result<Vec<(u64, String)>, StoreError> {
         let rows = sqlx::query("SELECT seq, body FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?")
             .bind(session)
-            .bind(after as i64)
+            .bind(i64::try_from(after).unwrap_or(i64::MAX))
             .bind(limit as i64)
             .fetch_all(&self.pool)
             .await?;
