@@ -202,3 +202,20 @@ async fn sessions_are_listed_renamed_found_by_prefix_and_removed() {
     let err = missing.json_lines().pop().unwrap_or_default();
     assert_eq!(err["error"]["kind"], "session_not_found");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_split_inside_lines_and_utf8_characters_arrive_intact() {
+    let (_mock, forge) = setup().await;
+    for provider in ["claude", "openai"] {
+        for split in ["1", "7"] {
+            let id = forge.new_session(&["--provider", provider]).await;
+            let question = format!("mock:split={split} grüße 👋 日本語");
+            let r = forge.ok(&["send", "-s", &id, &question]).await;
+            assert!(
+                r.stdout.contains("You said: \u{201c}grüße 👋 日本語\u{201d}"),
+                "{provider} split={split}: {}",
+                r.stdout
+            );
+        }
+    }
+}
