@@ -88,6 +88,14 @@ Ctrl-C cancels the turn (the partial answer is kept, marked cancelled).")]
     },
     /// Show the daemon's pid, version, uptime and sessions
     Status,
+    /// Show the journal's health and statistics, or reset it after a failure
+    #[command(after_help = "When the store cannot be written (disk full, read-only or deleted database), \
+the daemon stops running turns and refuses new ones (error kind persistence_blocked). Nothing already \
+acknowledged is lost. Fix the cause, then `forgectl journal reset`: sessions recover what was interrupted.")]
+    Journal {
+        #[command(subcommand)]
+        action: Option<cmd::misc::JournalAction>,
+    },
     /// Stop the daemon gracefully (running turns are cancelled and kept)
     Shutdown,
 }
@@ -112,6 +120,7 @@ fn main() -> ExitCode {
             Command::History { session } => cmd::session::history(&g, &session).await,
             Command::Cancel { session, drop_queued } => cmd::misc::cancel(&g, &session, drop_queued).await,
             Command::Status => cmd::misc::status(&g).await,
+            Command::Journal { action } => cmd::misc::journal(&g, action).await,
             Command::Shutdown => cmd::misc::shutdown(&g).await,
         }
     });

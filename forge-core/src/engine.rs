@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use forge_proto::{
-    CancelResult, ClientRef, ErrorKind, EventKind, HistoryResult, JournalHealth, OperationStateKind, SendResult,
-    SessionEvent, SessionInfo,
+    CancelResult, ClientRef, ErrorKind, EventKind, HistoryResult, JournalHealth, JournalStatus, OperationStateKind,
+    SendResult, SessionEvent, SessionInfo,
 };
 use tokio::sync::Mutex;
 
@@ -18,13 +18,15 @@ use crate::error::EngineError;
 use crate::ids::{new_id, now_ms};
 use crate::journal::{JournalWriter, StoreOp, WriteBatch};
 use crate::provider::{ProviderClient, ProviderKind};
-use crate::session::actor::{SessionActor, event_kind_name};
+use crate::session::actor::SessionActor;
+use crate::session::pipeline::event_kind_name;
 use crate::session::subscription::EventFeed;
 use crate::session::{SessionCmd, SessionHandle};
 use crate::store::{SessionRow, Store};
 
 /// What every session actor shares.
 pub(crate) struct Shared {
+    pub db: PathBuf,
     pub store: Store,
     pub writer: JournalWriter,
     pub providers: ProviderClient,
@@ -35,6 +37,12 @@ pub struct EngineOptions {
     /// `$FORGE_HOME`: holds `forge.db`.
     pub home: PathBuf,
     pub config: ForgeConfig,
+}
+
+impl Shared {
+    fn db_path(&self) -> &Path {
+        &self.db
+    }
 }
 
 /// Parameters of `session.create`.
@@ -75,7 +83,7 @@ impl Engine {
             .map_err(|e| EngineError::internal(format!("cannot open {}: {e}", db.display())))?;
         let (writer, writer_task) = JournalWriter::spawn(conn);
         let providers = ProviderClient::new()?;
-        let shared = Arc::new(Shared { store, writer, providers, config: opts.config });
+        let shared = Arc::new(Shared { db: db.clone(), store, writer, providers, config: opts.config });
         let engine = Engine {
             inner: Arc::new(Inner {
                 shared,
@@ -332,11 +340,50 @@ impl Engine {
     pub async fn subscribe(&self, selector: &str, from_seq: Option<u64>) -> Result<EventFeed, EngineError> {
         self.check_running()?;
         let handle = self.handle_for(selector).await?;
-        EventFeed::new(handle, self.shared().store.clone(), from_seq)
+        EventFeed::new(handle, self.shared().store.clone(), self.shared().writer.watch_health(), from_seq)
     }
 
-    pub fn journal_health(&self) -> JournalHealth {
-        self.shared().writer.health()
+    pub fn journal_health(&self) -> (JournalHealth, Option<String>) {
+        let h = self.shared().writer.health();
+        (h.health, h.reason)
+    }
+
+    pub async fn journal_status(&self) -> Result<JournalStatus, EngineError> {
+        let shared = self.shared();
+        let h = shared.writer.health();
+        let st = shared.writer.stats();
+        let (open_streams, events) = shared.store.journal_counts().await?;
+        let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+        let mut wal = shared.db_path().as_os_str().to_owned();
+        wal.push("-wal");
+        Ok(JournalStatus {
+            health: h.health,
+            reason: h.reason.map(|r| blocked_advice(&r, h.health)),
+            since_ms: h.since_ms,
+            durability: match shared.config.journal.durability {
+                crate::config::Durability::Process => "process".into(),
+                crate::config::Durability::Power => "power".into(),
+            },
+            transactions: st.transactions,
+            batches: st.batches,
+            rows: st.rows,
+            failed_commits: st.failed_commits,
+            largest_group: st.largest_group,
+            last_commit_us: st.last_commit_us,
+            open_streams,
+            events,
+            db_bytes: size(shared.db_path()),
+            wal_bytes: size(Path::new(&wal)),
+            path: shared.db_path().display().to_string(),
+        })
+    }
+
+    /// Tries to leave the blocked state (see `journal.reset`).
+    pub async fn journal_reset(&self) -> Result<JournalStatus, EngineError> {
+        if let Err(reason) = self.shared().writer.reset().await {
+            return Err(EngineError::blocked(&reason));
+        }
+        self.journal_status().await
     }
 
     pub async fn counts(&self) -> Result<(u32, u32), EngineError> {
@@ -376,6 +423,15 @@ impl Engine {
             // exited, and this engine's handle goes with the process.
             task.abort();
         }
+    }
+}
+
+/// The reason, with what to do about it when the journal is blocked.
+fn blocked_advice(reason: &str, health: JournalHealth) -> String {
+    if health == JournalHealth::Blocked {
+        format!("{reason}. Nothing already acknowledged is lost. Fix the cause (free disk space, restore write permission on the database), then run `forgectl journal reset`")
+    } else {
+        reason.to_string()
     }
 }
 

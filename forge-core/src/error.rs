@@ -30,7 +30,7 @@ impl EngineError {
         Self::new(
             ErrorKind::PersistenceBlocked,
             format!(
-                "the store cannot be written ({reason}); Forge refuses new work so nothing is lost. Free disk space or fix the permissions of $FORGE_HOME/forge.db, then restart forged"
+                "the store cannot be written ({reason}); Forge refuses new work so that nothing is lost. Free disk space or fix the permissions of $FORGE_HOME/forge.db, then run `forgectl journal reset`"
             ),
         )
     }

@@ -74,6 +74,17 @@ pub trait ForgeApi {
     #[subscription(name = "session.subscribe" => "session.event", unsubscribe = "session.unsubscribe", item = SubscriptionItem, param_kind = map)]
     async fn session_subscribe(&self, session: String, from_seq: Option<u64>) -> SubscriptionResult;
 
+    /// The journal writer's health and statistics.
+    #[method(name = "journal.status", param_kind = map)]
+    async fn journal_status(&self) -> RpcResult<JournalStatus>;
+
+    /// After a store failure is fixed (disk space freed, permissions
+    /// restored), proves the store writable and returns to healthy; sessions
+    /// then recover what the failure interrupted. Fails, still blocked, with
+    /// the reason if the store is still not writable.
+    #[method(name = "journal.reset", param_kind = map)]
+    async fn journal_reset(&self) -> RpcResult<JournalStatus>;
+
     #[method(name = "daemon.status", param_kind = map)]
     async fn daemon_status(&self) -> RpcResult<DaemonStatus>;
 

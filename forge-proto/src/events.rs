@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::types::{ClientRef, Usage};
+use crate::types::{ClientRef, JournalHealth, RecoveryBadge, Usage};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionEvent {
@@ -75,6 +75,10 @@ pub enum EventKind {
         /// Stable error kind (see the error table), for `status: error`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error_kind: Option<String>,
+        /// Set when the daemon recovered this answer from its journal after
+        /// a stop or a store failure (see `RecoveryBadge`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        recovered: Option<RecoveryBadge>,
     },
     /// A queued message was dropped by a cancel with `drop_queued`.
     QueueCleared {
@@ -100,6 +104,10 @@ pub enum SubscriptionItem {
     /// This client fell behind; the daemon is re-reading from the store from
     /// `resume_seq`. No event is lost or repeated.
     Lagged { resume_seq: u64 },
+    /// The daemon's journal changed health. `blocked` means nothing can be
+    /// written: running turns were stopped and new ones are refused until
+    /// `journal.reset` succeeds. Not a session event (it has no seq).
+    Journal { health: JournalHealth, reason: Option<String> },
     /// The session was removed or the daemon is stopping; no more items.
     Closed { reason: String },
     #[serde(other)]

@@ -209,6 +209,21 @@ fn is_zero(v: &u64) -> bool {
     *v == 0
 }
 
+/// How a message recovered after a daemon stop or a store failure ended, as
+/// its badge shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecoveryBadge {
+    /// The provider had finished; only the bookkeeping was interrupted.
+    Complete,
+    /// The answer was cut off mid-stream; this is what arrived before.
+    Incomplete,
+    /// The provider had reported an error.
+    Errored,
+    #[serde(other)]
+    Unknown,
+}
+
 /// One node of the session's history path, oldest first.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HistoryMessage {
@@ -228,6 +243,9 @@ pub struct HistoryMessage {
     pub usage: Option<Usage>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Set when the message was recovered from the stream journal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovered: Option<RecoveryBadge>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -242,7 +260,7 @@ pub struct RemoveResult {
     pub session_id: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum JournalHealth {
     Healthy,
@@ -250,6 +268,33 @@ pub enum JournalHealth {
     Blocked,
     #[serde(other)]
     Unknown,
+}
+
+/// `journal.status`: the journal writer's health and statistics.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JournalStatus {
+    pub health: JournalHealth,
+    /// Why the journal is degraded or blocked, and what to do.
+    pub reason: Option<String>,
+    /// Since when the journal is in this health (Unix ms).
+    pub since_ms: i64,
+    /// `process` or `power`.
+    pub durability: String,
+    pub transactions: u64,
+    pub batches: u64,
+    pub rows: u64,
+    pub failed_commits: u64,
+    /// Most batches folded into one transaction so far (group commit).
+    pub largest_group: u64,
+    /// Duration of the last commit, in microseconds.
+    pub last_commit_us: u64,
+    /// Streams whose answer is not yet history (being streamed now).
+    pub open_streams: u64,
+    pub events: u64,
+    /// Size of the database and its WAL, in bytes.
+    pub db_bytes: u64,
+    pub wal_bytes: u64,
+    pub path: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -266,4 +311,7 @@ pub struct DaemonStatus {
     /// Connections open right now.
     pub clients: u32,
     pub journal: JournalHealth,
+    /// Why the journal is not healthy, if it is not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub journal_reason: Option<String>,
 }

@@ -97,6 +97,14 @@ pub async fn run(g: &Global, a: AttachArgs) -> Result<(), Failure> {
                     json_line(&SubscriptionItem::Lagged { resume_seq });
                 }
             }
+            SubscriptionItem::Journal { health, reason } => {
+                if g.json {
+                    json_line(&SubscriptionItem::Journal { health, reason: reason.clone() });
+                } else {
+                    transcript.finish();
+                    eprintln!("forgectl: journal {health:?}: {}", reason.as_deref().unwrap_or("ok"));
+                }
+            }
             SubscriptionItem::Closed { reason } => {
                 transcript.finish();
                 if g.json {

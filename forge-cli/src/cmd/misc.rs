@@ -1,5 +1,6 @@
 //! `forgectl cancel`, `status`, `shutdown`.
 
+use forge_proto::JournalHealth;
 use forge_proto::api::ForgeApiClient;
 
 use crate::Global;
@@ -37,7 +38,60 @@ pub async fn status(g: &Global) -> Result<(), Failure> {
     println!("home:      {}", s.home);
     println!("sessions:  {} ({} active)", s.sessions, s.active_sessions);
     println!("clients:   {}", s.clients);
-    println!("journal:   {:?}", s.journal);
+    match &s.journal_reason {
+        Some(r) => println!("journal:   {} ({r})", health_word(s.journal)),
+        None => println!("journal:   {}", health_word(s.journal)),
+    }
+    Ok(())
+}
+
+fn health_word(h: JournalHealth) -> &'static str {
+    match h {
+        JournalHealth::Healthy => "healthy",
+        JournalHealth::Degraded => "degraded",
+        JournalHealth::Blocked => "BLOCKED",
+        JournalHealth::Unknown => "unknown",
+    }
+}
+
+#[derive(clap::Subcommand)]
+pub enum JournalAction {
+    /// Show health and statistics (the default)
+    Status,
+    /// After fixing a store failure: prove the store writable and resume
+    Reset,
+}
+
+pub async fn journal(g: &Global, action: Option<JournalAction>) -> Result<(), Failure> {
+    let conn = daemon(g).await?;
+    let st = match action.unwrap_or(JournalAction::Status) {
+        JournalAction::Status => conn.client.journal_status().await?,
+        JournalAction::Reset => {
+            let st = conn.client.journal_reset().await?;
+            if !g.json {
+                println!("journal reset: the store is writable again");
+            }
+            st
+        }
+    };
+    if g.json {
+        json_line(&st);
+        return Ok(());
+    }
+    println!("health:        {}", health_word(st.health));
+    if let Some(r) = &st.reason {
+        println!("reason:        {r}");
+    }
+    println!("since:         {}", crate::output::format_ms(st.since_ms));
+    println!("durability:    {}", st.durability);
+    println!("database:      {} ({} KiB, WAL {} KiB)", st.path, st.db_bytes / 1024, st.wal_bytes / 1024);
+    println!("transactions:  {}", st.transactions);
+    println!("batches:       {} (largest group commit: {} batches)", st.batches, st.largest_group);
+    println!("rows written:  {}", st.rows);
+    println!("events stored: {}", st.events);
+    println!("open streams:  {}", st.open_streams);
+    println!("failed commits:{:>4}", st.failed_commits);
+    println!("last commit:   {} us", st.last_commit_us);
     Ok(())
 }
 

@@ -5,7 +5,7 @@ use std::io::{Read, Write};
 use clap::Args;
 use forge_proto::api::ForgeApiClient;
 use forge_proto::client::Follow;
-use forge_proto::{EventKind, SubscriptionItem, TurnStatus};
+use forge_proto::{EventKind, JournalHealth, SubscriptionItem, TurnStatus};
 
 use crate::Global;
 use crate::connect::daemon;
@@ -103,11 +103,25 @@ pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
                 ));
             }
         };
-        let SubscriptionItem::Event(ev) = item else {
-            if let SubscriptionItem::Closed { reason } = item {
+        let ev = match item {
+            SubscriptionItem::Event(ev) => ev,
+            SubscriptionItem::Closed { reason } => {
                 return Err(Failure::new(DAEMON_ERROR, "closed", format!("the session stream closed: {reason}")));
             }
-            continue;
+            SubscriptionItem::Journal { health: JournalHealth::Blocked, reason } => {
+                if !ends_with_newline {
+                    let _ = writeln!(stdout);
+                }
+                return Err(Failure::new(
+                    DAEMON_ERROR,
+                    "persistence_blocked",
+                    format!(
+                        "the turn stopped: {} (what was shown is kept; `forgectl journal` shows the state)",
+                        reason.unwrap_or_else(|| "the store cannot be written".into())
+                    ),
+                ));
+            }
+            _ => continue,
         };
         if g.json {
             json_line(&ev);

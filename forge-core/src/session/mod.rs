@@ -3,8 +3,11 @@
 //! talks to it through a bounded command channel.
 
 pub(crate) mod actor;
+pub(crate) mod pipeline;
+mod recovery;
 mod state;
 pub mod subscription;
+mod turn;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -2,30 +2,33 @@
 //! Each variant holds exactly the data that state needs, so a stream
 //! without an abort handle, or two streams at once, cannot be represented.
 
-use forge_proto::{ClientRef, OperationStateKind, Usage};
+use forge_proto::{OperationStateKind, Usage};
 use tokio::task::AbortHandle;
 
 /// A turn streaming from the provider.
 pub(super) struct ActiveStream {
+    /// The stream's journal entry.
+    pub stream_id: String,
     /// The user message that started the turn.
     pub message_id: String,
     pub provider: String,
     pub model: String,
-    pub client: ClientRef,
-    /// Text received so far (all of it is persisted or in the outbox).
+    /// Text applied so far: only durable deltas are in it.
     pub text: String,
     pub usage: Option<Usage>,
     pub stop_reason: Option<String>,
+    /// The end is taken in (seal queued or written); nothing more is ingested.
+    pub sealed: bool,
     pub task: AbortHandle,
 }
 
 pub(super) enum OperationState {
     Idle,
     Streaming(ActiveStream),
-    /// The turn's end is written but not yet acknowledged; the next turn
-    /// starts only once it is durable.
+    /// The answer and `turn_finished` are written but not yet acknowledged;
+    /// the next turn starts only once they are durable.
     Finishing,
-    /// The store cannot be written; all new work is refused.
+    /// The store cannot be written; all new work is refused until a reset.
     PersistenceBlocked { reason: String },
 }
 
@@ -38,7 +41,8 @@ impl OperationState {
         }
     }
 
-    /// Leaves the streaming state, returning the stream (its task aborted).
+    /// Leaves the streaming state for `Finishing`, returning the stream
+    /// (its task aborted).
     pub fn take_stream(&mut self) -> Option<ActiveStream> {
         match std::mem::replace(self, Self::Finishing) {
             Self::Streaming(s) => {

@@ -9,10 +9,11 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 
 use super::{PublishedEvent, SessionHandle};
 use crate::error::EngineError;
+use crate::journal::HealthState;
 use crate::store::Store;
 
 /// What a subscriber gets next.
@@ -24,6 +25,8 @@ pub enum FeedItem {
     Live { last_seq: u64 },
     /// The subscriber fell behind; the rest comes from the store first.
     Lagged { resume_seq: u64 },
+    /// The journal's health changed (blocked: nothing can be written).
+    Journal { health: forge_proto::JournalHealth, reason: Option<String> },
     /// No more events: the session was removed or the daemon stops.
     Closed { reason: String },
 }
@@ -42,13 +45,25 @@ pub struct EventFeed {
     buffer: VecDeque<(u64, Arc<str>)>,
     phase: Phase,
     handle: SessionHandle,
+    health: watch::Receiver<HealthState>,
 }
 
 const REPLAY_PAGE: u32 = 512;
 
 impl EventFeed {
     /// `from_seq: None` follows live events only.
-    pub(crate) fn new(handle: SessionHandle, store: Store, from_seq: Option<u64>) -> Result<Self, EngineError> {
+    pub(crate) fn new(
+        handle: SessionHandle,
+        store: Store,
+        mut health: watch::Receiver<HealthState>,
+        from_seq: Option<u64>,
+    ) -> Result<Self, EngineError> {
+        // A subscriber that joins while blocked hears about it at once.
+        if health.borrow().health == forge_proto::JournalHealth::Healthy {
+            health.mark_unchanged();
+        } else {
+            health.mark_changed();
+        }
         let live = handle.subscribe_live().ok_or_else(EngineError::gone)?;
         let last = handle.snapshot.borrow().last_seq;
         // A seq beyond the end means "from the next event on".
@@ -62,6 +77,7 @@ impl EventFeed {
             buffer: VecDeque::new(),
             phase: Phase::Replay,
             handle,
+            health,
         })
     }
 
@@ -94,7 +110,16 @@ impl EventFeed {
                     }
                     self.buffer.extend(page.into_iter().map(|(s, b)| (s, Arc::from(b))));
                 }
-                Phase::Live => match self.live.recv().await {
+                Phase::Live => {
+                    let received = tokio::select! {
+                        biased;
+                        r = self.live.recv() => r,
+                        Ok(()) = self.health.changed() => {
+                            let h = self.health.borrow_and_update().clone();
+                            return Some(FeedItem::Journal { health: h.health, reason: h.reason });
+                        }
+                    };
+                    match received {
                     Ok(ev) if ev.seq < self.next_seq => continue,
                     Ok(ev) if ev.seq == self.next_seq => {
                         self.next_seq += 1;
@@ -124,7 +149,8 @@ impl EventFeed {
                         let reason = if self.handle.is_alive() { "closed" } else { "the session stopped" };
                         return Some(FeedItem::Closed { reason: reason.to_string() });
                     }
-                },
+                    }
+                }
             }
         }
     }

@@ -13,7 +13,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteJournalMode, Sq
 use sqlx::{ConnectOptions, Row, SqlitePool};
 
 use crate::config::Durability;
-pub use rows::{NodeRow, QueuedRow, SessionRow};
+pub use rows::{NodeRow, QueuedRow, SessionRow, StreamRow};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -135,14 +135,23 @@ impl Store {
             .collect()
     }
 
-    /// Events of the given kinds after `after`, for recovery.
-    pub async fn last_seq_of_kind(&self, session: &str, kind: &str) -> Result<u64, StoreError> {
-        let v: Option<i64> = sqlx::query_scalar("SELECT MAX(seq) FROM events WHERE session_id = ? AND kind = ?")
-            .bind(session)
-            .bind(kind)
-            .fetch_one(&self.pool)
-            .await?;
-        Ok(v.unwrap_or(0) as u64)
+    /// Stream journal entries of a session not yet committed, oldest first.
+    pub async fn open_streams(&self, session: &str) -> Result<Vec<StreamRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT stream_id, session_id, message_id, provider, model, first_seq, state, outcome, error, error_kind, stop_reason, usage
+             FROM streams WHERE session_id = ? ORDER BY first_seq",
+        )
+        .bind(session)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(StreamRow::from_row).collect()
+    }
+
+    /// (uncommitted streams, events) over all sessions.
+    pub async fn journal_counts(&self) -> Result<(u64, u64), StoreError> {
+        let streams: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM streams").fetch_one(&self.pool).await?;
+        let events: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events").fetch_one(&self.pool).await?;
+        Ok((streams as u64, events as u64))
     }
 
     pub async fn queued(&self, session: &str) -> Result<Vec<QueuedRow>, StoreError> {
@@ -159,11 +168,7 @@ impl Store {
     /// the daemon stopped, or messages wait in the queue.
     pub async fn sessions_needing_attention(&self) -> Result<Vec<String>, StoreError> {
         Ok(sqlx::query_scalar(
-            "SELECT DISTINCT session_id FROM queued_messages
-             UNION
-             SELECT s.id FROM sessions s WHERE
-               (SELECT MAX(seq) FROM events e WHERE e.session_id = s.id AND e.kind = 'turn_started') >
-               COALESCE((SELECT MAX(seq) FROM events e WHERE e.session_id = s.id AND e.kind = 'turn_finished'), 0)",
+            "SELECT session_id FROM queued_messages UNION SELECT session_id FROM streams",
         )
         .fetch_all(&self.pool)
         .await?)

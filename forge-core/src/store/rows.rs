@@ -1,6 +1,6 @@
 //! Rows as stored, and their conversion to wire types.
 
-use forge_proto::{ClientRef, HistoryMessage, MessageStatus, Role, Usage};
+use forge_proto::{ClientRef, HistoryMessage, MessageStatus, RecoveryBadge, Role, Usage};
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
@@ -51,6 +51,8 @@ pub struct NodeMeta {
     pub error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovered: Option<RecoveryBadge>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -105,6 +107,7 @@ impl NodeRow {
             client: self.meta.client.clone(),
             usage: self.meta.usage.clone(),
             error: self.meta.error.clone(),
+            recovered: self.meta.recovered,
         }
     }
 }
@@ -127,6 +130,44 @@ impl QueuedRow {
             text: r.try_get("text")?,
             client: client.and_then(|c| serde_json::from_str(&c).ok()),
             created_ms: r.try_get("created_ms")?,
+        })
+    }
+}
+
+/// A stream journal entry not yet committed to history.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamRow {
+    pub stream_id: String,
+    pub session_id: String,
+    pub message_id: String,
+    pub provider: String,
+    pub model: String,
+    pub first_seq: u64,
+    /// `open` or `sealed`.
+    pub state: String,
+    pub outcome: Option<MessageStatus>,
+    pub error: Option<String>,
+    pub error_kind: Option<String>,
+    pub stop_reason: Option<String>,
+    pub usage: Option<String>,
+}
+
+impl StreamRow {
+    pub(super) fn from_row(r: &SqliteRow) -> Result<Self, StoreError> {
+        let outcome: Option<String> = r.try_get("outcome")?;
+        Ok(Self {
+            stream_id: r.try_get("stream_id")?,
+            session_id: r.try_get("session_id")?,
+            message_id: r.try_get("message_id")?,
+            provider: r.try_get("provider")?,
+            model: r.try_get("model")?,
+            first_seq: r.try_get::<i64, _>("first_seq")? as u64,
+            state: r.try_get("state")?,
+            outcome: outcome.map(|o| parse_enum(&o)).transpose()?,
+            error: r.try_get("error")?,
+            error_kind: r.try_get("error_kind")?,
+            stop_reason: r.try_get("stop_reason")?,
+            usage: r.try_get("usage")?,
         })
     }
 }

@@ -28,6 +28,7 @@ pub fn hello(server: &ConnServer, protocol_version: u32, client: ClientInfo) -> 
 pub async fn status(server: &ConnServer) -> RpcResult<DaemonStatus> {
     let d = &server.daemon;
     let (sessions, active_sessions) = d.engine.counts().await.map_err(to_rpc)?;
+    let (journal, journal_reason) = d.engine.journal_health();
     Ok(DaemonStatus {
         pid: std::process::id(),
         version: env!("CARGO_PKG_VERSION").into(),
@@ -38,6 +39,7 @@ pub async fn status(server: &ConnServer) -> RpcResult<DaemonStatus> {
         sessions,
         active_sessions,
         clients: d.connections(),
-        journal: d.engine.journal_health(),
+        journal,
+        journal_reason,
     })
 }

@@ -14,7 +14,8 @@ use forge_core::{Engine, EngineError};
 use forge_proto::api::{ForgeApiServer, RpcResult};
 use forge_proto::error::rpc_error;
 use forge_proto::{
-    CancelResult, ClientInfo, ClientRef, DaemonStatus, HelloResult, HistoryResult, RemoveResult, SendResult,
+    CancelResult, ClientInfo, ClientRef, DaemonStatus, HelloResult, HistoryResult, JournalStatus, RemoveResult,
+    SendResult,
     SessionEvent, SessionInfo,
 };
 use jsonrpsee::PendingSubscriptionSink;
@@ -160,6 +161,15 @@ impl ForgeApiServer for ConnServer {
         from_seq: Option<u64>,
     ) -> SubscriptionResult {
         session::subscribe(self, pending, session, from_seq).await
+    }
+
+    async fn journal_status(&self) -> RpcResult<JournalStatus> {
+        self.engine().journal_status().await.map_err(to_rpc)
+    }
+
+    async fn journal_reset(&self) -> RpcResult<JournalStatus> {
+        tracing::info!(client = self.conn.id, "journal.reset called");
+        self.engine().journal_reset().await.map_err(to_rpc)
     }
 
     async fn daemon_status(&self) -> RpcResult<DaemonStatus> {

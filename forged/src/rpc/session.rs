@@ -57,6 +57,9 @@ fn item_json(item: &FeedItem) -> Option<Box<RawValue>> {
         FeedItem::Lagged { resume_seq } => {
             serde_json::to_string(&SubscriptionItem::Lagged { resume_seq: *resume_seq }).ok()?
         }
+        FeedItem::Journal { health, reason } => {
+            serde_json::to_string(&SubscriptionItem::Journal { health: *health, reason: reason.clone() }).ok()?
+        }
         FeedItem::Closed { reason } => {
             serde_json::to_string(&SubscriptionItem::Closed { reason: reason.clone() }).ok()?
         }

@@ -1,0 +1,375 @@
+//! The two-phase event pipeline of a session, free of I/O so it can be
+//! tested exhaustively.
+//!
+//! Ingest: what happens (provider deltas, control events, store operations)
+//! becomes [`Entry`]s in the outbox. Deltas received while a write is in
+//! flight merge into the outbox's last delta (natural batching). When no
+//! write is in flight, the outbox becomes one numbered batch.
+//!
+//! Apply: an ack `{ seq, result }` for the batch in flight turns its entries
+//! into [`Persisted`] envelopes carrying the batch's [`PersistedProof`]; only
+//! those are applied and published, at most [`MAX_PERSISTED_APPLIES_PER_TICK`]
+//! per tick. Session seqs and stream seqs must come back monotonic and
+//! contiguous; anything else is an [`InvariantViolation`] and the session
+//! blocks rather than guess.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use forge_proto::{ClientRef, EventKind, MessageStatus, SessionEvent};
+
+use crate::journal::{JournalAck, PersistedProof, StoreOp, WriteBatch};
+
+/// Persisted envelopes applied before the actor looks at its inputs again.
+pub const MAX_PERSISTED_APPLIES_PER_TICK: usize = 512;
+
+/// A provider event as taken in, numbered within its stream (1, 2, ...).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReceivedEvent<E> {
+    pub seq: u64,
+    pub event: E,
+}
+
+/// A span of stream seqs an entry covers (merged deltas cover several).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamSpan {
+    pub first: u64,
+    pub last: u64,
+}
+
+/// How a stream ended, as sealed in the journal.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SealInfo {
+    pub outcome: MessageStatus,
+    pub error: Option<(forge_proto::ErrorKind, String)>,
+}
+
+/// One thing waiting to be written.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Entry {
+    /// A client-visible session event; gets a session seq when written.
+    Event { client: Option<ClientRef>, kind: EventKind, span: Option<StreamSpan> },
+    /// The end of a stream: no event of its own (the history batch that
+    /// follows carries `turn_finished`), but a stream seq.
+    Seal { span: StreamSpan, info: SealInfo },
+}
+
+struct Outbox<F> {
+    entries: Vec<Entry>,
+    ops: Vec<StoreOp>,
+    effects: Vec<F>,
+}
+
+impl<F> Default for Outbox<F> {
+    fn default() -> Self {
+        Self { entries: Vec::new(), ops: Vec::new(), effects: Vec::new() }
+    }
+}
+
+impl<F> Outbox<F> {
+    fn is_empty(&self) -> bool {
+        self.entries.is_empty() && self.ops.is_empty() && self.effects.is_empty()
+    }
+}
+
+struct InFlight<F> {
+    batch_seq: u64,
+    seqs: Vec<Option<u64>>,
+    /// (session seq for events, entry)
+    entries: Vec<(Option<u64>, Entry, Option<Arc<str>>)>,
+    effects: Vec<F>,
+}
+
+/// A durable entry: only these may be applied.
+#[derive(Debug)]
+pub struct Persisted {
+    /// Session seq, for events.
+    pub seq: Option<u64>,
+    pub entry: Entry,
+    /// The event as clients receive it, for events.
+    pub json: Option<Arc<str>>,
+    pub proof: Arc<PersistedProof>,
+}
+
+/// What went wrong when an invariant broke. The session blocks on it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvariantViolation {
+    #[error("journal ack for batch {got} while batch {expected:?} was in flight")]
+    UnexpectedAck { got: u64, expected: Option<u64> },
+    #[error("event seq {got} applied after {last}: not contiguous")]
+    SessionSeqGap { got: u64, last: u64 },
+    #[error("stream seq {got} applied after {last}: not contiguous")]
+    StreamSeqGap { got: u64, last: u64 },
+}
+
+/// What an ack did.
+pub enum AckOutcome<F> {
+    /// Durable: the entries wait in the apply queue; these effects run once
+    /// they are applied.
+    Persisted,
+    /// The write failed: nothing of the batch was applied. The effects are
+    /// handed back so their waiters can be told.
+    Failed { reason: String, effects: Vec<F> },
+}
+
+pub struct Pipeline<F> {
+    session_id: String,
+    next_seq: u64,
+    applied_seq: u64,
+    next_batch: u64,
+    stream_received: u64,
+    stream_applied: u64,
+    outbox: Outbox<F>,
+    in_flight: Option<InFlight<F>>,
+    to_apply: VecDeque<Persisted>,
+    /// Effects of persisted batches, run when their entries are applied:
+    /// (number of `to_apply` entries still ahead of them, the batch's
+    /// session seqs by outbox index, effects).
+    pending_effects: VecDeque<(usize, Vec<Option<u64>>, Vec<F>)>,
+}
+
+impl<F> Pipeline<F> {
+    /// A pipeline whose last durable event is `last_seq`.
+    pub fn new(session_id: String, last_seq: u64) -> Self {
+        Self {
+            session_id,
+            next_seq: last_seq + 1,
+            applied_seq: last_seq,
+            next_batch: 1,
+            stream_received: 0,
+            stream_applied: 0,
+            outbox: Outbox::default(),
+            in_flight: None,
+            to_apply: VecDeque::new(),
+            pending_effects: VecDeque::new(),
+        }
+    }
+
+    /// The last applied (durable and published) session seq.
+    pub fn applied_seq(&self) -> u64 {
+        self.applied_seq
+    }
+
+    pub fn has_in_flight(&self) -> bool {
+        self.in_flight.is_some()
+    }
+
+    /// Nothing waits to be written, acknowledged or applied.
+    pub fn is_idle(&self) -> bool {
+        self.in_flight.is_none() && self.outbox.is_empty() && self.to_apply.is_empty() && self.pending_effects.is_empty()
+    }
+
+    pub fn has_work_to_apply(&self) -> bool {
+        !self.to_apply.is_empty() || self.pending_effects.front().is_some_and(|(n, _, _)| *n == 0)
+    }
+
+    /// Starts numbering a new stream from 1.
+    pub fn begin_stream(&mut self) {
+        self.stream_received = 0;
+        self.stream_applied = 0;
+    }
+
+    /// Queues a client-visible event. Returns its index in the outbox.
+    pub fn event(&mut self, client: Option<ClientRef>, kind: EventKind) -> usize {
+        self.outbox.entries.push(Entry::Event { client, kind, span: None });
+        self.outbox.entries.len() - 1
+    }
+
+    /// Takes in a stream delta (text or thinking), merging it into the
+    /// outbox's last delta of the same kind when that is not written yet.
+    pub fn delta(&mut self, kind: EventKind) -> ReceivedEvent<()> {
+        self.stream_received += 1;
+        let seq = self.stream_received;
+        if let Some(Entry::Event { client: None, kind: last, span: Some(span) }) = self.outbox.entries.last_mut() {
+            match (last, &kind) {
+                (EventKind::TextDelta { text: a }, EventKind::TextDelta { text: b })
+                | (EventKind::ThinkingDelta { text: a }, EventKind::ThinkingDelta { text: b }) => {
+                    a.push_str(b);
+                    span.last = seq;
+                    return ReceivedEvent { seq, event: () };
+                }
+                _ => {}
+            }
+        }
+        self.outbox.entries.push(Entry::Event { client: None, kind, span: Some(StreamSpan { first: seq, last: seq }) });
+        ReceivedEvent { seq, event: () }
+    }
+
+    /// Takes in the end of the stream.
+    pub fn seal(&mut self, info: SealInfo) -> ReceivedEvent<()> {
+        self.stream_received += 1;
+        let seq = self.stream_received;
+        self.outbox.entries.push(Entry::Seal { span: StreamSpan { first: seq, last: seq }, info });
+        ReceivedEvent { seq, event: () }
+    }
+
+    /// The session seq the outbox event at `index` will get when written.
+    pub fn seq_of_outbox_index(&self, index: usize) -> u64 {
+        let before = self.outbox.entries[..index.min(self.outbox.entries.len())]
+            .iter()
+            .filter(|e| matches!(e, Entry::Event { .. }))
+            .count();
+        self.next_seq + before as u64
+    }
+
+    pub fn op(&mut self, op: StoreOp) {
+        self.outbox.ops.push(op);
+    }
+
+    pub fn effect(&mut self, effect: F) {
+        self.outbox.effects.push(effect);
+    }
+
+    /// Entries waiting in the outbox (bounded by merging: see tests).
+    #[cfg(test)]
+    pub fn outbox_len(&self) -> usize {
+        self.outbox.entries.len()
+    }
+
+    /// The outbox as the next batch, if no write is in flight. Session seqs
+    /// are assigned here, so a failed write never leaves a gap.
+    pub fn take_batch(&mut self) -> Option<(u64, WriteBatch)> {
+        if self.in_flight.is_some() || self.outbox.is_empty() {
+            return None;
+        }
+        let outbox = std::mem::take(&mut self.outbox);
+        let ts_ms = crate::ids::now_ms();
+        let mut ops = Vec::with_capacity(outbox.entries.len() + outbox.ops.len());
+        let mut entries = Vec::with_capacity(outbox.entries.len());
+        let mut seqs = Vec::with_capacity(outbox.entries.len());
+        for entry in outbox.entries {
+            match &entry {
+                Entry::Event { client, kind, .. } => {
+                    let seq = self.next_seq;
+                    self.next_seq += 1;
+                    let event = SessionEvent {
+                        session_id: self.session_id.clone(),
+                        seq,
+                        ts_ms,
+                        client: client.clone(),
+                        kind: kind.clone(),
+                    };
+                    let json: Arc<str> = serde_json::to_string(&event).unwrap_or_default().into();
+                    ops.push(StoreOp::AppendEvent {
+                        session_id: self.session_id.clone(),
+                        seq,
+                        ts_ms,
+                        kind: event_kind_name(kind),
+                        body: json.clone(),
+                    });
+                    seqs.push(Some(seq));
+                    entries.push((Some(seq), entry, Some(json)));
+                }
+                Entry::Seal { .. } => {
+                    seqs.push(None);
+                    entries.push((None, entry, None));
+                }
+            }
+        }
+        ops.extend(outbox.ops);
+        let batch_seq = self.next_batch;
+        self.next_batch += 1;
+        self.in_flight = Some(InFlight { batch_seq, seqs, entries, effects: outbox.effects });
+        Some((batch_seq, WriteBatch { ops }))
+    }
+
+    /// Handles the writer's ack.
+    pub fn on_ack(&mut self, ack: JournalAck) -> Result<AckOutcome<F>, InvariantViolation> {
+        let expected = self.in_flight.as_ref().map(|f| f.batch_seq);
+        if expected != Some(ack.seq) {
+            return Err(InvariantViolation::UnexpectedAck { got: ack.seq, expected });
+        }
+        let Some(flight) = self.in_flight.take() else {
+            return Err(InvariantViolation::UnexpectedAck { got: ack.seq, expected });
+        };
+        match ack.result {
+            Ok(proof) => {
+                let proof = Arc::new(proof);
+                for (seq, entry, json) in flight.entries {
+                    self.to_apply.push_back(Persisted { seq, entry, json, proof: proof.clone() });
+                }
+                self.pending_effects.push_back((self.to_apply.len(), flight.seqs, flight.effects));
+                Ok(AckOutcome::Persisted)
+            }
+            Err(e) => {
+                // Nothing of this batch is applied: its seqs are free again.
+                let first = flight.entries.iter().find_map(|(s, _, _)| *s);
+                if let Some(first) = first {
+                    self.next_seq = first;
+                }
+                Ok(AckOutcome::Failed { reason: e.to_string(), effects: flight.effects })
+            }
+        }
+    }
+
+    /// The next durable entry to apply, checked for contiguity. Effects
+    /// whose batch is fully applied come out through `next_effects`.
+    pub fn next_persisted(&mut self) -> Option<Result<Persisted, InvariantViolation>> {
+        let p = self.to_apply.pop_front()?;
+        for (ahead, _, _) in self.pending_effects.iter_mut() {
+            *ahead = ahead.saturating_sub(1);
+        }
+        if let Some(seq) = p.seq {
+            if seq != self.applied_seq + 1 {
+                return Some(Err(InvariantViolation::SessionSeqGap { got: seq, last: self.applied_seq }));
+            }
+            self.applied_seq = seq;
+        }
+        let span = match &p.entry {
+            Entry::Event { span, .. } => *span,
+            Entry::Seal { span, .. } => Some(*span),
+        };
+        if let Some(span) = span {
+            if span.first != self.stream_applied + 1 || span.last < span.first {
+                return Some(Err(InvariantViolation::StreamSeqGap { got: span.first, last: self.stream_applied }));
+            }
+            self.stream_applied = span.last;
+        }
+        Some(Ok(p))
+    }
+
+    /// Effects of a batch whose entries are all applied, with the batch's
+    /// session seqs by outbox index (what `event()` returned).
+    pub fn next_effects(&mut self) -> Option<(Vec<Option<u64>>, Vec<F>)> {
+        if self.pending_effects.front().is_some_and(|(ahead, _, _)| *ahead == 0) {
+            return self.pending_effects.pop_front().map(|(_, seqs, e)| (seqs, e));
+        }
+        None
+    }
+
+    /// Drops everything not yet durable (after a failure), returning the
+    /// effects that will never run. Applied state is untouched.
+    pub fn abandon(&mut self) -> Vec<F> {
+        let mut effects = std::mem::take(&mut self.outbox).effects;
+        if let Some(flight) = self.in_flight.take() {
+            effects.extend(flight.effects);
+        }
+        self.next_seq = self.applied_seq + 1 + self.to_apply.iter().filter(|p| p.seq.is_some()).count() as u64;
+        effects
+    }
+
+    /// Restarts numbering after the durable state was reloaded.
+    pub fn reload(&mut self, last_seq: u64) {
+        self.next_seq = last_seq + 1;
+        self.applied_seq = last_seq;
+        self.in_flight = None;
+        self.outbox = Outbox::default();
+        self.to_apply.clear();
+        self.pending_effects.clear();
+    }
+}
+
+pub(crate) fn event_kind_name(kind: &EventKind) -> &'static str {
+    match kind {
+        EventKind::SessionCreated { .. } => "session_created",
+        EventKind::SessionRenamed { .. } => "session_renamed",
+        EventKind::MessageQueued { .. } => "message_queued",
+        EventKind::TurnStarted { .. } => "turn_started",
+        EventKind::TextDelta { .. } => "text_delta",
+        EventKind::ThinkingDelta { .. } => "thinking_delta",
+        EventKind::CancelRequested {} => "cancel_requested",
+        EventKind::TurnFinished { .. } => "turn_finished",
+        EventKind::QueueCleared { .. } => "queue_cleared",
+        EventKind::Unknown => "unknown",
+    }
+}

@@ -1,0 +1,123 @@
+//! Stream recovery: a stream journal entry that is not committed belongs to
+//! a turn the daemon did not finish (it died, or the store failed). Its
+//! persisted deltas become a history message with a badge, exactly once:
+//! the node and the journal commit are one transaction.
+//!
+//! | journal state | history status | badge |
+//! |---|---|---|
+//! | open (never sealed) | `interrupted` | `incomplete` |
+//! | sealed complete | `complete` | `complete` |
+//! | sealed error | `error` | `errored` |
+//! | sealed cancelled | `cancelled` | `complete` (all that was asked for) |
+
+use forge_proto::{EventKind, MessageStatus, RecoveryBadge, Role, SessionEvent, Usage};
+
+use super::actor::SessionActor;
+use crate::error::EngineError;
+use crate::ids::{new_id, now_ms};
+use crate::journal::StoreOp;
+use crate::provider::{ChatMessage, ChatRole};
+use crate::store::StreamRow;
+use crate::store::rows::NodeMeta;
+
+impl SessionActor {
+    pub(super) async fn recover_streams(&mut self) -> Result<(), EngineError> {
+        let streams = self.shared.store.open_streams(&self.row.id).await?;
+        for stream in streams {
+            self.recover_stream(stream).await?;
+        }
+        Ok(())
+    }
+
+    async fn recover_stream(&mut self, stream: StreamRow) -> Result<(), EngineError> {
+        let text = self.streamed_text(&stream).await?;
+        let (status, badge, error) = match (stream.state.as_str(), stream.outcome) {
+            ("sealed", Some(MessageStatus::Complete)) => (MessageStatus::Complete, RecoveryBadge::Complete, None),
+            ("sealed", Some(MessageStatus::Cancelled)) => {
+                (MessageStatus::Cancelled, RecoveryBadge::Complete, stream.error.clone())
+            }
+            ("sealed", Some(_)) => (MessageStatus::Error, RecoveryBadge::Errored, stream.error.clone()),
+            _ => (
+                MessageStatus::Interrupted,
+                RecoveryBadge::Incomplete,
+                Some("forged stopped while this answer was streaming; what was received before is kept".to_string()),
+            ),
+        };
+        tracing::info!(
+            session = %self.row.id, stream = %stream.stream_id, chars = text.len(), ?badge,
+            "recovering a stream the daemon did not finish"
+        );
+        let usage: Option<Usage> = stream.usage.as_deref().and_then(|u| serde_json::from_str(u).ok());
+        let assistant_id = if text.is_empty() {
+            None
+        } else {
+            let id = new_id("m");
+            self.pipeline.op(StoreOp::InsertNode {
+                id: id.clone(),
+                session_id: self.row.id.clone(),
+                parent_id: self.row.head_id.clone(),
+                role: Role::Assistant,
+                text: text.clone(),
+                status,
+                created_ms: now_ms(),
+                meta: NodeMeta {
+                    provider: Some(stream.provider.clone()),
+                    model: Some(stream.model.clone()),
+                    client: None,
+                    usage: usage.clone(),
+                    error: error.clone(),
+                    stop_reason: stream.stop_reason.clone(),
+                    recovered: Some(badge),
+                },
+            });
+            self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: Some(id.clone()) });
+            self.row.head_id = Some(id.clone());
+            let text = match super::turn::interruption_note(status) {
+                Some(note) => format!("{text}\n\n{note}"),
+                None => text,
+            };
+            self.path.push(ChatMessage { role: ChatRole::Assistant, text });
+            Some(id)
+        };
+        self.pipeline.op(StoreOp::StreamCommit { stream_id: stream.stream_id.clone() });
+        self.pipeline.event(
+            Some(forge_proto::ClientRef::daemon()),
+            EventKind::TurnFinished {
+                message_id: stream.message_id,
+                assistant_id,
+                status,
+                stop_reason: stream.stop_reason,
+                usage,
+                error_kind: match status {
+                    MessageStatus::Complete => None,
+                    _ => stream.error_kind.or(Some("interrupted".into())),
+                },
+                error,
+                recovered: Some(badge),
+            },
+        );
+        Ok(())
+    }
+
+    /// The stream's text: its persisted deltas, in order. They follow the
+    /// stream's `turn_started`; the next `turn_started` (if any) ends them.
+    async fn streamed_text(&self, stream: &StreamRow) -> Result<String, EngineError> {
+        let store = &self.shared.store;
+        let mut text = String::new();
+        let mut after = stream.first_seq;
+        loop {
+            let page = store.events_after(&self.row.id, after, 1000).await?;
+            let Some((last, _)) = page.last() else { break };
+            after = *last;
+            for (_, body) in &page {
+                let Ok(ev) = serde_json::from_str::<SessionEvent>(body) else { continue };
+                match ev.kind {
+                    EventKind::TextDelta { text: t } => text.push_str(&t),
+                    EventKind::TurnStarted { .. } | EventKind::TurnFinished { .. } => return Ok(text),
+                    _ => {}
+                }
+            }
+        }
+        Ok(text)
+    }
+}

@@ -1,0 +1,252 @@
+//! Turns: start one (user message, stream journal entry, provider task),
+//! take in the provider's events, seal the stream, and, once the seal is
+//! durable, make the answer history and commit the journal entry.
+
+use forge_proto::{ClientRef, ErrorKind, EventKind, MessageStatus, Role};
+use tokio::sync::mpsc;
+
+use super::actor::{Effect, SessionActor};
+use super::pipeline::SealInfo;
+use super::state::{ActiveStream, OperationState};
+use crate::error::EngineError;
+use crate::ids::{new_id, now_ms};
+use crate::journal::StoreOp;
+use crate::provider::{ChatMessage, ChatRequest, ChatRole, ProviderError, ProviderEvent, ProviderKind, ProviderSettings};
+use crate::store::NodeRow;
+use crate::store::rows::NodeMeta;
+
+/// Provider events buffered between the provider task and the actor.
+const PROVIDER_CHANNEL: usize = 1024;
+const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 8192;
+
+/// What the model is told after an answer that did not finish, so it can
+/// continue honestly instead of believing it said everything.
+pub(super) fn interruption_note(status: MessageStatus) -> Option<&'static str> {
+    match status {
+        MessageStatus::Interrupted => {
+            Some("[This answer was interrupted: Forge stopped while it was streaming, and the rest was lost.]")
+        }
+        MessageStatus::Cancelled => Some("[This answer was cut short: the user cancelled it.]"),
+        MessageStatus::Error => Some("[This answer was cut short by an error from the provider.]"),
+        _ => None,
+    }
+}
+
+/// A history node as a message for the provider. Empty text is skipped
+/// (providers reject empty messages); unfinished answers carry a note.
+pub(super) fn chat_message(n: &NodeRow) -> Option<ChatMessage> {
+    if n.text.is_empty() {
+        return None;
+    }
+    let role = match n.role {
+        Role::User => ChatRole::User,
+        Role::Assistant => ChatRole::Assistant,
+        Role::Other => return None,
+    };
+    let text = match (role, interruption_note(n.status)) {
+        (ChatRole::Assistant, Some(note)) => format!("{}\n\n{note}", n.text),
+        _ => n.text.clone(),
+    };
+    Some(ChatMessage { role, text })
+}
+
+impl SessionActor {
+    fn provider_kind(&self) -> Result<ProviderKind, EngineError> {
+        ProviderKind::parse(&self.row.provider).ok_or_else(|| {
+            EngineError::new(ErrorKind::Config, format!("unknown provider \"{}\"", self.row.provider))
+        })
+    }
+
+    pub(super) fn provider_settings(&self) -> Result<ProviderSettings, EngineError> {
+        Ok(ProviderSettings::resolve(self.provider_kind()?, &self.shared.config))
+    }
+
+    /// Records the user message, opens the stream journal entry and starts
+    /// the provider request at once (it does not wait for the write).
+    /// Returns the outbox index of `turn_started`.
+    pub(super) fn start_turn(&mut self, message_id: String, text: String, client: ClientRef) -> usize {
+        let created_ms = now_ms();
+        let stream_id = new_id("t");
+        self.pipeline.op(StoreOp::InsertNode {
+            id: message_id.clone(),
+            session_id: self.row.id.clone(),
+            parent_id: self.row.head_id.clone(),
+            role: Role::User,
+            text: text.clone(),
+            status: MessageStatus::Complete,
+            created_ms,
+            meta: NodeMeta { client: Some(client.clone()), ..Default::default() },
+        });
+        self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: Some(message_id.clone()) });
+        self.row.head_id = Some(message_id.clone());
+        self.path.push(ChatMessage { role: ChatRole::User, text: text.clone() });
+        let index = self.pipeline.event(
+            Some(client.clone()),
+            EventKind::TurnStarted {
+                message_id: message_id.clone(),
+                text,
+                provider: self.row.provider.clone(),
+                model: self.row.model.clone(),
+            },
+        );
+        // The stream's journal entry opens with the turn. Its first_seq is
+        // the seq `turn_started` will get: the next one after everything
+        // already queued.
+        let first_seq = self.pipeline.seq_of_outbox_index(index);
+        self.pipeline.op(StoreOp::StreamBegin {
+            stream_id: stream_id.clone(),
+            session_id: self.row.id.clone(),
+            message_id: message_id.clone(),
+            provider: self.row.provider.clone(),
+            model: self.row.model.clone(),
+            first_seq,
+            created_ms,
+        });
+        self.pipeline.begin_stream();
+        let (tx, rx) = mpsc::channel(PROVIDER_CHANNEL);
+        let request = ChatRequest {
+            model: self.row.model.clone(),
+            system: None,
+            messages: self.path.clone(),
+            max_output_tokens: self.shared.config.app.max_output_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS),
+        };
+        let task = match self.provider_settings() {
+            Ok(settings) => {
+                let providers = self.shared.providers.clone();
+                tokio::spawn(async move { providers.run(settings, request, tx).await }).abort_handle()
+            }
+            Err(e) => {
+                let err = ProviderError::new(e.kind, e.message);
+                tokio::spawn(async move { drop(tx.send(ProviderEvent::Error(err)).await) }).abort_handle()
+            }
+        };
+        self.provider_rx = Some(rx);
+        self.state = OperationState::Streaming(ActiveStream {
+            stream_id,
+            message_id,
+            provider: self.row.provider.clone(),
+            model: self.row.model.clone(),
+            text: String::new(),
+            usage: None,
+            stop_reason: None,
+            sealed: false,
+            task,
+        });
+        index
+    }
+
+    /// Ingest: a provider event becomes a journal entry (not yet applied).
+    pub(super) fn on_provider(&mut self, ev: Option<ProviderEvent>) {
+        let OperationState::Streaming(stream) = &mut self.state else {
+            // A late event from a stream that already ended.
+            self.provider_rx = None;
+            return;
+        };
+        if stream.sealed {
+            self.provider_rx = None;
+            return;
+        }
+        match ev {
+            Some(ProviderEvent::TextDelta(text)) => {
+                self.pipeline.delta(EventKind::TextDelta { text });
+            }
+            Some(ProviderEvent::ThinkingDelta(text)) => {
+                self.pipeline.delta(EventKind::ThinkingDelta { text });
+            }
+            Some(ProviderEvent::Usage(u)) => stream.usage = Some(u),
+            Some(ProviderEvent::StopReason(r)) => stream.stop_reason = Some(r),
+            Some(ProviderEvent::Done) => self.seal(MessageStatus::Complete, None),
+            Some(ProviderEvent::Error(e)) => self.seal(MessageStatus::Error, Some((e.kind, e.message))),
+            None => self.seal(
+                MessageStatus::Error,
+                Some((ErrorKind::Internal, "the provider task ended without a result".into())),
+            ),
+        }
+    }
+
+    /// Cancels the running stream, if any (`cancel_requested` first when a
+    /// client asked). Returns whether there was one.
+    pub(super) fn cancel_stream(&mut self, client: Option<ClientRef>, reason: Option<&str>) -> bool {
+        match &self.state {
+            OperationState::Streaming(s) if !s.sealed => {}
+            _ => return false,
+        }
+        if let Some(client) = client {
+            self.pipeline.event(Some(client), EventKind::CancelRequested {});
+        }
+        self.seal(MessageStatus::Cancelled, reason.map(|r| (ErrorKind::ShuttingDown, r.to_string())));
+        true
+    }
+
+    /// Ends ingest: the provider task stops and the seal is written after
+    /// every delta already taken in.
+    fn seal(&mut self, outcome: MessageStatus, error: Option<(ErrorKind, String)>) {
+        let OperationState::Streaming(stream) = &mut self.state else { return };
+        stream.sealed = true;
+        stream.task.abort();
+        self.provider_rx = None;
+        self.pipeline.op(StoreOp::StreamSeal {
+            stream_id: stream.stream_id.clone(),
+            outcome,
+            error: error.as_ref().map(|(_, m)| m.clone()),
+            error_kind: error.as_ref().map(|(k, _)| k.as_str().to_string()),
+            stop_reason: stream.stop_reason.clone(),
+            usage: stream.usage.clone(),
+            sealed_ms: now_ms(),
+        });
+        self.pipeline.seal(SealInfo { outcome, error });
+    }
+
+    /// Apply of the seal: every delta before it is applied, so the streamed
+    /// text is complete. Now the answer becomes history and the journal
+    /// entry is committed (pruned), atomically, with `turn_finished`.
+    pub(super) fn on_sealed(&mut self, info: SealInfo) {
+        let Some(stream) = self.state.take_stream() else { return };
+        let assistant_id = if stream.text.is_empty() {
+            None
+        } else {
+            let id = new_id("m");
+            self.pipeline.op(StoreOp::InsertNode {
+                id: id.clone(),
+                session_id: self.row.id.clone(),
+                parent_id: self.row.head_id.clone(),
+                role: Role::Assistant,
+                text: stream.text.clone(),
+                status: info.outcome,
+                created_ms: now_ms(),
+                meta: NodeMeta {
+                    provider: Some(stream.provider.clone()),
+                    model: Some(stream.model.clone()),
+                    client: None,
+                    usage: stream.usage.clone(),
+                    error: info.error.as_ref().map(|(_, m)| m.clone()),
+                    stop_reason: stream.stop_reason.clone(),
+                    recovered: None,
+                },
+            });
+            self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: Some(id.clone()) });
+            self.row.head_id = Some(id.clone());
+            let text = match interruption_note(info.outcome) {
+                Some(note) => format!("{}\n\n{note}", stream.text),
+                None => stream.text.clone(),
+            };
+            self.path.push(ChatMessage { role: ChatRole::Assistant, text });
+            Some(id)
+        };
+        self.pipeline.op(StoreOp::StreamCommit { stream_id: stream.stream_id.clone() });
+        self.pipeline.event(
+            None,
+            EventKind::TurnFinished {
+                message_id: stream.message_id,
+                assistant_id,
+                status: info.outcome,
+                stop_reason: stream.stop_reason,
+                usage: stream.usage,
+                error_kind: info.error.as_ref().map(|(k, _)| k.as_str().to_string()),
+                error: info.error.map(|(_, m)| m),
+                recovered: None,
+            },
+        );
+        self.pipeline.effect(Effect::TurnDone);
+    }
+}
