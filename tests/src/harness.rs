@@ -34,6 +34,7 @@ pub fn bin(name: &str) -> PathBuf {
 pub struct Forge {
     pub home: tempfile::TempDir,
     pub socket: PathBuf,
+    data: Option<PathBuf>,
     env: Vec<(String, String)>,
     daemon: Option<Child>,
 }
@@ -54,7 +55,18 @@ impl Forge {
     pub fn bare() -> Forge {
         let home = tempfile::Builder::new().prefix("forge-test-").tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
         let socket = home.path().join("run").join("forged.sock");
-        Forge { home, socket, env: Vec::new(), daemon: None }
+        Forge { home, socket, data: None, env: Vec::new(), daemon: None }
+    }
+
+    /// Keeps `FORGE_HOME` (the store, logs) in `data` instead of the temp dir.
+    pub fn with_data_dir(mut self, data: &Path) -> Forge {
+        self.data = Some(data.to_path_buf());
+        self
+    }
+
+    /// Where `FORGE_HOME` points.
+    pub fn data_dir(&self) -> PathBuf {
+        self.data.clone().unwrap_or_else(|| self.home.path().to_path_buf())
     }
 
     pub fn set_env(&mut self, k: &str, v: &str) {
@@ -69,7 +81,7 @@ impl Forge {
                 cmd.env(k, v);
             }
         }
-        cmd.env("FORGE_HOME", self.home.path());
+        cmd.env("FORGE_HOME", self.data_dir());
         cmd.env("FORGE_SOCKET", &self.socket);
         for (k, v) in &self.env {
             cmd.env(k, v);
@@ -77,7 +89,7 @@ impl Forge {
     }
 
     pub fn write_config(&self, text: &str) {
-        std::fs::write(self.home.path().join("config.toml"), text).unwrap_or_else(|e| panic!("write config: {e}"));
+        std::fs::write(self.data_dir().join("config.toml"), text).unwrap_or_else(|e| panic!("write config: {e}"));
     }
 
     /// Starts forged and waits until it answers.
@@ -351,4 +363,46 @@ fn parse_frame(buf: &[u8]) -> Option<(Option<String>, usize)> {
     let payload = &buf[at..at + len];
     let text = (opcode == 1).then(|| String::from_utf8_lossy(payload).into_owned());
     Some((text, at + len))
+}
+
+/// A small tmpfs mounted for a test (a disk that really fills up), removed
+/// on drop. `None` where mounting is not permitted (not root).
+pub struct SmallDisk {
+    pub path: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    pub fn mount(size: &str) -> Option<SmallDisk> {
+        let dir = tempfile::Builder::new().prefix("forge-disk-").tempdir().ok()?;
+        let path = dir.path().to_path_buf();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&path)
+            .stderr(Stdio::null())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        ok.then_some(SmallDisk { path, _dir: dir })
+    }
+
+    /// Writes a file until the disk is full; returns its path.
+    pub fn fill(&self) -> PathBuf {
+        use std::io::Write;
+        let filler = self.path.join("filler");
+        if let Ok(mut f) = std::fs::File::create(&filler) {
+            let block = vec![0u8; 64 * 1024];
+            while f.write_all(&block).is_ok() {}
+            let small = [0u8; 512];
+            while f.write_all(&small).is_ok() {}
+            let _ = f.sync_all();
+        }
+        filler
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg("-l").arg(&self.path).status();
+    }
 }

@@ -373,3 +373,232 @@ pub(crate) fn event_kind_name(kind: &EventKind) -> &'static str {
         EventKind::Unknown => "unknown",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::PersistError;
+    use forge_proto::ErrorKind;
+    use proptest::prelude::*;
+
+    fn text(t: &str) -> EventKind {
+        EventKind::TextDelta { text: t.to_string() }
+    }
+
+    fn ok(seq: u64) -> JournalAck {
+        JournalAck { seq, result: Ok(PersistedProof::for_tests(seq)) }
+    }
+
+    fn failed(seq: u64) -> JournalAck {
+        JournalAck { seq, result: Err(PersistError::Blocked("disk full".into())) }
+    }
+
+    fn drain(p: &mut Pipeline<u32>) -> Vec<Persisted> {
+        let mut out = Vec::new();
+        while let Some(r) = p.next_persisted() {
+            out.push(r.unwrap_or_else(|v| panic!("{v}")));
+        }
+        out
+    }
+
+    #[test]
+    fn nothing_is_applicable_before_its_ack() {
+        let mut p: Pipeline<u32> = Pipeline::new("s".into(), 0);
+        p.begin_stream();
+        p.delta(text("hello"));
+        assert!(p.next_persisted().is_none());
+        let (seq, batch) = p.take_batch().unwrap_or_else(|| panic!("a batch"));
+        assert_eq!(batch.ops.len(), 1);
+        assert!(p.next_persisted().is_none(), "written is not durable");
+        assert!(matches!(p.on_ack(ok(seq)), Ok(AckOutcome::Persisted)));
+        let applied = drain(&mut p);
+        assert_eq!(applied.len(), 1);
+        assert_eq!(applied[0].seq, Some(1));
+    }
+
+    #[test]
+    fn an_unexpected_or_duplicate_ack_is_an_invariant_violation() {
+        let mut p: Pipeline<u32> = Pipeline::new("s".into(), 0);
+        p.event(None, text("a"));
+        let (seq, _) = p.take_batch().unwrap_or_else(|| panic!("a batch"));
+        assert!(matches!(p.on_ack(ok(seq + 1)), Err(InvariantViolation::UnexpectedAck { .. })));
+        assert!(matches!(p.on_ack(ok(seq)), Ok(AckOutcome::Persisted)));
+        assert!(matches!(p.on_ack(ok(seq)), Err(InvariantViolation::UnexpectedAck { expected: None, .. })));
+    }
+
+    #[test]
+    fn a_flood_of_deltas_merges_while_a_write_is_in_flight_and_the_seal_follows_at_once() {
+        let mut p: Pipeline<u32> = Pipeline::new("s".into(), 0);
+        p.begin_stream();
+        p.delta(text("first"));
+        let (seq, _) = p.take_batch().unwrap_or_else(|| panic!("a batch"));
+        for i in 0..100_000 {
+            p.delta(text(&format!("{i} ")));
+        }
+        assert_eq!(p.outbox_len(), 1, "100,000 deltas are one pending entry");
+        p.seal(SealInfo { outcome: MessageStatus::Cancelled, error: None });
+        assert_eq!(p.outbox_len(), 2, "the cancel is the very next entry, not behind the flood");
+        assert!(p.take_batch().is_none(), "one write in flight at a time");
+        assert!(matches!(p.on_ack(ok(seq)), Ok(AckOutcome::Persisted)));
+        drain(&mut p);
+        let (seq, batch) = p.take_batch().unwrap_or_else(|| panic!("the next batch"));
+        assert_eq!(batch.ops.len(), 1, "one delta row; the seal is an op added by the actor");
+        assert!(matches!(p.on_ack(ok(seq)), Ok(AckOutcome::Persisted)));
+        let applied = drain(&mut p);
+        assert!(matches!(applied.last().map(|a| &a.entry), Some(Entry::Seal { .. })));
+    }
+
+    #[test]
+    fn a_failed_write_applies_nothing_and_hands_back_its_effects() {
+        let mut p: Pipeline<u32> = Pipeline::new("s".into(), 10);
+        p.event(None, text("a"));
+        p.effect(7);
+        let (seq, _) = p.take_batch().unwrap_or_else(|| panic!("a batch"));
+        match p.on_ack(failed(seq)) {
+            Ok(AckOutcome::Failed { effects, reason }) => {
+                assert_eq!(effects, vec![7]);
+                assert!(reason.contains("disk full"));
+            }
+            _ => panic!("the failure is reported"),
+        }
+        assert!(p.next_persisted().is_none());
+        assert_eq!(p.applied_seq(), 10);
+        // The seq is free again: the next event gets 11, no gap.
+        p.event(None, text("b"));
+        let (seq, batch) = p.take_batch().unwrap_or_else(|| panic!("a batch"));
+        match &batch.ops[0] {
+            StoreOp::AppendEvent { seq, .. } => assert_eq!(*seq, 11),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(p.on_ack(ok(seq)), Ok(AckOutcome::Persisted)));
+        assert_eq!(drain(&mut p)[0].seq, Some(11));
+    }
+
+    #[test]
+    fn effects_run_after_their_batch_is_applied_with_its_seqs() {
+        let mut p: Pipeline<u32> = Pipeline::new("s".into(), 0);
+        let i = p.event(None, text("a"));
+        p.effect(1);
+        assert_eq!(p.seq_of_outbox_index(i), 1);
+        let (seq, _) = p.take_batch().unwrap_or_else(|| panic!("a batch"));
+        assert!(p.next_effects().is_none());
+        let _ = p.on_ack(ok(seq));
+        assert!(p.next_effects().is_none(), "not before the entries are applied");
+        drain(&mut p);
+        assert_eq!(p.next_effects(), Some((vec![Some(1)], vec![1])));
+    }
+
+    #[derive(Debug, Clone)]
+    enum Step {
+        Delta(String),
+        Control,
+        Cancel,
+        NewStream,
+        Write,
+        AckOk,
+        AckFail,
+        Apply(usize),
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            6 => "[a-z]{0,4}".prop_map(Step::Delta),
+            1 => Just(Step::Control),
+            1 => Just(Step::Cancel),
+            1 => Just(Step::NewStream),
+            3 => Just(Step::Write),
+            3 => Just(Step::AckOk),
+            1 => Just(Step::AckFail),
+            3 => (1usize..8).prop_map(Step::Apply),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+        /// Over random interleavings of ingest, writes, acks (good and
+        /// failed), cancels and applies: applied seqs stay monotonic and
+        /// contiguous, applied text is exactly a prefix of what was taken
+        /// in, and the outbox stays small however many deltas arrive.
+        #[test]
+        fn applied_sequence_stays_contiguous_and_queues_bounded(steps in proptest::collection::vec(step(), 1..300)) {
+            let mut p: Pipeline<u32> = Pipeline::new("s".into(), 0);
+            p.begin_stream();
+            let mut sealed = false;
+            let mut ingested = String::new();   // text of the current stream, in order
+            let mut applied = String::new();
+            let mut last_seq = 0u64;
+            let mut in_flight: Option<u64> = None;
+            let mut controls_since_take = 0usize;
+            for s in steps {
+                match s {
+                    Step::Delta(t) if !sealed && !t.is_empty() => {
+                        ingested.push_str(&t);
+                        p.delta(text(&t));
+                    }
+                    Step::Delta(_) => {}
+                    Step::Control => {
+                        p.event(None, EventKind::CancelRequested {});
+                        controls_since_take += 1;
+                    }
+                    Step::Cancel if !sealed => {
+                        p.seal(SealInfo { outcome: MessageStatus::Cancelled, error: Some((ErrorKind::Internal, "x".into())) });
+                        sealed = true;
+                        controls_since_take += 1;
+                    }
+                    Step::Cancel => {}
+                    Step::NewStream if sealed && p.is_idle() => {
+                        p.begin_stream();
+                        sealed = false;
+                        ingested.clear();
+                        applied.clear();
+                    }
+                    Step::NewStream => {}
+                    Step::Write => {
+                        if let Some((seq, _)) = p.take_batch() {
+                            prop_assert!(in_flight.is_none());
+                            in_flight = Some(seq);
+                            controls_since_take = 0;
+                        }
+                    }
+                    Step::AckOk => {
+                        if let Some(seq) = in_flight.take() {
+                            let persisted = matches!(p.on_ack(ok(seq)), Ok(AckOutcome::Persisted));
+                            prop_assert!(persisted);
+                        }
+                    }
+                    Step::AckFail => {
+                        if let Some(seq) = in_flight.take() {
+                            let failed_ack = matches!(p.on_ack(failed(seq)), Ok(AckOutcome::Failed { .. }));
+                            prop_assert!(failed_ack);
+                            // The actor blocks and later reloads from the store.
+                            let _ = p.abandon();
+                            p.reload(last_seq);
+                            p.begin_stream();
+                            sealed = false;
+                            ingested.clear();
+                            applied.clear();
+                        }
+                    }
+                    Step::Apply(n) => {
+                        for _ in 0..n {
+                            let Some(r) = p.next_persisted() else { break };
+                            let r = r.map_err(|v| TestCaseError::fail(v.to_string()))?;
+                            if let Some(seq) = r.seq {
+                                prop_assert_eq!(seq, last_seq + 1);
+                                last_seq = seq;
+                            }
+                            if let Entry::Event { kind: EventKind::TextDelta { text }, .. } = &r.entry {
+                                applied.push_str(text);
+                            }
+                            let _ = p.next_effects();
+                        }
+                    }
+                }
+                prop_assert!(ingested.starts_with(&applied), "applied text is a prefix of the ingested text");
+                let len = p.outbox_len();
+                prop_assert!(len <= 2 * controls_since_take + 2, "outbox has {} entries", len);
+            }
+        }
+    }
+}
