@@ -116,7 +116,7 @@ async fn history_survives_a_restart_and_a_kill() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_killed_midway_is_recovered_as_an_interrupted_message() {
-    let (_mock, mut forge) = setup().await;
+    let (mock, mut forge) = setup().await;
     let id = forge.new_session(&["--name", "crash"]).await;
     let follower = forge.ctl_cmd(&["--json", "attach", "crash", "--from", "1"]).spawn().unwrap_or_else(|e| panic!("{e}"));
     forge.ok(&["send", "--no-wait", "-s", "crash", "mock:tokens=2000 mock:delay=5 long"]).await;
@@ -136,6 +136,17 @@ async fn a_stream_killed_midway_is_recovered_as_an_interrupted_message() {
     let recovered = h[1]["text"].as_str().unwrap_or_default();
     assert!(recovered.starts_with(&shown), "everything shown before the kill is in the recovered message");
     assert!(token_text(2000).starts_with(recovered), "and nothing else");
+    assert_eq!(h[1]["recovered"], "incomplete");
+
+    // The next request carries the partial answer, honestly marked.
+    forge.ok(&["send", "-s", &id, "mock:tokens=1 continue"]).await;
+    let last = mock.requests().pop().unwrap_or_else(|| panic!("no request"));
+    let msgs = last.body["messages"].as_array().cloned().unwrap_or_default();
+    assert_eq!(msgs.len(), 3);
+    assert_eq!(msgs[1]["role"], "assistant");
+    let content = msgs[1]["content"].as_str().unwrap_or_default();
+    assert!(content.starts_with(recovered), "the model can continue from the partial answer");
+    assert!(content.contains("interrupted"), "and is told it was interrupted: {}", &content[content.len().saturating_sub(200)..]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
