@@ -14,6 +14,7 @@
 //! | `mock:malformed=N` | after `N` text chunks, send an SSE event whose data is not JSON |
 //! | `mock:split=N` | write the SSE bytes in pieces of `N` bytes (splits UTF-8 and lines) |
 //! | `mock:pad=N` | pad each `mock:tokens` token to `N` bytes (see [`padded_token_text`]) |
+//! | `mock:stamp` | each token is `t<unix ns> `, the time the mock wrote it (for latency benchmarks) |
 //!
 //! Without directives it answers with a short text that says plainly it is
 //! the mock, echoes the question and counts the messages it was sent.
@@ -145,11 +146,16 @@ struct Script {
     malformed_after: Option<usize>,
     split: Option<usize>,
     pad: usize,
+    stamp: bool,
 }
 
 fn parse_script(text: &str, opts: &MockOptions) -> Script {
     let mut s = Script { delay_ms: opts.default_delay_ms, ..Default::default() };
     for word in text.split_whitespace() {
+        if word == "mock:stamp" {
+            s.stamp = true;
+            continue;
+        }
         let Some(rest) = word.strip_prefix("mock:") else { continue };
         let Some((k, v)) = rest.split_once('=') else { continue };
         let n: Option<u64> = v.trim_end_matches(['.', ',']).parse().ok();
@@ -406,6 +412,13 @@ async fn stream_reply(
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
         }
+        let stamped;
+        let chunk = if script.stamp {
+            stamped = format!("t{} ", unix_ns());
+            &stamped
+        } else {
+            chunk
+        };
         let ok = match wire {
             Wire::Anthropic => {
                 w.write(sse(
@@ -463,9 +476,14 @@ async fn stream_reply(
     }
 }
 
+/// Wall-clock time in Unix nanoseconds.
+pub fn unix_ns() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
+}
+
 fn log_now(path: &std::path::Path) {
     use std::io::Write;
-    let ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let ns = unix_ns();
     if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
         let _ = writeln!(f, "{ns}");
     }

@@ -82,135 +82,122 @@ pub(super) fn is_io_error(e: &sqlx::Error) -> bool {
     }
 }
 
-pub(super) async fn apply(conn: &mut SqliteConnection, op: &StoreOp) -> Result<(), sqlx::Error> {
-    match op {
-        StoreOp::CreateSession { id, name, cwd, provider, model, created_ms } => {
-            sqlx::query(
-                "INSERT INTO sessions (id, name, cwd, provider, model, created_ms, updated_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            )
-            .bind(id)
-            .bind(name)
-            .bind(cwd)
-            .bind(provider)
-            .bind(model)
-            .bind(created_ms)
-            .bind(created_ms)
-            .execute(&mut *conn)
-            .await?;
-        }
-        StoreOp::RenameSession { id, name } => {
-            sqlx::query("UPDATE sessions SET name = ? WHERE id = ?").bind(name).bind(id).execute(&mut *conn).await?;
-        }
-        StoreOp::RemoveSession { id } => {
-            for sql in [
-                "DELETE FROM events WHERE session_id = ?",
-                "DELETE FROM nodes WHERE session_id = ?",
-                "DELETE FROM queued_messages WHERE session_id = ?",
-                "DELETE FROM streams WHERE session_id = ?",
-                "DELETE FROM sessions WHERE id = ?",
-            ] {
-                sqlx::query(sql).bind(id).execute(&mut *conn).await?;
+type Query<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>;
+
+impl StoreOp {
+    /// The op's SQL: one or more `;`-terminated statements. Ops compose
+    /// into one multi-statement query per transaction (one round trip to
+    /// SQLite's thread instead of one per statement).
+    pub(super) fn sql(&self) -> &'static str {
+        match self {
+            StoreOp::CreateSession { .. } => {
+                "INSERT INTO sessions (id, name, cwd, provider, model, created_ms, updated_ms) VALUES (?, ?, ?, ?, ?, ?, ?);"
             }
-        }
-        StoreOp::AppendEvent { session_id, seq, ts_ms, kind, body } => {
-            sqlx::query("INSERT INTO events (session_id, seq, ts_ms, kind, body) VALUES (?, ?, ?, ?, ?)")
-                .bind(session_id)
-                .bind(*seq as i64)
-                .bind(ts_ms)
-                .bind(*kind)
-                .bind(&**body)
-                .execute(&mut *conn)
-                .await?;
-            sqlx::query("UPDATE sessions SET last_seq = ?, updated_ms = ? WHERE id = ?")
-                .bind(*seq as i64)
-                .bind(ts_ms)
-                .bind(session_id)
-                .execute(&mut *conn)
-                .await?;
-        }
-        StoreOp::InsertNode { id, session_id, parent_id, role, text, status, created_ms, meta } => {
-            let meta = serde_json::to_string(meta).unwrap_or_else(|_| "{}".into());
-            sqlx::query(
-                "INSERT INTO nodes (id, session_id, parent_id, role, text, status, created_ms, meta) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            )
-            .bind(id)
-            .bind(session_id)
-            .bind(parent_id)
-            .bind(enum_str(role))
-            .bind(text)
-            .bind(enum_str(status))
-            .bind(created_ms)
-            .bind(meta)
-            .execute(&mut *conn)
-            .await?;
-        }
-        StoreOp::SetHead { session_id, head_id } => {
-            sqlx::query("UPDATE sessions SET head_id = ? WHERE id = ?")
-                .bind(head_id)
-                .bind(session_id)
-                .execute(&mut *conn)
-                .await?;
-        }
-        StoreOp::QueuePush { session_id, message_id, text, client, created_ms } => {
-            let client = client.as_ref().and_then(|c| serde_json::to_string(c).ok());
-            sqlx::query(
-                "INSERT INTO queued_messages (session_id, message_id, text, client, created_ms) VALUES (?, ?, ?, ?, ?)",
-            )
-            .bind(session_id)
-            .bind(message_id)
-            .bind(text)
-            .bind(client)
-            .bind(created_ms)
-            .execute(&mut *conn)
-            .await?;
-        }
-        StoreOp::QueueRemove { session_id, message_id } => {
-            sqlx::query("DELETE FROM queued_messages WHERE session_id = ? AND message_id = ?")
-                .bind(session_id)
-                .bind(message_id)
-                .execute(&mut *conn)
-                .await?;
-        }
-        StoreOp::QueueClear { session_id } => {
-            sqlx::query("DELETE FROM queued_messages WHERE session_id = ?")
-                .bind(session_id)
-                .execute(&mut *conn)
-                .await?;
-        }
-        StoreOp::StreamBegin { stream_id, session_id, message_id, provider, model, first_seq, created_ms } => {
-            sqlx::query(
-                "INSERT INTO streams (stream_id, session_id, message_id, provider, model, first_seq, state, created_ms)
-                 VALUES (?, ?, ?, ?, ?, ?, 'open', ?)",
-            )
-            .bind(stream_id)
-            .bind(session_id)
-            .bind(message_id)
-            .bind(provider)
-            .bind(model)
-            .bind(*first_seq as i64)
-            .bind(created_ms)
-            .execute(&mut *conn)
-            .await?;
-        }
-        StoreOp::StreamSeal { stream_id, outcome, error, error_kind, stop_reason, usage, sealed_ms } => {
-            let usage = usage.as_ref().and_then(|u| serde_json::to_string(u).ok());
-            sqlx::query(
-                "UPDATE streams SET state = 'sealed', outcome = ?, error = ?, error_kind = ?, stop_reason = ?, usage = ?, sealed_ms = ?
-                 WHERE stream_id = ? AND state = 'open'",
-            )
-            .bind(enum_str(outcome))
-            .bind(error)
-            .bind(error_kind)
-            .bind(stop_reason)
-            .bind(usage)
-            .bind(sealed_ms)
-            .bind(stream_id)
-            .execute(&mut *conn)
-            .await?;
-        }
-        StoreOp::StreamCommit { stream_id } => {
-            sqlx::query("DELETE FROM streams WHERE stream_id = ?").bind(stream_id).execute(&mut *conn).await?;
+            StoreOp::RenameSession { .. } => "UPDATE sessions SET name = ? WHERE id = ?;",
+            StoreOp::RemoveSession { .. } => {
+                "DELETE FROM events WHERE session_id = ?; DELETE FROM nodes WHERE session_id = ?; \
+                 DELETE FROM queued_messages WHERE session_id = ?; DELETE FROM streams WHERE session_id = ?; \
+                 DELETE FROM sessions WHERE id = ?;"
+            }
+            // A session's last seq and update time are read from its newest
+            // event: no second write per event.
+            StoreOp::AppendEvent { .. } => "INSERT INTO events (session_id, seq, ts_ms, kind, body) VALUES (?, ?, ?, ?, ?);",
+            StoreOp::InsertNode { .. } => {
+                "INSERT INTO nodes (id, session_id, parent_id, role, text, status, created_ms, meta) VALUES (?, ?, ?, ?, ?, ?, ?, ?);"
+            }
+            StoreOp::SetHead { .. } => "UPDATE sessions SET head_id = ? WHERE id = ?;",
+            StoreOp::QueuePush { .. } => {
+                "INSERT INTO queued_messages (session_id, message_id, text, client, created_ms) VALUES (?, ?, ?, ?, ?);"
+            }
+            StoreOp::QueueRemove { .. } => "DELETE FROM queued_messages WHERE session_id = ? AND message_id = ?;",
+            StoreOp::QueueClear { .. } => "DELETE FROM queued_messages WHERE session_id = ?;",
+            StoreOp::StreamBegin { .. } => {
+                "INSERT INTO streams (stream_id, session_id, message_id, provider, model, first_seq, state, created_ms) \
+                 VALUES (?, ?, ?, ?, ?, ?, 'open', ?);"
+            }
+            StoreOp::StreamSeal { .. } => {
+                "UPDATE streams SET state = 'sealed', outcome = ?, error = ?, error_kind = ?, stop_reason = ?, usage = ?, sealed_ms = ? \
+                 WHERE stream_id = ? AND state = 'open';"
+            }
+            StoreOp::StreamCommit { .. } => "DELETE FROM streams WHERE stream_id = ?;",
         }
     }
+
+    /// Binds the op's values in the order its statements use them.
+    pub(super) fn bind<'q>(&'q self, q: Query<'q>) -> Query<'q> {
+        match self {
+            StoreOp::CreateSession { id, name, cwd, provider, model, created_ms } => {
+                q.bind(id).bind(name).bind(cwd).bind(provider).bind(model).bind(created_ms).bind(created_ms)
+            }
+            StoreOp::RenameSession { id, name } => q.bind(name).bind(id),
+            StoreOp::RemoveSession { id } => q.bind(id).bind(id).bind(id).bind(id).bind(id),
+            StoreOp::AppendEvent { session_id, seq, ts_ms, kind, body } => {
+                q.bind(session_id).bind(*seq as i64).bind(ts_ms).bind(*kind).bind(&**body)
+            }
+            StoreOp::InsertNode { id, session_id, parent_id, role, text, status, created_ms, meta } => q
+                .bind(id)
+                .bind(session_id)
+                .bind(parent_id)
+                .bind(enum_str(role))
+                .bind(text)
+                .bind(enum_str(status))
+                .bind(created_ms)
+                .bind(serde_json::to_string(meta).unwrap_or_else(|_| "{}".into())),
+            StoreOp::SetHead { session_id, head_id } => q.bind(head_id).bind(session_id),
+            StoreOp::QueuePush { session_id, message_id, text, client, created_ms } => q
+                .bind(session_id)
+                .bind(message_id)
+                .bind(text)
+                .bind(client.as_ref().and_then(|c| serde_json::to_string(c).ok()))
+                .bind(created_ms),
+            StoreOp::QueueRemove { session_id, message_id } => q.bind(session_id).bind(message_id),
+            StoreOp::QueueClear { session_id } => q.bind(session_id),
+            StoreOp::StreamBegin { stream_id, session_id, message_id, provider, model, first_seq, created_ms } => q
+                .bind(stream_id)
+                .bind(session_id)
+                .bind(message_id)
+                .bind(provider)
+                .bind(model)
+                .bind(*first_seq as i64)
+                .bind(created_ms),
+            StoreOp::StreamSeal { stream_id, outcome, error, error_kind, stop_reason, usage, sealed_ms } => q
+                .bind(enum_str(outcome))
+                .bind(error)
+                .bind(error_kind)
+                .bind(stop_reason)
+                .bind(usage.as_ref().and_then(|u| serde_json::to_string(u).ok()))
+                .bind(sealed_ms)
+                .bind(stream_id),
+            StoreOp::StreamCommit { stream_id } => q.bind(stream_id),
+        }
+    }
+}
+
+/// Applies one op on its own (the careful path, statement by statement).
+pub(super) async fn apply(conn: &mut SqliteConnection, op: &StoreOp) -> Result<(), sqlx::Error> {
+    op.bind(sqlx::query(op.sql())).execute(&mut *conn).await?;
+    Ok(())
+}
+
+/// Writes a whole group in one transaction and one round trip. Any error
+/// leaves the transaction to be rolled back by the caller.
+pub(super) async fn apply_group<'q>(
+    conn: &mut SqliteConnection,
+    batches: impl Iterator<Item = &'q WriteBatch>,
+) -> Result<(), sqlx::Error> {
+    let ops: Vec<&StoreOp> = batches.flat_map(|b| b.ops.iter()).collect();
+    let mut sql = String::with_capacity(32 + ops.len() * 96);
+    sql.push_str("BEGIN IMMEDIATE;");
+    for op in &ops {
+        sql.push_str(op.sql());
+    }
+    sql.push_str("COMMIT;");
+    // The SQL is assembled from the fixed statements above only; every
+    // value is bound.
+    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+    for op in ops {
+        q = op.bind(q);
+    }
+    q.execute(&mut *conn).await?;
     Ok(())
 }

@@ -17,7 +17,7 @@ use sqlx::sqlite::SqliteConnection;
 use sqlx::{Connection, Executor};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::ops::{apply, is_io_error};
+use super::ops::{apply, apply_group, is_io_error};
 use super::{JournalAck, PersistError, PersistedProof, WriteBatch};
 use crate::ids::now_ms;
 
@@ -298,14 +298,36 @@ fn describe(e: &sqlx::Error) -> String {
     }
 }
 
+/// The fast path: the whole group in one round trip. If anything fails,
+/// the careful path below finds out which batch and whether the store or
+/// the batch is at fault.
 async fn try_commit(
+    conn: &mut SqliteConnection,
+    group: &[WriteRequest],
+) -> Result<Vec<Result<(), PersistError>>, sqlx::Error> {
+    match apply_group(conn, group.iter().map(|r| &r.batch)).await {
+        Ok(()) => Ok(group.iter().map(|_| Ok(())).collect()),
+        Err(e) => {
+            tracing::debug!(error = %e, "group write failed; retrying batch by batch");
+            let _ = conn.execute("ROLLBACK").await;
+            try_commit_each(conn, group).await
+        }
+    }
+}
+
+async fn try_commit_each(
     conn: &mut SqliteConnection,
     group: &[WriteRequest],
 ) -> Result<Vec<Result<(), PersistError>>, sqlx::Error> {
     conn.execute("BEGIN IMMEDIATE").await?;
     let mut results = Vec::with_capacity(group.len());
+    // Each statement is a round trip to SQLite's thread: a lone batch needs
+    // no savepoint to be isolated from others.
+    let isolate = group.len() > 1;
     for req in group {
-        conn.execute("SAVEPOINT batch").await?;
+        if isolate {
+            conn.execute("SAVEPOINT batch").await?;
+        }
         let mut outcome = Ok(());
         for op in &req.batch.ops {
             if let Err(e) = apply(conn, op).await {
@@ -319,10 +341,15 @@ async fn try_commit(
                 break;
             }
         }
-        if outcome.is_err() {
-            conn.execute("ROLLBACK TO batch").await?;
+        if isolate {
+            if outcome.is_err() {
+                conn.execute("ROLLBACK TO batch").await?;
+            }
+            conn.execute("RELEASE batch").await?;
+        } else if outcome.is_err() {
+            conn.execute("ROLLBACK").await?;
+            return Ok(results.into_iter().chain([outcome]).collect());
         }
-        conn.execute("RELEASE batch").await?;
         results.push(outcome);
     }
     conn.execute("COMMIT").await?;

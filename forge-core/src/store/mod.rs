@@ -61,7 +61,12 @@ impl Store {
 
     pub async fn sessions(&self) -> Result<Vec<SessionRow>, StoreError> {
         let rows = sqlx::query(
-            "SELECT id, name, cwd, provider, model, created_ms, updated_ms, head_id, last_seq FROM sessions ORDER BY id",
+            "SELECT s.id, s.name, s.cwd, s.provider, s.model, s.created_ms, s.head_id,
+                    COALESCE(e.seq, 0) AS last_seq, COALESCE(e.ts_ms, s.created_ms) AS updated_ms
+             FROM sessions s
+             LEFT JOIN events e ON e.session_id = s.id
+                  AND e.seq = (SELECT MAX(seq) FROM events WHERE session_id = s.id)
+             ORDER BY s.id",
         )
         .fetch_all(&self.pool)
         .await?;
@@ -70,7 +75,12 @@ impl Store {
 
     pub async fn session(&self, id: &str) -> Result<Option<SessionRow>, StoreError> {
         let row = sqlx::query(
-            "SELECT id, name, cwd, provider, model, created_ms, updated_ms, head_id, last_seq FROM sessions WHERE id = ?",
+            "SELECT s.id, s.name, s.cwd, s.provider, s.model, s.created_ms, s.head_id,
+                    COALESCE(e.seq, 0) AS last_seq, COALESCE(e.ts_ms, s.created_ms) AS updated_ms
+             FROM sessions s
+             LEFT JOIN events e ON e.session_id = s.id
+                  AND e.seq = (SELECT MAX(seq) FROM events WHERE session_id = s.id)
+             WHERE s.id = ?",
         )
         .bind(id)
         .fetch_optional(&self.pool)

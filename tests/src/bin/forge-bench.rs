@@ -1,0 +1,235 @@
+//! `forge-bench`: the journal pipeline benchmark, by hand.
+//!
+//! Drives the real pipeline: the in-tree mock provider streams over
+//! loopback into a real `forged`, which persists every chunk before any of
+//! the attached real clients (over the Unix socket) receives it. Reports:
+//! chunks/s for one flooded session and across 50 sessions; journal rows and
+//! transactions per second; delivery latency from the mock writing a chunk
+//! to each of 10 clients receiving it (p50/p99) at 50 and 1,000 chunks/s;
+//! the daemon's peak memory. Once per durability setting.
+//!
+//!     cargo build --release --workspace --bins
+//!     target/release/forge-bench [--quick]
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use forge_proto::api::ForgeApiClient;
+use forge_proto::client::{Follow, connect};
+use forge_proto::{ClientInfo, ClientKind, EventKind, SubscriptionItem};
+use forge_tests::mock::{MockOptions, MockServer, unix_ns};
+
+struct Daemon {
+    child: tokio::process::Child,
+    socket: PathBuf,
+    _home: tempfile::TempDir,
+}
+
+impl Daemon {
+    async fn start(bin: &Path, mock: &MockServer, durability: &str) -> anyhow::Result<Daemon> {
+        let home = tempfile::Builder::new().prefix("forge-bench-").tempdir()?;
+        std::fs::write(home.path().join("config.toml"), format!("[journal]\ndurability = \"{durability}\"\n"))?;
+        let socket = home.path().join("forged.sock");
+        let child = tokio::process::Command::new(bin.join("forged"))
+            .arg("--socket")
+            .arg(&socket)
+            .env("FORGE_HOME", home.path())
+            .env("ANTHROPIC_BASE_URL", mock.anthropic_url())
+            .env("ANTHROPIC_API_KEY", "bench")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()?;
+        for _ in 0..1000 {
+            if tokio::net::UnixStream::connect(&socket).await.is_ok() {
+                return Ok(Daemon { child, socket, _home: home });
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        anyhow::bail!("forged did not start")
+    }
+
+    fn peak_rss_mib(&self) -> f64 {
+        let pid = self.child.id().unwrap_or(0);
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        status
+            .lines()
+            .find(|l| l.starts_with("VmHWM:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+            / 1024.0
+    }
+}
+
+fn info() -> ClientInfo {
+    ClientInfo { name: "forge-bench".into(), version: env!("CARGO_PKG_VERSION").into(), kind: ClientKind::Script }
+}
+
+/// Sends `msg` on a new session and waits for the turn to finish; returns
+/// (elapsed, bytes of text received).
+async fn run_turn(socket: &Path, session: &str, msg: &str) -> anyhow::Result<(Duration, usize)> {
+    let conn = connect(socket, info()).await?;
+    let sent = conn.client.session_send(session.to_string(), msg.to_string()).await?;
+    let start = Instant::now();
+    let mut follow = Follow::start(&conn.client, sent.session_id.clone(), Some(sent.seq)).await?;
+    let mut bytes = 0;
+    while let Some(item) = follow.next().await {
+        if let SubscriptionItem::Event(ev) = item? {
+            match ev.kind {
+                EventKind::TextDelta { text } => bytes += text.len(),
+                EventKind::TurnFinished { .. } => return Ok((start.elapsed(), bytes)),
+                _ => {}
+            }
+        }
+    }
+    anyhow::bail!("the stream ended early")
+}
+
+async fn new_session(socket: &Path) -> anyhow::Result<String> {
+    let conn = connect(socket, info()).await?;
+    Ok(conn.client.session_create(None, Some("/tmp".into()), None, None).await?.id)
+}
+
+async fn journal_counts(socket: &Path) -> anyhow::Result<(u64, u64)> {
+    let conn = connect(socket, info()).await?;
+    let st = conn.client.journal_status().await?;
+    Ok((st.rows, st.transactions))
+}
+
+/// Latencies (µs) of every stamped chunk as seen by each of `clients`.
+async fn latency(socket: &Path, chunks: usize, delay_ms: u64, clients: usize) -> anyhow::Result<Vec<f64>> {
+    let session = new_session(socket).await?;
+    let mut followers = Vec::new();
+    for _ in 0..clients {
+        let socket = socket.to_path_buf();
+        let session = session.clone();
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+        followers.push((
+            tokio::spawn(async move {
+                let conn = connect(&socket, info()).await?;
+                let mut follow = Follow::start(&conn.client, session, None).await?;
+                let _ = ready_tx.send(());
+                let mut lat = Vec::new();
+                let mut partial = String::new();
+                while let Some(item) = follow.next().await {
+                    if let SubscriptionItem::Event(ev) = item? {
+                        let now = unix_ns();
+                        match ev.kind {
+                            EventKind::TextDelta { text } => {
+                                partial.push_str(&text);
+                                // Whole tokens only: `t<ns> `.
+                                while let Some(end) = partial.find(' ') {
+                                    let token: String = partial.drain(..=end).collect();
+                                    if let Some(ns) = token.trim().strip_prefix('t').and_then(|n| n.parse::<u128>().ok()) {
+                                        lat.push(now.saturating_sub(ns) as f64 / 1000.0);
+                                    }
+                                }
+                            }
+                            EventKind::TurnFinished { .. } => break,
+                            _ => {}
+                        }
+                    }
+                }
+                anyhow::Ok(lat)
+            }),
+            ready_rx,
+        ));
+    }
+    let mut handles = Vec::new();
+    for (h, ready) in followers {
+        let _ = ready.await;
+        handles.push(h);
+    }
+    run_turn(socket, &session, &format!("mock:tokens={chunks} mock:delay={delay_ms} mock:stamp")).await?;
+    let mut all = Vec::new();
+    for h in handles {
+        all.extend(h.await??);
+    }
+    all.sort_by(|a, b| a.total_cmp(b));
+    Ok(all)
+}
+
+fn pct(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let bin = std::env::current_exe()?.parent().map(Path::to_path_buf).unwrap_or_default();
+    let mock = MockServer::start(MockOptions::default()).await?;
+    let (flood, per_session, sessions) = if quick { (50_000, 2_000, 10) } else { (200_000, 10_000, 50) };
+    println!("forge-bench: mock provider -> forged -> clients over the Unix socket (2 cores)");
+    for durability in ["process", "power"] {
+        let d = Daemon::start(&bin, &mock, durability).await?;
+        println!("\n== durability = \"{durability}\"");
+
+        // One flooded session.
+        let s = new_session(&d.socket).await?;
+        let (rows0, tx0) = journal_counts(&d.socket).await?;
+        let (took, bytes) = run_turn(&d.socket, &s, &format!("mock:tokens={flood}")).await?;
+        let (rows1, tx1) = journal_counts(&d.socket).await?;
+        let secs = took.as_secs_f64();
+        println!(
+            "one session:   {flood} chunks in {:.2} s = {:>9.0} chunks/s ({:.1} MB/s); {} journal rows ({:.0}/s) in {} transactions ({:.0}/s)",
+            secs,
+            flood as f64 / secs,
+            bytes as f64 / secs / 1e6,
+            rows1 - rows0,
+            (rows1 - rows0) as f64 / secs,
+            tx1 - tx0,
+            (tx1 - tx0) as f64 / secs
+        );
+
+        // Many sessions at once.
+        let mut ids = Vec::new();
+        for _ in 0..sessions {
+            ids.push(new_session(&d.socket).await?);
+        }
+        let (rows0, tx0) = journal_counts(&d.socket).await?;
+        let start = Instant::now();
+        let mut tasks = Vec::new();
+        for id in ids {
+            let socket = d.socket.clone();
+            // Paced a little, so many small writes from many sessions meet
+            // in the writer (group commit), as with real providers.
+            let msg = format!("mock:tokens={per_session} mock:delay=1");
+            tasks.push(tokio::spawn(async move { run_turn(&socket, &id, &msg).await }));
+        }
+        for t in tasks {
+            t.await??;
+        }
+        let secs = start.elapsed().as_secs_f64();
+        let (rows1, tx1) = journal_counts(&d.socket).await?;
+        let total = sessions * per_session;
+        println!(
+            "{sessions} sessions:  {total} chunks in {secs:.2} s = {:>9.0} chunks/s; {} journal rows = {:.0} rows/s in {} transactions = {:.0} tx/s ({:.1} rows/tx)",
+            total as f64 / secs,
+            rows1 - rows0,
+            (rows1 - rows0) as f64 / secs,
+            tx1 - tx0,
+            (tx1 - tx0) as f64 / secs,
+            (rows1 - rows0) as f64 / (tx1 - tx0).max(1) as f64
+        );
+
+        // Delivery latency to 10 attached clients.
+        for (rate, chunks, delay) in [(50, if quick { 100 } else { 250 }, 20), (1000, if quick { 1000 } else { 3000 }, 1)] {
+            let lat = latency(&d.socket, chunks, delay, 10).await?;
+            println!(
+                "latency @{rate:>4}/s: {} deliveries to 10 clients: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
+                lat.len(),
+                pct(&lat, 0.5) / 1000.0,
+                pct(&lat, 0.99) / 1000.0,
+                lat.last().copied().unwrap_or(f64::NAN) / 1000.0
+            );
+        }
+        println!("daemon peak memory: {:.1} MiB (VmHWM)", d.peak_rss_mib());
+    }
+    Ok(())
+}
