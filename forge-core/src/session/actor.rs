@@ -151,7 +151,9 @@ impl SessionActor {
         loop {
             self.flush().await;
             self.publish_snapshot();
-            if self.exit.is_some() && self.pipeline.is_idle() {
+            let blocked = matches!(self.state, OperationState::PersistenceBlocked { .. });
+            // Blocked, nothing more can be written: exit without waiting.
+            if self.exit.is_some() && (self.pipeline.is_idle() || blocked) {
                 break;
             }
             if self.pipeline.has_work_to_apply() {
