@@ -80,6 +80,8 @@ pub(crate) struct SessionActor {
     snapshot: watch::Sender<Snapshot>,
     commands: mpsc::Receiver<SessionCmd>,
     pub(super) provider_rx: Option<mpsc::Receiver<ProviderEvent>>,
+    /// The provider request feeding `provider_rx`, polled in the select.
+    pub(super) provider: Option<super::turn::ProviderFuture>,
     exit: Option<Exit>,
 }
 
@@ -115,6 +117,7 @@ impl SessionActor {
             snapshot,
             commands,
             provider_rx: None,
+            provider: None,
             exit: None,
         };
         actor.load().await?;
@@ -171,6 +174,7 @@ impl SessionActor {
                     Some(cmd) => self.on_command(cmd),
                     None => self.begin_shutdown(None),
                 },
+                () = poll_request(&mut self.provider) => self.provider = None,
                 ev = recv_provider(&mut self.provider_rx) => {
                     self.on_provider(ev);
                     // Drain a bounded burst, so commands and acks are never
@@ -361,6 +365,7 @@ impl SessionActor {
         if let Some(stream) = self.state.take_stream() {
             drop(stream);
         }
+        self.provider = None;
         self.provider_rx = None;
         let err = EngineError::blocked(&reason);
         for effect in self.pipeline.abandon() {
@@ -481,6 +486,14 @@ impl SessionActor {
             let client = q.client.unwrap_or_else(ClientRef::daemon);
             self.start_turn(q.message_id, q.text, client);
         }
+    }
+}
+
+/// Drives the provider request; completes when it has sent its last event.
+async fn poll_request(fut: &mut Option<super::turn::ProviderFuture>) {
+    match fut {
+        Some(f) => f.get_mut().unwrap_or_else(|p| p.into_inner()).as_mut().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -3,7 +3,6 @@
 //! without an abort handle, or two streams at once, cannot be represented.
 
 use forge_proto::{OperationStateKind, Usage};
-use tokio::task::AbortHandle;
 
 /// A turn streaming from the provider.
 pub(super) struct ActiveStream {
@@ -19,7 +18,6 @@ pub(super) struct ActiveStream {
     pub stop_reason: Option<String>,
     /// The end is taken in (seal queued or written); nothing more is ingested.
     pub sealed: bool,
-    pub task: AbortHandle,
 }
 
 pub(super) enum OperationState {
@@ -41,14 +39,11 @@ impl OperationState {
         }
     }
 
-    /// Leaves the streaming state for `Finishing`, returning the stream
-    /// (its task aborted).
+    /// Leaves the streaming state for `Finishing`, returning the stream.
+    /// (The actor drops the provider request with it.)
     pub fn take_stream(&mut self) -> Option<ActiveStream> {
         match std::mem::replace(self, Self::Finishing) {
-            Self::Streaming(s) => {
-                s.task.abort();
-                Some(s)
-            }
+            Self::Streaming(s) => Some(s),
             other => {
                 *self = other;
                 None

@@ -15,7 +15,11 @@ use crate::provider::{ChatMessage, ChatRequest, ChatRole, ProviderError, Provide
 use crate::store::NodeRow;
 use crate::store::rows::NodeMeta;
 
-/// Provider events buffered between the provider task and the actor.
+/// The provider request in flight, polled by the actor. The mutex is never
+/// locked (the actor has `&mut`): it only makes the actor `Sync`.
+pub(super) type ProviderFuture = std::sync::Mutex<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>>;
+
+/// Provider events buffered between the provider request and the actor.
 const PROVIDER_CHANNEL: usize = 1024;
 const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 8192;
 
@@ -110,16 +114,20 @@ impl SessionActor {
             messages: self.path.clone(),
             max_output_tokens: self.shared.config.app.max_output_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS),
         };
-        let task = match self.provider_settings() {
+        // The request runs inside this actor's task (polled in its select),
+        // not in a task of its own: a chunk reaches the journal one wake-up
+        // sooner, and dropping the future cancels the request.
+        let request_fut: ProviderFuture = match self.provider_settings() {
             Ok(settings) => {
                 let providers = self.shared.providers.clone();
-                tokio::spawn(async move { providers.run(settings, request, tx).await }).abort_handle()
+                std::sync::Mutex::new(Box::pin(async move { providers.run(settings, request, tx).await }))
             }
             Err(e) => {
                 let err = ProviderError::new(e.kind, e.message);
-                tokio::spawn(async move { drop(tx.send(ProviderEvent::Error(err)).await) }).abort_handle()
+                std::sync::Mutex::new(Box::pin(async move { drop(tx.send(ProviderEvent::Error(err)).await) }))
             }
         };
+        self.provider = Some(request_fut);
         self.provider_rx = Some(rx);
         self.state = OperationState::Streaming(ActiveStream {
             stream_id,
@@ -130,7 +138,6 @@ impl SessionActor {
             usage: None,
             stop_reason: None,
             sealed: false,
-            task,
         });
         index
     }
@@ -159,7 +166,7 @@ impl SessionActor {
             Some(ProviderEvent::Error(e)) => self.seal(MessageStatus::Error, Some((e.kind, e.message))),
             None => self.seal(
                 MessageStatus::Error,
-                Some((ErrorKind::Internal, "the provider task ended without a result".into())),
+                Some((ErrorKind::Internal, "the provider stream ended without a result".into())),
             ),
         }
     }
@@ -183,7 +190,7 @@ impl SessionActor {
     fn seal(&mut self, outcome: MessageStatus, error: Option<(ErrorKind, String)>) {
         let OperationState::Streaming(stream) = &mut self.state else { return };
         stream.sealed = true;
-        stream.task.abort();
+        self.provider = None;
         self.provider_rx = None;
         self.pipeline.op(StoreOp::StreamSeal {
             stream_id: stream.stream_id.clone(),
