@@ -122,8 +122,11 @@ impl Transcript {
                 self.end_text(&mut out);
                 let _ = writeln!(out, "[{}] cancel requested by {who}", ev.seq);
             }
-            EventKind::TurnFinished { status, error, usage, .. } => {
+            EventKind::TurnFinished { status, error, usage, recovered, .. } => {
                 self.end_text(&mut out);
+                if let Some(r) = recovered {
+                    let _ = writeln!(out, "[{}] recovered by forged after a stop ({r:?})", ev.seq);
+                }
                 let usage = usage
                     .as_ref()
                     .map(|u| format!(" ({} in / {} out tokens)", u.input_tokens, u.output_tokens))

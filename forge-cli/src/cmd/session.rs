@@ -4,7 +4,7 @@ use clap::{Args, Subcommand};
 use forge_proto::SessionInfo;
 use forge_proto::jsonrpsee::async_client::Client;
 use forge_proto::api::ForgeApiClient;
-use forge_proto::{MessageStatus, Role};
+use forge_proto::{MessageStatus, RecoveryBadge, Role};
 
 use crate::Global;
 use crate::connect::daemon;
@@ -137,11 +137,19 @@ pub async fn history(g: &Global, session: &str) -> Result<(), Failure> {
             Role::Assistant => format!("assistant ({})", m.model.as_deref().unwrap_or("?")),
             Role::Other => "other".into(),
         };
-        let badge = match m.status {
+        let mut badge = match m.status {
             MessageStatus::Complete => String::new(),
-            MessageStatus::Interrupted => " [recovered: incomplete]".into(),
             other => format!(" [{}]", other.as_str()),
         };
+        if let Some(r) = m.recovered {
+            let word = match r {
+                RecoveryBadge::Complete => "complete",
+                RecoveryBadge::Incomplete => "incomplete",
+                RecoveryBadge::Errored => "errored",
+                RecoveryBadge::Unknown => "unknown",
+            };
+            badge.push_str(&format!(" [recovered: {word}]"));
+        }
         println!("--- {who}{badge} {}", crate::output::format_ms(m.created_ms));
         println!("{}", m.text);
         if let Some(e) = &m.error
