@@ -117,7 +117,11 @@ impl Transcript {
                 let _ = write!(out, "{text}");
                 self.mid_text = !text.ends_with('\n');
             }
-            EventKind::ThinkingDelta { .. } => {}
+            EventKind::ThinkingDelta { .. } | EventKind::ToolCallArgs { .. } => {}
+            EventKind::ToolCallStarted { name, call_id, .. } => {
+                self.end_text(&mut out);
+                let _ = writeln!(out, "[{}] tool call {name} ({call_id})", ev.seq);
+            }
             EventKind::CancelRequested {} => {
                 self.end_text(&mut out);
                 let _ = writeln!(out, "[{}] cancel requested by {who}", ev.seq);

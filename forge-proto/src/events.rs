@@ -57,6 +57,19 @@ pub enum EventKind {
     ThinkingDelta {
         text: String,
     },
+    /// The model started a tool call (`index` numbers the answer's calls
+    /// from 0). Its arguments follow as `tool_call_args` fragments.
+    ToolCallStarted {
+        index: u32,
+        call_id: String,
+        name: String,
+    },
+    /// A fragment of a tool call's JSON arguments; all fragments of a call,
+    /// concatenated, are its arguments exactly as the provider sent them.
+    ToolCallArgs {
+        index: u32,
+        fragment: String,
+    },
     /// A client asked to cancel the running turn.
     CancelRequested {},
     /// The turn ended. `assistant_id` is the history node holding the answer

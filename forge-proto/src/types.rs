@@ -224,6 +224,16 @@ pub enum RecoveryBadge {
     Unknown,
 }
 
+/// A tool call the model made, as it streamed it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCallRecord {
+    pub id: String,
+    pub name: String,
+    /// The JSON arguments exactly as streamed (may be invalid JSON if the
+    /// stream was cut off).
+    pub arguments: String,
+}
+
 /// One node of the session's history path, oldest first.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HistoryMessage {
@@ -246,6 +256,9 @@ pub struct HistoryMessage {
     /// Set when the message was recovered from the stream journal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recovered: Option<RecoveryBadge>,
+    /// Tool calls the assistant made in this message.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCallRecord>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -14,6 +14,7 @@
 //! | `mock:malformed=N` | after `N` text chunks, send an SSE event whose data is not JSON |
 //! | `mock:split=N` | write the SSE bytes in pieces of `N` bytes (splits UTF-8 and lines) |
 //! | `mock:pad=N` | pad each `mock:tokens` token to `N` bytes (see [`padded_token_text`]) |
+//! | `mock:tool=NAME` | after the text, call tool `NAME` (repeat for parallel calls); arguments [`tool_args`] stream in small fragments |
 //! | `mock:stamp` | each token is `t<unix ns> `, the time the mock wrote it (for latency benchmarks) |
 //!
 //! Without directives it answers with a short text that says plainly it is
@@ -147,6 +148,7 @@ struct Script {
     split: Option<usize>,
     pad: usize,
     stamp: bool,
+    tools: Vec<String>,
 }
 
 fn parse_script(text: &str, opts: &MockOptions) -> Script {
@@ -157,6 +159,10 @@ fn parse_script(text: &str, opts: &MockOptions) -> Script {
             continue;
         }
         let Some(rest) = word.strip_prefix("mock:") else { continue };
+        if let Some(name) = rest.strip_prefix("tool=") {
+            s.tools.push(name.to_string());
+            continue;
+        }
         let Some((k, v)) = rest.split_once('=') else { continue };
         let n: Option<u64> = v.trim_end_matches(['.', ',']).parse().ok();
         match (k, n) {
@@ -445,23 +451,62 @@ async fn stream_reply(
             log_now(path);
         }
     }
+    if wire == Wire::Anthropic {
+        let _ = w.write(sse(Some("content_block_stop"), &json!({"type":"content_block_stop","index":0}))).await;
+    }
+    for (k, name) in script.tools.iter().enumerate() {
+        let args = tool_args(k);
+        let id = format!("call_mock_{k}");
+        match wire {
+            Wire::Anthropic => {
+                let index = k + 1;
+                let _ = w
+                    .write(sse(
+                        Some("content_block_start"),
+                        &json!({"type":"content_block_start","index":index,"content_block":{"type":"tool_use","id":id,"name":name,"input":{}}}),
+                    ))
+                    .await;
+                for frag in std::iter::once(String::new()).chain(pieces(&args, 5)) {
+                    let _ = w
+                        .write(sse(
+                            Some("content_block_delta"),
+                            &json!({"type":"content_block_delta","index":index,"delta":{"type":"input_json_delta","partial_json":frag}}),
+                        ))
+                        .await;
+                }
+                let _ = w.write(sse(Some("content_block_stop"), &json!({"type":"content_block_stop","index":index}))).await;
+            }
+            Wire::OpenAi => {
+                let first = json!({"id":"chatcmpl-mock","object":"chat.completion.chunk","created":1,"model":model,
+                    "choices":[{"index":0,"delta":{"tool_calls":[{"index":k,"id":id,"type":"function","function":{"name":name,"arguments":""}}]},"finish_reason":null}]});
+                let _ = w.write(sse(None, &first)).await;
+                for frag in pieces(&args, 5) {
+                    let c = json!({"id":"chatcmpl-mock","object":"chat.completion.chunk","created":1,"model":model,
+                        "choices":[{"index":0,"delta":{"tool_calls":[{"index":k,"function":{"arguments":frag}}]},"finish_reason":null}]});
+                    let _ = w.write(sse(None, &c)).await;
+                }
+            }
+        }
+    }
+    let tool_use = !script.tools.is_empty();
     match wire {
         Wire::Anthropic => {
-            let _ = w.write(sse(Some("content_block_stop"), &json!({"type":"content_block_stop","index":0}))).await;
+            let stop = if tool_use { "tool_use" } else { "end_turn" };
             let _ = w
                 .write(sse(
                     Some("message_delta"),
-                    &json!({"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":total}}),
+                    &json!({"type":"message_delta","delta":{"stop_reason":stop,"stop_sequence":null},"usage":{"output_tokens":total}}),
                 ))
                 .await;
             let _ = w.write(sse(Some("message_stop"), &json!({"type":"message_stop"}))).await;
         }
         Wire::OpenAi => {
+            let finish = if tool_use { "tool_calls" } else { "stop" };
             let _ = w
                 .write(sse(
                     None,
                     &json!({"id":id,"object":"chat.completion.chunk","created":1,"model":model,
-                        "choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}],"usage":null}),
+                        "choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":finish}],"usage":null}),
                 ))
                 .await;
             let _ = w
@@ -474,6 +519,27 @@ async fn stream_reply(
             let _ = w.write("data: [DONE]\n\n".to_string()).await;
         }
     }
+}
+
+/// The JSON arguments the mock sends for its `n`-th tool call.
+pub fn tool_args(n: usize) -> String {
+    format!("{{\"path\": \"src/file{n}.rs\", \"note\": \"grüße 👋\", \"n\": {n}}}")
+}
+
+/// Splits `s` into pieces of about `n` bytes, on char boundaries.
+fn pieces(s: &str, n: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    for ch in s.chars() {
+        cur.push(ch);
+        if cur.len() >= n {
+            out.push(std::mem::take(&mut cur));
+        }
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
 }
 
 /// Wall-clock time in Unix nanoseconds.

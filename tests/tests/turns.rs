@@ -230,3 +230,27 @@ async fn streams_split_inside_lines_and_utf8_characters_arrive_intact() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streamed_tool_calls_are_journaled_and_recorded_exactly() {
+    let (_mock, forge) = setup().await;
+    for provider in ["claude", "openai"] {
+        let id = forge.new_session(&["--provider", provider]).await;
+        forge.ok(&["send", "-s", &id, "mock:tokens=3 mock:tool=read_file mock:tool=glob look"]).await;
+        let h = forge.ok(&["--json", "history", &id]).await.json_lines();
+        let calls = h[1]["tool_calls"].as_array().cloned().unwrap_or_default();
+        assert_eq!(calls.len(), 2, "{provider}: {}", h[1]);
+        assert_eq!(calls[0]["name"], "read_file");
+        assert_eq!(calls[1]["name"], "glob");
+        assert_eq!(calls[0]["id"], "call_mock_0");
+        assert_eq!(calls[0]["arguments"], forge_tests::mock::tool_args(0), "{provider}: arguments exact");
+        assert_eq!(calls[1]["arguments"], forge_tests::mock::tool_args(1));
+        assert_eq!(h[1]["text"], token_text(3));
+        let ev = forge.ok(&["--json", "attach", &id, "--until-idle"]).await.json_lines();
+        let started: Vec<&Value> = ev.iter().filter(|e| e["kind"] == "tool_call_started").collect();
+        assert_eq!(started.len(), 2, "clients see each call start");
+        let finished = ev.iter().rev().find(|e| e["kind"] == "turn_finished").cloned().unwrap_or_default();
+        let stop = finished["stop_reason"].as_str().unwrap_or_default();
+        assert!(stop == "tool_use" || stop == "tool_calls", "{stop}");
+    }
+}

@@ -1,12 +1,11 @@
 //! Anthropic Messages API, streamed (`POST {base}/v1/messages`, SSE with
 //! `event:` names equal to the data's `type`).
 
-use eventsource_stream::Eventsource;
-use futures::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::{ChatRequest, ChatRole, ProviderError, ProviderEvent, ProviderSettings, emit, read_error_body};
+use super::sse::{self, ParseError, Step, WireParser};
+use super::{ChatRequest, ChatRole, ProviderError, ProviderEvent, ProviderSettings, read_error_body};
 use forge_proto::Usage;
 
 const API_VERSION: &str = "2023-06-01";
@@ -57,74 +56,94 @@ pub(super) async fn stream(
         let text = read_error_body(resp).await;
         return Err(ProviderError::from_http(settings, &req.model, status.as_u16(), &text));
     }
-    let mut events = resp.bytes_stream().eventsource();
-    let mut usage = Usage::default();
-    while let Some(item) = events.next().await {
-        let ev = item.map_err(|e| ProviderError::stream_broken(settings, &e.to_string()))?;
-        if ev.data.is_empty() {
-            continue;
+    sse::drive(resp.bytes_stream(), settings, &mut AnthropicParser::default(), tx).await
+}
+
+/// The Anthropic Messages event stream, event by event.
+#[derive(Default)]
+pub(super) struct AnthropicParser {
+    usage: Usage,
+    /// Content block index -> tool call number, for `tool_use` blocks.
+    tool_blocks: std::collections::HashMap<u64, usize>,
+}
+
+impl WireParser for AnthropicParser {
+    fn on_event(&mut self, event: &str, data: &str, out: &mut Vec<ProviderEvent>) -> Result<Step, ParseError> {
+        if data.is_empty() {
+            return Ok(Step::Continue);
         }
-        let data: Value = serde_json::from_str(&ev.data).map_err(|e| {
-            ProviderError::stream_broken(settings, &format!("malformed event data ({e}) in `{}` event", ev.event))
-        })?;
-        let ty = data.get("type").and_then(Value::as_str).unwrap_or(ev.event.as_str());
+        let data: Value = serde_json::from_str(data)
+            .map_err(|e| ParseError::Broken(format!("malformed event data ({e}) in `{event}` event")))?;
+        let ty = data.get("type").and_then(Value::as_str).unwrap_or(event);
         match ty {
             "message_start" => {
                 if let Some(u) = data.pointer("/message/usage") {
-                    merge_usage(&mut usage, u);
+                    merge_usage(&mut self.usage, u);
                 }
             }
             "content_block_start" => {
-                // A text block may start with text already in it.
-                if let Some(t) = data.pointer("/content_block/text").and_then(Value::as_str)
-                    && !t.is_empty()
-                {
-                    emit(tx, ProviderEvent::TextDelta(t.to_string())).await?;
+                let block = data.get("content_block").unwrap_or(&Value::Null);
+                match block.get("type").and_then(Value::as_str) {
+                    Some("tool_use") => {
+                        let index = self.tool_blocks.len();
+                        let block_index = data.get("index").and_then(Value::as_u64).unwrap_or(index as u64);
+                        self.tool_blocks.insert(block_index, index);
+                        let id = block.get("id").and_then(Value::as_str).unwrap_or_default().to_string();
+                        let name = block.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
+                        out.push(ProviderEvent::ToolCallStart { index, id, name });
+                    }
+                    // A text block may start with text already in it.
+                    _ => {
+                        if let Some(t) = block.get("text").and_then(Value::as_str)
+                            && !t.is_empty()
+                        {
+                            out.push(ProviderEvent::TextDelta(t.to_string()));
+                        }
+                    }
                 }
             }
             "content_block_delta" => {
                 let delta = data.get("delta").unwrap_or(&Value::Null);
+                let text = |key: &str| delta.get(key).and_then(Value::as_str).filter(|t| !t.is_empty()).map(str::to_string);
                 match delta.get("type").and_then(Value::as_str) {
-                    Some("text_delta") => {
-                        if let Some(t) = delta.get("text").and_then(Value::as_str)
-                            && !t.is_empty()
-                        {
-                            emit(tx, ProviderEvent::TextDelta(t.to_string())).await?;
+                    Some("text_delta") => out.extend(text("text").map(ProviderEvent::TextDelta)),
+                    Some("thinking_delta") => out.extend(text("thinking").map(ProviderEvent::ThinkingDelta)),
+                    Some("input_json_delta") => {
+                        let block = data.get("index").and_then(Value::as_u64).unwrap_or(0);
+                        if let (Some(&index), Some(fragment)) = (self.tool_blocks.get(&block), text("partial_json")) {
+                            out.push(ProviderEvent::ToolCallArgs { index, fragment });
                         }
                     }
-                    Some("thinking_delta") => {
-                        if let Some(t) = delta.get("thinking").and_then(Value::as_str)
-                            && !t.is_empty()
-                        {
-                            emit(tx, ProviderEvent::ThinkingDelta(t.to_string())).await?;
-                        }
-                    }
-                    // Tool input and signatures are handled by the tool system.
+                    // Signatures and future delta types.
                     _ => {}
                 }
             }
             "message_delta" => {
                 if let Some(r) = data.pointer("/delta/stop_reason").and_then(Value::as_str) {
-                    emit(tx, ProviderEvent::StopReason(r.to_string())).await?;
+                    out.push(ProviderEvent::StopReason(r.to_string()));
                 }
                 if let Some(u) = data.get("usage") {
-                    merge_usage(&mut usage, u);
+                    merge_usage(&mut self.usage, u);
                 }
             }
             "message_stop" => {
-                emit(tx, ProviderEvent::Usage(usage)).await?;
-                return Ok(());
+                out.push(ProviderEvent::Usage(self.usage.clone()));
+                return Ok(Step::Finished);
             }
             "error" => {
                 let et = data.pointer("/error/type").and_then(Value::as_str).unwrap_or("error");
                 let msg = data.pointer("/error/message").and_then(Value::as_str).unwrap_or("unknown error");
-                return Err(ProviderError::midstream(settings, et, msg));
+                return Err(ParseError::Reported { error_type: et.into(), message: msg.into() });
             }
             // ping and event types added after this client was written.
             _ => {}
         }
+        Ok(Step::Continue)
     }
-    Err(ProviderError::stream_broken(settings, "the connection closed before `message_stop`"))
+
+    fn on_eof(&mut self, _out: &mut Vec<ProviderEvent>) -> Result<(), ParseError> {
+        Err(ParseError::Broken("the connection closed before `message_stop`".into()))
+    }
 }
 
 /// Usage fields overwrite: `message_delta` carries cumulative numbers.
@@ -148,6 +167,58 @@ fn merge_usage(usage: &mut Usage, u: &Value) {
 mod tests {
     use super::*;
     use crate::provider::ChatMessage;
+    use crate::provider::sse::testing::run;
+
+    /// A text block then two tool calls whose JSON arguments arrive in
+    /// fragments (the first one empty), as the API streams them.
+    const TOOL_STREAM: &str = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"usage\":{\"input_tokens\":14,\"output_tokens\":1}}}\n\n\
+event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n\
+event: ping\ndata: {\"type\": \"ping\"}\n\n\
+event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"I\\u2019ll read \\u65e5\\u672c\"}}\n\n\
+event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n\
+event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_A\",\"name\":\"read_file\",\"input\":{}}}\n\n\
+event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"\"}}\n\n\
+event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"pa\"}}\n\n\
+event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"th\\\": \\\"a.rs\\\"}\"}}\n\n\
+event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":1}\n\n\
+event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":2,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_B\",\"name\":\"glob\",\"input\":{}}}\n\n\
+event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":2,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"pattern\\\":\\\"*.rs\\\"}\"}}\n\n\
+event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":2}\n\n\
+event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":58}}\n\n\
+event: message_stop\ndata: {\"type\":\"message_stop\"      }\n\n";
+
+    #[test]
+    fn tool_calls_text_and_usage_parse_identically_at_every_split() {
+        let (reference, ok) = run(&mut AnthropicParser::default(), TOOL_STREAM, usize::MAX);
+        assert!(ok.is_ok(), "{ok:?}");
+        assert_eq!(reference[0], ProviderEvent::TextDelta("I\u{2019}ll read \u{65e5}\u{672c}".into()));
+        assert_eq!(reference[1], ProviderEvent::ToolCallStart { index: 0, id: "toolu_A".into(), name: "read_file".into() });
+        let args: String = reference
+            .iter()
+            .filter_map(|e| match e {
+                ProviderEvent::ToolCallArgs { index: 0, fragment } => Some(fragment.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(serde_json::from_str::<Value>(&args).ok(), Some(json!({"path": "a.rs"})));
+        assert!(reference.contains(&ProviderEvent::ToolCallStart { index: 1, id: "toolu_B".into(), name: "glob".into() }));
+        assert!(reference.contains(&ProviderEvent::StopReason("tool_use".into())));
+        assert!(matches!(reference.last(), Some(ProviderEvent::Usage(u)) if u.input_tokens == 14 && u.output_tokens == 58));
+        for split in [1, 2, 3, 5, 7, 64] {
+            let (events, ok) = run(&mut AnthropicParser::default(), TOOL_STREAM, split);
+            assert!(ok.is_ok());
+            assert_eq!(events, reference, "split {split}");
+        }
+        let crlf = TOOL_STREAM.replace('\n', "\r\n");
+        assert_eq!(run(&mut AnthropicParser::default(), &crlf, 3).0, reference, "CRLF framing");
+    }
+
+    #[test]
+    fn a_stream_cut_before_message_stop_is_an_error() {
+        let cut = &TOOL_STREAM[..TOOL_STREAM.find("event: message_delta").unwrap_or(0)];
+        let (_, result) = run(&mut AnthropicParser::default(), cut, 5);
+        assert!(result.is_err());
+    }
 
     #[test]
     fn request_body_has_the_required_fields() {

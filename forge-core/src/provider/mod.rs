@@ -5,6 +5,7 @@
 mod anthropic;
 mod errors;
 mod openai;
+mod sse;
 
 use std::time::Duration;
 
@@ -104,6 +105,12 @@ pub struct ChatRequest {
 pub enum ProviderEvent {
     TextDelta(String),
     ThinkingDelta(String),
+    /// The model starts a tool call. `index` numbers the calls of this
+    /// answer from 0, in the order they started.
+    ToolCallStart { index: usize, id: String, name: String },
+    /// A fragment of a tool call's JSON arguments; concatenated in order
+    /// they form the whole arguments.
+    ToolCallArgs { index: usize, fragment: String },
     Usage(Usage),
     StopReason(String),
     Done,
@@ -133,6 +140,11 @@ impl std::fmt::Debug for ProviderSettings {
 }
 
 impl ProviderSettings {
+    #[cfg(test)]
+    pub(crate) fn for_tests() -> Self {
+        Self { kind: ProviderKind::Claude, base_url: "http://127.0.0.1:9".into(), api_key: None, custom_base_url: true }
+    }
+
     /// Settings from the config file, then the environment.
     pub fn resolve(kind: ProviderKind, cfg: &ForgeConfig) -> Self {
         let from_config = match kind {

@@ -2,12 +2,11 @@
 //! data-only SSE ending in `[DONE]`). Also the client for OpenAI-compatible
 //! local servers (Ollama, llama.cpp, vLLM), whose quirks it tolerates.
 
-use eventsource_stream::Eventsource;
-use futures::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::{ChatRequest, ChatRole, ProviderError, ProviderEvent, ProviderSettings, emit, read_error_body};
+use super::sse::{self, ParseError, Step, WireParser};
+use super::{ChatRequest, ChatRole, ProviderError, ProviderEvent, ProviderSettings, read_error_body};
 use forge_proto::Usage;
 
 fn body(req: &ChatRequest, compat: bool) -> Value {
@@ -59,70 +58,93 @@ pub(super) async fn stream(
         let text = read_error_body(resp).await;
         return Err(ProviderError::from_http(settings, &req.model, status.as_u16(), &text));
     }
-    let mut events = resp.bytes_stream().eventsource();
-    let mut finish_seen = false;
-    while let Some(item) = events.next().await {
-        let ev = item.map_err(|e| ProviderError::stream_broken(settings, &e.to_string()))?;
-        let data = ev.data.trim();
+    sse::drive(resp.bytes_stream(), settings, &mut OpenAiParser::default(), tx).await
+}
+
+/// The Chat Completions chunk stream, chunk by chunk.
+#[derive(Default)]
+pub(super) struct OpenAiParser {
+    finish_seen: bool,
+    /// Per wire `index`: (our call number, the call's id). Servers that give
+    /// every parallel call `index: 0` are told apart by a new, different id.
+    calls: std::collections::HashMap<u64, (usize, String)>,
+    next_call: usize,
+}
+
+impl WireParser for OpenAiParser {
+    fn on_event(&mut self, _event: &str, data: &str, out: &mut Vec<ProviderEvent>) -> Result<Step, ParseError> {
+        let data = data.trim();
         if data.is_empty() {
-            continue;
+            return Ok(Step::Continue);
         }
         if data == "[DONE]" {
-            return Ok(());
+            return Ok(Step::Finished);
         }
-        let chunk: Value = serde_json::from_str(data)
-            .map_err(|e| ProviderError::stream_broken(settings, &format!("malformed chunk ({e})")))?;
+        let chunk: Value =
+            serde_json::from_str(data).map_err(|e| ParseError::Broken(format!("malformed chunk ({e})")))?;
         if let Some(err) = chunk.get("error").filter(|e| !e.is_null()) {
-            let et = err
-                .get("type")
-                .or_else(|| err.get("code"))
-                .and_then(Value::as_str)
-                .unwrap_or("error");
-            let msg = err
-                .get("message")
-                .and_then(Value::as_str)
-                .or_else(|| err.as_str())
-                .unwrap_or("unknown error");
-            return Err(ProviderError::midstream(settings, et, msg));
+            let et = err.get("type").or_else(|| err.get("code")).and_then(Value::as_str).unwrap_or("error");
+            let msg = err.get("message").and_then(Value::as_str).or_else(|| err.as_str()).unwrap_or("unknown error");
+            return Err(ParseError::Reported { error_type: et.into(), message: msg.into() });
         }
         if let Some(choice) = chunk.get("choices").and_then(|c| c.get(0)) {
             let delta = choice.get("delta").unwrap_or(&Value::Null);
+            let text = |key: &str| delta.get(key).and_then(Value::as_str).filter(|t| !t.is_empty()).map(str::to_string);
             for key in ["reasoning_content", "reasoning"] {
-                if let Some(t) = delta.get(key).and_then(Value::as_str)
-                    && !t.is_empty()
-                {
-                    emit(tx, ProviderEvent::ThinkingDelta(t.to_string())).await?;
-                }
+                out.extend(text(key).map(ProviderEvent::ThinkingDelta));
             }
-            if let Some(t) = delta.get("content").and_then(Value::as_str)
-                && !t.is_empty()
-            {
-                emit(tx, ProviderEvent::TextDelta(t.to_string())).await?;
+            out.extend(text("content").map(ProviderEvent::TextDelta));
+            for call in delta.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
+                self.tool_call_fragment(call, out);
             }
             if let Some(r) = choice.get("finish_reason").and_then(Value::as_str) {
-                finish_seen = true;
-                emit(tx, ProviderEvent::StopReason(r.to_string())).await?;
+                self.finish_seen = true;
+                out.push(ProviderEvent::StopReason(r.to_string()));
             }
         }
         if let Some(u) = chunk.get("usage").filter(|u| u.is_object()) {
             let get = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
-            let usage = Usage {
+            out.push(ProviderEvent::Usage(Usage {
                 input_tokens: get("prompt_tokens"),
                 output_tokens: get("completion_tokens"),
-                cache_read_tokens: u
-                    .pointer("/prompt_tokens_details/cached_tokens")
-                    .and_then(Value::as_u64)
-                    .unwrap_or(0),
+                cache_read_tokens: u.pointer("/prompt_tokens_details/cached_tokens").and_then(Value::as_u64).unwrap_or(0),
                 cache_write_tokens: 0,
-            };
-            emit(tx, ProviderEvent::Usage(usage)).await?;
+            }));
+        }
+        Ok(Step::Continue)
+    }
+
+    fn on_eof(&mut self, _out: &mut Vec<ProviderEvent>) -> Result<(), ParseError> {
+        if self.finish_seen {
+            // Some local servers end without `[DONE]` after a finish_reason.
+            Ok(())
+        } else {
+            Err(ParseError::Broken("the connection closed before the answer finished".into()))
         }
     }
-    if finish_seen {
-        // Some local servers end without `[DONE]` after a finish_reason.
-        Ok(())
-    } else {
-        Err(ProviderError::stream_broken(settings, "the connection closed before the answer finished"))
+}
+
+impl OpenAiParser {
+    fn tool_call_fragment(&mut self, call: &Value, out: &mut Vec<ProviderEvent>) {
+        let wire_index = call.get("index").and_then(Value::as_u64).unwrap_or(0);
+        let id = call.get("id").and_then(Value::as_str).filter(|i| !i.is_empty());
+        let starts_new = match (self.calls.get(&wire_index), id) {
+            (None, _) => true,
+            (Some((_, open_id)), Some(id)) => open_id != id,
+            (Some(_), None) => false,
+        };
+        if starts_new {
+            let index = self.next_call;
+            self.next_call += 1;
+            let id = id.map(str::to_string).unwrap_or_else(|| format!("call_{index}"));
+            self.calls.insert(wire_index, (index, id.clone()));
+            let name = call.pointer("/function/name").and_then(Value::as_str).unwrap_or_default().to_string();
+            out.push(ProviderEvent::ToolCallStart { index, id, name });
+        }
+        let index = self.calls.get(&wire_index).map(|(i, _)| *i).unwrap_or(0);
+        if let Some(args) = call.pointer("/function/arguments").and_then(Value::as_str).filter(|a| !a.is_empty()) {
+            out.push(ProviderEvent::ToolCallArgs { index, fragment: args.to_string() });
+        }
     }
 }
 
@@ -130,6 +152,65 @@ pub(super) async fn stream(
 mod tests {
     use super::*;
     use crate::provider::ChatMessage;
+    use crate::provider::sse::testing::run;
+
+    fn chunk(delta: Value, finish: Value) -> String {
+        format!(
+            "data: {}\n\n",
+            json!({"id":"c","object":"chat.completion.chunk","created":1,"model":"m",
+                   "choices":[{"index":0,"delta":delta,"logprobs":null,"finish_reason":finish}],"obfuscation":"x7"})
+        )
+    }
+
+    /// Two parallel calls with arguments in fragments, then usage and [DONE].
+    fn tool_stream() -> String {
+        let mut s = chunk(json!({"role":"assistant","content":null}), Value::Null);
+        s += &chunk(json!({"tool_calls":[{"index":0,"id":"call_A","type":"function","function":{"name":"read_file","arguments":""}}]}), Value::Null);
+        s += &chunk(json!({"tool_calls":[{"index":0,"function":{"arguments":"{\"path\":"}}]}), Value::Null);
+        s += &chunk(json!({"tool_calls":[{"index":0,"function":{"arguments":"\"a.rs\"}"}}]}), Value::Null);
+        s += &chunk(json!({"tool_calls":[{"index":1,"id":"call_B","type":"function","function":{"name":"glob","arguments":"{\"pattern\":\"*\"}"}}]}), Value::Null);
+        s += &chunk(json!({}), json!("tool_calls"));
+        s += &format!("data: {}\n\n", json!({"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":9,"completion_tokens":5,"total_tokens":14}}));
+        s += "data: [DONE]\n\n";
+        s
+    }
+
+    #[test]
+    fn parallel_tool_calls_parse_identically_at_every_split() {
+        let body = tool_stream();
+        let (reference, ok) = run(&mut OpenAiParser::default(), &body, usize::MAX);
+        assert!(ok.is_ok(), "{ok:?}");
+        assert_eq!(reference[0], ProviderEvent::ToolCallStart { index: 0, id: "call_A".into(), name: "read_file".into() });
+        let args: String = reference
+            .iter()
+            .filter_map(|e| match e {
+                ProviderEvent::ToolCallArgs { index: 0, fragment } => Some(fragment.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(args, "{\"path\":\"a.rs\"}");
+        assert!(reference.contains(&ProviderEvent::ToolCallStart { index: 1, id: "call_B".into(), name: "glob".into() }));
+        assert!(reference.contains(&ProviderEvent::StopReason("tool_calls".into())));
+        for split in [1, 4, 9, 33] {
+            assert_eq!(run(&mut OpenAiParser::default(), &body, split).0, reference, "split {split}");
+        }
+    }
+
+    #[test]
+    fn calls_sharing_index_zero_are_told_apart_by_id() {
+        let mut body = chunk(json!({"tool_calls":[{"index":0,"id":"a","function":{"name":"x","arguments":"{}"}}]}), Value::Null);
+        body += &chunk(json!({"tool_calls":[{"index":0,"id":"b","function":{"name":"y","arguments":"{}"}}]}), json!("stop"));
+        let (events, ok) = run(&mut OpenAiParser::default(), &body, 7);
+        assert!(ok.is_ok(), "a finish_reason without [DONE] is a complete answer");
+        assert!(events.contains(&ProviderEvent::ToolCallStart { index: 1, id: "b".into(), name: "y".into() }));
+    }
+
+    #[test]
+    fn a_stream_cut_before_finishing_is_an_error() {
+        let body = tool_stream();
+        let cut = &body[..body.find("tool_calls\"}").unwrap_or(body.len() / 2)];
+        assert!(run(&mut OpenAiParser::default(), cut, 3).1.is_err());
+    }
 
     #[test]
     fn compat_servers_get_system_role_and_max_tokens() {

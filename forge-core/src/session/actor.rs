@@ -287,10 +287,11 @@ impl SessionActor {
             self.on_sealed(info.clone());
             return;
         }
-        if let (Entry::Event { kind: EventKind::TextDelta { text }, .. }, OperationState::Streaming(s)) =
-            (&p.entry, &mut self.state)
-        {
-            s.text.push_str(text);
+        if let (Entry::Event { kind, .. }, OperationState::Streaming(s)) = (&p.entry, &mut self.state) {
+            match kind {
+                EventKind::TextDelta { text } => s.text.push_str(text),
+                other => super::state::fold_tool_call(&mut s.tool_calls, other),
+            }
         }
         if let (Some(seq), Some(json)) = (p.seq, p.json) {
             self.publish(seq, json, &p.proof);

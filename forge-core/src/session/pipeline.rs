@@ -175,7 +175,8 @@ impl<F> Pipeline<F> {
         self.outbox.entries.len() - 1
     }
 
-    /// Takes in a stream delta (text or thinking), merging it into the
+    /// Takes in a stream delta (text, thinking, tool-call start or
+    /// arguments), merging text, thinking and arguments into the
     /// outbox's last delta of the same kind when that is not written yet.
     pub fn delta(&mut self, kind: EventKind) -> ReceivedEvent<()> {
         self.stream_received += 1;
@@ -184,6 +185,14 @@ impl<F> Pipeline<F> {
             match (last, &kind) {
                 (EventKind::TextDelta { text: a }, EventKind::TextDelta { text: b })
                 | (EventKind::ThinkingDelta { text: a }, EventKind::ThinkingDelta { text: b }) => {
+                    a.push_str(b);
+                    span.last = seq;
+                    return ReceivedEvent { seq, event: () };
+                }
+                (
+                    EventKind::ToolCallArgs { index: i, fragment: a },
+                    EventKind::ToolCallArgs { index: j, fragment: b },
+                ) if i == j => {
                     a.push_str(b);
                     span.last = seq;
                     return ReceivedEvent { seq, event: () };
@@ -367,6 +376,8 @@ pub(crate) fn event_kind_name(kind: &EventKind) -> &'static str {
         EventKind::TurnStarted { .. } => "turn_started",
         EventKind::TextDelta { .. } => "text_delta",
         EventKind::ThinkingDelta { .. } => "thinking_delta",
+        EventKind::ToolCallStarted { .. } => "tool_call_started",
+        EventKind::ToolCallArgs { .. } => "tool_call_args",
         EventKind::CancelRequested {} => "cancel_requested",
         EventKind::TurnFinished { .. } => "turn_finished",
         EventKind::QueueCleared { .. } => "queue_cleared",

@@ -10,7 +10,7 @@
 //! | sealed error | `error` | `errored` |
 //! | sealed cancelled | `cancelled` | `complete` (all that was asked for) |
 
-use forge_proto::{EventKind, MessageStatus, RecoveryBadge, Role, SessionEvent, Usage};
+use forge_proto::{EventKind, MessageStatus, RecoveryBadge, Role, SessionEvent, ToolCallRecord, Usage};
 
 use super::actor::SessionActor;
 use crate::error::EngineError;
@@ -30,7 +30,7 @@ impl SessionActor {
     }
 
     async fn recover_stream(&mut self, stream: StreamRow) -> Result<(), EngineError> {
-        let text = self.streamed_text(&stream).await?;
+        let (text, tool_calls) = self.streamed_text(&stream).await?;
         let (status, badge, error) = match (stream.state.as_str(), stream.outcome) {
             ("sealed", Some(MessageStatus::Complete)) => (MessageStatus::Complete, RecoveryBadge::Complete, None),
             ("sealed", Some(MessageStatus::Cancelled)) => {
@@ -48,7 +48,7 @@ impl SessionActor {
             "recovering a stream the daemon did not finish"
         );
         let usage: Option<Usage> = stream.usage.as_deref().and_then(|u| serde_json::from_str(u).ok());
-        let assistant_id = if text.is_empty() {
+        let assistant_id = if text.is_empty() && tool_calls.is_empty() {
             None
         } else {
             let id = new_id("m");
@@ -68,6 +68,7 @@ impl SessionActor {
                     error: error.clone(),
                     stop_reason: stream.stop_reason.clone(),
                     recovered: Some(badge),
+                    tool_calls,
                 },
             });
             self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: Some(id.clone()) });
@@ -99,11 +100,13 @@ impl SessionActor {
         Ok(())
     }
 
-    /// The stream's text: its persisted deltas, in order. They follow the
-    /// stream's `turn_started`; the next `turn_started` (if any) ends them.
-    async fn streamed_text(&self, stream: &StreamRow) -> Result<String, EngineError> {
+    /// The stream's text and tool calls: its persisted deltas, in order.
+    /// They follow the stream's `turn_started`; the next turn's events (if
+    /// any) end them.
+    async fn streamed_text(&self, stream: &StreamRow) -> Result<(String, Vec<ToolCallRecord>), EngineError> {
         let store = &self.shared.store;
         let mut text = String::new();
+        let mut calls = Vec::new();
         let mut after = stream.first_seq;
         loop {
             let page = store.events_after(&self.row.id, after, 1000).await?;
@@ -113,11 +116,11 @@ impl SessionActor {
                 let Ok(ev) = serde_json::from_str::<SessionEvent>(body) else { continue };
                 match ev.kind {
                     EventKind::TextDelta { text: t } => text.push_str(&t),
-                    EventKind::TurnStarted { .. } | EventKind::TurnFinished { .. } => return Ok(text),
-                    _ => {}
+                    EventKind::TurnStarted { .. } | EventKind::TurnFinished { .. } => return Ok((text, calls)),
+                    other => super::state::fold_tool_call(&mut calls, &other),
                 }
             }
         }
-        Ok(text)
+        Ok((text, calls))
     }
 }

@@ -2,7 +2,7 @@
 //! Each variant holds exactly the data that state needs, so a stream
 //! without an abort handle, or two streams at once, cannot be represented.
 
-use forge_proto::{OperationStateKind, Usage};
+use forge_proto::{OperationStateKind, ToolCallRecord, Usage};
 
 /// A turn streaming from the provider.
 pub(super) struct ActiveStream {
@@ -14,6 +14,8 @@ pub(super) struct ActiveStream {
     pub model: String,
     /// Text applied so far: only durable deltas are in it.
     pub text: String,
+    /// Tool calls applied so far, by their index in the answer.
+    pub tool_calls: Vec<ToolCallRecord>,
     pub usage: Option<Usage>,
     pub stop_reason: Option<String>,
     /// The end is taken in (seal queued or written); nothing more is ingested.
@@ -49,5 +51,21 @@ impl OperationState {
                 None
             }
         }
+    }
+}
+
+/// Folds a durable tool-call event into the calls collected so far (used
+/// for live streams and for recovery alike).
+pub(super) fn fold_tool_call(calls: &mut Vec<ToolCallRecord>, kind: &forge_proto::EventKind) {
+    match kind {
+        forge_proto::EventKind::ToolCallStarted { call_id, name, .. } => {
+            calls.push(ToolCallRecord { id: call_id.clone(), name: name.clone(), arguments: String::new() });
+        }
+        forge_proto::EventKind::ToolCallArgs { index, fragment } => {
+            if let Some(c) = calls.get_mut(*index as usize) {
+                c.arguments.push_str(fragment);
+            }
+        }
+        _ => {}
     }
 }

@@ -135,6 +135,7 @@ impl SessionActor {
             provider: self.row.provider.clone(),
             model: self.row.model.clone(),
             text: String::new(),
+            tool_calls: Vec::new(),
             usage: None,
             stop_reason: None,
             sealed: false,
@@ -159,6 +160,12 @@ impl SessionActor {
             }
             Some(ProviderEvent::ThinkingDelta(text)) => {
                 self.pipeline.delta(EventKind::ThinkingDelta { text });
+            }
+            Some(ProviderEvent::ToolCallStart { index, id, name }) => {
+                self.pipeline.delta(EventKind::ToolCallStarted { index: index as u32, call_id: id, name });
+            }
+            Some(ProviderEvent::ToolCallArgs { index, fragment }) => {
+                self.pipeline.delta(EventKind::ToolCallArgs { index: index as u32, fragment });
             }
             Some(ProviderEvent::Usage(u)) => stream.usage = Some(u),
             Some(ProviderEvent::StopReason(r)) => stream.stop_reason = Some(r),
@@ -209,7 +216,7 @@ impl SessionActor {
     /// entry is committed (pruned), atomically, with `turn_finished`.
     pub(super) fn on_sealed(&mut self, info: SealInfo) {
         let Some(stream) = self.state.take_stream() else { return };
-        let assistant_id = if stream.text.is_empty() {
+        let assistant_id = if stream.text.is_empty() && stream.tool_calls.is_empty() {
             None
         } else {
             let id = new_id("m");
@@ -229,6 +236,7 @@ impl SessionActor {
                     error: info.error.as_ref().map(|(_, m)| m.clone()),
                     stop_reason: stream.stop_reason.clone(),
                     recovered: None,
+                    tool_calls: stream.tool_calls.clone(),
                 },
             });
             self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: Some(id.clone()) });

@@ -1,6 +1,6 @@
 //! Rows as stored, and their conversion to wire types.
 
-use forge_proto::{ClientRef, HistoryMessage, MessageStatus, RecoveryBadge, Role, Usage};
+use forge_proto::{ClientRef, HistoryMessage, MessageStatus, RecoveryBadge, Role, ToolCallRecord, Usage};
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
@@ -53,6 +53,8 @@ pub struct NodeMeta {
     pub stop_reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recovered: Option<RecoveryBadge>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCallRecord>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -108,6 +110,7 @@ impl NodeRow {
             usage: self.meta.usage.clone(),
             error: self.meta.error.clone(),
             recovered: self.meta.recovered,
+            tool_calls: self.meta.tool_calls.clone(),
         }
     }
 }
