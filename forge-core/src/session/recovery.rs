@@ -10,15 +10,12 @@
 //! | sealed error | `error` | `errored` |
 //! | sealed cancelled | `cancelled` | `complete` (all that was asked for) |
 
-use forge_proto::{EventKind, MessageStatus, RecoveryBadge, Role, SessionEvent, ToolCallRecord, Usage};
+use forge_proto::{EventKind, MessageStatus, RecoveryBadge, SessionEvent, ToolCallRecord, Usage};
 
 use super::actor::SessionActor;
+use super::turn::Answer;
 use crate::error::EngineError;
-use crate::ids::{new_id, now_ms};
-use crate::journal::StoreOp;
-use crate::provider::{ChatMessage, ChatRole};
 use crate::store::StreamRow;
-use crate::store::rows::NodeMeta;
 
 impl SessionActor {
     pub(super) async fn recover_streams(&mut self) -> Result<(), EngineError> {
@@ -48,55 +45,24 @@ impl SessionActor {
             "recovering a stream the daemon did not finish"
         );
         let usage: Option<Usage> = stream.usage.as_deref().and_then(|u| serde_json::from_str(u).ok());
-        let assistant_id = if text.is_empty() && tool_calls.is_empty() {
-            None
-        } else {
-            let id = new_id("m");
-            self.pipeline.op(StoreOp::InsertNode {
-                id: id.clone(),
-                session_id: self.row.id.clone(),
-                parent_id: self.row.head_id.clone(),
-                role: Role::Assistant,
-                text: text.clone(),
-                status,
-                created_ms: now_ms(),
-                meta: NodeMeta {
-                    provider: Some(stream.provider.clone()),
-                    model: Some(stream.model.clone()),
-                    client: None,
-                    usage: usage.clone(),
-                    error: error.clone(),
-                    stop_reason: stream.stop_reason.clone(),
-                    recovered: Some(badge),
-                    tool_calls,
-                },
-            });
-            self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: Some(id.clone()) });
-            self.row.head_id = Some(id.clone());
-            let text = match super::turn::interruption_note(status) {
-                Some(note) => format!("{text}\n\n{note}"),
-                None => text,
-            };
-            self.path.push(ChatMessage { role: ChatRole::Assistant, text });
-            Some(id)
+        let error_kind = match status {
+            MessageStatus::Complete => None,
+            _ => stream.error_kind.clone().or(Some("interrupted".into())),
         };
-        self.pipeline.op(StoreOp::StreamCommit { stream_id: stream.stream_id.clone() });
-        self.pipeline.event(
-            Some(forge_proto::ClientRef::daemon()),
-            EventKind::TurnFinished {
-                message_id: stream.message_id,
-                assistant_id,
-                status,
-                stop_reason: stream.stop_reason,
-                usage,
-                error_kind: match status {
-                    MessageStatus::Complete => None,
-                    _ => stream.error_kind.or(Some("interrupted".into())),
-                },
-                error,
-                recovered: Some(badge),
-            },
-        );
+        self.commit_answer(Answer {
+            stream_id: stream.stream_id,
+            message_id: stream.message_id,
+            text,
+            tool_calls,
+            status,
+            provider: stream.provider,
+            model: stream.model,
+            usage,
+            stop_reason: stream.stop_reason,
+            error_kind,
+            error,
+            recovered: Some(badge),
+        });
         Ok(())
     }
 

@@ -212,11 +212,31 @@ impl SessionActor {
     }
 
     /// Apply of the seal: every delta before it is applied, so the streamed
-    /// text is complete. Now the answer becomes history and the journal
-    /// entry is committed (pruned), atomically, with `turn_finished`.
+    /// text is complete. Now the answer becomes history.
     pub(super) fn on_sealed(&mut self, info: SealInfo) {
         let Some(stream) = self.state.take_stream() else { return };
-        let assistant_id = if stream.text.is_empty() && stream.tool_calls.is_empty() {
+        self.commit_answer(Answer {
+            stream_id: stream.stream_id,
+            message_id: stream.message_id,
+            text: stream.text,
+            tool_calls: stream.tool_calls,
+            status: info.outcome,
+            provider: stream.provider,
+            model: stream.model,
+            usage: stream.usage,
+            stop_reason: stream.stop_reason,
+            error_kind: info.error.as_ref().map(|(k, _)| k.as_str().to_string()),
+            error: info.error.map(|(_, m)| m),
+            recovered: None,
+        });
+        self.pipeline.effect(Effect::TurnDone);
+    }
+
+    /// Makes an answer history: the assistant node (if anything was said),
+    /// the head move, the stream journal commit (prune) and `turn_finished`,
+    /// all in the next batch, so they are durable together or not at all.
+    pub(super) fn commit_answer(&mut self, a: Answer) {
+        let assistant_id = if a.text.is_empty() && a.tool_calls.is_empty() {
             None
         } else {
             let id = new_id("m");
@@ -225,43 +245,60 @@ impl SessionActor {
                 session_id: self.row.id.clone(),
                 parent_id: self.row.head_id.clone(),
                 role: Role::Assistant,
-                text: stream.text.clone(),
-                status: info.outcome,
+                text: a.text.clone(),
+                status: a.status,
                 created_ms: now_ms(),
                 meta: NodeMeta {
-                    provider: Some(stream.provider.clone()),
-                    model: Some(stream.model.clone()),
+                    provider: Some(a.provider),
+                    model: Some(a.model),
                     client: None,
-                    usage: stream.usage.clone(),
-                    error: info.error.as_ref().map(|(_, m)| m.clone()),
-                    stop_reason: stream.stop_reason.clone(),
-                    recovered: None,
-                    tool_calls: stream.tool_calls.clone(),
+                    usage: a.usage.clone(),
+                    error: a.error.clone(),
+                    stop_reason: a.stop_reason.clone(),
+                    recovered: a.recovered,
+                    tool_calls: a.tool_calls,
                 },
             });
             self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: Some(id.clone()) });
             self.row.head_id = Some(id.clone());
-            let text = match interruption_note(info.outcome) {
-                Some(note) => format!("{}\n\n{note}", stream.text),
-                None => stream.text.clone(),
+            let text = match interruption_note(a.status) {
+                Some(note) => format!("{}\n\n{note}", a.text),
+                None => a.text,
             };
             self.path.push(ChatMessage { role: ChatRole::Assistant, text });
             Some(id)
         };
-        self.pipeline.op(StoreOp::StreamCommit { stream_id: stream.stream_id.clone() });
+        self.pipeline.op(StoreOp::StreamCommit { stream_id: a.stream_id });
+        // A recovered answer is the daemon's doing; a live one the model's.
+        let client = a.recovered.map(|_| ClientRef::daemon());
         self.pipeline.event(
-            None,
+            client,
             EventKind::TurnFinished {
-                message_id: stream.message_id,
+                message_id: a.message_id,
                 assistant_id,
-                status: info.outcome,
-                stop_reason: stream.stop_reason,
-                usage: stream.usage,
-                error_kind: info.error.as_ref().map(|(k, _)| k.as_str().to_string()),
-                error: info.error.map(|(_, m)| m),
-                recovered: None,
+                status: a.status,
+                stop_reason: a.stop_reason,
+                usage: a.usage,
+                error_kind: a.error_kind,
+                error: a.error,
+                recovered: a.recovered,
             },
         );
-        self.pipeline.effect(Effect::TurnDone);
     }
+}
+
+/// An answer ready to become history, live or recovered.
+pub(super) struct Answer {
+    pub stream_id: String,
+    pub message_id: String,
+    pub text: String,
+    pub tool_calls: Vec<forge_proto::ToolCallRecord>,
+    pub status: MessageStatus,
+    pub provider: String,
+    pub model: String,
+    pub usage: Option<forge_proto::Usage>,
+    pub stop_reason: Option<String>,
+    pub error_kind: Option<String>,
+    pub error: Option<String>,
+    pub recovered: Option<forge_proto::RecoveryBadge>,
 }
