@@ -12,6 +12,7 @@ pub mod journal;
 pub mod provider;
 pub mod session;
 pub mod store;
+pub mod tools;
 
 pub use engine::{CreateSession, Engine, EngineOptions, FeedItem};
 pub use error::EngineError;

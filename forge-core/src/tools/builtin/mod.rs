@@ -1,0 +1,12 @@
+//! The built-in tools.
+
+mod current_date;
+mod read_file;
+
+use std::sync::Arc;
+
+use super::ToolExecutor;
+
+pub fn all() -> Vec<Arc<dyn ToolExecutor>> {
+    vec![Arc::new(read_file::ReadFile), Arc::new(current_date::CurrentDate)]
+}

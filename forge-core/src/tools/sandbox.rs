@@ -1,0 +1,128 @@
+//! The sandbox every path a tool touches goes through: allowed roots
+//! (default: the session's working directory), no `..`, no symbolic links
+//! anywhere on the path, absolute paths only when allowed, and deny
+//! patterns (the user's plus defaults for secrets).
+
+use std::path::{Component, Path, PathBuf};
+
+use globset::{Glob, GlobSet, GlobSetBuilder};
+
+use super::DenialReason;
+
+/// Denied even if the user lists nothing: secrets and keys.
+pub const DEFAULT_DENIES: &[&str] =
+    &["**/.ssh/**", "**/.gnupg/**", "**/id_rsa*", "**/*.pem", "**/*.key", "**/.env*", "**/secrets/**"];
+
+#[derive(Debug, Clone)]
+pub struct Sandbox {
+    cwd: PathBuf,
+    roots: Vec<PathBuf>,
+    patterns: Vec<String>,
+    denied: GlobSet,
+    allow_absolute: bool,
+}
+
+impl Sandbox {
+    /// `roots` relative to `cwd`; empty means `cwd` alone.
+    pub fn new(cwd: &Path, roots: &[String], denied: &[String], include_defaults: bool, allow_absolute: bool) -> Self {
+        let cwd = cwd.canonicalize().unwrap_or_else(|_| cwd.to_path_buf());
+        let mut root_paths: Vec<PathBuf> = roots.iter().map(|r| cwd.join(r)).filter_map(|r| r.canonicalize().ok()).collect();
+        if root_paths.is_empty() {
+            root_paths.push(cwd.clone());
+        }
+        let mut patterns: Vec<String> = denied.to_vec();
+        if include_defaults {
+            patterns.extend(DEFAULT_DENIES.iter().map(|s| s.to_string()));
+        }
+        let mut builder = GlobSetBuilder::new();
+        let mut kept = Vec::new();
+        for p in patterns {
+            if let Ok(g) = Glob::new(&p) {
+                builder.add(g);
+                kept.push(p);
+            } else {
+                tracing::warn!(pattern = %p, "ignoring an invalid deny pattern");
+            }
+        }
+        let denied = builder.build().unwrap_or_else(|_| GlobSet::empty());
+        Self { cwd, roots: root_paths, patterns: kept, denied, allow_absolute }
+    }
+
+    pub fn cwd(&self) -> &Path {
+        &self.cwd
+    }
+
+    /// Resolves `path` for reading or writing, or says which rule denies it.
+    /// Every existing component is checked not to be a symbolic link, so a
+    /// link cannot lead outside the roots.
+    pub fn resolve(&self, path: &str) -> Result<PathBuf, DenialReason> {
+        let p = Path::new(path);
+        if p.components().any(|c| matches!(c, Component::ParentDir)) {
+            return Err(DenialReason::ParentComponent(path.to_string()));
+        }
+        let full = if p.is_absolute() {
+            if !self.allow_absolute {
+                return Err(DenialReason::Absolute(path.to_string()));
+            }
+            p.to_path_buf()
+        } else {
+            self.cwd.join(p)
+        };
+        let Some(root) = self.roots.iter().find(|r| full.starts_with(r)) else {
+            let roots = self.roots.iter().map(|r| r.display().to_string()).collect::<Vec<_>>().join(", ");
+            return Err(DenialReason::OutsideRoots { path: path.to_string(), roots });
+        };
+        // No symbolic link from the root down, the last component included.
+        let mut walk = root.clone();
+        if let Ok(rest) = full.strip_prefix(root) {
+            for c in rest.components() {
+                walk.push(c);
+                if let Ok(meta) = std::fs::symlink_metadata(&walk)
+                    && meta.file_type().is_symlink()
+                {
+                    return Err(DenialReason::Symlink { path: path.to_string(), link: walk.display().to_string() });
+                }
+            }
+        }
+        let relative = full.strip_prefix(root).unwrap_or(&full);
+        for candidate in [full.as_path(), relative] {
+            let matches = self.denied.matches(candidate);
+            if let Some(i) = matches.first() {
+                return Err(DenialReason::Denied { path: path.to_string(), pattern: self.patterns[*i].clone() });
+            }
+        }
+        Ok(full)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sandbox(dir: &Path) -> Sandbox {
+        Sandbox::new(dir, &[], &[], true, false)
+    }
+
+    #[test]
+    fn escapes_are_denied_with_the_rule_that_denied_them() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let outside = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(outside.path().join("secret.txt"), "s").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir(dir.path().join("sub")).unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("sub/link")).unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink(outside.path().join("secret.txt"), dir.path().join("last")).unwrap_or_else(|e| panic!("{e}"));
+        let s = sandbox(dir.path());
+        assert!(matches!(s.resolve("../x"), Err(DenialReason::ParentComponent(_))));
+        assert!(matches!(s.resolve("sub/../../x"), Err(DenialReason::ParentComponent(_))));
+        assert!(matches!(s.resolve("/etc/passwd"), Err(DenialReason::Absolute(_))));
+        assert!(matches!(s.resolve("sub/link/secret.txt"), Err(DenialReason::Symlink { .. })), "link in the middle");
+        assert!(matches!(s.resolve("last"), Err(DenialReason::Symlink { .. })), "link as the last component");
+        assert!(matches!(s.resolve(".env"), Err(DenialReason::Denied { .. })));
+        assert!(matches!(s.resolve("keys/server.pem"), Err(DenialReason::Denied { .. })));
+        assert!(s.resolve("sub/ok.txt").is_ok());
+        let with_abs = Sandbox::new(dir.path(), &[], &[], true, true);
+        assert!(matches!(with_abs.resolve("/proc/self/root/etc/passwd"), Err(DenialReason::OutsideRoots { .. })));
+        let msg = s.resolve("secrets/a").err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(msg.contains("**/secrets/**"), "{msg}");
+    }
+}
