@@ -62,6 +62,17 @@ pub fn session_details(s: &SessionInfo) {
     println!("last seq:  {}", s.last_seq);
 }
 
+/// The first line of `s`, at most `max` characters, marked when cut.
+pub fn first_line(s: &str, max: usize) -> String {
+    let line = s.lines().next().unwrap_or("");
+    let cut = line.chars().count() > max || s.lines().nth(1).is_some();
+    let mut out: String = line.chars().take(max).collect();
+    if cut {
+        out.push_str(" ...");
+    }
+    out
+}
+
 fn truncate(s: &str, max: usize) -> String {
     if s.chars().count() <= max {
         return s.to_string();
@@ -121,6 +132,19 @@ impl Transcript {
             EventKind::ToolCallStarted { name, call_id, .. } => {
                 self.end_text(&mut out);
                 let _ = writeln!(out, "[{}] tool call {name} ({call_id})", ev.seq);
+            }
+            EventKind::ToolRunning { name, call_id } => {
+                self.end_text(&mut out);
+                let _ = writeln!(out, "[{}] running {name} ({call_id})", ev.seq);
+            }
+            EventKind::ToolResult { name, is_error, output, .. } => {
+                self.end_text(&mut out);
+                let verdict = if *is_error { "failed" } else { "done" };
+                let _ = writeln!(out, "[{}] {name} {verdict}: {}", ev.seq, first_line(output, 120));
+            }
+            EventKind::StreamResumed { .. } => {
+                self.end_text(&mut out);
+                let _ = writeln!(out, "[{}] assistant (continuing with tool results):", ev.seq);
             }
             EventKind::CancelRequested {} => {
                 self.end_text(&mut out);

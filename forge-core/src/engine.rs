@@ -30,6 +30,7 @@ pub(crate) struct Shared {
     pub store: Store,
     pub writer: JournalWriter,
     pub providers: ProviderClient,
+    pub tools: crate::tools::ToolRegistry,
     pub config: ForgeConfig,
 }
 
@@ -83,7 +84,8 @@ impl Engine {
             .map_err(|e| EngineError::internal(format!("cannot open {}: {e}", db.display())))?;
         let (writer, writer_task) = JournalWriter::spawn(conn);
         let providers = ProviderClient::new()?;
-        let shared = Arc::new(Shared { db: db.clone(), store, writer, providers, config: opts.config });
+        let tools = crate::tools::ToolRegistry::builtin();
+        let shared = Arc::new(Shared { db: db.clone(), store, writer, providers, tools, config: opts.config });
         let engine = Engine {
             inner: Arc::new(Inner {
                 shared,

@@ -140,3 +140,53 @@ async fn a_recovered_answer_is_context_for_the_next_turn_marked_as_interrupted()
     assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
     engine.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_turn_stopped_while_its_tools_ran_ends_with_interrupted_results_not_reruns() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let id = "tools";
+    let (store, conn) = Store::open(&dir.path().join("forge.db"), Durability::Process).await.unwrap_or_else(|e| panic!("{e}"));
+    let (writer, task) = JournalWriter::spawn(conn);
+    let ev = |seq: u64, kind: EventKind| {
+        let e = SessionEvent { session_id: id.into(), seq, ts_ms: 1, client: None, kind };
+        let name = match &e.kind {
+            EventKind::TurnStarted { .. } => "turn_started",
+            EventKind::ToolRunning { .. } => "tool_running",
+            _ => "session_created",
+        };
+        StoreOp::AppendEvent { session_id: id.into(), seq, ts_ms: 1, kind: name, body: serde_json::to_string(&e).unwrap_or_default().into() }
+    };
+    let call = |c: &str| forge_proto::ToolCallRecord { id: c.into(), name: "read_file".into(), arguments: "{}".into() };
+    let ops = vec![
+        StoreOp::CreateSession { id: id.into(), name: None, cwd: "/tmp".into(), provider: "claude".into(), model: "m".into(), created_ms: 1 },
+        ev(1, EventKind::SessionCreated { name: None, cwd: "/tmp".into(), provider: "claude".into(), model: "m".into() }),
+        StoreOp::InsertNode { id: "u".into(), session_id: id.into(), parent_id: None, role: Role::User, text: "q".into(), status: MessageStatus::Complete, created_ms: 1, meta: Default::default() },
+        ev(2, EventKind::TurnStarted { message_id: "u".into(), text: "q".into(), provider: "claude".into(), model: "m".into() }),
+        StoreOp::InsertNode {
+            id: "a".into(),
+            session_id: id.into(),
+            parent_id: Some("u".into()),
+            role: Role::Assistant,
+            text: "reading".into(),
+            status: MessageStatus::Complete,
+            created_ms: 1,
+            meta: forge_core::store::rows::NodeMeta { tool_calls: vec![call("c1"), call("c2")], ..Default::default() },
+        },
+        StoreOp::SetHead { session_id: id.into(), head_id: Some("a".into()) },
+        ev(3, EventKind::ToolRunning { call_id: "c1".into(), name: "read_file".into() }),
+    ];
+    writer.write(WriteBatch { ops }).await.unwrap_or_else(|e| panic!("{e}"));
+    drop(writer);
+    let _ = task.await;
+    store.close().await;
+
+    for _ in 0..2 {
+        let h = history_after_open(dir.path(), id).await;
+        let roles: Vec<Role> = h.iter().map(|m| m.role).collect();
+        assert_eq!(roles, vec![Role::User, Role::Assistant, Role::Tool, Role::Tool], "once, however often it restarts");
+        for m in &h[2..] {
+            let r = m.tool_result.clone().unwrap_or_else(|| panic!("a tool result"));
+            assert!(r.is_error && m.text.contains("not run again"), "{}", m.text);
+        }
+    }
+}

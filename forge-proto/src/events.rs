@@ -70,6 +70,23 @@ pub enum EventKind {
         index: u32,
         fragment: String,
     },
+    /// A tool call is about to run (written before it starts, so a crash
+    /// mid-run is known).
+    ToolRunning {
+        call_id: String,
+        name: String,
+    },
+    /// A tool call's result, as the model will see it.
+    ToolResult {
+        call_id: String,
+        name: String,
+        is_error: bool,
+        output: String,
+    },
+    /// The model continues the turn with the tool results (a new stream).
+    StreamResumed {
+        iteration: u32,
+    },
     /// A client asked to cancel the running turn.
     CancelRequested {},
     /// The turn ended. `assistant_id` is the history node holding the answer

@@ -166,6 +166,8 @@ pub struct CancelResult {
 pub enum Role {
     User,
     Assistant,
+    /// The result of a tool call, answering an assistant message.
+    Tool,
     #[serde(other)]
     Other,
 }
@@ -234,6 +236,14 @@ pub struct ToolCallRecord {
     pub arguments: String,
 }
 
+/// What a tool-result message answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolResultInfo {
+    pub call_id: String,
+    pub name: String,
+    pub is_error: bool,
+}
+
 /// One node of the session's history path, oldest first.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HistoryMessage {
@@ -259,6 +269,9 @@ pub struct HistoryMessage {
     /// Tool calls the assistant made in this message.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCallRecord>,
+    /// For `role: tool`: the call this result answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_result: Option<ToolResultInfo>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

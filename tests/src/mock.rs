@@ -262,15 +262,24 @@ async fn handle(
         .and_then(|m| m.get("content"))
         .map(content_text)
         .unwrap_or_default();
-    let script = parse_script(&last_user, &opts);
+    // After tool results the mock answers them instead of following the
+    // directives again (which would call the tools forever).
+    let results = tool_results(&messages);
+    let mut script = parse_script(&last_user, &opts);
+    if results.is_some() {
+        script.tools.clear();
+        script.tokens = None;
+        script.status = None;
+    }
     if let Some(status) = script.status {
         let extra: &[(&str, &str)] = if status == 429 { &[("retry-after", "1")] } else { &[] };
         let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         return Ok(full(code, "application/json", error_body(wire, status), extra));
     }
-    let chunks: Vec<String> = match script.tokens {
-        Some(n) => (0..n).map(|i| token(i, script.pad)).collect(),
-        None => {
+    let chunks: Vec<String> = match (script.tokens, &results) {
+        (_, Some(results)) => split_words(&format!("The mock received {} tool result(s): {}", results.len(), results.join(" | "))),
+        (Some(n), None) => (0..n).map(|i| token(i, script.pad)).collect(),
+        (None, None) => {
             let question: String = last_user
                 .split_whitespace()
                 .filter(|w| !w.starts_with("mock:"))
@@ -295,6 +304,41 @@ async fn handle(
         .body(BodyExt::boxed(StreamBody::new(stream)))
         .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).map_err(|e: Infallible| match e {}).boxed()));
     Ok(resp)
+}
+
+/// The tool results a request ends with, if it ends with any.
+fn tool_results(messages: &[Value]) -> Option<Vec<String>> {
+    let trailing_tool: Vec<String> = messages
+        .iter()
+        .rev()
+        .take_while(|m| m.get("role").and_then(Value::as_str) == Some("tool"))
+        .map(|m| m.get("content").map(content_text).unwrap_or_default())
+        .collect();
+    if !trailing_tool.is_empty() {
+        return Some(trailing_tool.into_iter().rev().collect());
+    }
+    // Anthropic: trailing user turns made of tool_result blocks.
+    let results_of = |m: &Value| -> Vec<String> {
+        m.get("content")
+            .and_then(Value::as_array)
+            .map(|blocks| {
+                blocks
+                    .iter()
+                    .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"))
+                    .map(|b| b.get("content").map(content_text).unwrap_or_default())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut results: Vec<String> = Vec::new();
+    for m in messages.iter().rev() {
+        let r = results_of(m);
+        if r.is_empty() {
+            break;
+        }
+        results.splice(0..0, r);
+    }
+    (!results.is_empty()).then_some(results)
 }
 
 fn content_text(content: &Value) -> String {
@@ -523,7 +567,7 @@ async fn stream_reply(
 
 /// The JSON arguments the mock sends for its `n`-th tool call.
 pub fn tool_args(n: usize) -> String {
-    format!("{{\"path\": \"src/file{n}.rs\", \"note\": \"grüße 👋\", \"n\": {n}}}")
+    format!("{{\"path\": \"src/file{n}.rs\", \"start_line\": 1, \"end_line\": 50}}")
 }
 
 /// Splits `s` into pieces of about `n` bytes, on char boundaries.

@@ -232,25 +232,39 @@ async fn streams_split_inside_lines_and_utf8_characters_arrive_intact() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn streamed_tool_calls_are_journaled_and_recorded_exactly() {
-    let (_mock, forge) = setup().await;
+async fn tool_calls_run_and_the_model_continues_with_their_results() {
+    let (mock, forge) = setup().await;
+    let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(project.path().join("src")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(project.path().join("src/file0.rs"), "fn main() {}\n").unwrap_or_else(|e| panic!("{e}"));
+    let cwd = project.path().display().to_string();
     for provider in ["claude", "openai"] {
-        let id = forge.new_session(&["--provider", provider]).await;
-        forge.ok(&["send", "-s", &id, "mock:tokens=3 mock:tool=read_file mock:tool=glob look"]).await;
+        let id = forge.new_session(&["--provider", provider, "--cwd", &cwd]).await;
+        let r = forge.ok(&["send", "-s", &id, "mock:tokens=3 mock:tool=read_file mock:tool=glob look"]).await;
+        assert!(r.stdout.starts_with(&token_text(3)), "{provider}: {}", r.stdout);
+        assert!(r.stdout.contains("The mock received 2 tool result(s)"), "{provider}: {}", r.stdout);
+        assert!(r.stderr.contains("running tool read_file"), "{}", r.stderr);
+
         let h = forge.ok(&["--json", "history", &id]).await.json_lines();
+        let roles: Vec<&str> = h.iter().filter_map(|m| m["role"].as_str()).collect();
+        assert_eq!(roles, vec!["user", "assistant", "tool", "tool", "assistant"], "{provider}");
         let calls = h[1]["tool_calls"].as_array().cloned().unwrap_or_default();
-        assert_eq!(calls.len(), 2, "{provider}: {}", h[1]);
-        assert_eq!(calls[0]["name"], "read_file");
-        assert_eq!(calls[1]["name"], "glob");
-        assert_eq!(calls[0]["id"], "call_mock_0");
         assert_eq!(calls[0]["arguments"], forge_tests::mock::tool_args(0), "{provider}: arguments exact");
-        assert_eq!(calls[1]["arguments"], forge_tests::mock::tool_args(1));
-        assert_eq!(h[1]["text"], token_text(3));
+        assert_eq!(h[2]["tool_result"]["call_id"], "call_mock_0");
+        assert_eq!(h[2]["text"], "fn main() {}\n", "read_file read the file in the session's cwd");
+        assert_eq!(h[3]["tool_result"]["is_error"], true, "an unknown tool is an error result: {}", h[3]);
+        assert!(h[3]["text"].as_str().unwrap_or("").contains("no tool named `glob`"));
+
+        // The model got the results in its own wire format.
+        let req = mock.requests().pop().unwrap_or_else(|| panic!("no request"));
+        let text = req.body["messages"].to_string();
+        assert!(text.contains("fn main() {}") && text.contains("call_mock_1"), "{provider}: {text}");
+
         let ev = forge.ok(&["--json", "attach", &id, "--until-idle"]).await.json_lines();
-        let started: Vec<&Value> = ev.iter().filter(|e| e["kind"] == "tool_call_started").collect();
-        assert_eq!(started.len(), 2, "clients see each call start");
-        let finished = ev.iter().rev().find(|e| e["kind"] == "turn_finished").cloned().unwrap_or_default();
-        let stop = finished["stop_reason"].as_str().unwrap_or_default();
-        assert!(stop == "tool_use" || stop == "tool_calls", "{stop}");
+        let kinds: Vec<&str> = ev.iter().filter_map(|e| e["kind"].as_str()).collect();
+        for k in ["tool_call_started", "tool_running", "tool_result", "stream_resumed"] {
+            assert!(kinds.contains(&k), "{provider}: no {k} in {kinds:?}");
+        }
+        assert_eq!(kinds.iter().filter(|k| **k == "turn_finished").count(), 1, "one turn");
     }
 }

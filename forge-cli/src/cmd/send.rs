@@ -133,6 +133,17 @@ pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
                 let _ = stdout.flush();
                 ends_with_newline = text.ends_with('\n');
             }
+            EventKind::ToolRunning { name, .. } if in_turn && !g.json => {
+                if !ends_with_newline {
+                    let _ = writeln!(stdout);
+                    ends_with_newline = true;
+                }
+                eprintln!("forgectl: running tool {name}");
+            }
+            EventKind::ToolResult { name, is_error, output, .. } if in_turn && !g.json => {
+                let verdict = if *is_error { "failed" } else { "done" };
+                eprintln!("forgectl: tool {name} {verdict}: {}", crate::output::first_line(output, 100));
+            }
             EventKind::TurnFinished { message_id, status, error, .. } if *message_id == sent.message_id => {
                 if !g.json && !ends_with_newline {
                     let _ = writeln!(stdout);

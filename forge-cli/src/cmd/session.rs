@@ -135,6 +135,11 @@ pub async fn history(g: &Global, session: &str) -> Result<(), Failure> {
         let who = match m.role {
             Role::User => format!("user ({})", client_label(&m.client)),
             Role::Assistant => format!("assistant ({})", m.model.as_deref().unwrap_or("?")),
+            Role::Tool => match &m.tool_result {
+                Some(t) if t.is_error => format!("tool {} (error)", t.name),
+                Some(t) => format!("tool {}", t.name),
+                None => "tool".into(),
+            },
             Role::Other => "other".into(),
         };
         let mut badge = match m.status {
@@ -152,6 +157,9 @@ pub async fn history(g: &Global, session: &str) -> Result<(), Failure> {
         }
         println!("--- {who}{badge} {}", crate::output::format_ms(m.created_ms));
         println!("{}", m.text);
+        for c in &m.tool_calls {
+            println!("  -> tool call {}({}) [{}]", c.name, c.arguments, c.id);
+        }
         if let Some(e) = &m.error
             && m.status != MessageStatus::Complete
         {

@@ -9,6 +9,9 @@ use sqlx::sqlite::SqliteConnection;
 use crate::store::rows::{NodeMeta, enum_str};
 
 /// One change to the store. A batch's ops apply atomically, in order.
+/// (Ops live only until their batch is written, so their size matters
+/// little.)
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum StoreOp {
     CreateSession {

@@ -5,21 +5,34 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::sse::{self, ParseError, Step, WireParser};
-use super::{ChatRequest, ChatRole, ProviderError, ProviderEvent, ProviderSettings, read_error_body};
+use super::{ChatRequest, ChatRole, ProviderError, ProviderEvent, ProviderSettings, args_object, pair_tool_results, read_error_body};
 use forge_proto::Usage;
 
 const API_VERSION: &str = "2023-06-01";
 
 fn body(req: &ChatRequest) -> Value {
-    let messages: Vec<Value> = req
-        .messages
+    let messages: Vec<Value> = pair_tool_results(&req.messages)
         .iter()
-        .map(|m| {
-            let role = match m.role {
-                ChatRole::User => "user",
-                ChatRole::Assistant => "assistant",
-            };
-            json!({ "role": role, "content": m.text })
+        .map(|m| match m.role {
+            ChatRole::User => json!({ "role": "user", "content": m.text }),
+            ChatRole::Assistant if m.tool_calls.is_empty() => json!({ "role": "assistant", "content": m.text }),
+            ChatRole::Assistant => {
+                let mut blocks = Vec::new();
+                if !m.text.is_empty() {
+                    blocks.push(json!({"type": "text", "text": m.text}));
+                }
+                for c in &m.tool_calls {
+                    blocks.push(json!({"type": "tool_use", "id": c.id, "name": c.name, "input": args_object(&c.arguments)}));
+                }
+                json!({ "role": "assistant", "content": blocks })
+            }
+            // Results go back as a user turn; the API merges consecutive ones.
+            ChatRole::Tool => {
+                let (id, is_error) = m.tool_result.clone().unwrap_or_default();
+                json!({ "role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": id, "content": m.text, "is_error": is_error}
+                ]})
+            }
         })
         .collect();
     let mut body = json!({
@@ -30,6 +43,13 @@ fn body(req: &ChatRequest) -> Value {
     });
     if let Some(system) = &req.system {
         body["system"] = json!(system);
+    }
+    if !req.tools.is_empty() {
+        body["tools"] = req
+            .tools
+            .iter()
+            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
+            .collect();
     }
     body
 }
@@ -225,8 +245,9 @@ event: message_stop\ndata: {\"type\":\"message_stop\"      }\n\n";
         let req = ChatRequest {
             model: "claude-x".into(),
             system: None,
-            messages: vec![ChatMessage { role: ChatRole::User, text: "hi".into() }],
+            messages: vec![ChatMessage::user("hi")],
             max_output_tokens: 100,
+            tools: Vec::new(),
         };
         let b = body(&req);
         assert_eq!(b["model"], "claude-x");
@@ -234,5 +255,32 @@ event: message_stop\ndata: {\"type\":\"message_stop\"      }\n\n";
         assert_eq!(b["stream"], true);
         assert_eq!(b["messages"][0]["role"], "user");
         assert_eq!(b["messages"][0]["content"], "hi");
+        assert!(b.get("tools").is_none());
+    }
+
+    #[test]
+    fn tool_calls_and_results_become_blocks_and_unanswered_calls_get_a_result() {
+        let call = |id: &str| forge_proto::ToolCallRecord { id: id.into(), name: "read_file".into(), arguments: "{\"path\":\"a\"}".into() };
+        let req = ChatRequest {
+            model: "m".into(),
+            system: None,
+            messages: vec![
+                ChatMessage::user("go"),
+                ChatMessage::assistant("reading", vec![call("t1"), call("t2")]),
+                ChatMessage::tool_result("t1", "contents", false),
+                ChatMessage::user("next"),
+            ],
+            max_output_tokens: 10,
+            tools: crate::tools::ToolRegistry::builtin().specs(),
+        };
+        let b = body(&req);
+        let m = &b["messages"];
+        assert_eq!(m[1]["content"][1]["type"], "tool_use");
+        assert_eq!(m[1]["content"][1]["input"]["path"], "a");
+        assert_eq!(m[2]["content"][0]["tool_use_id"], "t1");
+        assert_eq!(m[3]["content"][0]["tool_use_id"], "t2", "the unanswered call gets a result");
+        assert_eq!(m[3]["content"][0]["is_error"], true);
+        assert_eq!(m[4]["content"], "next");
+        assert!(b["tools"].as_array().is_some_and(|t| t.iter().any(|t| t["name"] == "read_file" && t["input_schema"]["type"] == "object")));
     }
 }

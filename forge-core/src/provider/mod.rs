@@ -13,7 +13,9 @@ use tokio::sync::mpsc;
 
 use crate::config::{ForgeConfig, expand_env_vars};
 pub use errors::{ProviderError, redact_secrets};
-use forge_proto::Usage;
+use forge_proto::{ToolCallRecord, Usage};
+
+use crate::tools::ToolSpec;
 
 /// The providers Forge knows by name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -83,12 +85,29 @@ impl ProviderKind {
 pub struct ChatMessage {
     pub role: ChatRole,
     pub text: String,
+    /// Tool calls of an assistant message.
+    pub tool_calls: Vec<ToolCallRecord>,
+    /// For a tool result: the call it answers, and whether it failed.
+    pub tool_result: Option<(String, bool)>,
+}
+
+impl ChatMessage {
+    pub fn user(text: impl Into<String>) -> Self {
+        Self { role: ChatRole::User, text: text.into(), tool_calls: Vec::new(), tool_result: None }
+    }
+    pub fn assistant(text: impl Into<String>, tool_calls: Vec<ToolCallRecord>) -> Self {
+        Self { role: ChatRole::Assistant, text: text.into(), tool_calls, tool_result: None }
+    }
+    pub fn tool_result(call_id: impl Into<String>, text: impl Into<String>, is_error: bool) -> Self {
+        Self { role: ChatRole::Tool, text: text.into(), tool_calls: Vec::new(), tool_result: Some((call_id.into(), is_error)) }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ChatRole {
     User,
     Assistant,
+    Tool,
 }
 
 #[derive(Debug, Clone)]
@@ -97,6 +116,51 @@ pub struct ChatRequest {
     pub system: Option<String>,
     pub messages: Vec<ChatMessage>,
     pub max_output_tokens: u32,
+    /// Tools the model may call.
+    pub tools: Vec<ToolSpec>,
+}
+
+/// Providers reject a tool call without a result. A call left unanswered
+/// (its turn was cancelled or interrupted) gets an honest error result
+/// right after its message, so the conversation stays valid.
+pub fn pair_tool_results(messages: &[ChatMessage]) -> Vec<ChatMessage> {
+    let mut out = Vec::with_capacity(messages.len());
+    let mut i = 0;
+    while i < messages.len() {
+        let m = &messages[i];
+        out.push(m.clone());
+        i += 1;
+        if m.role != ChatRole::Assistant || m.tool_calls.is_empty() {
+            continue;
+        }
+        let mut answered = std::collections::HashSet::new();
+        while i < messages.len() && messages[i].role == ChatRole::Tool {
+            if let Some((id, _)) = &messages[i].tool_result {
+                answered.insert(id.clone());
+            }
+            out.push(messages[i].clone());
+            i += 1;
+        }
+        for call in &m.tool_calls {
+            if !answered.contains(&call.id) {
+                out.push(ChatMessage::tool_result(
+                    call.id.clone(),
+                    "error: this tool call was not executed (the turn was cancelled or interrupted)",
+                    true,
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Arguments as JSON for providers that want an object; invalid JSON (a
+/// call cut off mid-stream) becomes an empty object.
+pub(crate) fn args_object(arguments: &str) -> serde_json::Value {
+    serde_json::from_str::<serde_json::Value>(arguments)
+        .ok()
+        .filter(|v| v.is_object())
+        .unwrap_or_else(|| serde_json::json!({}))
 }
 
 /// What a provider stream yields, in order. A stream ends with exactly one

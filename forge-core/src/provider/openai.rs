@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::sse::{self, ParseError, Step, WireParser};
-use super::{ChatRequest, ChatRole, ProviderError, ProviderEvent, ProviderSettings, read_error_body};
+use super::{ChatRequest, ChatRole, ProviderError, ProviderEvent, ProviderSettings, pair_tool_results, read_error_body};
 use forge_proto::Usage;
 
 fn body(req: &ChatRequest, compat: bool) -> Value {
@@ -16,12 +16,24 @@ fn body(req: &ChatRequest, compat: bool) -> Value {
         let role = if compat { "system" } else { "developer" };
         messages.push(json!({ "role": role, "content": system }));
     }
-    for m in &req.messages {
-        let role = match m.role {
-            ChatRole::User => "user",
-            ChatRole::Assistant => "assistant",
-        };
-        messages.push(json!({ "role": role, "content": m.text }));
+    for m in pair_tool_results(&req.messages) {
+        messages.push(match m.role {
+            ChatRole::User => json!({ "role": "user", "content": m.text }),
+            ChatRole::Assistant if m.tool_calls.is_empty() => json!({ "role": "assistant", "content": m.text }),
+            ChatRole::Assistant => {
+                let calls: Vec<Value> = m
+                    .tool_calls
+                    .iter()
+                    .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
+                    .collect();
+                let content = if m.text.is_empty() { Value::Null } else { json!(m.text) };
+                json!({ "role": "assistant", "content": content, "tool_calls": calls })
+            }
+            ChatRole::Tool => {
+                let (id, _) = m.tool_result.clone().unwrap_or_default();
+                json!({ "role": "tool", "tool_call_id": id, "content": m.text })
+            }
+        });
     }
     let mut body = json!({
         "model": req.model,
@@ -29,6 +41,13 @@ fn body(req: &ChatRequest, compat: bool) -> Value {
         "stream": true,
         "stream_options": { "include_usage": true },
     });
+    if !req.tools.is_empty() {
+        body["tools"] = req
+            .tools
+            .iter()
+            .map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}))
+            .collect();
+    }
     if compat {
         body["max_tokens"] = json!(req.max_output_tokens);
     } else {
@@ -217,8 +236,9 @@ mod tests {
         let req = ChatRequest {
             model: "llama".into(),
             system: Some("be brief".into()),
-            messages: vec![ChatMessage { role: ChatRole::User, text: "hi".into() }],
+            messages: vec![ChatMessage::user("hi")],
             max_output_tokens: 10,
+            tools: Vec::new(),
         };
         let b = body(&req, true);
         assert_eq!(b["messages"][0]["role"], "system");

@@ -47,6 +47,10 @@ pub(super) enum Effect {
     TurnDone,
     /// The session's removal is durable: stop.
     Removed,
+    /// The last tool step is durable: take the next one.
+    NextTool,
+    /// `tool_running` for this call is durable: run it.
+    RunTool(super::tools::PlannedCall),
 }
 
 impl Effect {
@@ -55,7 +59,7 @@ impl Effect {
             Effect::ReplySend { reply, .. } => drop(reply.send(Err(err.clone()))),
             Effect::ReplyCancel { reply, .. } => drop(reply.send(Err(err.clone()))),
             Effect::ReplyUnit(reply) => drop(reply.send(Err(err.clone()))),
-            Effect::TurnDone | Effect::Removed => {}
+            Effect::TurnDone | Effect::Removed | Effect::NextTool | Effect::RunTool(_) => {}
         }
     }
 }
@@ -175,6 +179,7 @@ impl SessionActor {
                     None => self.begin_shutdown(None),
                 },
                 () = poll_request(&mut self.provider) => self.provider = None,
+                done = poll_tool(&mut self.state) => self.on_tool_done(done),
                 ev = recv_provider(&mut self.provider_rx) => {
                     self.on_provider(ev);
                     // Drain a bounded burst, so commands and acks are never
@@ -327,6 +332,8 @@ impl SessionActor {
                 self.start_next_queued();
             }
             Effect::Removed => self.exit = Some(Exit::Removed),
+            Effect::NextTool => self.next_tool(),
+            Effect::RunTool(call) => self.run_tool(call),
         }
     }
 
@@ -365,6 +372,11 @@ impl SessionActor {
         tracing::error!(session = %self.row.id, %reason, "session blocked: persistence failed");
         if let Some(stream) = self.state.take_stream() {
             drop(stream);
+        }
+        if let OperationState::ToolLoop(l) = &mut self.state
+            && let Some(r) = l.running.take()
+        {
+            r.task.abort();
         }
         self.provider = None;
         self.provider_rx = None;
@@ -417,7 +429,10 @@ impl SessionActor {
     }
 
     fn begin_shutdown(&mut self, reply: Option<oneshot::Sender<()>>) {
-        self.cancel_stream(None, Some("cancelled because forged shut down"));
+        const REASON: &str = "cancelled because forged shut down";
+        if !self.cancel_stream(None, Some(REASON)) {
+            self.cancel_tools(None, Some(REASON));
+        }
         match &mut self.exit {
             Some(Exit::Shutdown(replies)) => replies.extend(reply),
             _ => self.exit = Some(Exit::Shutdown(reply.into_iter().collect())),
@@ -473,7 +488,7 @@ impl SessionActor {
             self.pipeline.op(StoreOp::QueueClear { session_id: self.row.id.clone() });
             self.pipeline.event(Some(client.clone()), EventKind::QueueCleared { dropped });
         }
-        let cancelled = self.cancel_stream(Some(client), None);
+        let cancelled = self.cancel_stream(Some(client.clone()), None) || self.cancel_tools(Some(client), None);
         let result = CancelResult { session_id: self.row.id.clone(), cancelled, dropped_queued: dropped };
         self.pipeline.effect(Effect::ReplyCancel { reply, result });
     }
@@ -487,6 +502,17 @@ impl SessionActor {
             let client = q.client.unwrap_or_else(ClientRef::daemon);
             self.start_turn(q.message_id, q.text, client);
         }
+    }
+}
+
+/// Completes when the running tool call finishes.
+async fn poll_tool(state: &mut OperationState) -> Result<Result<String, crate::tools::ToolError>, tokio::task::JoinError> {
+    match state {
+        OperationState::ToolLoop(l) if l.running.is_some() => match l.running.as_mut() {
+            Some(r) => (&mut r.task).await,
+            None => std::future::pending().await,
+        },
+        _ => std::future::pending().await,
     }
 }
 

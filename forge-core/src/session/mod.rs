@@ -7,6 +7,7 @@ pub(crate) mod pipeline;
 mod recovery;
 mod state;
 pub mod subscription;
+mod tools;
 mod turn;
 
 use std::sync::Arc;

@@ -20,10 +20,39 @@ use crate::store::StreamRow;
 impl SessionActor {
     pub(super) async fn recover_streams(&mut self) -> Result<(), EngineError> {
         let streams = self.shared.store.open_streams(&self.row.id).await?;
+        let recovered_a_stream = !streams.is_empty();
         for stream in streams {
             self.recover_stream(stream).await?;
         }
+        if !recovered_a_stream && let Some(message_id) = self.shared.store.unfinished_turn(&self.row.id).await? {
+            self.recover_tool_loop(message_id);
+        }
         Ok(())
+    }
+
+    /// A turn that was running its tools when the daemon stopped: tool
+    /// calls without a result get one saying they were interrupted (they
+    /// are not re-run behind the user's back), and the turn ends.
+    fn recover_tool_loop(&mut self, message_id: String) {
+        let last_calls = self
+            .path
+            .iter()
+            .rposition(|m| m.role == crate::provider::ChatRole::Assistant && !m.tool_calls.is_empty());
+        let mut unanswered = Vec::new();
+        if let Some(i) = last_calls {
+            let answered: std::collections::HashSet<&str> = self.path[i + 1..]
+                .iter()
+                .filter_map(|m| m.tool_result.as_ref().map(|(id, _)| id.as_str()))
+                .collect();
+            unanswered = self.path[i]
+                .tool_calls
+                .iter()
+                .filter(|c| !answered.contains(c.id.as_str()))
+                .map(|c| (c.id.clone(), c.name.clone()))
+                .collect();
+        }
+        tracing::info!(session = %self.row.id, unanswered = unanswered.len(), "recovering a turn interrupted while tools ran");
+        self.close_interrupted_tool_turn(message_id, unanswered);
     }
 
     async fn recover_stream(&mut self, stream: StreamRow) -> Result<(), EngineError> {
@@ -62,6 +91,7 @@ impl SessionActor {
             error_kind,
             error,
             recovered: Some(badge),
+            finishes_turn: true,
         });
         Ok(())
     }
@@ -82,7 +112,10 @@ impl SessionActor {
                 let Ok(ev) = serde_json::from_str::<SessionEvent>(body) else { continue };
                 match ev.kind {
                     EventKind::TextDelta { text: t } => text.push_str(&t),
-                    EventKind::TurnStarted { .. } | EventKind::TurnFinished { .. } => return Ok((text, calls)),
+                    EventKind::TurnStarted { .. }
+                    | EventKind::TurnFinished { .. }
+                    | EventKind::ToolRunning { .. }
+                    | EventKind::ToolResult { .. } => return Ok((text, calls)),
                     other => super::state::fold_tool_call(&mut calls, &other),
                 }
             }

@@ -20,11 +20,15 @@ pub(super) struct ActiveStream {
     pub stop_reason: Option<String>,
     /// The end is taken in (seal queued or written); nothing more is ingested.
     pub sealed: bool,
+    /// 0 for the turn's first stream, then one more after each tool batch.
+    pub iteration: u32,
 }
 
 pub(super) enum OperationState {
     Idle,
     Streaming(ActiveStream),
+    /// Running the tool calls of the last answer, one at a time.
+    ToolLoop(super::tools::ToolLoop),
     /// The answer and `turn_finished` are written but not yet acknowledged;
     /// the next turn starts only once they are durable.
     Finishing,
@@ -37,6 +41,7 @@ impl OperationState {
         match self {
             Self::Idle => OperationStateKind::Idle,
             Self::Streaming(_) | Self::Finishing => OperationStateKind::Streaming,
+            Self::ToolLoop(_) => OperationStateKind::ExecutingTools,
             Self::PersistenceBlocked { .. } => OperationStateKind::PersistenceBlocked,
         }
     }

@@ -11,7 +11,7 @@ use super::state::{ActiveStream, OperationState};
 use crate::error::EngineError;
 use crate::ids::{new_id, now_ms};
 use crate::journal::StoreOp;
-use crate::provider::{ChatMessage, ChatRequest, ChatRole, ProviderError, ProviderEvent, ProviderKind, ProviderSettings};
+use crate::provider::{ChatMessage, ChatRequest, ProviderError, ProviderEvent, ProviderKind, ProviderSettings};
 use crate::store::NodeRow;
 use crate::store::rows::NodeMeta;
 
@@ -39,19 +39,24 @@ pub(super) fn interruption_note(status: MessageStatus) -> Option<&'static str> {
 /// A history node as a message for the provider. Empty text is skipped
 /// (providers reject empty messages); unfinished answers carry a note.
 pub(super) fn chat_message(n: &NodeRow) -> Option<ChatMessage> {
-    if n.text.is_empty() {
+    if n.text.is_empty() && n.meta.tool_calls.is_empty() && n.role != Role::Tool {
         return None;
     }
-    let role = match n.role {
-        Role::User => ChatRole::User,
-        Role::Assistant => ChatRole::Assistant,
-        Role::Other => return None,
-    };
-    let text = match (role, interruption_note(n.status)) {
-        (ChatRole::Assistant, Some(note)) => format!("{}\n\n{note}", n.text),
-        _ => n.text.clone(),
-    };
-    Some(ChatMessage { role, text })
+    match n.role {
+        Role::User => Some(ChatMessage::user(n.text.clone())),
+        Role::Assistant => {
+            let text = match interruption_note(n.status) {
+                Some(note) => format!("{}\n\n{note}", n.text),
+                None => n.text.clone(),
+            };
+            Some(ChatMessage::assistant(text, n.meta.tool_calls.clone()))
+        }
+        Role::Tool => {
+            let r = n.meta.tool_result.as_ref()?;
+            Some(ChatMessage::tool_result(r.call_id.clone(), n.text.clone(), r.is_error))
+        }
+        Role::Other => None,
+    }
 }
 
 impl SessionActor {
@@ -70,7 +75,6 @@ impl SessionActor {
     /// Returns the outbox index of `turn_started`.
     pub(super) fn start_turn(&mut self, message_id: String, text: String, client: ClientRef) -> usize {
         let created_ms = now_ms();
-        let stream_id = new_id("t");
         self.pipeline.op(StoreOp::InsertNode {
             id: message_id.clone(),
             session_id: self.row.id.clone(),
@@ -83,7 +87,7 @@ impl SessionActor {
         });
         self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: Some(message_id.clone()) });
         self.row.head_id = Some(message_id.clone());
-        self.path.push(ChatMessage { role: ChatRole::User, text: text.clone() });
+        self.path.push(ChatMessage::user(text.clone()));
         let index = self.pipeline.event(
             Some(client.clone()),
             EventKind::TurnStarted {
@@ -93,10 +97,17 @@ impl SessionActor {
                 model: self.row.model.clone(),
             },
         );
-        // The stream's journal entry opens with the turn. Its first_seq is
-        // the seq `turn_started` will get: the next one after everything
-        // already queued.
-        let first_seq = self.pipeline.seq_of_outbox_index(index);
+        self.start_stream(message_id, index, 0);
+        index
+    }
+
+    /// Opens a stream journal entry and starts the provider request at
+    /// once. The stream's deltas follow the outbox event at `marker`
+    /// (`turn_started`, or `stream_resumed` after tool results).
+    pub(super) fn start_stream(&mut self, message_id: String, marker: usize, iteration: u32) {
+        let created_ms = now_ms();
+        let stream_id = new_id("t");
+        let first_seq = self.pipeline.seq_of_outbox_index(marker);
         self.pipeline.op(StoreOp::StreamBegin {
             stream_id: stream_id.clone(),
             session_id: self.row.id.clone(),
@@ -113,6 +124,7 @@ impl SessionActor {
             system: None,
             messages: self.path.clone(),
             max_output_tokens: self.shared.config.app.max_output_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS),
+            tools: self.shared.tools.specs(),
         };
         // The request runs inside this actor's task (polled in its select),
         // not in a task of its own: a chunk reaches the journal one wake-up
@@ -139,8 +151,8 @@ impl SessionActor {
             usage: None,
             stop_reason: None,
             sealed: false,
+            iteration,
         });
-        index
     }
 
     /// Ingest: a provider event becomes a journal entry (not yet applied).
@@ -215,6 +227,10 @@ impl SessionActor {
     /// text is complete. Now the answer becomes history.
     pub(super) fn on_sealed(&mut self, info: SealInfo) {
         let Some(stream) = self.state.take_stream() else { return };
+        // The model asked for tools: answer them and go on, within the turn.
+        let tools = info.outcome == MessageStatus::Complete && !stream.tool_calls.is_empty();
+        let calls = stream.tool_calls.clone();
+        let (message_id, iteration) = (stream.message_id.clone(), stream.iteration);
         self.commit_answer(Answer {
             stream_id: stream.stream_id,
             message_id: stream.message_id,
@@ -228,8 +244,13 @@ impl SessionActor {
             error_kind: info.error.as_ref().map(|(k, _)| k.as_str().to_string()),
             error: info.error.map(|(_, m)| m),
             recovered: None,
+            finishes_turn: !tools,
         });
-        self.pipeline.effect(Effect::TurnDone);
+        if tools {
+            self.start_tool_loop(message_id, iteration, calls);
+        } else {
+            self.pipeline.effect(Effect::TurnDone);
+        }
     }
 
     /// Makes an answer history: the assistant node (if anything was said),
@@ -256,7 +277,8 @@ impl SessionActor {
                     error: a.error.clone(),
                     stop_reason: a.stop_reason.clone(),
                     recovered: a.recovered,
-                    tool_calls: a.tool_calls,
+                    tool_calls: a.tool_calls.clone(),
+                    tool_result: None,
                 },
             });
             self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: Some(id.clone()) });
@@ -265,10 +287,13 @@ impl SessionActor {
                 Some(note) => format!("{}\n\n{note}", a.text),
                 None => a.text,
             };
-            self.path.push(ChatMessage { role: ChatRole::Assistant, text });
+            self.path.push(ChatMessage::assistant(text, a.tool_calls));
             Some(id)
         };
         self.pipeline.op(StoreOp::StreamCommit { stream_id: a.stream_id });
+        if !a.finishes_turn {
+            return;
+        }
         // A recovered answer is the daemon's doing; a live one the model's.
         let client = a.recovered.map(|_| ClientRef::daemon());
         self.pipeline.event(
@@ -301,4 +326,6 @@ pub(super) struct Answer {
     pub error_kind: Option<String>,
     pub error: Option<String>,
     pub recovered: Option<forge_proto::RecoveryBadge>,
+    /// False when tool calls continue the turn.
+    pub finishes_turn: bool,
 }

@@ -3,7 +3,7 @@
 //! answers reads; every write goes through the journal writer
 //! ([`crate::journal`]), the single writer of the database.
 
-pub(crate) mod rows;
+pub mod rows;
 
 use std::path::Path;
 use std::str::FromStr;
@@ -145,6 +145,35 @@ impl Store {
             .collect()
     }
 
+    /// The seq of the session's newest event of `kind` (0 if none).
+    pub async fn last_seq_of_kind(&self, session: &str, kind: &str) -> Result<u64, StoreError> {
+        let v: Option<i64> = sqlx::query_scalar("SELECT MAX(seq) FROM events WHERE session_id = ? AND kind = ?")
+            .bind(session)
+            .bind(kind)
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(v.unwrap_or(0) as u64)
+    }
+
+    /// The `message_id` of the session's newest `turn_started`, if that
+    /// turn has no `turn_finished` yet.
+    pub async fn unfinished_turn(&self, session: &str) -> Result<Option<String>, StoreError> {
+        let started = self.last_seq_of_kind(session, "turn_started").await?;
+        let finished = self.last_seq_of_kind(session, "turn_finished").await?;
+        if started == 0 || finished > started {
+            return Ok(None);
+        }
+        let body: Option<String> = sqlx::query_scalar("SELECT body FROM events WHERE session_id = ? AND seq = ?")
+            .bind(session)
+            .bind(started as i64)
+            .fetch_optional(&self.pool)
+            .await?;
+        let id = body
+            .and_then(|b| serde_json::from_str::<serde_json::Value>(&b).ok())
+            .and_then(|v| v.get("message_id").and_then(|m| m.as_str()).map(str::to_string));
+        Ok(id)
+    }
+
     /// Stream journal entries of a session not yet committed, oldest first.
     pub async fn open_streams(&self, session: &str) -> Result<Vec<StreamRow>, StoreError> {
         let rows = sqlx::query(
@@ -178,7 +207,10 @@ impl Store {
     /// the daemon stopped, or messages wait in the queue.
     pub async fn sessions_needing_attention(&self) -> Result<Vec<String>, StoreError> {
         Ok(sqlx::query_scalar(
-            "SELECT session_id FROM queued_messages UNION SELECT session_id FROM streams",
+            "SELECT session_id FROM queued_messages UNION SELECT session_id FROM streams
+             UNION SELECT s.id FROM sessions s WHERE
+               (SELECT MAX(seq) FROM events e WHERE e.session_id = s.id AND e.kind = 'turn_started') >
+               COALESCE((SELECT MAX(seq) FROM events e WHERE e.session_id = s.id AND e.kind = 'turn_finished'), 0)",
         )
         .fetch_all(&self.pool)
         .await?)

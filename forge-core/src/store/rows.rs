@@ -1,6 +1,6 @@
 //! Rows as stored, and their conversion to wire types.
 
-use forge_proto::{ClientRef, HistoryMessage, MessageStatus, RecoveryBadge, Role, ToolCallRecord, Usage};
+use forge_proto::{ClientRef, HistoryMessage, MessageStatus, RecoveryBadge, Role, ToolCallRecord, ToolResultInfo, Usage};
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
@@ -55,6 +55,8 @@ pub struct NodeMeta {
     pub recovered: Option<RecoveryBadge>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCallRecord>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_result: Option<ToolResultInfo>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -111,6 +113,7 @@ impl NodeRow {
             error: self.meta.error.clone(),
             recovered: self.meta.recovered,
             tool_calls: self.meta.tool_calls.clone(),
+            tool_result: self.meta.tool_result.clone(),
         }
     }
 }

@@ -1,0 +1,258 @@
+//! The tool loop of a turn: after an answer with tool calls is durable,
+//! each call is planned (unknown tools, bad or duplicate arguments become
+//! error results the model sees), announced with `tool_running` before it
+//! runs, executed in its own task with a timeout (a panic is an error
+//! result, never a dead daemon), and its result is history with
+//! `tool_result` before the next call starts. Then the model continues
+//! the turn with the results in a new stream.
+//!
+//! The tool journal is this sequence of durable events and nodes: a call
+//! with `tool_running` and no `tool_result` was interrupted.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::Arc;
+
+use forge_proto::{ClientRef, EventKind, MessageStatus, Role, ToolCallRecord, ToolResultInfo};
+use serde_json::Value;
+use tokio::task::JoinHandle;
+
+use super::actor::{Effect, SessionActor};
+use super::state::OperationState;
+use crate::ids::{new_id, now_ms};
+use crate::journal::StoreOp;
+use crate::provider::ChatMessage;
+use crate::store::rows::NodeMeta;
+use crate::tools::{Sandbox, ToolCtx, ToolError, ToolExecutor, truncate_output};
+
+/// Tool-result bytes kept for the model.
+const MAX_OUTPUT_BYTES: usize = 100 * 1024;
+/// Tool batches one user turn may run before it is stopped.
+const DEFAULT_MAX_ITERATIONS: u32 = 20;
+
+pub(super) struct PlannedCall {
+    pub id: String,
+    pub name: String,
+    /// What to run, or why it will not run.
+    pub action: Result<(Arc<dyn ToolExecutor>, Value), ToolError>,
+}
+
+pub(super) struct ToolLoop {
+    pub message_id: String,
+    pub iteration: u32,
+    pub pending: VecDeque<PlannedCall>,
+    pub running: Option<RunningCall>,
+}
+
+pub(super) struct RunningCall {
+    pub id: String,
+    pub name: String,
+    pub task: JoinHandle<Result<String, ToolError>>,
+}
+
+impl SessionActor {
+    fn max_iterations(&self) -> u32 {
+        self.shared.config.tools.max_tool_iterations_per_user_turn.unwrap_or(DEFAULT_MAX_ITERATIONS)
+    }
+
+    /// Plans the calls of a durable answer and starts the loop.
+    pub(super) fn start_tool_loop(&mut self, message_id: String, iteration: u32, calls: Vec<ToolCallRecord>) {
+        let mut seen = HashSet::new();
+        let over_limit = iteration + 1 > self.max_iterations();
+        let pending = calls
+            .into_iter()
+            .map(|c| {
+                let action = if over_limit {
+                    Err(ToolError::ExecutionFailed {
+                        tool: c.name.clone(),
+                        message: format!(
+                            "not run: this turn reached its limit of {} tool batches (tools.max_tool_iterations_per_user_turn)",
+                            self.max_iterations()
+                        ),
+                    })
+                } else if !seen.insert(c.id.clone()) {
+                    Err(ToolError::DuplicateToolCallId { id: c.id.clone() })
+                } else {
+                    match self.shared.tools.get(&c.name) {
+                        None => Err(ToolError::UnknownTool { name: c.name.clone() }),
+                        Some(tool) => serde_json::from_str::<Value>(if c.arguments.trim().is_empty() { "{}" } else { &c.arguments })
+                            .map_err(|e| ToolError::BadArgs { message: format!("the arguments are not JSON: {e}") })
+                            .map(|args| (tool, args)),
+                    }
+                };
+                PlannedCall { id: c.id, name: c.name, action }
+            })
+            .collect();
+        self.state = OperationState::ToolLoop(ToolLoop { message_id, iteration, pending, running: None });
+        self.pipeline.effect(Effect::NextTool);
+    }
+
+    /// The previous step is durable: run the next call, or continue the
+    /// turn with the results.
+    pub(super) fn next_tool(&mut self) {
+        let OperationState::ToolLoop(l) = &mut self.state else { return };
+        match l.pending.pop_front() {
+            Some(PlannedCall { id, name, action: Err(e) }) => self.record_result(&id, &name, Err(e)),
+            Some(PlannedCall { id, name, action: Ok((tool, args)) }) => {
+                self.pipeline.event(None, EventKind::ToolRunning { call_id: id.clone(), name: name.clone() });
+                self.pipeline.effect(Effect::RunTool(PlannedCall { id, name, action: Ok((tool, args)) }));
+            }
+            None => {
+                let (message_id, iteration) = (l.message_id.clone(), l.iteration);
+                if iteration + 1 > self.max_iterations() {
+                    self.finish_tool_turn(
+                        message_id,
+                        MessageStatus::Error,
+                        Some(("tool_limit".into(), "the turn reached its tool-iteration limit".into())),
+                    );
+                    return;
+                }
+                let marker = self.pipeline.event(None, EventKind::StreamResumed { iteration: iteration + 1 });
+                self.start_stream(message_id, marker, iteration + 1);
+            }
+        }
+    }
+
+    /// `tool_running` is durable: now the call may run.
+    pub(super) fn run_tool(&mut self, call: PlannedCall) {
+        let OperationState::ToolLoop(l) = &mut self.state else { return };
+        let Ok((tool, args)) = call.action else { return };
+        let ctx = ToolCtx {
+            sandbox: sandbox_for(&self.row.cwd, &self.shared.config),
+            call_id: call.id.clone(),
+            max_output_bytes: MAX_OUTPUT_BYTES,
+        };
+        let timeout = tool.timeout();
+        let task = tokio::spawn(async move {
+            match tokio::time::timeout(timeout, tool.execute(args, &ctx)).await {
+                Ok(r) => r,
+                Err(_) => Err(ToolError::Timeout { tool: tool.name().into(), elapsed: timeout }),
+            }
+        });
+        l.running = Some(RunningCall { id: call.id, name: call.name, task });
+    }
+
+    /// The running call finished (or its task died).
+    pub(super) fn on_tool_done(&mut self, result: Result<Result<String, ToolError>, tokio::task::JoinError>) {
+        let OperationState::ToolLoop(l) = &mut self.state else { return };
+        let Some(running) = l.running.take() else { return };
+        let result = result.unwrap_or_else(|e| {
+            Err(ToolError::ExecutionFailed {
+                tool: running.name.clone(),
+                message: if e.is_panic() { "the tool panicked".into() } else { "the tool was stopped".into() },
+            })
+        });
+        self.record_result(&running.id, &running.name, result);
+    }
+
+    /// Writes a result as history and as `tool_result`; the next call
+    /// waits until it is durable.
+    fn record_result(&mut self, call_id: &str, name: &str, result: Result<String, ToolError>) {
+        let (output, is_error) = match result {
+            Ok(out) => (truncate_output(out, MAX_OUTPUT_BYTES), false),
+            Err(e) => (format!("error: {e}"), true),
+        };
+        let id = new_id("m");
+        let info = ToolResultInfo { call_id: call_id.into(), name: name.into(), is_error };
+        self.pipeline.op(StoreOp::InsertNode {
+            id: id.clone(),
+            session_id: self.row.id.clone(),
+            parent_id: self.row.head_id.clone(),
+            role: Role::Tool,
+            text: output.clone(),
+            status: MessageStatus::Complete,
+            created_ms: now_ms(),
+            meta: NodeMeta { tool_result: Some(info), ..Default::default() },
+        });
+        self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: Some(id.clone()) });
+        self.row.head_id = Some(id);
+        self.path.push(ChatMessage::tool_result(call_id, output.clone(), is_error));
+        self.pipeline.event(None, EventKind::ToolResult { call_id: call_id.into(), name: name.into(), is_error, output });
+        self.pipeline.effect(Effect::NextTool);
+    }
+
+    /// Cancels the tool loop: the running call is stopped, it and the
+    /// calls not run yet get "cancelled" results, and the turn ends.
+    pub(super) fn cancel_tools(&mut self, client: Option<ClientRef>, reason: Option<&str>) -> bool {
+        let OperationState::ToolLoop(l) = &mut self.state else { return false };
+        let message_id = l.message_id.clone();
+        let mut unanswered: Vec<(String, String)> = Vec::new();
+        if let Some(r) = l.running.take() {
+            r.task.abort();
+            unanswered.push((r.id, r.name));
+        }
+        unanswered.extend(l.pending.drain(..).map(|c| (c.id, c.name)));
+        if let Some(client) = client {
+            self.pipeline.event(Some(client), EventKind::CancelRequested {});
+        }
+        self.answer_unrun(&unanswered, &format!("error: {}", ToolError::Cancelled));
+        let error = reason.map(|r| ("shutting_down".to_string(), r.to_string()));
+        self.finish_tool_turn(message_id, MessageStatus::Cancelled, error);
+        true
+    }
+
+    /// Recovery: the daemon stopped during the tool loop.
+    pub(super) fn close_interrupted_tool_turn(&mut self, message_id: String, unanswered: Vec<(String, String)>) {
+        self.answer_unrun(
+            &unanswered,
+            "error: interrupted: forged stopped while this tool call was pending or running; it was not run again",
+        );
+        self.finish_tool_turn(
+            message_id,
+            MessageStatus::Interrupted,
+            Some(("interrupted".into(), "forged stopped while tools were running".into())),
+        );
+    }
+
+    /// Error results for calls that will not run.
+    fn answer_unrun(&mut self, calls: &[(String, String)], output: &str) {
+        for (id, name) in calls.iter().cloned() {
+            let (output, is_error) = (output.to_string(), true);
+            let node = new_id("m");
+            self.pipeline.op(StoreOp::InsertNode {
+                id: node.clone(),
+                session_id: self.row.id.clone(),
+                parent_id: self.row.head_id.clone(),
+                role: Role::Tool,
+                text: output.clone(),
+                status: MessageStatus::Complete,
+                created_ms: now_ms(),
+                meta: NodeMeta {
+                    tool_result: Some(ToolResultInfo { call_id: id.clone(), name: name.clone(), is_error }),
+                    ..Default::default()
+                },
+            });
+            self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: Some(node.clone()) });
+            self.row.head_id = Some(node);
+            self.path.push(ChatMessage::tool_result(id.clone(), output.clone(), is_error));
+            self.pipeline.event(None, EventKind::ToolResult { call_id: id, name, is_error, output });
+        }
+    }
+
+    pub(super) fn finish_tool_turn(&mut self, message_id: String, status: MessageStatus, error: Option<(String, String)>) {
+        self.state = OperationState::Finishing;
+        self.pipeline.event(
+            None,
+            EventKind::TurnFinished {
+                message_id,
+                assistant_id: None,
+                status,
+                stop_reason: None,
+                usage: None,
+                error_kind: error.as_ref().map(|(k, _)| k.clone()),
+                error: error.map(|(_, m)| m),
+                recovered: None,
+            },
+        );
+        self.pipeline.effect(Effect::TurnDone);
+    }
+}
+
+/// The sandbox for a session's tools, from `[tools.sandbox]`.
+fn sandbox_for(cwd: &str, config: &crate::config::ForgeConfig) -> Sandbox {
+    let sb = config.tools.sandbox.clone();
+    let roots = sb.as_ref().and_then(|s| s.allowed_roots.clone()).unwrap_or_default();
+    let denied = sb.as_ref().and_then(|s| s.denied_patterns.clone()).unwrap_or_default();
+    let defaults = sb.as_ref().and_then(|s| s.include_default_denies).unwrap_or(true);
+    let absolute = sb.as_ref().and_then(|s| s.allow_absolute).unwrap_or(false);
+    Sandbox::new(std::path::Path::new(cwd), &roots, &denied, defaults, absolute)
+}
