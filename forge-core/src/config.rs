@@ -102,6 +102,9 @@ pub struct GoogleConfig {
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolsConfig {
+    /// `enabled` (default): tools are offered to the model and run;
+    /// `disabled`: none are offered (for servers without tool support).
+    pub mode: Option<ToolMode>,
     pub max_tool_calls_per_batch: Option<usize>,
     pub max_tool_iterations_per_user_turn: Option<u32>,
     pub max_tool_args_bytes: Option<usize>,
@@ -170,6 +173,14 @@ pub struct ReadFileConfig {
 #[serde(deny_unknown_fields)]
 pub struct ApplyPatchConfig {
     pub max_patch_bytes: Option<usize>,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolMode {
+    Disabled,
+    #[default]
+    Enabled,
 }
 
 /// How hard the store works to survive failures.
@@ -306,6 +317,7 @@ reasoning_effort = "high"
 [google]
 thinking_enabled = true
 [tools]
+mode = "disabled"
 max_tool_calls_per_batch = 8
 [tools.sandbox]
 allowed_roots = ["."]

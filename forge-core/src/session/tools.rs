@@ -61,7 +61,13 @@ impl SessionActor {
         let pending = calls
             .into_iter()
             .map(|c| {
-                let action = if over_limit {
+                let disabled = self.shared.config.tools.mode == Some(crate::config::ToolMode::Disabled);
+                let action = if disabled {
+                    Err(ToolError::ExecutionFailed {
+                        tool: c.name.clone(),
+                        message: "tools are disabled ([tools] mode = \"disabled\")".into(),
+                    })
+                } else if over_limit {
                     Err(ToolError::ExecutionFailed {
                         tool: c.name.clone(),
                         message: format!(

@@ -124,7 +124,10 @@ impl SessionActor {
             system: None,
             messages: self.path.clone(),
             max_output_tokens: self.shared.config.app.max_output_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS),
-            tools: self.shared.tools.specs(),
+            tools: match self.shared.config.tools.mode.unwrap_or_default() {
+                crate::config::ToolMode::Enabled => self.shared.tools.specs(),
+                crate::config::ToolMode::Disabled => Vec::new(),
+            },
         };
         // The request runs inside this actor's task (polled in its select),
         // not in a task of its own: a chunk reaches the journal one wake-up
