@@ -86,6 +86,25 @@ Ctrl-C cancels the turn (the partial answer is kept, marked cancelled).")]
         #[arg(long)]
         drop_queued: bool,
     },
+    /// List every pending tool approval, across all sessions
+    Approvals,
+    /// Approve a session's pending tool calls: all, or the numbered ones
+    #[command(after_help = "Numbers are the #N shown by `forgectl approvals` or `forgectl send`; the calls not named are denied.")]
+    Approve {
+        /// Session id, id prefix or name
+        session: String,
+        /// Approve every call of the pending approval
+        #[arg(long, conflicts_with = "calls")]
+        all: bool,
+        /// The calls to approve (1-based)
+        #[arg(required_unless_present = "all")]
+        calls: Vec<u32>,
+    },
+    /// Deny all of a session's pending tool calls (the model is told)
+    Deny {
+        /// Session id, id prefix or name
+        session: String,
+    },
     /// Show the daemon's pid, version, uptime and sessions
     Status,
     /// Show the journal's health and statistics, or reset it after a failure
@@ -120,6 +139,9 @@ fn main() -> ExitCode {
             Command::History { session } => cmd::session::history(&g, &session).await,
             Command::Cancel { session, drop_queued } => cmd::misc::cancel(&g, &session, drop_queued).await,
             Command::Status => cmd::misc::status(&g).await,
+            Command::Approvals => cmd::approvals::list(&g).await,
+            Command::Approve { session, all, calls } => cmd::approvals::approve(&g, &session, all, calls).await,
+            Command::Deny { session } => cmd::approvals::deny(&g, &session).await,
             Command::Journal { action } => cmd::misc::journal(&g, action).await,
             Command::Shutdown => cmd::misc::shutdown(&g).await,
         }

@@ -133,6 +133,17 @@ impl Transcript {
                 self.end_text(&mut out);
                 let _ = writeln!(out, "[{}] tool call {name} ({call_id})", ev.seq);
             }
+            EventKind::ApprovalRequested { calls, .. } => {
+                self.end_text(&mut out);
+                let _ = writeln!(out, "[{}] approval needed for {} tool call(s):", ev.seq, calls.len());
+                for (i, c) in calls.iter().enumerate() {
+                    let _ = writeln!(out, "  #{} {} (risk {}): {}", i + 1, c.name, c.risk, first_line(&c.summary, 100));
+                }
+            }
+            EventKind::ApprovalResolved { approved, denied, .. } => {
+                self.end_text(&mut out);
+                let _ = writeln!(out, "[{}] approval answered by {who}: {} approved, {} denied", ev.seq, approved.len(), denied.len());
+            }
             EventKind::ToolRunning { name, call_id } => {
                 self.end_text(&mut out);
                 let _ = writeln!(out, "[{}] running {name} ({call_id})", ev.seq);
@@ -218,4 +229,16 @@ mod chrono_lite {
             assert_eq!(super::format_ms(1_795_321_771_979), "2026-11-22 04:29:31Z");
         }
     }
+}
+
+/// Prints a pending approval with the commands that answer it.
+pub fn approval_prompt(session: &str, calls: &[forge_proto::ApprovalCall]) {
+    eprintln!("forgectl: session {session} waits for approval of {} tool call(s):", calls.len());
+    for (i, c) in calls.iter().enumerate() {
+        eprintln!("  #{} {} (risk {})", i + 1, c.name, c.risk);
+        for line in c.summary.lines().take(12) {
+            eprintln!("      {line}");
+        }
+    }
+    eprintln!("  answer from any client: forgectl approve {session} --all | forgectl approve {session} 1 2 | forgectl deny {session}");
 }

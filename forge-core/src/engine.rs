@@ -322,6 +322,35 @@ impl Engine {
         handle.request(|reply| SessionCmd::Cancel { client, drop_queued, reply }).await
     }
 
+    /// Every pending approval of the live sessions (sessions with one are
+    /// started with the daemon, so none is missed).
+    pub async fn approvals(&self) -> Vec<forge_proto::PendingApproval> {
+        self.inner
+            .sessions
+            .lock()
+            .await
+            .values()
+            .filter(|h| h.is_alive())
+            .filter_map(|h| h.snapshot.borrow().approval.clone())
+            .collect()
+    }
+
+    pub async fn answer_approval(
+        &self,
+        selector: &str,
+        decision: forge_proto::ApprovalDecision,
+        approval_id: Option<String>,
+        call_ids: Option<Vec<String>>,
+        indices: Option<Vec<u32>>,
+        client: ClientRef,
+    ) -> Result<forge_proto::ApprovalResult, EngineError> {
+        self.check_running()?;
+        let handle = self.handle_for(selector).await?;
+        handle
+            .request(|reply| SessionCmd::Approve { decision, approval_id, call_ids, indices, client, reply })
+            .await
+    }
+
     pub async fn history(&self, selector: &str) -> Result<HistoryResult, EngineError> {
         let id = self.resolve(selector).await?;
         let row = self.shared().store.session(&id).await?.ok_or_else(|| EngineError::not_found(&id))?;

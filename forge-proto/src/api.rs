@@ -74,6 +74,24 @@ pub trait ForgeApi {
     #[subscription(name = "session.subscribe" => "session.event", unsubscribe = "session.unsubscribe", item = SubscriptionItem, param_kind = map)]
     async fn session_subscribe(&self, session: String, from_seq: Option<u64>) -> SubscriptionResult;
 
+    /// Every pending approval across all sessions (one inbox).
+    #[method(name = "approval.list", param_kind = map)]
+    async fn approval_list(&self) -> RpcResult<Vec<PendingApproval>>;
+
+    /// Answers a session's pending approval. The first valid answer wins;
+    /// later ones get `approval_not_pending`. `approval_id`, when given,
+    /// must match the pending one (so a stale answer cannot approve a newer
+    /// request).
+    #[method(name = "approval.answer", param_kind = map)]
+    async fn approval_answer(
+        &self,
+        session: String,
+        decision: ApprovalDecision,
+        approval_id: Option<String>,
+        call_ids: Option<Vec<String>>,
+        indices: Option<Vec<u32>>,
+    ) -> RpcResult<ApprovalResult>;
+
     /// The journal writer's health and statistics.
     #[method(name = "journal.status", param_kind = map)]
     async fn journal_status(&self) -> RpcResult<JournalStatus>;

@@ -38,6 +38,8 @@ pub enum ErrorKind {
     ProtocolMismatch,
     /// The daemon is shutting down.
     ShuttingDown,
+    /// There is no pending approval to answer (or it was answered already).
+    ApprovalNotPending,
     /// A bug or unexpected failure inside the daemon.
     Internal,
 }
@@ -60,6 +62,7 @@ impl ErrorKind {
             Self::Overloaded => -32051,
             Self::ProtocolMismatch => -32052,
             Self::ShuttingDown => -32053,
+            Self::ApprovalNotPending => -32054,
             Self::Internal => -32060,
         }
     }
@@ -81,6 +84,7 @@ impl ErrorKind {
             Self::Overloaded => "overloaded",
             Self::ProtocolMismatch => "protocol_mismatch",
             Self::ShuttingDown => "shutting_down",
+            Self::ApprovalNotPending => "approval_not_pending",
             Self::Internal => "internal",
         }
     }

@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::types::{ClientRef, JournalHealth, RecoveryBadge, Usage};
+use crate::types::{ApprovalCall, ClientRef, JournalHealth, RecoveryBadge, Usage};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionEvent {
@@ -69,6 +69,18 @@ pub enum EventKind {
     ToolCallArgs {
         index: u32,
         fragment: String,
+    },
+    /// Tool calls wait for a user's decision; any client may answer with
+    /// `approval.answer`. Nothing of the batch runs until then.
+    ApprovalRequested {
+        approval_id: String,
+        calls: Vec<ApprovalCall>,
+    },
+    /// The approval was answered (by `client`); the first answer wins.
+    ApprovalResolved {
+        approval_id: String,
+        approved: Vec<String>,
+        denied: Vec<String>,
     },
     /// A tool call is about to run (written before it starts, so a crash
     /// mid-run is known).

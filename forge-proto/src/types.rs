@@ -341,3 +341,43 @@ pub struct DaemonStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub journal_reason: Option<String>,
 }
+
+/// One tool call waiting for a user's decision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalCall {
+    pub call_id: String,
+    pub name: String,
+    pub arguments: String,
+    /// `low`, `medium` or `high`.
+    pub risk: String,
+    /// What approving it would do, readable (a diff or a preview where the
+    /// tool can show one).
+    pub summary: String,
+}
+
+/// A pending approval, as `approval.list` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingApproval {
+    pub session_id: String,
+    pub session_name: Option<String>,
+    pub approval_id: String,
+    pub calls: Vec<ApprovalCall>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalDecision {
+    ApproveAll,
+    DenyAll,
+    /// Approve the calls named by `call_ids` (or 1-based `indices`); deny
+    /// the others.
+    ApproveSelected,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalResult {
+    pub session_id: String,
+    pub approval_id: String,
+    pub approved: Vec<String>,
+    pub denied: Vec<String>,
+}

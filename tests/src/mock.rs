@@ -499,7 +499,7 @@ async fn stream_reply(
         let _ = w.write(sse(Some("content_block_stop"), &json!({"type":"content_block_stop","index":0}))).await;
     }
     for (k, name) in script.tools.iter().enumerate() {
-        let args = tool_args(k);
+        let args = tool_args(k, name);
         let id = format!("call_mock_{k}");
         match wire {
             Wire::Anthropic => {
@@ -565,9 +565,12 @@ async fn stream_reply(
     }
 }
 
-/// The JSON arguments the mock sends for its `n`-th tool call.
-pub fn tool_args(n: usize) -> String {
-    format!("{{\"path\": \"src/file{n}.rs\", \"start_line\": 1, \"end_line\": 50}}")
+/// The JSON arguments the mock sends for its `n`-th tool call, to `name`.
+pub fn tool_args(n: usize, name: &str) -> String {
+    match name {
+        "write_file" => format!("{{\"path\": \"out{n}.txt\", \"content\": \"hello from the mock \\u00e9\\n\"}}"),
+        _ => format!("{{\"path\": \"src/file{n}.rs\", \"start_line\": 1, \"end_line\": 50}}"),
+    }
 }
 
 /// Splits `s` into pieces of about `n` bytes, on char boundaries.

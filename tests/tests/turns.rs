@@ -249,7 +249,7 @@ async fn tool_calls_run_and_the_model_continues_with_their_results() {
         let roles: Vec<&str> = h.iter().filter_map(|m| m["role"].as_str()).collect();
         assert_eq!(roles, vec!["user", "assistant", "tool", "tool", "assistant"], "{provider}");
         let calls = h[1]["tool_calls"].as_array().cloned().unwrap_or_default();
-        assert_eq!(calls[0]["arguments"], forge_tests::mock::tool_args(0), "{provider}: arguments exact");
+        assert_eq!(calls[0]["arguments"], forge_tests::mock::tool_args(0, "read_file"), "{provider}: arguments exact");
         assert_eq!(h[2]["tool_result"]["call_id"], "call_mock_0");
         assert_eq!(h[2]["text"], "fn main() {}\n", "read_file read the file in the session's cwd");
         assert_eq!(h[3]["tool_result"]["is_error"], true, "an unknown tool is an error result: {}", h[3]);

@@ -1,5 +1,6 @@
 //! One module per command group.
 
+pub mod approvals;
 pub mod attach;
 pub mod misc;
 pub mod send;

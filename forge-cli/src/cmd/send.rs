@@ -5,7 +5,7 @@ use std::io::{Read, Write};
 use clap::Args;
 use forge_proto::api::ForgeApiClient;
 use forge_proto::client::Follow;
-use forge_proto::{EventKind, JournalHealth, SubscriptionItem, TurnStatus};
+use forge_proto::{ApprovalDecision, EventKind, JournalHealth, SubscriptionItem, TurnStatus};
 
 use crate::Global;
 use crate::connect::daemon;
@@ -23,6 +23,10 @@ pub struct SendArgs {
     /// Return once the message is accepted; do not wait for the answer
     #[arg(long)]
     no_wait: bool,
+    /// Approve this turn's tool calls that would ask (never what the
+    /// denylist or the sandbox forbids)
+    #[arg(long)]
+    auto_approve: bool,
     /// The message; `-` reads it from stdin
     #[arg(required = true, num_args = 1.., value_name = "MESSAGE")]
     message: Vec<String>,
@@ -132,6 +136,29 @@ pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
                 let _ = stdout.write_all(text.as_bytes());
                 let _ = stdout.flush();
                 ends_with_newline = text.ends_with('\n');
+            }
+            EventKind::ApprovalRequested { approval_id, calls } if in_turn => {
+                if a.auto_approve {
+                    let r = client
+                        .approval_answer(
+                            sent.session_id.clone(),
+                            ApprovalDecision::ApproveAll,
+                            Some(approval_id.clone()),
+                            None,
+                            None,
+                        )
+                        .await;
+                    match r {
+                        Ok(_) => eprintln!("forgectl: approved {} tool call(s) (--auto-approve)", calls.len()),
+                        Err(e) => eprintln!("forgectl: could not approve: {}", Failure::from(e).message),
+                    }
+                } else {
+                    if !ends_with_newline && !g.json {
+                        let _ = writeln!(stdout);
+                        ends_with_newline = true;
+                    }
+                    crate::output::approval_prompt(&sent.session_id, calls);
+                }
             }
             EventKind::ToolRunning { name, .. } if in_turn && !g.json => {
                 if !ends_with_newline {

@@ -43,6 +43,10 @@ pub(super) enum Effect {
     },
     ReplyCancel { reply: oneshot::Sender<Result<CancelResult, EngineError>>, result: CancelResult },
     ReplyUnit(oneshot::Sender<Result<(), EngineError>>),
+    ReplyApproval {
+        reply: oneshot::Sender<Result<forge_proto::ApprovalResult, EngineError>>,
+        result: forge_proto::ApprovalResult,
+    },
     /// The finished turn is durable: go idle and start the next queued one.
     TurnDone,
     /// The session's removal is durable: stop.
@@ -59,6 +63,7 @@ impl Effect {
             Effect::ReplySend { reply, .. } => drop(reply.send(Err(err.clone()))),
             Effect::ReplyCancel { reply, .. } => drop(reply.send(Err(err.clone()))),
             Effect::ReplyUnit(reply) => drop(reply.send(Err(err.clone()))),
+            Effect::ReplyApproval { reply, .. } => drop(reply.send(Err(err.clone()))),
             Effect::TurnDone | Effect::Removed | Effect::NextTool | Effect::RunTool(_) => {}
         }
     }
@@ -95,7 +100,7 @@ impl SessionActor {
     pub(crate) async fn spawn(shared: Arc<Shared>, row: SessionRow) -> Result<SessionHandle, EngineError> {
         let (tx, commands) = mpsc::channel(COMMAND_QUEUE);
         let (events, _) = broadcast::channel(BROADCAST_CAPACITY);
-        let snap = Snapshot { state: OperationStateKind::Idle, queued: 0, last_seq: row.last_seq };
+        let snap = Snapshot { state: OperationStateKind::Idle, queued: 0, last_seq: row.last_seq, approval: None };
         let (snapshot, snapshot_rx) = watch::channel(snap);
         let handle = SessionHandle {
             id: row.id.clone(),
@@ -203,10 +208,15 @@ impl SessionActor {
     }
 
     fn publish_snapshot(&self) {
+        let approval = match &self.state {
+            OperationState::ToolLoop(l) => l.approval.clone(),
+            _ => None,
+        };
         let snap = Snapshot {
             state: self.state.kind(),
             queued: self.queue.len() as u32,
             last_seq: self.pipeline.applied_seq(),
+            approval,
         };
         self.snapshot.send_if_modified(|old| {
             if *old != snap {
@@ -325,6 +335,7 @@ impl SessionActor {
             }
             Effect::ReplyCancel { reply, result } => drop(reply.send(Ok(result))),
             Effect::ReplyUnit(reply) => drop(reply.send(Ok(()))),
+            Effect::ReplyApproval { reply, result } => drop(reply.send(Ok(result))),
             Effect::TurnDone => {
                 if matches!(self.state, OperationState::Finishing) {
                     self.state = OperationState::Idle;
@@ -396,6 +407,7 @@ impl SessionActor {
                 SessionCmd::Send { reply, .. } => drop(reply.send(Err(err))),
                 SessionCmd::Cancel { reply, .. } => drop(reply.send(Err(err))),
                 SessionCmd::Rename { reply, .. } | SessionCmd::Remove { reply } => drop(reply.send(Err(err))),
+                SessionCmd::Approve { reply, .. } => drop(reply.send(Err(err))),
                 SessionCmd::Shutdown { reply } => self.exit = Some(Exit::Shutdown(vec![reply])),
             }
             return;
@@ -424,13 +436,22 @@ impl SessionActor {
                     )));
                 }
             }
+            SessionCmd::Approve { decision, approval_id, call_ids, indices, client, reply } => {
+                match self.on_approval(decision, approval_id, call_ids, indices, client) {
+                    Ok(result) => self.pipeline.effect(Effect::ReplyApproval { reply, result }),
+                    Err(e) => drop(reply.send(Err(e))),
+                }
+            }
             SessionCmd::Shutdown { reply } => self.begin_shutdown(Some(reply)),
         }
     }
 
     fn begin_shutdown(&mut self, reply: Option<oneshot::Sender<()>>) {
         const REASON: &str = "cancelled because forged shut down";
-        if !self.cancel_stream(None, Some(REASON)) {
+        // A batch waiting for approval runs nothing: it stays pending and is
+        // restored when the daemon starts again.
+        let awaiting = matches!(&self.state, OperationState::ToolLoop(l) if l.awaiting_approval());
+        if !self.cancel_stream(None, Some(REASON)) && !awaiting {
             self.cancel_tools(None, Some(REASON));
         }
         match &mut self.exit {

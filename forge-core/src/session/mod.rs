@@ -23,6 +23,14 @@ pub(crate) enum SessionCmd {
     Send { text: String, client: ClientRef, reply: oneshot::Sender<Result<SendResult, EngineError>> },
     Cancel { client: ClientRef, drop_queued: bool, reply: oneshot::Sender<Result<CancelResult, EngineError>> },
     Rename { name: Option<String>, client: ClientRef, reply: oneshot::Sender<Result<(), EngineError>> },
+    Approve {
+        decision: forge_proto::ApprovalDecision,
+        approval_id: Option<String>,
+        call_ids: Option<Vec<String>>,
+        indices: Option<Vec<u32>>,
+        client: ClientRef,
+        reply: oneshot::Sender<Result<forge_proto::ApprovalResult, EngineError>>,
+    },
     /// Removes the session; the actor exits after the removal is durable.
     Remove { reply: oneshot::Sender<Result<(), EngineError>> },
     /// Cancels running work, persists, and exits.
@@ -43,6 +51,8 @@ pub(crate) struct Snapshot {
     pub state: OperationStateKind,
     pub queued: u32,
     pub last_seq: u64,
+    /// The approval the session waits on, if any.
+    pub approval: Option<forge_proto::PendingApproval>,
 }
 
 /// How the rest of the daemon reaches a session actor.

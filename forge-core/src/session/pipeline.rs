@@ -221,6 +221,16 @@ impl<F> Pipeline<F> {
         self.next_seq + before as u64
     }
 
+    /// Drops the outbox's last entry if it is an event matching `pred`
+    /// (not yet written, so it never existed).
+    pub fn discard_last_event_if(&mut self, pred: impl Fn(&EventKind) -> bool) {
+        if let Some(Entry::Event { kind, .. }) = self.outbox.entries.last()
+            && pred(kind)
+        {
+            self.outbox.entries.pop();
+        }
+    }
+
     pub fn op(&mut self, op: StoreOp) {
         self.outbox.ops.push(op);
     }
@@ -381,6 +391,8 @@ pub(crate) fn event_kind_name(kind: &EventKind) -> &'static str {
         EventKind::ToolRunning { .. } => "tool_running",
         EventKind::ToolResult { .. } => "tool_result",
         EventKind::StreamResumed { .. } => "stream_resumed",
+        EventKind::ApprovalRequested { .. } => "approval_requested",
+        EventKind::ApprovalResolved { .. } => "approval_resolved",
         EventKind::CancelRequested {} => "cancel_requested",
         EventKind::TurnFinished { .. } => "turn_finished",
         EventKind::QueueCleared { .. } => "queue_cleared",

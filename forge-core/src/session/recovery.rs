@@ -25,9 +25,27 @@ impl SessionActor {
             self.recover_stream(stream).await?;
         }
         if !recovered_a_stream && let Some(message_id) = self.shared.store.unfinished_turn(&self.row.id).await? {
-            self.recover_tool_loop(message_id);
+            match self.pending_approval_id().await? {
+                Some(approval_id) => self.restore_pending_approval(message_id, approval_id),
+                None => self.recover_tool_loop(message_id),
+            }
         }
         Ok(())
+    }
+
+    /// The id of an approval requested and not yet answered.
+    async fn pending_approval_id(&self) -> Result<Option<String>, EngineError> {
+        let store = &self.shared.store;
+        let requested = store.last_seq_of_kind(&self.row.id, "approval_requested").await?;
+        let resolved = store.last_seq_of_kind(&self.row.id, "approval_resolved").await?;
+        if requested == 0 || resolved > requested {
+            return Ok(None);
+        }
+        let page = store.events_after(&self.row.id, requested - 1, 1).await?;
+        Ok(page.first().and_then(|(_, body)| match serde_json::from_str::<SessionEvent>(body).ok()?.kind {
+            EventKind::ApprovalRequested { approval_id, .. } => Some(approval_id),
+            _ => None,
+        }))
     }
 
     /// A turn that was running its tools when the daemon stopped: tool

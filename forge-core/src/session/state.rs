@@ -41,6 +41,7 @@ impl OperationState {
         match self {
             Self::Idle => OperationStateKind::Idle,
             Self::Streaming(_) | Self::Finishing => OperationStateKind::Streaming,
+            Self::ToolLoop(l) if l.awaiting_approval() => OperationStateKind::AwaitingApproval,
             Self::ToolLoop(_) => OperationStateKind::ExecutingTools,
             Self::PersistenceBlocked { .. } => OperationStateKind::PersistenceBlocked,
         }

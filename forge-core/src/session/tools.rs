@@ -12,7 +12,10 @@
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 
-use forge_proto::{ClientRef, EventKind, MessageStatus, Role, ToolCallRecord, ToolResultInfo};
+use forge_proto::{
+    ApprovalCall, ApprovalDecision, ApprovalResult, ClientRef, ErrorKind, EventKind, MessageStatus, PendingApproval, Role,
+    ToolCallRecord, ToolResultInfo,
+};
 use serde_json::Value;
 use tokio::task::JoinHandle;
 
@@ -22,6 +25,8 @@ use crate::ids::{new_id, now_ms};
 use crate::journal::StoreOp;
 use crate::provider::ChatMessage;
 use crate::store::rows::NodeMeta;
+use crate::error::EngineError;
+use crate::tools::policy::{ApprovalPolicy, Decision};
 use crate::tools::{Sandbox, ToolCtx, ToolError, ToolExecutor, truncate_output};
 
 /// Tool-result bytes kept for the model.
@@ -41,6 +46,14 @@ pub(super) struct ToolLoop {
     pub iteration: u32,
     pub pending: VecDeque<PlannedCall>,
     pub running: Option<RunningCall>,
+    /// Set while the batch waits for a user's decision.
+    pub approval: Option<PendingApproval>,
+}
+
+impl ToolLoop {
+    pub fn awaiting_approval(&self) -> bool {
+        self.approval.is_some()
+    }
 }
 
 pub(super) struct RunningCall {
@@ -88,8 +101,124 @@ impl SessionActor {
                 PlannedCall { id: c.id, name: c.name, action }
             })
             .collect();
-        self.state = OperationState::ToolLoop(ToolLoop { message_id, iteration, pending, running: None });
+        let mut l = ToolLoop { message_id, iteration, pending, running: None, approval: None };
+        let asks = self.apply_policy(&mut l);
+        if asks.is_empty() {
+            self.state = OperationState::ToolLoop(l);
+            self.pipeline.effect(Effect::NextTool);
+            return;
+        }
+        let approval_id = new_id("a");
+        self.pipeline.event(
+            None,
+            EventKind::ApprovalRequested { approval_id: approval_id.clone(), calls: asks.clone() },
+        );
+        l.approval = Some(PendingApproval {
+            session_id: self.row.id.clone(),
+            session_name: self.row.name.clone(),
+            approval_id,
+            calls: asks,
+        });
+        self.state = OperationState::ToolLoop(l);
+    }
+
+    /// Applies the approval policy to a planned batch: denied calls become
+    /// error results; the calls that need a decision are returned.
+    fn apply_policy(&self, l: &mut ToolLoop) -> Vec<ApprovalCall> {
+        let policy = ApprovalPolicy::from_config(self.shared.config.tools.approval.as_ref());
+        let mut asks = Vec::new();
+        for call in l.pending.iter_mut() {
+            let Ok((tool, args)) = &call.action else { continue };
+            match policy.decide(tool.as_ref()) {
+                Decision::Run => {}
+                Decision::Deny(reason) => {
+                    call.action = Err(ToolError::ExecutionFailed { tool: call.name.clone(), message: format!("denied: {reason}") });
+                }
+                Decision::Ask => asks.push(ApprovalCall {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    arguments: args.to_string(),
+                    risk: format!("{:?}", tool.risk_level()).to_lowercase(),
+                    summary: tool.approval_summary(args),
+                }),
+            }
+        }
+        asks
+    }
+
+    /// After a restart: the batch waited for a decision, and still does.
+    pub(super) fn restore_pending_approval(&mut self, message_id: String, approval_id: String) {
+        let Some(last) = self
+            .path
+            .iter()
+            .rposition(|m| m.role == crate::provider::ChatRole::Assistant && !m.tool_calls.is_empty())
+        else {
+            return;
+        };
+        let calls = self.path[last].tool_calls.clone();
+        self.start_tool_loop(message_id, 0, calls);
+        // start_tool_loop queued a fresh request; keep the original id
+        // instead, so answers given to it still apply.
+        self.pipeline.discard_last_event_if(|k| matches!(k, EventKind::ApprovalRequested { .. }));
+        if let OperationState::ToolLoop(l) = &mut self.state
+            && let Some(a) = &mut l.approval
+        {
+            a.approval_id = approval_id;
+        }
+    }
+
+    /// A client's answer to the pending approval.
+    pub(super) fn on_approval(
+        &mut self,
+        decision: ApprovalDecision,
+        approval_id: Option<String>,
+        call_ids: Option<Vec<String>>,
+        indices: Option<Vec<u32>>,
+        client: ClientRef,
+    ) -> Result<ApprovalResult, EngineError> {
+        let not_pending = || {
+            EngineError::new(
+                ErrorKind::ApprovalNotPending,
+                "nothing to approve in this session (it may have been answered already; `forgectl approvals` lists what waits)",
+            )
+        };
+        let OperationState::ToolLoop(l) = &mut self.state else { return Err(not_pending()) };
+        let Some(pending) = &l.approval else { return Err(not_pending()) };
+        if approval_id.as_ref().is_some_and(|id| *id != pending.approval_id) {
+            return Err(not_pending());
+        }
+        let all: Vec<String> = pending.calls.iter().map(|c| c.call_id.clone()).collect();
+        let approved: Vec<String> = match decision {
+            ApprovalDecision::ApproveAll => all.clone(),
+            ApprovalDecision::DenyAll => Vec::new(),
+            ApprovalDecision::ApproveSelected => {
+                let mut chosen = call_ids.unwrap_or_default();
+                for i in indices.unwrap_or_default() {
+                    let id = all.get((i as usize).wrapping_sub(1)).ok_or_else(|| {
+                        EngineError::new(ErrorKind::InvalidParams, format!("there is no call #{i}; the approval has {}", all.len()))
+                    })?;
+                    chosen.push(id.clone());
+                }
+                if let Some(bad) = chosen.iter().find(|c| !all.contains(c)) {
+                    return Err(EngineError::new(ErrorKind::InvalidParams, format!("`{bad}` is not a call of this approval")));
+                }
+                all.iter().filter(|c| chosen.contains(c)).cloned().collect()
+            }
+        };
+        let denied: Vec<String> = all.iter().filter(|c| !approved.contains(c)).cloned().collect();
+        for call in l.pending.iter_mut() {
+            if denied.contains(&call.id) {
+                call.action = Err(ToolError::ExecutionFailed { tool: call.name.clone(), message: "denied by the user".into() });
+            }
+        }
+        let approval_id = pending.approval_id.clone();
+        l.approval = None;
+        self.pipeline.event(
+            Some(client),
+            EventKind::ApprovalResolved { approval_id: approval_id.clone(), approved: approved.clone(), denied: denied.clone() },
+        );
         self.pipeline.effect(Effect::NextTool);
+        Ok(ApprovalResult { session_id: self.row.id.clone(), approval_id, approved, denied })
     }
 
     /// The previous step is durable: run the next call, or continue the
@@ -181,6 +310,7 @@ impl SessionActor {
     pub(super) fn cancel_tools(&mut self, client: Option<ClientRef>, reason: Option<&str>) -> bool {
         let OperationState::ToolLoop(l) = &mut self.state else { return false };
         let message_id = l.message_id.clone();
+        l.approval = None;
         let mut unanswered: Vec<(String, String)> = Vec::new();
         if let Some(r) = l.running.take() {
             r.task.abort();

@@ -4,6 +4,7 @@
 
 pub mod builtin;
 mod error;
+pub mod policy;
 pub mod sandbox;
 
 use std::collections::BTreeMap;
@@ -47,6 +48,19 @@ pub trait ToolExecutor: Send + Sync {
     }
     fn timeout(&self) -> Duration {
         Duration::from_secs(30)
+    }
+    /// What a user approving this call should see.
+    fn approval_summary(&self, args: &Value) -> String {
+        let mut text = format!("{} {}", self.name(), args);
+        if text.len() > 400 {
+            let mut end = 400;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            text.truncate(end);
+            text.push_str(" ...");
+        }
+        text
     }
     fn execute<'a>(&'a self, args: Value, ctx: &'a ToolCtx) -> ToolFut<'a>;
 }

@@ -163,6 +163,24 @@ impl ForgeApiServer for ConnServer {
         session::subscribe(self, pending, session, from_seq).await
     }
 
+    async fn approval_list(&self) -> RpcResult<Vec<forge_proto::PendingApproval>> {
+        Ok(self.engine().approvals().await)
+    }
+
+    async fn approval_answer(
+        &self,
+        session: String,
+        decision: forge_proto::ApprovalDecision,
+        approval_id: Option<String>,
+        call_ids: Option<Vec<String>>,
+        indices: Option<Vec<u32>>,
+    ) -> RpcResult<forge_proto::ApprovalResult> {
+        self.engine()
+            .answer_approval(&session, decision, approval_id, call_ids, indices, self.client_ref())
+            .await
+            .map_err(to_rpc)
+    }
+
     async fn journal_status(&self) -> RpcResult<JournalStatus> {
         self.engine().journal_status().await.map_err(to_rpc)
     }

@@ -2,11 +2,12 @@
 
 mod current_date;
 mod read_file;
+mod write_file;
 
 use std::sync::Arc;
 
 use super::ToolExecutor;
 
 pub fn all() -> Vec<Arc<dyn ToolExecutor>> {
-    vec![Arc::new(read_file::ReadFile), Arc::new(current_date::CurrentDate)]
+    vec![Arc::new(read_file::ReadFile), Arc::new(write_file::WriteFile), Arc::new(current_date::CurrentDate)]
 }

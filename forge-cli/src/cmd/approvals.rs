@@ -1,0 +1,54 @@
+//! `forgectl approvals`, `approve`, `deny`: one inbox for every session's
+//! pending tool approvals, answerable from any terminal or script.
+
+use forge_proto::ApprovalDecision;
+use forge_proto::api::ForgeApiClient;
+
+use crate::Global;
+use crate::connect::daemon;
+use crate::exit::Failure;
+use crate::output::{approval_prompt, json_line};
+
+pub async fn list(g: &Global) -> Result<(), Failure> {
+    let conn = daemon(g).await?;
+    let pending = conn.client.approval_list().await?;
+    if g.json {
+        for p in &pending {
+            json_line(p);
+        }
+        return Ok(());
+    }
+    if pending.is_empty() {
+        println!("no pending approvals");
+    }
+    for p in &pending {
+        let name = p.session_name.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
+        println!("session {}{name}, approval {}:", p.session_id, p.approval_id);
+        approval_prompt(&p.session_id, &p.calls);
+    }
+    Ok(())
+}
+
+pub async fn approve(g: &Global, session: &str, all: bool, calls: Vec<u32>) -> Result<(), Failure> {
+    let conn = daemon(g).await?;
+    let (decision, indices) =
+        if all { (ApprovalDecision::ApproveAll, None) } else { (ApprovalDecision::ApproveSelected, Some(calls)) };
+    let r = conn.client.approval_answer(session.to_string(), decision, None, None, indices).await?;
+    if g.json {
+        json_line(&r);
+    } else {
+        println!("approved {} call(s), denied {} in session {}", r.approved.len(), r.denied.len(), r.session_id);
+    }
+    Ok(())
+}
+
+pub async fn deny(g: &Global, session: &str) -> Result<(), Failure> {
+    let conn = daemon(g).await?;
+    let r = conn.client.approval_answer(session.to_string(), ApprovalDecision::DenyAll, None, None, None).await?;
+    if g.json {
+        json_line(&r);
+    } else {
+        println!("denied {} call(s) in session {}", r.denied.len(), r.session_id);
+    }
+    Ok(())
+}

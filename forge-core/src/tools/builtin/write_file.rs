@@ -1,0 +1,106 @@
+//! `write_file`: creates a new file (never overwrites: changing an existing
+//! file is `apply_patch`'s job, with stale-file protection).
+
+use std::io::Write;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::tools::{DenialReason, ToolCtx, ToolError, ToolExecutor, ToolFut};
+
+pub struct WriteFile;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    path: String,
+    content: String,
+}
+
+impl ToolExecutor for WriteFile {
+    fn name(&self) -> &'static str {
+        "write_file"
+    }
+    fn description(&self) -> &'static str {
+        "Create a new file with the given content, in the working directory. Fails if the file exists."
+    }
+    fn schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "Path relative to the working directory"},
+                "content": {"type": "string"}
+            },
+            "required": ["path", "content"],
+            "additionalProperties": false
+        })
+    }
+    fn is_side_effecting(&self) -> bool {
+        true
+    }
+    fn approval_summary(&self, args: &Value) -> String {
+        let path = args.get("path").and_then(Value::as_str).unwrap_or("?");
+        let content = args.get("content").and_then(Value::as_str).unwrap_or("");
+        let lines = content.lines().count();
+        let preview: Vec<&str> = content.lines().take(10).collect();
+        let more = if lines > 10 { format!("\n... ({} more lines)", lines - 10) } else { String::new() };
+        format!("create {path} ({} bytes, {lines} lines):\n{}{more}", content.len(), preview.join("\n"))
+    }
+    fn execute<'a>(&'a self, args: Value, ctx: &'a ToolCtx) -> ToolFut<'a> {
+        Box::pin(async move {
+            let args: Args =
+                serde_json::from_value(args).map_err(|e| ToolError::BadArgs { message: e.to_string() })?;
+            let path = ctx.sandbox.resolve(&args.path).map_err(ToolError::SandboxViolation)?;
+            // Git's own files are never written by a tool.
+            if path.components().any(|c| c.as_os_str() == ".git") {
+                return Err(ToolError::SandboxViolation(DenialReason::Denied {
+                    path: args.path.clone(),
+                    pattern: "**/.git/** (writes)".into(),
+                }));
+            }
+            let failed = |message: String| ToolError::ExecutionFailed { tool: "write_file".into(), message };
+            let content = args.content;
+            let shown = args.path.clone();
+            tokio::task::spawn_blocking(move || {
+                if let Some(parent) = path.parent() {
+                    std::fs::create_dir_all(parent).map_err(|e| failed(format!("cannot create {}: {e}", parent.display())))?;
+                }
+                let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&path).map_err(|e| {
+                    if e.kind() == std::io::ErrorKind::AlreadyExists {
+                        failed(format!("{shown} already exists; write_file only creates new files"))
+                    } else {
+                        failed(format!("{shown}: {e}"))
+                    }
+                })?;
+                f.write_all(content.as_bytes()).map_err(|e| failed(format!("{shown}: {e}")))?;
+                Ok(format!("created {shown} ({} bytes)", content.len()))
+            })
+            .await
+            .map_err(|e| ToolError::ExecutionFailed { tool: "write_file".into(), message: e.to_string() })?
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::Sandbox;
+
+    fn run(dir: &std::path::Path, args: Value) -> Result<String, ToolError> {
+        let ctx = ToolCtx { sandbox: Sandbox::new(dir, &[], &[], true, false), call_id: "c".into(), max_output_bytes: 1000 };
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap_or_else(|e| panic!("{e}"));
+        rt.block_on(WriteFile.execute(args, &ctx))
+    }
+
+    #[test]
+    fn creates_new_files_only_and_never_in_git_internals() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        assert!(run(dir.path(), json!({"path": "src/new.rs", "content": "x"})).is_ok());
+        assert_eq!(std::fs::read_to_string(dir.path().join("src/new.rs")).unwrap_or_default(), "x");
+        let again = run(dir.path(), json!({"path": "src/new.rs", "content": "y"}));
+        assert!(matches!(again, Err(ToolError::ExecutionFailed { ref message, .. }) if message.contains("already exists")));
+        assert_eq!(std::fs::read_to_string(dir.path().join("src/new.rs")).unwrap_or_default(), "x", "unchanged");
+        assert!(matches!(run(dir.path(), json!({"path": ".git/hooks/pre-commit", "content": "x"})), Err(ToolError::SandboxViolation(_))));
+        assert!(matches!(run(dir.path(), json!({"path": "../escape", "content": "x"})), Err(ToolError::SandboxViolation(_))));
+    }
+}

@@ -1,0 +1,127 @@
+//! Tool calls that change files wait for a user's decision, which any
+//! client can give; the decision survives detaching and restarts.
+
+use std::time::Duration;
+
+use forge_tests::harness::{Forge, Ran};
+use forge_tests::mock::{MockOptions, MockServer};
+use serde_json::Value;
+
+struct Setup {
+    _mock: MockServer,
+    forge: Forge,
+    project: tempfile::TempDir,
+}
+
+async fn setup() -> Setup {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    Setup { _mock: mock, forge, project }
+}
+
+impl Setup {
+    async fn session(&self, provider: &str, name: &str) -> String {
+        let cwd = self.project.path().display().to_string();
+        self.forge.new_session(&["--provider", provider, "--cwd", &cwd, "--name", name]).await
+    }
+
+    /// Waits until `session` has a pending approval; returns it.
+    async fn pending(&self, session: &str) -> Value {
+        for _ in 0..400 {
+            let list = self.forge.ok(&["--json", "approvals"]).await.json_lines();
+            if let Some(p) = list.into_iter().find(|p| p["session_id"] == session) {
+                return p;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("no approval appeared for {session}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_answered_from_a_second_client_lets_the_write_happen() {
+    let s = setup().await;
+    for provider in ["claude", "openai"] {
+        let id = s.session(provider, &format!("w-{provider}")).await;
+        let sender = s.forge.ctl_cmd(&["send", "-s", &id, "mock:tool=write_file please"]).spawn().unwrap_or_else(|e| panic!("{e}"));
+        let p = s.pending(&id).await;
+        assert_eq!(p["calls"][0]["name"], "write_file");
+        assert_eq!(p["calls"][0]["risk"], "medium");
+        assert!(p["calls"][0]["summary"].as_str().unwrap_or("").contains("create out0.txt"), "{p}");
+        assert!(!s.project.path().join("out0.txt").exists(), "nothing runs before the answer");
+        let ps = s.forge.ok(&["--json", "session", "show", &id]).await.json_lines();
+        assert_eq!(ps[0]["state"], "awaiting_approval");
+        assert_eq!(ps[0]["waiting_on"], "approval");
+
+        let answer = s.forge.ok(&["approve", &id, "--all"]).await;
+        assert!(answer.stdout.contains("approved 1"), "{}", answer.stdout);
+        let out = Ran::from(sender.wait_with_output().await.unwrap_or_else(|e| panic!("{e}")));
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        assert!(out.stderr.contains("forgectl approve"), "the sender says how to answer: {}", out.stderr);
+        let written = std::fs::read_to_string(s.project.path().join("out0.txt")).unwrap_or_default();
+        assert_eq!(written, "hello from the mock \u{e9}\n");
+        std::fs::remove_file(s.project.path().join("out0.txt")).unwrap_or_else(|e| panic!("{e}"));
+
+        // Everyone saw who answered; a second answer finds nothing pending.
+        let ev = s.forge.ok(&["--json", "attach", &id, "--until-idle"]).await.json_lines();
+        let resolved = ev.iter().find(|e| e["kind"] == "approval_resolved").cloned().unwrap_or_default();
+        let started = ev.iter().find(|e| e["kind"] == "turn_started").cloned().unwrap_or_default();
+        assert_eq!(resolved["client"]["name"], "forgectl");
+        assert_ne!(resolved["client"]["id"], started["client"]["id"], "answered by another client");
+        let late = s.forge.ctl(&["--json", "approve", &id, "--all"]).await;
+        assert_eq!(late.code, 1);
+        assert_eq!(late.json_lines().pop().unwrap_or_default()["error"]["kind"], "approval_not_pending");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_call_does_not_run_and_the_model_is_told() {
+    let s = setup().await;
+    let id = s.session("claude", "deny").await;
+    let sender = s.forge.ctl_cmd(&["send", "-s", &id, "mock:tool=write_file please"]).spawn().unwrap_or_else(|e| panic!("{e}"));
+    s.pending(&id).await;
+    s.forge.ok(&["deny", &id]).await;
+    let out = Ran::from(sender.wait_with_output().await.unwrap_or_else(|e| panic!("{e}")));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("denied by the user"), "the model got the denial: {}", out.stdout);
+    assert!(!s.project.path().join("out0.txt").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_approval_survives_a_daemon_restart() {
+    let mut s = setup().await;
+    let id = s.session("openai", "restart").await;
+    s.forge.ok(&["send", "--no-wait", "-s", &id, "mock:tool=write_file please"]).await;
+    let before = s.pending(&id).await;
+    s.forge.restart().await;
+    let after = s.pending(&id).await;
+    assert_eq!(before["approval_id"], after["approval_id"], "the same request, not a new one");
+    s.forge.ok(&["approve", &id, "1"]).await;
+    let follow = s.forge.ok(&["--json", "attach", &id, "--until-idle"]).await.json_lines();
+    let last = follow.iter().rev().find(|e| e["kind"] == "turn_finished").cloned().unwrap_or_default();
+    assert_eq!(last["status"], "complete", "{last}");
+    assert!(s.project.path().join("out0.txt").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_approve_answers_for_the_sender_but_never_past_the_denylist() {
+    let s = setup().await;
+    let id = s.session("claude", "auto").await;
+    let out = s.forge.ok(&["send", "--auto-approve", "-s", &id, "mock:tool=write_file please"]).await;
+    assert!(out.stderr.contains("--auto-approve"), "{}", out.stderr);
+    assert!(s.project.path().join("out0.txt").exists());
+
+    // With write_file on the denylist, nothing can approve it.
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut strict = Forge::new(&mock);
+    strict.write_config("[tools.approval]\ndenylist = [\"write_file\"]\n");
+    strict.start().await;
+    let cwd = s.project.path().join("strict");
+    std::fs::create_dir(&cwd).unwrap_or_else(|e| panic!("{e}"));
+    let sid = strict.new_session(&["--cwd", &cwd.display().to_string()]).await;
+    let out = strict.ok(&["send", "--auto-approve", "-s", &sid, "mock:tool=write_file please"]).await;
+    assert!(out.stdout.contains("denylist"), "{}", out.stdout);
+    assert!(!cwd.join("out0.txt").exists());
+}
