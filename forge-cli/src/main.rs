@@ -86,6 +86,18 @@ Ctrl-C cancels the turn (the partial answer is kept, marked cancelled).")]
         #[arg(long)]
         drop_queued: bool,
     },
+    /// Decide about tool calls interrupted by a daemon stop
+    #[command(after_help = "--resume re-runs calls that never started and read-only ones; a side-effecting call \
+that was running when forged stopped is answered with an error instead (it may have partly happened), and \
+the model decides what to do. --discard answers all of them as discarded and ends the turn.")]
+    Recover {
+        /// Session id, id prefix or name
+        session: String,
+        #[arg(long, conflicts_with = "discard", required_unless_present = "discard")]
+        resume: bool,
+        #[arg(long)]
+        discard: bool,
+    },
     /// List every pending tool approval, across all sessions
     Approvals,
     /// Approve a session's pending tool calls: all, or the numbered ones
@@ -140,6 +152,7 @@ fn main() -> ExitCode {
             Command::Cancel { session, drop_queued } => cmd::misc::cancel(&g, &session, drop_queued).await,
             Command::Status => cmd::misc::status(&g).await,
             Command::Approvals => cmd::approvals::list(&g).await,
+            Command::Recover { session, resume, .. } => cmd::approvals::recover(&g, &session, resume).await,
             Command::Approve { session, all, calls } => cmd::approvals::approve(&g, &session, all, calls).await,
             Command::Deny { session } => cmd::approvals::deny(&g, &session).await,
             Command::Journal { action } => cmd::misc::journal(&g, action).await,

@@ -144,6 +144,15 @@ impl Transcript {
                 self.end_text(&mut out);
                 let _ = writeln!(out, "[{}] approval answered by {who}: {} approved, {} denied", ev.seq, approved.len(), denied.len());
             }
+            EventKind::ToolRecovery { calls } => {
+                self.end_text(&mut out);
+                let _ = writeln!(out, "[{}] forged stopped during this turn's tool calls; {} unfinished:", ev.seq, calls.len());
+                for c in calls {
+                    let how = if c.interrupted { "was running" } else { "had not started" };
+                    let _ = writeln!(out, "  {} ({how})", c.name);
+                }
+                let _ = writeln!(out, "  decide with: forgectl recover {} --resume | --discard", ev.session_id);
+            }
             EventKind::ToolRunning { name, call_id } => {
                 self.end_text(&mut out);
                 let _ = writeln!(out, "[{}] running {name} ({call_id})", ev.seq);

@@ -351,6 +351,17 @@ impl Engine {
             .await
     }
 
+    pub async fn recover(
+        &self,
+        selector: &str,
+        action: forge_proto::RecoverAction,
+        client: ClientRef,
+    ) -> Result<forge_proto::RecoverResult, EngineError> {
+        self.check_running()?;
+        let handle = self.handle_for(selector).await?;
+        handle.request(|reply| SessionCmd::Recover { action, client, reply }).await
+    }
+
     pub async fn history(&self, selector: &str) -> Result<HistoryResult, EngineError> {
         let id = self.resolve(selector).await?;
         let row = self.shared().store.session(&id).await?.ok_or_else(|| EngineError::not_found(&id))?;

@@ -142,7 +142,7 @@ async fn a_recovered_answer_is_context_for_the_next_turn_marked_as_interrupted()
 }
 
 #[tokio::test]
-async fn a_turn_stopped_while_its_tools_ran_ends_with_interrupted_results_not_reruns() {
+async fn a_turn_stopped_in_its_tools_waits_for_a_decision_and_never_reruns_an_interrupted_side_effect() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let id = "tools";
     let (store, conn) = Store::open(&dir.path().join("forge.db"), Durability::Process).await.unwrap_or_else(|e| panic!("{e}"));
@@ -156,9 +156,9 @@ async fn a_turn_stopped_while_its_tools_ran_ends_with_interrupted_results_not_re
         };
         StoreOp::AppendEvent { session_id: id.into(), seq, ts_ms: 1, kind: name, body: serde_json::to_string(&e).unwrap_or_default().into() }
     };
-    let call = |c: &str| forge_proto::ToolCallRecord { id: c.into(), name: "read_file".into(), arguments: "{}".into() };
+    let call = |c: &str, name: &str, args: &str| forge_proto::ToolCallRecord { id: c.into(), name: name.into(), arguments: args.into() };
     let ops = vec![
-        StoreOp::CreateSession { id: id.into(), name: None, cwd: "/tmp".into(), provider: "claude".into(), model: "m".into(), created_ms: 1 },
+        StoreOp::CreateSession { id: id.into(), name: None, cwd: dir.path().display().to_string(), provider: "claude".into(), model: "m".into(), created_ms: 1 },
         ev(1, EventKind::SessionCreated { name: None, cwd: "/tmp".into(), provider: "claude".into(), model: "m".into() }),
         StoreOp::InsertNode { id: "u".into(), session_id: id.into(), parent_id: None, role: Role::User, text: "q".into(), status: MessageStatus::Complete, created_ms: 1, meta: Default::default() },
         ev(2, EventKind::TurnStarted { message_id: "u".into(), text: "q".into(), provider: "claude".into(), model: "m".into() }),
@@ -167,13 +167,20 @@ async fn a_turn_stopped_while_its_tools_ran_ends_with_interrupted_results_not_re
             session_id: id.into(),
             parent_id: Some("u".into()),
             role: Role::Assistant,
-            text: "reading".into(),
+            text: "working".into(),
             status: MessageStatus::Complete,
             created_ms: 1,
-            meta: forge_core::store::rows::NodeMeta { tool_calls: vec![call("c1"), call("c2")], ..Default::default() },
+            meta: forge_core::store::rows::NodeMeta {
+                tool_calls: vec![
+                    call("c1", "write_file", r#"{"path":"x.txt","content":"1"}"#),
+                    call("c2", "current_date", "{}"),
+                ],
+                ..Default::default()
+            },
         },
         StoreOp::SetHead { session_id: id.into(), head_id: Some("a".into()) },
-        ev(3, EventKind::ToolRunning { call_id: "c1".into(), name: "read_file".into() }),
+        // c1 was running when the daemon died; c2 had not started.
+        ev(3, EventKind::ToolRunning { call_id: "c1".into(), name: "write_file".into() }),
     ];
     writer.write(WriteBatch { ops }).await.unwrap_or_else(|e| panic!("{e}"));
     drop(writer);
@@ -181,12 +188,39 @@ async fn a_turn_stopped_while_its_tools_ran_ends_with_interrupted_results_not_re
     store.close().await;
 
     for _ in 0..2 {
-        let h = history_after_open(dir.path(), id).await;
-        let roles: Vec<Role> = h.iter().map(|m| m.role).collect();
-        assert_eq!(roles, vec![Role::User, Role::Assistant, Role::Tool, Role::Tool], "once, however often it restarts");
-        for m in &h[2..] {
-            let r = m.tool_result.clone().unwrap_or_else(|| panic!("a tool result"));
-            assert!(r.is_error && m.text.contains("not run again"), "{}", m.text);
-        }
+        let engine = Engine::open(EngineOptions { home: dir.path().to_path_buf(), config: ForgeConfig::default() })
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let info = engine.show(id).await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(info.state, forge_proto::OperationStateKind::ToolRecovery);
+        assert_eq!(info.waiting_on, "recovery_decision");
+        let (_, bodies) = engine.events(id, 0, 100).await.unwrap_or_else(|e| panic!("{e}"));
+        let notices = bodies.iter().filter(|b| b.contains("\"kind\":\"tool_recovery\"")).count();
+        assert_eq!(notices, 1, "announced once, however often it restarts");
+        engine.shutdown().await;
     }
+
+    let engine = Engine::open(EngineOptions { home: dir.path().to_path_buf(), config: ForgeConfig::default() })
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let r = engine
+        .recover(id, forge_proto::RecoverAction::Resume, ClientRef::daemon())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.rerun, vec!["c2".to_string()]);
+    assert_eq!(r.not_rerun, vec!["c1".to_string()], "the interrupted write is not run again");
+    let mut h = Vec::new();
+    for _ in 0..200 {
+        h = engine.history(id).await.unwrap_or_else(|e| panic!("{e}")).messages;
+        if h.iter().filter(|m| m.role == Role::Tool).count() == 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let c1 = h.iter().find(|m| m.tool_result.as_ref().is_some_and(|t| t.call_id == "c1")).unwrap_or_else(|| panic!("{h:?}"));
+    assert!(c1.text.contains("not run again"), "{}", c1.text);
+    let c2 = h.iter().find(|m| m.tool_result.as_ref().is_some_and(|t| t.call_id == "c2")).unwrap_or_else(|| panic!("{h:?}"));
+    assert!(!c2.tool_result.as_ref().is_some_and(|t| t.is_error), "current_date ran: {}", c2.text);
+    assert!(!dir.path().join("x.txt").exists());
+    engine.shutdown().await;
 }

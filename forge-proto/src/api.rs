@@ -54,6 +54,14 @@ pub trait ForgeApi {
     #[method(name = "session.cancel", param_kind = map)]
     async fn session_cancel(&self, session: String, drop_queued: Option<bool>) -> RpcResult<CancelResult>;
 
+    /// Answers a session in `tool_recovery`: `resume` re-runs calls that
+    /// never started and read-only ones, answers interrupted side-effecting
+    /// calls with an error (never re-run behind the user's back), and
+    /// continues the turn; `discard` answers all of them as discarded and
+    /// ends the turn.
+    #[method(name = "session.recover", param_kind = map)]
+    async fn session_recover(&self, session: String, action: RecoverAction) -> RpcResult<RecoverResult>;
+
     /// The messages on the session's current history path, oldest first.
     #[method(name = "session.history", param_kind = map)]
     async fn session_history(&self, session: String) -> RpcResult<HistoryResult>;

@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::types::{ApprovalCall, ClientRef, JournalHealth, RecoveryBadge, Usage};
+use crate::types::{ApprovalCall, ClientRef, JournalHealth, RecoveryBadge, RecoveryCall, Usage};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionEvent {
@@ -81,6 +81,11 @@ pub enum EventKind {
         approval_id: String,
         approved: Vec<String>,
         denied: Vec<String>,
+    },
+    /// The daemon stopped during this turn's tool calls; the session waits
+    /// for a client to choose `session.recover` resume or discard.
+    ToolRecovery {
+        calls: Vec<RecoveryCall>,
     },
     /// A tool call is about to run (written before it starts, so a crash
     /// mid-run is known).

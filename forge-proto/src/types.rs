@@ -381,3 +381,33 @@ pub struct ApprovalResult {
     pub approved: Vec<String>,
     pub denied: Vec<String>,
 }
+
+/// A tool call of an interrupted batch, as `tool_recovery` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecoveryCall {
+    pub call_id: String,
+    pub name: String,
+    pub arguments: String,
+    /// True if it had started running when the daemon stopped (its effect
+    /// may be partial); false if it never started.
+    pub interrupted: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecoverAction {
+    /// Run what is safe to run again and continue the turn.
+    Resume,
+    /// Answer every unfinished call as discarded and end the turn.
+    Discard,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecoverResult {
+    pub session_id: String,
+    /// Calls that will run (subject to the approval policy).
+    pub rerun: Vec<String>,
+    /// Calls answered with an error instead: discarded, or interrupted
+    /// side effects that are never re-run behind the user's back.
+    pub not_rerun: Vec<String>,
+}

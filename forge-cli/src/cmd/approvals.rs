@@ -52,3 +52,22 @@ pub async fn deny(g: &Global, session: &str) -> Result<(), Failure> {
     }
     Ok(())
 }
+
+pub async fn recover(g: &Global, session: &str, resume: bool) -> Result<(), Failure> {
+    let conn = daemon(g).await?;
+    let action = if resume { forge_proto::RecoverAction::Resume } else { forge_proto::RecoverAction::Discard };
+    let r = conn.client.session_recover(session.to_string(), action).await?;
+    if g.json {
+        json_line(&r);
+    } else if resume {
+        println!(
+            "resuming session {}: {} call(s) will run, {} answered as interrupted",
+            r.session_id,
+            r.rerun.len(),
+            r.not_rerun.len()
+        );
+    } else {
+        println!("discarded {} call(s) in session {}", r.not_rerun.len(), r.session_id);
+    }
+    Ok(())
+}

@@ -47,6 +47,10 @@ pub(super) enum Effect {
         reply: oneshot::Sender<Result<forge_proto::ApprovalResult, EngineError>>,
         result: forge_proto::ApprovalResult,
     },
+    ReplyRecover {
+        reply: oneshot::Sender<Result<forge_proto::RecoverResult, EngineError>>,
+        result: forge_proto::RecoverResult,
+    },
     /// The finished turn is durable: go idle and start the next queued one.
     TurnDone,
     /// The session's removal is durable: stop.
@@ -64,6 +68,7 @@ impl Effect {
             Effect::ReplyCancel { reply, .. } => drop(reply.send(Err(err.clone()))),
             Effect::ReplyUnit(reply) => drop(reply.send(Err(err.clone()))),
             Effect::ReplyApproval { reply, .. } => drop(reply.send(Err(err.clone()))),
+            Effect::ReplyRecover { reply, .. } => drop(reply.send(Err(err.clone()))),
             Effect::TurnDone | Effect::Removed | Effect::NextTool | Effect::RunTool(_) => {}
         }
     }
@@ -336,6 +341,7 @@ impl SessionActor {
             Effect::ReplyCancel { reply, result } => drop(reply.send(Ok(result))),
             Effect::ReplyUnit(reply) => drop(reply.send(Ok(()))),
             Effect::ReplyApproval { reply, result } => drop(reply.send(Ok(result))),
+            Effect::ReplyRecover { reply, result } => drop(reply.send(Ok(result))),
             Effect::TurnDone => {
                 if matches!(self.state, OperationState::Finishing) {
                     self.state = OperationState::Idle;
@@ -408,6 +414,7 @@ impl SessionActor {
                 SessionCmd::Cancel { reply, .. } => drop(reply.send(Err(err))),
                 SessionCmd::Rename { reply, .. } | SessionCmd::Remove { reply } => drop(reply.send(Err(err))),
                 SessionCmd::Approve { reply, .. } => drop(reply.send(Err(err))),
+                SessionCmd::Recover { reply, .. } => drop(reply.send(Err(err))),
                 SessionCmd::Shutdown { reply } => self.exit = Some(Exit::Shutdown(vec![reply])),
             }
             return;
@@ -442,6 +449,10 @@ impl SessionActor {
                     Err(e) => drop(reply.send(Err(e))),
                 }
             }
+            SessionCmd::Recover { action, client, reply } => match self.on_recover(action, Some(client)) {
+                Ok(result) => self.pipeline.effect(Effect::ReplyRecover { reply, result }),
+                Err(e) => drop(reply.send(Err(e))),
+            },
             SessionCmd::Shutdown { reply } => self.begin_shutdown(Some(reply)),
         }
     }
@@ -509,7 +520,10 @@ impl SessionActor {
             self.pipeline.op(StoreOp::QueueClear { session_id: self.row.id.clone() });
             self.pipeline.event(Some(client.clone()), EventKind::QueueCleared { dropped });
         }
-        let cancelled = self.cancel_stream(Some(client.clone()), None) || self.cancel_tools(Some(client), None);
+        let cancelled = self.cancel_stream(Some(client.clone()), None)
+            || self.cancel_tools(Some(client.clone()), None)
+            || (matches!(self.state, OperationState::ToolRecovery { .. })
+                && self.on_recover(forge_proto::RecoverAction::Discard, Some(client)).is_ok());
         let result = CancelResult { session_id: self.row.id.clone(), cancelled, dropped_queued: dropped };
         self.pipeline.effect(Effect::ReplyCancel { reply, result });
     }

@@ -31,6 +31,11 @@ pub(crate) enum SessionCmd {
         client: ClientRef,
         reply: oneshot::Sender<Result<forge_proto::ApprovalResult, EngineError>>,
     },
+    Recover {
+        action: forge_proto::RecoverAction,
+        client: ClientRef,
+        reply: oneshot::Sender<Result<forge_proto::RecoverResult, EngineError>>,
+    },
     /// Removes the session; the actor exits after the removal is durable.
     Remove { reply: oneshot::Sender<Result<(), EngineError>> },
     /// Cancels running work, persists, and exits.

@@ -392,6 +392,7 @@ pub(crate) fn event_kind_name(kind: &EventKind) -> &'static str {
         EventKind::ToolResult { .. } => "tool_result",
         EventKind::StreamResumed { .. } => "stream_resumed",
         EventKind::ApprovalRequested { .. } => "approval_requested",
+        EventKind::ToolRecovery { .. } => "tool_recovery",
         EventKind::ApprovalResolved { .. } => "approval_resolved",
         EventKind::CancelRequested {} => "cancel_requested",
         EventKind::TurnFinished { .. } => "turn_finished",

@@ -10,9 +10,10 @@
 //! | sealed error | `error` | `errored` |
 //! | sealed cancelled | `cancelled` | `complete` (all that was asked for) |
 
-use forge_proto::{EventKind, MessageStatus, RecoveryBadge, SessionEvent, ToolCallRecord, Usage};
+use forge_proto::{EventKind, MessageStatus, RecoveryBadge, RecoveryCall, SessionEvent, ToolCallRecord, Usage};
 
 use super::actor::SessionActor;
+use super::state::OperationState;
 use super::turn::Answer;
 use crate::error::EngineError;
 use crate::store::StreamRow;
@@ -27,7 +28,7 @@ impl SessionActor {
         if !recovered_a_stream && let Some(message_id) = self.shared.store.unfinished_turn(&self.row.id).await? {
             match self.pending_approval_id().await? {
                 Some(approval_id) => self.restore_pending_approval(message_id, approval_id),
-                None => self.recover_tool_loop(message_id),
+                None => self.recover_tool_loop(message_id).await?,
             }
         }
         Ok(())
@@ -48,29 +49,70 @@ impl SessionActor {
         }))
     }
 
-    /// A turn that was running its tools when the daemon stopped: tool
-    /// calls without a result get one saying they were interrupted (they
-    /// are not re-run behind the user's back), and the turn ends.
-    fn recover_tool_loop(&mut self, message_id: String) {
-        let last_calls = self
+    /// A turn that was in its tool calls when the daemon stopped: the
+    /// session waits in `ToolRecovery` for a client's decision. Completed
+    /// calls keep their journaled results; nothing runs by itself.
+    async fn recover_tool_loop(&mut self, message_id: String) -> Result<(), EngineError> {
+        let last = self
             .path
             .iter()
             .rposition(|m| m.role == crate::provider::ChatRole::Assistant && !m.tool_calls.is_empty());
-        let mut unanswered = Vec::new();
-        if let Some(i) = last_calls {
+        let mut calls = Vec::new();
+        if let Some(i) = last {
             let answered: std::collections::HashSet<&str> = self.path[i + 1..]
                 .iter()
                 .filter_map(|m| m.tool_result.as_ref().map(|(id, _)| id.as_str()))
                 .collect();
-            unanswered = self.path[i]
+            let started = self.started_tool_calls().await?;
+            calls = self.path[i]
                 .tool_calls
                 .iter()
                 .filter(|c| !answered.contains(c.id.as_str()))
-                .map(|c| (c.id.clone(), c.name.clone()))
+                .map(|c| RecoveryCall {
+                    call_id: c.id.clone(),
+                    name: c.name.clone(),
+                    arguments: c.arguments.clone(),
+                    interrupted: started.contains(&c.id),
+                })
                 .collect();
         }
-        tracing::info!(session = %self.row.id, unanswered = unanswered.len(), "recovering a turn interrupted while tools ran");
-        self.close_interrupted_tool_turn(message_id, unanswered);
+        tracing::info!(session = %self.row.id, unfinished = calls.len(), "a turn was interrupted in its tool calls: waiting for a decision");
+        if !self.recovery_announced().await? {
+            self.pipeline.event(Some(forge_proto::ClientRef::daemon()), EventKind::ToolRecovery { calls: calls.clone() });
+        }
+        self.state = OperationState::ToolRecovery { message_id, calls };
+        Ok(())
+    }
+
+    /// Calls with `tool_running` since the turn's last answer.
+    async fn started_tool_calls(&self) -> Result<std::collections::HashSet<String>, EngineError> {
+        let store = &self.shared.store;
+        let from = store.last_seq_of_kind(&self.row.id, "turn_started").await?;
+        let mut started = std::collections::HashSet::new();
+        let mut after = from;
+        loop {
+            let page = store.events_after(&self.row.id, after, 1000).await?;
+            let Some((last, _)) = page.last() else { break };
+            after = *last;
+            for (_, body) in &page {
+                if let Ok(SessionEvent { kind: EventKind::ToolRunning { call_id, .. }, .. }) = serde_json::from_str(body) {
+                    started.insert(call_id);
+                }
+            }
+        }
+        Ok(started)
+    }
+
+    /// True if the newest tool event already is the `tool_recovery` notice
+    /// (a second restart must not announce it again).
+    async fn recovery_announced(&self) -> Result<bool, EngineError> {
+        let store = &self.shared.store;
+        let notice = store.last_seq_of_kind(&self.row.id, "tool_recovery").await?;
+        let mut newest = 0;
+        for kind in ["turn_started", "tool_running", "tool_result", "stream_resumed", "approval_resolved"] {
+            newest = newest.max(store.last_seq_of_kind(&self.row.id, kind).await?);
+        }
+        Ok(notice > newest)
     }
 
     async fn recover_stream(&mut self, stream: StreamRow) -> Result<(), EngineError> {

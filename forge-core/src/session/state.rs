@@ -29,6 +29,8 @@ pub(super) enum OperationState {
     Streaming(ActiveStream),
     /// Running the tool calls of the last answer, one at a time.
     ToolLoop(super::tools::ToolLoop),
+    /// The daemon stopped during the tool calls; a client decides.
+    ToolRecovery { message_id: String, calls: Vec<forge_proto::RecoveryCall> },
     /// The answer and `turn_finished` are written but not yet acknowledged;
     /// the next turn starts only once they are durable.
     Finishing,
@@ -43,6 +45,7 @@ impl OperationState {
             Self::Streaming(_) | Self::Finishing => OperationStateKind::Streaming,
             Self::ToolLoop(l) if l.awaiting_approval() => OperationStateKind::AwaitingApproval,
             Self::ToolLoop(_) => OperationStateKind::ExecutingTools,
+            Self::ToolRecovery { .. } => OperationStateKind::ToolRecovery,
             Self::PersistenceBlocked { .. } => OperationStateKind::PersistenceBlocked,
         }
     }

@@ -13,8 +13,8 @@ use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 
 use forge_proto::{
-    ApprovalCall, ApprovalDecision, ApprovalResult, ClientRef, ErrorKind, EventKind, MessageStatus, PendingApproval, Role,
-    ToolCallRecord, ToolResultInfo,
+    ApprovalCall, ApprovalDecision, ApprovalResult, ClientRef, ErrorKind, EventKind, MessageStatus, PendingApproval,
+    RecoverAction, RecoverResult, RecoveryCall, Role, ToolCallRecord, ToolResultInfo,
 };
 use serde_json::Value;
 use tokio::task::JoinHandle;
@@ -320,27 +320,57 @@ impl SessionActor {
         if let Some(client) = client {
             self.pipeline.event(Some(client), EventKind::CancelRequested {});
         }
-        self.answer_unrun(&unanswered, &format!("error: {}", ToolError::Cancelled));
+        self.answer_unrun(&unanswered, &format!("error: {}", ToolError::Cancelled), None);
         let error = reason.map(|r| ("shutting_down".to_string(), r.to_string()));
         self.finish_tool_turn(message_id, MessageStatus::Cancelled, error);
         true
     }
 
-    /// Recovery: the daemon stopped during the tool loop.
-    pub(super) fn close_interrupted_tool_turn(&mut self, message_id: String, unanswered: Vec<(String, String)>) {
-        self.answer_unrun(
-            &unanswered,
-            "error: interrupted: forged stopped while this tool call was pending or running; it was not run again",
-        );
-        self.finish_tool_turn(
-            message_id,
-            MessageStatus::Interrupted,
-            Some(("interrupted".into(), "forged stopped while tools were running".into())),
-        );
+    /// A client's decision for a session in `ToolRecovery`.
+    pub(super) fn on_recover(&mut self, action: RecoverAction, client: Option<ClientRef>) -> Result<RecoverResult, EngineError> {
+        let OperationState::ToolRecovery { message_id, calls } = &self.state else {
+            return Err(EngineError::new(
+                ErrorKind::SessionBusy,
+                "the session is not waiting for a recovery decision (`forgectl ps` shows its state)",
+            ));
+        };
+        let (message_id, calls) = (message_id.clone(), calls.clone());
+        let side_effecting = |name: &str| self.shared.tools.get(name).is_some_and(|t| t.is_side_effecting());
+        let (rerun, not_rerun): (Vec<RecoveryCall>, Vec<RecoveryCall>) = match action {
+            RecoverAction::Discard => (Vec::new(), calls),
+            RecoverAction::Resume => calls.into_iter().partition(|c| !(c.interrupted && side_effecting(&c.name))),
+        };
+        let result = RecoverResult {
+            session_id: self.row.id.clone(),
+            rerun: rerun.iter().map(|c| c.call_id.clone()).collect(),
+            not_rerun: not_rerun.iter().map(|c| c.call_id.clone()).collect(),
+        };
+        let unrun: Vec<(String, String)> = not_rerun.iter().map(|c| (c.call_id.clone(), c.name.clone())).collect();
+        match action {
+            RecoverAction::Discard => {
+                self.answer_unrun(&unrun, "error: discarded: forged stopped during this tool call and the user chose not to run it", client);
+                self.finish_tool_turn(
+                    message_id,
+                    MessageStatus::Interrupted,
+                    Some(("interrupted".into(), "tool calls discarded after forged stopped".into())),
+                );
+            }
+            RecoverAction::Resume => {
+                self.answer_unrun(
+                    &unrun,
+                    "error: interrupted: forged stopped while this call ran; it may have partly happened and was not run again",
+                    client,
+                );
+                let records =
+                    rerun.into_iter().map(|c| ToolCallRecord { id: c.call_id, name: c.name, arguments: c.arguments }).collect();
+                self.start_tool_loop(message_id, 0, records);
+            }
+        }
+        Ok(result)
     }
 
     /// Error results for calls that will not run.
-    fn answer_unrun(&mut self, calls: &[(String, String)], output: &str) {
+    fn answer_unrun(&mut self, calls: &[(String, String)], output: &str, client: Option<ClientRef>) {
         for (id, name) in calls.iter().cloned() {
             let (output, is_error) = (output.to_string(), true);
             let node = new_id("m");
@@ -360,7 +390,7 @@ impl SessionActor {
             self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: Some(node.clone()) });
             self.row.head_id = Some(node);
             self.path.push(ChatMessage::tool_result(id.clone(), output.clone(), is_error));
-            self.pipeline.event(None, EventKind::ToolResult { call_id: id, name, is_error, output });
+            self.pipeline.event(client.clone(), EventKind::ToolResult { call_id: id, name, is_error, output });
         }
     }
 

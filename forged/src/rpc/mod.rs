@@ -141,6 +141,14 @@ impl ForgeApiServer for ConnServer {
         self.engine().cancel(&session, drop_queued.unwrap_or(false), self.client_ref()).await.map_err(to_rpc)
     }
 
+    async fn session_recover(
+        &self,
+        session: String,
+        action: forge_proto::RecoverAction,
+    ) -> RpcResult<forge_proto::RecoverResult> {
+        self.engine().recover(&session, action, self.client_ref()).await.map_err(to_rpc)
+    }
+
     async fn session_history(&self, session: String) -> RpcResult<HistoryResult> {
         self.engine().history(&session).await.map_err(to_rpc)
     }
