@@ -153,6 +153,10 @@ impl Transcript {
                 }
                 let _ = writeln!(out, "  decide with: forgectl recover {} --resume | --discard", ev.session_id);
             }
+            EventKind::ToolOutput { text, .. } => {
+                let _ = write!(out, "{text}");
+                self.mid_text = !text.ends_with('\n');
+            }
             EventKind::ToolRunning { name, call_id } => {
                 self.end_text(&mut out);
                 let _ = writeln!(out, "[{}] running {name} ({call_id})", ev.seq);

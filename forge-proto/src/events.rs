@@ -93,6 +93,13 @@ pub enum EventKind {
         call_id: String,
         name: String,
     },
+    /// Output of a running tool (`stream`: `stdout` or `stderr`), as it
+    /// comes; the result has the whole (capped) output.
+    ToolOutput {
+        call_id: String,
+        stream: String,
+        text: String,
+    },
     /// A tool call's result, as the model will see it.
     ToolResult {
         call_id: String,

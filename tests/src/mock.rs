@@ -568,6 +568,7 @@ async fn stream_reply(
 /// The JSON arguments the mock sends for its `n`-th tool call, to `name`.
 pub fn tool_args(n: usize, name: &str) -> String {
     match name {
+        "run_command" => "{\"command\": \"echo streamed; echo k=$ANTHROPIC_API_KEY; printf done\"}".to_string(),
         "write_file" => format!("{{\"path\": \"out{n}.txt\", \"content\": \"hello from the mock \\u00e9\\n\"}}"),
         _ => format!("{{\"path\": \"src/file{n}.rs\", \"start_line\": 1, \"end_line\": 50}}"),
     }

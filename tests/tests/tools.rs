@@ -125,3 +125,24 @@ async fn auto_approve_answers_for_the_sender_but_never_past_the_denylist() {
     assert!(out.stdout.contains("denylist"), "{}", out.stdout);
     assert!(!cwd.join("out0.txt").exists());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_command_streams_its_output_and_never_sees_the_api_keys() {
+    let s = setup().await;
+    let id = s.session("claude", "cmd").await;
+    let out = s.forge.ok(&["send", "--auto-approve", "-s", &id, "mock:tool=run_command go"]).await;
+    assert!(out.stderr.contains("running tool run_command"), "{}", out.stderr);
+    let h = s.forge.ok(&["--json", "history", &id]).await.json_lines();
+    let result = h.iter().find(|m| m["role"] == "tool").cloned().unwrap_or_default();
+    let text = result["text"].as_str().unwrap_or_default();
+    assert!(text.contains("exit status: 0") && text.contains("streamed"), "{text}");
+    assert!(text.contains("k=\n"), "the daemon's API key is not in the command's environment: {text}");
+    assert!(!text.contains("mock-key-anthropic"));
+    let ev = s.forge.ok(&["--json", "attach", &id, "--until-idle"]).await.json_lines();
+    let streamed: String = ev
+        .iter()
+        .filter(|e| e["kind"] == "tool_output")
+        .filter_map(|e| e["text"].as_str())
+        .collect();
+    assert!(streamed.contains("streamed") && streamed.ends_with("done"), "live output reached clients: {streamed:?}");
+}

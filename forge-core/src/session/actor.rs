@@ -189,7 +189,10 @@ impl SessionActor {
                     None => self.begin_shutdown(None),
                 },
                 () = poll_request(&mut self.provider) => self.provider = None,
-                done = poll_tool(&mut self.state) => self.on_tool_done(done),
+                ev = tool_event(&mut self.state) => match ev {
+                    ToolEvent::Output(out) => self.on_tool_output(out),
+                    ToolEvent::Done(done) => self.on_tool_done(done),
+                },
                 ev = recv_provider(&mut self.provider_rx) => {
                     self.on_provider(ev);
                     // Drain a bounded burst, so commands and acks are never
@@ -540,14 +543,20 @@ impl SessionActor {
     }
 }
 
-/// Completes when the running tool call finishes.
-async fn poll_tool(state: &mut OperationState) -> Result<Result<String, crate::tools::ToolError>, tokio::task::JoinError> {
-    match state {
-        OperationState::ToolLoop(l) if l.running.is_some() => match l.running.as_mut() {
-            Some(r) => (&mut r.task).await,
-            None => std::future::pending().await,
-        },
-        _ => std::future::pending().await,
+enum ToolEvent {
+    Output(crate::tools::ToolOutput),
+    Done(Result<Result<String, crate::tools::ToolError>, tokio::task::JoinError>),
+}
+
+/// The running tool's next output piece, or its end (output first, so
+/// nothing it printed comes after its result).
+async fn tool_event(state: &mut OperationState) -> ToolEvent {
+    let OperationState::ToolLoop(l) = state else { return std::future::pending().await };
+    let Some(r) = l.running.as_mut() else { return std::future::pending().await };
+    tokio::select! {
+        biased;
+        Some(out) = r.output.recv() => ToolEvent::Output(out),
+        done = &mut r.task => ToolEvent::Done(done),
     }
 }
 

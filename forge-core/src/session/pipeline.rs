@@ -221,6 +221,20 @@ impl<F> Pipeline<F> {
         self.next_seq + before as u64
     }
 
+    /// Queues a piece of a running tool's output, merged into the outbox's
+    /// last piece of the same call and stream while that is unwritten.
+    pub fn tool_output(&mut self, call_id: String, stream: &str, text: String) {
+        if let Some(Entry::Event { kind: EventKind::ToolOutput { call_id: c, stream: s, text: t }, .. }) =
+            self.outbox.entries.last_mut()
+            && *c == call_id
+            && s == stream
+        {
+            t.push_str(&text);
+            return;
+        }
+        self.event(None, EventKind::ToolOutput { call_id, stream: stream.to_string(), text });
+    }
+
     /// Drops the outbox's last entry if it is an event matching `pred`
     /// (not yet written, so it never existed).
     pub fn discard_last_event_if(&mut self, pred: impl Fn(&EventKind) -> bool) {
@@ -389,6 +403,7 @@ pub(crate) fn event_kind_name(kind: &EventKind) -> &'static str {
         EventKind::ToolCallStarted { .. } => "tool_call_started",
         EventKind::ToolCallArgs { .. } => "tool_call_args",
         EventKind::ToolRunning { .. } => "tool_running",
+        EventKind::ToolOutput { .. } => "tool_output",
         EventKind::ToolResult { .. } => "tool_result",
         EventKind::StreamResumed { .. } => "stream_resumed",
         EventKind::ApprovalRequested { .. } => "approval_requested",

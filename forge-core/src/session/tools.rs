@@ -27,12 +27,17 @@ use crate::provider::ChatMessage;
 use crate::store::rows::NodeMeta;
 use crate::error::EngineError;
 use crate::tools::policy::{ApprovalPolicy, Decision};
-use crate::tools::{Sandbox, ToolCtx, ToolError, ToolExecutor, truncate_output};
+use crate::tools::{Sandbox, ToolCtx, ToolError, ToolExecutor, ToolOutput, truncate_output};
 
 /// Tool-result bytes kept for the model.
 const MAX_OUTPUT_BYTES: usize = 100 * 1024;
 /// Tool batches one user turn may run before it is stopped.
 const DEFAULT_MAX_ITERATIONS: u32 = 20;
+const DEFAULT_MAX_CALLS_PER_BATCH: usize = 16;
+/// Output pieces buffered between a running tool and the session; a tool
+/// that outruns it loses live pieces, never its result.
+const OUTPUT_CHANNEL: usize = 256;
+const DEFAULT_MAX_ARGS_BYTES: usize = 256 * 1024;
 
 pub(super) struct PlannedCall {
     pub id: String,
@@ -60,6 +65,8 @@ pub(super) struct RunningCall {
     pub id: String,
     pub name: String,
     pub task: JoinHandle<Result<String, ToolError>>,
+    /// Output the tool streams while it runs.
+    pub output: tokio::sync::mpsc::Receiver<ToolOutput>,
 }
 
 impl SessionActor {
@@ -71,9 +78,13 @@ impl SessionActor {
     pub(super) fn start_tool_loop(&mut self, message_id: String, iteration: u32, calls: Vec<ToolCallRecord>) {
         let mut seen = HashSet::new();
         let over_limit = iteration + 1 > self.max_iterations();
+        let tools_cfg = &self.shared.config.tools;
+        let max_calls = tools_cfg.max_tool_calls_per_batch.unwrap_or(DEFAULT_MAX_CALLS_PER_BATCH);
+        let max_args = tools_cfg.max_tool_args_bytes.unwrap_or(DEFAULT_MAX_ARGS_BYTES);
         let pending = calls
             .into_iter()
-            .map(|c| {
+            .enumerate()
+            .map(|(i, c)| {
                 let disabled = self.shared.config.tools.mode == Some(crate::config::ToolMode::Disabled);
                 let action = if disabled {
                     Err(ToolError::ExecutionFailed {
@@ -87,6 +98,15 @@ impl SessionActor {
                             "not run: this turn reached its limit of {} tool batches (tools.max_tool_iterations_per_user_turn)",
                             self.max_iterations()
                         ),
+                    })
+                } else if i >= max_calls {
+                    Err(ToolError::ExecutionFailed {
+                        tool: c.name.clone(),
+                        message: format!("not run: at most {max_calls} tool calls per answer (tools.max_tool_calls_per_batch)"),
+                    })
+                } else if c.arguments.len() > max_args {
+                    Err(ToolError::BadArgs {
+                        message: format!("the arguments are {} bytes; the limit is {max_args} (tools.max_tool_args_bytes)", c.arguments.len()),
                     })
                 } else if !seen.insert(c.id.clone()) {
                     Err(ToolError::DuplicateToolCallId { id: c.id.clone() })
@@ -251,10 +271,12 @@ impl SessionActor {
     pub(super) fn run_tool(&mut self, call: PlannedCall) {
         let OperationState::ToolLoop(l) = &mut self.state else { return };
         let Ok((tool, args)) = call.action else { return };
+        let (output_tx, output) = tokio::sync::mpsc::channel(OUTPUT_CHANNEL);
         let ctx = ToolCtx {
             sandbox: sandbox_for(&self.row.cwd, &self.shared.config),
             call_id: call.id.clone(),
             max_output_bytes: MAX_OUTPUT_BYTES,
+            output: Some(output_tx),
         };
         let timeout = tool.timeout();
         let task = tokio::spawn(async move {
@@ -263,13 +285,26 @@ impl SessionActor {
                 Err(_) => Err(ToolError::Timeout { tool: tool.name().into(), elapsed: timeout }),
             }
         });
-        l.running = Some(RunningCall { id: call.id, name: call.name, task });
+        l.running = Some(RunningCall { id: call.id, name: call.name, task, output });
+    }
+
+    /// Live output of the running call, shown to clients as it comes
+    /// (journaled like everything else; consecutive pieces merge).
+    pub(super) fn on_tool_output(&mut self, out: ToolOutput) {
+        let OperationState::ToolLoop(l) = &self.state else { return };
+        let Some(r) = &l.running else { return };
+        let call_id = r.id.clone();
+        self.pipeline.tool_output(call_id, out.stream, out.text);
     }
 
     /// The running call finished (or its task died).
     pub(super) fn on_tool_done(&mut self, result: Result<Result<String, ToolError>, tokio::task::JoinError>) {
         let OperationState::ToolLoop(l) = &mut self.state else { return };
-        let Some(running) = l.running.take() else { return };
+        let Some(mut running) = l.running.take() else { return };
+        // Output still buffered comes before the result.
+        while let Ok(out) = running.output.try_recv() {
+            self.pipeline.tool_output(running.id.clone(), out.stream, out.text);
+        }
         let result = result.unwrap_or_else(|e| {
             Err(ToolError::ExecutionFailed {
                 tool: running.name.clone(),

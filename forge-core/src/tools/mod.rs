@@ -33,6 +33,16 @@ pub struct ToolCtx {
     pub call_id: String,
     /// Output beyond this is cut, with a note saying so.
     pub max_output_bytes: usize,
+    /// Where a long-running tool streams its output while it runs.
+    pub output: Option<tokio::sync::mpsc::Sender<ToolOutput>>,
+}
+
+/// A piece of a running tool's output.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    /// `stdout` or `stderr`.
+    pub stream: &'static str,
+    pub text: String,
 }
 
 pub type ToolFut<'a> = Pin<Box<dyn Future<Output = Result<String, ToolError>> + Send + 'a>>;

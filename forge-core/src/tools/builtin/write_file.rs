@@ -87,7 +87,7 @@ mod tests {
     use crate::tools::Sandbox;
 
     fn run(dir: &std::path::Path, args: Value) -> Result<String, ToolError> {
-        let ctx = ToolCtx { sandbox: Sandbox::new(dir, &[], &[], true, false), call_id: "c".into(), max_output_bytes: 1000 };
+        let ctx = ToolCtx { sandbox: Sandbox::new(dir, &[], &[], true, false), call_id: "c".into(), max_output_bytes: 1000, output: None };
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap_or_else(|e| panic!("{e}"));
         rt.block_on(WriteFile.execute(args, &ctx))
     }
