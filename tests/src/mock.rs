@@ -15,6 +15,7 @@
 //! | `mock:split=N` | write the SSE bytes in pieces of `N` bytes (splits UTF-8 and lines) |
 //! | `mock:pad=N` | pad each `mock:tokens` token to `N` bytes (see [`padded_token_text`]) |
 //! | `mock:tool=NAME` | after the text, call tool `NAME` (repeat for parallel calls); arguments [`tool_args`] stream in small fragments |
+//! | `mock:sleep=S` | a `run_command` call runs `echo started; sleep S` instead |
 //! | `mock:stamp` | each token is `t<unix ns> `, the time the mock wrote it (for latency benchmarks) |
 //!
 //! Without directives it answers with a short text that says plainly it is
@@ -149,6 +150,7 @@ struct Script {
     pad: usize,
     stamp: bool,
     tools: Vec<String>,
+    sleep: Option<u64>,
 }
 
 fn parse_script(text: &str, opts: &MockOptions) -> Script {
@@ -174,6 +176,7 @@ fn parse_script(text: &str, opts: &MockOptions) -> Script {
             ("malformed", Some(n)) => s.malformed_after = Some(n as usize),
             ("split", Some(n)) => s.split = Some(n.max(1) as usize),
             ("pad", Some(n)) => s.pad = n.min(4096) as usize,
+            ("sleep", Some(n)) => s.sleep = Some(n),
             _ => {}
         }
     }
@@ -499,7 +502,10 @@ async fn stream_reply(
         let _ = w.write(sse(Some("content_block_stop"), &json!({"type":"content_block_stop","index":0}))).await;
     }
     for (k, name) in script.tools.iter().enumerate() {
-        let args = tool_args(k, name);
+        let args = match (name.as_str(), script.sleep) {
+            ("run_command", Some(secs)) => format!("{{\"command\": \"echo started; sleep {secs}\"}}"),
+            _ => tool_args(k, name),
+        };
         let id = format!("call_mock_{k}");
         match wire {
             Wire::Anthropic => {

@@ -146,3 +146,46 @@ async fn run_command_streams_its_output_and_never_sees_the_api_keys() {
         .collect();
     assert!(streamed.contains("streamed") && streamed.ends_with("done"), "live output reached clients: {streamed:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_during_a_long_command_the_session_waits_and_never_reruns_it() {
+    let mut s = setup().await;
+    let id = s.session("claude", "killed").await;
+    s.forge
+        .ok(&["send", "--no-wait", "--auto-approve", "-s", &id, "mock:tool=run_command mock:sleep=30 go"])
+        .await;
+    // --no-wait returns before the approval: answer it like a script would.
+    s.pending(&id).await;
+    s.forge.ok(&["approve", &id, "--all"]).await;
+    // Wait until the command is running (its first output is journaled).
+    let mut running = false;
+    for _ in 0..200 {
+        let ev = s.forge.ok(&["--json", "session", "show", &id]).await.json_lines();
+        if ev[0]["state"] == "executing_tools" {
+            let log = s.forge.rpc("session.events", serde_json::json!({"session": id})).await;
+            if log.to_string().contains("\"tool_output\"") {
+                running = true;
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(running, "the command started");
+    s.forge.kill9().await;
+    s.forge.start().await;
+
+    let show = s.forge.ok(&["--json", "session", "show", &id]).await.json_lines();
+    assert_eq!(show[0]["state"], "tool_recovery");
+    let events = s.forge.ok(&["attach", &id, "--until-idle"]).await;
+    assert!(events.stdout.contains("forgectl recover"), "clients are told how to decide: {}", events.stdout);
+
+    let r = s.forge.ok(&["--json", "recover", &id, "--resume"]).await.json_lines();
+    assert_eq!(r[0]["rerun"].as_array().map(Vec::len), Some(0));
+    assert_eq!(r[0]["not_rerun"].as_array().map(Vec::len), Some(1), "the interrupted command is not run again");
+    let done = s.forge.ok(&["--json", "attach", &id, "--until-idle"]).await.json_lines();
+    let last = done.iter().rev().find(|e| e["kind"] == "turn_finished").cloned().unwrap_or_default();
+    assert_eq!(last["status"], "complete", "the model continued with the interruption as the result: {last}");
+    let h = s.forge.ok(&["--json", "history", &id]).await.json_lines();
+    let result = h.iter().find(|m| m["role"] == "tool").cloned().unwrap_or_default();
+    assert!(result["text"].as_str().unwrap_or("").contains("not run again"), "{result}");
+}

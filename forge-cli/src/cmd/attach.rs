@@ -19,7 +19,8 @@ pub struct AttachArgs {
     /// Replay stored events from this seq (1 = the whole session); `live` follows new events only
     #[arg(long, default_value = "1", value_name = "SEQ|live")]
     from: String,
-    /// Exit once the session is idle (no turn running, nothing queued)
+    /// Exit once the session is idle (no turn running, nothing queued) or
+    /// waits for a decision (an approval, a recovery choice)
     #[arg(long)]
     until_idle: bool,
 }
@@ -38,6 +39,8 @@ pub async fn run(g: &Global, a: AttachArgs) -> Result<(), Failure> {
     let mut running: Option<String> = None;
     let mut queued: HashSet<String> = HashSet::new();
     let mut live = false;
+    // Waiting for a person: nothing happens until someone answers.
+    let mut waiting_decision = false;
     if from_seq.is_none() && a.until_idle {
         let info = conn.client.session_show(a.session.clone()).await?;
         if info.state == forge_proto::OperationStateKind::Idle && info.queued_messages == 0 {
@@ -71,13 +74,24 @@ pub async fn run(g: &Global, a: AttachArgs) -> Result<(), Failure> {
                     EventKind::QueueCleared { .. } => queued.clear(),
                     _ => {}
                 }
+                match &ev.kind {
+                    EventKind::ApprovalRequested { .. } | EventKind::ToolRecovery { .. } => waiting_decision = true,
+                    EventKind::ApprovalResolved { .. }
+                    | EventKind::ToolRunning { .. }
+                    | EventKind::ToolResult { .. }
+                    | EventKind::StreamResumed { .. }
+                    | EventKind::TurnFinished { .. }
+                    | EventKind::CancelRequested {} => waiting_decision = false,
+                    _ => {}
+                }
                 if g.json {
                     json_line(&ev);
                 } else {
                     transcript.event(&ev);
                 }
                 let finished = matches!(ev.kind, EventKind::TurnFinished { .. });
-                if a.until_idle && live && finished && running.is_none() && queued.is_empty() {
+                let idle = finished && running.is_none() && queued.is_empty();
+                if a.until_idle && live && (idle || waiting_decision) {
                     transcript.finish();
                     return Ok(());
                 }
@@ -87,7 +101,7 @@ pub async fn run(g: &Global, a: AttachArgs) -> Result<(), Failure> {
                 if g.json {
                     json_line(&SubscriptionItem::Live { last_seq });
                 }
-                if a.until_idle && running.is_none() && queued.is_empty() {
+                if a.until_idle && ((running.is_none() && queued.is_empty()) || waiting_decision) {
                     transcript.finish();
                     return Ok(());
                 }
