@@ -9,7 +9,7 @@
 //! the daemon's peak memory. Once per durability setting.
 //!
 //!     cargo build --release --workspace --bins
-//!     target/release/forge-bench [--quick]
+//!     target/release/forge-bench [--quick] [--clients N]
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -162,6 +162,11 @@ fn pct(sorted: &[f64], p: f64) -> f64 {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let quick = std::env::args().any(|a| a == "--quick");
+    let clients: usize = std::env::args()
+        .skip_while(|a| a != "--clients")
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(10);
     let bin = std::env::current_exe()?.parent().map(Path::to_path_buf).unwrap_or_default();
     let mock = MockServer::start(MockOptions::default()).await?;
     let (flood, per_session, sessions) = if quick { (50_000, 2_000, 10) } else { (200_000, 10_000, 50) };
@@ -220,9 +225,9 @@ async fn main() -> anyhow::Result<()> {
 
         // Delivery latency to 10 attached clients.
         for (rate, chunks, delay) in [(50, if quick { 100 } else { 250 }, 20), (1000, if quick { 1000 } else { 3000 }, 1)] {
-            let lat = latency(&d.socket, chunks, delay, 10).await?;
+            let lat = latency(&d.socket, chunks, delay, clients).await?;
             println!(
-                "latency @{rate:>4}/s: {} deliveries to 10 clients: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
+                "latency @{rate:>4}/s: {} deliveries to {clients} clients: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
                 lat.len(),
                 pct(&lat, 0.5) / 1000.0,
                 pct(&lat, 0.99) / 1000.0,
