@@ -240,7 +240,7 @@ async fn tool_calls_run_and_the_model_continues_with_their_results() {
     let cwd = project.path().display().to_string();
     for provider in ["claude", "openai"] {
         let id = forge.new_session(&["--provider", provider, "--cwd", &cwd]).await;
-        let r = forge.ok(&["send", "-s", &id, "mock:tokens=3 mock:tool=read_file mock:tool=glob look"]).await;
+        let r = forge.ok(&["send", "-s", &id, "mock:tokens=3 mock:tool=read_file mock:tool=teleport look"]).await;
         assert!(r.stdout.starts_with(&token_text(3)), "{provider}: {}", r.stdout);
         assert!(r.stdout.contains("The mock received 2 tool result(s)"), "{provider}: {}", r.stdout);
         assert!(r.stderr.contains("running tool read_file"), "{}", r.stderr);
@@ -253,7 +253,7 @@ async fn tool_calls_run_and_the_model_continues_with_their_results() {
         assert_eq!(h[2]["tool_result"]["call_id"], "call_mock_0");
         assert_eq!(h[2]["text"], "fn main() {}\n", "read_file read the file in the session's cwd");
         assert_eq!(h[3]["tool_result"]["is_error"], true, "an unknown tool is an error result: {}", h[3]);
-        assert!(h[3]["text"].as_str().unwrap_or("").contains("no tool named `glob`"));
+        assert!(h[3]["text"].as_str().unwrap_or("").contains("no tool named `teleport`"));
 
         // The model got the results in its own wire format.
         let req = mock.requests().pop().unwrap_or_else(|| panic!("no request"));

@@ -108,8 +108,11 @@ impl ToolRegistry {
         Ok(())
     }
 
+    /// The tool called `name`, or the one it is an alias of.
     pub fn get(&self, name: &str) -> Option<Arc<dyn ToolExecutor>> {
-        self.tools.get(name).cloned()
+        self.tools.get(name).cloned().or_else(|| {
+            builtin::aliases().iter().find(|(alias, _)| *alias == name).and_then(|(_, tool)| self.tools.get(*tool).cloned())
+        })
     }
 
     pub fn specs(&self) -> Vec<ToolSpec> {
@@ -145,6 +148,8 @@ mod tests {
         let again = builtin::all().remove(0);
         assert!(matches!(r.register(again), Err(ToolError::DuplicateTool { .. })));
         assert!(r.specs().iter().any(|s| s.name == "read_file"));
+        assert_eq!(r.get("rg").map(|t| t.name()), Some("search"), "aliases resolve");
+        assert!(!r.specs().iter().any(|s| s.name == "rg"), "but are not advertised");
     }
 
     #[test]

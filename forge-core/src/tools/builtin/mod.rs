@@ -1,8 +1,10 @@
 //! The built-in tools.
 
 mod current_date;
+mod glob;
 mod read_file;
 mod run_command;
+mod search;
 mod write_file;
 
 use std::sync::Arc;
@@ -14,5 +16,12 @@ pub fn all() -> Vec<Arc<dyn ToolExecutor>> {
         Arc::new(read_file::ReadFile), Arc::new(write_file::WriteFile),
         Arc::new(run_command::RunCommand),
         Arc::new(current_date::CurrentDate),
+        Arc::new(glob::Glob),
+        Arc::new(search::Search),
     ]
+}
+
+/// Other names models reach for out of habit: (alias, tool).
+pub fn aliases() -> &'static [(&'static str, &'static str)] {
+    &[("rg", "search"), ("ripgrep", "search"), ("grep", "search"), ("ugrep", "search"), ("ug", "search"), ("Glob", "glob"), ("Search", "search")]
 }

@@ -1,0 +1,142 @@
+//! `search`: a regular expression over the files under the working
+//! directory, in-process with ripgrep's engine (grep-searcher/grep-regex)
+//! and its .gitignore-aware walker. Also answers to `rg`, `ripgrep`, `grep`.
+
+use grep_regex::RegexMatcherBuilder;
+use grep_searcher::sinks::UTF8;
+use grep_searcher::{BinaryDetection, SearcherBuilder};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::tools::{ToolCtx, ToolError, ToolExecutor, ToolFut, truncate_output};
+
+pub struct Search;
+
+/// Most matching lines reported.
+const MAX_MATCHES: usize = 1000;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    pattern: String,
+    path: Option<String>,
+    /// Only files matching this glob (e.g. `*.rs`).
+    glob: Option<String>,
+    #[serde(default)]
+    case_insensitive: bool,
+}
+
+impl ToolExecutor for Search {
+    fn name(&self) -> &'static str {
+        "search"
+    }
+    fn description(&self) -> &'static str {
+        "Search file contents with a regular expression (ripgrep syntax) under the working directory; returns path:line:text. .gitignore is honoured."
+    }
+    fn schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "pattern": {"type": "string", "description": "Regular expression"},
+                "path": {"type": "string", "description": "File or directory, relative to the working directory"},
+                "glob": {"type": "string", "description": "Only search files whose name matches this glob"},
+                "case_insensitive": {"type": "boolean"}
+            },
+            "required": ["pattern"],
+            "additionalProperties": false
+        })
+    }
+    fn is_side_effecting(&self) -> bool {
+        false
+    }
+    fn execute<'a>(&'a self, args: Value, ctx: &'a ToolCtx) -> ToolFut<'a> {
+        Box::pin(async move {
+            let args: Args =
+                serde_json::from_value(args).map_err(|e| ToolError::BadArgs { message: e.to_string() })?;
+            let matcher = RegexMatcherBuilder::new()
+                .case_insensitive(args.case_insensitive)
+                .build(&args.pattern)
+                .map_err(|e| ToolError::BadArgs { message: format!("bad regular expression: {e}") })?;
+            let file_glob = match &args.glob {
+                Some(g) => Some(
+                    globset::Glob::new(g)
+                        .map_err(|e| ToolError::BadArgs { message: format!("bad glob: {e}") })?
+                        .compile_matcher(),
+                ),
+                None => None,
+            };
+            let base = ctx.sandbox.resolve(args.path.as_deref().unwrap_or(".")).map_err(ToolError::SandboxViolation)?;
+            let sandbox = ctx.sandbox.clone();
+            let cwd = ctx.sandbox.cwd().to_path_buf();
+            let max = ctx.max_output_bytes;
+            tokio::task::spawn_blocking(move || {
+                let mut searcher = SearcherBuilder::new().binary_detection(BinaryDetection::quit(0)).line_number(true).build();
+                let mut out = Vec::new();
+                let mut total = 0usize;
+                for entry in ignore::WalkBuilder::new(&base).follow_links(false).build().flatten() {
+                    if !entry.file_type().is_some_and(|t| t.is_file()) {
+                        continue;
+                    }
+                    let rel = entry.path().strip_prefix(&cwd).unwrap_or(entry.path()).display().to_string();
+                    if file_glob.as_ref().is_some_and(|g| !g.is_match(entry.file_name())) || sandbox.resolve(&rel).is_err() {
+                        continue;
+                    }
+                    let _ = searcher.search_path(
+                        &matcher,
+                        entry.path(),
+                        UTF8(|line_no, line| {
+                            total += 1;
+                            if out.len() < MAX_MATCHES {
+                                out.push(format!("{rel}:{line_no}:{}", line.trim_end()));
+                            }
+                            Ok(true)
+                        }),
+                    );
+                }
+                let mut text = if out.is_empty() { "no matches".to_string() } else { out.join("\n") };
+                if total > out.len() {
+                    text.push_str(&format!("\n[{} more matches not shown]", total - out.len()));
+                }
+                Ok(truncate_output(text, max))
+            })
+            .await
+            .map_err(|e| ToolError::ExecutionFailed { tool: "search".into(), message: e.to_string() })?
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::builtin::glob::Glob;
+    use crate::tools::Sandbox;
+
+    fn ctx(dir: &std::path::Path) -> ToolCtx {
+        ToolCtx { sandbox: Sandbox::new(dir, &[], &[], true, false), call_id: "c".into(), max_output_bytes: 100_000, output: None }
+    }
+
+    #[test]
+    fn search_and_glob_honour_gitignore_and_the_sandbox() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let p = dir.path();
+        std::fs::create_dir_all(p.join("src")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(p.join("target")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(p.join(".git")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(p.join(".gitignore"), "target/\n").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(p.join("src/main.rs"), "fn main() {\n    needle();\n}\n").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(p.join("target/gen.rs"), "needle\n").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(p.join(".env"), "NEEDLE=secret\n").unwrap_or_else(|e| panic!("{e}"));
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap_or_else(|e| panic!("{e}"));
+        let c = ctx(p);
+        let found = rt
+            .block_on(Search.execute(json!({"pattern": "needle", "case_insensitive": true}), &c))
+            .unwrap_or_default();
+        assert_eq!(found, "src/main.rs:2:    needle();", "ignored and denied files are not searched");
+        let files = rt.block_on(Glob.execute(json!({"pattern": "**/*.rs"}), &c)).unwrap_or_default();
+        assert_eq!(files, "src/main.rs");
+        assert!(matches!(
+            rt.block_on(Search.execute(json!({"pattern": "("}), &c)),
+            Err(ToolError::BadArgs { .. })
+        ));
+    }
+}
