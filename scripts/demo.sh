@@ -34,8 +34,11 @@ export ANTHROPIC_API_KEY="mock-demo-key"
 
 say "Provider: Forge's built-in MOCK at $ANTHROPIC_BASE_URL (not a real model; no network, no key)"
 
+# The session works in a scratch project directory.
+mkdir -p "$DEMO/project"
+
 say "1. forgectl send: starts forged in the background and streams the answer"
-"$FORGECTL" send --name demo "Hello Forge, what are you?"
+"$FORGECTL" send --name demo --cwd "$DEMO/project" "Hello Forge, what are you?"
 
 say "2. A second client attaches to the same session while the next turn streams"
 "$FORGECTL" send -s demo "Tell me about daemons." &
@@ -48,13 +51,23 @@ echo
 echo "   The second client (attached mid-stream) received:"
 sed 's/^/   | /' "$DEMO/second-client.txt"
 
-say "3. forgectl ps: state, what each session waits on, attached clients"
+say "3. A tool call waits for approval; another client answers it"
+echo "   (the mock calls a tool when asked with the directive mock:tool=NAME)"
+"$FORGECTL" send -s demo "mock:tool=write_file Please create a file." &
+SEND_PID=$!
+for _ in $(seq 100); do "$FORGECTL" approvals 2>/dev/null | grep -q write_file && break; sleep 0.1; done
+"$FORGECTL" ps
+"$FORGECTL" approve demo --all
+wait "$SEND_PID"
+echo "   The file the tool created: $(cat "$DEMO/project/out0.txt")"
+
+say "4. forgectl ps: state, what each session waits on, attached clients"
 "$FORGECTL" ps
 
-say "4. Stop the daemon; the next command starts a fresh one"
+say "5. Stop the daemon; the next command starts a fresh one"
 "$FORGECTL" shutdown
 
-say "5. forgectl history after the restart: everything is still there"
+say "6. forgectl history after the restart: everything is still there"
 "$FORGECTL" history demo
 
 say "Done. With a real key: export ANTHROPIC_API_KEY=... (or OPENAI_API_KEY=...) and run"

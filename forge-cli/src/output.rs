@@ -244,14 +244,24 @@ mod chrono_lite {
     }
 }
 
-/// Prints a pending approval with the commands that answer it.
-pub fn approval_prompt(session: &str, calls: &[forge_proto::ApprovalCall]) {
-    eprintln!("forgectl: session {session} waits for approval of {} tool call(s):", calls.len());
+/// A pending approval with the commands that answer it: on stderr while
+/// `send` streams (stdout is the answer), on stdout for `approvals`.
+pub fn approval_prompt(session: &str, calls: &[forge_proto::ApprovalCall], to_stdout: bool) {
+    let mut text = format!("session {session} waits for approval of {} tool call(s):\n", calls.len());
     for (i, c) in calls.iter().enumerate() {
-        eprintln!("  #{} {} (risk {})", i + 1, c.name, c.risk);
+        text.push_str(&format!("  #{} {} (risk {})\n", i + 1, c.name, c.risk));
         for line in c.summary.lines().take(12) {
-            eprintln!("      {line}");
+            text.push_str(&format!("      {line}\n"));
         }
     }
-    eprintln!("  answer from any client: forgectl approve {session} --all | forgectl approve {session} 1 2 | forgectl deny {session}");
+    let numbers: Vec<String> = (1..=calls.len()).map(|i| i.to_string()).collect();
+    text.push_str(&format!(
+        "  answer from any client: forgectl approve {session} --all | forgectl approve {session} {} | forgectl deny {session}",
+        numbers.join(" ")
+    ));
+    if to_stdout {
+        println!("{text}");
+    } else {
+        eprintln!("forgectl: {text}");
+    }
 }

@@ -24,7 +24,7 @@ pub async fn list(g: &Global) -> Result<(), Failure> {
     for p in &pending {
         let name = p.session_name.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
         println!("session {}{name}, approval {}:", p.session_id, p.approval_id);
-        approval_prompt(&p.session_id, &p.calls);
+        approval_prompt(&p.session_id, &p.calls, true);
     }
     Ok(())
 }

@@ -157,7 +157,7 @@ pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
                         let _ = writeln!(stdout);
                         ends_with_newline = true;
                     }
-                    crate::output::approval_prompt(&sent.session_id, calls);
+                    crate::output::approval_prompt(&sent.session_id, calls, false);
                 }
             }
             EventKind::ToolRunning { name, .. } if in_turn && !g.json => {
