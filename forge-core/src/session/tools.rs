@@ -321,22 +321,7 @@ impl SessionActor {
             Ok(out) => (truncate_output(out, MAX_OUTPUT_BYTES), false),
             Err(e) => (format!("error: {e}"), true),
         };
-        let id = new_id("m");
-        let info = ToolResultInfo { call_id: call_id.into(), name: name.into(), is_error };
-        self.pipeline.op(StoreOp::InsertNode {
-            id: id.clone(),
-            session_id: self.row.id.clone(),
-            parent_id: self.row.head_id.clone(),
-            role: Role::Tool,
-            text: output.clone(),
-            status: MessageStatus::Complete,
-            created_ms: now_ms(),
-            meta: NodeMeta { tool_result: Some(info), ..Default::default() },
-        });
-        self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: Some(id.clone()) });
-        self.row.head_id = Some(id);
-        self.path.push(ChatMessage::tool_result(call_id, output.clone(), is_error));
-        self.pipeline.event(None, EventKind::ToolResult { call_id: call_id.into(), name: name.into(), is_error, output });
+        self.write_result(call_id, name, output, is_error, None);
         self.pipeline.effect(Effect::NextTool);
     }
 
@@ -406,27 +391,30 @@ impl SessionActor {
 
     /// Error results for calls that will not run.
     fn answer_unrun(&mut self, calls: &[(String, String)], output: &str, client: Option<ClientRef>) {
-        for (id, name) in calls.iter().cloned() {
-            let (output, is_error) = (output.to_string(), true);
-            let node = new_id("m");
-            self.pipeline.op(StoreOp::InsertNode {
-                id: node.clone(),
-                session_id: self.row.id.clone(),
-                parent_id: self.row.head_id.clone(),
-                role: Role::Tool,
-                text: output.clone(),
-                status: MessageStatus::Complete,
-                created_ms: now_ms(),
-                meta: NodeMeta {
-                    tool_result: Some(ToolResultInfo { call_id: id.clone(), name: name.clone(), is_error }),
-                    ..Default::default()
-                },
-            });
-            self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: Some(node.clone()) });
-            self.row.head_id = Some(node);
-            self.path.push(ChatMessage::tool_result(id.clone(), output.clone(), is_error));
-            self.pipeline.event(client.clone(), EventKind::ToolResult { call_id: id, name, is_error, output });
+        for (id, name) in calls {
+            self.write_result(id, name, output.to_string(), true, client.clone());
         }
+    }
+
+    /// A tool result becomes history (a `tool` node, the head moves) and a
+    /// `tool_result` event, in the next batch.
+    fn write_result(&mut self, call_id: &str, name: &str, output: String, is_error: bool, client: Option<ClientRef>) {
+        let id = new_id("m");
+        let info = ToolResultInfo { call_id: call_id.into(), name: name.into(), is_error };
+        self.pipeline.op(StoreOp::InsertNode {
+            id: id.clone(),
+            session_id: self.row.id.clone(),
+            parent_id: self.row.head_id.clone(),
+            role: Role::Tool,
+            text: output.clone(),
+            status: MessageStatus::Complete,
+            created_ms: now_ms(),
+            meta: NodeMeta { tool_result: Some(info), ..Default::default() },
+        });
+        self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: Some(id.clone()) });
+        self.row.head_id = Some(id);
+        self.path.push(ChatMessage::tool_result(call_id, output.clone(), is_error));
+        self.pipeline.event(client, EventKind::ToolResult { call_id: call_id.into(), name: name.into(), is_error, output });
     }
 
     pub(super) fn finish_tool_turn(&mut self, message_id: String, status: MessageStatus, error: Option<(String, String)>) {
