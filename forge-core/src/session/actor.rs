@@ -94,6 +94,8 @@ pub(crate) struct SessionActor {
     snapshot: watch::Sender<Snapshot>,
     commands: mpsc::Receiver<SessionCmd>,
     pub(super) provider_rx: Option<mpsc::Receiver<ProviderEvent>>,
+    /// What the model last read or wrote of each file (stale-file checks).
+    pub(super) file_hashes: crate::tools::FileHashes,
     /// The provider request feeding `provider_rx`, polled in the select.
     pub(super) provider: Option<super::turn::ProviderFuture>,
     exit: Option<Exit>,
@@ -131,6 +133,7 @@ impl SessionActor {
             snapshot,
             commands,
             provider_rx: None,
+            file_hashes: Default::default(),
             provider: None,
             exit: None,
         };

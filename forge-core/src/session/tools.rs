@@ -159,7 +159,7 @@ impl SessionActor {
                     name: call.name.clone(),
                     arguments: args.to_string(),
                     risk: format!("{:?}", tool.risk_level()).to_lowercase(),
-                    summary: tool.approval_summary(args),
+                    summary: tool.approval_summary(args, &sandbox_for(&self.row.cwd, &self.shared.config)),
                 }),
             }
         }
@@ -277,6 +277,7 @@ impl SessionActor {
             call_id: call.id.clone(),
             max_output_bytes: MAX_OUTPUT_BYTES,
             output: Some(output_tx),
+            file_hashes: self.file_hashes.clone(),
         };
         let timeout = tool.timeout();
         let task = tokio::spawn(async move {

@@ -4,6 +4,7 @@
 
 pub mod builtin;
 mod error;
+pub mod lp1;
 pub mod policy;
 pub mod sandbox;
 
@@ -35,6 +36,16 @@ pub struct ToolCtx {
     pub max_output_bytes: usize,
     /// Where a long-running tool streams its output while it runs.
     pub output: Option<tokio::sync::mpsc::Sender<ToolOutput>>,
+    /// SHA-256 of each file as the model last read or wrote it, for
+    /// stale-file protection. Shared by the session's calls.
+    pub file_hashes: FileHashes,
+}
+
+pub type FileHashes = Arc<std::sync::Mutex<std::collections::HashMap<std::path::PathBuf, Vec<u8>>>>;
+
+pub fn sha256(bytes: &[u8]) -> Vec<u8> {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes).to_vec()
 }
 
 /// A piece of a running tool's output.
@@ -59,8 +70,9 @@ pub trait ToolExecutor: Send + Sync {
     fn timeout(&self) -> Duration {
         Duration::from_secs(30)
     }
-    /// What a user approving this call should see.
-    fn approval_summary(&self, args: &Value) -> String {
+    /// What a user approving this call should see (it may read files
+    /// through the sandbox, e.g. to show a diff).
+    fn approval_summary(&self, args: &Value, _sandbox: &Sandbox) -> String {
         let mut text = format!("{} {}", self.name(), args);
         if text.len() > 400 {
             let mut end = 400;

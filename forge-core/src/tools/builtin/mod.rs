@@ -1,8 +1,9 @@
 //! The built-in tools.
 
+mod apply_patch;
 mod current_date;
 mod glob;
-mod read_file;
+pub(crate) mod read_file;
 mod run_command;
 mod search;
 mod write_file;
@@ -13,7 +14,9 @@ use super::ToolExecutor;
 
 pub fn all() -> Vec<Arc<dyn ToolExecutor>> {
     vec![
-        Arc::new(read_file::ReadFile), Arc::new(write_file::WriteFile),
+        Arc::new(read_file::ReadFile),
+        Arc::new(write_file::WriteFile),
+        Arc::new(apply_patch::ApplyPatch),
         Arc::new(run_command::RunCommand),
         Arc::new(current_date::CurrentDate),
         Arc::new(glob::Glob),

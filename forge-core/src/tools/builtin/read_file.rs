@@ -59,6 +59,9 @@ impl ToolExecutor for ReadFile {
                 return Err(failed(format!("{} is {} bytes; read a line range instead", args.path, meta.len())));
             }
             let bytes = tokio::fs::read(&path).await.map_err(|e| failed(format!("{}: {e}", args.path)))?;
+            if let Ok(mut hashes) = ctx.file_hashes.lock() {
+                hashes.insert(path.clone(), crate::tools::sha256(&bytes));
+            }
             if bytes[..bytes.len().min(SNIFF_BYTES)].contains(&0) {
                 return Err(failed(format!("{} looks binary; not shown", args.path)));
             }
@@ -84,7 +87,7 @@ mod tests {
     use crate::tools::Sandbox;
 
     fn run(dir: &std::path::Path, args: Value) -> Result<String, ToolError> {
-        let ctx = ToolCtx { sandbox: Sandbox::new(dir, &[], &[], true, false), call_id: "c".into(), max_output_bytes: 64, output: None };
+        let ctx = ToolCtx { sandbox: Sandbox::new(dir, &[], &[], true, false), call_id: "c".into(), max_output_bytes: 64, output: None, file_hashes: Default::default() };
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap_or_else(|e| panic!("{e}"));
         rt.block_on(ReadFile.execute(args, &ctx))
     }

@@ -70,7 +70,7 @@ impl ToolExecutor for RunCommand {
     fn timeout(&self) -> std::time::Duration {
         std::time::Duration::from_secs(300)
     }
-    fn approval_summary(&self, args: &Value) -> String {
+    fn approval_summary(&self, args: &Value, _sandbox: &crate::tools::Sandbox) -> String {
         format!("run in the working directory: {}", args.get("command").and_then(Value::as_str).unwrap_or("?"))
     }
     fn execute<'a>(&'a self, args: Value, ctx: &'a ToolCtx) -> ToolFut<'a> {
@@ -149,7 +149,7 @@ mod tests {
     use crate::tools::Sandbox;
 
     fn ctx(dir: &std::path::Path) -> ToolCtx {
-        ToolCtx { sandbox: Sandbox::new(dir, &[], &[], true, false), call_id: "c".into(), max_output_bytes: 1000, output: None }
+        ToolCtx { sandbox: Sandbox::new(dir, &[], &[], true, false), call_id: "c".into(), max_output_bytes: 1000, output: None, file_hashes: Default::default() }
     }
 
     #[test]

@@ -112,7 +112,7 @@ mod tests {
     use crate::tools::Sandbox;
 
     fn ctx(dir: &std::path::Path) -> ToolCtx {
-        ToolCtx { sandbox: Sandbox::new(dir, &[], &[], true, false), call_id: "c".into(), max_output_bytes: 100_000, output: None }
+        ToolCtx { sandbox: Sandbox::new(dir, &[], &[], true, false), call_id: "c".into(), max_output_bytes: 100_000, output: None, file_hashes: Default::default() }
     }
 
     #[test]

@@ -38,7 +38,7 @@ impl ToolExecutor for WriteFile {
     fn is_side_effecting(&self) -> bool {
         true
     }
-    fn approval_summary(&self, args: &Value) -> String {
+    fn approval_summary(&self, args: &Value, _sandbox: &crate::tools::Sandbox) -> String {
         let path = args.get("path").and_then(Value::as_str).unwrap_or("?");
         let content = args.get("content").and_then(Value::as_str).unwrap_or("");
         let lines = content.lines().count();
@@ -87,7 +87,7 @@ mod tests {
     use crate::tools::Sandbox;
 
     fn run(dir: &std::path::Path, args: Value) -> Result<String, ToolError> {
-        let ctx = ToolCtx { sandbox: Sandbox::new(dir, &[], &[], true, false), call_id: "c".into(), max_output_bytes: 1000, output: None };
+        let ctx = ToolCtx { sandbox: Sandbox::new(dir, &[], &[], true, false), call_id: "c".into(), max_output_bytes: 1000, output: None, file_hashes: Default::default() };
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap_or_else(|e| panic!("{e}"));
         rt.block_on(WriteFile.execute(args, &ctx))
     }

@@ -1,0 +1,199 @@
+//! `apply_patch`: changes existing files with an LP1 patch. All files of a
+//! patch change or none; a file the model read and that changed since is
+//! refused (stale-file protection); the approval shows the diff.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::tools::lp1::{self, Patch};
+use crate::tools::{Sandbox, ToolCtx, ToolError, ToolExecutor, ToolFut, sha256};
+
+pub struct ApplyPatch;
+
+/// Largest patch accepted.
+const MAX_PATCH_BYTES: usize = 512 * 1024;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    patch: String,
+}
+
+/// Every file's new text, computed before anything is written.
+struct Plan {
+    files: Vec<(String, std::path::PathBuf, Vec<u8>, String)>,
+}
+
+fn plan(patch: &Patch, sandbox: &Sandbox) -> Result<Plan, ToolError> {
+    let mut files = Vec::new();
+    for f in &patch.files {
+        let path = sandbox.resolve(&f.path).map_err(ToolError::SandboxViolation)?;
+        if path.components().any(|c| c.as_os_str() == ".git") {
+            return Err(ToolError::SandboxViolation(crate::tools::DenialReason::Denied {
+                path: f.path.clone(),
+                pattern: "**/.git/** (writes)".into(),
+            }));
+        }
+        let old = std::fs::read(&path).map_err(|e| ToolError::PatchFailed {
+            file: f.path.clone().into(),
+            message: format!("cannot read it ({e}); apply_patch changes existing files, write_file creates new ones"),
+        })?;
+        let text = String::from_utf8(old.clone())
+            .map_err(|_| ToolError::PatchFailed { file: f.path.clone().into(), message: "not UTF-8 text".into() })?;
+        let new = lp1::apply_to_text(&text, f)
+            .map_err(|message| ToolError::PatchFailed { file: f.path.clone().into(), message })?;
+        files.push((f.path.clone(), path, old, new));
+    }
+    Ok(Plan { files })
+}
+
+fn parse(args: &Value) -> Result<Patch, ToolError> {
+    let args: Args = serde_json::from_value(args.clone()).map_err(|e| ToolError::BadArgs { message: e.to_string() })?;
+    if args.patch.len() > MAX_PATCH_BYTES {
+        return Err(ToolError::BadArgs { message: format!("the patch is {} bytes; the limit is {MAX_PATCH_BYTES}", args.patch.len()) });
+    }
+    lp1::parse(&args.patch).map_err(|e| ToolError::BadArgs { message: format!("not an LP1 patch: {e}") })
+}
+
+impl ToolExecutor for ApplyPatch {
+    fn name(&self) -> &'static str {
+        "apply_patch"
+    }
+    fn description(&self) -> &'static str {
+        "Change existing files with an LP1 patch. Format: a line `LP1`; per file `F path`; operations \
+`R [n]` (replace: find block, then replacement block), `I [n]` (insert after anchor block), `P [n]` (insert \
+before), `E [n]` (erase block), `T` (append block), `B` (prepend block), `N +`/`N -` (final newline); a line `END`. \
+A block is lines ended by a line `.` (a content line starting with `.` gets one more `.`). `n` picks the n-th \
+match when a block occurs more than once. All files change or none."
+    }
+    fn schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {"patch": {"type": "string", "description": "The LP1 patch"}},
+            "required": ["patch"],
+            "additionalProperties": false
+        })
+    }
+    fn is_side_effecting(&self) -> bool {
+        true
+    }
+    fn approval_summary(&self, args: &Value, sandbox: &Sandbox) -> String {
+        let plan = parse(args).and_then(|p| plan(&p, sandbox));
+        match plan {
+            Err(e) => format!("the patch would fail: {e}"),
+            Ok(plan) => plan
+                .files
+                .iter()
+                .map(|(name, _, old, new)| {
+                    let old = String::from_utf8_lossy(old);
+                    similar::TextDiff::from_lines(old.as_ref(), new.as_str())
+                        .unified_diff()
+                        .context_radius(3)
+                        .header(&format!("a/{name}"), &format!("b/{name}"))
+                        .to_string()
+                })
+                .collect::<Vec<_>>()
+                .join("\n"),
+        }
+    }
+    fn execute<'a>(&'a self, args: Value, ctx: &'a ToolCtx) -> ToolFut<'a> {
+        Box::pin(async move {
+            let patch = parse(&args)?;
+            let sandbox = ctx.sandbox.clone();
+            let hashes = ctx.file_hashes.clone();
+            tokio::task::spawn_blocking(move || {
+                let plan = plan(&patch, &sandbox)?;
+                // Stale-file protection: what the model read must be what is there.
+                if let Ok(known) = hashes.lock() {
+                    for (name, path, old, _) in &plan.files {
+                        if known.get(path).is_some_and(|h| *h != sha256(old)) {
+                            return Err(ToolError::StaleFile {
+                                file: name.into(),
+                                reason: "it changed since it was last read; read it again and redo the patch".into(),
+                            });
+                        }
+                    }
+                }
+                // All or nothing: write each to a temporary file, then
+                // rename them in; undo the renames done if one fails.
+                let mut staged = Vec::new();
+                for (name, path, _, new) in &plan.files {
+                    let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                    let tmp = path.with_file_name(format!(".{file_name}.forge-patch-{}", std::process::id()));
+                    if let Err(e) = std::fs::write(&tmp, new) {
+                        let _ = std::fs::remove_file(&tmp);
+                        for (t, _) in &staged {
+                            let _ = std::fs::remove_file(t);
+                        }
+                        return Err(ToolError::PatchFailed { file: name.into(), message: format!("cannot write: {e}") });
+                    }
+                    staged.push((tmp, path.clone()));
+                }
+                let mut done: Vec<usize> = Vec::new();
+                for (i, (tmp, path)) in staged.iter().enumerate() {
+                    if let Err(e) = std::fs::rename(tmp, path) {
+                        for &j in &done {
+                            let _ = std::fs::write(&plan.files[j].1, &plan.files[j].2);
+                        }
+                        for (t, _) in &staged[i..] {
+                            let _ = std::fs::remove_file(t);
+                        }
+                        return Err(ToolError::PatchFailed { file: plan.files[i].0.clone().into(), message: format!("cannot replace: {e}") });
+                    }
+                    done.push(i);
+                }
+                if let Ok(mut known) = hashes.lock() {
+                    for (_, path, _, new) in &plan.files {
+                        known.insert(path.clone(), sha256(new.as_bytes()));
+                    }
+                }
+                let names: Vec<&str> = plan.files.iter().map(|(n, ..)| n.as_str()).collect();
+                Ok(format!("patched {}", names.join(", ")))
+            })
+            .await
+            .map_err(|e| ToolError::ExecutionFailed { tool: "apply_patch".into(), message: e.to_string() })?
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::builtin::read_file::ReadFile;
+
+    fn ctx(dir: &std::path::Path) -> ToolCtx {
+        ToolCtx {
+            sandbox: Sandbox::new(dir, &[], &[], true, false),
+            call_id: "c".into(),
+            max_output_bytes: 100_000,
+            output: None,
+            file_hashes: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_failing_patch_changes_no_file_and_a_stale_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(dir.path().join("a.txt"), "one\ntwo\n").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(dir.path().join("b.txt"), "x\n").unwrap_or_else(|e| panic!("{e}"));
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap_or_else(|e| panic!("{e}"));
+        let c = ctx(dir.path());
+        // The second file's hunk fails: the first file must stay as it was.
+        let bad = "LP1\nF a.txt\nR\none\n.\nONE\n.\nF b.txt\nE\nmissing\n.\nEND";
+        let r = rt.block_on(ApplyPatch.execute(json!({"patch": bad}), &c));
+        assert!(matches!(&r, Err(ToolError::PatchFailed { file, message }) if file.ends_with("b.txt") && message.contains("not in the file")), "{r:?}");
+        assert_eq!(std::fs::read_to_string(dir.path().join("a.txt")).unwrap_or_default(), "one\ntwo\n");
+
+        let good = "LP1\nF a.txt\nR\none\n.\nONE\n.\nF b.txt\nT\ny\n.\nEND";
+        assert!(ApplyPatch.approval_summary(&json!({"patch": good}), &c.sandbox).contains("+ONE"));
+        assert_eq!(rt.block_on(ApplyPatch.execute(json!({"patch": good}), &c)), Ok("patched a.txt, b.txt".into()));
+        assert_eq!(std::fs::read_to_string(dir.path().join("a.txt")).unwrap_or_default(), "ONE\ntwo\n");
+
+        // Read, then someone else edits it: the next patch is refused.
+        let _ = rt.block_on(ReadFile.execute(json!({"path": "b.txt"}), &c));
+        std::fs::write(dir.path().join("b.txt"), "edited elsewhere\n").unwrap_or_else(|e| panic!("{e}"));
+        let stale = rt.block_on(ApplyPatch.execute(json!({"patch": "LP1\nF b.txt\nT\nz\n.\nEND"}), &c));
+        assert!(matches!(stale, Err(ToolError::StaleFile { .. })), "{stale:?}");
+        assert_eq!(std::fs::read_to_string(dir.path().join("b.txt")).unwrap_or_default(), "edited elsewhere\n");
+    }
+}
