@@ -575,6 +575,10 @@ async fn stream_reply(
 pub fn tool_args(n: usize, name: &str) -> String {
     match name {
         "run_command" => "{\"command\": \"echo streamed; echo k=$ANTHROPIC_API_KEY; printf done\"}".to_string(),
+        "apply_patch" => serde_json::json!({
+            "patch": "LP1\nF src/file0.rs\nR\nfn main() {}\n.\nfn main() { println!(\"patched\"); }\n.\nEND\n"
+        })
+        .to_string(),
         "write_file" => format!("{{\"path\": \"out{n}.txt\", \"content\": \"hello from the mock \\u00e9\\n\"}}"),
         _ => format!("{{\"path\": \"src/file{n}.rs\", \"start_line\": 1, \"end_line\": 50}}"),
     }

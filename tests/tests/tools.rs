@@ -189,3 +189,22 @@ async fn killed_during_a_long_command_the_session_waits_and_never_reruns_it() {
     let result = h.iter().find(|m| m["role"] == "tool").cloned().unwrap_or_default();
     assert!(result["text"].as_str().unwrap_or("").contains("not run again"), "{result}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_patch_shows_its_diff_for_approval_and_applies_once_approved() {
+    let s = setup().await;
+    std::fs::create_dir(s.project.path().join("src")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(s.project.path().join("src/file0.rs"), "fn main() {}\n").unwrap_or_else(|e| panic!("{e}"));
+    let id = s.session("openai", "patch").await;
+    let sender = s.forge.ctl_cmd(&["send", "-s", &id, "mock:tool=apply_patch fix it"]).spawn().unwrap_or_else(|e| panic!("{e}"));
+    let p = s.pending(&id).await;
+    let summary = p["calls"][0]["summary"].as_str().unwrap_or_default();
+    assert!(summary.contains("-fn main() {}") && summary.contains("+fn main() { println!(\"patched\"); }"), "{summary}");
+    s.forge.ok(&["approve", &id, "1"]).await;
+    let out = Ran::from(sender.wait_with_output().await.unwrap_or_else(|e| panic!("{e}")));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        std::fs::read_to_string(s.project.path().join("src/file0.rs")).unwrap_or_default(),
+        "fn main() { println!(\"patched\"); }\n"
+    );
+}
