@@ -17,6 +17,8 @@ pub enum DenialReason {
     Symlink { path: String, link: String },
     #[error("`{path}` matches the denied pattern `{pattern}`")]
     Denied { path: String, pattern: String },
+    #[error("`{path}` is a hard link (its other names may be outside the allowed roots)")]
+    HardLink { path: String },
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

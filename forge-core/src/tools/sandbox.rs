@@ -95,6 +95,46 @@ impl Sandbox {
     }
 }
 
+impl Sandbox {
+    /// Opens a resolved path for reading without following a symbolic link
+    /// at its end, then checks what was actually opened: still under a root
+    /// (a link swapped in after `resolve` is caught here) and not a hard
+    /// link, whose other names may lie outside the roots.
+    pub fn open_checked(&self, path: &Path, shown: &str) -> Result<std::fs::File, OpenError> {
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)
+            .map_err(|e| {
+                if e.raw_os_error() == Some(libc::ELOOP) {
+                    OpenError::Denied(DenialReason::Symlink { path: shown.to_string(), link: path.display().to_string() })
+                } else {
+                    OpenError::Io(e)
+                }
+            })?;
+        let meta = file.metadata().map_err(OpenError::Io)?;
+        if meta.is_file() && meta.nlink() > 1 {
+            return Err(OpenError::Denied(DenialReason::HardLink { path: shown.to_string() }));
+        }
+        use std::os::fd::AsRawFd;
+        let real = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).map_err(OpenError::Io)?;
+        if !self.roots.iter().any(|r| real.starts_with(r)) {
+            let roots = self.roots.iter().map(|r| r.display().to_string()).collect::<Vec<_>>().join(", ");
+            return Err(OpenError::Denied(DenialReason::OutsideRoots { path: shown.to_string(), roots }));
+        }
+        Ok(file)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("{0}")]
+    Denied(DenialReason),
+    #[error("{0}")]
+    Io(std::io::Error),
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -124,5 +164,30 @@ mod tests {
         assert!(matches!(with_abs.resolve("/proc/self/root/etc/passwd"), Err(DenialReason::OutsideRoots { .. })));
         let msg = s.resolve("secrets/a").err().map(|e| e.to_string()).unwrap_or_default();
         assert!(msg.contains("**/secrets/**"), "{msg}");
+    }
+
+    #[test]
+    fn what_is_opened_is_checked_again() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let outside = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let secret = outside.path().join("secret");
+        std::fs::write(&secret, "s").unwrap_or_else(|e| panic!("{e}"));
+        let s = sandbox(dir.path());
+        // Resolved while it was a plain file, then swapped for a link.
+        std::fs::write(dir.path().join("f"), "ok").unwrap_or_else(|e| panic!("{e}"));
+        let resolved = s.resolve("f").unwrap_or_else(|e| panic!("{e}"));
+        assert!(s.open_checked(&resolved, "f").is_ok());
+        std::fs::remove_file(&resolved).unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink(&secret, &resolved).unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(s.open_checked(&resolved, "f"), Err(OpenError::Denied(DenialReason::Symlink { .. }))));
+        // A hard link to a file elsewhere.
+        let hard = dir.path().join("hard");
+        if std::fs::hard_link(&secret, &hard).is_ok() {
+            assert!(matches!(s.open_checked(&hard, "hard"), Err(OpenError::Denied(DenialReason::HardLink { .. }))));
+        }
+        // Opened for real outside the roots (as through /proc/self/root).
+        let other = outside.path().join("other");
+        std::fs::write(&other, "o").unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(s.open_checked(&other, "x"), Err(OpenError::Denied(DenialReason::OutsideRoots { .. }))));
     }
 }

@@ -34,10 +34,16 @@ fn plan(patch: &Patch, sandbox: &Sandbox) -> Result<Plan, ToolError> {
                 pattern: "**/.git/** (writes)".into(),
             }));
         }
-        let old = std::fs::read(&path).map_err(|e| ToolError::PatchFailed {
-            file: f.path.clone().into(),
-            message: format!("cannot read it ({e}); apply_patch changes existing files, write_file creates new ones"),
+        let file = sandbox.open_checked(&path, &f.path).map_err(|e| match e {
+            crate::tools::sandbox::OpenError::Denied(d) => ToolError::SandboxViolation(d),
+            crate::tools::sandbox::OpenError::Io(e) => ToolError::PatchFailed {
+                file: f.path.clone().into(),
+                message: format!("cannot read it ({e}); apply_patch changes existing files, write_file creates new ones"),
+            },
         })?;
+        let mut old = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::BufReader::new(file), &mut old)
+            .map_err(|e| ToolError::PatchFailed { file: f.path.clone().into(), message: format!("cannot read it: {e}") })?;
         let text = String::from_utf8(old.clone())
             .map_err(|_| ToolError::PatchFailed { file: f.path.clone().into(), message: "not UTF-8 text".into() })?;
         let new = lp1::apply_to_text(&text, f)

@@ -51,14 +51,20 @@ impl ToolExecutor for ReadFile {
                 serde_json::from_value(args).map_err(|e| ToolError::BadArgs { message: e.to_string() })?;
             let path = ctx.sandbox.resolve(&args.path).map_err(ToolError::SandboxViolation)?;
             let failed = |message: String| ToolError::ExecutionFailed { tool: "read_file".into(), message };
-            let meta = tokio::fs::metadata(&path).await.map_err(|e| failed(format!("{}: {e}", args.path)))?;
+            let file = ctx.sandbox.open_checked(&path, &args.path).map_err(|e| match e {
+                crate::tools::sandbox::OpenError::Denied(d) => ToolError::SandboxViolation(d),
+                crate::tools::sandbox::OpenError::Io(e) => failed(format!("{}: {e}", args.path)),
+            })?;
+            let meta = file.metadata().map_err(|e| failed(format!("{}: {e}", args.path)))?;
             if !meta.is_file() {
                 return Err(failed(format!("{} is not a file", args.path)));
             }
             if meta.len() > MAX_FILE_BYTES {
                 return Err(failed(format!("{} is {} bytes; read a line range instead", args.path, meta.len())));
             }
-            let bytes = tokio::fs::read(&path).await.map_err(|e| failed(format!("{}: {e}", args.path)))?;
+            let mut bytes = Vec::with_capacity(meta.len() as usize);
+            std::io::Read::read_to_end(&mut std::io::BufReader::new(file), &mut bytes)
+                .map_err(|e| failed(format!("{}: {e}", args.path)))?;
             if let Ok(mut hashes) = ctx.file_hashes.lock() {
                 hashes.insert(path.clone(), crate::tools::sha256(&bytes));
             }
