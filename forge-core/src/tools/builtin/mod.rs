@@ -2,6 +2,7 @@
 
 mod apply_patch;
 mod current_date;
+mod git;
 mod glob;
 pub(crate) mod read_file;
 mod run_command;
@@ -13,7 +14,7 @@ use std::sync::Arc;
 use super::ToolExecutor;
 
 pub fn all() -> Vec<Arc<dyn ToolExecutor>> {
-    vec![
+    let mut tools: Vec<Arc<dyn ToolExecutor>> = vec![
         Arc::new(read_file::ReadFile),
         Arc::new(write_file::WriteFile),
         Arc::new(apply_patch::ApplyPatch),
@@ -21,7 +22,9 @@ pub fn all() -> Vec<Arc<dyn ToolExecutor>> {
         Arc::new(current_date::CurrentDate),
         Arc::new(glob::Glob),
         Arc::new(search::Search),
-    ]
+    ];
+    tools.extend(git::all().into_iter().map(|t| Arc::new(t) as Arc<dyn ToolExecutor>));
+    tools
 }
 
 /// Other names models reach for out of habit: (alias, tool).
