@@ -98,6 +98,19 @@ the model decides what to do. --discard answers all of them as discarded and end
         #[arg(long)]
         discard: bool,
     },
+    /// Parse-only mode: give the result of a tool call the model made
+    ToolResult {
+        /// Session id, id prefix or name
+        session: String,
+        /// The call's id (shown by `send` and `attach`)
+        call_id: String,
+        /// The result is an error message
+        #[arg(long)]
+        error: bool,
+        /// The result text; `-` reads it from stdin
+        #[arg(required = true, num_args = 1..)]
+        output: Vec<String>,
+    },
     /// List every pending tool approval, across all sessions
     Approvals,
     /// Approve a session's pending tool calls: all, or the numbered ones
@@ -152,6 +165,9 @@ fn main() -> ExitCode {
             Command::Cancel { session, drop_queued } => cmd::misc::cancel(&g, &session, drop_queued).await,
             Command::Status => cmd::misc::status(&g).await,
             Command::Approvals => cmd::approvals::list(&g).await,
+            Command::ToolResult { session, call_id, error, output } => {
+                cmd::approvals::tool_result(&g, &session, call_id, error, output).await
+            }
             Command::Recover { session, resume, .. } => cmd::approvals::recover(&g, &session, resume).await,
             Command::Approve { session, all, calls } => cmd::approvals::approve(&g, &session, all, calls).await,
             Command::Deny { session } => cmd::approvals::deny(&g, &session).await,

@@ -144,6 +144,14 @@ impl Transcript {
                 self.end_text(&mut out);
                 let _ = writeln!(out, "[{}] approval answered by {who}: {} approved, {} denied", ev.seq, approved.len(), denied.len());
             }
+            EventKind::AwaitingToolResults { calls } => {
+                self.end_text(&mut out);
+                let _ = writeln!(out, "[{}] waiting for {} tool result(s) (parse-only mode):", ev.seq, calls.len());
+                for c in calls {
+                    let _ = writeln!(out, "  {} {}({})", c.id, c.name, c.arguments);
+                }
+                let _ = writeln!(out, "  answer with: forgectl tool-result {} CALL_ID [--error] OUTPUT", ev.session_id);
+            }
             EventKind::ToolRecovery { calls } => {
                 self.end_text(&mut out);
                 let _ = writeln!(out, "[{}] forged stopped during this turn's tool calls; {} unfinished:", ev.seq, calls.len());

@@ -103,6 +103,7 @@ pub struct GoogleConfig {
 #[serde(deny_unknown_fields)]
 pub struct ToolsConfig {
     /// `enabled` (default): tools are offered to the model and run;
+    /// `parse_only`: offered, but a client supplies the results;
     /// `disabled`: none are offered (for servers without tool support).
     pub mode: Option<ToolMode>,
     pub max_tool_calls_per_batch: Option<usize>,
@@ -179,6 +180,9 @@ pub struct ApplyPatchConfig {
 #[serde(rename_all = "snake_case")]
 pub enum ToolMode {
     Disabled,
+    /// Tools (built-in and `[[tools.definitions]]`) are offered; a client
+    /// submits each result (`session.tool_result`, `forgectl tool-result`).
+    ParseOnly,
     #[default]
     Enabled,
 }

@@ -351,6 +351,19 @@ impl Engine {
             .await
     }
 
+    pub async fn tool_result(
+        &self,
+        selector: &str,
+        call_id: String,
+        output: String,
+        is_error: bool,
+        client: ClientRef,
+    ) -> Result<forge_proto::ToolResultAccepted, EngineError> {
+        self.check_running()?;
+        let handle = self.handle_for(selector).await?;
+        handle.request(|reply| SessionCmd::ToolResult { call_id, output, is_error, client, reply }).await
+    }
+
     pub async fn recover(
         &self,
         selector: &str,

@@ -62,6 +62,17 @@ pub trait ForgeApi {
     #[method(name = "session.recover", param_kind = map)]
     async fn session_recover(&self, session: String, action: RecoverAction) -> RpcResult<RecoverResult>;
 
+    /// Parse-only mode: the result of one tool call the model made. When
+    /// every call of the answer has one, the model continues the turn.
+    #[method(name = "session.tool_result", param_kind = map)]
+    async fn session_tool_result(
+        &self,
+        session: String,
+        call_id: String,
+        output: String,
+        is_error: Option<bool>,
+    ) -> RpcResult<ToolResultAccepted>;
+
     /// The messages on the session's current history path, oldest first.
     #[method(name = "session.history", param_kind = map)]
     async fn session_history(&self, session: String) -> RpcResult<HistoryResult>;

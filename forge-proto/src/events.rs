@@ -87,6 +87,11 @@ pub enum EventKind {
     ToolRecovery {
         calls: Vec<RecoveryCall>,
     },
+    /// Parse-only mode: the model called tools; a client submits each
+    /// result with `session.tool_result`.
+    AwaitingToolResults {
+        calls: Vec<crate::types::ToolCallRecord>,
+    },
     /// A tool call is about to run (written before it starts, so a crash
     /// mid-run is known).
     ToolRunning {

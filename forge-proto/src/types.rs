@@ -411,3 +411,11 @@ pub struct RecoverResult {
     /// side effects that are never re-run behind the user's back.
     pub not_rerun: Vec<String>,
 }
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolResultAccepted {
+    pub session_id: String,
+    pub call_id: String,
+    /// Calls still waiting for a result.
+    pub remaining: Vec<String>,
+}

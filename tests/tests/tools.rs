@@ -208,3 +208,46 @@ async fn a_patch_shows_its_diff_for_approval_and_applies_once_approved() {
         "fn main() { println!(\"patched\"); }\n"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_parse_only_mode_a_client_supplies_the_results_even_across_a_restart() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.write_config(
+        "[tools]\nmode = \"parse_only\"\n[[tools.definitions]]\nname = \"deploy\"\ndescription = \"Deploy the app\"\n[tools.definitions.parameters]\ntype = \"object\"\n",
+    );
+    forge.start().await;
+    let id = forge.new_session(&["--name", "po"]).await;
+    forge.ok(&["send", "--no-wait", "-s", &id, "mock:tool=deploy mock:tool=read_file go"]).await;
+    let mut waiting = false;
+    for _ in 0..200 {
+        let s = forge.ok(&["--json", "session", "show", &id]).await.json_lines();
+        if s[0]["state"] == "awaiting_tool_results" {
+            waiting = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(waiting, "the session waits for results");
+    // Custom definitions are advertised alongside the built-ins.
+    let req = mock.requests().pop().unwrap_or_else(|| panic!("no request"));
+    assert!(req.body["tools"].to_string().contains("\"deploy\""), "{}", req.body["tools"]);
+
+    let r = forge.ok(&["tool-result", &id, "call_mock_0", "deployed", "v2"]).await;
+    assert!(r.stdout.contains("still waiting for: call_mock_1"), "{}", r.stdout);
+    forge.restart().await;
+    let s = forge.ok(&["--json", "session", "show", &id]).await.json_lines();
+    assert_eq!(s[0]["state"], "awaiting_tool_results", "still waiting after a restart");
+    let wrong = forge.ctl(&["tool-result", &id, "nope", "x"]).await;
+    assert_eq!(wrong.code, 1);
+    assert!(wrong.stderr.contains("call_mock_1"), "{}", wrong.stderr);
+    forge.ok(&["tool-result", &id, "--error", "call_mock_1", "no such file"]).await;
+    let done = forge.ok(&["--json", "attach", &id, "--until-idle"]).await.json_lines();
+    let last = done.iter().rev().find(|e| e["kind"] == "turn_finished").cloned().unwrap_or_default();
+    assert_eq!(last["status"], "complete");
+    let h = forge.ok(&["--json", "history", &id]).await.json_lines();
+    let tools: Vec<&Value> = h.iter().filter(|m| m["role"] == "tool").collect();
+    assert_eq!(tools[0]["text"], "deployed v2");
+    assert_eq!(tools[1]["tool_result"]["is_error"], true);
+    assert!(h.last().map(|m| m["text"].as_str().unwrap_or("").contains("2 tool result(s)")).unwrap_or(false));
+}

@@ -71,3 +71,24 @@ pub async fn recover(g: &Global, session: &str, resume: bool) -> Result<(), Fail
     }
     Ok(())
 }
+
+pub async fn tool_result(g: &Global, session: &str, call_id: String, error: bool, output: Vec<String>) -> Result<(), Failure> {
+    let text = if output.len() == 1 && output[0] == "-" {
+        let mut t = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut t)
+            .map_err(|e| Failure::new(2, "invalid_input", format!("cannot read stdin: {e}")))?;
+        t
+    } else {
+        output.join(" ")
+    };
+    let conn = daemon(g).await?;
+    let r = conn.client.session_tool_result(session.to_string(), call_id, text, Some(error)).await?;
+    if g.json {
+        json_line(&r);
+    } else if r.remaining.is_empty() {
+        println!("result recorded; the model continues");
+    } else {
+        println!("result recorded; still waiting for: {}", r.remaining.join(", "));
+    }
+    Ok(())
+}

@@ -75,7 +75,9 @@ pub async fn run(g: &Global, a: AttachArgs) -> Result<(), Failure> {
                     _ => {}
                 }
                 match &ev.kind {
-                    EventKind::ApprovalRequested { .. } | EventKind::ToolRecovery { .. } => waiting_decision = true,
+                    EventKind::ApprovalRequested { .. }
+                    | EventKind::ToolRecovery { .. }
+                    | EventKind::AwaitingToolResults { .. } => waiting_decision = true,
                     EventKind::ApprovalResolved { .. }
                     | EventKind::ToolRunning { .. }
                     | EventKind::ToolResult { .. }

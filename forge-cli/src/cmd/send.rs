@@ -160,6 +160,17 @@ pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
                     crate::output::approval_prompt(&sent.session_id, calls, false);
                 }
             }
+            EventKind::AwaitingToolResults { calls } if in_turn && !g.json => {
+                if !ends_with_newline {
+                    let _ = writeln!(stdout);
+                    ends_with_newline = true;
+                }
+                eprintln!("forgectl: the model called {} tool(s); parse-only mode waits for their results:", calls.len());
+                for c in calls {
+                    eprintln!("  {} {}({})", c.id, c.name, c.arguments);
+                }
+                eprintln!("  answer with: forgectl tool-result {} CALL_ID [--error] OUTPUT", sent.session_id);
+            }
             EventKind::ToolRunning { name, .. } if in_turn && !g.json => {
                 if !ends_with_newline {
                     let _ = writeln!(stdout);

@@ -47,6 +47,10 @@ pub(super) enum Effect {
         reply: oneshot::Sender<Result<forge_proto::ApprovalResult, EngineError>>,
         result: forge_proto::ApprovalResult,
     },
+    ReplyToolResult {
+        reply: oneshot::Sender<Result<forge_proto::ToolResultAccepted, EngineError>>,
+        result: forge_proto::ToolResultAccepted,
+    },
     ReplyRecover {
         reply: oneshot::Sender<Result<forge_proto::RecoverResult, EngineError>>,
         result: forge_proto::RecoverResult,
@@ -69,6 +73,7 @@ impl Effect {
             Effect::ReplyUnit(reply) => drop(reply.send(Err(err.clone()))),
             Effect::ReplyApproval { reply, .. } => drop(reply.send(Err(err.clone()))),
             Effect::ReplyRecover { reply, .. } => drop(reply.send(Err(err.clone()))),
+            Effect::ReplyToolResult { reply, .. } => drop(reply.send(Err(err.clone()))),
             Effect::TurnDone | Effect::Removed | Effect::NextTool | Effect::RunTool(_) => {}
         }
     }
@@ -348,6 +353,7 @@ impl SessionActor {
             Effect::ReplyUnit(reply) => drop(reply.send(Ok(()))),
             Effect::ReplyApproval { reply, result } => drop(reply.send(Ok(result))),
             Effect::ReplyRecover { reply, result } => drop(reply.send(Ok(result))),
+            Effect::ReplyToolResult { reply, result } => drop(reply.send(Ok(result))),
             Effect::TurnDone => {
                 if matches!(self.state, OperationState::Finishing) {
                     self.state = OperationState::Idle;
@@ -421,6 +427,7 @@ impl SessionActor {
                 SessionCmd::Rename { reply, .. } | SessionCmd::Remove { reply } => drop(reply.send(Err(err))),
                 SessionCmd::Approve { reply, .. } => drop(reply.send(Err(err))),
                 SessionCmd::Recover { reply, .. } => drop(reply.send(Err(err))),
+                SessionCmd::ToolResult { reply, .. } => drop(reply.send(Err(err))),
                 SessionCmd::Shutdown { reply } => self.exit = Some(Exit::Shutdown(vec![reply])),
             }
             return;
@@ -452,6 +459,12 @@ impl SessionActor {
             SessionCmd::Approve { decision, approval_id, call_ids, indices, client, reply } => {
                 match self.on_approval(decision, approval_id, call_ids, indices, client) {
                     Ok(result) => self.pipeline.effect(Effect::ReplyApproval { reply, result }),
+                    Err(e) => drop(reply.send(Err(e))),
+                }
+            }
+            SessionCmd::ToolResult { call_id, output, is_error, client, reply } => {
+                match self.on_tool_result(call_id, output, is_error, client) {
+                    Ok(result) => self.pipeline.effect(Effect::ReplyToolResult { reply, result }),
                     Err(e) => drop(reply.send(Err(e))),
                 }
             }

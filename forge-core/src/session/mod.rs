@@ -31,6 +31,13 @@ pub(crate) enum SessionCmd {
         client: ClientRef,
         reply: oneshot::Sender<Result<forge_proto::ApprovalResult, EngineError>>,
     },
+    ToolResult {
+        call_id: String,
+        output: String,
+        is_error: bool,
+        client: ClientRef,
+        reply: oneshot::Sender<Result<forge_proto::ToolResultAccepted, EngineError>>,
+    },
     Recover {
         action: forge_proto::RecoverAction,
         client: ClientRef,

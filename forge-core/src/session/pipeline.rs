@@ -408,6 +408,7 @@ pub(crate) fn event_kind_name(kind: &EventKind) -> &'static str {
         EventKind::StreamResumed { .. } => "stream_resumed",
         EventKind::ApprovalRequested { .. } => "approval_requested",
         EventKind::ToolRecovery { .. } => "tool_recovery",
+        EventKind::AwaitingToolResults { .. } => "awaiting_tool_results",
         EventKind::ApprovalResolved { .. } => "approval_resolved",
         EventKind::CancelRequested {} => "cancel_requested",
         EventKind::TurnFinished { .. } => "turn_finished",

@@ -26,12 +26,39 @@ impl SessionActor {
             self.recover_stream(stream).await?;
         }
         if !recovered_a_stream && let Some(message_id) = self.shared.store.unfinished_turn(&self.row.id).await? {
+            if self.awaiting_tool_results().await? {
+                self.restore_awaiting_tool_results(message_id);
+                return Ok(());
+            }
             match self.pending_approval_id().await? {
                 Some(approval_id) => self.restore_pending_approval(message_id, approval_id),
                 None => self.recover_tool_loop(message_id).await?,
             }
         }
         Ok(())
+    }
+
+    /// Parse-only: the turn waits for results a client supplies.
+    async fn awaiting_tool_results(&self) -> Result<bool, EngineError> {
+        let store = &self.shared.store;
+        let waiting = store.last_seq_of_kind(&self.row.id, "awaiting_tool_results").await?;
+        let resumed = store.last_seq_of_kind(&self.row.id, "stream_resumed").await?;
+        let started = store.last_seq_of_kind(&self.row.id, "turn_started").await?;
+        Ok(waiting > resumed.max(started))
+    }
+
+    fn restore_awaiting_tool_results(&mut self, message_id: String) {
+        let Some(i) = self
+            .path
+            .iter()
+            .rposition(|m| m.role == crate::provider::ChatRole::Assistant && !m.tool_calls.is_empty())
+        else {
+            return;
+        };
+        let answered: std::collections::HashSet<&str> =
+            self.path[i + 1..].iter().filter_map(|m| m.tool_result.as_ref().map(|(id, _)| id.as_str())).collect();
+        let pending = self.path[i].tool_calls.iter().filter(|c| !answered.contains(c.id.as_str())).cloned().collect();
+        self.state = OperationState::AwaitingToolResults { message_id, iteration: 0, pending };
     }
 
     /// The id of an approval requested and not yet answered.

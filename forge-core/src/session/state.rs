@@ -29,6 +29,8 @@ pub(super) enum OperationState {
     Streaming(ActiveStream),
     /// Running the tool calls of the last answer, one at a time.
     ToolLoop(super::tools::ToolLoop),
+    /// Parse-only: a client supplies the results of these calls.
+    AwaitingToolResults { message_id: String, iteration: u32, pending: Vec<forge_proto::ToolCallRecord> },
     /// The daemon stopped during the tool calls; a client decides.
     ToolRecovery { message_id: String, calls: Vec<forge_proto::RecoveryCall> },
     /// The answer and `turn_finished` are written but not yet acknowledged;
@@ -46,6 +48,7 @@ impl OperationState {
             Self::ToolLoop(l) if l.awaiting_approval() => OperationStateKind::AwaitingApproval,
             Self::ToolLoop(_) => OperationStateKind::ExecutingTools,
             Self::ToolRecovery { .. } => OperationStateKind::ToolRecovery,
+            Self::AwaitingToolResults { .. } => OperationStateKind::AwaitingToolResults,
             Self::PersistenceBlocked { .. } => OperationStateKind::PersistenceBlocked,
         }
     }

@@ -74,8 +74,14 @@ impl SessionActor {
         self.shared.config.tools.max_tool_iterations_per_user_turn.unwrap_or(DEFAULT_MAX_ITERATIONS)
     }
 
-    /// Plans the calls of a durable answer and starts the loop.
+    /// Plans the calls of a durable answer and starts the loop (or, in
+    /// parse-only mode, waits for a client to supply the results).
     pub(super) fn start_tool_loop(&mut self, message_id: String, iteration: u32, calls: Vec<ToolCallRecord>) {
+        if self.shared.config.tools.mode == Some(crate::config::ToolMode::ParseOnly) {
+            self.pipeline.event(None, EventKind::AwaitingToolResults { calls: calls.clone() });
+            self.state = OperationState::AwaitingToolResults { message_id, iteration, pending: calls };
+            return;
+        }
         let mut seen = HashSet::new();
         let over_limit = iteration + 1 > self.max_iterations();
         let tools_cfg = &self.shared.config.tools;
@@ -345,6 +351,40 @@ impl SessionActor {
         let error = reason.map(|r| ("shutting_down".to_string(), r.to_string()));
         self.finish_tool_turn(message_id, MessageStatus::Cancelled, error);
         true
+    }
+
+    /// Parse-only: a client's result for one call.
+    pub(super) fn on_tool_result(
+        &mut self,
+        call_id: String,
+        output: String,
+        is_error: bool,
+        client: ClientRef,
+    ) -> Result<forge_proto::ToolResultAccepted, EngineError> {
+        let OperationState::AwaitingToolResults { pending, .. } = &mut self.state else {
+            return Err(EngineError::new(
+                ErrorKind::SessionBusy,
+                "the session is not waiting for tool results (`forgectl ps` shows its state)",
+            ));
+        };
+        let Some(i) = pending.iter().position(|c| c.id == call_id) else {
+            let ids: Vec<&str> = pending.iter().map(|c| c.id.as_str()).collect();
+            return Err(EngineError::new(
+                ErrorKind::InvalidParams,
+                format!("no pending tool call `{call_id}`; waiting for: {}", ids.join(", ")),
+            ));
+        };
+        let call = pending.remove(i);
+        let remaining: Vec<String> = pending.iter().map(|c| c.id.clone()).collect();
+        self.write_result(&call.id, &call.name, truncate_output(output, MAX_OUTPUT_BYTES), is_error, Some(client));
+        if remaining.is_empty()
+            && let OperationState::AwaitingToolResults { message_id, iteration, .. } =
+                std::mem::replace(&mut self.state, OperationState::Finishing)
+        {
+            let marker = self.pipeline.event(None, EventKind::StreamResumed { iteration: iteration + 1 });
+            self.start_stream(message_id, marker, iteration + 1);
+        }
+        Ok(forge_proto::ToolResultAccepted { session_id: self.row.id.clone(), call_id, remaining })
     }
 
     /// A client's decision for a session in `ToolRecovery`.

@@ -126,6 +126,19 @@ impl SessionActor {
             max_output_tokens: self.shared.config.app.max_output_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS),
             tools: match self.shared.config.tools.mode.unwrap_or_default() {
                 crate::config::ToolMode::Enabled => self.shared.tools.specs(),
+                crate::config::ToolMode::ParseOnly => {
+                    let mut specs = self.shared.tools.specs();
+                    specs.extend(self.shared.config.tools.definitions.iter().map(|d| crate::tools::ToolSpec {
+                        name: d.name.clone(),
+                        description: d.description.clone().unwrap_or_default(),
+                        parameters: d
+                            .parameters
+                            .as_ref()
+                            .and_then(|p| serde_json::to_value(p).ok())
+                            .unwrap_or_else(|| serde_json::json!({"type": "object"})),
+                    }));
+                    specs
+                }
                 crate::config::ToolMode::Disabled => Vec::new(),
             },
         };

@@ -141,6 +141,19 @@ impl ForgeApiServer for ConnServer {
         self.engine().cancel(&session, drop_queued.unwrap_or(false), self.client_ref()).await.map_err(to_rpc)
     }
 
+    async fn session_tool_result(
+        &self,
+        session: String,
+        call_id: String,
+        output: String,
+        is_error: Option<bool>,
+    ) -> RpcResult<forge_proto::ToolResultAccepted> {
+        self.engine()
+            .tool_result(&session, call_id, output, is_error.unwrap_or(false), self.client_ref())
+            .await
+            .map_err(to_rpc)
+    }
+
     async fn session_recover(
         &self,
         session: String,
