@@ -96,6 +96,14 @@ impl Sandbox {
 }
 
 impl Sandbox {
+    /// Whether a path found by walking a resolved directory (links not
+    /// followed) matches a deny pattern: the cheap check for walkers.
+    pub fn is_denied(&self, full: &Path) -> bool {
+        let root = self.roots.iter().find(|r| full.starts_with(r));
+        let relative = root.and_then(|r| full.strip_prefix(r).ok()).unwrap_or(full);
+        !self.denied.matches(full).is_empty() || !self.denied.matches(relative).is_empty()
+    }
+
     /// Opens a resolved path for reading without following a symbolic link
     /// at its end, then checks what was actually opened: still under a root
     /// (a link swapped in after `resolve` is caught here) and not a hard

@@ -66,7 +66,7 @@ impl ToolExecutor for Glob {
                         continue;
                     }
                     let shown = rel.display().to_string();
-                    if sandbox.resolve(&shown).is_err() || rel.components().any(|c| c.as_os_str() == ".git") {
+                    if sandbox.is_denied(entry.path()) || rel.components().any(|c| c.as_os_str() == ".git") {
                         continue;
                     }
                     if found.len() < MAX_RESULTS {

@@ -70,32 +70,53 @@ impl ToolExecutor for Search {
             let cwd = ctx.sandbox.cwd().to_path_buf();
             let max = ctx.max_output_bytes;
             tokio::task::spawn_blocking(move || {
-                let mut searcher = SearcherBuilder::new().binary_detection(BinaryDetection::quit(0)).line_number(true).build();
-                let mut out = Vec::new();
-                let mut total = 0usize;
-                for entry in ignore::WalkBuilder::new(&base).follow_links(false).build().flatten() {
-                    if !entry.file_type().is_some_and(|t| t.is_file()) {
-                        continue;
-                    }
-                    let rel = entry.path().strip_prefix(&cwd).unwrap_or(entry.path()).display().to_string();
-                    if file_glob.as_ref().is_some_and(|g| !g.is_match(entry.file_name())) || sandbox.resolve(&rel).is_err() {
-                        continue;
-                    }
-                    let _ = searcher.search_path(
-                        &matcher,
-                        entry.path(),
-                        UTF8(|line_no, line| {
-                            total += 1;
-                            if out.len() < MAX_MATCHES {
-                                out.push(format!("{rel}:{line_no}:{}", line.trim_end()));
+                // Walk and search in parallel, as ripgrep does; sort after.
+                let found = std::sync::Mutex::new(Vec::<(String, u64, String)>::new());
+                let total = std::sync::atomic::AtomicUsize::new(0);
+                let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
+                ignore::WalkBuilder::new(&base).follow_links(false).threads(threads).build_parallel().run(|| {
+                    let mut searcher =
+                        SearcherBuilder::new().binary_detection(BinaryDetection::quit(0)).line_number(true).build();
+                    let matcher = matcher.clone();
+                    let (found, total, sandbox, cwd, file_glob) = (&found, &total, &sandbox, &cwd, &file_glob);
+                    Box::new(move |entry| {
+                        let Ok(entry) = entry else { return ignore::WalkState::Continue };
+                        if !entry.file_type().is_some_and(|t| t.is_file())
+                            || file_glob.as_ref().is_some_and(|g| !g.is_match(entry.file_name()))
+                            || sandbox.is_denied(entry.path())
+                        {
+                            return ignore::WalkState::Continue;
+                        }
+                        let rel = entry.path().strip_prefix(cwd).unwrap_or(entry.path()).display().to_string();
+                        let mut local = Vec::new();
+                        let _ = searcher.search_path(
+                            &matcher,
+                            entry.path(),
+                            UTF8(|line_no, line| {
+                                local.push((rel.clone(), line_no, line.trim_end().to_string()));
+                                Ok(true)
+                            }),
+                        );
+                        if !local.is_empty() {
+                            let n = total.fetch_add(local.len(), std::sync::atomic::Ordering::Relaxed) + local.len();
+                            if let Ok(mut f) = found.lock()
+                                && f.len() < MAX_MATCHES * 4
+                            {
+                                f.extend(local);
                             }
-                            Ok(true)
-                        }),
-                    );
-                }
-                let mut text = if out.is_empty() { "no matches".to_string() } else { out.join("\n") };
-                if total > out.len() {
-                    text.push_str(&format!("\n[{} more matches not shown]", total - out.len()));
+                            let _ = n;
+                        }
+                        ignore::WalkState::Continue
+                    })
+                });
+                let mut found = found.into_inner().unwrap_or_default();
+                found.sort();
+                let total = total.into_inner();
+                let shown: Vec<String> =
+                    found.iter().take(MAX_MATCHES).map(|(p, n, l)| format!("{p}:{n}:{l}")).collect();
+                let mut text = if shown.is_empty() { "no matches".to_string() } else { shown.join("\n") };
+                if total > shown.len() {
+                    text.push_str(&format!("\n[{} more matches not shown]", total - shown.len()));
                 }
                 Ok(truncate_output(text, max))
             })
