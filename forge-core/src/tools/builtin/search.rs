@@ -98,13 +98,13 @@ impl ToolExecutor for Search {
                             }),
                         );
                         if !local.is_empty() {
-                            let n = total.fetch_add(local.len(), std::sync::atomic::Ordering::Relaxed) + local.len();
+                            total.fetch_add(local.len(), std::sync::atomic::Ordering::Relaxed);
+                            // Keep a bounded set; more is only counted.
                             if let Ok(mut f) = found.lock()
                                 && f.len() < MAX_MATCHES * 4
                             {
                                 f.extend(local);
                             }
-                            let _ = n;
                         }
                         ignore::WalkState::Continue
                     })
