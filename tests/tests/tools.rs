@@ -251,3 +251,20 @@ async fn in_parse_only_mode_a_client_supplies_the_results_even_across_a_restart(
     assert_eq!(tools[1]["tool_result"]["is_error"], true);
     assert!(h.last().map(|m| m["text"].as_str().unwrap_or("").contains("2 tool result(s)")).unwrap_or(false));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_past_its_timeout_is_stopped_and_reported() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.write_config("[tools.timeouts]\nshell_commands_seconds = 1\n[tools.approval]\nallowlist = [\"run_command\"]\n");
+    forge.start().await;
+    let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let id = forge.new_session(&["--cwd", &project.path().display().to_string()]).await;
+    let started = std::time::Instant::now();
+    forge.ok(&["send", "-s", &id, "mock:tool=run_command mock:sleep=30 go"]).await;
+    assert!(started.elapsed() < Duration::from_secs(20), "stopped long before the command would have ended");
+    let h = forge.ok(&["--json", "history", &id]).await.json_lines();
+    let result = h.iter().find(|m| m["role"] == "tool").cloned().unwrap_or_default();
+    assert_eq!(result["tool_result"]["is_error"], true);
+    assert!(result["text"].as_str().unwrap_or("").contains("timed out"), "{result}");
+}

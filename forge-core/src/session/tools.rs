@@ -285,7 +285,7 @@ impl SessionActor {
             output: Some(output_tx),
             file_hashes: self.file_hashes.clone(),
         };
-        let timeout = tool.timeout();
+        let timeout = timeout_for(tool.as_ref(), &self.shared.config);
         let task = tokio::spawn(async move {
             match tokio::time::timeout(timeout, tool.execute(args, &ctx)).await {
                 Ok(r) => r,
@@ -475,6 +475,19 @@ impl SessionActor {
         );
         self.pipeline.effect(Effect::TurnDone);
     }
+}
+
+/// `[tools.timeouts]`: shell commands, file operations, everything else;
+/// the tool's own default where the config says nothing.
+fn timeout_for(tool: &dyn ToolExecutor, config: &crate::config::ForgeConfig) -> std::time::Duration {
+    let t = config.tools.timeouts.as_ref();
+    let secs = match tool.name() {
+        "run_command" => t.and_then(|t| t.shell_commands_seconds),
+        "read_file" | "write_file" | "apply_patch" | "glob" | "search" => t.and_then(|t| t.file_operations_seconds),
+        _ => None,
+    }
+    .or_else(|| t.and_then(|t| t.default_seconds));
+    secs.map(std::time::Duration::from_secs).unwrap_or_else(|| tool.timeout())
 }
 
 /// The sandbox for a session's tools, from `[tools.sandbox]`.
