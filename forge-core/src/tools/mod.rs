@@ -41,6 +41,27 @@ pub struct ToolCtx {
     pub file_hashes: FileHashes,
 }
 
+#[cfg(test)]
+impl ToolCtx {
+    /// A context for a tool's unit tests: `dir` is the working directory.
+    pub(crate) fn for_tests(dir: &std::path::Path, max_output_bytes: usize) -> Self {
+        Self {
+            sandbox: Sandbox::new(dir, &[], &[], true, false),
+            call_id: "test".into(),
+            max_output_bytes,
+            output: None,
+            file_hashes: Default::default(),
+        }
+    }
+}
+
+/// Runs a tool to completion on a fresh runtime (unit tests).
+#[cfg(test)]
+pub(crate) fn run_blocking(tool: &dyn ToolExecutor, args: Value, ctx: &ToolCtx) -> Result<String, ToolError> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap_or_else(|e| panic!("{e}"));
+    rt.block_on(tool.execute(args, ctx))
+}
+
 pub type FileHashes = Arc<std::sync::Mutex<std::collections::HashMap<std::path::PathBuf, Vec<u8>>>>;
 
 pub fn sha256(bytes: &[u8]) -> Vec<u8> {

@@ -168,13 +168,7 @@ mod tests {
     use crate::tools::builtin::read_file::ReadFile;
 
     fn ctx(dir: &std::path::Path) -> ToolCtx {
-        ToolCtx {
-            sandbox: Sandbox::new(dir, &[], &[], true, false),
-            call_id: "c".into(),
-            max_output_bytes: 100_000,
-            output: None,
-            file_hashes: Default::default(),
-        }
+        ToolCtx::for_tests(dir, 100_000)
     }
 
     #[test]

@@ -267,15 +267,7 @@ mod tests {
     }
 
     fn run(dir: &std::path::Path, name: &str, args: Value) -> Result<String, ToolError> {
-        let ctx = ToolCtx {
-            sandbox: Sandbox::new(dir, &[], &[], true, false),
-            call_id: "c".into(),
-            max_output_bytes: 100_000,
-            output: None,
-            file_hashes: Default::default(),
-        };
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap_or_else(|e| panic!("{e}"));
-        rt.block_on(tool(name).execute(args, &ctx))
+        crate::tools::run_blocking(&tool(name), args, &ToolCtx::for_tests(dir, 100_000))
     }
 
     #[test]

@@ -146,10 +146,9 @@ async fn pump(pipe: Option<impl AsyncRead + Unpin>, stream: &'static str, ctx: &
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::Sandbox;
 
     fn ctx(dir: &std::path::Path) -> ToolCtx {
-        ToolCtx { sandbox: Sandbox::new(dir, &[], &[], true, false), call_id: "c".into(), max_output_bytes: 1000, output: None, file_hashes: Default::default() }
+        ToolCtx::for_tests(dir, 1000)
     }
 
     #[test]

@@ -130,10 +130,9 @@ impl ToolExecutor for Search {
 mod tests {
     use super::*;
     use crate::tools::builtin::glob::Glob;
-    use crate::tools::Sandbox;
 
     fn ctx(dir: &std::path::Path) -> ToolCtx {
-        ToolCtx { sandbox: Sandbox::new(dir, &[], &[], true, false), call_id: "c".into(), max_output_bytes: 100_000, output: None, file_hashes: Default::default() }
+        ToolCtx::for_tests(dir, 100_000)
     }
 
     #[test]

@@ -84,12 +84,9 @@ impl ToolExecutor for WriteFile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::Sandbox;
 
     fn run(dir: &std::path::Path, args: Value) -> Result<String, ToolError> {
-        let ctx = ToolCtx { sandbox: Sandbox::new(dir, &[], &[], true, false), call_id: "c".into(), max_output_bytes: 1000, output: None, file_hashes: Default::default() };
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap_or_else(|e| panic!("{e}"));
-        rt.block_on(WriteFile.execute(args, &ctx))
+        crate::tools::run_blocking(&WriteFile, args, &ToolCtx::for_tests(dir, 1000))
     }
 
     #[test]
