@@ -7,6 +7,7 @@ mod glob;
 pub(crate) mod read_file;
 mod run_command;
 mod search;
+mod web_fetch;
 mod write_file;
 
 use std::sync::Arc;
@@ -22,6 +23,7 @@ pub fn all() -> Vec<Arc<dyn ToolExecutor>> {
         Arc::new(current_date::CurrentDate),
         Arc::new(glob::Glob),
         Arc::new(search::Search),
+        Arc::new(web_fetch::WebFetch),
     ];
     tools.extend(git::all().into_iter().map(|t| Arc::new(t) as Arc<dyn ToolExecutor>));
     tools
@@ -29,5 +31,5 @@ pub fn all() -> Vec<Arc<dyn ToolExecutor>> {
 
 /// Other names models reach for out of habit: (alias, tool).
 pub fn aliases() -> &'static [(&'static str, &'static str)] {
-    &[("rg", "search"), ("ripgrep", "search"), ("grep", "search"), ("ugrep", "search"), ("ug", "search"), ("Glob", "glob"), ("Search", "search")]
+    &[("rg", "search"), ("ripgrep", "search"), ("grep", "search"), ("ugrep", "search"), ("ug", "search"), ("Glob", "glob"), ("Search", "search"), ("WebFetch", "web_fetch")]
 }
