@@ -187,7 +187,7 @@ fn merge_usage(usage: &mut Usage, u: &Value) {
 mod tests {
     use super::*;
     use crate::provider::ChatMessage;
-    use crate::provider::sse::testing::run;
+    use crate::provider::sse::testing::{run, tool_args};
 
     /// A text block then two tool calls whose JSON arguments arrive in
     /// fragments (the first one empty), as the API streams them.
@@ -213,13 +213,7 @@ event: message_stop\ndata: {\"type\":\"message_stop\"      }\n\n";
         assert!(ok.is_ok(), "{ok:?}");
         assert_eq!(reference[0], ProviderEvent::TextDelta("I\u{2019}ll read \u{65e5}\u{672c}".into()));
         assert_eq!(reference[1], ProviderEvent::ToolCallStart { index: 0, id: "toolu_A".into(), name: "read_file".into() });
-        let args: String = reference
-            .iter()
-            .filter_map(|e| match e {
-                ProviderEvent::ToolCallArgs { index: 0, fragment } => Some(fragment.as_str()),
-                _ => None,
-            })
-            .collect();
+        let args = tool_args(&reference, 0);
         assert_eq!(serde_json::from_str::<Value>(&args).ok(), Some(json!({"path": "a.rs"})));
         assert!(reference.contains(&ProviderEvent::ToolCallStart { index: 1, id: "toolu_B".into(), name: "glob".into() }));
         assert!(reference.contains(&ProviderEvent::StopReason("tool_use".into())));

@@ -171,7 +171,7 @@ impl OpenAiParser {
 mod tests {
     use super::*;
     use crate::provider::ChatMessage;
-    use crate::provider::sse::testing::run;
+    use crate::provider::sse::testing::{run, tool_args};
 
     fn chunk(delta: Value, finish: Value) -> String {
         format!(
@@ -200,13 +200,7 @@ mod tests {
         let (reference, ok) = run(&mut OpenAiParser::default(), &body, usize::MAX);
         assert!(ok.is_ok(), "{ok:?}");
         assert_eq!(reference[0], ProviderEvent::ToolCallStart { index: 0, id: "call_A".into(), name: "read_file".into() });
-        let args: String = reference
-            .iter()
-            .filter_map(|e| match e {
-                ProviderEvent::ToolCallArgs { index: 0, fragment } => Some(fragment.as_str()),
-                _ => None,
-            })
-            .collect();
+        let args = tool_args(&reference, 0);
         assert_eq!(args, "{\"path\":\"a.rs\"}");
         assert!(reference.contains(&ProviderEvent::ToolCallStart { index: 1, id: "call_B".into(), name: "glob".into() }));
         assert!(reference.contains(&ProviderEvent::StopReason("tool_calls".into())));

@@ -70,6 +70,17 @@ where
 pub(super) mod testing {
     use super::*;
 
+    /// The concatenated argument fragments of tool call `index`.
+    pub fn tool_args(events: &[ProviderEvent], index: usize) -> String {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                ProviderEvent::ToolCallArgs { index: i, fragment } if *i == index => Some(fragment.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Runs `parser` over `body` delivered in pieces of `split` bytes;
     /// returns every event and the final result.
     pub fn run(parser: &mut impl WireParser, body: &str, split: usize) -> (Vec<ProviderEvent>, Result<(), ProviderError>) {
