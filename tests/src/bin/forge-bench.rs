@@ -9,7 +9,7 @@
 //! the daemon's peak memory. Once per durability setting.
 //!
 //!     cargo build --release --workspace --bins
-//!     target/release/forge-bench [--quick] [--clients N]
+//!     target/release/forge-bench [--quick] [--clients N] [--latency]
 //!     target/release/forge-bench search PATTERN DIR    # the search tool vs ripgrep
 //!     target/release/forge-bench patch                  # apply_patch on a 10,000-line file
 
@@ -251,6 +251,7 @@ async fn main() -> anyhow::Result<()> {
         return search_bench(&pattern, &dir).await;
     }
     let quick = std::env::args().any(|a| a == "--quick");
+    let only_latency = std::env::args().any(|a| a == "--latency");
     let clients: usize = std::env::args()
         .skip_while(|a| a != "--clients")
         .nth(1)
@@ -263,6 +264,10 @@ async fn main() -> anyhow::Result<()> {
     for durability in ["process", "power"] {
         let d = Daemon::start(&bin, &mock, durability).await?;
         println!("\n== durability = \"{durability}\"");
+        if only_latency {
+            latency_report(&d, quick, clients).await?;
+            continue;
+        }
 
         // One flooded session.
         let s = new_session(&d.socket).await?;
@@ -312,18 +317,23 @@ async fn main() -> anyhow::Result<()> {
             (rows1 - rows0) as f64 / (tx1 - tx0).max(1) as f64
         );
 
-        // Delivery latency to 10 attached clients.
-        for (rate, chunks, delay) in [(50, if quick { 100 } else { 250 }, 20), (1000, if quick { 1000 } else { 3000 }, 1)] {
-            let lat = latency(&d.socket, chunks, delay, clients).await?;
-            println!(
-                "latency @{rate:>4}/s: {} deliveries to {clients} clients: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
-                lat.len(),
-                pct(&lat, 0.5) / 1000.0,
-                pct(&lat, 0.99) / 1000.0,
-                lat.last().copied().unwrap_or(f64::NAN) / 1000.0
-            );
-        }
+        latency_report(&d, quick, clients).await?;
         println!("daemon peak memory: {:.1} MiB (VmHWM)", d.peak_rss_mib());
+    }
+    Ok(())
+}
+
+/// Delivery latency to `clients` attached clients, paced and fast.
+async fn latency_report(d: &Daemon, quick: bool, clients: usize) -> anyhow::Result<()> {
+    for (rate, chunks, delay) in [(50, if quick { 100 } else { 250 }, 20), (1000, if quick { 1000 } else { 3000 }, 1)] {
+        let lat = latency(&d.socket, chunks, delay, clients).await?;
+        println!(
+            "latency @{rate:>4}/s: {} deliveries to {clients} clients: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
+            lat.len(),
+            pct(&lat, 0.5) / 1000.0,
+            pct(&lat, 0.99) / 1000.0,
+            lat.last().copied().unwrap_or(f64::NAN) / 1000.0
+        );
     }
     Ok(())
 }
