@@ -15,6 +15,7 @@
 //! | `mock:split=N` | write the SSE bytes in pieces of `N` bytes (splits UTF-8 and lines) |
 //! | `mock:pad=N` | pad each `mock:tokens` token to `N` bytes (see [`padded_token_text`]) |
 //! | `mock:tool=NAME` | after the text, call tool `NAME` (repeat for parallel calls); arguments [`tool_args`] stream in small fragments |
+//! | `mock:tool=NAME:JSON` | the same with these arguments (JSON without spaces) |
 //! | `mock:sleep=S` | a `run_command` call runs `echo started; sleep S` instead |
 //! | `mock:stamp` | each token is `t<unix ns> `, the time the mock wrote it (for latency benchmarks) |
 //!
@@ -149,7 +150,8 @@ struct Script {
     split: Option<usize>,
     pad: usize,
     stamp: bool,
-    tools: Vec<String>,
+    /// (name, arguments if given).
+    tools: Vec<(String, Option<String>)>,
     sleep: Option<u64>,
 }
 
@@ -161,8 +163,12 @@ fn parse_script(text: &str, opts: &MockOptions) -> Script {
             continue;
         }
         let Some(rest) = word.strip_prefix("mock:") else { continue };
-        if let Some(name) = rest.strip_prefix("tool=") {
-            s.tools.push(name.to_string());
+        if let Some(call) = rest.strip_prefix("tool=") {
+            let (name, args) = match call.split_once(':') {
+                Some((name, args)) => (name.to_string(), Some(args.to_string())),
+                None => (call.to_string(), None),
+            };
+            s.tools.push((name, args));
             continue;
         }
         let Some((k, v)) = rest.split_once('=') else { continue };
@@ -501,9 +507,10 @@ async fn stream_reply(
     if wire == Wire::Anthropic {
         let _ = w.write(sse(Some("content_block_stop"), &json!({"type":"content_block_stop","index":0}))).await;
     }
-    for (k, name) in script.tools.iter().enumerate() {
-        let args = match (name.as_str(), script.sleep) {
-            ("run_command", Some(secs)) => format!("{{\"command\": \"echo started; sleep {secs}\"}}"),
+    for (k, (name, given)) in script.tools.iter().enumerate() {
+        let args = match (name.as_str(), script.sleep, given) {
+            (_, _, Some(args)) => args.clone(),
+            ("run_command", Some(secs), None) => format!("{{\"command\": \"echo started; sleep {secs}\"}}"),
             _ => tool_args(k, name),
         };
         let id = format!("call_mock_{k}");
@@ -579,6 +586,7 @@ pub fn tool_args(n: usize, name: &str) -> String {
             "patch": "LP1\nF src/file0.rs\nR\nfn main() {}\n.\nfn main() { println!(\"patched\"); }\n.\nEND\n"
         })
         .to_string(),
+        "introspect" | "current_date" => "{}".to_string(),
         "write_file" => format!("{{\"path\": \"out{n}.txt\", \"content\": \"hello from the mock \\u00e9\\n\"}}"),
         _ => format!("{{\"path\": \"src/file{n}.rs\", \"start_line\": 1, \"end_line\": 50}}"),
     }

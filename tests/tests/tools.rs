@@ -268,3 +268,29 @@ async fn a_command_past_its_timeout_is_stopped_and_reported() {
     assert_eq!(result["tool_result"]["is_error"], true);
     assert!(result["text"].as_str().unwrap_or("").contains("timed out"), "{result}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn introspect_tells_the_model_its_tools_rules_and_configured_limits() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.write_config("[tools.output]\nmax_bytes = 20000\n[tools.approval]\ndenylist = [\"web_fetch\"]\n");
+    forge.start().await;
+    let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(project.path().join("big.txt"), "y".repeat(50_000)).unwrap_or_else(|e| panic!("{e}"));
+    let id = forge.new_session(&["--cwd", &project.path().display().to_string(), "--model", "mock-model-7"]).await;
+    forge.ok(&["send", "-s", &id, "mock:tool=introspect mock:tool=read_file:{\"path\":\"big.txt\"} go"]).await;
+    let h = forge.ok(&["--json", "history", &id]).await.json_lines();
+    let results: Vec<&Value> = h.iter().filter(|m| m["role"] == "tool").collect();
+    let about: Value = serde_json::from_str(results[0]["text"].as_str().unwrap_or("")).unwrap_or_default();
+    assert_eq!(about["session"]["model"], "mock-model-7", "{about}");
+    assert_eq!(about["limits"]["output_max_bytes"], 20000);
+    let rule = |name: &str| {
+        about["tools"].as_array().into_iter().flatten().find(|t| t["name"] == name).map(|t| t["approval"].to_string())
+    };
+    assert!(rule("write_file").unwrap_or_default().contains("approve"), "{about}");
+    assert!(rule("read_file").unwrap_or_default().contains("without asking"));
+    assert!(rule("web_fetch").unwrap_or_default().contains("denylist"));
+    // `[tools.output] max_bytes` cuts every result, saying so.
+    let read = results[1]["text"].as_str().unwrap_or("");
+    assert!(read.len() <= 20_000 && read.contains("of 50000 bytes shown"), "{}", &read[read.len().saturating_sub(80)..]);
+}

@@ -27,10 +27,8 @@ use crate::provider::ChatMessage;
 use crate::store::rows::NodeMeta;
 use crate::error::EngineError;
 use crate::tools::policy::{ApprovalPolicy, Decision};
-use crate::tools::{Sandbox, ToolCtx, ToolError, ToolExecutor, ToolOutput, truncate_output};
+use crate::tools::{Sandbox, ToolCtx, ToolError, ToolExecutor, ToolLimits, ToolOutput, truncate_output};
 
-/// Tool-result bytes kept for the model.
-const MAX_OUTPUT_BYTES: usize = 100 * 1024;
 /// Tool batches one user turn may run before it is stopped.
 const DEFAULT_MAX_ITERATIONS: u32 = 20;
 const DEFAULT_MAX_CALLS_PER_BATCH: usize = 16;
@@ -70,6 +68,62 @@ pub(super) struct RunningCall {
 }
 
 impl SessionActor {
+    /// What `introspect` reports, as of now.
+    pub(super) fn introspection(&self) -> Value {
+        let config = &self.shared.config;
+        let policy = ApprovalPolicy::from_config(config.tools.approval.as_ref());
+        let tools: Vec<Value> = self
+            .shared
+            .tools
+            .iter()
+            .map(|t| {
+                let approval = match policy.decide(t.as_ref()) {
+                    Decision::Run => "runs without asking".to_string(),
+                    Decision::Ask => "a user must approve each call".to_string(),
+                    Decision::Deny(why) => format!("refused: {why}"),
+                };
+                serde_json::json!({
+                    "name": t.name(),
+                    "risk": t.risk_level(),
+                    "side_effects": t.is_side_effecting(),
+                    "approval": approval,
+                    "timeout_seconds": timeout_for(t.as_ref(), config).as_secs(),
+                })
+            })
+            .collect();
+        let iteration = match &self.state {
+            OperationState::ToolLoop(l) => Some(l.iteration),
+            _ => None,
+        };
+        serde_json::json!({
+            "forge": {"version": env!("CARGO_PKG_VERSION"), "daemon": "forged"},
+            "session": {
+                "id": self.row.id,
+                "name": self.row.name,
+                "provider": self.row.provider,
+                "model": self.row.model,
+                "cwd": self.row.cwd,
+                "messages_in_context": self.path.len(),
+                "tool_iteration": iteration,
+            },
+            "tools": tools,
+            "sandbox": sandbox_for(&self.row.cwd, config).describe(),
+            "limits": {
+                "max_tool_calls_per_batch": config.tools.max_tool_calls_per_batch.unwrap_or(DEFAULT_MAX_CALLS_PER_BATCH),
+                "max_tool_iterations_per_user_turn": self.max_iterations(),
+                "max_tool_args_bytes": config.tools.max_tool_args_bytes.unwrap_or(DEFAULT_MAX_ARGS_BYTES),
+                "output_max_bytes": self.tool_limits().output_bytes,
+                "read_file_max_bytes": self.tool_limits().file_read_bytes,
+                "read_file_max_scan_bytes": self.tool_limits().scan_bytes,
+                "apply_patch_max_bytes": self.tool_limits().patch_bytes,
+            },
+        })
+    }
+
+    fn tool_limits(&self) -> ToolLimits {
+        ToolLimits::from_config(&self.shared.config.tools)
+    }
+
     fn max_iterations(&self) -> u32 {
         self.shared.config.tools.max_tool_iterations_per_user_turn.unwrap_or(DEFAULT_MAX_ITERATIONS)
     }
@@ -275,15 +329,18 @@ impl SessionActor {
 
     /// `tool_running` is durable: now the call may run.
     pub(super) fn run_tool(&mut self, call: PlannedCall) {
-        let OperationState::ToolLoop(l) = &mut self.state else { return };
+        if !matches!(self.state, OperationState::ToolLoop(_)) {
+            return;
+        }
         let Ok((tool, args)) = call.action else { return };
         let (output_tx, output) = tokio::sync::mpsc::channel(OUTPUT_CHANNEL);
         let ctx = ToolCtx {
             sandbox: sandbox_for(&self.row.cwd, &self.shared.config),
             call_id: call.id.clone(),
-            max_output_bytes: MAX_OUTPUT_BYTES,
+            limits: self.tool_limits(),
             output: Some(output_tx),
             file_hashes: self.file_hashes.clone(),
+            about: (tool.name() == "introspect").then(|| Arc::new(self.introspection())),
         };
         let timeout = timeout_for(tool.as_ref(), &self.shared.config);
         let task = tokio::spawn(async move {
@@ -292,7 +349,9 @@ impl SessionActor {
                 Err(_) => Err(ToolError::Timeout { tool: tool.name().into(), elapsed: timeout }),
             }
         });
-        l.running = Some(RunningCall { id: call.id, name: call.name, task, output });
+        if let OperationState::ToolLoop(l) = &mut self.state {
+            l.running = Some(RunningCall { id: call.id, name: call.name, task, output });
+        }
     }
 
     /// Live output of the running call, shown to clients as it comes
@@ -325,7 +384,7 @@ impl SessionActor {
     /// waits until it is durable.
     fn record_result(&mut self, call_id: &str, name: &str, result: Result<String, ToolError>) {
         let (output, is_error) = match result {
-            Ok(out) => (truncate_output(out, MAX_OUTPUT_BYTES), false),
+            Ok(out) => (truncate_output(out, self.tool_limits().output_bytes), false),
             Err(e) => (format!("error: {e}"), true),
         };
         self.write_result(call_id, name, output, is_error, None);
@@ -376,7 +435,7 @@ impl SessionActor {
         };
         let call = pending.remove(i);
         let remaining: Vec<String> = pending.iter().map(|c| c.id.clone()).collect();
-        self.write_result(&call.id, &call.name, truncate_output(output, MAX_OUTPUT_BYTES), is_error, Some(client));
+        self.write_result(&call.id, &call.name, truncate_output(output, self.tool_limits().output_bytes), is_error, Some(client));
         if remaining.is_empty()
             && let OperationState::AwaitingToolResults { message_id, iteration, .. } =
                 std::mem::replace(&mut self.state, OperationState::Finishing)

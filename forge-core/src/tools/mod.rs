@@ -28,17 +28,52 @@ pub enum RiskLevel {
     High,
 }
 
+/// Size limits from `[tools.output]`, `[tools.read_file]` and
+/// `[tools.apply_patch]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ToolLimits {
+    /// A result beyond this is cut, with a note saying so
+    /// (`tools.output.max_bytes`).
+    pub output_bytes: usize,
+    /// Most text `read_file` returns (`tools.read_file.max_file_read_bytes`).
+    pub file_read_bytes: usize,
+    /// Most of a file `read_file` looks at (`tools.read_file.max_scan_bytes`).
+    pub scan_bytes: usize,
+    /// Largest patch `apply_patch` takes (`tools.apply_patch.max_patch_bytes`).
+    pub patch_bytes: usize,
+}
+
+impl Default for ToolLimits {
+    fn default() -> Self {
+        Self { output_bytes: 100 * 1024, file_read_bytes: 200 * 1024, scan_bytes: 2 * 1024 * 1024, patch_bytes: 512 * 1024 }
+    }
+}
+
+impl ToolLimits {
+    pub fn from_config(cfg: &crate::config::ToolsConfig) -> Self {
+        let d = Self::default();
+        Self {
+            output_bytes: cfg.output.as_ref().and_then(|o| o.max_bytes).unwrap_or(d.output_bytes),
+            file_read_bytes: cfg.read_file.as_ref().and_then(|r| r.max_file_read_bytes).unwrap_or(d.file_read_bytes),
+            scan_bytes: cfg.read_file.as_ref().and_then(|r| r.max_scan_bytes).unwrap_or(d.scan_bytes),
+            patch_bytes: cfg.apply_patch.as_ref().and_then(|a| a.max_patch_bytes).unwrap_or(d.patch_bytes),
+        }
+    }
+}
+
 /// What a tool may use while it runs.
 pub struct ToolCtx {
     pub sandbox: Sandbox,
     pub call_id: String,
-    /// Output beyond this is cut, with a note saying so.
-    pub max_output_bytes: usize,
+    pub limits: ToolLimits,
     /// Where a long-running tool streams its output while it runs.
     pub output: Option<tokio::sync::mpsc::Sender<ToolOutput>>,
     /// SHA-256 of each file as the model last read or wrote it, for
     /// stale-file protection. Shared by the session's calls.
     pub file_hashes: FileHashes,
+    /// What `introspect` reports: the session, its tools and limits, as
+    /// the session sees them when the call runs.
+    pub about: Option<Arc<Value>>,
 }
 
 #[cfg(test)]
@@ -48,9 +83,10 @@ impl ToolCtx {
         Self {
             sandbox: Sandbox::new(dir, &[], &[], true, false),
             call_id: "test".into(),
-            max_output_bytes,
+            limits: ToolLimits { output_bytes: max_output_bytes, ..Default::default() },
             output: None,
             file_hashes: Default::default(),
+            about: None,
         }
     }
 }
@@ -148,6 +184,11 @@ impl ToolRegistry {
         })
     }
 
+    /// The registered tools, in name order.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn ToolExecutor>> {
+        self.tools.values()
+    }
+
     pub fn specs(&self) -> Vec<ToolSpec> {
         self.tools
             .values()
@@ -156,18 +197,21 @@ impl ToolRegistry {
     }
 }
 
-/// Cuts `text` to at most `max` bytes on a char boundary, saying so.
+/// Cuts `text` on a char boundary so that, with the note saying so, it
+/// holds at most `max` bytes (cutting again changes nothing).
 pub fn truncate_output(mut text: String, max: usize) -> String {
     if text.len() <= max {
         return text;
     }
     let total = text.len();
-    let mut end = max;
+    // The note's length depends on the number shown; one digit of slack.
+    let note_len = format!("\n[output truncated: {max}0 of {total} bytes shown]").len();
+    let mut end = max.saturating_sub(note_len);
     while !text.is_char_boundary(end) {
         end -= 1;
     }
     text.truncate(end);
-    text.push_str(&format!("\n[output truncated: {max} of {total} bytes shown]"));
+    text.push_str(&format!("\n[output truncated: {end} of {total} bytes shown]"));
     text
 }
 
@@ -187,8 +231,14 @@ mod tests {
 
     #[test]
     fn output_is_truncated_on_a_char_boundary() {
-        let t = truncate_output("ab\u{1f44b}cd".into(), 4);
-        assert!(t.starts_with("ab\n") || t.starts_with("ab"), "{t}");
-        assert!(t.contains("truncated"));
+        let long = format!("ab\u{1f44b}{}", "x".repeat(200));
+        let t = truncate_output(long.clone(), 60);
+        assert!(t.len() <= 60 && t.contains("truncated") && t.contains("of 206 bytes"), "{t}");
+        assert_eq!(truncate_output(t.clone(), 60), t, "cutting twice changes nothing");
+        // Never inside a character.
+        for max in 0..70 {
+            let t = truncate_output(long.clone(), max);
+            assert!(t.contains("truncated"), "{max}: {t}");
+        }
     }
 }

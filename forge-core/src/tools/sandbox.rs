@@ -52,6 +52,17 @@ impl Sandbox {
         &self.cwd
     }
 
+    /// The sandbox's rules, for `introspect` and error messages.
+    pub fn describe(&self) -> serde_json::Value {
+        serde_json::json!({
+            "roots": self.roots,
+            "denied_patterns": self.patterns,
+            "allow_absolute": self.allow_absolute,
+            "symlinks": "denied in every component of a path",
+            "parent_dir": "`..` is denied",
+        })
+    }
+
     /// Resolves `path` for reading or writing, or says which rule denies it.
     /// Every existing component is checked not to be a symbolic link, so a
     /// link cannot lead outside the roots.

@@ -170,7 +170,8 @@ async fn search_bench(pattern: &str, dir: &Path) -> anyhow::Result<()> {
     let ctx = ToolCtx {
         sandbox: Sandbox::new(dir, &[], &[], true, false),
         call_id: "bench".into(),
-        max_output_bytes: 1 << 20,
+        limits: forge_core::tools::ToolLimits { output_bytes: 1 << 20, ..Default::default() },
+        about: None,
         output: None,
         file_hashes: Default::default(),
     };
@@ -219,7 +220,8 @@ async fn patch_bench() -> anyhow::Result<()> {
     let ctx = ToolCtx {
         sandbox: Sandbox::new(dir.path(), &[], &[], true, false),
         call_id: "bench".into(),
-        max_output_bytes: 1 << 20,
+        limits: forge_core::tools::ToolLimits { output_bytes: 1 << 20, ..Default::default() },
+        about: None,
         output: None,
         file_hashes: Default::default(),
     };

@@ -10,9 +10,6 @@ use crate::tools::{Sandbox, ToolCtx, ToolError, ToolExecutor, ToolFut, sha256};
 
 pub struct ApplyPatch;
 
-/// Largest patch accepted.
-const MAX_PATCH_BYTES: usize = 512 * 1024;
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Args {
@@ -53,10 +50,15 @@ fn plan(patch: &Patch, sandbox: &Sandbox) -> Result<Plan, ToolError> {
     Ok(Plan { files })
 }
 
-fn parse(args: &Value) -> Result<Patch, ToolError> {
+fn parse(args: &Value, max_bytes: usize) -> Result<Patch, ToolError> {
     let args: Args = serde_json::from_value(args.clone()).map_err(|e| ToolError::BadArgs { message: e.to_string() })?;
-    if args.patch.len() > MAX_PATCH_BYTES {
-        return Err(ToolError::BadArgs { message: format!("the patch is {} bytes; the limit is {MAX_PATCH_BYTES}", args.patch.len()) });
+    if args.patch.len() > max_bytes {
+        return Err(ToolError::BadArgs {
+            message: format!(
+                "the patch is {} bytes; the limit is {max_bytes} (tools.apply_patch.max_patch_bytes): split it into smaller patches",
+                args.patch.len()
+            ),
+        });
     }
     lp1::parse(&args.patch).map_err(|e| ToolError::BadArgs { message: format!("not an LP1 patch: {e}") })
 }
@@ -84,7 +86,7 @@ match when a block occurs more than once. All files change or none."
         true
     }
     fn approval_summary(&self, args: &Value, sandbox: &Sandbox) -> String {
-        let plan = parse(args).and_then(|p| plan(&p, sandbox));
+        let plan = parse(args, usize::MAX).and_then(|p| plan(&p, sandbox));
         match plan {
             Err(e) => format!("the patch would fail: {e}"),
             Ok(plan) => plan
@@ -104,7 +106,7 @@ match when a block occurs more than once. All files change or none."
     }
     fn execute<'a>(&'a self, args: Value, ctx: &'a ToolCtx) -> ToolFut<'a> {
         Box::pin(async move {
-            let patch = parse(&args)?;
+            let patch = parse(&args, ctx.limits.patch_bytes)?;
             let sandbox = ctx.sandbox.clone();
             let hashes = ctx.file_hashes.clone();
             tokio::task::spawn_blocking(move || {

@@ -253,7 +253,7 @@ impl ToolExecutor for GitTool {
             if text.trim().is_empty() {
                 text = if stderr.trim().is_empty() { "(no output)".into() } else { stderr.into_owned() };
             }
-            Ok(truncate_output(text, ctx.max_output_bytes))
+            Ok(truncate_output(text, ctx.limits.output_bytes))
         })
     }
 }

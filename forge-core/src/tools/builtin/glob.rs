@@ -52,7 +52,7 @@ impl ToolExecutor for Glob {
             let base = ctx.sandbox.resolve(args.path.as_deref().unwrap_or(".")).map_err(ToolError::SandboxViolation)?;
             let sandbox = ctx.sandbox.clone();
             let cwd = ctx.sandbox.cwd().to_path_buf();
-            let max = ctx.max_output_bytes;
+            let max = ctx.limits.output_bytes;
             tokio::task::spawn_blocking(move || {
                 let mut found = Vec::new();
                 let mut more = 0usize;

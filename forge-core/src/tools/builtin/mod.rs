@@ -4,6 +4,7 @@ mod apply_patch;
 mod current_date;
 mod git;
 mod glob;
+mod introspect;
 pub(crate) mod read_file;
 mod run_command;
 mod search;
@@ -21,6 +22,7 @@ pub fn all() -> Vec<Arc<dyn ToolExecutor>> {
         Arc::new(apply_patch::ApplyPatch),
         Arc::new(run_command::RunCommand),
         Arc::new(current_date::CurrentDate),
+        Arc::new(introspect::Introspect),
         Arc::new(glob::Glob),
         Arc::new(search::Search),
         Arc::new(web_fetch::WebFetch),

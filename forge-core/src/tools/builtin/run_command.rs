@@ -95,7 +95,7 @@ impl ToolExecutor for RunCommand {
             let _group = GroupGuard(child.id().map(|p| p as i32));
             let stdout = child.stdout.take();
             let stderr = child.stderr.take();
-            let max = ctx.max_output_bytes;
+            let max = ctx.limits.output_bytes;
             let (out, err, status) = tokio::join!(
                 pump(stdout, "stdout", ctx, max),
                 pump(stderr, "stderr", ctx, max),

@@ -68,7 +68,7 @@ impl ToolExecutor for Search {
             let base = ctx.sandbox.resolve(args.path.as_deref().unwrap_or(".")).map_err(ToolError::SandboxViolation)?;
             let sandbox = ctx.sandbox.clone();
             let cwd = ctx.sandbox.cwd().to_path_buf();
-            let max = ctx.max_output_bytes;
+            let max = ctx.limits.output_bytes;
             tokio::task::spawn_blocking(move || {
                 // Walk and search in parallel, as ripgrep does; sort after.
                 let found = std::sync::Mutex::new(Vec::<(String, u64, String)>::new());
@@ -88,10 +88,15 @@ impl ToolExecutor for Search {
                             return ignore::WalkState::Continue;
                         }
                         let rel = entry.path().strip_prefix(cwd).unwrap_or(entry.path()).display().to_string();
+                        // Opened like read_file opens: a link swapped in
+                        // during the walk, or a hard link, is skipped.
+                        let Ok(file) = sandbox.open_checked(entry.path(), &rel) else {
+                            return ignore::WalkState::Continue;
+                        };
                         let mut local = Vec::new();
-                        let _ = searcher.search_path(
+                        let _ = searcher.search_file(
                             &matcher,
-                            entry.path(),
+                            &file,
                             UTF8(|line_no, line| {
                                 local.push((rel.clone(), line_no, line.trim_end().to_string()));
                                 Ok(true)

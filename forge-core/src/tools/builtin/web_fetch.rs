@@ -147,7 +147,7 @@ impl ToolExecutor for WebFetch {
             if cut {
                 text.push_str(&format!("\n[page cut at {MAX_BODY_BYTES} bytes]"));
             }
-            Ok(truncate_output(text, ctx.max_output_bytes))
+            Ok(truncate_output(text, ctx.limits.output_bytes))
         })
     }
 }
