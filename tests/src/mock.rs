@@ -15,6 +15,7 @@
 //! | `mock:split=N` | write the SSE bytes in pieces of `N` bytes (splits UTF-8 and lines) |
 //! | `mock:pad=N` | pad each `mock:tokens` token to `N` bytes (see [`padded_token_text`]) |
 //! | `mock:tool=NAME` | after the text, call tool `NAME` (repeat for parallel calls); arguments [`tool_args`] stream in small fragments |
+//! | (`GET /page`) | a small HTML page, for `web_fetch` |
 //! | `mock:tool=NAME:JSON` | the same with these arguments (JSON without spaces) |
 //! | `mock:sleep=S` | a `run_command` call runs `echo started; sleep S` instead |
 //! | `mock:stamp` | each token is `t<unix ns> `, the time the mock wrote it (for latency benchmarks) |
@@ -224,6 +225,12 @@ async fn handle(
     opts: MockOptions,
 ) -> Result<Response<Body>, Infallible> {
     let path = req.uri().path().to_string();
+    if path == "/page" {
+        // A web page, for web_fetch.
+        let html = "<html><head><title>Mock page</title><script>var x = 1;</script></head>\
+                    <body><h1>Forge mock page</h1><p>Served on loopback.</p></body></html>";
+        return Ok(full(StatusCode::OK, "text/html; charset=utf-8", html.to_string(), &[]));
+    }
     let wire = match path.as_str() {
         "/v1/messages" => Wire::Anthropic,
         "/v1/chat/completions" | "/chat/completions" => Wire::OpenAi,

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use forge_tests::harness::{Forge, Ran};
 use forge_tests::mock::{MockOptions, MockServer};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 struct Setup {
     _mock: MockServer,
@@ -293,4 +293,66 @@ async fn introspect_tells_the_model_its_tools_rules_and_configured_limits() {
     // `[tools.output] max_bytes` cuts every result, saying so.
     let read = results[1]["text"].as_str().unwrap_or("");
     assert!(read.len() <= 20_000 && read.contains("of 50000 bytes shown"), "{}", &read[read.len().saturating_sub(80)..]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_other_tool_runs_a_full_loop_through_the_daemon() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.write_config("[tools.approval]\nenabled = false\n");
+    forge.start().await;
+    let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = project.path();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git").args(args).current_dir(dir).output().unwrap_or_else(|e| panic!("git: {e}"));
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    git(&["init", "-q", "-b", "main"]);
+    git(&["config", "user.email", "dev@example.com"]);
+    git(&["config", "user.name", "Dev"]);
+    std::fs::write(dir.join("a.txt"), "first line\n").unwrap_or_else(|e| panic!("{e}"));
+    git(&["add", "a.txt"]);
+    git(&["commit", "-q", "-m", "initial commit"]);
+    std::fs::write(dir.join("a.txt"), "changed\n").unwrap_or_else(|e| panic!("{e}"));
+    let id = forge.new_session(&["--cwd", &dir.display().to_string()]).await;
+    let page = format!("{}/page", mock.anthropic_url().trim_end_matches('/'));
+    let calls = [
+        ("current_date", json!({})),
+        ("git_status", json!({})),
+        ("git_diff", json!({})),
+        ("git_log", json!({"max_count": 5})),
+        ("git_show", json!({"rev": "HEAD"})),
+        ("git_blame", json!({"path": "a.txt"})),
+        ("git_restore", json!({"paths": ["a.txt"]})),
+        ("write_file", json!({"path": "b.txt", "content": "bee"})),
+        ("git_add", json!({"paths": ["b.txt"]})),
+        ("git_commit", json!({"message": "add b"})),
+        ("git_branch", json!({"create": "feature"})),
+        ("git_checkout", json!({"branch": "feature"})),
+        ("git_stash", json!({"action": "list"})),
+        ("web_fetch", json!({"url": page})),
+    ];
+    let msg: String = calls.iter().map(|(n, a)| format!("mock:tool={n}:{} ", a.to_string().replace(' ', "\\u0020"))).collect();
+    forge.ok(&["send", "-s", &id, &format!("{msg}go")]).await;
+    let h = forge.ok(&["--json", "history", &id]).await.json_lines();
+    let results: Vec<&Value> = h.iter().filter(|m| m["role"] == "tool").collect();
+    assert_eq!(results.len(), calls.len());
+    let text = |i: usize| results[i]["text"].as_str().unwrap_or("").to_string();
+    for (i, (name, _)) in calls.iter().enumerate() {
+        assert_eq!(results[i]["tool_result"]["name"], *name);
+        assert_eq!(results[i]["tool_result"]["is_error"], false, "{name}: {}", text(i));
+    }
+    assert!(text(0).starts_with("20") && text(0).ends_with('Z'), "{}", text(0));
+    assert!(text(1).contains("a.txt"), "status: {}", text(1));
+    assert!(text(2).contains("+changed"), "diff: {}", text(2));
+    assert!(text(3).contains("initial commit") && text(4).contains("first line"), "log/show");
+    assert!(text(5).contains("Not Committed Yet") && text(5).contains("changed"), "blame: {}", text(5));
+    assert!(text(13).contains("Forge mock page") && !text(13).contains("var x"), "web_fetch: {}", text(13));
+    // The side effects happened, in order.
+    assert_eq!(std::fs::read_to_string(dir.join("a.txt")).unwrap_or_default(), "first line\n", "restored");
+    assert!(git(&["log", "--format=%s"]).starts_with("add b\n"));
+    assert_eq!(git(&["branch", "--show-current"]).trim(), "feature");
+    // The model saw every result and answered.
+    assert!(h.last().map(|m| m["text"].as_str().unwrap_or("").contains("14 tool result(s)")).unwrap_or(false));
 }
