@@ -151,6 +151,8 @@ impl SessionActor {
             // Recovery is durable before anyone can read this session.
             actor.settle().await;
         }
+        // Whoever looks next sees the recovered state, not the initial Idle.
+        actor.publish_snapshot();
         tokio::spawn(actor.run());
         Ok(handle)
     }
