@@ -8,6 +8,7 @@
 //! the engine: it only describes what travels on the socket.
 
 pub mod api;
+pub mod autostart;
 pub mod client;
 pub mod error;
 pub mod events;

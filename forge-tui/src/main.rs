@@ -1,22 +1,147 @@
-//! `forge`: the terminal UI client. Until the TUI lands it points users to
-//! `forgectl`, which already speaks the whole protocol.
+//! `forge`: the terminal UI of Forge, a thin client of `forged`. It attaches
+//! to a session (starting the daemon if none answers), replays what the
+//! session already shows, and follows it live; leaving never disturbs the
+//! session, which keeps running in the daemon.
 
+mod app;
+mod command;
+mod draft;
+mod input;
+mod markdown;
+mod picker;
+mod render;
+mod runtime;
+mod theme;
+mod transcript;
+
+use std::path::PathBuf;
 use std::process::ExitCode;
 
+use clap::Parser;
+use forge_proto::api::ForgeApiClient;
+use forge_proto::autostart::connect_or_start;
+
+use crate::app::{App, UiOptions};
+
+#[derive(Parser)]
+#[command(
+    name = "forge",
+    version,
+    about = "Forge's terminal UI: attach to a session of the forged daemon and work with the model",
+    long_about = "Forge's terminal UI. With no argument it lists the sessions to pick from; \
+        with SESSION (an id, id prefix or name) it attaches to that session; --new starts one.\n\n\
+        Leaving (q, /quit, closing the terminal) never stops the session: a running turn goes on in \
+        forged, and `forge SESSION` from any terminal shows it again, exactly.\n\n\
+        Keys: i to type (Enter sends, Alt+Enter adds a line, Esc stops typing), : or / for commands \
+        (/help lists them), Tab to pick a model, j/k and Ctrl-d/u to scroll, g/G top/bottom, q to leave. \
+        When tool calls wait for approval: y approves all, n denies all, space picks, a approves the picked."
+)]
+struct Args {
+    /// The session to attach to: id, unique id prefix, or name.
+    session: Option<String>,
+    /// Start a new session and attach to it.
+    #[arg(long, conflicts_with = "session")]
+    new: bool,
+    /// Working directory of the new session (default: the current one).
+    #[arg(long, requires = "new")]
+    cwd: Option<PathBuf>,
+    /// Model of the new session.
+    #[arg(long, requires = "new")]
+    model: Option<String>,
+    /// Provider of the new session (claude, openai, gemini).
+    #[arg(long, requires = "new")]
+    provider: Option<String>,
+    /// Name of the new session.
+    #[arg(long, requires = "new")]
+    name: Option<String>,
+    /// The daemon's socket.
+    #[arg(long, env = "FORGE_SOCKET")]
+    socket: Option<PathBuf>,
+    /// Fail instead of starting forged when none answers.
+    #[arg(long)]
+    no_autostart: bool,
+    /// Draw inline (no alternate screen) instead of full screen.
+    #[arg(long)]
+    inline: bool,
+    /// Only ASCII glyphs.
+    #[arg(long)]
+    ascii: bool,
+}
+
 fn main() -> ExitCode {
-    let arg = std::env::args().nth(1);
-    match arg.as_deref() {
-        Some("--version" | "-V") => {
-            println!("forge {}", env!("CARGO_PKG_VERSION"));
-            ExitCode::SUCCESS
+    let args = Args::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("forge: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
         }
-        _ => {
-            eprintln!(
-                "forge: the terminal UI is not part of this version yet.\n\
-                 Use forgectl meanwhile: `forgectl send \"...\"` to talk to a model,\n\
-                 `forgectl attach SESSION` to follow a session, `forgectl --help` for more."
-            );
-            ExitCode::from(2)
+    };
+    // A panic must not leave the terminal in raw mode.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        runtime::restore(false);
+        default_hook(info);
+    }));
+    match runtime.block_on(start(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("forge: {e:#}");
+            ExitCode::FAILURE
         }
+    }
+}
+
+async fn start(args: Args) -> anyhow::Result<()> {
+    let socket = args.socket.clone().unwrap_or_else(forge_proto::paths::default_socket);
+    let started = |pid| eprintln!("forge: started forged (pid {pid}) on {}", socket.display());
+    let conn = connect_or_start(&socket, runtime::client_info(), !args.no_autostart, started).await?;
+    let options = ui_options(&args);
+    let session = if args.new {
+        let cwd = match &args.cwd {
+            Some(c) => c.clone(),
+            None => std::env::current_dir()?,
+        };
+        let cwd = std::fs::canonicalize(&cwd).unwrap_or(cwd);
+        let info = conn
+            .client
+            .session_create(args.name.clone(), Some(cwd.display().to_string()), args.provider.clone(), args.model.clone())
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot create the session: {}", call_error(e)))?;
+        info.id
+    } else if let Some(s) = &args.session {
+        let info = conn.client.session_show(s.clone()).await.map_err(|e| anyhow::anyhow!("{}", call_error(e)))?;
+        info.id
+    } else {
+        match picker::pick(&conn.client, &options).await? {
+            Some(id) => id,
+            None => return Ok(()),
+        }
+    };
+    let app = App::new(&session, options);
+    runtime::run(socket, conn.client, session, app).await
+}
+
+fn call_error(e: forge_proto::jsonrpsee::core::ClientError) -> String {
+    match e {
+        forge_proto::jsonrpsee::core::ClientError::Call(obj) => obj.message().to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// `[app]` of `$FORGE_HOME/config.toml` (the daemon validates the whole
+/// file; the TUI reads only its display options), flags and `NO_COLOR`.
+fn ui_options(args: &Args) -> UiOptions {
+    let path = forge_proto::paths::forge_home().join("config.toml");
+    let table: toml::Table = std::fs::read_to_string(path).ok().and_then(|t| t.parse().ok()).unwrap_or_default();
+    let app = table.get("app").and_then(|a| a.as_table());
+    let flag = |k: &str| app.and_then(|a| a.get(k)).and_then(|v| v.as_bool()).unwrap_or(false);
+    let tui = app.and_then(|a| a.get("tui")).and_then(|v| v.as_str()).unwrap_or("full");
+    UiOptions {
+        ascii_only: args.ascii || flag("ascii_only"),
+        high_contrast: flag("high_contrast"),
+        reduced_motion: flag("reduced_motion"),
+        inline: args.inline || tui == "inline",
+        no_color: std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()),
     }
 }

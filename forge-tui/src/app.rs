@@ -1,0 +1,439 @@
+//! The TUI's state and its pure update: keys, pastes and daemon items go
+//! in; the state changes and [`Action`]s (requests for the daemon) come
+//! out. Nothing here does I/O, so every behaviour is testable by feeding
+//! keys.
+
+use std::time::Duration;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use forge_proto::{ApprovalDecision, JournalHealth, OperationStateKind, SessionEvent};
+
+use crate::command::{ApprovalChoice, Command, HELP};
+use crate::input::{InputMode, InputState, QueuedUserMessage};
+use crate::transcript::{Level, Transcript};
+
+/// Where the conversation pane is scrolled to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ScrollState {
+    /// Follows the newest content.
+    #[default]
+    AutoBottom,
+    /// Stays where the user put it, counted in lines from the top.
+    Manual { offset_from_top: usize },
+}
+
+/// Display options (`[app]` in config.toml, and `NO_COLOR`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct UiOptions {
+    pub ascii_only: bool,
+    pub high_contrast: bool,
+    pub reduced_motion: bool,
+    /// Inline mode: no alternate screen; the transcript stays in the
+    /// terminal's scrollback when `forge` exits.
+    pub inline: bool,
+    pub no_color: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Connection {
+    Connected,
+    /// The daemon went away; the TUI keeps the draft and retries.
+    Lost { reason: String },
+}
+
+/// An overlay's opening animation: PopScale, growing from the centre (the
+/// model picker).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ModalEffect {
+    elapsed: Duration,
+    duration: Duration,
+}
+
+impl ModalEffect {
+    pub fn pop_scale(duration: Duration) -> Self {
+        Self { elapsed: Duration::ZERO, duration }
+    }
+    pub fn advance(&mut self, by: Duration) {
+        self.elapsed = (self.elapsed + by).min(self.duration);
+    }
+    /// 0.0 to 1.0, eased out.
+    pub fn progress(&self) -> f32 {
+        if self.duration.is_zero() {
+            return 1.0;
+        }
+        let t = self.elapsed.as_secs_f32() / self.duration.as_secs_f32();
+        1.0 - (1.0 - t.clamp(0.0, 1.0)).powi(3)
+    }
+    pub fn is_finished(&self) -> bool {
+        self.elapsed >= self.duration
+    }
+}
+
+/// A model the picker offers: (provider, model).
+pub type ModelChoice = (String, String);
+
+/// The models the picker lists; `/model NAME` takes any other.
+pub const MODELS: &[(&str, &str)] = &[
+    ("claude", "claude-sonnet-4-6"),
+    ("claude", "claude-opus-4-5"),
+    ("claude", "claude-haiku-4-5"),
+    ("openai", "gpt-5.2"),
+    ("openai", "gpt-5-mini"),
+    ("gemini", "gemini-3-pro-preview"),
+    ("gemini", "gemini-2.5-flash"),
+];
+
+/// What the daemon is asked to do.
+#[derive(Debug, PartialEq)]
+pub enum Action {
+    Send(QueuedUserMessage),
+    Cancel,
+    Answer { approval_id: String, decision: ApprovalDecision, indices: Vec<u32> },
+    Recover { resume: bool },
+    ToolResult { call_id: String, output: String, is_error: bool },
+    Configure { provider: Option<String>, model: Option<String> },
+    Clear,
+    Context,
+    Journal,
+    Summarize,
+    Tools,
+    /// Switch between full-screen and inline display (the terminal is set
+    /// up again).
+    ToggleScreen,
+    Quit,
+}
+
+pub struct App {
+    pub session_id: String,
+    pub transcript: Transcript,
+    pub input: InputState,
+    pub scroll: ScrollState,
+    pub options: UiOptions,
+    pub connection: Connection,
+    pub journal: (JournalHealth, Option<String>),
+    pub modal: Option<ModalEffect>,
+    pub models: Vec<ModelChoice>,
+    /// Replaying stored events; live once the daemon says so.
+    pub replaying: bool,
+    /// Lines of the conversation pane, for page scrolling (set on resize).
+    pub page_lines: usize,
+    /// Lines the conversation has at the current width (set when drawn).
+    pub total_lines: usize,
+    quit: bool,
+}
+
+impl App {
+    pub fn new(session_id: &str, options: UiOptions) -> Self {
+        Self {
+            session_id: session_id.to_string(),
+            transcript: Transcript::default(),
+            input: InputState::default(),
+            scroll: ScrollState::AutoBottom,
+            options,
+            connection: Connection::Connected,
+            journal: (JournalHealth::Healthy, None),
+            modal: None,
+            models: MODELS.iter().map(|(p, m)| (p.to_string(), m.to_string())).collect(),
+            replaying: true,
+            page_lines: 20,
+            total_lines: 0,
+            quit: false,
+        }
+    }
+
+    pub fn should_quit(&self) -> bool {
+        self.quit
+    }
+
+    pub fn mode(&self) -> InputMode {
+        self.input.mode()
+    }
+
+    pub fn state(&self) -> OperationStateKind {
+        self.transcript.state.unwrap_or(OperationStateKind::Idle)
+    }
+
+    pub fn on_event(&mut self, ev: &SessionEvent) {
+        self.transcript.apply(ev);
+    }
+
+    pub fn notify(&mut self, level: Level, text: impl Into<String>) {
+        self.transcript.notify(level, text);
+    }
+
+    pub fn enter_model_select_mode(&mut self) {
+        let current = self.models.iter().position(|(_, m)| *m == self.transcript.model).unwrap_or(0);
+        self.input.enter_model_select_mode(current);
+        self.modal = (!self.options.reduced_motion).then(|| ModalEffect::pop_scale(Duration::from_millis(700)));
+    }
+
+    /// Advances animations by one frame.
+    pub fn tick(&mut self, elapsed: Duration) {
+        if let Some(m) = &mut self.modal {
+            m.advance(elapsed);
+            if m.is_finished() {
+                self.modal = None;
+            }
+        }
+    }
+
+    pub fn on_paste(&mut self, text: &str) {
+        match self.input.mode() {
+            InputMode::Normal => {
+                self.input.enter_insert_mode_at_end();
+                self.on_paste(text);
+            }
+            InputMode::Insert => {
+                if let Some(t) = self.input.insert_token() {
+                    self.input.insert_mode(t).edit(|d| d.insert_str(text));
+                }
+            }
+            InputMode::Command => {
+                if let Some(t) = self.input.command_token() {
+                    // A command is one line.
+                    let line = text.lines().next().unwrap_or_default();
+                    self.input.command_mode(t).edit(|d| d.insert_str(line));
+                }
+            }
+            InputMode::ModelSelect => {}
+        }
+    }
+
+    pub fn on_key(&mut self, key: KeyEvent) -> Vec<Action> {
+        if key.kind == KeyEventKind::Release {
+            return Vec::new();
+        }
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        if ctrl && key.code == KeyCode::Char('c') {
+            return self.interrupt();
+        }
+        match self.input.mode() {
+            InputMode::Normal => self.normal_key(key),
+            InputMode::Insert => self.insert_key(key),
+            InputMode::Command => self.command_key(key),
+            InputMode::ModelSelect => self.model_key(key),
+        }
+    }
+
+    /// Ctrl+C: stop the running turn, or leave edit modes; never a silent
+    /// exit with work in flight.
+    fn interrupt(&mut self) -> Vec<Action> {
+        if !matches!(self.state(), OperationStateKind::Idle) {
+            return vec![Action::Cancel];
+        }
+        if self.input.mode() != InputMode::Normal {
+            self.input.enter_normal_mode();
+            return Vec::new();
+        }
+        self.notify(Level::Info, "nothing is running; q or /quit leaves (the session stays in forged)");
+        Vec::new()
+    }
+
+    fn normal_key(&mut self, key: KeyEvent) -> Vec<Action> {
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        let approval = self.transcript.approval.is_some();
+        match key.code {
+            KeyCode::Char('q') if !ctrl => {
+                self.quit = true;
+                return vec![Action::Quit];
+            }
+            KeyCode::Char('i') => self.input.enter_insert_mode(),
+            KeyCode::Char('a') if !approval => self.input.enter_insert_mode_at_end(),
+            KeyCode::Char('A') => self.input.enter_insert_mode_at_end(),
+            KeyCode::Char('o') => self.input.enter_insert_mode_with_clear(),
+            KeyCode::Char(':' | '/') => self.input.enter_command_mode(),
+            KeyCode::Tab => self.enter_model_select_mode(),
+            KeyCode::Char('d') if ctrl => self.scroll_by(self.page_lines as isize / 2),
+            KeyCode::Char('u') if ctrl => self.scroll_by(-(self.page_lines as isize / 2)),
+            KeyCode::Char('j') | KeyCode::Down if !approval => self.scroll_by(1),
+            KeyCode::Char('k') | KeyCode::Up if !approval => self.scroll_by(-1),
+            KeyCode::PageDown => self.scroll_by(self.page_lines as isize),
+            KeyCode::PageUp => self.scroll_by(-(self.page_lines as isize)),
+            KeyCode::Char('g') | KeyCode::Home => self.scroll = ScrollState::Manual { offset_from_top: 0 },
+            KeyCode::Char('G') | KeyCode::End => self.scroll = ScrollState::AutoBottom,
+            _ if approval => return self.approval_key(key),
+            _ => {}
+        }
+        Vec::new()
+    }
+
+    /// Keys of the approval panel (Normal mode, while one is pending).
+    fn approval_key(&mut self, key: KeyEvent) -> Vec<Action> {
+        let Some(view) = &mut self.transcript.approval else { return Vec::new() };
+        let id = view.approval_id.clone();
+        match key.code {
+            KeyCode::Char('y') => {
+                return vec![Action::Answer { approval_id: id, decision: ApprovalDecision::ApproveAll, indices: vec![] }];
+            }
+            KeyCode::Char('n') => {
+                return vec![Action::Answer { approval_id: id, decision: ApprovalDecision::DenyAll, indices: vec![] }];
+            }
+            KeyCode::Char('a') | KeyCode::Enter => {
+                let indices: Vec<u32> =
+                    view.picked.iter().enumerate().filter(|(_, p)| **p).map(|(i, _)| i as u32 + 1).collect();
+                let decision =
+                    if indices.is_empty() { ApprovalDecision::DenyAll } else { ApprovalDecision::ApproveSelected };
+                return vec![Action::Answer { approval_id: id, decision, indices }];
+            }
+            KeyCode::Char(' ') => {
+                if let Some(p) = view.picked.get_mut(view.cursor) {
+                    *p = !*p;
+                }
+            }
+            KeyCode::Char('j') | KeyCode::Down => view.cursor = (view.cursor + 1).min(view.calls.len().saturating_sub(1)),
+            KeyCode::Char('k') | KeyCode::Up => view.cursor = view.cursor.saturating_sub(1),
+            _ => {}
+        }
+        Vec::new()
+    }
+
+    fn insert_key(&mut self, key: KeyEvent) -> Vec<Action> {
+        let Some(token) = self.input.insert_token() else { return Vec::new() };
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        let alt = key.modifiers.contains(KeyModifiers::ALT);
+        let shift = key.modifiers.contains(KeyModifiers::SHIFT);
+        let mut mode = self.input.insert_mode(token);
+        match key.code {
+            KeyCode::Esc => self.input.enter_normal_mode(),
+            KeyCode::Enter if alt || shift || ctrl => mode.edit(|d| d.enter_char('\n')),
+            KeyCode::Enter => {
+                if let Some(msg) = mode.queue_message() {
+                    self.scroll = ScrollState::AutoBottom;
+                    return vec![Action::Send(msg)];
+                }
+            }
+            KeyCode::Char('w') if ctrl => mode.edit(|d| d.delete_word_backwards()),
+            KeyCode::Char('u') if ctrl => mode.edit(|d| d.clear()),
+            KeyCode::Char('a') if ctrl => mode.edit(|d| d.reset_cursor()),
+            KeyCode::Char('e') if ctrl => mode.edit(|d| d.move_cursor_end()),
+            KeyCode::Char('j') if ctrl => mode.edit(|d| d.enter_char('\n')),
+            KeyCode::Char(c) if !ctrl => mode.edit(|d| d.enter_char(c)),
+            KeyCode::Backspace => mode.edit(|d| d.delete_char()),
+            KeyCode::Delete => mode.edit(|d| d.delete_char_forward()),
+            KeyCode::Left => mode.edit(|d| d.move_cursor_left()),
+            KeyCode::Right => mode.edit(|d| d.move_cursor_right()),
+            KeyCode::Home => mode.edit(|d| d.reset_cursor()),
+            KeyCode::End => mode.edit(|d| d.move_cursor_end()),
+            KeyCode::Tab => mode.edit(|d| d.insert_str("    ")),
+            _ => {}
+        }
+        Vec::new()
+    }
+
+    fn command_key(&mut self, key: KeyEvent) -> Vec<Action> {
+        let Some(token) = self.input.command_token() else { return Vec::new() };
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        let mut mode = self.input.command_mode(token);
+        match key.code {
+            KeyCode::Esc => self.input.enter_normal_mode(),
+            KeyCode::Enter => {
+                if let Some(cmd) = mode.take_command() {
+                    return self.run_command(Command::parse(cmd.raw()));
+                }
+            }
+            KeyCode::Backspace if mode.command_text().is_empty() => self.input.enter_normal_mode(),
+            KeyCode::Backspace => mode.edit(|d| d.delete_char()),
+            KeyCode::Char('w') if ctrl => mode.edit(|d| d.delete_word_backwards()),
+            KeyCode::Char(c) if !ctrl => mode.edit(|d| d.enter_char(c)),
+            KeyCode::Left => mode.edit(|d| d.move_cursor_left()),
+            KeyCode::Right => mode.edit(|d| d.move_cursor_right()),
+            KeyCode::Home => mode.edit(|d| d.reset_cursor()),
+            KeyCode::End => mode.edit(|d| d.move_cursor_end()),
+            KeyCode::Delete => mode.edit(|d| d.delete_char_forward()),
+            _ => {}
+        }
+        Vec::new()
+    }
+
+    fn model_key(&mut self, key: KeyEvent) -> Vec<Action> {
+        let InputState::ModelSelect { selected, .. } = &mut self.input else { return Vec::new() };
+        match key.code {
+            KeyCode::Esc | KeyCode::Tab => self.close_model_select(),
+            KeyCode::Char('j') | KeyCode::Down => *selected = (*selected + 1).min(self.models.len().saturating_sub(1)),
+            KeyCode::Char('k') | KeyCode::Up => *selected = selected.saturating_sub(1),
+            KeyCode::Enter => {
+                let picked = self.models.get(*selected).cloned();
+                self.close_model_select();
+                if let Some((provider, model)) = picked {
+                    return vec![Action::Configure { provider: Some(provider), model: Some(model) }];
+                }
+            }
+            _ => {}
+        }
+        Vec::new()
+    }
+
+    fn close_model_select(&mut self) {
+        self.input.enter_normal_mode();
+        self.modal = None;
+    }
+
+    /// Runs a command: local ones here, session ones become actions.
+    pub fn run_command(&mut self, cmd: Command) -> Vec<Action> {
+        match cmd {
+            Command::Quit => {
+                self.quit = true;
+                vec![Action::Quit]
+            }
+            Command::Help => {
+                let width = HELP.iter().map(|(c, _)| c.len()).max().unwrap_or(0);
+                let text = HELP.iter().map(|(c, d)| format!("{c:width$}  {d}")).collect::<Vec<_>>().join("\n");
+                self.notify(Level::Info, format!("commands (after : or /):\n{text}"));
+                Vec::new()
+            }
+            Command::Screen => vec![Action::ToggleScreen],
+            Command::Cancel => vec![Action::Cancel],
+            Command::Clear => vec![Action::Clear],
+            Command::Context => vec![Action::Context],
+            Command::Journal => vec![Action::Journal],
+            Command::Summarize => vec![Action::Summarize],
+            Command::Tools => vec![Action::Tools],
+            Command::Model(None) => {
+                self.enter_model_select_mode();
+                Vec::new()
+            }
+            Command::Model(Some(model)) => vec![Action::Configure { provider: None, model: Some(model) }],
+            Command::Provider(None) => {
+                self.notify(Level::Info, format!("provider: {} (switch with /provider claude|openai|gemini)", self.transcript.provider));
+                Vec::new()
+            }
+            Command::Provider(Some(p)) => vec![Action::Configure { provider: Some(p), model: None }],
+            Command::Tool { id, result, is_error } => vec![Action::ToolResult { call_id: id, output: result, is_error }],
+            Command::Recover { resume } => vec![Action::Recover { resume }],
+            Command::Approve(_) | Command::Deny if self.transcript.approval.is_none() => {
+                self.notify(Level::Warn, "no tool call is waiting for approval");
+                Vec::new()
+            }
+            Command::Approve(choice) => {
+                let id = self.transcript.approval.as_ref().map(|a| a.approval_id.clone()).unwrap_or_default();
+                let (decision, indices) = match choice {
+                    ApprovalChoice::All => (ApprovalDecision::ApproveAll, vec![]),
+                    ApprovalChoice::Selected(v) => (ApprovalDecision::ApproveSelected, v),
+                };
+                vec![Action::Answer { approval_id: id, decision, indices }]
+            }
+            Command::Deny => {
+                let id = self.transcript.approval.as_ref().map(|a| a.approval_id.clone()).unwrap_or_default();
+                vec![Action::Answer { approval_id: id, decision: ApprovalDecision::DenyAll, indices: vec![] }]
+            }
+            Command::Invalid { usage } => {
+                self.notify(Level::Warn, format!("usage: {usage}"));
+                Vec::new()
+            }
+            Command::Unknown(name) => {
+                self.notify(Level::Warn, format!("unknown command `{name}`; /help lists them"));
+                Vec::new()
+            }
+        }
+    }
+
+    fn scroll_by(&mut self, delta: isize) {
+        let max = self.total_lines.saturating_sub(self.page_lines);
+        let current = match self.scroll {
+            ScrollState::AutoBottom => max,
+            ScrollState::Manual { offset_from_top } => offset_from_top.min(max),
+        };
+        let next = current.saturating_add_signed(delta).min(max);
+        self.scroll = if next >= max && delta > 0 { ScrollState::AutoBottom } else { ScrollState::Manual { offset_from_top: next } };
+    }
+}

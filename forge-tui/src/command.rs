@@ -1,0 +1,168 @@
+//! Commands typed after `:` or `/`. Parsing never fails: what is not
+//! understood becomes `Unknown` or `Invalid`, answered with a notification.
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    Quit,
+    Clear,
+    Cancel,
+    Model(Option<String>),
+    Provider(Option<String>),
+    Context,
+    Journal,
+    Summarize,
+    Screen,
+    Tool { id: String, result: String, is_error: bool },
+    Tools,
+    Help,
+    Approve(ApprovalChoice),
+    Deny,
+    Recover { resume: bool },
+    /// A known command with arguments it cannot use; says how to use it.
+    Invalid { usage: &'static str },
+    Unknown(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApprovalChoice {
+    All,
+    /// 1-based positions in the approval panel.
+    Selected(Vec<u32>),
+}
+
+/// One line per command, for `/help` and the README.
+pub const HELP: &[(&str, &str)] = &[
+    ("/quit, /q", "leave the TUI (the session keeps running in forged)"),
+    ("/cancel", "stop the running turn (the partial answer is kept)"),
+    ("/clear", "start a fresh conversation in this session"),
+    ("/model [name]", "switch model, or pick one from a list"),
+    ("/provider [name], /p", "switch provider (claude, openai, gemini)"),
+    ("/context, /ctx", "how much of the context window is used"),
+    ("/journal, /jrnl", "journal health and statistics"),
+    ("/summarize, /sum", "summarize older messages to free context"),
+    ("/screen", "switch between full-screen and inline display"),
+    ("/tool ID RESULT", "answer a tool call in parse-only mode"),
+    ("/tool error ID MESSAGE", "answer a tool call with an error"),
+    ("/tools", "list the tools the model can use"),
+    ("/approve [N...]", "approve all pending tool calls, or only calls N..."),
+    ("/deny", "deny the pending tool calls"),
+    ("/recover resume|discard", "after a crash during tools: resume or drop them"),
+    ("/help", "this list"),
+];
+
+impl Command {
+    pub fn parse(raw: &str) -> Command {
+        let raw = raw.trim().trim_start_matches(['/', ':']);
+        let (name, rest) = match raw.split_once(char::is_whitespace) {
+            Some((n, r)) => (n, r.trim()),
+            None => (raw, ""),
+        };
+        let arg = (!rest.is_empty()).then(|| rest.to_string());
+        let no_args = |c: Command| if rest.is_empty() { c } else { Command::Invalid { usage: usage_of(name) } };
+        match name {
+            "q" | "quit" => no_args(Command::Quit),
+            "clear" => no_args(Command::Clear),
+            "cancel" => no_args(Command::Cancel),
+            "model" => Command::Model(arg),
+            "p" | "provider" => Command::Provider(arg),
+            "ctx" | "context" => no_args(Command::Context),
+            "jrnl" | "journal" => no_args(Command::Journal),
+            "sum" | "summarize" => no_args(Command::Summarize),
+            "screen" => no_args(Command::Screen),
+            "tools" => no_args(Command::Tools),
+            "help" | "h" | "?" => Command::Help,
+            "deny" => no_args(Command::Deny),
+            "tool" => parse_tool(rest),
+            "approve" => {
+                if rest.is_empty() || rest == "all" {
+                    return Command::Approve(ApprovalChoice::All);
+                }
+                let picked: Option<Vec<u32>> = rest.split_whitespace().map(|n| n.parse().ok().filter(|n| *n > 0)).collect();
+                match picked {
+                    Some(p) => Command::Approve(ApprovalChoice::Selected(p)),
+                    None => Command::Invalid { usage: usage_of("approve") },
+                }
+            }
+            "recover" => match rest {
+                "resume" => Command::Recover { resume: true },
+                "discard" => Command::Recover { resume: false },
+                _ => Command::Invalid { usage: usage_of("recover") },
+            },
+            _ => Command::Unknown(name.to_string()),
+        }
+    }
+}
+
+fn parse_tool(rest: &str) -> Command {
+    let (is_error, rest) = match rest.strip_prefix("error") {
+        Some(r) if r.starts_with(char::is_whitespace) => (true, r.trim_start()),
+        _ => (false, rest),
+    };
+    match rest.split_once(char::is_whitespace) {
+        Some((id, result)) if !result.trim().is_empty() => {
+            Command::Tool { id: id.to_string(), result: result.trim().to_string(), is_error }
+        }
+        _ => Command::Invalid { usage: usage_of("tool") },
+    }
+}
+
+fn usage_of(name: &str) -> &'static str {
+    match name {
+        "tool" => "/tool ID RESULT  or  /tool error ID MESSAGE",
+        "approve" => "/approve  or  /approve N [N...] (numbers from the approval panel)",
+        "recover" => "/recover resume  or  /recover discard",
+        "q" | "quit" => "/quit",
+        "clear" => "/clear",
+        "cancel" => "/cancel",
+        "ctx" | "context" => "/context",
+        "jrnl" | "journal" => "/journal",
+        "sum" | "summarize" => "/summarize",
+        "screen" => "/screen",
+        "tools" => "/tools",
+        "deny" => "/deny",
+        _ => "/help lists the commands",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_and_aliases_parse_with_either_prefix() {
+        assert_eq!(Command::parse("q"), Command::Quit);
+        assert_eq!(Command::parse(":quit"), Command::Quit);
+        assert_eq!(Command::parse("/ctx"), Command::Context);
+        assert_eq!(Command::parse("jrnl"), Command::Journal);
+        assert_eq!(Command::parse("model"), Command::Model(None));
+        assert_eq!(Command::parse("model claude-opus-4-5"), Command::Model(Some("claude-opus-4-5".into())));
+        assert_eq!(Command::parse("p openai"), Command::Provider(Some("openai".into())));
+        assert_eq!(Command::parse("approve 1 3"), Command::Approve(ApprovalChoice::Selected(vec![1, 3])));
+        assert_eq!(Command::parse("approve"), Command::Approve(ApprovalChoice::All));
+    }
+
+    #[test]
+    fn tool_results_keep_their_spaces_and_errors_are_marked() {
+        assert_eq!(
+            Command::parse("tool call_1 deployed to  prod"),
+            Command::Tool { id: "call_1".into(), result: "deployed to  prod".into(), is_error: false }
+        );
+        assert_eq!(
+            Command::parse("tool error call_2 disk full"),
+            Command::Tool { id: "call_2".into(), result: "disk full".into(), is_error: true }
+        );
+        assert!(matches!(Command::parse("tool call_1"), Command::Invalid { .. }));
+    }
+
+    #[test]
+    fn nonsense_is_unknown_or_invalid_never_a_panic() {
+        assert_eq!(Command::parse("frobnicate now"), Command::Unknown("frobnicate".into()));
+        assert!(matches!(Command::parse("quit now"), Command::Invalid { usage: "/quit" }));
+        assert!(matches!(Command::parse("approve x"), Command::Invalid { .. }));
+        assert!(matches!(Command::parse("approve 0"), Command::Invalid { .. }));
+        assert!(matches!(Command::parse("recover maybe"), Command::Invalid { .. }));
+        for s in ["", "/", ":", "   ", "tool error", "model  ", "🦀"] {
+            let _ = Command::parse(s);
+        }
+    }
+}

@@ -1,0 +1,462 @@
+//! Drawing the state: conversation, approval or recovery panel, input box,
+//! status line and the model picker. Drawing reads the state only; what it
+//! learns about sizes comes back as [`Drawn`].
+//!
+//! Each item's lines are cached by (item version, width), and only the
+//! items in view are wrapped and drawn, so a long session or a flooding
+//! stream costs the visible part, not the whole transcript.
+
+use std::collections::HashMap;
+
+use forge_proto::{JournalHealth, MessageStatus, OperationStateKind, RecoveryBadge};
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Position, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
+use unicode_segmentation::UnicodeSegmentation;
+use unicode_width::UnicodeWidthStr;
+
+use crate::app::{App, Connection, ScrollState};
+use crate::input::{InputMode, InputState};
+use crate::markdown;
+use crate::theme::{Part, Theme};
+use crate::transcript::{AssistantItem, DisplayItem, Level, ToolItem};
+
+/// Lines of live tool output shown (the result has it all).
+const TOOL_OUTPUT_TAIL: usize = 8;
+/// Lines of a tool result shown.
+const TOOL_RESULT_LINES: usize = 6;
+const MAX_INPUT_LINES: usize = 8;
+
+/// What drawing learned: sizes for scrolling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Drawn {
+    pub total_lines: usize,
+    pub page_lines: usize,
+}
+
+#[derive(Default)]
+pub struct RenderCache {
+    items: HashMap<usize, Cached>,
+}
+
+struct Cached {
+    key: u64,
+    width: u16,
+    lines: Vec<Line<'static>>,
+    height: usize,
+}
+
+impl RenderCache {
+    fn item(&mut self, index: usize, item: &DisplayItem, width: u16, theme: &Theme) -> &Cached {
+        let key = item_key(item);
+        let stale = self.items.get(&index).is_none_or(|c| c.key != key || c.width != width);
+        if stale {
+            let lines = item_lines(item, theme);
+            let height = Paragraph::new(lines.clone()).wrap(Wrap { trim: false }).line_count(width);
+            self.items.insert(index, Cached { key, width, lines, height });
+        }
+        // Inserted just above when missing.
+        self.items.entry(index).or_insert_with(|| Cached { key, width, lines: Vec::new(), height: 0 })
+    }
+}
+
+fn item_key(item: &DisplayItem) -> u64 {
+    match item {
+        DisplayItem::Assistant(a) => a.version,
+        DisplayItem::Tool(t) => t.version,
+        DisplayItem::User { text, queued, .. } => text.len() as u64 * 2 + u64::from(*queued),
+        DisplayItem::Notice { text, .. } => text.len() as u64,
+    }
+}
+
+pub fn draw(frame: &mut Frame, app: &App, cache: &mut RenderCache) -> Drawn {
+    let theme = Theme::new(&app.options);
+    let area = frame.area();
+    let input_h = input_height(app, area.width) as u16;
+    let panel = panel_lines(app, &theme);
+    let panel_h = if panel.is_empty() { 0 } else { (panel.len() as u16 + 2).min(area.height / 2) };
+    let [conv, panel_area, input_area, status_area] = Layout::vertical([
+        Constraint::Min(1),
+        Constraint::Length(panel_h),
+        Constraint::Length(input_h),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    let drawn = draw_conversation(frame, app, cache, &theme, conv);
+    if panel_h > 0 {
+        let title = panel_title(app);
+        let block = Block::default().borders(Borders::ALL).border_style(theme.style(Part::Warn)).title(title);
+        frame.render_widget(Paragraph::new(panel).block(block).wrap(Wrap { trim: false }), panel_area);
+    }
+    draw_input(frame, app, &theme, input_area);
+    draw_status(frame, app, &theme, status_area);
+    if let InputState::ModelSelect { selected, .. } = &app.input {
+        draw_model_picker(frame, app, &theme, *selected);
+    }
+    drawn
+}
+
+fn draw_conversation(frame: &mut Frame, app: &App, cache: &mut RenderCache, theme: &Theme, area: Rect) -> Drawn {
+    let width = area.width.max(1);
+    let page = area.height as usize;
+    // Heights of every item (cached), with one blank line between items.
+    let mut heights = Vec::with_capacity(app.transcript.items.len());
+    for (i, item) in app.transcript.items.iter().enumerate() {
+        heights.push(cache.item(i, item, width, theme).height + 1);
+    }
+    let total: usize = heights.iter().sum();
+    let max_offset = total.saturating_sub(page);
+    let offset = match app.scroll {
+        ScrollState::AutoBottom => max_offset,
+        ScrollState::Manual { offset_from_top } => offset_from_top.min(max_offset),
+    };
+    // The items in view, and how far into the first one the view starts.
+    let mut lines: Vec<Line<'static>> = Vec::new();
+    let mut start = 0;
+    let mut skip = 0;
+    let mut first = true;
+    for (i, h) in heights.iter().enumerate() {
+        let end = start + h;
+        if end > offset && start < offset + page {
+            if first {
+                skip = offset - start;
+                first = false;
+            }
+            if let Some(c) = cache.items.get(&i) {
+                lines.extend(c.lines.iter().cloned());
+            }
+            lines.push(Line::default());
+        }
+        start = end;
+    }
+    if app.transcript.items.is_empty() {
+        let hint = if app.replaying { "loading the session..." } else { "i to type a message, : for commands, /help for help, q to leave" };
+        lines.push(Line::from(Span::styled(hint, theme.style(Part::Dim))));
+    }
+    let p = Paragraph::new(lines).wrap(Wrap { trim: false }).scroll((skip.min(u16::MAX as usize) as u16, 0));
+    frame.render_widget(p, area);
+    Drawn { total_lines: total, page_lines: page }
+}
+
+fn item_lines(item: &DisplayItem, theme: &Theme) -> Vec<Line<'static>> {
+    let g = theme.glyphs;
+    match item {
+        DisplayItem::User { text, from, queued } => {
+            let mut head = vec![Span::styled(format!("{} you", g.user), theme.style(Part::User))];
+            if let Some(f) = from.as_deref().filter(|f| *f != "forge") {
+                head.push(Span::styled(format!(" (via {f})"), theme.style(Part::Dim)));
+            }
+            if *queued {
+                head.push(Span::styled(" queued", theme.style(Part::Warn)));
+            }
+            let mut lines = vec![Line::from(head)];
+            lines.extend(text.lines().map(|l| Line::from(l.to_string())));
+            lines
+        }
+        DisplayItem::Assistant(a) => assistant_lines(a, theme),
+        DisplayItem::Tool(t) => tool_lines(t, theme),
+        DisplayItem::Notice { level, text } => {
+            let part = match level {
+                Level::Info => Part::Info,
+                Level::Warn => Part::Warn,
+                Level::Error => Part::Error,
+            };
+            text.lines()
+                .enumerate()
+                .map(|(i, l)| {
+                    let lead = if i == 0 { format!("{} ", g.notice) } else { "  ".into() };
+                    Line::from(Span::styled(format!("{lead}{l}"), theme.style(part)))
+                })
+                .collect()
+        }
+    }
+}
+
+fn assistant_lines(a: &AssistantItem, theme: &Theme) -> Vec<Line<'static>> {
+    let g = theme.glyphs;
+    let mut head = vec![Span::styled(format!("{} {}", g.assistant, a.model), theme.style(Part::Assistant))];
+    match a.status {
+        None => head.push(Span::styled(format!(" {}", g.running), theme.style(Part::Dim))),
+        Some(MessageStatus::Cancelled) => head.push(Span::styled(" cancelled", theme.style(Part::Warn))),
+        Some(MessageStatus::Error) => head.push(Span::styled(" error", theme.style(Part::Error))),
+        Some(MessageStatus::Interrupted) => head.push(Span::styled(" interrupted", theme.style(Part::Warn))),
+        _ => {}
+    }
+    if let Some(badge) = a.recovered {
+        let word = match badge {
+            RecoveryBadge::Complete => "complete",
+            RecoveryBadge::Incomplete => "incomplete",
+            RecoveryBadge::Errored => "errored",
+            RecoveryBadge::Unknown => "unknown",
+        };
+        head.push(Span::styled(format!(" [recovered: {word}]"), theme.style(Part::Warn)));
+    }
+    let mut lines = vec![Line::from(head)];
+    if !a.thinking.is_empty() {
+        // Collapsed: reasoning can be long; its size says it is there.
+        lines.push(Line::from(Span::styled(
+            format!("(thinking, {} chars)", a.thinking.chars().count()),
+            theme.style(Part::Thinking),
+        )));
+    }
+    lines.extend(markdown::render(&a.text, theme));
+    if let Some(e) = &a.error {
+        lines.push(Line::from(Span::styled(format!("{} {e}", g.failed), theme.style(Part::Error))));
+    }
+    lines
+}
+
+fn tool_lines(t: &ToolItem, theme: &Theme) -> Vec<Line<'static>> {
+    let g = theme.glyphs;
+    let args = one_line(&t.args, 160, g.ellipsis);
+    let mut lines = vec![Line::from(vec![
+        Span::styled(format!("{} {}", g.tool, t.name), theme.style(Part::Tool)),
+        Span::styled(format!(" {args}"), theme.style(Part::Dim)),
+    ])];
+    if t.result.is_none() && !t.output.is_empty() {
+        let out: Vec<&str> = t.output.lines().collect();
+        for l in &out[out.len().saturating_sub(TOOL_OUTPUT_TAIL)..] {
+            lines.push(Line::from(Span::styled(format!("  {l}"), theme.style(Part::ToolOutput))));
+        }
+    }
+    match &t.result {
+        None if t.running => lines.push(Line::from(Span::styled(format!("  {} running", g.running), theme.style(Part::Dim)))),
+        None => {}
+        Some(r) => {
+            let (mark, part) = if r.is_error { (g.failed, Part::Error) } else { (g.ok, Part::ToolOutput) };
+            let out: Vec<&str> = r.output.lines().collect();
+            for (i, l) in out.iter().take(TOOL_RESULT_LINES).enumerate() {
+                let lead = if i == 0 { format!("  {mark} ") } else { "    ".into() };
+                lines.push(Line::from(Span::styled(format!("{lead}{l}"), theme.style(part))));
+            }
+            if out.is_empty() {
+                lines.push(Line::from(Span::styled(format!("  {mark}"), theme.style(part))));
+            }
+            if out.len() > TOOL_RESULT_LINES {
+                lines.push(Line::from(Span::styled(
+                    format!("    ({} more lines)", out.len() - TOOL_RESULT_LINES),
+                    theme.style(Part::Dim),
+                )));
+            }
+        }
+    }
+    lines
+}
+
+/// `text` on one line, cut to `max` characters.
+fn one_line(text: &str, max: usize, ellipsis: &str) -> String {
+    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() <= max {
+        return flat;
+    }
+    let cut: String = flat.chars().take(max).collect();
+    format!("{cut}{ellipsis}")
+}
+
+fn panel_title(app: &App) -> String {
+    if app.transcript.approval.is_some() {
+        " approval needed: y approve all, n deny all, space pick, a approve picked ".into()
+    } else if app.transcript.recovery.is_some() {
+        " forged stopped during these tool calls: /recover resume or /recover discard ".into()
+    } else {
+        " tool results wanted: /tool ID RESULT or /tool error ID MESSAGE ".into()
+    }
+}
+
+fn panel_lines(app: &App, theme: &Theme) -> Vec<Line<'static>> {
+    let g = theme.glyphs;
+    let t = &app.transcript;
+    let mut lines = Vec::new();
+    if let Some(a) = &t.approval {
+        for (i, c) in a.calls.iter().enumerate() {
+            let pointer = if i == a.cursor { g.pointer } else { " " };
+            let mark = if a.picked.get(i).copied().unwrap_or(false) { g.picked } else { g.unpicked };
+            let first = c.summary.lines().next().unwrap_or_default();
+            let style = if i == a.cursor { theme.style(Part::Tool) } else { Style::default() };
+            lines.push(Line::from(vec![
+                Span::raw(format!("{pointer} {mark} {}. ", i + 1)),
+                Span::styled(c.name.clone(), style),
+                Span::styled(format!(" ({} risk) ", c.risk), risk_style(&c.risk, theme)),
+                Span::raw(one_line(first, 120, g.ellipsis)),
+            ]));
+        }
+        // The selected call in full (a patch shows its diff).
+        if let Some(c) = a.calls.get(a.cursor) {
+            let rest: Vec<&str> = c.summary.lines().skip(1).collect();
+            for l in rest.iter().take(12) {
+                let part = if l.starts_with('+') {
+                    Part::Code
+                } else if l.starts_with('-') {
+                    Part::Error
+                } else {
+                    Part::Dim
+                };
+                lines.push(Line::from(Span::styled(format!("    {l}"), theme.style(part))));
+            }
+        }
+    } else if let Some(calls) = &t.recovery {
+        for c in calls {
+            let what = if c.interrupted { "was running (its effect may be partial)" } else { "had not started" };
+            lines.push(Line::from(format!("{} {} {}: {what}", g.bullet, c.name, one_line(&c.arguments, 80, g.ellipsis))));
+        }
+    } else if let Some(calls) = &t.awaiting_results {
+        for c in calls {
+            lines.push(Line::from(format!("{} {} {} {}", g.bullet, c.id, c.name, one_line(&c.arguments, 80, g.ellipsis))));
+        }
+    }
+    lines
+}
+
+use ratatui::style::Style;
+
+fn risk_style(risk: &str, theme: &Theme) -> Style {
+    match risk {
+        "high" => theme.style(Part::Error),
+        "medium" => theme.style(Part::Warn),
+        _ => theme.style(Part::Dim),
+    }
+}
+
+/// The draft (or command line) hard-wrapped to the box's inner width, and
+/// where the cursor is in it.
+fn input_layout(app: &App, width: u16) -> (Vec<String>, (usize, usize)) {
+    let inner = width.saturating_sub(2).max(1) as usize;
+    let (text, cursor_byte) = match &app.input {
+        InputState::Command { command, .. } => (format!(":{}", command.text()), command.cursor_byte() + 1),
+        other => (other.draft().text().to_string(), other.draft().cursor_byte()),
+    };
+    let mut rows: Vec<String> = vec![String::new()];
+    let mut col = 0;
+    let mut cursor = (0, 0);
+    let mut byte = 0;
+    for g in text.graphemes(true) {
+        if byte == cursor_byte {
+            cursor = (rows.len() - 1, col);
+        }
+        byte += g.len();
+        if g == "\n" || g == "\r\n" {
+            rows.push(String::new());
+            col = 0;
+            continue;
+        }
+        let w = g.width();
+        if col + w > inner {
+            rows.push(String::new());
+            col = 0;
+        }
+        if let Some(r) = rows.last_mut() {
+            r.push_str(g);
+        }
+        col += w;
+    }
+    if byte <= cursor_byte {
+        if col >= inner {
+            rows.push(String::new());
+            col = 0;
+        }
+        cursor = (rows.len() - 1, col);
+    }
+    (rows, cursor)
+}
+
+fn input_height(app: &App, width: u16) -> usize {
+    let (rows, _) = input_layout(app, width);
+    rows.len().clamp(1, MAX_INPUT_LINES) + 2
+}
+
+fn draw_input(frame: &mut Frame, app: &App, theme: &Theme, area: Rect) {
+    let (rows, (row, col)) = input_layout(app, area.width);
+    let visible = area.height.saturating_sub(2) as usize;
+    let first = (row + 1).saturating_sub(visible);
+    let title = match app.mode() {
+        InputMode::Normal => " i: type, :: command, Tab: model, q: leave ",
+        InputMode::Insert => " Enter: send, Alt+Enter: new line, Esc: done ",
+        InputMode::Command => " Enter: run, Esc: cancel ",
+        InputMode::ModelSelect => " j/k: choose, Enter: switch, Esc: cancel ",
+    };
+    let border = if app.mode() == InputMode::Normal { Part::Border } else { Part::Tool };
+    let block = Block::default().borders(Borders::ALL).border_style(theme.style(border)).title(Span::styled(title, theme.style(Part::Dim)));
+    let lines: Vec<Line> = rows.into_iter().skip(first).map(Line::from).collect();
+    frame.render_widget(Paragraph::new(lines).block(block), area);
+    if matches!(app.mode(), InputMode::Insert | InputMode::Command) {
+        let x = area.x + 1 + col as u16;
+        let y = area.y + 1 + (row - first) as u16;
+        frame.set_cursor_position(Position::new(x.min(area.right().saturating_sub(2)), y));
+    }
+}
+
+fn draw_status(frame: &mut Frame, app: &App, theme: &Theme, area: Rect) {
+    let g = theme.glyphs;
+    let mode = match app.mode() {
+        InputMode::Normal => " NORMAL ",
+        InputMode::Insert => " INSERT ",
+        InputMode::Command => " COMMAND ",
+        InputMode::ModelSelect => " MODEL ",
+    };
+    let t = &app.transcript;
+    let name = t.name.clone().unwrap_or_else(|| app.session_id.clone());
+    let mut parts = vec![name, format!("{}/{}", t.provider, t.model), state_word(app.state()).to_string()];
+    if let Some(u) = &t.last_usage {
+        parts.push(format!("{} in / {} out tokens", u.input_tokens, u.output_tokens));
+    }
+    let mut spans = vec![Span::styled(mode, theme.style(Part::ModeBadge)), Span::raw(" ")];
+    spans.push(Span::raw(parts.join(g.separator)));
+    match app.journal.0 {
+        JournalHealth::Healthy | JournalHealth::Unknown => {}
+        JournalHealth::Degraded => spans.push(Span::styled(format!("{}journal degraded", g.separator), theme.style(Part::Warn))),
+        JournalHealth::Blocked => spans.push(Span::styled(
+            format!("{}journal BLOCKED: {}", g.separator, app.journal.1.clone().unwrap_or_default()),
+            theme.style(Part::Error),
+        )),
+    }
+    if let Connection::Lost { reason } = &app.connection {
+        spans.push(Span::styled(format!("{}daemon gone ({reason}); reconnecting, draft kept", g.separator), theme.style(Part::Error)));
+    }
+    if matches!(app.scroll, ScrollState::Manual { .. }) {
+        spans.push(Span::styled(format!("{}scrolled (G: follow)", g.separator), theme.style(Part::Dim)));
+    }
+    frame.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+fn state_word(s: OperationStateKind) -> &'static str {
+    match s {
+        OperationStateKind::Idle => "idle",
+        OperationStateKind::Streaming => "streaming",
+        OperationStateKind::AwaitingApproval => "waiting for approval",
+        OperationStateKind::ExecutingTools => "running tools",
+        OperationStateKind::AwaitingToolResults => "waiting for tool results",
+        OperationStateKind::ToolRecovery => "recovery decision needed",
+        OperationStateKind::Summarizing | OperationStateKind::SummarizationRetry => "summarizing",
+        OperationStateKind::PersistenceBlocked => "persistence blocked",
+        OperationStateKind::Unknown => "unknown",
+    }
+}
+
+fn draw_model_picker(frame: &mut Frame, app: &App, theme: &Theme, selected: usize) {
+    let area = frame.area();
+    let full_w = 48.min(area.width.saturating_sub(4)).max(10);
+    let full_h = (app.models.len() as u16 + 2).min(area.height.saturating_sub(2)).max(3);
+    // PopScale: grows from the centre while the effect runs.
+    let p = app.modal.map(|m| m.progress()).unwrap_or(1.0);
+    let w = ((full_w as f32 * (0.3 + 0.7 * p)) as u16).max(4);
+    let h = ((full_h as f32 * (0.3 + 0.7 * p)) as u16).max(3);
+    let rect = Rect::new(area.x + (area.width.saturating_sub(w)) / 2, area.y + (area.height.saturating_sub(h)) / 2, w, h);
+    let lines: Vec<Line> = app
+        .models
+        .iter()
+        .enumerate()
+        .map(|(i, (provider, model))| {
+            let current = *model == app.transcript.model;
+            let text = format!(
+                "{} {model} ({provider}){}",
+                if i == selected { theme.glyphs.pointer } else { " " },
+                if current { " current" } else { "" }
+            );
+            if i == selected { Line::from(Span::styled(text, theme.style(Part::Selected))) } else { Line::from(text) }
+        })
+        .collect();
+    frame.render_widget(Clear, rect);
+    let block = Block::default().borders(Borders::ALL).border_style(theme.style(Part::Tool)).title(" model ");
+    frame.render_widget(Paragraph::new(lines).block(block), rect);
+}

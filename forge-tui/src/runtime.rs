@@ -1,0 +1,322 @@
+//! The running TUI: the terminal, the daemon connection and the loop that
+//! ties them to the pure [`App`].
+//!
+//! Keys are read first in every turn of the loop, daemon items are applied
+//! in bounded batches, and drawing happens at most once per frame interval,
+//! so a flood of deltas never delays a key by more than one frame.
+
+use std::io::Stdout;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossterm::event::{DisableBracketedPaste, EnableBracketedPaste, Event, EventStream};
+use crossterm::execute;
+use crossterm::terminal::{EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode};
+use forge_proto::api::ForgeApiClient;
+use forge_proto::client::{Follow, connect};
+use forge_proto::jsonrpsee::async_client::Client;
+use forge_proto::{ApprovalDecision, ClientInfo, ClientKind, RecoverAction, SubscriptionItem};
+use futures::StreamExt;
+use ratatui::backend::CrosstermBackend;
+use ratatui::{Terminal, TerminalOptions, Viewport};
+use tokio::sync::mpsc;
+
+use crate::app::{Action, App, Connection};
+use crate::render::{RenderCache, draw};
+use crate::transcript::Level;
+
+/// Redraws at most this often.
+const FRAME: Duration = Duration::from_millis(16);
+/// Daemon items applied before keys are looked at again.
+const ITEMS_PER_BATCH: usize = 512;
+const INLINE_HEIGHT: u16 = 16;
+
+pub fn client_info() -> ClientInfo {
+    ClientInfo { name: "forge".into(), version: env!("CARGO_PKG_VERSION").into(), kind: ClientKind::Tui }
+}
+
+/// What the background tasks tell the loop.
+enum Msg {
+    Item(SubscriptionItem),
+    /// The subscription ended: the daemon went away or closed it.
+    Ended(String),
+    Reconnected(Arc<Client>),
+    Notice(Level, String),
+    /// A message the daemon refused: back into the draft.
+    SendFailed(String, String),
+}
+
+type Term = Terminal<CrosstermBackend<Stdout>>;
+
+fn setup(inline: bool) -> anyhow::Result<Term> {
+    enable_raw_mode()?;
+    let mut out = std::io::stdout();
+    if !inline {
+        execute!(out, EnterAlternateScreen)?;
+    }
+    execute!(out, EnableBracketedPaste)?;
+    let backend = CrosstermBackend::new(std::io::stdout());
+    let viewport = if inline { Viewport::Inline(INLINE_HEIGHT) } else { Viewport::Fullscreen };
+    Ok(Terminal::with_options(backend, TerminalOptions { viewport })?)
+}
+
+pub fn restore(inline: bool) {
+    let mut out = std::io::stdout();
+    let _ = execute!(out, DisableBracketedPaste);
+    if !inline {
+        let _ = execute!(out, LeaveAlternateScreen);
+    }
+    let _ = disable_raw_mode();
+    let _ = execute!(out, crossterm::cursor::Show);
+}
+
+/// Attaches to `session` until the user leaves. The session keeps running
+/// in the daemon whatever happens here.
+pub async fn run(socket: PathBuf, client: Client, session: String, mut app: App) -> anyhow::Result<()> {
+    let mut inline = app.options.inline;
+    let mut term = setup(inline)?;
+    let result = run_loop(&mut term, &mut inline, socket, Arc::new(client), &session, &mut app).await;
+    restore(inline);
+    if inline {
+        println!();
+    }
+    result
+}
+
+async fn run_loop(
+    term: &mut Term,
+    inline: &mut bool,
+    socket: PathBuf,
+    mut client: Arc<Client>,
+    session: &str,
+    app: &mut App,
+) -> anyhow::Result<()> {
+    let (tx, mut rx) = mpsc::channel::<Msg>(4096);
+    spawn_follow(client.clone(), socket.clone(), session.to_string(), 1, tx.clone());
+    let mut keys = EventStream::new();
+    let mut cache = RenderCache::default();
+    let mut tick = tokio::time::interval(FRAME);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut dirty = true;
+    let mut last_frame = Instant::now();
+    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    while !app.should_quit() {
+        tokio::select! {
+            biased;
+            _ = hangup.recv() => break,
+            _ = terminate.recv() => break,
+            ev = keys.next() => {
+                let Some(Ok(ev)) = ev else { break };
+                let actions = match ev {
+                    Event::Key(k) => app.on_key(k),
+                    Event::Paste(text) => { app.on_paste(&text); Vec::new() }
+                    _ => Vec::new(),
+                };
+                for a in actions {
+                    if let Action::ToggleScreen = a {
+                        restore(*inline);
+                        *inline = !*inline;
+                        *term = setup(*inline)?;
+                        cache = RenderCache::default();
+                    } else {
+                        perform(a, &client, session, app, &tx);
+                    }
+                }
+                dirty = true;
+            }
+            msg = rx.recv() => {
+                let Some(msg) = msg else { break };
+                apply(msg, app, &mut client, &socket, session, &tx);
+                // A bounded batch of what else is waiting, then keys again.
+                for _ in 1..ITEMS_PER_BATCH {
+                    match rx.try_recv() {
+                        Ok(m) => apply(m, app, &mut client, &socket, session, &tx),
+                        Err(_) => break,
+                    }
+                }
+                dirty = true;
+            }
+            _ = tick.tick() => {
+                let now = Instant::now();
+                if app.modal.is_some() {
+                    app.tick(now - last_frame);
+                    dirty = true;
+                }
+                last_frame = now;
+                if dirty {
+                    let mut drawn = Default::default();
+                    term.draw(|f| drawn = draw(f, app, &mut cache))?;
+                    app.total_lines = drawn.total_lines;
+                    app.page_lines = drawn.page_lines;
+                    dirty = false;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn apply(msg: Msg, app: &mut App, client: &mut Arc<Client>, socket: &std::path::Path, session: &str, tx: &mpsc::Sender<Msg>) {
+    match msg {
+        Msg::Item(SubscriptionItem::Event(ev)) => app.on_event(&ev),
+        Msg::Item(SubscriptionItem::Live { .. }) => app.replaying = false,
+        Msg::Item(SubscriptionItem::Journal { health, reason }) => app.journal = (health, reason),
+        Msg::Item(SubscriptionItem::Closed { reason }) => {
+            app.notify(Level::Warn, format!("the daemon closed this session's stream: {reason}"));
+        }
+        Msg::Item(_) => {}
+        Msg::Ended(reason) => {
+            app.connection = Connection::Lost { reason };
+            spawn_reconnect(socket.to_path_buf(), session.to_string(), app.transcript.last_seq + 1, tx.clone());
+        }
+        Msg::Reconnected(c) => {
+            *client = c;
+            app.connection = Connection::Connected;
+            app.notify(Level::Info, "reconnected to forged");
+        }
+        Msg::Notice(level, text) => app.notify(level, text),
+        Msg::SendFailed(text, why) => {
+            app.input.restore_draft(&text);
+            app.notify(Level::Error, format!("not sent: {why} (your message is back in the draft)"));
+        }
+    }
+}
+
+/// Follows the session from `from_seq`, forwarding items until the stream
+/// ends; then reports why.
+fn spawn_follow(client: Arc<Client>, _socket: PathBuf, session: String, from_seq: u64, tx: mpsc::Sender<Msg>) {
+    tokio::spawn(async move {
+        let reason = match Follow::start(&client, session, Some(from_seq)).await {
+            Err(e) => e.to_string(),
+            Ok(mut follow) => loop {
+                match follow.next().await {
+                    Some(Ok(SubscriptionItem::Closed { reason })) => {
+                        let _ = tx.send(Msg::Item(SubscriptionItem::Closed { reason: reason.clone() })).await;
+                        break reason;
+                    }
+                    Some(Ok(item)) => {
+                        if tx.send(Msg::Item(item)).await.is_err() {
+                            return;
+                        }
+                    }
+                    Some(Err(e)) => break e.to_string(),
+                    None => break "connection lost".to_string(),
+                }
+            },
+        };
+        let _ = tx.send(Msg::Ended(reason)).await;
+    });
+}
+
+/// Retries until the daemon answers again, then follows from where the
+/// transcript stopped.
+fn spawn_reconnect(socket: PathBuf, session: String, from_seq: u64, tx: mpsc::Sender<Msg>) {
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            if tx.is_closed() {
+                return;
+            }
+            if let Ok(conn) = connect(&socket, client_info()).await {
+                let client = Arc::new(conn.client);
+                if tx.send(Msg::Reconnected(client.clone())).await.is_err() {
+                    return;
+                }
+                spawn_follow(client, socket, session, from_seq, tx);
+                return;
+            }
+        }
+    });
+}
+
+/// Asks the daemon; the answer comes back as a message, never blocking keys.
+fn perform(action: Action, client: &Arc<Client>, session: &str, app: &mut App, tx: &mpsc::Sender<Msg>) {
+    if let Connection::Lost { .. } = app.connection {
+        if let Action::Send(msg) = action {
+            app.input.restore_draft(msg.text());
+        }
+        if !matches!(app.connection, Connection::Connected) {
+            app.notify(Level::Warn, "forged is not reachable; waiting for it to return");
+        }
+        return;
+    }
+    let (c, s, tx) = (client.clone(), session.to_string(), tx.clone());
+    let say = |tx: mpsc::Sender<Msg>, level: Level, text: String| async move {
+        let _ = tx.send(Msg::Notice(level, text)).await;
+    };
+    match action {
+        Action::Quit | Action::ToggleScreen => {}
+        Action::Send(msg) => {
+            let text = msg.text().to_string();
+            tokio::spawn(async move {
+                match c.session_send(s, text.clone()).await {
+                    Ok(r) if r.queued => say(tx, Level::Info, format!("queued (position {}): runs after the current turn", r.queue_position.unwrap_or(0))).await,
+                    Ok(_) => {}
+                    Err(e) => drop(tx.send(Msg::SendFailed(text, error_text(e))).await),
+                }
+            });
+        }
+        Action::Cancel => {
+            tokio::spawn(async move {
+                if let Err(e) = c.session_cancel(s, None).await {
+                    say(tx, Level::Warn, format!("cancel: {}", error_text(e))).await;
+                }
+            });
+        }
+        Action::Answer { approval_id, decision, indices } => {
+            tokio::spawn(async move {
+                let indices = (decision == ApprovalDecision::ApproveSelected).then_some(indices);
+                if let Err(e) = c.approval_answer(s, decision, Some(approval_id), None, indices).await {
+                    say(tx, Level::Warn, format!("approval: {}", error_text(e))).await;
+                }
+            });
+        }
+        Action::Recover { resume } => {
+            tokio::spawn(async move {
+                let action = if resume { RecoverAction::Resume } else { RecoverAction::Discard };
+                if let Err(e) = c.session_recover(s, action).await {
+                    say(tx, Level::Warn, format!("recover: {}", error_text(e))).await;
+                }
+            });
+        }
+        Action::ToolResult { call_id, output, is_error } => {
+            tokio::spawn(async move {
+                match c.session_tool_result(s, call_id, output, Some(is_error)).await {
+                    Ok(r) if r.remaining.is_empty() => say(tx, Level::Info, "all tool results in; the model continues".into()).await,
+                    Ok(r) => say(tx, Level::Info, format!("{} tool result(s) still wanted", r.remaining.len())).await,
+                    Err(e) => say(tx, Level::Warn, format!("tool result: {}", error_text(e))).await,
+                }
+            });
+        }
+        Action::Journal => {
+            tokio::spawn(async move {
+                let text = match c.journal_status().await {
+                    Ok(j) => format!(
+                        "journal: {:?}{}; {} transactions, {} rows, largest group {}, last commit {} us; {} open streams",
+                        j.health,
+                        j.reason.map(|r| format!(" ({r})")).unwrap_or_default(),
+                        j.transactions,
+                        j.rows,
+                        j.largest_group,
+                        j.last_commit_us,
+                        j.open_streams
+                    ),
+                    Err(e) => format!("journal: {}", error_text(e)),
+                };
+                say(tx, Level::Info, text).await;
+            });
+        }
+        Action::Configure { .. } | Action::Clear | Action::Context | Action::Summarize | Action::Tools => {
+            app.notify(Level::Warn, "this command needs a newer forged (not available in this version yet)");
+        }
+    }
+}
+
+fn error_text(e: forge_proto::jsonrpsee::core::ClientError) -> String {
+    match e {
+        forge_proto::jsonrpsee::core::ClientError::Call(obj) => obj.message().to_string(),
+        other => other.to_string(),
+    }
+}

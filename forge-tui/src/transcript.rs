@@ -1,0 +1,324 @@
+//! The transcript: what the TUI shows of a session, built only from the
+//! session's events (replayed from the store on attach, then live), so two
+//! TUIs and a `forgectl attach` on one session always agree.
+
+use forge_proto::{
+    ApprovalCall, EventKind, MessageStatus, OperationStateKind, RecoveryBadge, RecoveryCall, SessionEvent,
+    ToolCallRecord, Usage,
+};
+
+/// One thing shown in the conversation pane.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DisplayItem {
+    User { text: String, from: Option<String>, queued: bool },
+    Assistant(AssistantItem),
+    Tool(ToolItem),
+    /// Local messages: notifications, command output, errors. Never sent to
+    /// the model.
+    Notice { level: Level, text: String },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    Info,
+    Warn,
+    Error,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct AssistantItem {
+    pub text: String,
+    pub thinking: String,
+    pub model: String,
+    /// None while it streams.
+    pub status: Option<MessageStatus>,
+    pub error: Option<String>,
+    pub recovered: Option<RecoveryBadge>,
+    /// Bumped on every change: the renderer's cache key.
+    pub version: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ToolItem {
+    pub call_id: String,
+    pub name: String,
+    pub args: String,
+    pub output: String,
+    pub running: bool,
+    pub result: Option<ToolOutcome>,
+    pub version: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutcome {
+    pub is_error: bool,
+    pub output: String,
+}
+
+/// A pending approval as the panel shows it, with the user's picks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApprovalView {
+    pub approval_id: String,
+    pub calls: Vec<ApprovalCall>,
+    /// Picked for "approve selected" (all picked at first).
+    pub picked: Vec<bool>,
+    pub cursor: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Transcript {
+    pub items: Vec<DisplayItem>,
+    pub state: Option<OperationStateKind>,
+    pub approval: Option<ApprovalView>,
+    pub recovery: Option<Vec<RecoveryCall>>,
+    pub awaiting_results: Option<Vec<ToolCallRecord>>,
+    pub last_usage: Option<Usage>,
+    pub provider: String,
+    pub model: String,
+    pub name: Option<String>,
+    pub cwd: String,
+    pub last_seq: u64,
+    /// Calls of the answer being streamed, by index, for their arguments.
+    streaming_calls: Vec<usize>,
+}
+
+impl Transcript {
+    /// Applies one event. Events arrive in `seq` order exactly once; an
+    /// older one (a replay overlapping what was seen) is ignored.
+    pub fn apply(&mut self, ev: &SessionEvent) {
+        if ev.seq <= self.last_seq {
+            return;
+        }
+        self.last_seq = ev.seq;
+        let from = ev.client.as_ref().map(|c| c.name.clone());
+        match &ev.kind {
+            EventKind::SessionCreated { name, cwd, provider, model } => {
+                self.name = name.clone();
+                self.cwd = cwd.clone();
+                self.provider = provider.clone();
+                self.model = model.clone();
+                self.state = Some(OperationStateKind::Idle);
+            }
+            EventKind::SessionRenamed { name } => self.name = name.clone(),
+            EventKind::MessageQueued { text, .. } => {
+                self.items.push(DisplayItem::User { text: text.clone(), from, queued: true });
+            }
+            EventKind::TurnStarted { text, provider, model, .. } => {
+                // A queued message now runs: it moves to the end, unqueued.
+                if let Some(pos) = self
+                    .items
+                    .iter()
+                    .position(|i| matches!(i, DisplayItem::User { text: t, queued: true, .. } if t == text))
+                {
+                    self.items.remove(pos);
+                }
+                self.provider = provider.clone();
+                self.model = model.clone();
+                self.items.push(DisplayItem::User { text: text.clone(), from, queued: false });
+                self.start_answer();
+                self.state = Some(OperationStateKind::Streaming);
+            }
+            EventKind::StreamResumed { .. } => {
+                self.start_answer();
+                self.state = Some(OperationStateKind::Streaming);
+            }
+            EventKind::TextDelta { text } => self.with_answer(|a| a.text.push_str(text)),
+            EventKind::ThinkingDelta { text } => self.with_answer(|a| a.thinking.push_str(text)),
+            EventKind::ToolCallStarted { index, call_id, name } => {
+                self.items.push(DisplayItem::Tool(ToolItem {
+                    call_id: call_id.clone(),
+                    name: name.clone(),
+                    ..Default::default()
+                }));
+                let at = *index as usize;
+                if self.streaming_calls.len() <= at {
+                    self.streaming_calls.resize(at + 1, usize::MAX);
+                }
+                self.streaming_calls[at] = self.items.len() - 1;
+            }
+            EventKind::ToolCallArgs { index, fragment } => {
+                if let Some(&i) = self.streaming_calls.get(*index as usize)
+                    && let Some(DisplayItem::Tool(t)) = self.items.get_mut(i)
+                {
+                    t.args.push_str(fragment);
+                    t.version += 1;
+                }
+            }
+            EventKind::ApprovalRequested { approval_id, calls } => {
+                self.approval = Some(ApprovalView {
+                    approval_id: approval_id.clone(),
+                    picked: vec![true; calls.len()],
+                    calls: calls.clone(),
+                    cursor: 0,
+                });
+                self.state = Some(OperationStateKind::AwaitingApproval);
+            }
+            EventKind::ApprovalResolved { approved, denied, .. } => {
+                self.approval = None;
+                let who = from.map(|f| format!(" by {f}")).unwrap_or_default();
+                let text = match (approved.len(), denied.len()) {
+                    (_, 0) => format!("tool calls approved{who}"),
+                    (0, _) => format!("tool calls denied{who}"),
+                    (a, d) => format!("{a} tool call(s) approved, {d} denied{who}"),
+                };
+                self.items.push(DisplayItem::Notice { level: Level::Info, text });
+                self.state = Some(OperationStateKind::ExecutingTools);
+            }
+            EventKind::ToolRecovery { calls } => {
+                self.recovery = Some(calls.clone());
+                self.state = Some(OperationStateKind::ToolRecovery);
+            }
+            EventKind::AwaitingToolResults { calls } => {
+                self.awaiting_results = Some(calls.clone());
+                self.state = Some(OperationStateKind::AwaitingToolResults);
+            }
+            EventKind::ToolRunning { call_id, .. } => {
+                if let Some(t) = self.tool(call_id) {
+                    t.running = true;
+                    t.version += 1;
+                }
+                self.state = Some(OperationStateKind::ExecutingTools);
+            }
+            EventKind::ToolOutput { call_id, text, .. } => {
+                if let Some(t) = self.tool(call_id) {
+                    t.output.push_str(text);
+                    t.version += 1;
+                }
+            }
+            EventKind::ToolResult { call_id, name, is_error, output } => {
+                if self.tool(call_id).is_none() {
+                    self.items.push(DisplayItem::Tool(ToolItem {
+                        call_id: call_id.clone(),
+                        name: name.clone(),
+                        ..Default::default()
+                    }));
+                }
+                if let Some(t) = self.tool(call_id) {
+                    t.running = false;
+                    t.result = Some(ToolOutcome { is_error: *is_error, output: output.clone() });
+                    t.version += 1;
+                }
+                if let Some(calls) = &mut self.awaiting_results {
+                    calls.retain(|c| &c.id != call_id);
+                    if calls.is_empty() {
+                        self.awaiting_results = None;
+                    }
+                }
+            }
+            EventKind::CancelRequested {} => {
+                let who = from.map(|f| format!(" by {f}")).unwrap_or_default();
+                self.items.push(DisplayItem::Notice { level: Level::Info, text: format!("cancel requested{who}") });
+            }
+            EventKind::TurnFinished { status, error, usage, recovered, .. } => {
+                let mut empty = false;
+                self.with_answer(|a| {
+                    a.status = Some(*status);
+                    a.error = error.clone();
+                    a.recovered = *recovered;
+                    empty = a.text.is_empty() && a.thinking.is_empty() && a.error.is_none() && a.recovered.is_none();
+                });
+                if empty {
+                    // Nothing to show (e.g. only tool calls): drop the empty answer.
+                    if let Some(pos) = self.items.iter().rposition(|i| matches!(i, DisplayItem::Assistant(_))) {
+                        self.items.remove(pos);
+                    }
+                }
+                self.last_usage = usage.clone().or(self.last_usage.take());
+                self.approval = None;
+                self.recovery = None;
+                self.awaiting_results = None;
+                self.streaming_calls.clear();
+                self.state = Some(OperationStateKind::Idle);
+            }
+            EventKind::QueueCleared { dropped } => {
+                self.items.retain(|i| !matches!(i, DisplayItem::User { queued: true, .. }));
+                self.items.push(DisplayItem::Notice { level: Level::Info, text: format!("{dropped} queued message(s) dropped") });
+            }
+            EventKind::Unknown => {}
+        }
+    }
+
+    pub fn notify(&mut self, level: Level, text: impl Into<String>) {
+        self.items.push(DisplayItem::Notice { level, text: text.into() });
+    }
+
+    fn start_answer(&mut self) {
+        self.streaming_calls.clear();
+        self.items.push(DisplayItem::Assistant(AssistantItem { model: self.model.clone(), ..Default::default() }));
+    }
+
+    /// Changes the answer being streamed (opening one if none is).
+    fn with_answer(&mut self, f: impl FnOnce(&mut AssistantItem)) {
+        let is_open = |i: &DisplayItem| matches!(i, DisplayItem::Assistant(a) if a.status.is_none());
+        if !self.items.iter().any(is_open) {
+            self.start_answer();
+        }
+        if let Some(DisplayItem::Assistant(a)) = self.items.iter_mut().rev().find(|i| is_open(i)) {
+            f(a);
+            a.version += 1;
+        }
+    }
+
+    fn tool(&mut self, call_id: &str) -> Option<&mut ToolItem> {
+        self.items.iter_mut().rev().find_map(|i| match i {
+            DisplayItem::Tool(t) if t.call_id == call_id => Some(t),
+            _ => None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use forge_proto::{ClientKind, ClientRef};
+
+    fn ev(seq: u64, kind: EventKind) -> SessionEvent {
+        SessionEvent { session_id: "s".into(), seq, ts_ms: 0, client: None, kind }
+    }
+
+    #[test]
+    fn a_turn_with_a_tool_call_becomes_user_answer_and_tool_items() {
+        let mut t = Transcript::default();
+        let events = [
+            EventKind::TurnStarted { message_id: "m".into(), text: "hi".into(), provider: "claude".into(), model: "m1".into() },
+            EventKind::TextDelta { text: "Let me ".into() },
+            EventKind::TextDelta { text: "look.".into() },
+            EventKind::ToolCallStarted { index: 0, call_id: "c1".into(), name: "read_file".into() },
+            EventKind::ToolCallArgs { index: 0, fragment: "{\"path\":".into() },
+            EventKind::ToolCallArgs { index: 0, fragment: "\"a\"}".into() },
+            EventKind::TurnFinished {
+                message_id: "m".into(),
+                assistant_id: None,
+                status: MessageStatus::Complete,
+                stop_reason: None,
+                usage: None,
+                error: None,
+                error_kind: None,
+                recovered: None,
+            },
+        ];
+        for (i, k) in events.into_iter().enumerate() {
+            t.apply(&ev(i as u64 + 1, k));
+        }
+        assert!(matches!(&t.items[0], DisplayItem::User { text, .. } if text == "hi"));
+        assert!(matches!(&t.items[1], DisplayItem::Assistant(a) if a.text == "Let me look." && a.status == Some(MessageStatus::Complete)));
+        assert!(matches!(&t.items[2], DisplayItem::Tool(c) if c.args == "{\"path\":\"a\"}"));
+        assert_eq!(t.state, Some(OperationStateKind::Idle));
+        // A replayed (older) event changes nothing.
+        t.apply(&ev(2, EventKind::TextDelta { text: "again".into() }));
+        assert!(matches!(&t.items[1], DisplayItem::Assistant(a) if a.text == "Let me look."));
+    }
+
+    #[test]
+    fn an_approval_appears_and_disappears_when_anyone_answers() {
+        let mut t = Transcript::default();
+        let call = ApprovalCall { call_id: "c".into(), name: "write_file".into(), arguments: "{}".into(), risk: "medium".into(), summary: "write x".into() };
+        t.apply(&ev(1, EventKind::ApprovalRequested { approval_id: "a1".into(), calls: vec![call] }));
+        assert_eq!(t.approval.as_ref().map(|a| a.picked.clone()), Some(vec![true]));
+        let mut resolved = ev(2, EventKind::ApprovalResolved { approval_id: "a1".into(), approved: vec!["c".into()], denied: vec![] });
+        resolved.client = Some(ClientRef { id: 3, name: "forgectl".into(), kind: ClientKind::Cli });
+        t.apply(&resolved);
+        assert!(t.approval.is_none());
+        assert!(matches!(t.items.last(), Some(DisplayItem::Notice { text, .. }) if text == "tool calls approved by forgectl"));
+    }
+}
