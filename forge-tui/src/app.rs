@@ -207,6 +207,15 @@ impl App {
         if ctrl && key.code == KeyCode::Char('c') {
             return self.interrupt();
         }
+        // Esc followed quickly by a key reaches us as Alt+key (terminals
+        // send both at once): outside Normal mode, treat it as the two keys.
+        if key.modifiers.contains(KeyModifiers::ALT)
+            && let KeyCode::Char(c) = key.code
+            && matches!(self.input.mode(), InputMode::Insert | InputMode::Command)
+        {
+            self.input.enter_normal_mode();
+            return self.on_key(KeyEvent::new(KeyCode::Char(c), key.modifiers - KeyModifiers::ALT));
+        }
         match self.input.mode() {
             InputMode::Normal => self.normal_key(key),
             InputMode::Insert => self.insert_key(key),

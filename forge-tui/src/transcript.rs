@@ -145,6 +145,7 @@ impl Transcript {
                 }
             }
             EventKind::ApprovalRequested { approval_id, calls } => {
+                self.close_answer();
                 self.approval = Some(ApprovalView {
                     approval_id: approval_id.clone(),
                     picked: vec![true; calls.len()],
@@ -165,14 +166,17 @@ impl Transcript {
                 self.state = Some(OperationStateKind::ExecutingTools);
             }
             EventKind::ToolRecovery { calls } => {
+                self.close_answer();
                 self.recovery = Some(calls.clone());
                 self.state = Some(OperationStateKind::ToolRecovery);
             }
             EventKind::AwaitingToolResults { calls } => {
+                self.close_answer();
                 self.awaiting_results = Some(calls.clone());
                 self.state = Some(OperationStateKind::AwaitingToolResults);
             }
             EventKind::ToolRunning { call_id, .. } => {
+                self.close_answer();
                 if let Some(t) = self.tool(call_id) {
                     t.running = true;
                     t.version += 1;
@@ -242,7 +246,24 @@ impl Transcript {
         self.items.push(DisplayItem::Notice { level, text: text.into() });
     }
 
+    /// The model's stream ended without the turn ending (tool calls follow):
+    /// its answer is complete; an empty one is not shown.
+    fn close_answer(&mut self) {
+        let open = self.items.iter().rposition(|i| matches!(i, DisplayItem::Assistant(a) if a.status.is_none()));
+        if let Some(i) = open
+            && let DisplayItem::Assistant(a) = &mut self.items[i]
+        {
+            if a.text.is_empty() && a.thinking.is_empty() {
+                self.items.remove(i);
+            } else {
+                a.status = Some(MessageStatus::Complete);
+                a.version += 1;
+            }
+        }
+    }
+
     fn start_answer(&mut self) {
+        self.close_answer();
         self.streaming_calls.clear();
         self.items.push(DisplayItem::Assistant(AssistantItem { model: self.model.clone(), ..Default::default() }));
     }

@@ -74,6 +74,17 @@ impl Forge {
         self.env.push((k.to_string(), v.to_string()));
     }
 
+    /// The environment clients of this daemon run with (for programs
+    /// started elsewhere, e.g. in tmux).
+    pub fn client_env(&self) -> Vec<(String, String)> {
+        let mut env = vec![
+            ("FORGE_HOME".to_string(), self.data_dir().display().to_string()),
+            ("FORGE_SOCKET".to_string(), self.socket.display().to_string()),
+        ];
+        env.extend(self.env.iter().cloned());
+        env
+    }
+
     fn apply_env(&self, cmd: &mut Command) {
         cmd.env_clear();
         for k in ["PATH", "HOME", "LANG", "TMPDIR"] {

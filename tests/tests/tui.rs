@@ -1,0 +1,148 @@
+//! The real `forge` TUI in tmux against a real `forged` and the mock
+//! provider: typing, streaming, leaving and re-attaching mid-stream from
+//! another terminal, approving a tool call, surviving a daemon restart, and
+//! staying responsive to keys during a delta flood.
+
+use std::time::{Duration, Instant};
+
+use forge_tests::harness::{Forge, bin};
+use forge_tests::mock::{MockOptions, MockServer};
+use forge_tests::tmux::Tmux;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+async fn setup() -> Option<(MockServer, Forge, tempfile::TempDir)> {
+    if !Tmux::available() {
+        eprintln!("skipped: tmux is not installed (apt-get install tmux)");
+        return None;
+    }
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    Some((mock, forge, project))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn type_stream_leave_reattach_mid_stream_and_approve_a_tool_call() {
+    let Some((_mock, forge, project)) = setup().await else { return };
+    let cwd = project.path().display().to_string();
+    forge.new_session(&["--cwd", &cwd, "--name", "tui"]).await;
+    let env = forge.client_env();
+    let tmux = Tmux::start("one", &bin("forge"), &["tui"], &env, 110, 32);
+    tmux.wait_for("one", "NORMAL", WAIT);
+
+    // Type a message; its answer streams slowly enough to leave mid-way.
+    tmux.keys("one", &["i"]);
+    tmux.type_text("one", "mock:tokens=120 mock:delay=25 Tell me a long story");
+    tmux.keys("one", &["Enter"]);
+    tmux.wait_for("one", "Tell me a long story", WAIT);
+    tmux.wait_for("one", "streaming", WAIT);
+
+    // Leave: the turn goes on in the daemon.
+    tmux.keys("one", &["Escape", "q"]);
+    let deadline = Instant::now() + WAIT;
+    while !tmux.exited("one") {
+        assert!(Instant::now() < deadline, "forge did not exit on q");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let ps = forge.ok(&["ps"]).await.stdout;
+    assert!(ps.contains("streaming"), "the turn keeps running after the TUI left:\n{ps}");
+
+    // Re-attach from another terminal, mid-stream: the whole answer shows.
+    tmux.new_window("two", &bin("forge"), &["tui"], &env);
+    tmux.wait_for("two", "Tell me a long story", WAIT);
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let h = forge.ok(&["--json", "history", "tui"]).await.json_lines();
+        if h.len() >= 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the turn did not finish");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let screen = tmux.wait_for("two", "idle", WAIT);
+    let h = forge.ok(&["--json", "history", "tui"]).await.json_lines();
+    let answer = h[1]["text"].as_str().unwrap_or_default().to_string();
+    let tail: String = answer.split_whitespace().rev().take(3).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join(" ");
+    let flat = screen.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(flat.contains(&tail), "the re-attached TUI shows the answer to its end ({tail:?}):\n{screen}");
+
+    // A tool call waits for approval; y in Normal mode approves it.
+    tmux.keys("two", &["i"]);
+    tmux.type_text("two", "mock:tool=write_file please write it");
+    tmux.keys("two", &["Enter"]);
+    tmux.wait_for("two", "approval needed", WAIT);
+    tmux.wait_for("two", "write_file (medium risk)", WAIT);
+    tmux.keys("two", &["Escape", "y"]);
+    tmux.wait_for("two", "created out0.txt", WAIT);
+    assert!(project.path().join("out0.txt").exists(), "the approved write happened");
+    let screen = tmux.wait_for("two", "tool result(s)", WAIT);
+    assert!(!screen.contains("approval needed"), "the panel is gone once answered:\n{screen}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_answered_elsewhere_disappears_and_a_daemon_restart_keeps_the_draft() {
+    let Some((_mock, mut forge, project)) = setup().await else { return };
+    let cwd = project.path().display().to_string();
+    forge.new_session(&["--cwd", &cwd, "--name", "pair"]).await;
+    let env = forge.client_env();
+    let tmux = Tmux::start("ui", &bin("forge"), &["pair"], &env, 100, 30);
+    tmux.wait_for("ui", "NORMAL", WAIT);
+    forge.ok(&["send", "--no-wait", "-s", "pair", "mock:tool=write_file go"]).await;
+    tmux.wait_for("ui", "approval needed", WAIT);
+    // Answered from a script: every TUI sees it resolved.
+    forge.ok(&["approve", "pair", "--all"]).await;
+    tmux.wait_for("ui", "approved by forgectl", WAIT);
+    let screen = tmux.wait_for("ui", "tool result(s)", WAIT);
+    assert!(!screen.contains("approval needed"), "{screen}");
+
+    // The daemon goes away: the TUI says so and keeps the draft.
+    tmux.keys("ui", &["i"]);
+    tmux.type_text("ui", "a draft I am still writing");
+    forge.terminate().await;
+    tmux.wait_for("ui", "daemon gone", WAIT);
+    forge.start().await;
+    let screen = tmux.wait_for("ui", "reconnected", WAIT);
+    assert!(screen.contains("a draft I am still writing"), "{screen}");
+    // And it works again.
+    tmux.keys("ui", &["Enter"]);
+    tmux.wait_for("ui", "You said: “a draft I am still writing”", WAIT);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_show_within_100ms_while_a_delta_flood_streams() {
+    let Some((_mock, forge, project)) = setup().await else { return };
+    let cwd = project.path().display().to_string();
+    forge.new_session(&["--cwd", &cwd, "--name", "flood"]).await;
+    let env = forge.client_env();
+    let tmux = Tmux::start("ui", &bin("forge"), &["flood"], &env, 100, 30);
+    tmux.wait_for("ui", "NORMAL", WAIT);
+    forge.ok(&["send", "--no-wait", "-s", "flood", "mock:tokens=200000"]).await;
+    tmux.wait_for("ui", "streaming", WAIT);
+    tmux.keys("ui", &["i"]);
+    tmux.wait_for("ui", "INSERT", WAIT);
+    let mut took = Vec::new();
+    let mut draft = String::new();
+    for c in ["q", "w", "e", "r", "t", "y", "u", "o", "p", "z"] {
+        draft.push_str(c);
+        let typed = Instant::now();
+        tmux.type_text("ui", c);
+        let deadline = typed + Duration::from_secs(5);
+        loop {
+            let s = tmux.screen("ui");
+            // The draft box holds what was typed so far.
+            if s.lines().any(|l| l.starts_with(&format!("│{draft} "))) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the key {c:?} never showed:\n{s}");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        took.push(typed.elapsed());
+    }
+    took.sort();
+    let median = took[took.len() / 2];
+    let ps = forge.ok(&["ps"]).await.stdout;
+    assert!(ps.contains("streaming"), "the flood was still running while keys were measured:\n{ps}");
+    assert!(median < Duration::from_millis(100), "median key-to-screen time {median:?} ({took:?})");
+}
