@@ -4,6 +4,7 @@
 //! session, which keeps running in the daemon.
 
 mod app;
+mod blocks;
 mod command;
 mod draft;
 mod input;

@@ -2,11 +2,8 @@
 //! status line and the model picker. Drawing reads the state only; what it
 //! learns about sizes comes back as [`Drawn`].
 //!
-//! Each item's lines are cached by (item version, width), and only the
-//! items in view are wrapped and drawn, so a long session or a flooding
-//! stream costs the visible part, not the whole transcript.
-
-use std::collections::HashMap;
+//! The conversation is drawn from [`BlockCache`]: blocks of lines with
+//! known heights, of which only those in view are wrapped and drawn.
 
 use forge_proto::{JournalHealth, MessageStatus, OperationStateKind, RecoveryBadge};
 use ratatui::Frame;
@@ -17,6 +14,7 @@ use unicode_segmentation::UnicodeSegmentation;
 use unicode_width::UnicodeWidthStr;
 
 use crate::app::{App, Connection, ScrollState};
+use crate::blocks::BlockCache;
 use crate::input::{InputMode, InputState};
 use crate::markdown;
 use crate::theme::{Part, Theme};
@@ -35,40 +33,7 @@ pub struct Drawn {
     pub page_lines: usize,
 }
 
-#[derive(Default)]
-pub struct RenderCache {
-    items: HashMap<usize, Cached>,
-}
-
-struct Cached {
-    key: u64,
-    width: u16,
-    lines: Vec<Line<'static>>,
-    height: usize,
-}
-
-impl RenderCache {
-    fn item(&mut self, index: usize, item: &DisplayItem, width: u16, theme: &Theme) -> &Cached {
-        let key = item_key(item);
-        let stale = self.items.get(&index).is_none_or(|c| c.key != key || c.width != width);
-        if stale {
-            let lines = item_lines(item, theme);
-            let height = Paragraph::new(lines.clone()).wrap(Wrap { trim: false }).line_count(width);
-            self.items.insert(index, Cached { key, width, lines, height });
-        }
-        // Inserted just above when missing.
-        self.items.entry(index).or_insert_with(|| Cached { key, width, lines: Vec::new(), height: 0 })
-    }
-}
-
-fn item_key(item: &DisplayItem) -> u64 {
-    match item {
-        DisplayItem::Assistant(a) => a.version,
-        DisplayItem::Tool(t) => t.version,
-        DisplayItem::User { text, queued, .. } => text.len() as u64 * 2 + u64::from(*queued),
-        DisplayItem::Notice { text, .. } => text.len() as u64,
-    }
-}
+pub type RenderCache = BlockCache;
 
 pub fn draw(frame: &mut Frame, app: &App, cache: &mut RenderCache) -> Drawn {
     let theme = Theme::new(&app.options);
@@ -100,42 +65,47 @@ pub fn draw(frame: &mut Frame, app: &App, cache: &mut RenderCache) -> Drawn {
 fn draw_conversation(frame: &mut Frame, app: &App, cache: &mut RenderCache, theme: &Theme, area: Rect) -> Drawn {
     let width = area.width.max(1);
     let page = area.height as usize;
-    // Heights of every item (cached), with one blank line between items.
-    let mut heights = Vec::with_capacity(app.transcript.items.len());
-    for (i, item) in app.transcript.items.iter().enumerate() {
-        heights.push(cache.item(i, item, width, theme).height + 1);
+    let items = &app.transcript.items;
+    cache.truncate(items.len());
+    for (i, item) in items.iter().enumerate() {
+        cache.update(i, item, width, theme, |it| item_lines(it, theme));
     }
-    let total: usize = heights.iter().sum();
+    // Every item's blocks, then one blank line.
+    let spacer = Line::default();
+    let mut total = 0;
+    for i in 0..items.len() {
+        total += cache.blocks(i).iter().map(|b| b.height).sum::<usize>() + 1;
+    }
     let max_offset = total.saturating_sub(page);
     let offset = match app.scroll {
         ScrollState::AutoBottom => max_offset,
         ScrollState::Manual { offset_from_top } => offset_from_top.min(max_offset),
     };
-    // The items in view, and how far into the first one the view starts.
+    // Only the blocks in view are drawn.
     let mut lines: Vec<Line<'static>> = Vec::new();
     let mut start = 0;
-    let mut skip = 0;
-    let mut first = true;
-    for (i, h) in heights.iter().enumerate() {
-        let end = start + h;
-        if end > offset && start < offset + page {
-            if first {
-                skip = offset - start;
-                first = false;
+    let mut skip = None;
+    for i in 0..items.len() {
+        let blocks = cache.blocks(i);
+        let parts = blocks.iter().map(|b| (b.height, Some(*b))).chain([(1, None)]);
+        for (h, b) in parts {
+            let end = start + h;
+            if end > offset && start < offset + page {
+                skip.get_or_insert_with(|| offset.saturating_sub(start));
+                match b {
+                    Some(b) => lines.extend(b.lines.iter().cloned()),
+                    None => lines.push(spacer.clone()),
+                }
             }
-            if let Some(c) = cache.items.get(&i) {
-                lines.extend(c.lines.iter().cloned());
-            }
-            lines.push(Line::default());
+            start = end;
         }
-        start = end;
     }
-    if app.transcript.items.is_empty() {
+    if items.is_empty() {
         let hint = if app.replaying { "loading the session..." } else { "i to type a message, : for commands, /help for help, q to leave" };
         lines.push(Line::from(Span::styled(hint, theme.style(Part::Dim))));
     }
-    let p = Paragraph::new(lines).wrap(Wrap { trim: false }).scroll((skip.min(u16::MAX as usize) as u16, 0));
-    frame.render_widget(p, area);
+    let skip = skip.unwrap_or(0).min(u16::MAX as usize) as u16;
+    frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }).scroll((skip, 0)), area);
     Drawn { total_lines: total, page_lines: page }
 }
 
@@ -154,7 +124,12 @@ fn item_lines(item: &DisplayItem, theme: &Theme) -> Vec<Line<'static>> {
             lines.extend(text.lines().map(|l| Line::from(l.to_string())));
             lines
         }
-        DisplayItem::Assistant(a) => assistant_lines(a, theme),
+        DisplayItem::Assistant(a) => {
+            let mut lines = assistant_head(a, theme);
+            lines.extend(markdown::render(&a.text, theme));
+            lines.extend(assistant_foot(a, theme));
+            lines
+        }
         DisplayItem::Tool(t) => tool_lines(t, theme),
         DisplayItem::Notice { level, text } => {
             let part = match level {
@@ -173,7 +148,8 @@ fn item_lines(item: &DisplayItem, theme: &Theme) -> Vec<Line<'static>> {
     }
 }
 
-fn assistant_lines(a: &AssistantItem, theme: &Theme) -> Vec<Line<'static>> {
+/// An answer's first lines: who, how it ended, its badge, its thinking.
+pub fn assistant_head(a: &AssistantItem, theme: &Theme) -> Vec<Line<'static>> {
     let g = theme.glyphs;
     let mut head = vec![Span::styled(format!("{} {}", g.assistant, a.model), theme.style(Part::Assistant))];
     match a.status {
@@ -200,11 +176,15 @@ fn assistant_lines(a: &AssistantItem, theme: &Theme) -> Vec<Line<'static>> {
             theme.style(Part::Thinking),
         )));
     }
-    lines.extend(markdown::render(&a.text, theme));
-    if let Some(e) = &a.error {
-        lines.push(Line::from(Span::styled(format!("{} {e}", g.failed), theme.style(Part::Error))));
-    }
     lines
+}
+
+/// After the answer's text: its error, if it failed.
+pub fn assistant_foot(a: &AssistantItem, theme: &Theme) -> Vec<Line<'static>> {
+    a.error
+        .iter()
+        .map(|e| Line::from(Span::styled(format!("{} {e}", theme.glyphs.failed), theme.style(Part::Error))))
+        .collect()
 }
 
 fn tool_lines(t: &ToolItem, theme: &Theme) -> Vec<Line<'static>> {
