@@ -10,7 +10,7 @@ use futures::StreamExt;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Paragraph};
+use ratatui::widgets::Paragraph;
 
 use crate::app::UiOptions;
 use crate::draft::DraftInput;
@@ -136,7 +136,7 @@ pub fn draw(frame: &mut Frame, p: &Picker, theme: &Theme) {
     if p.sessions.is_empty() {
         lines.push(Line::from(Span::styled("  no sessions yet: n starts one in this directory", theme.style(Part::Dim))));
     }
-    let block = Block::default().borders(Borders::ALL).title(" forge: sessions ");
+    let block = theme.block().title(" forge: sessions ");
     frame.render_widget(Paragraph::new(lines).block(block), list);
     let help = match &p.prompt {
         Prompt::Rename(d) => format!("new name (empty clears it): {}", d.text()),

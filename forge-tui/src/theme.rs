@@ -97,6 +97,29 @@ impl Theme {
         Self { glyphs: if o.ascii_only { ASCII } else { UNICODE }, high_contrast: o.high_contrast, color: !o.no_color }
     }
 
+    /// Box borders: line drawing, or `+`, `-` and `|` with `ascii_only`.
+    pub fn border(&self) -> ratatui::symbols::border::Set<'static> {
+        if self.glyphs.user == ">" {
+            ratatui::symbols::border::Set {
+                top_left: "+",
+                top_right: "+",
+                bottom_left: "+",
+                bottom_right: "+",
+                vertical_left: "|",
+                vertical_right: "|",
+                horizontal_top: "-",
+                horizontal_bottom: "-",
+            }
+        } else {
+            ratatui::symbols::border::PLAIN
+        }
+    }
+
+    /// A bordered box in this theme.
+    pub fn block(&self) -> ratatui::widgets::Block<'static> {
+        ratatui::widgets::Block::default().borders(ratatui::widgets::Borders::ALL).border_set(self.border())
+    }
+
     pub fn style(&self, part: Part) -> Style {
         let base = Style::default();
         let modifiers = match part {
