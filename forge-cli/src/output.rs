@@ -112,6 +112,14 @@ impl Transcript {
                 self.end_text(&mut out);
                 let _ = writeln!(out, "[{}] renamed to {} by {who}", ev.seq, name.as_deref().unwrap_or("(no name)"));
             }
+            EventKind::SessionConfigured { provider, model } => {
+                self.end_text(&mut out);
+                let _ = writeln!(out, "[{}] now using {provider}/{model} (set by {who})", ev.seq);
+            }
+            EventKind::HistoryCleared {} => {
+                self.end_text(&mut out);
+                let _ = writeln!(out, "[{}] conversation cleared by {who}", ev.seq);
+            }
             EventKind::MessageQueued { text, position, .. } => {
                 self.end_text(&mut out);
                 let _ = writeln!(out, "[{}] queued #{position} by {who}: {text}", ev.seq);

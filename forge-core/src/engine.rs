@@ -303,6 +303,65 @@ impl Engine {
         self.session_info(&handle.id).await
     }
 
+    /// Switches provider and/or model; a provider alone gets its default model.
+    pub async fn configure(
+        &self,
+        selector: &str,
+        provider: Option<String>,
+        model: Option<String>,
+        client: ClientRef,
+    ) -> Result<SessionInfo, EngineError> {
+        self.check_running()?;
+        let handle = self.handle_for(selector).await?;
+        let current = self.session_info(&handle.id).await?;
+        let model = model.map(|m| m.trim().to_string()).filter(|m| !m.is_empty());
+        let (provider, model) = match provider {
+            Some(p) => {
+                let kind = ProviderKind::parse(&p).ok_or_else(|| {
+                    EngineError::new(ErrorKind::InvalidParams, format!("unknown provider \"{p}\"; use claude (or anthropic), openai or gemini"))
+                })?;
+                (kind.as_str().to_string(), model.unwrap_or_else(|| kind.default_model().to_string()))
+            }
+            None => match model {
+                Some(m) => (current.provider.clone(), m),
+                None => return Err(EngineError::new(ErrorKind::InvalidParams, "give a provider, a model or both")),
+            },
+        };
+        handle.request(|reply| SessionCmd::Configure { provider, model, client, reply }).await?;
+        self.session_info(&handle.id).await
+    }
+
+    pub async fn clear(&self, selector: &str, client: ClientRef) -> Result<SessionInfo, EngineError> {
+        self.check_running()?;
+        let handle = self.handle_for(selector).await?;
+        handle.request(|reply| SessionCmd::Clear { client, reply }).await?;
+        self.session_info(&handle.id).await
+    }
+
+    pub async fn context(&self, selector: &str) -> Result<forge_proto::ContextInfo, EngineError> {
+        let handle = self.handle_for(selector).await?;
+        handle.request(|reply| SessionCmd::Context { reply }).await
+    }
+
+    /// The tools and what the approval policy does with each.
+    pub fn tools(&self) -> Vec<forge_proto::ToolInfo> {
+        let policy = crate::tools::policy::ApprovalPolicy::from_config(self.shared().config.tools.approval.as_ref());
+        self.shared()
+            .tools
+            .iter()
+            .map(|t| forge_proto::ToolInfo {
+                name: t.name().to_string(),
+                description: t.description().to_string(),
+                risk: crate::store::rows::enum_str(&t.risk_level()),
+                approval: match policy.decide(t.as_ref()) {
+                    crate::tools::policy::Decision::Run => "run".into(),
+                    crate::tools::policy::Decision::Ask => "ask".into(),
+                    crate::tools::policy::Decision::Deny(_) => "deny".into(),
+                },
+            })
+            .collect()
+    }
+
     pub async fn remove(&self, selector: &str) -> Result<String, EngineError> {
         self.check_running()?;
         let handle = self.handle_for(selector).await?;

@@ -49,6 +49,29 @@ pub trait ForgeApi {
     #[method(name = "session.send", param_kind = map)]
     async fn session_send(&self, session: String, text: String) -> RpcResult<SendResult>;
 
+    /// Switches the session's provider and/or model for its next requests.
+    /// A provider alone takes that provider's default model.
+    #[method(name = "session.configure", param_kind = map)]
+    async fn session_configure(
+        &self,
+        session: String,
+        provider: Option<String>,
+        model: Option<String>,
+    ) -> RpcResult<SessionInfo>;
+
+    /// Starts the conversation afresh (refused while a turn runs). Nothing
+    /// is deleted: earlier messages stay in the store.
+    #[method(name = "session.clear", param_kind = map)]
+    async fn session_clear(&self, session: String) -> RpcResult<SessionInfo>;
+
+    /// How much of the model's context window the session's path uses.
+    #[method(name = "session.context", param_kind = map)]
+    async fn session_context(&self, session: String) -> RpcResult<ContextInfo>;
+
+    /// The tools the model may call, with their risk and approval rule.
+    #[method(name = "tools.list", param_kind = map)]
+    async fn tools_list(&self) -> RpcResult<Vec<ToolInfo>>;
+
     /// Cancels the running turn; the partial answer is kept, marked
     /// cancelled. With `drop_queued`, queued messages are dropped too.
     #[method(name = "session.cancel", param_kind = map)]

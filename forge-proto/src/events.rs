@@ -35,6 +35,15 @@ pub enum EventKind {
     SessionRenamed {
         name: Option<String>,
     },
+    /// The session's provider or model changed (`session.configure`); the
+    /// next request uses them.
+    SessionConfigured {
+        provider: String,
+        model: String,
+    },
+    /// `session.clear`: the conversation starts afresh. Earlier messages
+    /// stay in the store's tree but are no longer on the session's path.
+    HistoryCleared {},
     /// A message arrived while a turn was running; it runs next.
     MessageQueued {
         message_id: String,

@@ -419,3 +419,32 @@ pub struct ToolResultAccepted {
     /// Calls still waiting for a result.
     pub remaining: Vec<String>,
 }
+
+/// A tool the model may call, as `tools.list` reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolInfo {
+    pub name: String,
+    pub description: String,
+    /// `low`, `medium` or `high`.
+    pub risk: String,
+    /// `run` (no question asked), `ask` (a user approves each call) or
+    /// `deny` (refused by the policy).
+    pub approval: String,
+}
+
+/// `session.context`: how much of the model's context the session uses.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextInfo {
+    pub session_id: String,
+    pub provider: String,
+    pub model: String,
+    /// Messages on the session's path (what the next request sends).
+    pub messages: u64,
+    pub chars: u64,
+    /// About four characters per token: an estimate, not a count.
+    pub estimated_tokens: u64,
+    /// The model's context window, when Forge knows it.
+    pub context_window: Option<u64>,
+    /// Tokens the provider reported for the last request, when known.
+    pub last_input_tokens: Option<u64>,
+}

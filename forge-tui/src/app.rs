@@ -75,12 +75,12 @@ pub type ModelChoice = (String, String);
 /// The models the picker lists; `/model NAME` takes any other.
 pub const MODELS: &[(&str, &str)] = &[
     ("claude", "claude-sonnet-4-6"),
-    ("claude", "claude-opus-4-5"),
+    ("claude", "claude-opus-4-6"),
     ("claude", "claude-haiku-4-5"),
-    ("openai", "gpt-5.2"),
-    ("openai", "gpt-5-mini"),
-    ("gemini", "gemini-3-pro-preview"),
-    ("gemini", "gemini-2.5-flash"),
+    ("openai", "gpt-5.4"),
+    ("openai", "gpt-5.4-mini"),
+    ("gemini", "gemini-3.5-pro"),
+    ("gemini", "gemini-3.5-flash"),
 ];
 
 /// What the daemon is asked to do.

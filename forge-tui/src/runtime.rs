@@ -308,8 +308,59 @@ fn perform(action: Action, client: &Arc<Client>, session: &str, app: &mut App, t
                 say(tx, Level::Info, text).await;
             });
         }
-        Action::Configure { .. } | Action::Clear | Action::Context | Action::Summarize | Action::Tools => {
-            app.notify(Level::Warn, "this command needs a newer forged (not available in this version yet)");
+        Action::Configure { provider, model } => {
+            tokio::spawn(async move {
+                if let Err(e) = c.session_configure(s, provider, model).await {
+                    say(tx, Level::Warn, format!("model: {}", error_text(e))).await;
+                }
+            });
+        }
+        Action::Clear => {
+            tokio::spawn(async move {
+                if let Err(e) = c.session_clear(s).await {
+                    say(tx, Level::Warn, format!("clear: {}", error_text(e))).await;
+                }
+            });
+        }
+        Action::Context => {
+            tokio::spawn(async move {
+                let text = match c.session_context(s).await {
+                    Ok(ctx) => {
+                        let window = ctx
+                            .context_window
+                            .map(|w| format!(" of {w} ({:.1}%)", ctx.estimated_tokens as f64 * 100.0 / w as f64))
+                            .unwrap_or_else(|| " (window unknown for this model)".into());
+                        format!(
+                            "context: {} messages, {} characters, about {} tokens{window}; model {}/{}",
+                            ctx.messages, ctx.chars, ctx.estimated_tokens, ctx.provider, ctx.model
+                        )
+                    }
+                    Err(e) => format!("context: {}", error_text(e)),
+                };
+                say(tx, Level::Info, text).await;
+            });
+        }
+        Action::Tools => {
+            tokio::spawn(async move {
+                let text = match c.tools_list().await {
+                    Ok(tools) => {
+                        let w = tools.iter().map(|t| t.name.len()).max().unwrap_or(0);
+                        let lines: Vec<String> = tools
+                            .iter()
+                            .map(|t| format!("{:w$}  {:6}  {:4}  {}", t.name, t.risk, t.approval, t.description.lines().next().unwrap_or("")))
+                            .collect();
+                        format!("tools (name, risk, approval):\n{}", lines.join("\n"))
+                    }
+                    Err(e) => format!("tools: {}", error_text(e)),
+                };
+                say(tx, Level::Info, text).await;
+            });
+        }
+        Action::Summarize => {
+            app.notify(
+                Level::Warn,
+                "summarization comes with context management in a later version; /context shows how much is used, /clear starts afresh",
+            );
         }
     }
 }

@@ -100,6 +100,18 @@ impl Transcript {
                 self.state = Some(OperationStateKind::Idle);
             }
             EventKind::SessionRenamed { name } => self.name = name.clone(),
+            EventKind::SessionConfigured { provider, model } => {
+                self.provider = provider.clone();
+                self.model = model.clone();
+                let who = from.map(|f| format!(" (set by {f})")).unwrap_or_default();
+                self.items.push(DisplayItem::Notice { level: Level::Info, text: format!("now using {provider}/{model}{who}") });
+            }
+            EventKind::HistoryCleared {} => {
+                self.items.clear();
+                self.streaming_calls.clear();
+                let who = from.map(|f| format!(" by {f}")).unwrap_or_default();
+                self.items.push(DisplayItem::Notice { level: Level::Info, text: format!("conversation cleared{who}; earlier messages stay in the store") });
+            }
             EventKind::MessageQueued { text, .. } => {
                 self.items.push(DisplayItem::User { text: text.clone(), from, queued: true });
             }

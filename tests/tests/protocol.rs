@@ -100,3 +100,43 @@ async fn garbage_on_the_socket_does_not_disturb_other_clients() {
     let ok = forge.ok(&["status"]).await;
     assert!(ok.stdout.contains("forged"), "{}", ok.stdout);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn model_switch_clear_context_and_tool_list_work_for_every_client() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    let id = forge.new_session(&["--name", "cfg"]).await;
+    forge.ok(&["send", "-s", &id, "first message"]).await;
+
+    let r = forge.rpc("session.configure", json!({"session": "cfg", "model": "claude-opus-4-6"})).await;
+    assert_eq!(r["result"]["model"], "claude-opus-4-6", "{r}");
+    let r = forge.rpc("session.configure", json!({"session": "cfg", "provider": "openai"})).await;
+    assert_eq!(r["result"]["provider"], "openai", "{r}");
+    let model = r["result"]["model"].as_str().unwrap_or_default().to_string();
+    assert!(model.starts_with("gpt"), "a provider alone takes its default model: {r}");
+    let bad = forge.rpc("session.configure", json!({"session": "cfg", "provider": "acme"})).await;
+    assert!(bad["error"]["message"].as_str().unwrap_or_default().contains("unknown provider"), "{bad}");
+    // The next turn goes to the new provider and model (the mock echoes its wire).
+    forge.ok(&["send", "-s", &id, "second"]).await;
+    let h = forge.ok(&["--json", "history", &id]).await.json_lines();
+    assert_eq!(h.last().map(|m| m["model"].clone()), Some(json!(model)));
+
+    let ctx = forge.rpc("session.context", json!({"session": "cfg"})).await;
+    assert_eq!(ctx["result"]["messages"], 4, "{ctx}");
+    assert!(ctx["result"]["estimated_tokens"].as_u64().unwrap_or(0) > 10, "{ctx}");
+    assert!(ctx["result"]["context_window"].as_u64().is_some(), "{ctx}");
+
+    let cleared = forge.rpc("session.clear", json!({"session": "cfg"})).await;
+    assert_eq!(cleared["result"]["message_count"], 0, "{cleared}");
+    let out = forge.ok(&["send", "-s", &id, "fresh start"]).await;
+    assert!(out.stdout.contains("I was sent 1 message(s)"), "a cleared session sends only the new message: {}", out.stdout);
+    let events = forge.ok(&["attach", &id, "--from", "1", "--until-idle"]).await.stdout;
+    assert!(events.contains("now using openai/") && events.contains("conversation cleared"), "{events}");
+
+    let tools = forge.rpc("tools.list", json!({})).await;
+    let list = tools["result"].as_array().cloned().unwrap_or_default();
+    let approval = |n: &str| list.iter().find(|t| t["name"] == n).map(|t| t["approval"].clone());
+    assert_eq!(approval("read_file"), Some(json!("run")));
+    assert_eq!(approval("write_file"), Some(json!("ask")));
+}

@@ -184,7 +184,9 @@ async fn a_link_swapped_in_while_tools_run_never_leads_outside() {
     for _ in 0..5 {
         let calls: Vec<(&str, Value)> = (0..4)
             .map(|_| ("read_file", json!({"path": "flip/secret.txt"})))
-            .chain([("apply_patch", json!({"patch": format!("LP1\nF flip/secret.txt\nR\n{SECRET}\n.\npwned\n.\nEND\n")}))])
+            // Appends to whatever file it reaches: through a link, that
+            // would change the outside file, which is checked below.
+            .chain([("apply_patch", json!({"patch": "LP1\nF flip/secret.txt\nT\npwned\n.\nEND\n"}))])
             .collect();
         for r in s.turn(&calls).await {
             let text = r["text"].as_str().unwrap_or_default().to_string();

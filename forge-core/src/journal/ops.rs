@@ -37,6 +37,7 @@ pub enum StoreOp {
         meta: NodeMeta,
     },
     SetHead { session_id: String, head_id: Option<String> },
+    SetModel { session_id: String, provider: String, model: String },
     QueuePush { session_id: String, message_id: String, text: String, client: Option<ClientRef>, created_ms: i64 },
     QueueRemove { session_id: String, message_id: String },
     QueueClear { session_id: String },
@@ -109,6 +110,7 @@ impl StoreOp {
                 "INSERT INTO nodes (id, session_id, parent_id, role, text, status, created_ms, meta) VALUES (?, ?, ?, ?, ?, ?, ?, ?);"
             }
             StoreOp::SetHead { .. } => "UPDATE sessions SET head_id = ? WHERE id = ?;",
+            StoreOp::SetModel { .. } => "UPDATE sessions SET provider = ?, model = ? WHERE id = ?;",
             StoreOp::QueuePush { .. } => {
                 "INSERT INTO queued_messages (session_id, message_id, text, client, created_ms) VALUES (?, ?, ?, ?, ?);"
             }
@@ -147,6 +149,7 @@ impl StoreOp {
                 .bind(created_ms)
                 .bind(serde_json::to_string(meta).unwrap_or_else(|_| "{}".into())),
             StoreOp::SetHead { session_id, head_id } => q.bind(head_id).bind(session_id),
+            StoreOp::SetModel { session_id, provider, model } => q.bind(provider).bind(model).bind(session_id),
             StoreOp::QueuePush { session_id, message_id, text, client, created_ms } => q
                 .bind(session_id)
                 .bind(message_id)

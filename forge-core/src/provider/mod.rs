@@ -25,6 +25,22 @@ pub enum ProviderKind {
     Gemini,
 }
 
+/// The context window of well-known model families, in tokens.
+pub fn context_window(model: &str) -> Option<u64> {
+    let m = model.to_ascii_lowercase();
+    if m.starts_with("claude") {
+        Some(200_000)
+    } else if m.starts_with("gpt-5") || m.starts_with("gpt-4.1") {
+        Some(400_000)
+    } else if m.starts_with("gpt-4o") || m.starts_with("o3") || m.starts_with("o4") {
+        Some(128_000)
+    } else if m.starts_with("gemini") {
+        Some(1_048_576)
+    } else {
+        None
+    }
+}
+
 impl ProviderKind {
     /// Parses a provider name as users type it: `claude` (alias
     /// `anthropic`), `openai`, `gemini` (alias `google`).

@@ -418,6 +418,25 @@ impl SessionActor {
         self.state = OperationState::PersistenceBlocked { reason };
     }
 
+    /// What `session.context` reports: the path's size against the model's window.
+    fn context_info(&self) -> forge_proto::ContextInfo {
+        let chars: usize = self
+            .path
+            .iter()
+            .map(|m| m.text.chars().count() + m.tool_calls.iter().map(|c| c.arguments.len() + c.name.len()).sum::<usize>())
+            .sum();
+        forge_proto::ContextInfo {
+            session_id: self.row.id.clone(),
+            provider: self.row.provider.clone(),
+            model: self.row.model.clone(),
+            messages: self.path.len() as u64,
+            chars: chars as u64,
+            estimated_tokens: chars.div_ceil(4) as u64,
+            context_window: crate::provider::context_window(&self.row.model),
+            last_input_tokens: None,
+        }
+    }
+
     // ----- commands -----
 
     fn on_command(&mut self, cmd: SessionCmd) {
@@ -427,6 +446,8 @@ impl SessionActor {
                 SessionCmd::Send { reply, .. } => drop(reply.send(Err(err))),
                 SessionCmd::Cancel { reply, .. } => drop(reply.send(Err(err))),
                 SessionCmd::Rename { reply, .. } | SessionCmd::Remove { reply } => drop(reply.send(Err(err))),
+                SessionCmd::Configure { reply, .. } | SessionCmd::Clear { reply, .. } => drop(reply.send(Err(err))),
+                SessionCmd::Context { reply } => drop(reply.send(Ok(self.context_info()))),
                 SessionCmd::Approve { reply, .. } => drop(reply.send(Err(err))),
                 SessionCmd::Recover { reply, .. } => drop(reply.send(Err(err))),
                 SessionCmd::ToolResult { reply, .. } => drop(reply.send(Err(err))),
@@ -443,6 +464,28 @@ impl SessionActor {
                 self.pipeline.event(Some(client), EventKind::SessionRenamed { name });
                 self.pipeline.effect(Effect::ReplyUnit(reply));
             }
+            SessionCmd::Configure { provider, model, client, reply } => {
+                self.row.provider = provider.clone();
+                self.row.model = model.clone();
+                self.pipeline.op(StoreOp::SetModel { session_id: self.row.id.clone(), provider: provider.clone(), model: model.clone() });
+                self.pipeline.event(Some(client), EventKind::SessionConfigured { provider, model });
+                self.pipeline.effect(Effect::ReplyUnit(reply));
+            }
+            SessionCmd::Clear { client, reply } => {
+                if matches!(self.state, OperationState::Idle) {
+                    self.path.clear();
+                    self.row.head_id = None;
+                    self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: None });
+                    self.pipeline.event(Some(client), EventKind::HistoryCleared {});
+                    self.pipeline.effect(Effect::ReplyUnit(reply));
+                } else {
+                    let _ = reply.send(Err(EngineError::new(
+                        ErrorKind::SessionBusy,
+                        format!("session {} is running a turn; cancel it first, then clear", self.row.id),
+                    )));
+                }
+            }
+            SessionCmd::Context { reply } => drop(reply.send(Ok(self.context_info()))),
             SessionCmd::Remove { reply } => {
                 if matches!(self.state, OperationState::Idle) {
                     self.pipeline.op(StoreOp::RemoveSession { id: self.row.id.clone() });

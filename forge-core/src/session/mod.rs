@@ -43,6 +43,9 @@ pub(crate) enum SessionCmd {
         client: ClientRef,
         reply: oneshot::Sender<Result<forge_proto::RecoverResult, EngineError>>,
     },
+    Configure { provider: String, model: String, client: ClientRef, reply: oneshot::Sender<Result<(), EngineError>> },
+    Clear { client: ClientRef, reply: oneshot::Sender<Result<(), EngineError>> },
+    Context { reply: oneshot::Sender<Result<forge_proto::ContextInfo, EngineError>> },
     /// Removes the session; the actor exits after the removal is durable.
     Remove { reply: oneshot::Sender<Result<(), EngineError>> },
     /// Cancels running work, persists, and exits.

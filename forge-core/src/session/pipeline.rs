@@ -396,6 +396,8 @@ pub(crate) fn event_kind_name(kind: &EventKind) -> &'static str {
     match kind {
         EventKind::SessionCreated { .. } => "session_created",
         EventKind::SessionRenamed { .. } => "session_renamed",
+        EventKind::SessionConfigured { .. } => "session_configured",
+        EventKind::HistoryCleared {} => "history_cleared",
         EventKind::MessageQueued { .. } => "message_queued",
         EventKind::TurnStarted { .. } => "turn_started",
         EventKind::TextDelta { .. } => "text_delta",

@@ -128,6 +128,22 @@ impl ForgeApiServer for ConnServer {
         self.engine().rename(&session, name, self.client_ref()).await.map_err(to_rpc)
     }
 
+    async fn session_configure(&self, session: String, provider: Option<String>, model: Option<String>) -> RpcResult<SessionInfo> {
+        self.engine().configure(&session, provider, model, self.client_ref()).await.map_err(to_rpc)
+    }
+
+    async fn session_clear(&self, session: String) -> RpcResult<SessionInfo> {
+        self.engine().clear(&session, self.client_ref()).await.map_err(to_rpc)
+    }
+
+    async fn session_context(&self, session: String) -> RpcResult<forge_proto::ContextInfo> {
+        self.engine().context(&session).await.map_err(to_rpc)
+    }
+
+    async fn tools_list(&self) -> RpcResult<Vec<forge_proto::ToolInfo>> {
+        Ok(self.engine().tools())
+    }
+
     async fn session_remove(&self, session: String) -> RpcResult<RemoveResult> {
         let session_id = self.engine().remove(&session).await.map_err(to_rpc)?;
         Ok(RemoveResult { session_id })
