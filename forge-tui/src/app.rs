@@ -249,7 +249,14 @@ impl App {
             KeyCode::Char('i') => self.input.enter_insert_mode(),
             KeyCode::Char('a') if !approval => self.input.enter_insert_mode_at_end(),
             KeyCode::Char('A') => self.input.enter_insert_mode_at_end(),
-            KeyCode::Char('o') => self.input.enter_insert_mode_with_clear(),
+            // As in vim: a new line below (the draft is never thrown away).
+            KeyCode::Char('o') => {
+                let has_text = !self.input.draft().text().is_empty();
+                self.input.enter_insert_mode_at_end();
+                if has_text && let Some(t) = self.input.insert_token() {
+                    self.input.insert_mode(t).edit(|d| d.enter_char('\n'));
+                }
+            }
             KeyCode::Char(':' | '/') => self.input.enter_command_mode(),
             KeyCode::Tab => self.enter_model_select_mode(),
             KeyCode::Char('d') if ctrl => self.scroll_by(self.page_lines as isize / 2),
@@ -444,5 +451,83 @@ impl App {
         };
         let next = current.saturating_add_signed(delta).min(max);
         self.scroll = if next >= max && delta > 0 { ScrollState::AutoBottom } else { ScrollState::Manual { offset_from_top: next } };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    use forge_proto::{EventKind, SessionEvent};
+
+    use super::*;
+    use crate::transcript::DisplayItem;
+
+    fn press(app: &mut App, code: KeyCode) -> Vec<Action> {
+        app.on_key(KeyEvent::from(code))
+    }
+
+    fn typed(app: &mut App, s: &str) {
+        for c in s.chars() {
+            press(app, KeyCode::Char(c));
+        }
+    }
+
+    #[test]
+    fn type_send_and_leave_insert_mode() {
+        let mut app = App::new("s", UiOptions::default());
+        press(&mut app, KeyCode::Char('i'));
+        typed(&mut app, "hello");
+        app.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::ALT));
+        typed(&mut app, "world");
+        let actions = press(&mut app, KeyCode::Enter);
+        assert!(matches!(&actions[..], [Action::Send(m)] if m.text() == "hello\nworld"), "{actions:?}");
+        assert!(press(&mut app, KeyCode::Enter).is_empty(), "an empty draft sends nothing");
+        press(&mut app, KeyCode::Esc);
+        assert_eq!(app.mode(), InputMode::Normal);
+    }
+
+    #[test]
+    fn commands_become_actions_or_notices_never_crashes() {
+        let mut app = App::new("s", UiOptions::default());
+        press(&mut app, KeyCode::Char(':'));
+        typed(&mut app, "model gpt-5.4");
+        let actions = press(&mut app, KeyCode::Enter);
+        assert_eq!(actions, vec![Action::Configure { provider: None, model: Some("gpt-5.4".into()) }]);
+        press(&mut app, KeyCode::Char('/'));
+        typed(&mut app, "frobnicate");
+        assert!(press(&mut app, KeyCode::Enter).is_empty());
+        assert!(matches!(app.transcript.items.last(), Some(DisplayItem::Notice { text, .. }) if text.contains("unknown command")));
+        press(&mut app, KeyCode::Char(':'));
+        typed(&mut app, "model");
+        press(&mut app, KeyCode::Enter);
+        assert_eq!(app.mode(), InputMode::ModelSelect, "/model alone opens the picker");
+        press(&mut app, KeyCode::Char('j'));
+        let actions = press(&mut app, KeyCode::Enter);
+        assert!(matches!(&actions[..], [Action::Configure { model: Some(_), provider: Some(_) }]), "{actions:?}");
+    }
+
+    #[test]
+    fn ctrl_c_cancels_a_running_turn_and_esc_then_q_leaves() {
+        let mut app = App::new("s", UiOptions::default());
+        let started = EventKind::TurnStarted { message_id: "m".into(), text: "t".into(), provider: "p".into(), model: "m".into() };
+        app.on_event(&SessionEvent { session_id: "s".into(), seq: 1, ts_ms: 0, client: None, kind: started });
+        let actions = app.on_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL));
+        assert_eq!(actions, vec![Action::Cancel]);
+        press(&mut app, KeyCode::Char('i'));
+        // Esc and q arriving together read as Alt+q.
+        let actions = app.on_key(KeyEvent::new(KeyCode::Char('q'), KeyModifiers::ALT));
+        assert_eq!(actions, vec![Action::Quit]);
+        assert!(app.should_quit());
+    }
+
+    #[test]
+    fn o_opens_a_new_line_and_keeps_the_draft() {
+        let mut app = App::new("s", UiOptions::default());
+        press(&mut app, KeyCode::Char('i'));
+        typed(&mut app, "first");
+        press(&mut app, KeyCode::Esc);
+        press(&mut app, KeyCode::Char('o'));
+        typed(&mut app, "second");
+        assert_eq!(app.input.draft().text(), "first\nsecond");
     }
 }

@@ -107,11 +107,6 @@ impl InputState {
         *self = InputState::Insert(d);
     }
 
-    pub fn enter_insert_mode_with_clear(&mut self) {
-        self.take_draft();
-        *self = InputState::Insert(DraftInput::default());
-    }
-
     pub fn enter_command_mode(&mut self) {
         let draft = self.take_draft();
         *self = InputState::Command { draft, command: DraftInput::default() };
