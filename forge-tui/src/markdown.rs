@@ -11,7 +11,18 @@ use ratatui::text::{Line, Span};
 use crate::theme::{Part, Theme};
 
 pub fn render(text: &str, theme: &Theme) -> Vec<Line<'static>> {
-    let mut r = Renderer { theme, lines: Vec::new(), current: Vec::new(), styles: Vec::new(), prefix: Vec::new(), lists: Vec::new(), in_code: false, pending_item: None };
+    let mut r = Renderer {
+        theme,
+        lines: Vec::new(),
+        current: Vec::new(),
+        styles: Vec::new(),
+        prefix: Vec::new(),
+        lists: Vec::new(),
+        in_code: false,
+        code_lang: None,
+        code: String::new(),
+        pending_item: None,
+    };
     let opts = Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TABLES | Options::ENABLE_TASKLISTS;
     for event in Parser::new_ext(text, opts) {
         r.event(event);
@@ -34,6 +45,10 @@ struct Renderer<'t> {
     /// Enclosing lists: the next number, or None for bullets.
     lists: Vec<Option<u64>>,
     in_code: bool,
+    /// The fenced block's language, when it names one a highlighter knows.
+    code_lang: Option<String>,
+    /// A highlighted block's text, collected until the block ends.
+    code: String,
     /// The marker of a list item whose first line has not started yet.
     pending_item: Option<String>,
 }
@@ -115,9 +130,11 @@ impl Renderer<'_> {
                     };
                     if !lang.is_empty() {
                         self.start_line();
-                        self.current.push(Span::styled(lang, self.theme.style(Part::Dim)));
+                        self.current.push(Span::styled(lang.clone(), self.theme.style(Part::Dim)));
                         self.flush_line();
                     }
+                    self.code_lang = (self.theme.colors() && !lang.is_empty()).then_some(lang);
+                    self.code.clear();
                     self.prefix.push(Span::styled(format!("{} ", g.code_bar), self.theme.style(Part::Dim)));
                     self.styles.push(self.theme.style(Part::Code));
                 }
@@ -161,6 +178,10 @@ impl Renderer<'_> {
                     self.blank();
                 }
                 TagEnd::CodeBlock => {
+                    if let Some(lang) = self.code_lang.take() {
+                        let code = std::mem::take(&mut self.code);
+                        self.highlighted(&lang, &code);
+                    }
                     self.flush_line();
                     self.in_code = false;
                     self.prefix.pop();
@@ -185,7 +206,9 @@ impl Renderer<'_> {
                 _ => {}
             },
             Event::Text(t) => {
-                if self.in_code {
+                if self.in_code && self.code_lang.is_some() {
+                    self.code.push_str(&t);
+                } else if self.in_code {
                     // Keep code exactly, line by line; the last newline ends the block.
                     let t = t.strip_suffix('\n').unwrap_or(&t);
                     for (i, line) in t.split('\n').enumerate() {
@@ -223,6 +246,53 @@ impl Renderer<'_> {
     }
 }
 
+impl Renderer<'_> {
+    /// A code block in the colours of its language (plain if unknown).
+    fn highlighted(&mut self, lang: &str, code: &str) {
+        use syntect::easy::HighlightLines;
+        use syntect::util::LinesWithEndings;
+        let (syntaxes, theme) = highlighter();
+        let code = code.strip_suffix('\n').unwrap_or(code);
+        let Some(syntax) = syntaxes.find_syntax_by_token(lang) else {
+            for line in code.split('\n') {
+                self.start_line();
+                self.current.push(Span::styled(line.to_string(), self.style()));
+                self.flush_line();
+            }
+            return;
+        };
+        let mut h = HighlightLines::new(syntax, theme);
+        for line in LinesWithEndings::from(code) {
+            self.start_line();
+            match h.highlight_line(line, syntaxes) {
+                Ok(ranges) => {
+                    for (style, piece) in ranges {
+                        let piece = piece.trim_end_matches('\n');
+                        if piece.is_empty() {
+                            continue;
+                        }
+                        let c = style.foreground;
+                        self.current.push(Span::styled(piece.to_string(), Style::default().fg(ratatui::style::Color::Rgb(c.r, c.g, c.b))));
+                    }
+                }
+                Err(_) => self.current.push(Span::styled(line.trim_end_matches('\n').to_string(), self.style())),
+            }
+            self.flush_line();
+        }
+    }
+}
+
+/// Syntaxes and a theme, loaded once, on first use.
+fn highlighter() -> &'static (syntect::parsing::SyntaxSet, syntect::highlighting::Theme) {
+    static H: std::sync::OnceLock<(syntect::parsing::SyntaxSet, syntect::highlighting::Theme)> = std::sync::OnceLock::new();
+    H.get_or_init(|| {
+        let syntaxes = syntect::parsing::SyntaxSet::load_defaults_newlines();
+        let mut themes = syntect::highlighting::ThemeSet::load_defaults().themes;
+        let theme = themes.remove("base16-ocean.dark").or_else(|| themes.into_values().next()).unwrap_or_default();
+        (syntaxes, theme)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -256,6 +326,21 @@ mod tests {
                 "│ quoted",
             ]
         );
+    }
+
+    #[test]
+    fn code_in_a_known_language_is_coloured_and_keeps_its_text() {
+        let theme = Theme::new(&UiOptions::default());
+        let lines = render("```rust\nfn main() { let x = 1; }\n```\n", &theme);
+        let code = &lines[1];
+        let text: String = code.spans.iter().map(|s| s.content.as_ref()).collect();
+        assert_eq!(text, "▎ fn main() { let x = 1; }");
+        let colours: std::collections::HashSet<_> = code.spans.iter().filter_map(|s| s.style.fg).collect();
+        assert!(colours.len() >= 3, "keywords, names and numbers differ: {colours:?}");
+        // Without colours, no highlighting at all.
+        let mono = Theme::new(&UiOptions { no_color: true, ..Default::default() });
+        let lines = render("```rust\nfn main() {}\n```\n", &mono);
+        assert!(lines.iter().flat_map(|l| l.spans.iter()).all(|s| s.style.fg.is_none()));
     }
 
     #[test]

@@ -97,6 +97,11 @@ impl Theme {
         Self { glyphs: if o.ascii_only { ASCII } else { UNICODE }, high_contrast: o.high_contrast, color: !o.no_color }
     }
 
+    /// Whether colours are on (not `NO_COLOR`).
+    pub fn colors(&self) -> bool {
+        self.color
+    }
+
     /// Box borders: line drawing, or `+`, `-` and `|` with `ascii_only`.
     pub fn border(&self) -> ratatui::symbols::border::Set<'static> {
         if self.glyphs.user == ">" {
