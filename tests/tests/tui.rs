@@ -154,3 +154,37 @@ async fn keys_show_within_100ms_while_a_delta_flood_streams() {
     assert!(ps.contains("streaming"), "the flood was still running while keys were measured:\n{ps}");
     assert!(median < Duration::from_millis(100), "median key-to-screen time {median:?} ({took:?})");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_picker_lists_sessions_and_attaches_and_commands_reach_the_daemon() {
+    let _serial = SERIAL.lock().await;
+    let Some((_mock, forge, project)) = setup().await else { return };
+    let cwd = project.path().display().to_string();
+    forge.new_session(&["--cwd", &cwd, "--name", "alpha"]).await;
+    forge.new_session(&["--cwd", &cwd, "--name", "beta"]).await;
+    forge.ok(&["send", "-s", "alpha", "touch alpha"]).await;
+    let env = forge.client_env();
+    let tmux = Tmux::start("ui", &bin("forge"), &[], &env, 120, 30);
+    let screen = tmux.wait_for("ui", "forge: sessions", WAIT);
+    assert!(screen.contains("alpha") && screen.contains("beta"), "{screen}");
+    // Most recently active first: alpha, then beta.
+    tmux.keys("ui", &["j", "Enter"]);
+    tmux.wait_for("ui", "NORMAL  beta", WAIT);
+
+    // /model goes through the daemon; every client sees the change.
+    tmux.keys("ui", &[":"]);
+    tmux.type_text("ui", "model claude-opus-4-6");
+    tmux.keys("ui", &["Enter"]);
+    tmux.wait_for("ui", "now using claude/claude-opus-4-6", WAIT);
+    let show = forge.ok(&["--json", "session", "show", "beta"]).await.stdout;
+    assert!(show.contains("claude-opus-4-6"), "{show}");
+    // An unknown command answers with a notice, and the TUI goes on.
+    tmux.keys("ui", &[":"]);
+    tmux.type_text("ui", "frobnicate");
+    tmux.keys("ui", &["Enter"]);
+    tmux.wait_for("ui", "unknown command `frobnicate`", WAIT);
+    tmux.keys("ui", &["/"]);
+    tmux.type_text("ui", "tools");
+    tmux.keys("ui", &["Enter"]);
+    tmux.wait_for("ui", "write_file", WAIT);
+}
