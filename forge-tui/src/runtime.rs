@@ -49,6 +49,8 @@ enum Msg {
 
 type Term = Terminal<CrosstermBackend<Stdout>>;
 
+/// Inline mode draws below what the terminal shows (a return from full
+/// screen draws a fresh area rather than risk overwriting the user's lines).
 fn setup(inline: bool) -> anyhow::Result<Term> {
     enable_raw_mode()?;
     let mut out = std::io::stdout();
@@ -58,7 +60,9 @@ fn setup(inline: bool) -> anyhow::Result<Term> {
     execute!(out, EnableBracketedPaste)?;
     let backend = CrosstermBackend::new(std::io::stdout());
     let viewport = if inline { Viewport::Inline(INLINE_HEIGHT) } else { Viewport::Fullscreen };
-    Ok(Terminal::with_options(backend, TerminalOptions { viewport })?)
+    let mut term = Terminal::with_options(backend, TerminalOptions { viewport })?;
+    term.clear()?;
+    Ok(term)
 }
 
 pub fn restore(inline: bool) {
