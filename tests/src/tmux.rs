@@ -88,6 +88,11 @@ impl Tmux {
         }
     }
 
+    /// Closes the window as closing a terminal does (SIGHUP to its program).
+    pub fn kill_window(&self, window: &str) {
+        self.run(&["kill-window".into(), "-t".into(), Self::target(window)]);
+    }
+
     /// Whether the window's program has exited.
     pub fn exited(&self, window: &str) -> bool {
         self.run(&["display-message".into(), "-p".into(), "-t".into(), Self::target(window), "#{pane_dead}".into()]).trim() == "1"

@@ -188,3 +188,29 @@ async fn the_picker_lists_sessions_and_attaches_and_commands_reach_the_daemon() 
     tmux.keys("ui", &["Enter"]);
     tmux.wait_for("ui", "write_file", WAIT);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_the_terminal_mid_stream_leaves_the_turn_running() {
+    let _serial = SERIAL.lock().await;
+    let Some((_mock, forge, project)) = setup().await else { return };
+    let cwd = project.path().display().to_string();
+    forge.new_session(&["--cwd", &cwd, "--name", "hup"]).await;
+    let env = forge.client_env();
+    let tmux = Tmux::start("ui", &bin("forge"), &["hup"], &env, 100, 30);
+    tmux.wait_for("ui", "NORMAL", WAIT);
+    forge.ok(&["send", "--no-wait", "-s", "hup", "mock:tokens=60 mock:delay=25 keep going"]).await;
+    tmux.wait_for("ui", "streaming", WAIT);
+    tmux.kill_window("ui");
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let h = forge.ok(&["--json", "history", "hup"]).await.json_lines();
+        if let Some(answer) = h.get(1) {
+            assert_eq!(answer["status"], "complete", "{answer}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the turn did not finish after the terminal closed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let status = forge.ok(&["--json", "session", "show", "hup"]).await.stdout;
+    assert!(status.contains("\"attached_clients\":0"), "the closed TUI detached: {status}");
+}
