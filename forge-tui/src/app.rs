@@ -521,6 +521,18 @@ mod tests {
     }
 
     #[test]
+    fn a_paste_lands_in_the_draft_with_its_lines_and_never_sends() {
+        let mut app = App::new("s", UiOptions::default());
+        app.on_paste("line one\r\nline two\n");
+        assert_eq!(app.mode(), InputMode::Insert, "pasting in Normal mode starts typing");
+        assert_eq!(app.input.draft().text(), "line one\nline two\n");
+        press(&mut app, KeyCode::Esc);
+        press(&mut app, KeyCode::Char(':'));
+        app.on_paste("quit\nrm -rf /");
+        assert!(press(&mut app, KeyCode::Enter).contains(&Action::Quit), "a command takes the first pasted line only");
+    }
+
+    #[test]
     fn o_opens_a_new_line_and_keeps_the_draft() {
         let mut app = App::new("s", UiOptions::default());
         press(&mut app, KeyCode::Char('i'));
