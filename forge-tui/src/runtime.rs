@@ -97,7 +97,7 @@ async fn run_loop(
     app: &mut App,
 ) -> anyhow::Result<()> {
     let (tx, mut rx) = mpsc::channel::<Msg>(4096);
-    spawn_follow(client.clone(), socket.clone(), session.to_string(), 1, tx.clone());
+    spawn_follow(client.clone(), session.to_string(), 1, tx.clone());
     let mut keys = EventStream::new();
     let mut cache = RenderCache::default();
     let mut tick = tokio::time::interval(FRAME);
@@ -190,7 +190,7 @@ fn apply(msg: Msg, app: &mut App, client: &mut Arc<Client>, socket: &std::path::
 
 /// Follows the session from `from_seq`, forwarding items until the stream
 /// ends; then reports why.
-fn spawn_follow(client: Arc<Client>, _socket: PathBuf, session: String, from_seq: u64, tx: mpsc::Sender<Msg>) {
+fn spawn_follow(client: Arc<Client>, session: String, from_seq: u64, tx: mpsc::Sender<Msg>) {
     tokio::spawn(async move {
         let reason = match Follow::start(&client, session, Some(from_seq)).await {
             Err(e) => e.to_string(),
@@ -228,7 +228,7 @@ fn spawn_reconnect(socket: PathBuf, session: String, from_seq: u64, tx: mpsc::Se
                 if tx.send(Msg::Reconnected(client.clone())).await.is_err() {
                     return;
                 }
-                spawn_follow(client, socket, session, from_seq, tx);
+                spawn_follow(client, session, from_seq, tx);
                 return;
             }
         }
