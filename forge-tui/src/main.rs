@@ -94,6 +94,10 @@ fn main() -> ExitCode {
 }
 
 async fn start(args: Args) -> anyhow::Result<()> {
+    use std::io::IsTerminal;
+    if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
+        anyhow::bail!("forge needs a terminal; for scripts and pipes use forgectl (e.g. `forgectl attach SESSION`)");
+    }
     let socket = args.socket.clone().unwrap_or_else(forge_proto::paths::default_socket);
     let started = |pid| eprintln!("forge: started forged (pid {pid}) on {}", socket.display());
     let conn = connect_or_start(&socket, runtime::client_info(), !args.no_autostart, started).await?;
