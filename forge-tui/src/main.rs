@@ -96,7 +96,7 @@ fn main() -> ExitCode {
 async fn start(args: Args) -> anyhow::Result<()> {
     use std::io::IsTerminal;
     if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
-        anyhow::bail!("forge needs a terminal; for scripts and pipes use forgectl (e.g. `forgectl attach SESSION`)");
+        anyhow::bail!("this is a terminal UI, and stdin or stdout is not a terminal; for scripts and pipes use forgectl (e.g. `forgectl attach SESSION`)");
     }
     let socket = args.socket.clone().unwrap_or_else(forge_proto::paths::default_socket);
     let started = |pid| eprintln!("forge: started forged (pid {pid}) on {}", socket.display());
