@@ -102,6 +102,7 @@ async fn start(args: Args) -> anyhow::Result<()> {
     let started = |pid| eprintln!("forge: started forged (pid {pid}) on {}", socket.display());
     let conn = connect_or_start(&socket, runtime::client_info(), !args.no_autostart, started).await?;
     let options = ui_options(&args);
+    let mut keys = crossterm::event::EventStream::new();
     let session = if args.new {
         let cwd = match &args.cwd {
             Some(c) => c.clone(),
@@ -118,13 +119,13 @@ async fn start(args: Args) -> anyhow::Result<()> {
         let info = conn.client.session_show(s.clone()).await.map_err(|e| anyhow::anyhow!("{}", call_error(e)))?;
         info.id
     } else {
-        match picker::pick(&conn.client, &options).await? {
+        match picker::pick(&conn.client, &options, &mut keys).await? {
             Some(id) => id,
             None => return Ok(()),
         }
     };
     let app = App::new(&session, options);
-    runtime::run(socket, conn.client, session, app).await
+    runtime::run(socket, conn.client, session, app, &mut keys).await
 }
 
 fn call_error(e: forge_proto::jsonrpsee::core::ClientError) -> String {

@@ -150,17 +150,23 @@ pub fn draw(frame: &mut Frame, p: &Picker, theme: &Theme) {
 }
 
 /// Runs the picker; the chosen session's id, or None if the user left.
-pub async fn pick(client: &Client, options: &UiOptions) -> anyhow::Result<Option<String>> {
+/// `keys` is the program's one key stream: a second one would race the
+/// first for terminal replies.
+pub async fn pick(client: &Client, options: &UiOptions, keys: &mut EventStream) -> anyhow::Result<Option<String>> {
     let theme = Theme::new(options);
     let mut term = ratatui::init();
-    let result = pick_loop(&mut term, client, &theme).await;
+    let result = pick_loop(&mut term, client, &theme, keys).await;
     ratatui::restore();
     result
 }
 
-async fn pick_loop(term: &mut ratatui::DefaultTerminal, client: &Client, theme: &Theme) -> anyhow::Result<Option<String>> {
+async fn pick_loop(
+    term: &mut ratatui::DefaultTerminal,
+    client: &Client,
+    theme: &Theme,
+    keys: &mut EventStream,
+) -> anyhow::Result<Option<String>> {
     let mut p = Picker { sessions: Vec::new(), selected: 0, prompt: Prompt::None, message: None, now_ms: 0 };
-    let mut keys = EventStream::new();
     let mut reload = true;
     loop {
         if reload {

@@ -61,7 +61,9 @@ fn setup(inline: bool) -> anyhow::Result<Term> {
     let backend = CrosstermBackend::new(std::io::stdout());
     let viewport = if inline { Viewport::Inline(INLINE_HEIGHT) } else { Viewport::Fullscreen };
     let mut term = Terminal::with_options(backend, TerminalOptions { viewport })?;
-    term.clear()?;
+    if inline {
+        term.clear()?;
+    }
     Ok(term)
 }
 
@@ -77,10 +79,16 @@ pub fn restore(inline: bool) {
 
 /// Attaches to `session` until the user leaves. The session keeps running
 /// in the daemon whatever happens here.
-pub async fn run(socket: PathBuf, client: Client, session: String, mut app: App) -> anyhow::Result<()> {
+pub async fn run(
+    socket: PathBuf,
+    client: Client,
+    session: String,
+    mut app: App,
+    keys: &mut EventStream,
+) -> anyhow::Result<()> {
     let mut inline = app.options.inline;
     let mut term = setup(inline)?;
-    let result = run_loop(&mut term, &mut inline, socket, Arc::new(client), &session, &mut app).await;
+    let result = run_loop(&mut term, &mut inline, socket, Arc::new(client), &session, &mut app, keys).await;
     restore(inline);
     if inline {
         println!();
@@ -95,10 +103,10 @@ async fn run_loop(
     mut client: Arc<Client>,
     session: &str,
     app: &mut App,
+    keys: &mut EventStream,
 ) -> anyhow::Result<()> {
     let (tx, mut rx) = mpsc::channel::<Msg>(4096);
     spawn_follow(client.clone(), session.to_string(), 1, tx.clone());
-    let mut keys = EventStream::new();
     let mut cache = RenderCache::default();
     let mut tick = tokio::time::interval(FRAME);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
