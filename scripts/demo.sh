@@ -72,3 +72,4 @@ say "6. forgectl history after the restart: everything is still there"
 
 say "Done. With a real key: export ANTHROPIC_API_KEY=... (or OPENAI_API_KEY=...) and run"
 echo "   $FORGECTL send \"your question\""
+echo "   or open the terminal UI: $(dirname "$FORGECTL")/forge --new"
