@@ -117,9 +117,19 @@ struct Cached {
 #[derive(Default)]
 pub struct BlockCache {
     items: HashMap<usize, Cached>,
+    generation: u64,
 }
 
 impl BlockCache {
+    /// Starts over when the transcript's items moved (see
+    /// `Transcript::generation`): positions no longer name the same items.
+    pub fn sync(&mut self, generation: u64) {
+        if generation != self.generation {
+            self.items.clear();
+            self.generation = generation;
+        }
+    }
+
     /// Brings the item's blocks up to date.
     pub fn update(&mut self, index: usize, item: &DisplayItem, width: u16, theme: &Theme, simple: impl Fn(&DisplayItem) -> Vec<Line<'static>>) {
         match item {

@@ -66,6 +66,7 @@ fn draw_conversation(frame: &mut Frame, app: &App, cache: &mut RenderCache, them
     let width = area.width.max(1);
     let page = area.height as usize;
     let items = &app.transcript.items;
+    cache.sync(app.transcript.generation);
     cache.truncate(items.len());
     for (i, item) in items.iter().enumerate() {
         cache.update(i, item, width, theme, |it| item_lines(it, theme));
@@ -557,6 +558,24 @@ mod tests {
         // `a` approves only what is picked (the first call was unpicked).
         let actions = app.on_key(crossterm::event::KeyEvent::from(crossterm::event::KeyCode::Char('a')));
         assert!(matches!(&actions[..], [crate::app::Action::Answer { indices, .. }] if indices == &vec![2]), "{actions:?}");
+    }
+
+    #[test]
+    fn a_cleared_conversation_leaves_nothing_stale_on_screen() {
+        let mut app = app(UiOptions::default());
+        let mut term = Terminal::new(TestBackend::new(70, 20)).unwrap_or_else(|e| panic!("{e}"));
+        let mut cache = RenderCache::default();
+        let mut frame = |app: &App, cache: &mut RenderCache| {
+            term.draw(|f| {
+                draw(f, app, cache);
+            })
+            .unwrap_or_else(|e| panic!("{e}"));
+            term.backend().buffer().content().iter().map(|c| c.symbol().to_string()).collect::<String>()
+        };
+        assert!(frame(&app, &mut cache).contains("Done."));
+        app.on_event(&ev(20, EventKind::HistoryCleared {}));
+        let shown = frame(&app, &mut cache);
+        assert!(shown.contains("conversation cleared") && !shown.contains("Done.") && !shown.contains("Fix the build"), "{shown}");
     }
 
     #[test]

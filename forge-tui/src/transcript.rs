@@ -78,6 +78,9 @@ pub struct Transcript {
     pub name: Option<String>,
     pub cwd: String,
     pub last_seq: u64,
+    /// Bumped whenever items are removed or reordered (not when they only
+    /// grow or are appended): caches keyed by position start over.
+    pub generation: u64,
     /// Calls of the answer being streamed, by index, for their arguments.
     streaming_calls: Vec<usize>,
 }
@@ -108,6 +111,7 @@ impl Transcript {
             }
             EventKind::HistoryCleared {} => {
                 self.items.clear();
+                self.generation += 1;
                 self.streaming_calls.clear();
                 let who = from.map(|f| format!(" by {f}")).unwrap_or_default();
                 self.items.push(DisplayItem::Notice { level: Level::Info, text: format!("conversation cleared{who}; earlier messages stay in the store") });
@@ -123,6 +127,7 @@ impl Transcript {
                     .position(|i| matches!(i, DisplayItem::User { text: t, queued: true, .. } if t == text))
                 {
                     self.items.remove(pos);
+                    self.generation += 1;
                 }
                 self.provider = provider.clone();
                 self.model = model.clone();
@@ -237,6 +242,7 @@ impl Transcript {
                     // Nothing to show (e.g. only tool calls): drop the empty answer.
                     if let Some(pos) = self.items.iter().rposition(|i| matches!(i, DisplayItem::Assistant(_))) {
                         self.items.remove(pos);
+                        self.generation += 1;
                     }
                 }
                 self.last_usage = usage.clone().or(self.last_usage.take());
@@ -248,6 +254,7 @@ impl Transcript {
             }
             EventKind::QueueCleared { dropped } => {
                 self.items.retain(|i| !matches!(i, DisplayItem::User { queued: true, .. }));
+                self.generation += 1;
                 self.items.push(DisplayItem::Notice { level: Level::Info, text: format!("{dropped} queued message(s) dropped") });
             }
             EventKind::Unknown => {}
@@ -267,6 +274,7 @@ impl Transcript {
         {
             if a.text.is_empty() && a.thinking.is_empty() {
                 self.items.remove(i);
+                self.generation += 1;
             } else {
                 a.status = Some(MessageStatus::Complete);
                 a.version += 1;
