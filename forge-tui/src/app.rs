@@ -39,6 +39,8 @@ pub enum Connection {
     Connected,
     /// The daemon went away; the TUI keeps the draft and retries.
     Lost { reason: String },
+    /// The session no longer exists (removed); nothing to reconnect to.
+    Gone,
 }
 
 /// An overlay's opening animation: PopScale, growing from the centre (the

@@ -392,8 +392,13 @@ fn draw_status(frame: &mut Frame, app: &App, theme: &Theme, area: Rect) {
             theme.style(Part::Error),
         )),
     }
-    if let Connection::Lost { reason } = &app.connection {
-        spans.push(Span::styled(format!("{}daemon gone ({reason}); reconnecting, draft kept", g.separator), theme.style(Part::Error)));
+    match &app.connection {
+        Connection::Connected => {}
+        Connection::Lost { reason } => spans.push(Span::styled(
+            format!("{}daemon gone ({reason}); reconnecting, draft kept", g.separator),
+            theme.style(Part::Error),
+        )),
+        Connection::Gone => spans.push(Span::styled(format!("{}session removed", g.separator), theme.style(Part::Error))),
     }
     if matches!(app.scroll, ScrollState::Manual { .. }) {
         spans.push(Span::styled(format!("{}scrolled (G: follow)", g.separator), theme.style(Part::Dim)));

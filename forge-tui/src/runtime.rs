@@ -43,6 +43,8 @@ enum Msg {
     Ended(String),
     Reconnected(Arc<Client>),
     Notice(Level, String),
+    /// The daemon is back but the session is not.
+    SessionGone(String),
     /// A message the daemon refused: back into the draft.
     SendFailed(String, String),
 }
@@ -189,6 +191,10 @@ fn apply(msg: Msg, app: &mut App, client: &mut Arc<Client>, socket: &std::path::
             app.notify(Level::Info, "reconnected to forged");
         }
         Msg::Notice(level, text) => app.notify(level, text),
+        Msg::SessionGone(text) => {
+            app.connection = Connection::Gone;
+            app.notify(Level::Error, text);
+        }
         Msg::SendFailed(text, why) => {
             app.input.restore_draft(&text);
             app.notify(Level::Error, format!("not sent: {why} (your message is back in the draft)"));
@@ -232,6 +238,12 @@ fn spawn_reconnect(socket: PathBuf, session: String, from_seq: u64, tx: mpsc::Se
                 return;
             }
             if let Ok(conn) = connect(&socket, client_info()).await {
+                // The daemon is back; the session may not be (removed meanwhile).
+                if let Err(e) = conn.client.session_show(session.clone()).await {
+                    let text = format!("forged is back, but this session is not: {}; q leaves", error_text(e));
+                    let _ = tx.send(Msg::SessionGone(text)).await;
+                    return;
+                }
                 let client = Arc::new(conn.client);
                 if tx.send(Msg::Reconnected(client.clone())).await.is_err() {
                     return;
@@ -245,12 +257,17 @@ fn spawn_reconnect(socket: PathBuf, session: String, from_seq: u64, tx: mpsc::Se
 
 /// Asks the daemon; the answer comes back as a message, never blocking keys.
 fn perform(action: Action, client: &Arc<Client>, session: &str, app: &mut App, tx: &mpsc::Sender<Msg>) {
-    if let Connection::Lost { .. } = app.connection {
+    if matches!(app.connection, Connection::Lost { .. } | Connection::Gone) {
         if let Action::Send(msg) = action {
             app.input.restore_draft(msg.text());
         }
-        if !matches!(app.connection, Connection::Connected) {
-            app.notify(Level::Warn, "forged is not reachable; waiting for it to return");
+        if !app.should_quit() {
+            let why = if app.connection == Connection::Gone {
+                "this session was removed; q leaves"
+            } else {
+                "forged is not reachable; waiting for it to return"
+            };
+            app.notify(Level::Warn, why);
         }
         return;
     }
