@@ -27,15 +27,22 @@ async fn setup() -> Option<(MockServer, Forge, tempfile::TempDir)> {
     Some((mock, forge, project))
 }
 
+/// A new session `name` in `project`, and `forge` attached to it in tmux
+/// window `window`, ready for keys.
+async fn attached(forge: &Forge, project: &tempfile::TempDir, name: &str, window: &str, size: (u16, u16)) -> Tmux {
+    let cwd = project.path().display().to_string();
+    forge.new_session(&["--cwd", &cwd, "--name", name]).await;
+    let tmux = Tmux::start(window, &bin("forge"), &[name], &forge.client_env(), size.0, size.1);
+    tmux.wait_for(window, "NORMAL", WAIT);
+    tmux
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn type_stream_leave_reattach_mid_stream_and_approve_a_tool_call() {
     let _serial = SERIAL.lock().await;
     let Some((_mock, forge, project)) = setup().await else { return };
-    let cwd = project.path().display().to_string();
-    forge.new_session(&["--cwd", &cwd, "--name", "tui"]).await;
+    let tmux = attached(&forge, &project, "tui", "one", (110, 32)).await;
     let env = forge.client_env();
-    let tmux = Tmux::start("one", &bin("forge"), &["tui"], &env, 110, 32);
-    tmux.wait_for("one", "NORMAL", WAIT);
 
     // Type a message; its answer streams slowly enough to leave mid-way.
     tmux.keys("one", &["i"]);
@@ -90,11 +97,7 @@ async fn type_stream_leave_reattach_mid_stream_and_approve_a_tool_call() {
 async fn an_approval_answered_elsewhere_disappears_and_a_daemon_restart_keeps_the_draft() {
     let _serial = SERIAL.lock().await;
     let Some((_mock, mut forge, project)) = setup().await else { return };
-    let cwd = project.path().display().to_string();
-    forge.new_session(&["--cwd", &cwd, "--name", "pair"]).await;
-    let env = forge.client_env();
-    let tmux = Tmux::start("ui", &bin("forge"), &["pair"], &env, 100, 30);
-    tmux.wait_for("ui", "NORMAL", WAIT);
+    let tmux = attached(&forge, &project, "pair", "ui", (100, 30)).await;
     forge.ok(&["send", "--no-wait", "-s", "pair", "mock:tool=write_file go"]).await;
     tmux.wait_for("ui", "approval needed", WAIT);
     // Answered from a script: every TUI sees it resolved.
@@ -120,11 +123,7 @@ async fn an_approval_answered_elsewhere_disappears_and_a_daemon_restart_keeps_th
 async fn keys_show_within_100ms_while_a_delta_flood_streams() {
     let _serial = SERIAL.lock().await;
     let Some((_mock, forge, project)) = setup().await else { return };
-    let cwd = project.path().display().to_string();
-    forge.new_session(&["--cwd", &cwd, "--name", "flood"]).await;
-    let env = forge.client_env();
-    let tmux = Tmux::start("ui", &bin("forge"), &["flood"], &env, 100, 30);
-    tmux.wait_for("ui", "NORMAL", WAIT);
+    let tmux = attached(&forge, &project, "flood", "ui", (100, 30)).await;
     forge.ok(&["send", "--no-wait", "-s", "flood", "mock:tokens=200000"]).await;
     tmux.wait_for("ui", "streaming", WAIT);
     tmux.keys("ui", &["i"]);
@@ -193,11 +192,7 @@ async fn the_picker_lists_sessions_and_attaches_and_commands_reach_the_daemon() 
 async fn closing_the_terminal_mid_stream_leaves_the_turn_running() {
     let _serial = SERIAL.lock().await;
     let Some((_mock, forge, project)) = setup().await else { return };
-    let cwd = project.path().display().to_string();
-    forge.new_session(&["--cwd", &cwd, "--name", "hup"]).await;
-    let env = forge.client_env();
-    let tmux = Tmux::start("ui", &bin("forge"), &["hup"], &env, 100, 30);
-    tmux.wait_for("ui", "NORMAL", WAIT);
+    let tmux = attached(&forge, &project, "hup", "ui", (100, 30)).await;
     forge.ok(&["send", "--no-wait", "-s", "hup", "mock:tokens=60 mock:delay=25 keep going"]).await;
     tmux.wait_for("ui", "streaming", WAIT);
     tmux.kill_window("ui");
