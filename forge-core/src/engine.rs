@@ -353,11 +353,7 @@ impl Engine {
                 name: t.name().to_string(),
                 description: t.description().to_string(),
                 risk: crate::store::rows::enum_str(&t.risk_level()),
-                approval: match policy.decide(t.as_ref()) {
-                    crate::tools::policy::Decision::Run => "run".into(),
-                    crate::tools::policy::Decision::Ask => "ask".into(),
-                    crate::tools::policy::Decision::Deny(_) => "deny".into(),
-                },
+                approval: policy.decide(t.as_ref()).word().to_string(),
             })
             .collect()
     }

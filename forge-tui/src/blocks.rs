@@ -151,6 +151,13 @@ impl BlockCache {
         c.head.iter().chain(streamed).chain(c.body.iter()).collect()
     }
 
+    /// The item's height in lines at the width it was last updated for.
+    pub fn height(&self, index: usize) -> usize {
+        let Some(c) = self.items.get(&index) else { return 0 };
+        let streamed = c.stream.iter().flat_map(|s| s.done.iter().chain(s.plain.iter()));
+        c.head.iter().chain(streamed).chain(c.body.iter()).map(|b| b.height).sum()
+    }
+
     /// Forgets items from `len` on (the transcript got shorter).
     pub fn truncate(&mut self, len: usize) {
         self.items.retain(|i, _| *i < len);

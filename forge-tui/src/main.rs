@@ -113,10 +113,10 @@ async fn start(args: Args) -> anyhow::Result<()> {
             .client
             .session_create(args.name.clone(), Some(cwd.display().to_string()), args.provider.clone(), args.model.clone())
             .await
-            .map_err(|e| anyhow::anyhow!("cannot create the session: {}", call_error(e)))?;
+            .map_err(|e| anyhow::anyhow!("cannot create the session: {}", runtime::error_text(e)))?;
         info.id
     } else if let Some(s) = &args.session {
-        let info = conn.client.session_show(s.clone()).await.map_err(|e| anyhow::anyhow!("{}", call_error(e)))?;
+        let info = conn.client.session_show(s.clone()).await.map_err(|e| anyhow::anyhow!("{}", runtime::error_text(e)))?;
         info.id
     } else {
         match picker::pick(&conn.client, &options, &mut keys).await? {
@@ -126,13 +126,6 @@ async fn start(args: Args) -> anyhow::Result<()> {
     };
     let app = App::new(&session, options);
     runtime::run(socket, conn.client, session, app, &mut keys).await
-}
-
-fn call_error(e: forge_proto::jsonrpsee::core::ClientError) -> String {
-    match e {
-        forge_proto::jsonrpsee::core::ClientError::Call(obj) => obj.message().to_string(),
-        other => other.to_string(),
-    }
 }
 
 /// `[app]` of `$FORGE_HOME/config.toml` (the daemon validates the whole

@@ -210,15 +210,7 @@ impl Renderer<'_> {
                     self.code.push_str(&t);
                 } else if self.in_code {
                     // Keep code exactly, line by line; the last newline ends the block.
-                    let t = t.strip_suffix('\n').unwrap_or(&t);
-                    for (i, line) in t.split('\n').enumerate() {
-                        if i > 0 {
-                            self.flush_line();
-                        }
-                        self.start_line();
-                        self.current.push(Span::styled(line.to_string(), self.style()));
-                    }
-                    self.flush_line();
+                    self.plain_code(t.strip_suffix('\n').unwrap_or(&t));
                 } else {
                     self.push_text(&t);
                 }
@@ -247,6 +239,15 @@ impl Renderer<'_> {
 }
 
 impl Renderer<'_> {
+    /// Code lines exactly as written, in the code style.
+    fn plain_code(&mut self, code: &str) {
+        for line in code.split('\n') {
+            self.start_line();
+            self.current.push(Span::styled(line.to_string(), self.style()));
+            self.flush_line();
+        }
+    }
+
     /// A code block in the colours of its language (plain if unknown).
     fn highlighted(&mut self, lang: &str, code: &str) {
         use syntect::easy::HighlightLines;
@@ -254,11 +255,7 @@ impl Renderer<'_> {
         let (syntaxes, theme) = highlighter();
         let code = code.strip_suffix('\n').unwrap_or(code);
         let Some(syntax) = syntaxes.find_syntax_by_token(lang) else {
-            for line in code.split('\n') {
-                self.start_line();
-                self.current.push(Span::styled(line.to_string(), self.style()));
-                self.flush_line();
-            }
+            self.plain_code(code);
             return;
         };
         let mut h = HighlightLines::new(syntax, theme);

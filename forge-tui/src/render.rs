@@ -73,10 +73,8 @@ fn draw_conversation(frame: &mut Frame, app: &App, cache: &mut RenderCache, them
     }
     // Every item's blocks, then one blank line.
     let spacer = Line::default();
-    let mut total = 0;
-    for i in 0..items.len() {
-        total += cache.blocks(i).iter().map(|b| b.height).sum::<usize>() + 1;
-    }
+    let heights: Vec<usize> = (0..items.len()).map(|i| cache.height(i) + 1).collect();
+    let total: usize = heights.iter().sum();
     let max_offset = total.saturating_sub(page);
     let offset = match app.scroll {
         ScrollState::AutoBottom => max_offset,
@@ -86,7 +84,11 @@ fn draw_conversation(frame: &mut Frame, app: &App, cache: &mut RenderCache, them
     let mut lines: Vec<Line<'static>> = Vec::new();
     let mut start = 0;
     let mut skip = None;
-    for i in 0..items.len() {
+    for (i, h) in heights.iter().enumerate() {
+        if start + h <= offset || start >= offset + page {
+            start += h;
+            continue;
+        }
         let blocks = cache.blocks(i);
         let parts = blocks.iter().map(|b| (b.height, Some(*b))).chain([(1, None)]);
         for (h, b) in parts {

@@ -394,7 +394,9 @@ fn perform(action: Action, client: &Arc<Client>, session: &str, app: &mut App, t
     }
 }
 
-fn error_text(e: forge_proto::jsonrpsee::core::ClientError) -> String {
+/// A daemon error as a user reads it: the message of an RPC error, else
+/// what went wrong with the call.
+pub fn error_text(e: forge_proto::jsonrpsee::core::ClientError) -> String {
     match e {
         forge_proto::jsonrpsee::core::ClientError::Call(obj) => obj.message().to_string(),
         other => other.to_string(),

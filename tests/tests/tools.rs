@@ -8,17 +8,25 @@ use forge_tests::mock::{MockOptions, MockServer};
 use serde_json::{Value, json};
 
 struct Setup {
-    _mock: MockServer,
+    mock: MockServer,
     forge: Forge,
     project: tempfile::TempDir,
 }
 
 async fn setup() -> Setup {
+    setup_with("").await
+}
+
+/// A daemon started with `config` as its config.toml, and a project directory.
+async fn setup_with(config: &str) -> Setup {
     let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
     let mut forge = Forge::new(&mock);
+    if !config.is_empty() {
+        forge.write_config(config);
+    }
     forge.start().await;
     let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    Setup { _mock: mock, forge, project }
+    Setup { mock, forge, project }
 }
 
 impl Setup {
@@ -114,14 +122,10 @@ async fn auto_approve_answers_for_the_sender_but_never_past_the_denylist() {
     assert!(s.project.path().join("out0.txt").exists());
 
     // With write_file on the denylist, nothing can approve it.
-    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
-    let mut strict = Forge::new(&mock);
-    strict.write_config("[tools.approval]\ndenylist = [\"write_file\"]\n");
-    strict.start().await;
-    let cwd = s.project.path().join("strict");
-    std::fs::create_dir(&cwd).unwrap_or_else(|e| panic!("{e}"));
-    let sid = strict.new_session(&["--cwd", &cwd.display().to_string()]).await;
-    let out = strict.ok(&["send", "--auto-approve", "-s", &sid, "mock:tool=write_file please"]).await;
+    let strict = setup_with("[tools.approval]\ndenylist = [\"write_file\"]\n").await;
+    let cwd = strict.project.path().to_path_buf();
+    let sid = strict.forge.new_session(&["--cwd", &cwd.display().to_string()]).await;
+    let out = strict.forge.ok(&["send", "--auto-approve", "-s", &sid, "mock:tool=write_file please"]).await;
     assert!(out.stdout.contains("denylist"), "{}", out.stdout);
     assert!(!cwd.join("out0.txt").exists());
 }
@@ -211,12 +215,10 @@ async fn a_patch_shows_its_diff_for_approval_and_applies_once_approved() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_parse_only_mode_a_client_supplies_the_results_even_across_a_restart() {
-    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
-    let mut forge = Forge::new(&mock);
-    forge.write_config(
+    let Setup { mock, mut forge, .. } = setup_with(
         "[tools]\nmode = \"parse_only\"\n[[tools.definitions]]\nname = \"deploy\"\ndescription = \"Deploy the app\"\n[tools.definitions.parameters]\ntype = \"object\"\n",
-    );
-    forge.start().await;
+    )
+    .await;
     let id = forge.new_session(&["--name", "po"]).await;
     forge.ok(&["send", "--no-wait", "-s", &id, "mock:tool=deploy mock:tool=read_file go"]).await;
     let mut waiting = false;
@@ -254,11 +256,8 @@ async fn in_parse_only_mode_a_client_supplies_the_results_even_across_a_restart(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_past_its_timeout_is_stopped_and_reported() {
-    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
-    let mut forge = Forge::new(&mock);
-    forge.write_config("[tools.timeouts]\nshell_commands_seconds = 1\n[tools.approval]\nallowlist = [\"run_command\"]\n");
-    forge.start().await;
-    let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let Setup { mock: _mock, forge, project } =
+        setup_with("[tools.timeouts]\nshell_commands_seconds = 1\n[tools.approval]\nallowlist = [\"run_command\"]\n").await;
     let id = forge.new_session(&["--cwd", &project.path().display().to_string()]).await;
     let started = std::time::Instant::now();
     forge.ok(&["send", "-s", &id, "mock:tool=run_command mock:sleep=30 go"]).await;
@@ -271,11 +270,8 @@ async fn a_command_past_its_timeout_is_stopped_and_reported() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn introspect_tells_the_model_its_tools_rules_and_configured_limits() {
-    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
-    let mut forge = Forge::new(&mock);
-    forge.write_config("[tools.output]\nmax_bytes = 20000\n[tools.approval]\ndenylist = [\"web_fetch\"]\n");
-    forge.start().await;
-    let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let Setup { mock: _mock, forge, project } =
+        setup_with("[tools.output]\nmax_bytes = 20000\n[tools.approval]\ndenylist = [\"web_fetch\"]\n").await;
     std::fs::write(project.path().join("big.txt"), "y".repeat(50_000)).unwrap_or_else(|e| panic!("{e}"));
     let id = forge.new_session(&["--cwd", &project.path().display().to_string(), "--model", "mock-model-7"]).await;
     forge.ok(&["send", "-s", &id, "mock:tool=introspect mock:tool=read_file:{\"path\":\"big.txt\"} go"]).await;
@@ -297,11 +293,7 @@ async fn introspect_tells_the_model_its_tools_rules_and_configured_limits() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_other_tool_runs_a_full_loop_through_the_daemon() {
-    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
-    let mut forge = Forge::new(&mock);
-    forge.write_config("[tools.approval]\nenabled = false\n");
-    forge.start().await;
-    let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let Setup { mock, forge, project } = setup_with("[tools.approval]\nenabled = false\n").await;
     let dir = project.path();
     let git = |args: &[&str]| {
         let out = std::process::Command::new("git").args(args).current_dir(dir).output().unwrap_or_else(|e| panic!("git: {e}"));

@@ -77,11 +77,7 @@ impl SessionActor {
             .tools
             .iter()
             .map(|t| {
-                let approval = match policy.decide(t.as_ref()) {
-                    Decision::Run => "runs without asking".to_string(),
-                    Decision::Ask => "a user must approve each call".to_string(),
-                    Decision::Deny(why) => format!("refused: {why}"),
-                };
+                let approval = policy.decide(t.as_ref()).describe();
                 serde_json::json!({
                     "name": t.name(),
                     "risk": t.risk_level(),
@@ -91,6 +87,7 @@ impl SessionActor {
                 })
             })
             .collect();
+        let limits = self.tool_limits();
         let iteration = match &self.state {
             OperationState::ToolLoop(l) => Some(l.iteration),
             _ => None,
@@ -112,10 +109,10 @@ impl SessionActor {
                 "max_tool_calls_per_batch": config.tools.max_tool_calls_per_batch.unwrap_or(DEFAULT_MAX_CALLS_PER_BATCH),
                 "max_tool_iterations_per_user_turn": self.max_iterations(),
                 "max_tool_args_bytes": config.tools.max_tool_args_bytes.unwrap_or(DEFAULT_MAX_ARGS_BYTES),
-                "output_max_bytes": self.tool_limits().output_bytes,
-                "read_file_max_bytes": self.tool_limits().file_read_bytes,
-                "read_file_max_scan_bytes": self.tool_limits().scan_bytes,
-                "apply_patch_max_bytes": self.tool_limits().patch_bytes,
+                "output_max_bytes": limits.output_bytes,
+                "read_file_max_bytes": limits.file_read_bytes,
+                "read_file_max_scan_bytes": limits.scan_bytes,
+                "apply_patch_max_bytes": limits.patch_bytes,
             },
         })
     }

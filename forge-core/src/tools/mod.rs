@@ -197,6 +197,12 @@ impl ToolRegistry {
     }
 }
 
+/// A tool's arguments as its `Args` type; a mismatch is `BadArgs`, which
+/// the model sees and can correct.
+pub fn parse_args<T: serde::de::DeserializeOwned>(args: Value) -> Result<T, ToolError> {
+    serde_json::from_value(args).map_err(|e| ToolError::BadArgs { message: e.to_string() })
+}
+
 /// Cuts `text` on a char boundary so that, with the note saying so, it
 /// holds at most `max` bytes (cutting again changes nothing).
 pub fn truncate_output(mut text: String, max: usize) -> String {

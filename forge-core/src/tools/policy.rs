@@ -25,6 +25,26 @@ pub enum Decision {
     Deny(String),
 }
 
+impl Decision {
+    /// `run`, `ask` or `deny`, as `tools.list` reports it.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Decision::Run => "run",
+            Decision::Ask => "ask",
+            Decision::Deny(_) => "deny",
+        }
+    }
+
+    /// The rule in words, for the model (`introspect`).
+    pub fn describe(&self) -> String {
+        match self {
+            Decision::Run => "runs without asking".into(),
+            Decision::Ask => "a user must approve each call".into(),
+            Decision::Deny(why) => format!("refused: {why}"),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct ApprovalPolicy {
     mode: ApprovalMode,

@@ -51,7 +51,7 @@ fn plan(patch: &Patch, sandbox: &Sandbox) -> Result<Plan, ToolError> {
 }
 
 fn parse(args: &Value, max_bytes: usize) -> Result<Patch, ToolError> {
-    let args: Args = serde_json::from_value(args.clone()).map_err(|e| ToolError::BadArgs { message: e.to_string() })?;
+    let args: Args = crate::tools::parse_args(args.clone())?;
     if args.patch.len() > max_bytes {
         return Err(ToolError::BadArgs {
             message: format!(

@@ -43,7 +43,7 @@ impl ToolExecutor for Glob {
     fn execute<'a>(&'a self, args: Value, ctx: &'a ToolCtx) -> ToolFut<'a> {
         Box::pin(async move {
             let args: Args =
-                serde_json::from_value(args).map_err(|e| ToolError::BadArgs { message: e.to_string() })?;
+                crate::tools::parse_args(args)?;
             let matcher = globset::GlobBuilder::new(&args.pattern)
                 .literal_separator(true)
                 .build()

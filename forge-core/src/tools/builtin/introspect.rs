@@ -39,7 +39,7 @@ of session, tools, sandbox, limits, forge."
     }
     fn execute<'a>(&'a self, args: Value, ctx: &'a ToolCtx) -> ToolFut<'a> {
         Box::pin(async move {
-            let args: Args = serde_json::from_value(args).map_err(|e| ToolError::BadArgs { message: e.to_string() })?;
+            let args: Args = crate::tools::parse_args(args)?;
             let mut about = ctx.about.as_deref().cloned().unwrap_or_else(|| json!({}));
             if let Value::Object(map) = &mut about {
                 map.entry("forge").or_insert_with(|| json!({"version": env!("CARGO_PKG_VERSION")}));

@@ -46,7 +46,7 @@ impl ToolExecutor for ReadFile {
     fn execute<'a>(&'a self, args: Value, ctx: &'a ToolCtx) -> ToolFut<'a> {
         Box::pin(async move {
             let args: Args =
-                serde_json::from_value(args).map_err(|e| ToolError::BadArgs { message: e.to_string() })?;
+                crate::tools::parse_args(args)?;
             let path = ctx.sandbox.resolve(&args.path).map_err(ToolError::SandboxViolation)?;
             let failed = |message: String| ToolError::ExecutionFailed { tool: "read_file".into(), message };
             let file = ctx.sandbox.open_checked(&path, &args.path).map_err(|e| match e {

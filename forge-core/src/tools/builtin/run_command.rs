@@ -76,7 +76,7 @@ impl ToolExecutor for RunCommand {
     fn execute<'a>(&'a self, args: Value, ctx: &'a ToolCtx) -> ToolFut<'a> {
         Box::pin(async move {
             let args: Args =
-                serde_json::from_value(args).map_err(|e| ToolError::BadArgs { message: e.to_string() })?;
+                crate::tools::parse_args(args)?;
             let failed = |message: String| ToolError::ExecutionFailed { tool: "run_command".into(), message };
             let mut cmd = tokio::process::Command::new(shell());
             cmd.arg("-c").arg(&args.command).current_dir(ctx.sandbox.cwd());

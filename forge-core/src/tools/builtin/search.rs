@@ -52,7 +52,7 @@ impl ToolExecutor for Search {
     fn execute<'a>(&'a self, args: Value, ctx: &'a ToolCtx) -> ToolFut<'a> {
         Box::pin(async move {
             let args: Args =
-                serde_json::from_value(args).map_err(|e| ToolError::BadArgs { message: e.to_string() })?;
+                crate::tools::parse_args(args)?;
             let matcher = RegexMatcherBuilder::new()
                 .case_insensitive(args.case_insensitive)
                 .build(&args.pattern)

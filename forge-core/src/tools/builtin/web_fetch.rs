@@ -108,7 +108,7 @@ impl ToolExecutor for WebFetch {
     fn execute<'a>(&'a self, args: Value, ctx: &'a ToolCtx) -> ToolFut<'a> {
         Box::pin(async move {
             let args: Args =
-                serde_json::from_value(args).map_err(|e| ToolError::BadArgs { message: e.to_string() })?;
+                crate::tools::parse_args(args)?;
             if !(args.url.starts_with("http://") || args.url.starts_with("https://")) {
                 return Err(ToolError::BadArgs { message: "only http:// and https:// URLs".into() });
             }

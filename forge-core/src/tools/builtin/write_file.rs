@@ -49,7 +49,7 @@ impl ToolExecutor for WriteFile {
     fn execute<'a>(&'a self, args: Value, ctx: &'a ToolCtx) -> ToolFut<'a> {
         Box::pin(async move {
             let args: Args =
-                serde_json::from_value(args).map_err(|e| ToolError::BadArgs { message: e.to_string() })?;
+                crate::tools::parse_args(args)?;
             let path = ctx.sandbox.resolve(&args.path).map_err(ToolError::SandboxViolation)?;
             // Git's own files are never written by a tool.
             if path.components().any(|c| c.as_os_str() == ".git") {
