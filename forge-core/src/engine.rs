@@ -66,7 +66,7 @@ struct Inner {
     /// Serialises name changes so two sessions never get one name.
     names: Mutex<()>,
     shutting_down: AtomicBool,
-    writer_task: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    writer_thread: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 const MAX_NAME_LEN: usize = 64;
@@ -79,10 +79,11 @@ impl Engine {
             EngineError::internal(format!("cannot create {}: {e}", opts.home.display()))
         })?;
         let db = opts.home.join("forge.db");
-        let (store, conn) = Store::open(&db, opts.config.journal.durability)
+        let store = Store::open(&db, opts.config.journal.durability)
             .await
             .map_err(|e| EngineError::internal(format!("cannot open {}: {e}", db.display())))?;
-        let (writer, writer_task) = JournalWriter::spawn(conn);
+        let (writer, writer_thread) = JournalWriter::spawn(&db, opts.config.journal.durability)
+            .map_err(|e| EngineError::internal(format!("cannot open {} for writing: {e}", db.display())))?;
         let providers = ProviderClient::new()?;
         let tools = crate::tools::ToolRegistry::builtin();
         let shared = Arc::new(Shared { db: db.clone(), store, writer, providers, tools, config: opts.config });
@@ -92,7 +93,7 @@ impl Engine {
                 sessions: Mutex::new(HashMap::new()),
                 names: Mutex::new(()),
                 shutting_down: AtomicBool::new(false),
-                writer_task: std::sync::Mutex::new(Some(writer_task)),
+                writer_thread: std::sync::Mutex::new(Some(writer_thread)),
             }),
         };
         for id in engine.inner.shared.store.sessions_needing_attention().await? {
@@ -526,13 +527,11 @@ impl Engine {
         for w in waits {
             let _ = tokio::time::timeout(std::time::Duration::from_secs(10), w).await;
         }
-        let task = self.inner.writer_task.lock().ok().and_then(|mut t| t.take());
+        // The writer thread exits once every sender is gone; the actors
+        // have exited, and whatever it acknowledged is committed already,
+        // so it is left to end with the process.
+        drop(self.inner.writer_thread.lock().ok().and_then(|mut t| t.take()));
         self.shared().store.close().await;
-        if let Some(task) = task {
-            // The writer exits once every sender is gone; the actors have
-            // exited, and this engine's handle goes with the process.
-            task.abort();
-        }
     }
 }
 

@@ -14,8 +14,9 @@ use forge_proto::{ClientRef, EventKind, MessageStatus, RecoveryBadge, Role, Sess
 /// journal entry left `open` or sealed with `seal`.
 async fn crashed_session(home: &std::path::Path, id: &str, text: &[&str], seal: Option<MessageStatus>) {
     std::fs::create_dir_all(home).unwrap_or_else(|e| panic!("{e}"));
-    let (store, conn) = Store::open(&home.join("forge.db"), Durability::Process).await.unwrap_or_else(|e| panic!("{e}"));
-    let (writer, task) = JournalWriter::spawn(conn);
+    let db = home.join("forge.db");
+    let store = Store::open(&db, Durability::Process).await.unwrap_or_else(|e| panic!("{e}"));
+    let (writer, thread) = JournalWriter::spawn(&db, Durability::Process).unwrap_or_else(|e| panic!("{e}"));
     let mut ops = vec![StoreOp::CreateSession {
         id: id.into(),
         name: Some(id.into()),
@@ -78,7 +79,7 @@ async fn crashed_session(home: &std::path::Path, id: &str, text: &[&str], seal: 
     }
     writer.write(WriteBatch { ops }).await.unwrap_or_else(|e| panic!("{e}"));
     drop(writer);
-    let _ = task.await;
+    let _ = tokio::task::spawn_blocking(move || thread.join()).await;
     store.close().await;
 }
 
@@ -145,8 +146,9 @@ async fn a_recovered_answer_is_context_for_the_next_turn_marked_as_interrupted()
 async fn a_turn_stopped_in_its_tools_waits_for_a_decision_and_never_reruns_an_interrupted_side_effect() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let id = "tools";
-    let (store, conn) = Store::open(&dir.path().join("forge.db"), Durability::Process).await.unwrap_or_else(|e| panic!("{e}"));
-    let (writer, task) = JournalWriter::spawn(conn);
+    let db = dir.path().join("forge.db");
+    let store = Store::open(&db, Durability::Process).await.unwrap_or_else(|e| panic!("{e}"));
+    let (writer, thread) = JournalWriter::spawn(&db, Durability::Process).unwrap_or_else(|e| panic!("{e}"));
     let ev = |seq: u64, kind: EventKind| {
         let e = SessionEvent { session_id: id.into(), seq, ts_ms: 1, client: None, kind };
         let name = match &e.kind {
@@ -184,7 +186,7 @@ async fn a_turn_stopped_in_its_tools_waits_for_a_decision_and_never_reruns_an_in
     ];
     writer.write(WriteBatch { ops }).await.unwrap_or_else(|e| panic!("{e}"));
     drop(writer);
-    let _ = task.await;
+    let _ = tokio::task::spawn_blocking(move || thread.join()).await;
     store.close().await;
 
     for _ in 0..2 {

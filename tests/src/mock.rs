@@ -18,7 +18,7 @@
 //! | (`GET /page`) | a small HTML page, for `web_fetch` |
 //! | `mock:tool=NAME:JSON` | the same with these arguments (JSON without spaces) |
 //! | `mock:sleep=S` | a `run_command` call runs `echo started; sleep S` instead |
-//! | `mock:stamp` | each token is `t<unix ns> `, the time the mock wrote it (for latency benchmarks) |
+//! | `mock:stamp` | each token is `t<unix ns> `, the time the mock wrote it to the socket (for latency benchmarks) |
 //!
 //! Without directives it answers with a short text that says plainly it is
 //! the mock, echoes the question and counts the messages it was sent.
@@ -311,8 +311,15 @@ async fn handle(
     };
     let model = body.get("model").and_then(Value::as_str).unwrap_or("mock-model").to_string();
     let (tx, rx) = mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(64);
+    let stamp = script.stamp;
     tokio::spawn(stream_reply(wire, model, chunks, script, tx, opts.first_byte_log.clone()));
-    let stream = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) });
+    let stream = futures::stream::unfold(rx, move |mut rx| async move {
+        let item = rx.recv().await?;
+        // Stamped when hyper takes the chunk to write it: the time measured
+        // starts as the bytes leave for forged, not while they wait here.
+        let item = if stamp { item.map(stamp_frame) } else { item };
+        Some((item, rx))
+    });
     let resp = Response::builder()
         .status(StatusCode::OK)
         .header("content-type", "text/event-stream; charset=utf-8")
@@ -383,6 +390,22 @@ fn split_words(text: &str) -> Vec<String> {
         out.push(cur);
     }
     out
+}
+
+/// A stamped token before it is stamped: as long as `t<unix ns> ` until
+/// the year 2286.
+const STAMP_PLACEHOLDER: &str = "t0000000000000000000 ";
+
+/// Puts the current time into a frame's stamp placeholder.
+fn stamp_frame(frame: Frame<Bytes>) -> Frame<Bytes> {
+    let Some(data) = frame.data_ref() else { return frame };
+    let Some(at) = data.windows(STAMP_PLACEHOLDER.len()).position(|w| w == STAMP_PLACEHOLDER.as_bytes()) else {
+        return frame;
+    };
+    let stamp = format!("t{:019} ", unix_ns());
+    let mut bytes = data.to_vec();
+    bytes[at..at + stamp.len()].copy_from_slice(stamp.as_bytes());
+    Frame::data(Bytes::from(bytes))
 }
 
 fn sse(event: Option<&str>, data: &Value) -> String {
@@ -478,13 +501,7 @@ async fn stream_reply(
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
         }
-        let stamped;
-        let chunk = if script.stamp {
-            stamped = format!("t{} ", unix_ns());
-            &stamped
-        } else {
-            chunk
-        };
+        let chunk = if script.stamp { STAMP_PLACEHOLDER } else { chunk };
         let ok = match wire {
             Wire::Anthropic => {
                 w.write(sse(

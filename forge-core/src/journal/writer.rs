@@ -1,4 +1,8 @@
-//! The journal writer task.
+//! The journal writer: one thread with its own SQLite connection.
+//!
+//! A thread of its own, not a task: a commit then costs one wake-up to get
+//! here and one to send the ack back, and a slow disk (fsync with
+//! `durability = "power"`) never holds up a runtime worker.
 //!
 //! Every batch waiting when a transaction starts goes into it (group
 //! commit): under load, transactions grow instead of multiplying. Each batch
@@ -8,17 +12,18 @@
 //! Blocked: it refuses every write until an explicit reset proves the store
 //! writable again. Nothing acknowledged is ever rolled back.
 
-use std::sync::Arc;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use forge_proto::JournalHealth;
-use sqlx::sqlite::SqliteConnection;
-use sqlx::{Connection, Executor};
+use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::ops::{apply, apply_group, is_io_error};
+use super::ops::is_io_error;
 use super::{JournalAck, PersistError, PersistedProof, WriteBatch};
+use crate::config::Durability;
 use crate::ids::now_ms;
 
 /// Commands waiting for the writer before submitters wait.
@@ -97,6 +102,8 @@ enum Cmd {
     Write(WriteRequest),
     /// Try a write; if it works, return to Healthy.
     Reset(oneshot::Sender<Result<(), String>>),
+    /// Commits made elsewhere grew the WAL: checkpoint it here.
+    Checkpoint,
 }
 
 /// A handle to the writer. Cheap to clone.
@@ -105,6 +112,10 @@ pub struct JournalWriter {
     tx: mpsc::Sender<Cmd>,
     health: watch::Receiver<HealthState>,
     stats: Arc<JournalStats>,
+    core: Arc<Mutex<Writer>>,
+    /// Whether a session may commit on its own thread when the writer is
+    /// idle: only when a commit never waits for the disk.
+    inline: bool,
 }
 
 fn blocked_error() -> PersistError {
@@ -112,14 +123,64 @@ fn blocked_error() -> PersistError {
 }
 
 impl JournalWriter {
-    /// Starts the writer task, which owns `conn` until every handle is gone.
-    pub fn spawn(conn: SqliteConnection) -> (JournalWriter, tokio::task::JoinHandle<()>) {
+    /// Opens the writer's connection to the (already migrated) store at
+    /// `path` and starts the writer thread, which runs until every handle
+    /// is gone.
+    pub fn spawn(path: &Path, durability: Durability) -> Result<(JournalWriter, std::thread::JoinHandle<()>), String> {
+        let conn = open(path, durability).map_err(|e| describe(&e))?;
         let (tx, rx) = mpsc::channel(QUEUE_DEPTH);
         let (health_tx, health) =
             watch::channel(HealthState { health: JournalHealth::Healthy, reason: None, since_ms: now_ms() });
         let stats = Arc::new(JournalStats::default());
-        let task = tokio::spawn(Writer { conn, health: health_tx, stats: stats.clone(), next_batch_id: 1 }.run(rx));
-        (JournalWriter { tx, health, stats }, task)
+        let core = Arc::new(Mutex::new(Writer {
+            conn,
+            health: health_tx,
+            stats: stats.clone(),
+            next_batch_id: 1,
+            commits_since_checkpoint: 0,
+        }));
+        let thread_core = core.clone();
+        let thread = std::thread::Builder::new()
+            .name("forge-journal".into())
+            .spawn(move || run(&thread_core, rx, durability))
+            .map_err(|e| format!("cannot start the journal writer thread: {e}"))?;
+        let inline = durability == Durability::Process;
+        Ok((JournalWriter { tx, health, stats, core, inline }, thread))
+    }
+
+    /// Commits batch `seq` at once on the calling thread if the writer is
+    /// idle and healthy and a commit cannot wait for the disk (durability
+    /// "process": no fsync; checkpoints run on the writer thread). Saves the
+    /// two thread wake-ups of a round trip through the writer, which is
+    /// most of a chunk's latency when a stream is paced. Hands the batch
+    /// back when the writer is busy, or when the commit failed for a reason
+    /// the writer thread's retries should deal with; a batch the store
+    /// rejects is acknowledged as failed, as the thread would.
+    pub fn try_write_inline(&self, seq: u64, batch: WriteBatch) -> Result<JournalAck, WriteBatch> {
+        if !self.inline {
+            return Err(batch);
+        }
+        let Ok(mut core) = self.core.try_lock() else { return Err(batch) };
+        if core.health.borrow().health != JournalHealth::Healthy {
+            return Err(batch);
+        }
+        let started = Instant::now();
+        match try_commit(&core.conn, &[&batch]) {
+            Ok(mut results) => {
+                core.committed(started);
+                let result = results.pop().unwrap_or(Ok(()));
+                let ack = JournalAck { seq, result: result.map(|()| core.mint_proof(&batch)) };
+                if core.commits_since_checkpoint == CHECKPOINT_EVERY {
+                    let _ = self.tx.try_send(Cmd::Checkpoint);
+                }
+                Ok(ack)
+            }
+            Err(e) => {
+                rollback(&core.conn);
+                tracing::debug!(error = %e, "inline journal commit failed; the writer thread retries");
+                Err(batch)
+            }
+        }
     }
 
     /// Queues batch `seq`; its ack arrives on `acks`. Waits while the
@@ -162,38 +223,105 @@ impl JournalWriter {
     }
 }
 
+fn open(path: &Path, durability: Durability) -> rusqlite::Result<Connection> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(Duration::from_secs(5))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(
+        None,
+        "synchronous",
+        match durability {
+            Durability::Process => "NORMAL",
+            Durability::Power => "FULL",
+        },
+    )?;
+    conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+    conn.set_prepared_statement_cache_capacity(64);
+    Ok(conn)
+}
+
+/// The writer thread's loop: every batch waiting when a transaction
+/// starts goes into it.
+fn run(core: &Mutex<Writer>, mut rx: mpsc::Receiver<Cmd>, durability: Durability) {
+    let mut group: Vec<WriteRequest> = Vec::with_capacity(64);
+    while let Some(first) = rx.blocking_recv() {
+        let mut reset = None;
+        match first {
+            Cmd::Write(w) => {
+                group.push(w);
+                // Batches that come here in "process" mode are from steady
+                // streams (a quiet session commits inline): wait a moment so
+                // that more chunks join the transaction. Fewer, larger commits
+                // leave the CPU to parsing under floods. With "power", the
+                // fsync is that moment.
+                if durability == Durability::Process {
+                    std::thread::sleep(COMMIT_DELAY);
+                }
+            }
+            Cmd::Reset(r) => reset = Some(r),
+            Cmd::Checkpoint => {}
+        }
+        while group.len() < MAX_GROUP && reset.is_none() {
+            match rx.try_recv() {
+                Ok(Cmd::Write(w)) => group.push(w),
+                Ok(Cmd::Reset(r)) => reset = Some(r),
+                Ok(Cmd::Checkpoint) => {}
+                Err(_) => break,
+            }
+        }
+        // A panic elsewhere while holding the lock left no transaction
+        // open (every path rolls back), so the writer carries on.
+        let mut writer = core.lock().unwrap_or_else(|p| p.into_inner());
+        if !group.is_empty() {
+            writer.write_group(&mut group);
+        }
+        if let Some(reply) = reset {
+            let _ = reply.send(writer.reset());
+        }
+        writer.checkpoint_if_due();
+    }
+}
+
+/// How long the writer thread lets a group gather (see `run`).
+const COMMIT_DELAY: Duration = Duration::from_micros(200);
+
+/// Commits between WAL checkpoints (a small commit adds a few pages).
+const CHECKPOINT_EVERY: u32 = 256;
+
 struct Writer {
-    conn: SqliteConnection,
+    conn: Connection,
     health: watch::Sender<HealthState>,
     stats: Arc<JournalStats>,
     next_batch_id: u64,
+    commits_since_checkpoint: u32,
 }
 
 impl Writer {
-    async fn run(mut self, mut rx: mpsc::Receiver<Cmd>) {
-        let mut group: Vec<WriteRequest> = Vec::with_capacity(64);
-        while let Some(first) = rx.recv().await {
-            let mut reset = None;
-            match first {
-                Cmd::Write(w) => group.push(w),
-                Cmd::Reset(r) => reset = Some(r),
-            }
-            // Group commit: take everything already waiting.
-            while group.len() < MAX_GROUP && reset.is_none() {
-                match rx.try_recv() {
-                    Ok(Cmd::Write(w)) => group.push(w),
-                    Ok(Cmd::Reset(r)) => reset = Some(r),
-                    Err(_) => break,
-                }
-            }
-            if !group.is_empty() {
-                self.write_group(&mut group).await;
-            }
-            if let Some(reply) = reset {
-                let _ = reply.send(self.reset().await);
-            }
+    fn committed(&mut self, started: Instant) {
+        self.stats.transactions.fetch_add(1, Ordering::Relaxed);
+        self.stats.last_commit_us.store(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+        self.commits_since_checkpoint += 1;
+    }
+
+    fn mint_proof(&mut self, batch: &WriteBatch) -> PersistedProof {
+        self.stats.batches.fetch_add(1, Ordering::Relaxed);
+        self.stats.rows.fetch_add(batch.ops.len() as u64, Ordering::Relaxed);
+        let proof = PersistedProof { batch_id: self.next_batch_id };
+        self.next_batch_id += 1;
+        proof
+    }
+
+    /// SQLite's own checkpoints are off on this connection: they would run
+    /// inside whichever commit crossed the limit, possibly inline on a
+    /// session's thread, and a checkpoint waits for the disk.
+    fn checkpoint_if_due(&mut self) {
+        if self.commits_since_checkpoint < CHECKPOINT_EVERY {
+            return;
         }
-        let _ = self.conn.close().await;
+        self.commits_since_checkpoint = 0;
+        if let Err(e) = self.conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+            tracing::warn!(error = %e, "WAL checkpoint failed; retried later");
+        }
     }
 
     fn set_health(&self, health: JournalHealth, reason: Option<String>) {
@@ -206,44 +334,39 @@ impl Writer {
         });
     }
 
-    async fn write_group(&mut self, group: &mut Vec<WriteRequest>) {
+    fn write_group(&mut self, group: &mut Vec<WriteRequest>) {
         let blocked = self.health.borrow().health == JournalHealth::Blocked;
         let results = if blocked {
             let reason = self.health.borrow().reason.clone().unwrap_or_default();
             group.iter().map(|_| Err(PersistError::Blocked(reason.clone()))).collect()
         } else {
-            self.commit_with_retries(group).await
+            self.commit_with_retries(group)
         };
         let n = group.len() as u64;
         self.stats.largest_group.fetch_max(n, Ordering::Relaxed);
         for (req, result) in group.drain(..).zip(results) {
-            let result = result.map(|()| {
-                self.stats.batches.fetch_add(1, Ordering::Relaxed);
-                self.stats.rows.fetch_add(req.batch.ops.len() as u64, Ordering::Relaxed);
-                let proof = PersistedProof { batch_id: self.next_batch_id };
-                self.next_batch_id += 1;
-                proof
-            });
+            let result = result.map(|()| self.mint_proof(&req.batch));
             req.route.send(JournalAck { seq: req.seq, result });
         }
     }
 
-    async fn commit_with_retries(&mut self, group: &[WriteRequest]) -> Vec<Result<(), PersistError>> {
+    fn commit_with_retries(&mut self, group: &[WriteRequest]) -> Vec<Result<(), PersistError>> {
         let mut attempt = 0;
         loop {
             attempt += 1;
             let started = Instant::now();
-            match try_commit(&mut self.conn, group).await {
+            let batches: Vec<&WriteBatch> = group.iter().map(|r| &r.batch).collect();
+            let r = try_commit(&self.conn, &batches);
+            match r {
                 Ok(results) => {
-                    self.stats.transactions.fetch_add(1, Ordering::Relaxed);
-                    self.stats.last_commit_us.store(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+                    self.committed(started);
                     if self.health.borrow().health == JournalHealth::Degraded {
                         self.set_health(JournalHealth::Healthy, None);
                     }
                     return results;
                 }
                 Err(e) => {
-                    let _ = self.conn.execute("ROLLBACK").await;
+                    rollback(&self.conn);
                     self.stats.failed_commits.fetch_add(1, Ordering::Relaxed);
                     let reason = describe(&e);
                     tracing::warn!(attempt, error = %reason, "journal commit failed");
@@ -253,30 +376,29 @@ impl Writer {
                         return group.iter().map(|_| Err(PersistError::Blocked(reason.clone()))).collect();
                     }
                     self.set_health(JournalHealth::Degraded, Some(reason));
-                    tokio::time::sleep(Duration::from_millis(50 << attempt)).await;
+                    std::thread::sleep(Duration::from_millis(50 << attempt));
                 }
             }
         }
     }
 
-    async fn reset(&mut self) -> Result<(), String> {
-        let probe = async {
-            self.conn.execute("BEGIN IMMEDIATE").await?;
-            sqlx::query("INSERT INTO journal_meta (key, value) VALUES ('last_reset_ms', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value")
-                .bind(now_ms().to_string())
-                .execute(&mut self.conn)
-                .await?;
-            self.conn.execute("COMMIT").await?;
-            Ok::<(), sqlx::Error>(())
+    fn reset(&mut self) -> Result<(), String> {
+        let probe = || -> rusqlite::Result<()> {
+            exec(&self.conn, "BEGIN IMMEDIATE")?;
+            self.conn.execute(
+                "INSERT INTO journal_meta (key, value) VALUES ('last_reset_ms', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                [now_ms().to_string()],
+            )?;
+            exec(&self.conn, "COMMIT")
         };
-        match probe.await {
+        match probe() {
             Ok(()) => {
                 tracing::info!("journal reset: the store is writable again");
                 self.set_health(JournalHealth::Healthy, None);
                 Ok(())
             }
             Err(e) => {
-                let _ = self.conn.execute("ROLLBACK").await;
+                rollback(&self.conn);
                 let reason = describe(&e);
                 self.set_health(JournalHealth::Blocked, Some(reason.clone()));
                 Err(reason)
@@ -285,8 +407,27 @@ impl Writer {
     }
 }
 
+/// A batch that breaks a constraint is a bug in the daemon: it is refused
+/// alone, the store and other batches are kept.
+fn rejected(e: &rusqlite::Error) -> PersistError {
+    tracing::error!(error = %e, "a journal batch was rejected by the store");
+    PersistError::Blocked(format!("a write was rejected by the store: {e}"))
+}
+
+/// A statement without parameters, prepared once.
+fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([])?;
+    Ok(())
+}
+
+fn rollback(conn: &Connection) {
+    if !conn.is_autocommit() {
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+}
+
 /// A failure in words a user can act on.
-fn describe(e: &sqlx::Error) -> String {
+fn describe(e: &rusqlite::Error) -> String {
     let text = e.to_string();
     let lower = text.to_lowercase();
     if lower.contains("full") {
@@ -298,60 +439,51 @@ fn describe(e: &sqlx::Error) -> String {
     }
 }
 
-/// The fast path: the whole group in one round trip. If anything fails,
-/// the careful path below finds out which batch and whether the store or
-/// the batch is at fault.
-async fn try_commit(
-    conn: &mut SqliteConnection,
-    group: &[WriteRequest],
-) -> Result<Vec<Result<(), PersistError>>, sqlx::Error> {
-    match apply_group(conn, group.iter().map(|r| &r.batch)).await {
-        Ok(()) => Ok(group.iter().map(|_| Ok(())).collect()),
-        Err(e) => {
-            tracing::debug!(error = %e, "group write failed; retrying batch by batch");
-            let _ = conn.execute("ROLLBACK").await;
-            try_commit_each(conn, group).await
-        }
+/// The whole group in one transaction, each batch in its own savepoint
+/// when there are several: a batch the store rejects (a constraint, which
+/// is a bug in the daemon) is refused alone and the others commit. A
+/// failure of the store itself (disk full, read-only, I/O) fails the whole
+/// transaction, to be retried by the caller.
+fn try_commit(conn: &Connection, group: &[&WriteBatch]) -> rusqlite::Result<Vec<Result<(), PersistError>>> {
+    // One statement is a transaction of its own (a paced stream's delta):
+    // no BEGIN and COMMIT to run.
+    if let [batch] = group
+        && let [op] = batch.ops.as_slice()
+    {
+        return match op.execute(conn) {
+            Ok(()) => Ok(vec![Ok(())]),
+            Err(e) if is_io_error(&e) => Err(e),
+            Err(e) => Ok(vec![Err(rejected(&e))]),
+        };
     }
-}
-
-async fn try_commit_each(
-    conn: &mut SqliteConnection,
-    group: &[WriteRequest],
-) -> Result<Vec<Result<(), PersistError>>, sqlx::Error> {
-    conn.execute("BEGIN IMMEDIATE").await?;
-    let mut results = Vec::with_capacity(group.len());
-    // Each statement is a round trip to SQLite's thread: a lone batch needs
-    // no savepoint to be isolated from others.
+    exec(conn, "BEGIN IMMEDIATE")?;
     let isolate = group.len() > 1;
-    for req in group {
+    let mut results = Vec::with_capacity(group.len());
+    for batch in group {
         if isolate {
-            conn.execute("SAVEPOINT batch").await?;
+            exec(conn, "SAVEPOINT batch")?;
         }
         let mut outcome = Ok(());
-        for op in &req.batch.ops {
-            if let Err(e) = apply(conn, op).await {
+        for op in &batch.ops {
+            if let Err(e) = op.execute(conn) {
                 if is_io_error(&e) {
                     return Err(e);
                 }
-                // A batch that breaks a constraint is a bug in the daemon:
-                // refuse it alone, keep the store and the other batches.
-                tracing::error!(error = %e, "a journal batch was rejected by the store");
-                outcome = Err(PersistError::Blocked(format!("a write was rejected by the store: {e}")));
+                outcome = Err(rejected(&e));
                 break;
             }
         }
         if isolate {
             if outcome.is_err() {
-                conn.execute("ROLLBACK TO batch").await?;
+                exec(conn, "ROLLBACK TO batch")?;
             }
-            conn.execute("RELEASE batch").await?;
+            exec(conn, "RELEASE batch")?;
         } else if outcome.is_err() {
-            conn.execute("ROLLBACK").await?;
-            return Ok(results.into_iter().chain([outcome]).collect());
+            exec(conn, "ROLLBACK")?;
+            return Ok(vec![outcome]);
         }
         results.push(outcome);
     }
-    conn.execute("COMMIT").await?;
+    exec(conn, "COMMIT")?;
     Ok(results)
 }

@@ -104,7 +104,13 @@ pub(crate) struct SessionActor {
     /// The provider request feeding `provider_rx`, polled in the select.
     pub(super) provider: Option<super::turn::ProviderFuture>,
     exit: Option<Exit>,
+    /// When the last batch was handed to the journal.
+    last_batch_at: std::time::Instant,
 }
+
+/// A session quiet this long commits its next batch itself if the journal
+/// writer is idle (see `flush`).
+const QUIET_FOR_INLINE_COMMIT: std::time::Duration = std::time::Duration::from_micros(800);
 
 impl SessionActor {
     /// Loads a session from the store, recovers an interrupted stream, and
@@ -133,6 +139,7 @@ impl SessionActor {
             queue: VecDeque::new(),
             acks_tx,
             acks,
+            last_batch_at: std::time::Instant::now(),
             health,
             events,
             snapshot,
@@ -272,6 +279,21 @@ impl SessionActor {
         }
         let Some((seq, batch)) = self.pipeline.take_batch() else { return };
         tracing::trace!(session = %self.row.id, batch = seq, ops = batch.ops.len(), "journal write");
+        // After a pause, latency matters more than batching: commit here if
+        // the writer is idle, saving two thread wake-ups. A steady stream
+        // goes through the writer thread instead, which commits while this
+        // actor parses and folds what arrives meanwhile into one batch.
+        let now = std::time::Instant::now();
+        let quiet = now.duration_since(self.last_batch_at) >= QUIET_FOR_INLINE_COMMIT;
+        self.last_batch_at = now;
+        let batch = if quiet {
+            match self.shared.writer.try_write_inline(seq, batch) {
+                Ok(ack) => return self.on_ack(ack),
+                Err(batch) => batch,
+            }
+        } else {
+            batch
+        };
         self.shared.writer.submit(seq, batch, &self.acks_tx).await;
     }
 

@@ -9,7 +9,8 @@ use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::Connection;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{ConnectOptions, Row, SqlitePool};
 
 use crate::config::Durability;
@@ -45,18 +46,19 @@ fn options(path: &Path, durability: Durability) -> Result<SqliteConnectOptions, 
 }
 
 impl Store {
-    /// Opens (creating and migrating if needed) the store, returning the
-    /// read pool and the one connection the journal writer will own.
-    pub async fn open(path: &Path, durability: Durability) -> Result<(Store, SqliteConnection), StoreError> {
+    /// Opens (creating and migrating if needed) the store for reading. All
+    /// writes go through the journal writer's own connection.
+    pub async fn open(path: &Path, durability: Durability) -> Result<Store, StoreError> {
         let opts = options(path, durability)?;
-        let mut writer = opts.clone().connect().await?;
-        sqlx::migrate!("./migrations").run(&mut writer).await?;
+        let mut migrator = opts.clone().connect().await?;
+        sqlx::migrate!("./migrations").run(&mut migrator).await?;
+        migrator.close().await?;
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
             .min_connections(1)
             .connect_with(opts.read_only(true))
             .await?;
-        Ok((Store { pool }, writer))
+        Ok(Store { pool })
     }
 
     pub async fn sessions(&self) -> Result<Vec<SessionRow>, StoreError> {

@@ -5,7 +5,9 @@
 //! the attached real clients (over the Unix socket) receives it. Reports:
 //! chunks/s for one flooded session and across 50 sessions; journal rows and
 //! transactions per second; delivery latency from the mock writing a chunk
-//! to each of 10 clients receiving it (p50/p99) at 50 and 1,000 chunks/s;
+//! to the socket to each of 10 clients receiving it (p50/p99) at 50 and
+//! 1,000 chunks/s (the mock and each client on a thread of its own, like
+//! separate processes);
 //! the daemon's peak memory. Once per durability setting.
 //!
 //!     cargo build --release --workspace --bins
@@ -29,7 +31,7 @@ struct Daemon {
 }
 
 impl Daemon {
-    async fn start(bin: &Path, mock: &MockServer, durability: &str) -> anyhow::Result<Daemon> {
+    async fn start(bin: &Path, mock_url: &str, durability: &str) -> anyhow::Result<Daemon> {
         let home = tempfile::Builder::new().prefix("forge-bench-").tempdir()?;
         std::fs::write(home.path().join("config.toml"), format!("[journal]\ndurability = \"{durability}\"\n"))?;
         let socket = home.path().join("forged.sock");
@@ -37,7 +39,7 @@ impl Daemon {
             .arg("--socket")
             .arg(&socket)
             .env("FORGE_HOME", home.path())
-            .env("ANTHROPIC_BASE_URL", mock.anthropic_url())
+            .env("ANTHROPIC_BASE_URL", mock_url)
             .env("ANTHROPIC_API_KEY", "bench")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -102,6 +104,8 @@ async fn journal_counts(socket: &Path) -> anyhow::Result<(u64, u64)> {
 }
 
 /// Latencies (µs) of every stamped chunk as seen by each of `clients`.
+/// Each client runs on a thread and runtime of its own, as separate
+/// client processes would: none waits for another's work.
 async fn latency(socket: &Path, chunks: usize, delay_ms: u64, clients: usize) -> anyhow::Result<Vec<f64>> {
     let session = new_session(socket).await?;
     let mut followers = Vec::new();
@@ -109,49 +113,89 @@ async fn latency(socket: &Path, chunks: usize, delay_ms: u64, clients: usize) ->
         let socket = socket.to_path_buf();
         let session = session.clone();
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-        followers.push((
-            tokio::spawn(async move {
-                let conn = connect(&socket, info()).await?;
-                let mut follow = Follow::start(&conn.client, session, None).await?;
-                let _ = ready_tx.send(());
-                let mut lat = Vec::new();
-                let mut partial = String::new();
-                while let Some(item) = follow.next().await {
-                    if let SubscriptionItem::Event(ev) = item? {
-                        let now = unix_ns();
-                        match ev.kind {
-                            EventKind::TextDelta { text } => {
-                                partial.push_str(&text);
-                                // Whole tokens only: `t<ns> `.
-                                while let Some(end) = partial.find(' ') {
-                                    let token: String = partial.drain(..=end).collect();
-                                    if let Some(ns) = token.trim().strip_prefix('t').and_then(|n| n.parse::<u128>().ok()) {
-                                        lat.push(now.saturating_sub(ns) as f64 / 1000.0);
-                                    }
-                                }
-                            }
-                            EventKind::TurnFinished { .. } => break,
-                            _ => {}
-                        }
-                    }
-                }
-                anyhow::Ok(lat)
-            }),
-            ready_rx,
-        ));
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+        std::thread::spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(rt) => rt,
+                Err(e) => return drop(done_tx.send(Err(anyhow::anyhow!("{e}")))),
+            };
+            let _ = done_tx.send(rt.block_on(follow_stamps(&socket, session, ready_tx)));
+        });
+        followers.push((done_rx, ready_rx));
     }
-    let mut handles = Vec::new();
-    for (h, ready) in followers {
+    let mut done = Vec::new();
+    for (d, ready) in followers {
         let _ = ready.await;
-        handles.push(h);
+        done.push(d);
     }
-    run_turn(socket, &session, &format!("mock:tokens={chunks} mock:delay={delay_ms} mock:stamp")).await?;
+    // Sent by an 11th client that does not follow: the 10 followers end
+    // with the turn.
+    let conn = connect(socket, info()).await?;
+    conn.client.session_send(session.clone(), format!("mock:tokens={chunks} mock:delay={delay_ms} mock:stamp")).await?;
     let mut all = Vec::new();
-    for h in handles {
-        all.extend(h.await??);
+    for d in done {
+        all.extend(d.await??);
     }
     all.sort_by(|a, b| a.total_cmp(b));
     Ok(all)
+}
+
+/// One client: follows `session` live and returns how long each stamped
+/// token took from the mock to here (µs).
+async fn follow_stamps(
+    socket: &Path,
+    session: String,
+    ready: tokio::sync::oneshot::Sender<()>,
+) -> anyhow::Result<Vec<f64>> {
+    let conn = connect(socket, info()).await?;
+    let mut follow = Follow::start(&conn.client, session, None).await?;
+    let _ = ready.send(());
+    let mut lat = Vec::new();
+    let mut partial = String::new();
+    while let Some(item) = follow.next().await {
+        if let SubscriptionItem::Event(ev) = item? {
+            let now = unix_ns();
+            match ev.kind {
+                EventKind::TextDelta { text } => {
+                    partial.push_str(&text);
+                    // Whole tokens only: `t<ns> `.
+                    while let Some(end) = partial.find(' ') {
+                        let token: String = partial.drain(..=end).collect();
+                        if let Some(ns) = token.trim().strip_prefix('t').and_then(|n| n.parse::<u128>().ok()) {
+                            lat.push(now.saturating_sub(ns) as f64 / 1000.0);
+                        }
+                    }
+                }
+                EventKind::TurnFinished { .. } => break,
+                _ => {}
+            }
+        }
+    }
+    Ok(lat)
+}
+
+/// The mock provider on a thread and runtime of its own, like a server
+/// elsewhere: the clients' work never delays its writes. Returns its URL.
+fn start_mock_thread() -> anyhow::Result<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            Ok(rt) => rt,
+            Err(e) => return drop(tx.send(Err(anyhow::anyhow!("{e}")))),
+        };
+        rt.block_on(async move {
+            match MockServer::start(MockOptions::default()).await {
+                Ok(mock) => {
+                    let _ = tx.send(Ok(mock.anthropic_url()));
+                    // Serves until the process exits.
+                    std::future::pending::<()>().await;
+                    drop(mock);
+                }
+                Err(e) => drop(tx.send(Err(e.into()))),
+            }
+        });
+    });
+    rx.recv()?
 }
 
 fn pct(sorted: &[f64], p: f64) -> f64 {
@@ -260,11 +304,11 @@ async fn main() -> anyhow::Result<()> {
         .and_then(|n| n.parse().ok())
         .unwrap_or(10);
     let bin = std::env::current_exe()?.parent().map(Path::to_path_buf).unwrap_or_default();
-    let mock = MockServer::start(MockOptions::default()).await?;
+    let mock_url = start_mock_thread()?;
     let (flood, per_session, sessions) = if quick { (50_000, 2_000, 10) } else { (200_000, 10_000, 50) };
     println!("forge-bench: mock provider -> forged -> clients over the Unix socket (2 cores)");
     for durability in ["process", "power"] {
-        let d = Daemon::start(&bin, &mock, durability).await?;
+        let d = Daemon::start(&bin, &mock_url, durability).await?;
         println!("\n== durability = \"{durability}\"");
         if only_latency {
             latency_report(&d, quick, clients).await?;
