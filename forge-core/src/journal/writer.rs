@@ -487,3 +487,95 @@ fn try_commit(conn: &Connection, group: &[&WriteBatch]) -> rusqlite::Result<Vec<
     exec(conn, "COMMIT")?;
     Ok(results)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::StoreOp;
+    use crate::store::Store;
+
+    fn create(id: &str) -> WriteBatch {
+        WriteBatch {
+            ops: vec![StoreOp::CreateSession {
+                id: id.into(),
+                name: None,
+                cwd: "/tmp".into(),
+                provider: "claude".into(),
+                model: "m".into(),
+                created_ms: 1,
+            }],
+        }
+    }
+
+    fn event(id: &str, seq: u64) -> WriteBatch {
+        WriteBatch {
+            ops: vec![StoreOp::AppendEvent {
+                session_id: id.into(),
+                seq,
+                ts_ms: 1,
+                kind: "text_delta",
+                body: Arc::from(format!("{{\"seq\":{seq}}}")),
+            }],
+        }
+    }
+
+    async fn open(durability: Durability) -> (tempfile::TempDir, Store, JournalWriter) {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let db = dir.path().join("forge.db");
+        let store = Store::open(&db, durability).await.unwrap_or_else(|e| panic!("{e}"));
+        let (writer, _thread) = JournalWriter::spawn(&db, durability).unwrap_or_else(|e| panic!("{e}"));
+        (dir, store, writer)
+    }
+
+    #[tokio::test]
+    async fn an_idle_writer_commits_inline_and_the_store_has_it_before_the_ack_returns() {
+        let (_dir, store, writer) = open(Durability::Process).await;
+        writer.write(create("s")).await.unwrap_or_else(|e| panic!("{e}"));
+        let ack = writer.try_write_inline(7, event("s", 1)).unwrap_or_else(|_| panic!("the writer was idle"));
+        assert_eq!(ack.seq, 7);
+        assert!(ack.result.is_ok());
+        let events = store.events_after("s", 0, 10).await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(events, vec![(1, "{\"seq\":1}".to_string())]);
+    }
+
+    #[tokio::test]
+    async fn a_batch_the_store_rejects_inline_is_refused_alone_and_the_writer_stays_healthy() {
+        let (_dir, store, writer) = open(Durability::Process).await;
+        writer.write(create("s")).await.unwrap_or_else(|e| panic!("{e}"));
+        let first = writer.try_write_inline(1, event("s", 1)).unwrap_or_else(|_| panic!("idle"));
+        assert!(first.result.is_ok());
+        // The same seq twice breaks the primary key: a bug, not a bad disk.
+        let again = writer.try_write_inline(2, event("s", 1)).unwrap_or_else(|_| panic!("idle"));
+        assert!(matches!(again.result, Err(PersistError::Blocked(ref m)) if m.contains("rejected by the store")));
+        assert_eq!(writer.health().health, JournalHealth::Healthy);
+        assert!(writer.write(event("s", 2)).await.is_ok());
+        assert_eq!(store.events_after("s", 0, 10).await.map(|e| e.len()).unwrap_or(0), 2);
+    }
+
+    #[tokio::test]
+    async fn with_power_durability_every_batch_goes_through_the_writer_thread() {
+        let (_dir, _store, writer) = open(Durability::Power).await;
+        assert!(writer.try_write_inline(1, create("s")).is_err(), "a commit that fsyncs must not run on a session's thread");
+        assert!(writer.write(create("s")).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn in_a_group_a_rejected_batch_fails_alone() {
+        let (_dir, store, writer) = open(Durability::Process).await;
+        writer.write(create("s")).await.unwrap_or_else(|e| panic!("{e}"));
+        writer.write(event("s", 1)).await.unwrap_or_else(|e| panic!("{e}"));
+        let (tx, mut rx) = mpsc::channel(4);
+        // Queued back to back they usually share a transaction (the thread
+        // waits a moment after the first); either way only the bad one fails.
+        writer.submit(1, event("s", 1), &tx).await;
+        writer.submit(2, event("s", 2), &tx).await;
+        let mut acks = Vec::new();
+        for _ in 0..2 {
+            let ack = rx.recv().await.unwrap_or_else(|| panic!("an ack"));
+            acks.push((ack.seq, ack.result.is_ok()));
+        }
+        acks.sort();
+        assert_eq!(acks, vec![(1, false), (2, true)]);
+        assert_eq!(store.events_after("s", 0, 10).await.map(|e| e.len()).unwrap_or(0), 2);
+    }
+}
