@@ -27,7 +27,9 @@ pub async fn daemon(g: &Global) -> Result<Connection, Failure> {
             "daemon_not_running",
             format!("no forged is running on {} (start it with `forged`, or drop --no-autostart)", path.display()),
         ),
-        StartError::Connect(e @ ConnectError::Protocol { .. }) => Failure::new(UNREACHABLE, "protocol_mismatch", e.to_string()),
+        StartError::Connect(e @ ConnectError::Protocol { .. }) => {
+            Failure::new(UNREACHABLE, "protocol_mismatch", e.to_string())
+        }
         StartError::Connect(e) => Failure::new(UNREACHABLE, "daemon_unreachable", e.to_string()),
         e @ (StartError::Spawn { .. } | StartError::Failed(_)) => {
             Failure::new(UNREACHABLE, "daemon_start_failed", e.to_string())

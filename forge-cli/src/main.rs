@@ -114,7 +114,9 @@ the model decides what to do. --discard answers all of them as discarded and end
     /// List every pending tool approval, across all sessions
     Approvals,
     /// Approve a session's pending tool calls: all, or the numbered ones
-    #[command(after_help = "Numbers are the #N shown by `forgectl approvals` or `forgectl send`; the calls not named are denied.")]
+    #[command(
+        after_help = "Numbers are the #N shown by `forgectl approvals` or `forgectl send`; the calls not named are denied."
+    )]
     Approve {
         /// Session id, id prefix or name
         session: String,

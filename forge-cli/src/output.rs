@@ -3,7 +3,6 @@
 
 use std::io::Write;
 
-
 use forge_proto::{ClientRef, EventKind, SessionEvent, SessionInfo};
 
 pub fn json_line<T: serde::Serialize>(value: &T) {
@@ -150,7 +149,13 @@ impl Transcript {
             }
             EventKind::ApprovalResolved { approved, denied, .. } => {
                 self.end_text(&mut out);
-                let _ = writeln!(out, "[{}] approval answered by {who}: {} approved, {} denied", ev.seq, approved.len(), denied.len());
+                let _ = writeln!(
+                    out,
+                    "[{}] approval answered by {who}: {} approved, {} denied",
+                    ev.seq,
+                    approved.len(),
+                    denied.len()
+                );
             }
             EventKind::AwaitingToolResults { calls } => {
                 self.end_text(&mut out);
@@ -162,7 +167,12 @@ impl Transcript {
             }
             EventKind::ToolRecovery { calls } => {
                 self.end_text(&mut out);
-                let _ = writeln!(out, "[{}] forged stopped during this turn's tool calls; {} unfinished:", ev.seq, calls.len());
+                let _ = writeln!(
+                    out,
+                    "[{}] forged stopped during this turn's tool calls; {} unfinished:",
+                    ev.seq,
+                    calls.len()
+                );
                 for c in calls {
                     let how = if c.interrupted { "was running" } else { "had not started" };
                     let _ = writeln!(out, "  {} ({how})", c.name);

@@ -11,7 +11,18 @@ fn help_documents_exit_codes_and_json() {
     let out = forgectl().arg("--help").output().unwrap_or_else(|e| panic!("{e}"));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success());
-    for needle in ["send", "attach", "session", "history", "cancel", "status", "shutdown", "--json", "--no-autostart", "Exit status"] {
+    for needle in [
+        "send",
+        "attach",
+        "session",
+        "history",
+        "cancel",
+        "status",
+        "shutdown",
+        "--json",
+        "--no-autostart",
+        "Exit status",
+    ] {
         assert!(text.contains(needle), "--help lacks {needle}:\n{text}");
     }
 }

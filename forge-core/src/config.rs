@@ -218,10 +218,8 @@ impl ForgeConfig {
     }
 
     pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
-        let cfg: ForgeConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
-            path: path.to_path_buf(),
-            message: describe_toml_error(text, &e),
-        })?;
+        let cfg: ForgeConfig = toml::from_str(text)
+            .map_err(|e| ConfigError::Parse { path: path.to_path_buf(), message: describe_toml_error(text, &e) })?;
         cfg.validate(path)?;
         Ok(cfg)
     }

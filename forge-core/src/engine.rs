@@ -75,9 +75,8 @@ impl Engine {
     /// Opens the store, starts the writer, and recovers sessions that were
     /// interrupted or have queued messages.
     pub async fn open(opts: EngineOptions) -> Result<Engine, EngineError> {
-        std::fs::create_dir_all(&opts.home).map_err(|e| {
-            EngineError::internal(format!("cannot create {}: {e}", opts.home.display()))
-        })?;
+        std::fs::create_dir_all(&opts.home)
+            .map_err(|e| EngineError::internal(format!("cannot create {}: {e}", opts.home.display())))?;
         let db = opts.home.join("forge.db");
         let store = Store::open(&db, opts.config.journal.durability)
             .await
@@ -169,7 +168,10 @@ impl Engine {
             _ => std::env::current_dir().map(|p| p.display().to_string()).unwrap_or_else(|_| "/".into()),
         };
         if !Path::new(&cwd).is_absolute() {
-            return Err(EngineError::new(ErrorKind::InvalidParams, format!("cwd must be an absolute path, got \"{cwd}\"")));
+            return Err(EngineError::new(
+                ErrorKind::InvalidParams,
+                format!("cwd must be an absolute path, got \"{cwd}\""),
+            ));
         }
         let _names = self.inner.names.lock().await;
         if let Some(name) = &req.name {
@@ -291,7 +293,12 @@ impl Engine {
         self.session_info(&id).await
     }
 
-    pub async fn rename(&self, selector: &str, name: Option<String>, client: ClientRef) -> Result<SessionInfo, EngineError> {
+    pub async fn rename(
+        &self,
+        selector: &str,
+        name: Option<String>,
+        client: ClientRef,
+    ) -> Result<SessionInfo, EngineError> {
         self.check_running()?;
         let handle = self.handle_for(selector).await?;
         let name = name.map(|n| n.trim().to_string()).filter(|n| !n.is_empty());
@@ -319,7 +326,10 @@ impl Engine {
         let (provider, model) = match provider {
             Some(p) => {
                 let kind = ProviderKind::parse(&p).ok_or_else(|| {
-                    EngineError::new(ErrorKind::InvalidParams, format!("unknown provider \"{p}\"; use claude (or anthropic), openai or gemini"))
+                    EngineError::new(
+                        ErrorKind::InvalidParams,
+                        format!("unknown provider \"{p}\"; use claude (or anthropic), openai or gemini"),
+                    )
                 })?;
                 (kind.as_str().to_string(), model.unwrap_or_else(|| kind.default_model().to_string()))
             }
@@ -373,7 +383,12 @@ impl Engine {
         handle.request(|reply| SessionCmd::Send { text, client, reply }).await
     }
 
-    pub async fn cancel(&self, selector: &str, drop_queued: bool, client: ClientRef) -> Result<CancelResult, EngineError> {
+    pub async fn cancel(
+        &self,
+        selector: &str,
+        drop_queued: bool,
+        client: ClientRef,
+    ) -> Result<CancelResult, EngineError> {
         let handle = self.handle_for(selector).await?;
         handle.request(|reply| SessionCmd::Cancel { client, drop_queued, reply }).await
     }
@@ -402,9 +417,7 @@ impl Engine {
     ) -> Result<forge_proto::ApprovalResult, EngineError> {
         self.check_running()?;
         let handle = self.handle_for(selector).await?;
-        handle
-            .request(|reply| SessionCmd::Approve { decision, approval_id, call_ids, indices, client, reply })
-            .await
+        handle.request(|reply| SessionCmd::Approve { decision, approval_id, call_ids, indices, client, reply }).await
     }
 
     pub async fn tool_result(
@@ -442,7 +455,12 @@ impl Engine {
     }
 
     /// Stored events after `after_seq`, as JSON bodies.
-    pub async fn events(&self, selector: &str, after_seq: u64, limit: u32) -> Result<(String, Vec<String>), EngineError> {
+    pub async fn events(
+        &self,
+        selector: &str,
+        after_seq: u64,
+        limit: u32,
+    ) -> Result<(String, Vec<String>), EngineError> {
         let id = self.resolve(selector).await?;
         let rows = self.shared().store.events_after(&id, after_seq, limit.clamp(1, 10_000)).await?;
         Ok((id, rows.into_iter().map(|(_, b)| b).collect()))
@@ -538,7 +556,9 @@ impl Engine {
 /// The reason, with what to do about it when the journal is blocked.
 fn blocked_advice(reason: &str, health: JournalHealth) -> String {
     if health == JournalHealth::Blocked {
-        format!("{reason}. Nothing already acknowledged is lost. Fix the cause (free disk space, restore write permission on the database), then run `forgectl journal reset`")
+        format!(
+            "{reason}. Nothing already acknowledged is lost. Fix the cause (free disk space, restore write permission on the database), then run `forgectl journal reset`"
+        )
     } else {
         reason.to_string()
     }

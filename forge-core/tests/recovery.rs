@@ -38,7 +38,10 @@ async fn crashed_session(home: &std::path::Path, id: &str, text: &[&str], seal: 
         ops.push(StoreOp::AppendEvent { session_id: id.into(), seq, ts_ms: 1, kind: name, body });
         seq
     };
-    event(EventKind::SessionCreated { name: None, cwd: "/tmp".into(), provider: "claude".into(), model: "m".into() }, &mut ops);
+    event(
+        EventKind::SessionCreated { name: None, cwd: "/tmp".into(), provider: "claude".into(), model: "m".into() },
+        &mut ops,
+    );
     ops.push(StoreOp::InsertNode {
         id: format!("{id}-u"),
         session_id: id.into(),
@@ -51,7 +54,12 @@ async fn crashed_session(home: &std::path::Path, id: &str, text: &[&str], seal: 
     });
     ops.push(StoreOp::SetHead { session_id: id.into(), head_id: Some(format!("{id}-u")) });
     let first_seq = event(
-        EventKind::TurnStarted { message_id: format!("{id}-u"), text: "question".into(), provider: "claude".into(), model: "m".into() },
+        EventKind::TurnStarted {
+            message_id: format!("{id}-u"),
+            text: "question".into(),
+            provider: "claude".into(),
+            model: "m".into(),
+        },
         &mut ops,
     );
     ops.push(StoreOp::StreamBegin {
@@ -124,7 +132,8 @@ async fn a_recovered_answer_is_context_for_the_next_turn_marked_as_interrupted()
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let (_, bodies) = engine.events("ctx", 0, 100).await.unwrap_or_else(|e| panic!("{e}"));
-    let last: SessionEvent = serde_json::from_str(bodies.last().map(String::as_str).unwrap_or("{}")).unwrap_or_else(|e| panic!("{e}"));
+    let last: SessionEvent =
+        serde_json::from_str(bodies.last().map(String::as_str).unwrap_or("{}")).unwrap_or_else(|e| panic!("{e}"));
     match last.kind {
         EventKind::TurnFinished { status, recovered, .. } => {
             assert_eq!(status, MessageStatus::Interrupted);
@@ -133,11 +142,8 @@ async fn a_recovered_answer_is_context_for_the_next_turn_marked_as_interrupted()
         other => panic!("{other:?}"),
     }
     assert_eq!(last.client, Some(ClientRef::daemon()));
-    let seqs: Vec<u64> = bodies
-        .iter()
-        .filter_map(|b| serde_json::from_str::<SessionEvent>(b).ok())
-        .map(|e| e.seq)
-        .collect();
+    let seqs: Vec<u64> =
+        bodies.iter().filter_map(|b| serde_json::from_str::<SessionEvent>(b).ok()).map(|e| e.seq).collect();
     assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
     engine.shutdown().await;
 }
@@ -156,14 +162,51 @@ async fn a_turn_stopped_in_its_tools_waits_for_a_decision_and_never_reruns_an_in
             EventKind::ToolRunning { .. } => "tool_running",
             _ => "session_created",
         };
-        StoreOp::AppendEvent { session_id: id.into(), seq, ts_ms: 1, kind: name, body: serde_json::to_string(&e).unwrap_or_default().into() }
+        StoreOp::AppendEvent {
+            session_id: id.into(),
+            seq,
+            ts_ms: 1,
+            kind: name,
+            body: serde_json::to_string(&e).unwrap_or_default().into(),
+        }
     };
-    let call = |c: &str, name: &str, args: &str| forge_proto::ToolCallRecord { id: c.into(), name: name.into(), arguments: args.into() };
+    let call = |c: &str, name: &str, args: &str| forge_proto::ToolCallRecord {
+        id: c.into(),
+        name: name.into(),
+        arguments: args.into(),
+    };
     let ops = vec![
-        StoreOp::CreateSession { id: id.into(), name: None, cwd: dir.path().display().to_string(), provider: "claude".into(), model: "m".into(), created_ms: 1 },
-        ev(1, EventKind::SessionCreated { name: None, cwd: "/tmp".into(), provider: "claude".into(), model: "m".into() }),
-        StoreOp::InsertNode { id: "u".into(), session_id: id.into(), parent_id: None, role: Role::User, text: "q".into(), status: MessageStatus::Complete, created_ms: 1, meta: Default::default() },
-        ev(2, EventKind::TurnStarted { message_id: "u".into(), text: "q".into(), provider: "claude".into(), model: "m".into() }),
+        StoreOp::CreateSession {
+            id: id.into(),
+            name: None,
+            cwd: dir.path().display().to_string(),
+            provider: "claude".into(),
+            model: "m".into(),
+            created_ms: 1,
+        },
+        ev(
+            1,
+            EventKind::SessionCreated { name: None, cwd: "/tmp".into(), provider: "claude".into(), model: "m".into() },
+        ),
+        StoreOp::InsertNode {
+            id: "u".into(),
+            session_id: id.into(),
+            parent_id: None,
+            role: Role::User,
+            text: "q".into(),
+            status: MessageStatus::Complete,
+            created_ms: 1,
+            meta: Default::default(),
+        },
+        ev(
+            2,
+            EventKind::TurnStarted {
+                message_id: "u".into(),
+                text: "q".into(),
+                provider: "claude".into(),
+                model: "m".into(),
+            },
+        ),
         StoreOp::InsertNode {
             id: "a".into(),
             session_id: id.into(),
@@ -219,9 +262,11 @@ async fn a_turn_stopped_in_its_tools_waits_for_a_decision_and_never_reruns_an_in
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
-    let c1 = h.iter().find(|m| m.tool_result.as_ref().is_some_and(|t| t.call_id == "c1")).unwrap_or_else(|| panic!("{h:?}"));
+    let c1 =
+        h.iter().find(|m| m.tool_result.as_ref().is_some_and(|t| t.call_id == "c1")).unwrap_or_else(|| panic!("{h:?}"));
     assert!(c1.text.contains("not run again"), "{}", c1.text);
-    let c2 = h.iter().find(|m| m.tool_result.as_ref().is_some_and(|t| t.call_id == "c2")).unwrap_or_else(|| panic!("{h:?}"));
+    let c2 =
+        h.iter().find(|m| m.tool_result.as_ref().is_some_and(|t| t.call_id == "c2")).unwrap_or_else(|| panic!("{h:?}"));
     assert!(!c2.tool_result.as_ref().is_some_and(|t| t.is_error), "current_date ran: {}", c2.text);
     assert!(!dir.path().join("x.txt").exists());
     engine.shutdown().await;

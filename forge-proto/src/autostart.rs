@@ -51,7 +51,11 @@ pub async fn connect_or_start(
     }
 }
 
-async fn start_and_connect(socket: &Path, info: ClientInfo, started: impl FnOnce(u32)) -> Result<Connection, StartError> {
+async fn start_and_connect(
+    socket: &Path,
+    info: ClientInfo,
+    started: impl FnOnce(u32),
+) -> Result<Connection, StartError> {
     let home = crate::paths::forge_home();
     let logs = home.join("logs");
     let _ = std::fs::create_dir_all(&logs);

@@ -47,8 +47,7 @@ pub async fn connect(socket: &Path, info: ClientInfo) -> Result<Connection, Conn
             _ => ConnectError::Io { path, source },
         }
     })?;
-    let handshake_err =
-        |message: String| ConnectError::Handshake { path: socket.to_path_buf(), message };
+    let handshake_err = |message: String| ConnectError::Handshake { path: socket.to_path_buf(), message };
     let url = Url::parse("ws://forge/").map_err(|e| handshake_err(e.to_string()))?;
     let (tx, rx) = WsTransportClientBuilder::default()
         .max_request_size(MAX_MESSAGE_BYTES)

@@ -93,10 +93,7 @@ impl ErrorKind {
     pub fn retryable(self) -> bool {
         matches!(
             self,
-            Self::Overloaded
-                | Self::ProviderRateLimited
-                | Self::ProviderUnavailable
-                | Self::ProviderUnreachable
+            Self::Overloaded | Self::ProviderRateLimited | Self::ProviderUnavailable | Self::ProviderUnreachable
         )
     }
 }

@@ -8,10 +8,8 @@ pub fn forge_home() -> PathBuf {
     if let Some(home) = std::env::var_os("FORGE_HOME").filter(|v| !v.is_empty()) {
         return PathBuf::from(home);
     }
-    let base = std::env::var_os("HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/tmp"));
+    let base =
+        std::env::var_os("HOME").filter(|v| !v.is_empty()).map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/tmp"));
     base.join(".forge")
 }
 

@@ -38,7 +38,9 @@ pub struct UiOptions {
 pub enum Connection {
     Connected,
     /// The daemon went away; the TUI keeps the draft and retries.
-    Lost { reason: String },
+    Lost {
+        reason: String,
+    },
     /// The session no longer exists (removed); nothing to reconnect to.
     Gone,
 }
@@ -90,10 +92,23 @@ pub const MODELS: &[(&str, &str)] = &[
 pub enum Action {
     Send(QueuedUserMessage),
     Cancel,
-    Answer { approval_id: String, decision: ApprovalDecision, indices: Vec<u32> },
-    Recover { resume: bool },
-    ToolResult { call_id: String, output: String, is_error: bool },
-    Configure { provider: Option<String>, model: Option<String> },
+    Answer {
+        approval_id: String,
+        decision: ApprovalDecision,
+        indices: Vec<u32>,
+    },
+    Recover {
+        resume: bool,
+    },
+    ToolResult {
+        call_id: String,
+        output: String,
+        is_error: bool,
+    },
+    Configure {
+        provider: Option<String>,
+        model: Option<String>,
+    },
     Clear,
     Context,
     Journal,
@@ -281,7 +296,11 @@ impl App {
         let id = view.approval_id.clone();
         match key.code {
             KeyCode::Char('y') => {
-                return vec![Action::Answer { approval_id: id, decision: ApprovalDecision::ApproveAll, indices: vec![] }];
+                return vec![Action::Answer {
+                    approval_id: id,
+                    decision: ApprovalDecision::ApproveAll,
+                    indices: vec![],
+                }];
             }
             KeyCode::Char('n') => {
                 return vec![Action::Answer { approval_id: id, decision: ApprovalDecision::DenyAll, indices: vec![] }];
@@ -298,7 +317,9 @@ impl App {
                     *p = !*p;
                 }
             }
-            KeyCode::Char('j') | KeyCode::Down => view.cursor = (view.cursor + 1).min(view.calls.len().saturating_sub(1)),
+            KeyCode::Char('j') | KeyCode::Down => {
+                view.cursor = (view.cursor + 1).min(view.calls.len().saturating_sub(1))
+            }
             KeyCode::Char('k') | KeyCode::Up => view.cursor = view.cursor.saturating_sub(1),
             _ => {}
         }
@@ -412,11 +433,16 @@ impl App {
             }
             Command::Model(Some(model)) => vec![Action::Configure { provider: None, model: Some(model) }],
             Command::Provider(None) => {
-                self.notify(Level::Info, format!("provider: {} (switch with /provider claude|openai|gemini)", self.transcript.provider));
+                self.notify(
+                    Level::Info,
+                    format!("provider: {} (switch with /provider claude|openai|gemini)", self.transcript.provider),
+                );
                 Vec::new()
             }
             Command::Provider(Some(p)) => vec![Action::Configure { provider: Some(p), model: None }],
-            Command::Tool { id, result, is_error } => vec![Action::ToolResult { call_id: id, output: result, is_error }],
+            Command::Tool { id, result, is_error } => {
+                vec![Action::ToolResult { call_id: id, output: result, is_error }]
+            }
             Command::Recover { resume } => vec![Action::Recover { resume }],
             Command::Approve(_) | Command::Deny if self.transcript.approval.is_none() => {
                 self.notify(Level::Warn, "no tool call is waiting for approval");
@@ -452,7 +478,11 @@ impl App {
             ScrollState::Manual { offset_from_top } => offset_from_top.min(max),
         };
         let next = current.saturating_add_signed(delta).min(max);
-        self.scroll = if next >= max && delta > 0 { ScrollState::AutoBottom } else { ScrollState::Manual { offset_from_top: next } };
+        self.scroll = if next >= max && delta > 0 {
+            ScrollState::AutoBottom
+        } else {
+            ScrollState::Manual { offset_from_top: next }
+        };
     }
 }
 
@@ -498,7 +528,9 @@ mod tests {
         press(&mut app, KeyCode::Char('/'));
         typed(&mut app, "frobnicate");
         assert!(press(&mut app, KeyCode::Enter).is_empty());
-        assert!(matches!(app.transcript.items.last(), Some(DisplayItem::Notice { text, .. }) if text.contains("unknown command")));
+        assert!(
+            matches!(app.transcript.items.last(), Some(DisplayItem::Notice { text, .. }) if text.contains("unknown command"))
+        );
         press(&mut app, KeyCode::Char(':'));
         typed(&mut app, "model");
         press(&mut app, KeyCode::Enter);
@@ -511,7 +543,12 @@ mod tests {
     #[test]
     fn ctrl_c_cancels_a_running_turn_and_esc_then_q_leaves() {
         let mut app = App::new("s", UiOptions::default());
-        let started = EventKind::TurnStarted { message_id: "m".into(), text: "t".into(), provider: "p".into(), model: "m".into() };
+        let started = EventKind::TurnStarted {
+            message_id: "m".into(),
+            text: "t".into(),
+            provider: "p".into(),
+            model: "m".into(),
+        };
         app.on_event(&SessionEvent { session_id: "s".into(), seq: 1, ts_ms: 0, client: None, kind: started });
         let actions = app.on_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL));
         assert_eq!(actions, vec![Action::Cancel]);

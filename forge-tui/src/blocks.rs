@@ -131,14 +131,25 @@ impl BlockCache {
     }
 
     /// Brings the item's blocks up to date.
-    pub fn update(&mut self, index: usize, item: &DisplayItem, width: u16, theme: &Theme, simple: impl Fn(&DisplayItem) -> Vec<Line<'static>>) {
+    pub fn update(
+        &mut self,
+        index: usize,
+        item: &DisplayItem,
+        width: u16,
+        theme: &Theme,
+        simple: impl Fn(&DisplayItem) -> Vec<Line<'static>>,
+    ) {
         match item {
             DisplayItem::Assistant(a) => self.assistant(index, a, width, theme),
             other => {
                 let key = simple_key(other);
-                let fresh = self.items.get(&index).is_some_and(|c| c.key == key && c.width == width && c.stream.is_none());
+                let fresh =
+                    self.items.get(&index).is_some_and(|c| c.key == key && c.width == width && c.stream.is_none());
                 if !fresh {
-                    self.items.insert(index, Cached { key, width, head: blocks_of(simple(other), width), body: Vec::new(), stream: None });
+                    self.items.insert(
+                        index,
+                        Cached { key, width, head: blocks_of(simple(other), width), body: Vec::new(), stream: None },
+                    );
                 }
             }
         }
@@ -194,7 +205,15 @@ impl BlockCache {
             });
             if st.scanned_to > a.text.len() {
                 // The text changed under us: start over.
-                *st = Stream { done_end: 0, done: Vec::new(), scanned_to: 0, in_fence: false, split: 0, plain_end: 0, plain: Vec::new() };
+                *st = Stream {
+                    done_end: 0,
+                    done: Vec::new(),
+                    scanned_to: 0,
+                    in_fence: false,
+                    split: 0,
+                    plain_end: 0,
+                    plain: Vec::new(),
+                };
             }
             advance(st, &a.text, width, theme);
             c.body = tail_blocks(st, &a.text, width, theme);
@@ -265,7 +284,8 @@ fn tail_blocks(st: &mut Stream, text: &str, width: u16, theme: &Theme) -> Vec<RB
         while !text.is_char_boundary(end) {
             end -= 1;
         }
-        let lines: Vec<Line<'static>> = text[st.plain_end..end].split('\n').map(|l| Line::from(l.to_string())).collect();
+        let lines: Vec<Line<'static>> =
+            text[st.plain_end..end].split('\n').map(|l| Line::from(l.to_string())).collect();
         st.plain.extend(blocks_of(lines, width));
         st.plain_end = end;
     }
@@ -332,6 +352,10 @@ mod tests {
         let shown: String = text_of(&blocks).replace('\n', "");
         let header_free = shown.split_once("t0 ").map(|(_, r)| format!("t0 {r}")).unwrap_or_default();
         assert_eq!(header_free, a.text, "every byte, in order");
-        assert!(blocks.iter().all(|b| b.lines.iter().all(|l| l.spans.iter().map(|s| s.content.len()).sum::<usize>() <= PIECE)));
+        assert!(
+            blocks
+                .iter()
+                .all(|b| b.lines.iter().all(|l| l.spans.iter().map(|s| s.content.len()).sum::<usize>() <= PIECE))
+        );
     }
 }

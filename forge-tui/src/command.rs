@@ -12,14 +12,22 @@ pub enum Command {
     Journal,
     Summarize,
     Screen,
-    Tool { id: String, result: String, is_error: bool },
+    Tool {
+        id: String,
+        result: String,
+        is_error: bool,
+    },
     Tools,
     Help,
     Approve(ApprovalChoice),
     Deny,
-    Recover { resume: bool },
+    Recover {
+        resume: bool,
+    },
     /// A known command with arguments it cannot use; says how to use it.
-    Invalid { usage: &'static str },
+    Invalid {
+        usage: &'static str,
+    },
     Unknown(String),
 }
 
@@ -77,7 +85,8 @@ impl Command {
                 if rest.is_empty() || rest == "all" {
                     return Command::Approve(ApprovalChoice::All);
                 }
-                let picked: Option<Vec<u32>> = rest.split_whitespace().map(|n| n.parse().ok().filter(|n| *n > 0)).collect();
+                let picked: Option<Vec<u32>> =
+                    rest.split_whitespace().map(|n| n.parse().ok().filter(|n| *n > 0)).collect();
                 match picked {
                     Some(p) => Command::Approve(ApprovalChoice::Selected(p)),
                     None => Command::Invalid { usage: usage_of("approve") },

@@ -96,7 +96,9 @@ fn main() -> ExitCode {
 async fn start(args: Args) -> anyhow::Result<()> {
     use std::io::IsTerminal;
     if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
-        anyhow::bail!("this is a terminal UI, and stdin or stdout is not a terminal; for scripts and pipes use forgectl (e.g. `forgectl attach SESSION`)");
+        anyhow::bail!(
+            "this is a terminal UI, and stdin or stdout is not a terminal; for scripts and pipes use forgectl (e.g. `forgectl attach SESSION`)"
+        );
     }
     let socket = args.socket.clone().unwrap_or_else(forge_proto::paths::default_socket);
     let started = |pid| eprintln!("forge: started forged (pid {pid}) on {}", socket.display());
@@ -111,12 +113,18 @@ async fn start(args: Args) -> anyhow::Result<()> {
         let cwd = std::fs::canonicalize(&cwd).unwrap_or(cwd);
         let info = conn
             .client
-            .session_create(args.name.clone(), Some(cwd.display().to_string()), args.provider.clone(), args.model.clone())
+            .session_create(
+                args.name.clone(),
+                Some(cwd.display().to_string()),
+                args.provider.clone(),
+                args.model.clone(),
+            )
             .await
             .map_err(|e| anyhow::anyhow!("cannot create the session: {}", runtime::error_text(e)))?;
         info.id
     } else if let Some(s) = &args.session {
-        let info = conn.client.session_show(s.clone()).await.map_err(|e| anyhow::anyhow!("{}", runtime::error_text(e)))?;
+        let info =
+            conn.client.session_show(s.clone()).await.map_err(|e| anyhow::anyhow!("{}", runtime::error_text(e)))?;
         info.id
     } else {
         match picker::pick(&conn.client, &options, &mut keys).await? {

@@ -172,7 +172,11 @@ impl Renderer<'_> {
                     self.flush_line();
                     // The quote's own trailing blank line goes; one outside follows.
                     let bar = self.prefix.pop().map(|s| s.content.trim().to_string()).unwrap_or_default();
-                    if self.lines.last().is_some_and(|l| l.spans.iter().map(|s| s.content.trim()).collect::<String>() == bar) {
+                    if self
+                        .lines
+                        .last()
+                        .is_some_and(|l| l.spans.iter().map(|s| s.content.trim()).collect::<String>() == bar)
+                    {
                         self.lines.pop();
                     }
                     self.blank();
@@ -269,7 +273,10 @@ impl Renderer<'_> {
                             continue;
                         }
                         let c = style.foreground;
-                        self.current.push(Span::styled(piece.to_string(), Style::default().fg(ratatui::style::Color::Rgb(c.r, c.g, c.b))));
+                        self.current.push(Span::styled(
+                            piece.to_string(),
+                            Style::default().fg(ratatui::style::Color::Rgb(c.r, c.g, c.b)),
+                        ));
                     }
                 }
                 Err(_) => self.current.push(Span::styled(line.trim_end_matches('\n').to_string(), self.style())),
@@ -281,7 +288,8 @@ impl Renderer<'_> {
 
 /// Syntaxes and a theme, loaded once, on first use.
 fn highlighter() -> &'static (syntect::parsing::SyntaxSet, syntect::highlighting::Theme) {
-    static H: std::sync::OnceLock<(syntect::parsing::SyntaxSet, syntect::highlighting::Theme)> = std::sync::OnceLock::new();
+    static H: std::sync::OnceLock<(syntect::parsing::SyntaxSet, syntect::highlighting::Theme)> =
+        std::sync::OnceLock::new();
     H.get_or_init(|| {
         let syntaxes = syntect::parsing::SyntaxSet::load_defaults_newlines();
         let mut themes = syntect::highlighting::ThemeSet::load_defaults().themes;

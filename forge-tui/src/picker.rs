@@ -131,10 +131,17 @@ pub fn draw(frame: &mut Frame, p: &Picker, theme: &Theme) {
             ago(p.now_ms, s.updated_ms),
             s.cwd
         );
-        lines.push(if i == p.selected { Line::from(Span::styled(text, theme.style(Part::Selected))) } else { Line::from(text) });
+        lines.push(if i == p.selected {
+            Line::from(Span::styled(text, theme.style(Part::Selected)))
+        } else {
+            Line::from(text)
+        });
     }
     if p.sessions.is_empty() {
-        lines.push(Line::from(Span::styled("  no sessions yet: n starts one in this directory", theme.style(Part::Dim))));
+        lines.push(Line::from(Span::styled(
+            "  no sessions yet: n starts one in this directory",
+            theme.style(Part::Dim),
+        )));
     }
     let block = theme.block().title(" forge: sessions ");
     frame.render_widget(Paragraph::new(lines).block(block), list);

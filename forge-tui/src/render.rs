@@ -104,7 +104,11 @@ fn draw_conversation(frame: &mut Frame, app: &App, cache: &mut RenderCache, them
         }
     }
     if items.is_empty() {
-        let hint = if app.replaying { "loading the session..." } else { "i to type a message, : for commands, /help for help, q to leave" };
+        let hint = if app.replaying {
+            "loading the session..."
+        } else {
+            "i to type a message, : for commands, /help for help, q to leave"
+        };
         lines.push(Line::from(Span::styled(hint, theme.style(Part::Dim))));
     }
     let skip = skip.unwrap_or(0).min(u16::MAX as usize) as u16;
@@ -204,7 +208,9 @@ fn tool_lines(t: &ToolItem, theme: &Theme) -> Vec<Line<'static>> {
         }
     }
     match &t.result {
-        None if t.running => lines.push(Line::from(Span::styled(format!("  {} running", g.running), theme.style(Part::Dim)))),
+        None if t.running => {
+            lines.push(Line::from(Span::styled(format!("  {} running", g.running), theme.style(Part::Dim))))
+        }
         None => {}
         Some(r) => {
             let (mark, part) = if r.is_error { (g.failed, Part::Error) } else { (g.ok, Part::ToolOutput) };
@@ -282,11 +288,22 @@ fn panel_lines(app: &App, theme: &Theme) -> Vec<Line<'static>> {
     } else if let Some(calls) = &t.recovery {
         for c in calls {
             let what = if c.interrupted { "was running (its effect may be partial)" } else { "had not started" };
-            lines.push(Line::from(format!("{} {} {}: {what}", g.bullet, c.name, one_line(&c.arguments, 80, g.ellipsis))));
+            lines.push(Line::from(format!(
+                "{} {} {}: {what}",
+                g.bullet,
+                c.name,
+                one_line(&c.arguments, 80, g.ellipsis)
+            )));
         }
     } else if let Some(calls) = &t.awaiting_results {
         for c in calls {
-            lines.push(Line::from(format!("{} {} {} {}", g.bullet, c.id, c.name, one_line(&c.arguments, 80, g.ellipsis))));
+            lines.push(Line::from(format!(
+                "{} {} {} {}",
+                g.bullet,
+                c.id,
+                c.name,
+                one_line(&c.arguments, 80, g.ellipsis)
+            )));
         }
     }
     lines
@@ -388,7 +405,9 @@ fn draw_status(frame: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     spans.push(Span::raw(parts.join(g.separator)));
     match app.journal.0 {
         JournalHealth::Healthy | JournalHealth::Unknown => {}
-        JournalHealth::Degraded => spans.push(Span::styled(format!("{}journal degraded", g.separator), theme.style(Part::Warn))),
+        JournalHealth::Degraded => {
+            spans.push(Span::styled(format!("{}journal degraded", g.separator), theme.style(Part::Warn)))
+        }
         JournalHealth::Blocked => spans.push(Span::styled(
             format!("{}journal BLOCKED: {}", g.separator, app.journal.1.clone().unwrap_or_default()),
             theme.style(Part::Error),
@@ -400,7 +419,9 @@ fn draw_status(frame: &mut Frame, app: &App, theme: &Theme, area: Rect) {
             format!("{}daemon gone ({reason}); reconnecting, draft kept", g.separator),
             theme.style(Part::Error),
         )),
-        Connection::Gone => spans.push(Span::styled(format!("{}session removed", g.separator), theme.style(Part::Error))),
+        Connection::Gone => {
+            spans.push(Span::styled(format!("{}session removed", g.separator), theme.style(Part::Error)))
+        }
     }
     if matches!(app.scroll, ScrollState::Manual { .. }) {
         spans.push(Span::styled(format!("{}scrolled (G: follow)", g.separator), theme.style(Part::Dim)));
@@ -430,7 +451,8 @@ fn draw_model_picker(frame: &mut Frame, app: &App, theme: &Theme, selected: usiz
     let p = app.modal.map(|m| m.progress()).unwrap_or(1.0);
     let w = ((full_w as f32 * (0.3 + 0.7 * p)) as u16).max(4);
     let h = ((full_h as f32 * (0.3 + 0.7 * p)) as u16).max(3);
-    let rect = Rect::new(area.x + (area.width.saturating_sub(w)) / 2, area.y + (area.height.saturating_sub(h)) / 2, w, h);
+    let rect =
+        Rect::new(area.x + (area.width.saturating_sub(w)) / 2, area.y + (area.height.saturating_sub(h)) / 2, w, h);
     let lines: Vec<Line> = app
         .models
         .iter()
@@ -470,13 +492,28 @@ mod tests {
         app.replaying = false;
         let answer = "## Plan\n\nI will **read** the file, then *fix* it:\n\n1. read `main.rs`\n2. patch it\n\n```rust\nfn main() {}\n```\n";
         let events = vec![
-            EventKind::SessionCreated { name: Some("demo".into()), cwd: "/p".into(), provider: "claude".into(), model: "claude-sonnet-4-6".into() },
-            EventKind::TurnStarted { message_id: "m1".into(), text: "Fix the build, please".into(), provider: "claude".into(), model: "claude-sonnet-4-6".into() },
+            EventKind::SessionCreated {
+                name: Some("demo".into()),
+                cwd: "/p".into(),
+                provider: "claude".into(),
+                model: "claude-sonnet-4-6".into(),
+            },
+            EventKind::TurnStarted {
+                message_id: "m1".into(),
+                text: "Fix the build, please".into(),
+                provider: "claude".into(),
+                model: "claude-sonnet-4-6".into(),
+            },
             EventKind::TextDelta { text: answer.into() },
             EventKind::ToolCallStarted { index: 0, call_id: "c1".into(), name: "read_file".into() },
             EventKind::ToolCallArgs { index: 0, fragment: "{\"path\":\"src/main.rs\"}".into() },
             EventKind::ToolRunning { call_id: "c1".into(), name: "read_file".into() },
-            EventKind::ToolResult { call_id: "c1".into(), name: "read_file".into(), is_error: false, output: "fn main() {}\n".into() },
+            EventKind::ToolResult {
+                call_id: "c1".into(),
+                name: "read_file".into(),
+                is_error: false,
+                output: "fn main() {}\n".into(),
+            },
             EventKind::StreamResumed { iteration: 1 },
             EventKind::TextDelta { text: "Done.".into() },
             EventKind::TurnFinished {
@@ -555,8 +592,20 @@ mod tests {
     fn the_approval_panel_lists_calls_with_risk_and_the_selected_diff() {
         let mut app = app(UiOptions::default());
         let calls = vec![
-            ApprovalCall { call_id: "c2".into(), name: "apply_patch".into(), arguments: "{}".into(), risk: "medium".into(), summary: "--- a/src/main.rs\n+++ b/src/main.rs\n-fn main() {}\n+fn main() { run(); }".into() },
-            ApprovalCall { call_id: "c3".into(), name: "run_command".into(), arguments: "{}".into(), risk: "high".into(), summary: "run in the working directory: cargo test".into() },
+            ApprovalCall {
+                call_id: "c2".into(),
+                name: "apply_patch".into(),
+                arguments: "{}".into(),
+                risk: "medium".into(),
+                summary: "--- a/src/main.rs\n+++ b/src/main.rs\n-fn main() {}\n+fn main() { run(); }".into(),
+            },
+            ApprovalCall {
+                call_id: "c3".into(),
+                name: "run_command".into(),
+                arguments: "{}".into(),
+                risk: "high".into(),
+                summary: "run in the working directory: cargo test".into(),
+            },
         ];
         app.on_event(&ev(20, EventKind::ApprovalRequested { approval_id: "ap1".into(), calls }));
         key(&mut app, crossterm::event::KeyCode::Char(' '));
@@ -564,7 +613,10 @@ mod tests {
         insta::assert_snapshot!(term.backend());
         // `a` approves only what is picked (the first call was unpicked).
         let actions = app.on_key(crossterm::event::KeyEvent::from(crossterm::event::KeyCode::Char('a')));
-        assert!(matches!(&actions[..], [crate::app::Action::Answer { indices, .. }] if indices == &vec![2]), "{actions:?}");
+        assert!(
+            matches!(&actions[..], [crate::app::Action::Answer { indices, .. }] if indices == &vec![2]),
+            "{actions:?}"
+        );
     }
 
     #[test]
@@ -582,16 +634,28 @@ mod tests {
         assert!(frame(&app, &mut cache).contains("Done."));
         app.on_event(&ev(20, EventKind::HistoryCleared {}));
         let shown = frame(&app, &mut cache);
-        assert!(shown.contains("conversation cleared") && !shown.contains("Done.") && !shown.contains("Fix the build"), "{shown}");
+        assert!(
+            shown.contains("conversation cleared") && !shown.contains("Done.") && !shown.contains("Fix the build"),
+            "{shown}"
+        );
     }
 
     #[test]
     fn ascii_only_draws_no_other_character() {
         let mut app = app(UiOptions { ascii_only: true, ..Default::default() });
-        app.on_event(&ev(20, EventKind::ApprovalRequested {
-            approval_id: "ap1".into(),
-            calls: vec![ApprovalCall { call_id: "c2".into(), name: "write_file".into(), arguments: "{}".into(), risk: "medium".into(), summary: "create a.txt".into() }],
-        }));
+        app.on_event(&ev(
+            20,
+            EventKind::ApprovalRequested {
+                approval_id: "ap1".into(),
+                calls: vec![ApprovalCall {
+                    call_id: "c2".into(),
+                    name: "write_file".into(),
+                    arguments: "{}".into(),
+                    risk: "medium".into(),
+                    summary: "create a.txt".into(),
+                }],
+            },
+        ));
         let term = screen(&app, 70, 34);
         let buf = term.backend().buffer();
         for cell in buf.content() {
@@ -605,7 +669,9 @@ mod tests {
         let plain = screen(&app(UiOptions::default()), 70, 34);
         let hc = screen(&app(UiOptions { high_contrast: true, ..Default::default() }), 70, 34);
         let mono = screen(&app(UiOptions { no_color: true, ..Default::default() }), 70, 34);
-        let text = |t: &Terminal<TestBackend>| t.backend().buffer().content().iter().map(|c| c.symbol().to_string()).collect::<String>();
+        let text = |t: &Terminal<TestBackend>| {
+            t.backend().buffer().content().iter().map(|c| c.symbol().to_string()).collect::<String>()
+        };
         assert_eq!(text(&plain), text(&hc));
         assert_eq!(text(&plain), text(&mono));
         // The user's header: cyan normally, light cyan and bold in high contrast, no colour with NO_COLOR.

@@ -172,7 +172,14 @@ async fn run_loop(
     Ok(())
 }
 
-fn apply(msg: Msg, app: &mut App, client: &mut Arc<Client>, socket: &std::path::Path, session: &str, tx: &mpsc::Sender<Msg>) {
+fn apply(
+    msg: Msg,
+    app: &mut App,
+    client: &mut Arc<Client>,
+    socket: &std::path::Path,
+    session: &str,
+    tx: &mpsc::Sender<Msg>,
+) {
     match msg {
         Msg::Item(SubscriptionItem::Event(ev)) => app.on_event(&ev),
         Msg::Item(SubscriptionItem::Live { .. }) => app.replaying = false,
@@ -281,7 +288,14 @@ fn perform(action: Action, client: &Arc<Client>, session: &str, app: &mut App, t
             let text = msg.text().to_string();
             tokio::spawn(async move {
                 match c.session_send(s, text.clone()).await {
-                    Ok(r) if r.queued => say(tx, Level::Info, format!("queued (position {}): runs after the current turn", r.queue_position.unwrap_or(0))).await,
+                    Ok(r) if r.queued => {
+                        say(
+                            tx,
+                            Level::Info,
+                            format!("queued (position {}): runs after the current turn", r.queue_position.unwrap_or(0)),
+                        )
+                        .await
+                    }
                     Ok(_) => {}
                     Err(e) => drop(tx.send(Msg::SendFailed(text, error_text(e))).await),
                 }
@@ -313,7 +327,9 @@ fn perform(action: Action, client: &Arc<Client>, session: &str, app: &mut App, t
         Action::ToolResult { call_id, output, is_error } => {
             tokio::spawn(async move {
                 match c.session_tool_result(s, call_id, output, Some(is_error)).await {
-                    Ok(r) if r.remaining.is_empty() => say(tx, Level::Info, "all tool results in; the model continues".into()).await,
+                    Ok(r) if r.remaining.is_empty() => {
+                        say(tx, Level::Info, "all tool results in; the model continues".into()).await
+                    }
                     Ok(r) => say(tx, Level::Info, format!("{} tool result(s) still wanted", r.remaining.len())).await,
                     Err(e) => say(tx, Level::Warn, format!("tool result: {}", error_text(e))).await,
                 }
@@ -376,7 +392,15 @@ fn perform(action: Action, client: &Arc<Client>, session: &str, app: &mut App, t
                         let w = tools.iter().map(|t| t.name.len()).max().unwrap_or(0);
                         let lines: Vec<String> = tools
                             .iter()
-                            .map(|t| format!("{:w$}  {:6}  {:4}  {}", t.name, t.risk, t.approval, t.description.lines().next().unwrap_or("")))
+                            .map(|t| {
+                                format!(
+                                    "{:w$}  {:6}  {:4}  {}",
+                                    t.name,
+                                    t.risk,
+                                    t.approval,
+                                    t.description.lines().next().unwrap_or("")
+                                )
+                            })
                             .collect();
                         format!("tools (name, risk, approval):\n{}", lines.join("\n"))
                     }

@@ -10,12 +10,19 @@ use forge_proto::{
 /// One thing shown in the conversation pane.
 #[derive(Debug, Clone, PartialEq)]
 pub enum DisplayItem {
-    User { text: String, from: Option<String>, queued: bool },
+    User {
+        text: String,
+        from: Option<String>,
+        queued: bool,
+    },
     Assistant(AssistantItem),
     Tool(ToolItem),
     /// Local messages: notifications, command output, errors. Never sent to
     /// the model.
-    Notice { level: Level, text: String },
+    Notice {
+        level: Level,
+        text: String,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,14 +114,20 @@ impl Transcript {
                 self.provider = provider.clone();
                 self.model = model.clone();
                 let who = from.map(|f| format!(" (set by {f})")).unwrap_or_default();
-                self.items.push(DisplayItem::Notice { level: Level::Info, text: format!("now using {provider}/{model}{who}") });
+                self.items.push(DisplayItem::Notice {
+                    level: Level::Info,
+                    text: format!("now using {provider}/{model}{who}"),
+                });
             }
             EventKind::HistoryCleared {} => {
                 self.items.clear();
                 self.generation += 1;
                 self.streaming_calls.clear();
                 let who = from.map(|f| format!(" by {f}")).unwrap_or_default();
-                self.items.push(DisplayItem::Notice { level: Level::Info, text: format!("conversation cleared{who}; earlier messages stay in the store") });
+                self.items.push(DisplayItem::Notice {
+                    level: Level::Info,
+                    text: format!("conversation cleared{who}; earlier messages stay in the store"),
+                });
             }
             EventKind::MessageQueued { text, .. } => {
                 self.items.push(DisplayItem::User { text: text.clone(), from, queued: true });
@@ -255,7 +268,10 @@ impl Transcript {
             EventKind::QueueCleared { dropped } => {
                 self.items.retain(|i| !matches!(i, DisplayItem::User { queued: true, .. }));
                 self.generation += 1;
-                self.items.push(DisplayItem::Notice { level: Level::Info, text: format!("{dropped} queued message(s) dropped") });
+                self.items.push(DisplayItem::Notice {
+                    level: Level::Info,
+                    text: format!("{dropped} queued message(s) dropped"),
+                });
             }
             EventKind::Unknown => {}
         }
@@ -321,7 +337,12 @@ mod tests {
     fn a_turn_with_a_tool_call_becomes_user_answer_and_tool_items() {
         let mut t = Transcript::default();
         let events = [
-            EventKind::TurnStarted { message_id: "m".into(), text: "hi".into(), provider: "claude".into(), model: "m1".into() },
+            EventKind::TurnStarted {
+                message_id: "m".into(),
+                text: "hi".into(),
+                provider: "claude".into(),
+                model: "m1".into(),
+            },
             EventKind::TextDelta { text: "Let me ".into() },
             EventKind::TextDelta { text: "look.".into() },
             EventKind::ToolCallStarted { index: 0, call_id: "c1".into(), name: "read_file".into() },
@@ -342,7 +363,9 @@ mod tests {
             t.apply(&ev(i as u64 + 1, k));
         }
         assert!(matches!(&t.items[0], DisplayItem::User { text, .. } if text == "hi"));
-        assert!(matches!(&t.items[1], DisplayItem::Assistant(a) if a.text == "Let me look." && a.status == Some(MessageStatus::Complete)));
+        assert!(
+            matches!(&t.items[1], DisplayItem::Assistant(a) if a.text == "Let me look." && a.status == Some(MessageStatus::Complete))
+        );
         assert!(matches!(&t.items[2], DisplayItem::Tool(c) if c.args == "{\"path\":\"a\"}"));
         assert_eq!(t.state, Some(OperationStateKind::Idle));
         // A replayed (older) event changes nothing.
@@ -353,13 +376,22 @@ mod tests {
     #[test]
     fn an_approval_appears_and_disappears_when_anyone_answers() {
         let mut t = Transcript::default();
-        let call = ApprovalCall { call_id: "c".into(), name: "write_file".into(), arguments: "{}".into(), risk: "medium".into(), summary: "write x".into() };
+        let call = ApprovalCall {
+            call_id: "c".into(),
+            name: "write_file".into(),
+            arguments: "{}".into(),
+            risk: "medium".into(),
+            summary: "write x".into(),
+        };
         t.apply(&ev(1, EventKind::ApprovalRequested { approval_id: "a1".into(), calls: vec![call] }));
         assert_eq!(t.approval.as_ref().map(|a| a.picked.clone()), Some(vec![true]));
-        let mut resolved = ev(2, EventKind::ApprovalResolved { approval_id: "a1".into(), approved: vec!["c".into()], denied: vec![] });
+        let mut resolved =
+            ev(2, EventKind::ApprovalResolved { approval_id: "a1".into(), approved: vec!["c".into()], denied: vec![] });
         resolved.client = Some(ClientRef { id: 3, name: "forgectl".into(), kind: ClientKind::Cli });
         t.apply(&resolved);
         assert!(t.approval.is_none());
-        assert!(matches!(t.items.last(), Some(DisplayItem::Notice { text, .. }) if text == "tool calls approved by forgectl"));
+        assert!(
+            matches!(t.items.last(), Some(DisplayItem::Notice { text, .. }) if text == "tool calls approved by forgectl")
+        );
     }
 }

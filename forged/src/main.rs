@@ -90,9 +90,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     // Claim the socket before touching the store: a second daemon must not
     // open the database at all.
     let mut socket = socket::SocketClaim::claim(&socket_path)?;
-    let engine = Engine::open(EngineOptions { home: home.clone(), config })
-        .await
-        .context("cannot open the store")?;
+    let engine = Engine::open(EngineOptions { home: home.clone(), config }).await.context("cannot open the store")?;
     tracing::info!(
         pid = std::process::id(),
         socket = %socket_path.display(),

@@ -62,8 +62,7 @@ impl SocketClaim {
             tracing::info!(path = %path.display(), "removing a stale socket left by a daemon that died");
             std::fs::remove_file(path).with_context(|| format!("cannot remove the stale socket {}", path.display()))?;
         }
-        let listener =
-            UnixListener::bind(path).with_context(|| format!("cannot listen on {}", path.display()))?;
+        let listener = UnixListener::bind(path).with_context(|| format!("cannot listen on {}", path.display()))?;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
             .with_context(|| format!("cannot restrict the permissions of {}", path.display()))?;
         Ok(Self { path: path.to_path_buf(), listener: Some(listener), _lock: lock })

@@ -235,14 +235,16 @@ async fn handle(
         "/v1/messages" => Wire::Anthropic,
         "/v1/chat/completions" | "/chat/completions" => Wire::OpenAi,
         _ => {
-            return Ok(full(StatusCode::NOT_FOUND, "application/json", json!({"error":"no such route"}).to_string(), &[]));
+            return Ok(full(
+                StatusCode::NOT_FOUND,
+                "application/json",
+                json!({"error":"no such route"}).to_string(),
+                &[],
+            ));
         }
     };
-    let headers: Vec<(String, String)> = req
-        .headers()
-        .iter()
-        .map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string()))
-        .collect();
+    let headers: Vec<(String, String)> =
+        req.headers().iter().map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string())).collect();
     let header = |name: &str| headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
     let bytes = match req.into_body().collect().await {
         Ok(b) => b.to_bytes(),
@@ -293,14 +295,13 @@ async fn handle(
         return Ok(full(code, "application/json", error_body(wire, status), extra));
     }
     let chunks: Vec<String> = match (script.tokens, &results) {
-        (_, Some(results)) => split_words(&format!("The mock received {} tool result(s): {}", results.len(), results.join(" | "))),
+        (_, Some(results)) => {
+            split_words(&format!("The mock received {} tool result(s): {}", results.len(), results.join(" | ")))
+        }
         (Some(n), None) => (0..n).map(|i| token(i, script.pad)).collect(),
         (None, None) => {
-            let question: String = last_user
-                .split_whitespace()
-                .filter(|w| !w.starts_with("mock:"))
-                .collect::<Vec<_>>()
-                .join(" ");
+            let question: String =
+                last_user.split_whitespace().filter(|w| !w.starts_with("mock:")).collect::<Vec<_>>().join(" ");
             let text = format!(
                 "This is Forge's built-in mock provider on loopback, not a real model. You said: \u{201c}{question}\u{201d}. \
                  I was sent {} message(s) of conversation.",
@@ -367,11 +368,9 @@ fn tool_results(messages: &[Value]) -> Option<Vec<String>> {
 fn content_text(content: &Value) -> String {
     match content {
         Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p.get("text").and_then(Value::as_str))
-            .collect::<Vec<_>>()
-            .join(""),
+        Value::Array(parts) => {
+            parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join("")
+        }
         _ => String::new(),
     }
 }
@@ -462,7 +461,10 @@ async fn stream_reply(
                 return;
             }
             let _ = w
-                .write(sse(Some("content_block_start"), &json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}})))
+                .write(sse(
+                    Some("content_block_start"),
+                    &json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}),
+                ))
                 .await;
             let _ = w.write("event: ping\ndata: {\"type\": \"ping\"}\n\n".to_string()).await;
         }
@@ -479,7 +481,10 @@ async fn stream_reply(
             match wire {
                 Wire::Anthropic => {
                     let _ = w
-                        .write(sse(Some("error"), &json!({"type":"error","error":{"type":"overloaded_error","message":"Overloaded (mock)"}})))
+                        .write(sse(
+                            Some("error"),
+                            &json!({"type":"error","error":{"type":"overloaded_error","message":"Overloaded (mock)"}}),
+                        ))
                         .await;
                 }
                 Wire::OpenAi => {
@@ -555,7 +560,8 @@ async fn stream_reply(
                         ))
                         .await;
                 }
-                let _ = w.write(sse(Some("content_block_stop"), &json!({"type":"content_block_stop","index":index}))).await;
+                let _ =
+                    w.write(sse(Some("content_block_stop"), &json!({"type":"content_block_stop","index":index}))).await;
             }
             Wire::OpenAi => {
                 let first = json!({"id":"chatcmpl-mock","object":"chat.completion.chunk","created":1,"model":model,

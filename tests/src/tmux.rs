@@ -17,7 +17,14 @@ impl Tmux {
 
     /// A new server whose first window (`first`) runs `program args` with
     /// `env`, in a `width` x `height` terminal.
-    pub fn start(first: &str, program: &Path, args: &[&str], env: &[(String, String)], width: u16, height: u16) -> Tmux {
+    pub fn start(
+        first: &str,
+        program: &Path,
+        args: &[&str],
+        env: &[(String, String)],
+        width: u16,
+        height: u16,
+    ) -> Tmux {
         let server = format!("forge-test-{}-{}", std::process::id(), crate::mock::unix_ns());
         let t = Tmux { server };
         let mut a = vec!["new-session".to_string(), "-d".into(), "-s".into(), "main".into(), "-n".into(), first.into()];
@@ -95,7 +102,9 @@ impl Tmux {
 
     /// Whether the window's program has exited.
     pub fn exited(&self, window: &str) -> bool {
-        self.run(&["display-message".into(), "-p".into(), "-t".into(), Self::target(window), "#{pane_dead}".into()]).trim() == "1"
+        self.run(&["display-message".into(), "-p".into(), "-t".into(), Self::target(window), "#{pane_dead}".into()])
+            .trim()
+            == "1"
     }
 }
 

@@ -71,7 +71,8 @@ async fn a_full_disk_blocks_safely_and_a_reset_brings_the_daemon_back() {
     assert_eq!(h.last().map(|m| m["text"].clone()), Some(Value::String(token_text(4))));
     forge.terminate().await;
     // The store is not corrupted.
-    let check = std::process::Command::new("sqlite3").arg(disk.path.join("forge.db")).arg("PRAGMA integrity_check;").output();
+    let check =
+        std::process::Command::new("sqlite3").arg(disk.path.join("forge.db")).arg("PRAGMA integrity_check;").output();
     if let Ok(out) = check {
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(!out.status.success() || text.trim() == "ok", "integrity: {text}");
@@ -88,7 +89,8 @@ async fn kill_9_at_random_moments_loses_nothing_a_client_saw() {
     let mut expected_turns = 0;
     for i in 0..iterations {
         // A follower records exactly what a client was shown.
-        let follower = forge.ctl_cmd(&["--json", "attach", "crash", "--from", "live"]).spawn().unwrap_or_else(|e| panic!("{e}"));
+        let follower =
+            forge.ctl_cmd(&["--json", "attach", "crash", "--from", "live"]).spawn().unwrap_or_else(|e| panic!("{e}"));
         tokio::time::sleep(Duration::from_millis(100)).await;
         forge.ok(&["send", "--no-wait", "-s", "crash", "mock:tokens=4000 mock:delay=1 stream"]).await;
         expected_turns += 1;
@@ -133,8 +135,14 @@ async fn a_flood_of_200k_deltas_leaves_the_daemon_responsive() {
     forge.new_session(&["--name", "flood"]).await;
     forge.new_session(&["--name", "calm"]).await;
     let tokens = 200_000;
-    let flood = forge.ctl_cmd(&["send", "-s", "flood", &format!("mock:tokens={tokens} go")]).spawn().unwrap_or_else(|e| panic!("{e}"));
-    let calm = forge.ctl_cmd(&["send", "-s", "calm", "mock:tokens=50 mock:delay=5 steady"]).spawn().unwrap_or_else(|e| panic!("{e}"));
+    let flood = forge
+        .ctl_cmd(&["send", "-s", "flood", &format!("mock:tokens={tokens} go")])
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let calm = forge
+        .ctl_cmd(&["send", "-s", "calm", "mock:tokens=50 mock:delay=5 steady"])
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
     let mut latencies = Vec::new();
     let started = Instant::now();
     while started.elapsed() < Duration::from_secs(3) {

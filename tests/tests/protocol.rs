@@ -59,7 +59,10 @@ fn forge_proto_version() -> u64 {
 async fn a_wrong_protocol_version_is_refused_with_a_clear_kind() {
     let (_mock, forge) = setup().await;
     let r = forge
-        .rpc("hello", json!({"protocol_version": 999, "client": {"name": "old-plugin", "version": "0.0.1", "kind": "editor"}}))
+        .rpc(
+            "hello",
+            json!({"protocol_version": 999, "client": {"name": "old-plugin", "version": "0.0.1", "kind": "editor"}}),
+        )
         .await;
     assert_eq!(r["error"]["data"]["kind"], "protocol_mismatch");
     assert!(r["error"]["message"].as_str().unwrap_or("").contains("999"));
@@ -82,7 +85,9 @@ async fn an_oversized_message_is_answered_with_an_error() {
 async fn garbage_on_the_socket_does_not_disturb_other_clients() {
     let (_mock, forge) = setup().await;
     // Raw bytes that are not HTTP at all.
-    for junk in [&b"\x00\x01\x02\xff\xfe garbage\r\n\r\n"[..], b"GET / HTTP/1.1\r\n\r\n", b"\r\n\r\n\r\n", &[0u8; 4096][..]] {
+    for junk in
+        [&b"\x00\x01\x02\xff\xfe garbage\r\n\r\n"[..], b"GET / HTTP/1.1\r\n\r\n", b"\r\n\r\n\r\n", &[0u8; 4096][..]]
+    {
         let mut s = UnixStream::connect(&forge.socket).await.unwrap_or_else(|e| panic!("{e}"));
         let _ = s.write_all(junk).await;
         let _ = s.shutdown().await;
@@ -130,7 +135,11 @@ async fn model_switch_clear_context_and_tool_list_work_for_every_client() {
     let cleared = forge.rpc("session.clear", json!({"session": "cfg"})).await;
     assert_eq!(cleared["result"]["message_count"], 0, "{cleared}");
     let out = forge.ok(&["send", "-s", &id, "fresh start"]).await;
-    assert!(out.stdout.contains("I was sent 1 message(s)"), "a cleared session sends only the new message: {}", out.stdout);
+    assert!(
+        out.stdout.contains("I was sent 1 message(s)"),
+        "a cleared session sends only the new message: {}",
+        out.stdout
+    );
     let events = forge.ok(&["attach", &id, "--from", "1", "--until-idle"]).await.stdout;
     assert!(events.contains("now using openai/") && events.contains("conversation cleared"), "{events}");
 

@@ -168,7 +168,8 @@ async fn a_link_swapped_in_while_tools_run_never_leads_outside() {
                 let made = if as_link {
                     std::os::unix::fs::symlink(&outside, &staging)
                 } else {
-                    std::fs::create_dir(&staging).and_then(|()| std::fs::write(staging.join("secret.txt"), "harmless\n"))
+                    std::fs::create_dir(&staging)
+                        .and_then(|()| std::fs::write(staging.join("secret.txt"), "harmless\n"))
                 };
                 if made.is_ok() {
                     // rename() swaps atomically, but not a directory over a

@@ -16,7 +16,8 @@ async fn a_stalled_subscriber_lags_catches_up_from_the_store_and_slows_nobody() 
 
     // A subscriber that will not read anything while the flood runs.
     let mut slow = RawWs::connect(&forge.socket).await;
-    let sub = json!({"jsonrpc": "2.0", "id": 1, "method": "session.subscribe", "params": {"session": id, "from_seq": 1}});
+    let sub =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "session.subscribe", "params": {"session": id, "from_seq": 1}});
     slow.send(&sub.to_string()).await;
 
     // Many small writes: with a delay of 1 ms per chunk each delta is its own

@@ -53,7 +53,11 @@ async fn an_approval_answered_from_a_second_client_lets_the_write_happen() {
     let s = setup().await;
     for provider in ["claude", "openai"] {
         let id = s.session(provider, &format!("w-{provider}")).await;
-        let sender = s.forge.ctl_cmd(&["send", "-s", &id, "mock:tool=write_file please"]).spawn().unwrap_or_else(|e| panic!("{e}"));
+        let sender = s
+            .forge
+            .ctl_cmd(&["send", "-s", &id, "mock:tool=write_file please"])
+            .spawn()
+            .unwrap_or_else(|e| panic!("{e}"));
         let p = s.pending(&id).await;
         assert_eq!(p["calls"][0]["name"], "write_file");
         assert_eq!(p["calls"][0]["risk"], "medium");
@@ -88,7 +92,8 @@ async fn an_approval_answered_from_a_second_client_lets_the_write_happen() {
 async fn a_denied_call_does_not_run_and_the_model_is_told() {
     let s = setup().await;
     let id = s.session("claude", "deny").await;
-    let sender = s.forge.ctl_cmd(&["send", "-s", &id, "mock:tool=write_file please"]).spawn().unwrap_or_else(|e| panic!("{e}"));
+    let sender =
+        s.forge.ctl_cmd(&["send", "-s", &id, "mock:tool=write_file please"]).spawn().unwrap_or_else(|e| panic!("{e}"));
     s.pending(&id).await;
     s.forge.ok(&["deny", &id]).await;
     let out = Ran::from(sender.wait_with_output().await.unwrap_or_else(|e| panic!("{e}")));
@@ -143,11 +148,8 @@ async fn run_command_streams_its_output_and_never_sees_the_api_keys() {
     assert!(text.contains("k=\n"), "the daemon's API key is not in the command's environment: {text}");
     assert!(!text.contains("mock-key-anthropic"));
     let ev = s.forge.ok(&["--json", "attach", &id, "--until-idle"]).await.json_lines();
-    let streamed: String = ev
-        .iter()
-        .filter(|e| e["kind"] == "tool_output")
-        .filter_map(|e| e["text"].as_str())
-        .collect();
+    let streamed: String =
+        ev.iter().filter(|e| e["kind"] == "tool_output").filter_map(|e| e["text"].as_str()).collect();
     assert!(streamed.contains("streamed") && streamed.ends_with("done"), "live output reached clients: {streamed:?}");
 }
 
@@ -155,9 +157,7 @@ async fn run_command_streams_its_output_and_never_sees_the_api_keys() {
 async fn killed_during_a_long_command_the_session_waits_and_never_reruns_it() {
     let mut s = setup().await;
     let id = s.session("claude", "killed").await;
-    s.forge
-        .ok(&["send", "--no-wait", "--auto-approve", "-s", &id, "mock:tool=run_command mock:sleep=30 go"])
-        .await;
+    s.forge.ok(&["send", "--no-wait", "--auto-approve", "-s", &id, "mock:tool=run_command mock:sleep=30 go"]).await;
     // --no-wait returns before the approval: answer it like a script would.
     s.pending(&id).await;
     s.forge.ok(&["approve", &id, "--all"]).await;
@@ -200,10 +200,14 @@ async fn a_patch_shows_its_diff_for_approval_and_applies_once_approved() {
     std::fs::create_dir(s.project.path().join("src")).unwrap_or_else(|e| panic!("{e}"));
     std::fs::write(s.project.path().join("src/file0.rs"), "fn main() {}\n").unwrap_or_else(|e| panic!("{e}"));
     let id = s.session("openai", "patch").await;
-    let sender = s.forge.ctl_cmd(&["send", "-s", &id, "mock:tool=apply_patch fix it"]).spawn().unwrap_or_else(|e| panic!("{e}"));
+    let sender =
+        s.forge.ctl_cmd(&["send", "-s", &id, "mock:tool=apply_patch fix it"]).spawn().unwrap_or_else(|e| panic!("{e}"));
     let p = s.pending(&id).await;
     let summary = p["calls"][0]["summary"].as_str().unwrap_or_default();
-    assert!(summary.contains("-fn main() {}") && summary.contains("+fn main() { println!(\"patched\"); }"), "{summary}");
+    assert!(
+        summary.contains("-fn main() {}") && summary.contains("+fn main() { println!(\"patched\"); }"),
+        "{summary}"
+    );
     s.forge.ok(&["approve", &id, "1"]).await;
     let out = Ran::from(sender.wait_with_output().await.unwrap_or_else(|e| panic!("{e}")));
     assert_eq!(out.code, 0, "{}", out.stderr);
@@ -257,7 +261,8 @@ async fn in_parse_only_mode_a_client_supplies_the_results_even_across_a_restart(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_past_its_timeout_is_stopped_and_reported() {
     let Setup { mock: _mock, forge, project } =
-        setup_with("[tools.timeouts]\nshell_commands_seconds = 1\n[tools.approval]\nallowlist = [\"run_command\"]\n").await;
+        setup_with("[tools.timeouts]\nshell_commands_seconds = 1\n[tools.approval]\nallowlist = [\"run_command\"]\n")
+            .await;
     let id = forge.new_session(&["--cwd", &project.path().display().to_string()]).await;
     let started = std::time::Instant::now();
     forge.ok(&["send", "-s", &id, "mock:tool=run_command mock:sleep=30 go"]).await;
@@ -288,7 +293,11 @@ async fn introspect_tells_the_model_its_tools_rules_and_configured_limits() {
     assert!(rule("web_fetch").unwrap_or_default().contains("denylist"));
     // `[tools.output] max_bytes` cuts every result, saying so.
     let read = results[1]["text"].as_str().unwrap_or("");
-    assert!(read.len() <= 20_000 && read.contains("of 50000 bytes shown"), "{}", &read[read.len().saturating_sub(80)..]);
+    assert!(
+        read.len() <= 20_000 && read.contains("of 50000 bytes shown"),
+        "{}",
+        &read[read.len().saturating_sub(80)..]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -296,7 +305,11 @@ async fn every_other_tool_runs_a_full_loop_through_the_daemon() {
     let Setup { mock, forge, project } = setup_with("[tools.approval]\nenabled = false\n").await;
     let dir = project.path();
     let git = |args: &[&str]| {
-        let out = std::process::Command::new("git").args(args).current_dir(dir).output().unwrap_or_else(|e| panic!("git: {e}"));
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap_or_else(|e| panic!("git: {e}"));
         assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
@@ -325,7 +338,8 @@ async fn every_other_tool_runs_a_full_loop_through_the_daemon() {
         ("git_stash", json!({"action": "list"})),
         ("web_fetch", json!({"url": page})),
     ];
-    let msg: String = calls.iter().map(|(n, a)| format!("mock:tool={n}:{} ", a.to_string().replace(' ', "\\u0020"))).collect();
+    let msg: String =
+        calls.iter().map(|(n, a)| format!("mock:tool={n}:{} ", a.to_string().replace(' ', "\\u0020"))).collect();
     forge.ok(&["send", "-s", &id, &format!("{msg}go")]).await;
     let h = forge.ok(&["--json", "history", &id]).await.json_lines();
     let results: Vec<&Value> = h.iter().filter(|m| m["role"] == "tool").collect();

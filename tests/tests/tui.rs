@@ -76,7 +76,8 @@ async fn type_stream_leave_reattach_mid_stream_and_approve_a_tool_call() {
     let screen = tmux.wait_for("two", "idle", WAIT);
     let h = forge.ok(&["--json", "history", "tui"]).await.json_lines();
     let answer = h[1]["text"].as_str().unwrap_or_default().to_string();
-    let tail: String = answer.split_whitespace().rev().take(3).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join(" ");
+    let tail: String =
+        answer.split_whitespace().rev().take(3).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join(" ");
     let flat = screen.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(flat.contains(&tail), "the re-attached TUI shows the answer to its end ({tail:?}):\n{screen}");
 

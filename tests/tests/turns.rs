@@ -107,7 +107,12 @@ async fn history_survives_a_restart_and_a_kill() {
     let texts: Vec<&str> = h.iter().filter_map(|m| m["text"].as_str()).collect();
     assert_eq!(
         texts,
-        vec!["mock:tokens=3 before restart", token_text(3).as_str(), "mock:tokens=4 after restart", token_text(4).as_str()]
+        vec![
+            "mock:tokens=3 before restart",
+            token_text(3).as_str(),
+            "mock:tokens=4 after restart",
+            token_text(4).as_str()
+        ]
     );
     let ps = forge.ok(&["--json", "ps"]).await.json_lines();
     assert_eq!(ps[0]["message_count"], 4);
@@ -118,7 +123,8 @@ async fn history_survives_a_restart_and_a_kill() {
 async fn a_stream_killed_midway_is_recovered_as_an_interrupted_message() {
     let (mock, mut forge) = setup().await;
     let id = forge.new_session(&["--name", "crash"]).await;
-    let follower = forge.ctl_cmd(&["--json", "attach", "crash", "--from", "1"]).spawn().unwrap_or_else(|e| panic!("{e}"));
+    let follower =
+        forge.ctl_cmd(&["--json", "attach", "crash", "--from", "1"]).spawn().unwrap_or_else(|e| panic!("{e}"));
     forge.ok(&["send", "--no-wait", "-s", "crash", "mock:tokens=2000 mock:delay=5 long"]).await;
     tokio::time::sleep(Duration::from_millis(700)).await;
     forge.kill9().await;
@@ -146,14 +152,21 @@ async fn a_stream_killed_midway_is_recovered_as_an_interrupted_message() {
     assert_eq!(msgs[1]["role"], "assistant");
     let content = msgs[1]["content"].as_str().unwrap_or_default();
     assert!(content.starts_with(recovered), "the model can continue from the partial answer");
-    assert!(content.contains("interrupted"), "and is told it was interrupted: {}", &content[content.len().saturating_sub(200)..]);
+    assert!(
+        content.contains("interrupted"),
+        "and is told it was interrupted: {}",
+        &content[content.len().saturating_sub(200)..]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_keeps_the_partial_answer_marked_cancelled() {
     let (_mock, forge) = setup().await;
     forge.new_session(&["--name", "c"]).await;
-    let send = forge.ctl_cmd(&["send", "-s", "c", "mock:tokens=5000 mock:delay=3 slow"]).spawn().unwrap_or_else(|e| panic!("{e}"));
+    let send = forge
+        .ctl_cmd(&["send", "-s", "c", "mock:tokens=5000 mock:delay=3 slow"])
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
     tokio::time::sleep(Duration::from_millis(500)).await;
     let r = forge.ok(&["cancel", "c"]).await;
     assert!(r.stdout.contains("cancelled the running turn"), "{}", r.stdout);
@@ -177,7 +190,10 @@ async fn cancel_keeps_the_partial_answer_marked_cancelled() {
 async fn a_message_sent_during_a_turn_is_queued_and_runs_next() {
     let (_mock, forge) = setup().await;
     forge.new_session(&["--name", "q"]).await;
-    let first = forge.ctl_cmd(&["send", "-s", "q", "mock:tokens=300 mock:delay=2 first"]).spawn().unwrap_or_else(|e| panic!("{e}"));
+    let first = forge
+        .ctl_cmd(&["send", "-s", "q", "mock:tokens=300 mock:delay=2 first"])
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
     tokio::time::sleep(Duration::from_millis(200)).await;
     let second = forge.ok(&["send", "-s", "q", "mock:tokens=3 second"]).await;
     assert!(second.stderr.contains("queued"), "the sender is told: {}", second.stderr);

@@ -72,7 +72,13 @@ pub async fn recover(g: &Global, session: &str, resume: bool) -> Result<(), Fail
     Ok(())
 }
 
-pub async fn tool_result(g: &Global, session: &str, call_id: String, error: bool, output: Vec<String>) -> Result<(), Failure> {
+pub async fn tool_result(
+    g: &Global,
+    session: &str,
+    call_id: String,
+    error: bool,
+    output: Vec<String>,
+) -> Result<(), Failure> {
     let text = if output.len() == 1 && output[0] == "-" {
         let mut t = String::new();
         std::io::Read::read_to_string(&mut std::io::stdin(), &mut t)

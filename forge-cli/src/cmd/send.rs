@@ -8,9 +8,9 @@ use forge_proto::client::Follow;
 use forge_proto::{ApprovalDecision, EventKind, JournalHealth, SubscriptionItem, TurnStatus};
 
 use crate::Global;
+use crate::cmd::session::NewSession;
 use crate::connect::daemon;
 use crate::exit::{DAEMON_ERROR, Failure, INTERRUPTED, TURN_CANCELLED, TURN_FAILED};
-use crate::cmd::session::NewSession;
 use crate::output::json_line;
 
 #[derive(Args)]
@@ -70,7 +70,10 @@ pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
     };
     let sent = client.session_send(session.clone(), text).await?;
     if let Some(pos) = sent.queue_position {
-        eprintln!("forgectl: a turn is running in session {}; your message is queued (#{pos}) and runs next", sent.session_id);
+        eprintln!(
+            "forgectl: a turn is running in session {}; your message is queued (#{pos}) and runs next",
+            sent.session_id
+        );
     }
     if a.no_wait {
         if g.json {
@@ -165,7 +168,10 @@ pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
                     let _ = writeln!(stdout);
                     ends_with_newline = true;
                 }
-                eprintln!("forgectl: the model called {} tool(s); parse-only mode waits for their results:", calls.len());
+                eprintln!(
+                    "forgectl: the model called {} tool(s); parse-only mode waits for their results:",
+                    calls.len()
+                );
                 for c in calls {
                     eprintln!("  {} {}({})", c.id, c.name, c.arguments);
                 }

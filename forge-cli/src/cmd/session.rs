@@ -2,8 +2,8 @@
 
 use clap::{Args, Subcommand};
 use forge_proto::SessionInfo;
-use forge_proto::jsonrpsee::async_client::Client;
 use forge_proto::api::ForgeApiClient;
+use forge_proto::jsonrpsee::async_client::Client;
 use forge_proto::{MessageStatus, RecoveryBadge, Role};
 
 use crate::Global;

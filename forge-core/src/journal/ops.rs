@@ -21,10 +21,21 @@ pub enum StoreOp {
         model: String,
         created_ms: i64,
     },
-    RenameSession { id: String, name: Option<String> },
-    RemoveSession { id: String },
+    RenameSession {
+        id: String,
+        name: Option<String>,
+    },
+    RemoveSession {
+        id: String,
+    },
     /// Appends an event; `body` is the event's JSON as clients receive it.
-    AppendEvent { session_id: String, seq: u64, ts_ms: i64, kind: &'static str, body: Arc<str> },
+    AppendEvent {
+        session_id: String,
+        seq: u64,
+        ts_ms: i64,
+        kind: &'static str,
+        body: Arc<str>,
+    },
     InsertNode {
         id: String,
         session_id: String,
@@ -35,11 +46,29 @@ pub enum StoreOp {
         created_ms: i64,
         meta: NodeMeta,
     },
-    SetHead { session_id: String, head_id: Option<String> },
-    SetModel { session_id: String, provider: String, model: String },
-    QueuePush { session_id: String, message_id: String, text: String, client: Option<ClientRef>, created_ms: i64 },
-    QueueRemove { session_id: String, message_id: String },
-    QueueClear { session_id: String },
+    SetHead {
+        session_id: String,
+        head_id: Option<String>,
+    },
+    SetModel {
+        session_id: String,
+        provider: String,
+        model: String,
+    },
+    QueuePush {
+        session_id: String,
+        message_id: String,
+        text: String,
+        client: Option<ClientRef>,
+        created_ms: i64,
+    },
+    QueueRemove {
+        session_id: String,
+        message_id: String,
+    },
+    QueueClear {
+        session_id: String,
+    },
     /// Opens a stream journal entry (with the turn's `turn_started`).
     StreamBegin {
         stream_id: String,
@@ -62,7 +91,9 @@ pub enum StoreOp {
         sealed_ms: i64,
     },
     /// The answer is history: prune the journal entry.
-    StreamCommit { stream_id: String },
+    StreamCommit {
+        stream_id: String,
+    },
 }
 
 #[derive(Debug, Default)]
@@ -129,13 +160,20 @@ impl StoreOp {
             }
             StoreOp::QueuePush { session_id, message_id, text, client, created_ms } => run(
                 "INSERT INTO queued_messages (session_id, message_id, text, client, created_ms) VALUES (?, ?, ?, ?, ?)",
-                &[session_id, message_id, text, &client.as_ref().and_then(|c| serde_json::to_string(c).ok()), created_ms],
+                &[
+                    session_id,
+                    message_id,
+                    text,
+                    &client.as_ref().and_then(|c| serde_json::to_string(c).ok()),
+                    created_ms,
+                ],
             ),
-            StoreOp::QueueRemove { session_id, message_id } => run(
-                "DELETE FROM queued_messages WHERE session_id = ? AND message_id = ?",
-                &[session_id, message_id],
-            ),
-            StoreOp::QueueClear { session_id } => run("DELETE FROM queued_messages WHERE session_id = ?", &[session_id]),
+            StoreOp::QueueRemove { session_id, message_id } => {
+                run("DELETE FROM queued_messages WHERE session_id = ? AND message_id = ?", &[session_id, message_id])
+            }
+            StoreOp::QueueClear { session_id } => {
+                run("DELETE FROM queued_messages WHERE session_id = ?", &[session_id])
+            }
             StoreOp::StreamBegin { stream_id, session_id, message_id, provider, model, first_seq, created_ms } => run(
                 "INSERT INTO streams (stream_id, session_id, message_id, provider, model, first_seq, state, created_ms) \
                  VALUES (?, ?, ?, ?, ?, ?, 'open', ?)",

@@ -13,8 +13,8 @@
 //! writable again. Nothing acknowledged is ever rolled back.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use forge_proto::JournalHealth;
@@ -555,7 +555,10 @@ mod tests {
     #[tokio::test]
     async fn with_power_durability_every_batch_goes_through_the_writer_thread() {
         let (_dir, _store, writer) = open(Durability::Power).await;
-        assert!(writer.try_write_inline(1, create("s")).is_err(), "a commit that fsyncs must not run on a session's thread");
+        assert!(
+            writer.try_write_inline(1, create("s")).is_err(),
+            "a commit that fsyncs must not run on a session's thread"
+        );
         assert!(writer.write(create("s")).await.is_ok());
     }
 

@@ -5,7 +5,10 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::sse::{self, ParseError, Step, WireParser};
-use super::{ChatRequest, ChatRole, ProviderError, ProviderEvent, ProviderSettings, args_object, pair_tool_results, read_error_body};
+use super::{
+    ChatRequest, ChatRole, ProviderError, ProviderEvent, ProviderSettings, args_object, pair_tool_results,
+    read_error_body,
+};
 use forge_proto::Usage;
 
 const API_VERSION: &str = "2023-06-01";
@@ -22,7 +25,9 @@ fn body(req: &ChatRequest) -> Value {
                     blocks.push(json!({"type": "text", "text": m.text}));
                 }
                 for c in &m.tool_calls {
-                    blocks.push(json!({"type": "tool_use", "id": c.id, "name": c.name, "input": args_object(&c.arguments)}));
+                    blocks.push(
+                        json!({"type": "tool_use", "id": c.id, "name": c.name, "input": args_object(&c.arguments)}),
+                    );
                 }
                 json!({ "role": "assistant", "content": blocks })
             }
@@ -62,11 +67,8 @@ pub(super) async fn stream(
     tx: &mpsc::Sender<ProviderEvent>,
 ) -> Result<(), ProviderError> {
     let url = format!("{}/v1/messages", settings.base_url);
-    let mut request = http
-        .post(&url)
-        .header("anthropic-version", API_VERSION)
-        .header("accept", "text/event-stream")
-        .json(&body(req));
+    let mut request =
+        http.post(&url).header("anthropic-version", API_VERSION).header("accept", "text/event-stream").json(&body(req));
     if let Some(key) = &settings.api_key {
         request = request.header("x-api-key", key);
     }
@@ -124,7 +126,8 @@ impl WireParser for AnthropicParser {
             }
             "content_block_delta" => {
                 let delta = data.get("delta").unwrap_or(&Value::Null);
-                let text = |key: &str| delta.get(key).and_then(Value::as_str).filter(|t| !t.is_empty()).map(str::to_string);
+                let text =
+                    |key: &str| delta.get(key).and_then(Value::as_str).filter(|t| !t.is_empty()).map(str::to_string);
                 match delta.get("type").and_then(Value::as_str) {
                     Some("text_delta") => out.extend(text("text").map(ProviderEvent::TextDelta)),
                     Some("thinking_delta") => out.extend(text("thinking").map(ProviderEvent::ThinkingDelta)),
@@ -212,12 +215,21 @@ event: message_stop\ndata: {\"type\":\"message_stop\"      }\n\n";
         let (reference, ok) = run(&mut AnthropicParser::default(), TOOL_STREAM, usize::MAX);
         assert!(ok.is_ok(), "{ok:?}");
         assert_eq!(reference[0], ProviderEvent::TextDelta("I\u{2019}ll read \u{65e5}\u{672c}".into()));
-        assert_eq!(reference[1], ProviderEvent::ToolCallStart { index: 0, id: "toolu_A".into(), name: "read_file".into() });
+        assert_eq!(
+            reference[1],
+            ProviderEvent::ToolCallStart { index: 0, id: "toolu_A".into(), name: "read_file".into() }
+        );
         let args = tool_args(&reference, 0);
         assert_eq!(serde_json::from_str::<Value>(&args).ok(), Some(json!({"path": "a.rs"})));
-        assert!(reference.contains(&ProviderEvent::ToolCallStart { index: 1, id: "toolu_B".into(), name: "glob".into() }));
+        assert!(reference.contains(&ProviderEvent::ToolCallStart {
+            index: 1,
+            id: "toolu_B".into(),
+            name: "glob".into()
+        }));
         assert!(reference.contains(&ProviderEvent::StopReason("tool_use".into())));
-        assert!(matches!(reference.last(), Some(ProviderEvent::Usage(u)) if u.input_tokens == 14 && u.output_tokens == 58));
+        assert!(
+            matches!(reference.last(), Some(ProviderEvent::Usage(u)) if u.input_tokens == 14 && u.output_tokens == 58)
+        );
         for split in [1, 2, 3, 5, 7, 64] {
             let (events, ok) = run(&mut AnthropicParser::default(), TOOL_STREAM, split);
             assert!(ok.is_ok());
@@ -254,7 +266,11 @@ event: message_stop\ndata: {\"type\":\"message_stop\"      }\n\n";
 
     #[test]
     fn tool_calls_and_results_become_blocks_and_unanswered_calls_get_a_result() {
-        let call = |id: &str| forge_proto::ToolCallRecord { id: id.into(), name: "read_file".into(), arguments: "{\"path\":\"a\"}".into() };
+        let call = |id: &str| forge_proto::ToolCallRecord {
+            id: id.into(),
+            name: "read_file".into(),
+            arguments: "{\"path\":\"a\"}".into(),
+        };
         let req = ChatRequest {
             model: "m".into(),
             system: None,
@@ -275,6 +291,10 @@ event: message_stop\ndata: {\"type\":\"message_stop\"      }\n\n";
         assert_eq!(m[3]["content"][0]["tool_use_id"], "t2", "the unanswered call gets a result");
         assert_eq!(m[3]["content"][0]["is_error"], true);
         assert_eq!(m[4]["content"], "next");
-        assert!(b["tools"].as_array().is_some_and(|t| t.iter().any(|t| t["name"] == "read_file" && t["input_schema"]["type"] == "object")));
+        assert!(
+            b["tools"]
+                .as_array()
+                .is_some_and(|t| t.iter().any(|t| t["name"] == "read_file" && t["input_schema"]["type"] == "object"))
+        );
     }
 }

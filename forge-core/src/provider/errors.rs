@@ -51,7 +51,9 @@ impl ProviderError {
                 settings.config_hint()
             ),
             ErrorKind::ProviderRateLimited => {
-                format!("{name} rate-limited the request for model {model} (HTTP {status}): {detail}. Try again shortly.")
+                format!(
+                    "{name} rate-limited the request for model {model} (HTTP {status}): {detail}. Try again shortly."
+                )
             }
             ErrorKind::ProviderUnavailable => {
                 format!("{name} is unavailable (HTTP {status}) for model {model}: {detail}. Try again shortly.")
@@ -71,10 +73,7 @@ impl ProviderError {
 
     pub(super) fn stream_broken(settings: &ProviderSettings, what: &str) -> Self {
         let what = redact_secrets(what, &settings.secrets());
-        Self::new(
-            ErrorKind::ProviderError,
-            format!("the {} stream broke off: {what}", settings.kind.display_name()),
-        )
+        Self::new(ErrorKind::ProviderError, format!("the {} stream broke off: {what}", settings.kind.display_name()))
     }
 
     /// An error the provider reported inside an otherwise good stream.
@@ -153,9 +152,7 @@ pub fn redact_secrets(text: &str, secrets: &[String]) -> String {
         };
         result.push_str(&rest[..i]);
         let tail = &rest[i + prefix.len()..];
-        let len = tail
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_'))
-            .unwrap_or(tail.len());
+        let len = tail.find(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_')).unwrap_or(tail.len());
         if len >= 8 {
             result.push_str(prefix);
             result.push_str("***");

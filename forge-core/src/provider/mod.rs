@@ -115,7 +115,12 @@ impl ChatMessage {
         Self { role: ChatRole::Assistant, text: text.into(), tool_calls, tool_result: None }
     }
     pub fn tool_result(call_id: impl Into<String>, text: impl Into<String>, is_error: bool) -> Self {
-        Self { role: ChatRole::Tool, text: text.into(), tool_calls: Vec::new(), tool_result: Some((call_id.into(), is_error)) }
+        Self {
+            role: ChatRole::Tool,
+            text: text.into(),
+            tool_calls: Vec::new(),
+            tool_result: Some((call_id.into(), is_error)),
+        }
     }
 }
 
@@ -187,10 +192,17 @@ pub enum ProviderEvent {
     ThinkingDelta(String),
     /// The model starts a tool call. `index` numbers the calls of this
     /// answer from 0, in the order they started.
-    ToolCallStart { index: usize, id: String, name: String },
+    ToolCallStart {
+        index: usize,
+        id: String,
+        name: String,
+    },
     /// A fragment of a tool call's JSON arguments; concatenated in order
     /// they form the whole arguments.
-    ToolCallArgs { index: usize, fragment: String },
+    ToolCallArgs {
+        index: usize,
+        fragment: String,
+    },
     Usage(Usage),
     StopReason(String),
     Done,
@@ -234,9 +246,7 @@ impl ProviderSettings {
         }
         .map(expand_env_vars)
         .filter(|k| !k.trim().is_empty());
-        let api_key = from_config.or_else(|| {
-            std::env::var(kind.key_env()).ok().filter(|k| !k.trim().is_empty())
-        });
+        let api_key = from_config.or_else(|| std::env::var(kind.key_env()).ok().filter(|k| !k.trim().is_empty()));
         let (cfg_url, env_var, default) = match kind {
             ProviderKind::Claude => {
                 (cfg.anthropic.base_url.as_deref(), Some("ANTHROPIC_BASE_URL"), "https://api.anthropic.com")
@@ -244,9 +254,7 @@ impl ProviderSettings {
             ProviderKind::OpenAi => {
                 (cfg.openai.base_url.as_deref(), Some("OPENAI_BASE_URL"), "https://api.openai.com/v1")
             }
-            ProviderKind::Gemini => {
-                (cfg.google.base_url.as_deref(), None, "https://generativelanguage.googleapis.com")
-            }
+            ProviderKind::Gemini => (cfg.google.base_url.as_deref(), None, "https://generativelanguage.googleapis.com"),
         };
         let custom = cfg_url
             .map(expand_env_vars)

@@ -6,7 +6,9 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::sse::{self, ParseError, Step, WireParser};
-use super::{ChatRequest, ChatRole, ProviderError, ProviderEvent, ProviderSettings, pair_tool_results, read_error_body};
+use super::{
+    ChatRequest, ChatRole, ProviderError, ProviderEvent, ProviderSettings, pair_tool_results, read_error_body,
+};
 use forge_proto::Usage;
 
 fn body(req: &ChatRequest, compat: bool) -> Value {
@@ -64,10 +66,7 @@ pub(super) async fn stream(
     tx: &mpsc::Sender<ProviderEvent>,
 ) -> Result<(), ProviderError> {
     let url = format!("{}/chat/completions", settings.base_url);
-    let mut request = http
-        .post(&url)
-        .header("accept", "text/event-stream")
-        .json(&body(req, settings.custom_base_url));
+    let mut request = http.post(&url).header("accept", "text/event-stream").json(&body(req, settings.custom_base_url));
     if let Some(key) = &settings.api_key {
         request = request.bearer_auth(key);
     }
@@ -126,7 +125,10 @@ impl WireParser for OpenAiParser {
             out.push(ProviderEvent::Usage(Usage {
                 input_tokens: get("prompt_tokens"),
                 output_tokens: get("completion_tokens"),
-                cache_read_tokens: u.pointer("/prompt_tokens_details/cached_tokens").and_then(Value::as_u64).unwrap_or(0),
+                cache_read_tokens: u
+                    .pointer("/prompt_tokens_details/cached_tokens")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0),
                 cache_write_tokens: 0,
             }));
         }
@@ -184,12 +186,21 @@ mod tests {
     /// Two parallel calls with arguments in fragments, then usage and [DONE].
     fn tool_stream() -> String {
         let mut s = chunk(json!({"role":"assistant","content":null}), Value::Null);
-        s += &chunk(json!({"tool_calls":[{"index":0,"id":"call_A","type":"function","function":{"name":"read_file","arguments":""}}]}), Value::Null);
+        s += &chunk(
+            json!({"tool_calls":[{"index":0,"id":"call_A","type":"function","function":{"name":"read_file","arguments":""}}]}),
+            Value::Null,
+        );
         s += &chunk(json!({"tool_calls":[{"index":0,"function":{"arguments":"{\"path\":"}}]}), Value::Null);
         s += &chunk(json!({"tool_calls":[{"index":0,"function":{"arguments":"\"a.rs\"}"}}]}), Value::Null);
-        s += &chunk(json!({"tool_calls":[{"index":1,"id":"call_B","type":"function","function":{"name":"glob","arguments":"{\"pattern\":\"*\"}"}}]}), Value::Null);
+        s += &chunk(
+            json!({"tool_calls":[{"index":1,"id":"call_B","type":"function","function":{"name":"glob","arguments":"{\"pattern\":\"*\"}"}}]}),
+            Value::Null,
+        );
         s += &chunk(json!({}), json!("tool_calls"));
-        s += &format!("data: {}\n\n", json!({"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":9,"completion_tokens":5,"total_tokens":14}}));
+        s += &format!(
+            "data: {}\n\n",
+            json!({"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":9,"completion_tokens":5,"total_tokens":14}})
+        );
         s += "data: [DONE]\n\n";
         s
     }
@@ -199,10 +210,17 @@ mod tests {
         let body = tool_stream();
         let (reference, ok) = run(&mut OpenAiParser::default(), &body, usize::MAX);
         assert!(ok.is_ok(), "{ok:?}");
-        assert_eq!(reference[0], ProviderEvent::ToolCallStart { index: 0, id: "call_A".into(), name: "read_file".into() });
+        assert_eq!(
+            reference[0],
+            ProviderEvent::ToolCallStart { index: 0, id: "call_A".into(), name: "read_file".into() }
+        );
         let args = tool_args(&reference, 0);
         assert_eq!(args, "{\"path\":\"a.rs\"}");
-        assert!(reference.contains(&ProviderEvent::ToolCallStart { index: 1, id: "call_B".into(), name: "glob".into() }));
+        assert!(reference.contains(&ProviderEvent::ToolCallStart {
+            index: 1,
+            id: "call_B".into(),
+            name: "glob".into()
+        }));
         assert!(reference.contains(&ProviderEvent::StopReason("tool_calls".into())));
         for split in [1, 4, 9, 33] {
             assert_eq!(run(&mut OpenAiParser::default(), &body, split).0, reference, "split {split}");
@@ -211,8 +229,12 @@ mod tests {
 
     #[test]
     fn calls_sharing_index_zero_are_told_apart_by_id() {
-        let mut body = chunk(json!({"tool_calls":[{"index":0,"id":"a","function":{"name":"x","arguments":"{}"}}]}), Value::Null);
-        body += &chunk(json!({"tool_calls":[{"index":0,"id":"b","function":{"name":"y","arguments":"{}"}}]}), json!("stop"));
+        let mut body =
+            chunk(json!({"tool_calls":[{"index":0,"id":"a","function":{"name":"x","arguments":"{}"}}]}), Value::Null);
+        body += &chunk(
+            json!({"tool_calls":[{"index":0,"id":"b","function":{"name":"y","arguments":"{}"}}]}),
+            json!("stop"),
+        );
         let (events, ok) = run(&mut OpenAiParser::default(), &body, 7);
         assert!(ok.is_ok(), "a finish_reason without [DONE] is a complete answer");
         assert!(events.contains(&ProviderEvent::ToolCallStart { index: 1, id: "b".into(), name: "y".into() }));

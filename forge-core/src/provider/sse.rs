@@ -83,7 +83,11 @@ pub(super) mod testing {
 
     /// Runs `parser` over `body` delivered in pieces of `split` bytes;
     /// returns every event and the final result.
-    pub fn run(parser: &mut impl WireParser, body: &str, split: usize) -> (Vec<ProviderEvent>, Result<(), ProviderError>) {
+    pub fn run(
+        parser: &mut impl WireParser,
+        body: &str,
+        split: usize,
+    ) -> (Vec<ProviderEvent>, Result<(), ProviderError>) {
         let chunks: Vec<Result<bytes::Bytes, std::io::Error>> =
             body.as_bytes().chunks(split.max(1)).map(|c| Ok(bytes::Bytes::copy_from_slice(c))).collect();
         let settings = ProviderSettings::for_tests();

@@ -11,9 +11,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU32;
 
-use forge_proto::{
-    CancelResult, ClientRef, ErrorKind, EventKind, JournalHealth, OperationStateKind, SendResult,
-};
+use forge_proto::{CancelResult, ClientRef, ErrorKind, EventKind, JournalHealth, OperationStateKind, SendResult};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use super::pipeline::{AckOutcome, Entry, MAX_PERSISTED_APPLIES_PER_TICK, Persisted, Pipeline};
@@ -41,7 +39,10 @@ pub(super) enum Effect {
         /// Seq of the event the reply reports (known once the batch is cut).
         event_index: usize,
     },
-    ReplyCancel { reply: oneshot::Sender<Result<CancelResult, EngineError>>, result: CancelResult },
+    ReplyCancel {
+        reply: oneshot::Sender<Result<CancelResult, EngineError>>,
+        result: CancelResult,
+    },
     ReplyUnit(oneshot::Sender<Result<(), EngineError>>),
     ReplyApproval {
         reply: oneshot::Sender<Result<forge_proto::ApprovalResult, EngineError>>,
@@ -445,7 +446,9 @@ impl SessionActor {
         let chars: usize = self
             .path
             .iter()
-            .map(|m| m.text.chars().count() + m.tool_calls.iter().map(|c| c.arguments.len() + c.name.len()).sum::<usize>())
+            .map(|m| {
+                m.text.chars().count() + m.tool_calls.iter().map(|c| c.arguments.len() + c.name.len()).sum::<usize>()
+            })
             .sum();
         forge_proto::ContextInfo {
             session_id: self.row.id.clone(),
@@ -489,7 +492,11 @@ impl SessionActor {
             SessionCmd::Configure { provider, model, client, reply } => {
                 self.row.provider = provider.clone();
                 self.row.model = model.clone();
-                self.pipeline.op(StoreOp::SetModel { session_id: self.row.id.clone(), provider: provider.clone(), model: model.clone() });
+                self.pipeline.op(StoreOp::SetModel {
+                    session_id: self.row.id.clone(),
+                    provider: provider.clone(),
+                    model: model.clone(),
+                });
                 self.pipeline.event(Some(client), EventKind::SessionConfigured { provider, model });
                 self.pipeline.effect(Effect::ReplyUnit(reply));
             }
@@ -588,8 +595,9 @@ impl SessionActor {
             client: Some(client.clone()),
             created_ms,
         });
-        let event_index =
-            self.pipeline.event(Some(client), EventKind::MessageQueued { message_id: message_id.clone(), text, position });
+        let event_index = self
+            .pipeline
+            .event(Some(client), EventKind::MessageQueued { message_id: message_id.clone(), text, position });
         self.pipeline.effect(Effect::ReplySend { reply, message_id, queue_position: Some(position), event_index });
     }
 
@@ -619,7 +627,8 @@ impl SessionActor {
             return;
         }
         if let Some(q) = self.queue.pop_front() {
-            self.pipeline.op(StoreOp::QueueRemove { session_id: self.row.id.clone(), message_id: q.message_id.clone() });
+            self.pipeline
+                .op(StoreOp::QueueRemove { session_id: self.row.id.clone(), message_id: q.message_id.clone() });
             let client = q.client.unwrap_or_else(ClientRef::daemon);
             self.start_turn(q.message_id, q.text, client);
         }

@@ -20,9 +20,21 @@ use crate::error::EngineError;
 
 /// Commands a session's actor accepts.
 pub(crate) enum SessionCmd {
-    Send { text: String, client: ClientRef, reply: oneshot::Sender<Result<SendResult, EngineError>> },
-    Cancel { client: ClientRef, drop_queued: bool, reply: oneshot::Sender<Result<CancelResult, EngineError>> },
-    Rename { name: Option<String>, client: ClientRef, reply: oneshot::Sender<Result<(), EngineError>> },
+    Send {
+        text: String,
+        client: ClientRef,
+        reply: oneshot::Sender<Result<SendResult, EngineError>>,
+    },
+    Cancel {
+        client: ClientRef,
+        drop_queued: bool,
+        reply: oneshot::Sender<Result<CancelResult, EngineError>>,
+    },
+    Rename {
+        name: Option<String>,
+        client: ClientRef,
+        reply: oneshot::Sender<Result<(), EngineError>>,
+    },
     Approve {
         decision: forge_proto::ApprovalDecision,
         approval_id: Option<String>,
@@ -43,13 +55,27 @@ pub(crate) enum SessionCmd {
         client: ClientRef,
         reply: oneshot::Sender<Result<forge_proto::RecoverResult, EngineError>>,
     },
-    Configure { provider: String, model: String, client: ClientRef, reply: oneshot::Sender<Result<(), EngineError>> },
-    Clear { client: ClientRef, reply: oneshot::Sender<Result<(), EngineError>> },
-    Context { reply: oneshot::Sender<Result<forge_proto::ContextInfo, EngineError>> },
+    Configure {
+        provider: String,
+        model: String,
+        client: ClientRef,
+        reply: oneshot::Sender<Result<(), EngineError>>,
+    },
+    Clear {
+        client: ClientRef,
+        reply: oneshot::Sender<Result<(), EngineError>>,
+    },
+    Context {
+        reply: oneshot::Sender<Result<forge_proto::ContextInfo, EngineError>>,
+    },
     /// Removes the session; the actor exits after the removal is durable.
-    Remove { reply: oneshot::Sender<Result<(), EngineError>> },
+    Remove {
+        reply: oneshot::Sender<Result<(), EngineError>>,
+    },
     /// Cancels running work, persists, and exits.
-    Shutdown { reply: oneshot::Sender<()> },
+    Shutdown {
+        reply: oneshot::Sender<()>,
+    },
 }
 
 /// An event as published to subscribers: already durable, already JSON.
@@ -88,10 +114,9 @@ impl SessionHandle {
     /// up answers `overloaded` (retryable) instead of stalling the caller.
     pub fn command(&self, cmd: SessionCmd) -> Result<(), EngineError> {
         self.tx.try_send(cmd).map_err(|e| match e {
-            mpsc::error::TrySendError::Full(_) => EngineError::new(
-                ErrorKind::Overloaded,
-                "the session has too many requests waiting; retry shortly",
-            ),
+            mpsc::error::TrySendError::Full(_) => {
+                EngineError::new(ErrorKind::Overloaded, "the session has too many requests waiting; retry shortly")
+            }
             mpsc::error::TrySendError::Closed(_) => EngineError::gone(),
         })
     }

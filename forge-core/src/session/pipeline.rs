@@ -156,7 +156,10 @@ impl<F> Pipeline<F> {
 
     /// Nothing waits to be written, acknowledged or applied.
     pub fn is_idle(&self) -> bool {
-        self.in_flight.is_none() && self.outbox.is_empty() && self.to_apply.is_empty() && self.pending_effects.is_empty()
+        self.in_flight.is_none()
+            && self.outbox.is_empty()
+            && self.to_apply.is_empty()
+            && self.pending_effects.is_empty()
     }
 
     pub fn has_work_to_apply(&self) -> bool {

@@ -48,10 +48,8 @@ impl SessionActor {
     }
 
     fn restore_awaiting_tool_results(&mut self, message_id: String) {
-        let Some(i) = self
-            .path
-            .iter()
-            .rposition(|m| m.role == crate::provider::ChatRole::Assistant && !m.tool_calls.is_empty())
+        let Some(i) =
+            self.path.iter().rposition(|m| m.role == crate::provider::ChatRole::Assistant && !m.tool_calls.is_empty())
         else {
             return;
         };
@@ -80,16 +78,12 @@ impl SessionActor {
     /// session waits in `ToolRecovery` for a client's decision. Completed
     /// calls keep their journaled results; nothing runs by itself.
     async fn recover_tool_loop(&mut self, message_id: String) -> Result<(), EngineError> {
-        let last = self
-            .path
-            .iter()
-            .rposition(|m| m.role == crate::provider::ChatRole::Assistant && !m.tool_calls.is_empty());
+        let last =
+            self.path.iter().rposition(|m| m.role == crate::provider::ChatRole::Assistant && !m.tool_calls.is_empty());
         let mut calls = Vec::new();
         if let Some(i) = last {
-            let answered: std::collections::HashSet<&str> = self.path[i + 1..]
-                .iter()
-                .filter_map(|m| m.tool_result.as_ref().map(|(id, _)| id.as_str()))
-                .collect();
+            let answered: std::collections::HashSet<&str> =
+                self.path[i + 1..].iter().filter_map(|m| m.tool_result.as_ref().map(|(id, _)| id.as_str())).collect();
             let started = self.started_tool_calls().await?;
             calls = self.path[i]
                 .tool_calls
@@ -105,7 +99,8 @@ impl SessionActor {
         }
         tracing::info!(session = %self.row.id, unfinished = calls.len(), "a turn was interrupted in its tool calls: waiting for a decision");
         if !self.recovery_announced().await? {
-            self.pipeline.event(Some(forge_proto::ClientRef::daemon()), EventKind::ToolRecovery { calls: calls.clone() });
+            self.pipeline
+                .event(Some(forge_proto::ClientRef::daemon()), EventKind::ToolRecovery { calls: calls.clone() });
         }
         self.state = OperationState::ToolRecovery { message_id, calls };
         Ok(())
@@ -122,7 +117,9 @@ impl SessionActor {
             let Some((last, _)) = page.last() else { break };
             after = *last;
             for (_, body) in &page {
-                if let Ok(SessionEvent { kind: EventKind::ToolRunning { call_id, .. }, .. }) = serde_json::from_str(body) {
+                if let Ok(SessionEvent { kind: EventKind::ToolRunning { call_id, .. }, .. }) =
+                    serde_json::from_str(body)
+                {
                     started.insert(call_id);
                 }
             }

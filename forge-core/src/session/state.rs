@@ -30,14 +30,23 @@ pub(super) enum OperationState {
     /// Running the tool calls of the last answer, one at a time.
     ToolLoop(super::tools::ToolLoop),
     /// Parse-only: a client supplies the results of these calls.
-    AwaitingToolResults { message_id: String, iteration: u32, pending: Vec<forge_proto::ToolCallRecord> },
+    AwaitingToolResults {
+        message_id: String,
+        iteration: u32,
+        pending: Vec<forge_proto::ToolCallRecord>,
+    },
     /// The daemon stopped during the tool calls; a client decides.
-    ToolRecovery { message_id: String, calls: Vec<forge_proto::RecoveryCall> },
+    ToolRecovery {
+        message_id: String,
+        calls: Vec<forge_proto::RecoveryCall>,
+    },
     /// The answer and `turn_finished` are written but not yet acknowledged;
     /// the next turn starts only once they are durable.
     Finishing,
     /// The store cannot be written; all new work is refused until a reset.
-    PersistenceBlocked { reason: String },
+    PersistenceBlocked {
+        reason: String,
+    },
 }
 
 impl OperationState {

@@ -120,35 +120,35 @@ impl EventFeed {
                         }
                     };
                     match received {
-                    Ok(ev) if ev.seq < self.next_seq => continue,
-                    Ok(ev) if ev.seq == self.next_seq => {
-                        self.next_seq += 1;
-                        return Some(FeedItem::Event { seq: ev.seq, json: ev.json });
-                    }
-                    // Ahead of us: what lies between is in the store.
-                    Ok(ev) => {
-                        self.phase = Phase::Replay;
-                        self.buffer.push_back((ev.seq, ev.json));
-                        let page = self
-                            .store
-                            .events_after(&self.session_id, self.next_seq - 1, (ev.seq - self.next_seq) as u32)
-                            .await
-                            .unwrap_or_default();
-                        let mut items: VecDeque<(u64, Arc<str>)> =
-                            page.into_iter().map(|(s, b)| (s, Arc::from(b))).collect();
-                        items.extend(self.buffer.drain(..));
-                        self.buffer = items;
-                        self.phase = Phase::Live;
-                    }
-                    Err(broadcast::error::RecvError::Lagged(_)) => {
-                        self.phase = Phase::Replay;
-                        return Some(FeedItem::Lagged { resume_seq: self.next_seq });
-                    }
-                    Err(broadcast::error::RecvError::Closed) => {
-                        self.phase = Phase::Done;
-                        let reason = if self.handle.is_alive() { "closed" } else { "the session stopped" };
-                        return Some(FeedItem::Closed { reason: reason.to_string() });
-                    }
+                        Ok(ev) if ev.seq < self.next_seq => continue,
+                        Ok(ev) if ev.seq == self.next_seq => {
+                            self.next_seq += 1;
+                            return Some(FeedItem::Event { seq: ev.seq, json: ev.json });
+                        }
+                        // Ahead of us: what lies between is in the store.
+                        Ok(ev) => {
+                            self.phase = Phase::Replay;
+                            self.buffer.push_back((ev.seq, ev.json));
+                            let page = self
+                                .store
+                                .events_after(&self.session_id, self.next_seq - 1, (ev.seq - self.next_seq) as u32)
+                                .await
+                                .unwrap_or_default();
+                            let mut items: VecDeque<(u64, Arc<str>)> =
+                                page.into_iter().map(|(s, b)| (s, Arc::from(b))).collect();
+                            items.extend(self.buffer.drain(..));
+                            self.buffer = items;
+                            self.phase = Phase::Live;
+                        }
+                        Err(broadcast::error::RecvError::Lagged(_)) => {
+                            self.phase = Phase::Replay;
+                            return Some(FeedItem::Lagged { resume_seq: self.next_seq });
+                        }
+                        Err(broadcast::error::RecvError::Closed) => {
+                            self.phase = Phase::Done;
+                            let reason = if self.handle.is_alive() { "closed" } else { "the session stopped" };
+                            return Some(FeedItem::Closed { reason: reason.to_string() });
+                        }
                     }
                 }
             }

@@ -21,11 +21,11 @@ use tokio::task::JoinHandle;
 
 use super::actor::{Effect, SessionActor};
 use super::state::OperationState;
+use crate::error::EngineError;
 use crate::ids::{new_id, now_ms};
 use crate::journal::StoreOp;
 use crate::provider::ChatMessage;
 use crate::store::rows::NodeMeta;
-use crate::error::EngineError;
 use crate::tools::policy::{ApprovalPolicy, Decision};
 use crate::tools::{Sandbox, ToolCtx, ToolError, ToolExecutor, ToolLimits, ToolOutput, truncate_output};
 
@@ -186,10 +186,8 @@ impl SessionActor {
             return;
         }
         let approval_id = new_id("a");
-        self.pipeline.event(
-            None,
-            EventKind::ApprovalRequested { approval_id: approval_id.clone(), calls: asks.clone() },
-        );
+        self.pipeline
+            .event(None, EventKind::ApprovalRequested { approval_id: approval_id.clone(), calls: asks.clone() });
         l.approval = Some(PendingApproval {
             session_id: self.row.id.clone(),
             session_name: self.row.name.clone(),
@@ -209,7 +207,10 @@ impl SessionActor {
             match policy.decide(tool.as_ref()) {
                 Decision::Run => {}
                 Decision::Deny(reason) => {
-                    call.action = Err(ToolError::ExecutionFailed { tool: call.name.clone(), message: format!("denied: {reason}") });
+                    call.action = Err(ToolError::ExecutionFailed {
+                        tool: call.name.clone(),
+                        message: format!("denied: {reason}"),
+                    });
                 }
                 Decision::Ask => asks.push(ApprovalCall {
                     call_id: call.id.clone(),
@@ -225,10 +226,8 @@ impl SessionActor {
 
     /// After a restart: the batch waited for a decision, and still does.
     pub(super) fn restore_pending_approval(&mut self, message_id: String, approval_id: String) {
-        let Some(last) = self
-            .path
-            .iter()
-            .rposition(|m| m.role == crate::provider::ChatRole::Assistant && !m.tool_calls.is_empty())
+        let Some(last) =
+            self.path.iter().rposition(|m| m.role == crate::provider::ChatRole::Assistant && !m.tool_calls.is_empty())
         else {
             return;
         };
@@ -272,12 +271,18 @@ impl SessionActor {
                 let mut chosen = call_ids.unwrap_or_default();
                 for i in indices.unwrap_or_default() {
                     let id = all.get((i as usize).wrapping_sub(1)).ok_or_else(|| {
-                        EngineError::new(ErrorKind::InvalidParams, format!("there is no call #{i}; the approval has {}", all.len()))
+                        EngineError::new(
+                            ErrorKind::InvalidParams,
+                            format!("there is no call #{i}; the approval has {}", all.len()),
+                        )
                     })?;
                     chosen.push(id.clone());
                 }
                 if let Some(bad) = chosen.iter().find(|c| !all.contains(c)) {
-                    return Err(EngineError::new(ErrorKind::InvalidParams, format!("`{bad}` is not a call of this approval")));
+                    return Err(EngineError::new(
+                        ErrorKind::InvalidParams,
+                        format!("`{bad}` is not a call of this approval"),
+                    ));
                 }
                 all.iter().filter(|c| chosen.contains(c)).cloned().collect()
             }
@@ -285,14 +290,19 @@ impl SessionActor {
         let denied: Vec<String> = all.iter().filter(|c| !approved.contains(c)).cloned().collect();
         for call in l.pending.iter_mut() {
             if denied.contains(&call.id) {
-                call.action = Err(ToolError::ExecutionFailed { tool: call.name.clone(), message: "denied by the user".into() });
+                call.action =
+                    Err(ToolError::ExecutionFailed { tool: call.name.clone(), message: "denied by the user".into() });
             }
         }
         let approval_id = pending.approval_id.clone();
         l.approval = None;
         self.pipeline.event(
             Some(client),
-            EventKind::ApprovalResolved { approval_id: approval_id.clone(), approved: approved.clone(), denied: denied.clone() },
+            EventKind::ApprovalResolved {
+                approval_id: approval_id.clone(),
+                approved: approved.clone(),
+                denied: denied.clone(),
+            },
         );
         self.pipeline.effect(Effect::NextTool);
         Ok(ApprovalResult { session_id: self.row.id.clone(), approval_id, approved, denied })
@@ -432,7 +442,13 @@ impl SessionActor {
         };
         let call = pending.remove(i);
         let remaining: Vec<String> = pending.iter().map(|c| c.id.clone()).collect();
-        self.write_result(&call.id, &call.name, truncate_output(output, self.tool_limits().output_bytes), is_error, Some(client));
+        self.write_result(
+            &call.id,
+            &call.name,
+            truncate_output(output, self.tool_limits().output_bytes),
+            is_error,
+            Some(client),
+        );
         if remaining.is_empty()
             && let OperationState::AwaitingToolResults { message_id, iteration, .. } =
                 std::mem::replace(&mut self.state, OperationState::Finishing)
@@ -444,7 +460,11 @@ impl SessionActor {
     }
 
     /// A client's decision for a session in `ToolRecovery`.
-    pub(super) fn on_recover(&mut self, action: RecoverAction, client: Option<ClientRef>) -> Result<RecoverResult, EngineError> {
+    pub(super) fn on_recover(
+        &mut self,
+        action: RecoverAction,
+        client: Option<ClientRef>,
+    ) -> Result<RecoverResult, EngineError> {
         let OperationState::ToolRecovery { message_id, calls } = &self.state else {
             return Err(EngineError::new(
                 ErrorKind::SessionBusy,
@@ -465,7 +485,11 @@ impl SessionActor {
         let unrun: Vec<(String, String)> = not_rerun.iter().map(|c| (c.call_id.clone(), c.name.clone())).collect();
         match action {
             RecoverAction::Discard => {
-                self.answer_unrun(&unrun, "error: discarded: forged stopped during this tool call and the user chose not to run it", client);
+                self.answer_unrun(
+                    &unrun,
+                    "error: discarded: forged stopped during this tool call and the user chose not to run it",
+                    client,
+                );
                 self.finish_tool_turn(
                     message_id,
                     MessageStatus::Interrupted,
@@ -478,8 +502,10 @@ impl SessionActor {
                     "error: interrupted: forged stopped while this call ran; it may have partly happened and was not run again",
                     client,
                 );
-                let records =
-                    rerun.into_iter().map(|c| ToolCallRecord { id: c.call_id, name: c.name, arguments: c.arguments }).collect();
+                let records = rerun
+                    .into_iter()
+                    .map(|c| ToolCallRecord { id: c.call_id, name: c.name, arguments: c.arguments })
+                    .collect();
                 self.start_tool_loop(message_id, 0, records);
             }
         }
@@ -511,10 +537,16 @@ impl SessionActor {
         self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: Some(id.clone()) });
         self.row.head_id = Some(id);
         self.path.push(ChatMessage::tool_result(call_id, output.clone(), is_error));
-        self.pipeline.event(client, EventKind::ToolResult { call_id: call_id.into(), name: name.into(), is_error, output });
+        self.pipeline
+            .event(client, EventKind::ToolResult { call_id: call_id.into(), name: name.into(), is_error, output });
     }
 
-    pub(super) fn finish_tool_turn(&mut self, message_id: String, status: MessageStatus, error: Option<(String, String)>) {
+    pub(super) fn finish_tool_turn(
+        &mut self,
+        message_id: String,
+        status: MessageStatus,
+        error: Option<(String, String)>,
+    ) {
         self.state = OperationState::Finishing;
         self.pipeline.event(
             None,

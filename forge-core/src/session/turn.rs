@@ -61,9 +61,8 @@ pub(super) fn chat_message(n: &NodeRow) -> Option<ChatMessage> {
 
 impl SessionActor {
     fn provider_kind(&self) -> Result<ProviderKind, EngineError> {
-        ProviderKind::parse(&self.row.provider).ok_or_else(|| {
-            EngineError::new(ErrorKind::Config, format!("unknown provider \"{}\"", self.row.provider))
-        })
+        ProviderKind::parse(&self.row.provider)
+            .ok_or_else(|| EngineError::new(ErrorKind::Config, format!("unknown provider \"{}\"", self.row.provider)))
     }
 
     pub(super) fn provider_settings(&self) -> Result<ProviderSettings, EngineError> {
@@ -128,14 +127,16 @@ impl SessionActor {
                 crate::config::ToolMode::Enabled => self.shared.tools.specs(),
                 crate::config::ToolMode::ParseOnly => {
                     let mut specs = self.shared.tools.specs();
-                    specs.extend(self.shared.config.tools.definitions.iter().map(|d| crate::tools::ToolSpec {
-                        name: d.name.clone(),
-                        description: d.description.clone().unwrap_or_default(),
-                        parameters: d
-                            .parameters
-                            .as_ref()
-                            .and_then(|p| serde_json::to_value(p).ok())
-                            .unwrap_or_else(|| serde_json::json!({"type": "object"})),
+                    specs.extend(self.shared.config.tools.definitions.iter().map(|d| {
+                        crate::tools::ToolSpec {
+                            name: d.name.clone(),
+                            description: d.description.clone().unwrap_or_default(),
+                            parameters: d
+                                .parameters
+                                .as_ref()
+                                .and_then(|p| serde_json::to_value(p).ok())
+                                .unwrap_or_else(|| serde_json::json!({"type": "object"})),
+                        }
                     }));
                     specs
                 }

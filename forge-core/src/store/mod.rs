@@ -53,11 +53,8 @@ impl Store {
         let mut migrator = opts.clone().connect().await?;
         sqlx::migrate!("./migrations").run(&mut migrator).await?;
         migrator.close().await?;
-        let pool = SqlitePoolOptions::new()
-            .max_connections(4)
-            .min_connections(1)
-            .connect_with(opts.read_only(true))
-            .await?;
+        let pool =
+            SqlitePoolOptions::new().max_connections(4).min_connections(1).connect_with(opts.read_only(true)).await?;
         Ok(Store { pool })
     }
 
@@ -111,10 +108,7 @@ impl Store {
     }
 
     pub async fn name_owner(&self, name: &str) -> Result<Option<String>, StoreError> {
-        Ok(sqlx::query_scalar("SELECT id FROM sessions WHERE name = ?")
-            .bind(name)
-            .fetch_optional(&self.pool)
-            .await?)
+        Ok(sqlx::query_scalar("SELECT id FROM sessions WHERE name = ?").bind(name).fetch_optional(&self.pool).await?)
     }
 
     /// The path from the root to `head`, oldest first.
@@ -142,9 +136,7 @@ impl Store {
             .bind(limit as i64)
             .fetch_all(&self.pool)
             .await?;
-        rows.iter()
-            .map(|r| Ok((r.try_get::<i64, _>("seq")? as u64, r.try_get::<String, _>("body")?)))
-            .collect()
+        rows.iter().map(|r| Ok((r.try_get::<i64, _>("seq")? as u64, r.try_get::<String, _>("body")?))).collect()
     }
 
     /// The seq of the session's newest event of `kind` (0 if none).
@@ -229,8 +221,6 @@ impl Store {
         let rows = sqlx::query("SELECT session_id, COUNT(*) AS n FROM nodes GROUP BY session_id")
             .fetch_all(&self.pool)
             .await?;
-        rows.iter()
-            .map(|r| Ok((r.try_get::<String, _>("session_id")?, r.try_get::<i64, _>("n")? as u64)))
-            .collect()
+        rows.iter().map(|r| Ok((r.try_get::<String, _>("session_id")?, r.try_get::<i64, _>("n")? as u64))).collect()
     }
 }

@@ -1,6 +1,8 @@
 //! Rows as stored, and their conversion to wire types.
 
-use forge_proto::{ClientRef, HistoryMessage, MessageStatus, RecoveryBadge, Role, ToolCallRecord, ToolResultInfo, Usage};
+use forge_proto::{
+    ClientRef, HistoryMessage, MessageStatus, RecoveryBadge, Role, ToolCallRecord, ToolResultInfo, Usage,
+};
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;

@@ -45,7 +45,12 @@ pub struct ToolLimits {
 
 impl Default for ToolLimits {
     fn default() -> Self {
-        Self { output_bytes: 100 * 1024, file_read_bytes: 200 * 1024, scan_bytes: 2 * 1024 * 1024, patch_bytes: 512 * 1024 }
+        Self {
+            output_bytes: 100 * 1024,
+            file_read_bytes: 200 * 1024,
+            scan_bytes: 2 * 1024 * 1024,
+            patch_bytes: 512 * 1024,
+        }
     }
 }
 
@@ -180,7 +185,10 @@ impl ToolRegistry {
     /// The tool called `name`, or the one it is an alias of.
     pub fn get(&self, name: &str) -> Option<Arc<dyn ToolExecutor>> {
         self.tools.get(name).cloned().or_else(|| {
-            builtin::aliases().iter().find(|(alias, _)| *alias == name).and_then(|(_, tool)| self.tools.get(*tool).cloned())
+            builtin::aliases()
+                .iter()
+                .find(|(alias, _)| *alias == name)
+                .and_then(|(_, tool)| self.tools.get(*tool).cloned())
         })
     }
 

@@ -113,7 +113,13 @@ mod tests {
         let strict = ApprovalPolicy::from_config(Some(&cfg));
         assert_eq!(strict.decide(read.as_ref()), Decision::Run);
         assert!(matches!(strict.decide(write.as_ref()), Decision::Deny(m) if m.contains("denylist")));
-        let permissive = ApprovalPolicy::from_config(Some(&ToolApprovalConfig { mode: Some("auto".into()), denylist: None, allowlist: None, enabled: None, prompt_side_effects: None }));
+        let permissive = ApprovalPolicy::from_config(Some(&ToolApprovalConfig {
+            mode: Some("auto".into()),
+            denylist: None,
+            allowlist: None,
+            enabled: None,
+            prompt_side_effects: None,
+        }));
         assert_eq!(permissive.decide(write.as_ref()), Decision::Run);
     }
 }

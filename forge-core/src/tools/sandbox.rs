@@ -26,7 +26,8 @@ impl Sandbox {
     /// `roots` relative to `cwd`; empty means `cwd` alone.
     pub fn new(cwd: &Path, roots: &[String], denied: &[String], include_defaults: bool, allow_absolute: bool) -> Self {
         let cwd = cwd.canonicalize().unwrap_or_else(|_| cwd.to_path_buf());
-        let mut root_paths: Vec<PathBuf> = roots.iter().map(|r| cwd.join(r)).filter_map(|r| r.canonicalize().ok()).collect();
+        let mut root_paths: Vec<PathBuf> =
+            roots.iter().map(|r| cwd.join(r)).filter_map(|r| r.canonicalize().ok()).collect();
         if root_paths.is_empty() {
             root_paths.push(cwd.clone());
         }
@@ -126,12 +127,12 @@ impl Sandbox {
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(path)
             .map_err(|e| {
-                if e.raw_os_error() == Some(libc::ELOOP) {
-                    OpenError::Denied(DenialReason::Symlink { path: shown.to_string(), link: path.display().to_string() })
-                } else {
-                    OpenError::Io(e)
-                }
-            })?;
+            if e.raw_os_error() == Some(libc::ELOOP) {
+                OpenError::Denied(DenialReason::Symlink { path: shown.to_string(), link: path.display().to_string() })
+            } else {
+                OpenError::Io(e)
+            }
+        })?;
         let meta = file.metadata().map_err(OpenError::Io)?;
         if meta.is_file() && meta.nlink() > 1 {
             return Err(OpenError::Denied(DenialReason::HardLink { path: shown.to_string() }));
@@ -169,7 +170,8 @@ mod tests {
         std::fs::write(outside.path().join("secret.txt"), "s").unwrap_or_else(|e| panic!("{e}"));
         std::fs::create_dir(dir.path().join("sub")).unwrap_or_else(|e| panic!("{e}"));
         std::os::unix::fs::symlink(outside.path(), dir.path().join("sub/link")).unwrap_or_else(|e| panic!("{e}"));
-        std::os::unix::fs::symlink(outside.path().join("secret.txt"), dir.path().join("last")).unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink(outside.path().join("secret.txt"), dir.path().join("last"))
+            .unwrap_or_else(|e| panic!("{e}"));
         let s = sandbox(dir.path());
         assert!(matches!(s.resolve("../x"), Err(DenialReason::ParentComponent(_))));
         assert!(matches!(s.resolve("sub/../../x"), Err(DenialReason::ParentComponent(_))));

@@ -20,7 +20,11 @@ pub fn hello(server: &ConnServer, protocol_version: u32, client: ClientInfo) -> 
     *server.conn.client.lock().unwrap_or_else(|p| p.into_inner()) = Some(client);
     Ok(HelloResult {
         protocol_version: PROTOCOL_VERSION,
-        server: ServerInfo { name: "forged".into(), version: env!("CARGO_PKG_VERSION").into(), pid: std::process::id() },
+        server: ServerInfo {
+            name: "forged".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            pid: std::process::id(),
+        },
         client_id: server.conn.id,
     })
 }

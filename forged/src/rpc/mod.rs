@@ -15,8 +15,7 @@ use forge_proto::api::{ForgeApiServer, RpcResult};
 use forge_proto::error::rpc_error;
 use forge_proto::{
     CancelResult, ClientInfo, ClientRef, DaemonStatus, HelloResult, HistoryResult, JournalStatus, RemoveResult,
-    SendResult,
-    SessionEvent, SessionInfo,
+    SendResult, SessionEvent, SessionInfo,
 };
 use jsonrpsee::PendingSubscriptionSink;
 use jsonrpsee::core::SubscriptionResult;
@@ -128,7 +127,12 @@ impl ForgeApiServer for ConnServer {
         self.engine().rename(&session, name, self.client_ref()).await.map_err(to_rpc)
     }
 
-    async fn session_configure(&self, session: String, provider: Option<String>, model: Option<String>) -> RpcResult<SessionInfo> {
+    async fn session_configure(
+        &self,
+        session: String,
+        provider: Option<String>,
+        model: Option<String>,
+    ) -> RpcResult<SessionInfo> {
         self.engine().configure(&session, provider, model, self.client_ref()).await.map_err(to_rpc)
     }
 

@@ -27,11 +27,8 @@ pub async fn events(
     after_seq: Option<u64>,
     limit: Option<u32>,
 ) -> RpcResult<Vec<SessionEvent>> {
-    let (_, bodies) = server
-        .engine()
-        .events(&session, after_seq.unwrap_or(0), limit.unwrap_or(10_000))
-        .await
-        .map_err(to_rpc)?;
+    let (_, bodies) =
+        server.engine().events(&session, after_seq.unwrap_or(0), limit.unwrap_or(10_000)).await.map_err(to_rpc)?;
     bodies
         .iter()
         .map(|b| {

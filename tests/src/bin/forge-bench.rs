@@ -251,7 +251,13 @@ async fn search_bench(pattern: &str, dir: &Path) -> anyhow::Result<()> {
         v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
     };
     let (f, r) = (med(&mut forge), med(&mut rg));
-    println!("search `{pattern}` in {}: forge {:.1} ms ({lines} lines, capped at 1000 matches), rg {:.1} ms, ratio {:.2}x", dir.display(), f * 1000.0, r * 1000.0, f / r);
+    println!(
+        "search `{pattern}` in {}: forge {:.1} ms ({lines} lines, capped at 1000 matches), rg {:.1} ms, ratio {:.2}x",
+        dir.display(),
+        f * 1000.0,
+        r * 1000.0,
+        f / r
+    );
     Ok(())
 }
 
@@ -281,7 +287,11 @@ I\n    let value_5000 = compute(5000);\n.\n    check(value_5000);\n.\nE\n    let
         ctx.file_hashes.lock().map(|mut h| h.clear()).ok();
     }
     times.sort_by(|a, b| a.total_cmp(b));
-    println!("apply_patch, 3 operations on a 10,000-line file: median {:.2} ms, max {:.2} ms", times[10] * 1000.0, times[20] * 1000.0);
+    println!(
+        "apply_patch, 3 operations on a 10,000-line file: median {:.2} ms, max {:.2} ms",
+        times[10] * 1000.0,
+        times[20] * 1000.0
+    );
     Ok(())
 }
 
@@ -298,11 +308,8 @@ async fn main() -> anyhow::Result<()> {
     }
     let quick = std::env::args().any(|a| a == "--quick");
     let only_latency = std::env::args().any(|a| a == "--latency");
-    let clients: usize = std::env::args()
-        .skip_while(|a| a != "--clients")
-        .nth(1)
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(10);
+    let clients: usize =
+        std::env::args().skip_while(|a| a != "--clients").nth(1).and_then(|n| n.parse().ok()).unwrap_or(10);
     let bin = std::env::current_exe()?.parent().map(Path::to_path_buf).unwrap_or_default();
     let mock_url = start_mock_thread()?;
     let (flood, per_session, sessions) = if quick { (50_000, 2_000, 10) } else { (200_000, 10_000, 50) };

@@ -22,7 +22,11 @@ struct Args {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let server = MockServer::start_on(&args.listen, MockOptions { default_delay_ms: args.delay_ms, first_byte_log: args.first_byte_log }).await?;
+    let server = MockServer::start_on(
+        &args.listen,
+        MockOptions { default_delay_ms: args.delay_ms, first_byte_log: args.first_byte_log },
+    )
+    .await?;
     println!("forge-mock listening on http://{}", server.addr);
     println!("ANTHROPIC_BASE_URL={}", server.anthropic_url());
     println!("OPENAI_BASE_URL={}", server.openai_url());

@@ -35,12 +35,15 @@ fn plan(patch: &Patch, sandbox: &Sandbox) -> Result<Plan, ToolError> {
             crate::tools::sandbox::OpenError::Denied(d) => ToolError::SandboxViolation(d),
             crate::tools::sandbox::OpenError::Io(e) => ToolError::PatchFailed {
                 file: f.path.clone().into(),
-                message: format!("cannot read it ({e}); apply_patch changes existing files, write_file creates new ones"),
+                message: format!(
+                    "cannot read it ({e}); apply_patch changes existing files, write_file creates new ones"
+                ),
             },
         })?;
         let mut old = Vec::new();
-        std::io::Read::read_to_end(&mut std::io::BufReader::new(file), &mut old)
-            .map_err(|e| ToolError::PatchFailed { file: f.path.clone().into(), message: format!("cannot read it: {e}") })?;
+        std::io::Read::read_to_end(&mut std::io::BufReader::new(file), &mut old).map_err(|e| {
+            ToolError::PatchFailed { file: f.path.clone().into(), message: format!("cannot read it: {e}") }
+        })?;
         let text = String::from_utf8(old.clone())
             .map_err(|_| ToolError::PatchFailed { file: f.path.clone().into(), message: "not UTF-8 text".into() })?;
         let new = lp1::apply_to_text(&text, f)
@@ -133,7 +136,10 @@ match when a block occurs more than once. All files change or none."
                         for (t, _) in &staged {
                             let _ = std::fs::remove_file(t);
                         }
-                        return Err(ToolError::PatchFailed { file: name.into(), message: format!("cannot write: {e}") });
+                        return Err(ToolError::PatchFailed {
+                            file: name.into(),
+                            message: format!("cannot write: {e}"),
+                        });
                     }
                     staged.push((tmp, path.clone()));
                 }
@@ -146,7 +152,10 @@ match when a block occurs more than once. All files change or none."
                         for (t, _) in &staged[i..] {
                             let _ = std::fs::remove_file(t);
                         }
-                        return Err(ToolError::PatchFailed { file: plan.files[i].0.clone().into(), message: format!("cannot replace: {e}") });
+                        return Err(ToolError::PatchFailed {
+                            file: plan.files[i].0.clone().into(),
+                            message: format!("cannot replace: {e}"),
+                        });
                     }
                     done.push(i);
                 }
@@ -183,7 +192,10 @@ mod tests {
         // The second file's hunk fails: the first file must stay as it was.
         let bad = "LP1\nF a.txt\nR\none\n.\nONE\n.\nF b.txt\nE\nmissing\n.\nEND";
         let r = rt.block_on(ApplyPatch.execute(json!({"patch": bad}), &c));
-        assert!(matches!(&r, Err(ToolError::PatchFailed { file, message }) if file.ends_with("b.txt") && message.contains("not in the file")), "{r:?}");
+        assert!(
+            matches!(&r, Err(ToolError::PatchFailed { file, message }) if file.ends_with("b.txt") && message.contains("not in the file")),
+            "{r:?}"
+        );
         assert_eq!(std::fs::read_to_string(dir.path().join("a.txt")).unwrap_or_default(), "one\ntwo\n");
 
         let good = "LP1\nF a.txt\nR\none\n.\nONE\n.\nF b.txt\nT\ny\n.\nEND";

@@ -87,7 +87,8 @@ pub fn all() -> Vec<GitTool> {
             risk: RiskLevel::Low,
             build: |a, sb| {
                 let n = a.get("max_count").and_then(Value::as_u64).unwrap_or(20).min(500);
-                let mut v = vec!["log".into(), format!("-n{n}"), "--date=short".into(), "--format=%h %ad %an %s".into()];
+                let mut v =
+                    vec!["log".into(), format!("-n{n}"), "--date=short".into(), "--format=%h %ad %an %s".into()];
                 if let Some(p) = string(a, "path") {
                     v.extend(["--".to_string(), path_arg(&p, sb)?]);
                 }
@@ -139,7 +140,9 @@ pub fn all() -> Vec<GitTool> {
             side_effecting: true,
             risk: RiskLevel::Medium,
             build: |a, _| {
-                let m = string(a, "message").filter(|m| !m.trim().is_empty()).ok_or_else(|| bad("`message` is required"))?;
+                let m = string(a, "message")
+                    .filter(|m| !m.trim().is_empty())
+                    .ok_or_else(|| bad("`message` is required"))?;
                 Ok(vec!["commit".into(), "-m".into(), m])
             },
         },
@@ -173,7 +176,12 @@ pub fn all() -> Vec<GitTool> {
         GitTool {
             name: "git_restore",
             description: "Discard uncommitted changes to files (destructive), or unstage them with `staged: true`.",
-            schema: || obj(json!({"paths": {"type": "array", "items": {"type": "string"}}, "staged": {"type": "boolean"}}), &["paths"]),
+            schema: || {
+                obj(
+                    json!({"paths": {"type": "array", "items": {"type": "string"}}, "staged": {"type": "boolean"}}),
+                    &["paths"],
+                )
+            },
             side_effecting: true,
             risk: RiskLevel::High,
             build: |a, sb| {
@@ -189,7 +197,12 @@ pub fn all() -> Vec<GitTool> {
         GitTool {
             name: "git_stash",
             description: "Stash changes (`push`, with an optional message), restore the latest (`pop`), or `list`.",
-            schema: || obj(json!({"action": {"type": "string", "enum": ["push", "pop", "list"]}, "message": {"type": "string"}}), &["action"]),
+            schema: || {
+                obj(
+                    json!({"action": {"type": "string", "enum": ["push", "pop", "list"]}, "message": {"type": "string"}}),
+                    &["action"],
+                )
+            },
             side_effecting: true,
             risk: RiskLevel::Medium,
             build: |a, _| match string(a, "action").as_deref() {
@@ -247,7 +260,11 @@ impl ToolExecutor for GitTool {
             let stdout = String::from_utf8_lossy(&out.stdout);
             let stderr = String::from_utf8_lossy(&out.stderr);
             if !out.status.success() {
-                return Err(failed(format!("git {} failed: {}", argv.first().map(String::as_str).unwrap_or(""), stderr.trim())));
+                return Err(failed(format!(
+                    "git {} failed: {}",
+                    argv.first().map(String::as_str).unwrap_or(""),
+                    stderr.trim()
+                )));
             }
             let mut text = stdout.into_owned();
             if text.trim().is_empty() {

@@ -42,8 +42,7 @@ impl ToolExecutor for Glob {
     }
     fn execute<'a>(&'a self, args: Value, ctx: &'a ToolCtx) -> ToolFut<'a> {
         Box::pin(async move {
-            let args: Args =
-                crate::tools::parse_args(args)?;
+            let args: Args = crate::tools::parse_args(args)?;
             let matcher = globset::GlobBuilder::new(&args.pattern)
                 .literal_separator(true)
                 .build()

@@ -33,5 +33,14 @@ pub fn all() -> Vec<Arc<dyn ToolExecutor>> {
 
 /// Other names models reach for out of habit: (alias, tool).
 pub fn aliases() -> &'static [(&'static str, &'static str)] {
-    &[("rg", "search"), ("ripgrep", "search"), ("grep", "search"), ("ugrep", "search"), ("ug", "search"), ("Glob", "glob"), ("Search", "search"), ("WebFetch", "web_fetch")]
+    &[
+        ("rg", "search"),
+        ("ripgrep", "search"),
+        ("grep", "search"),
+        ("ugrep", "search"),
+        ("ug", "search"),
+        ("Glob", "glob"),
+        ("Search", "search"),
+        ("WebFetch", "web_fetch"),
+    ]
 }

@@ -45,8 +45,7 @@ impl ToolExecutor for ReadFile {
     }
     fn execute<'a>(&'a self, args: Value, ctx: &'a ToolCtx) -> ToolFut<'a> {
         Box::pin(async move {
-            let args: Args =
-                crate::tools::parse_args(args)?;
+            let args: Args = crate::tools::parse_args(args)?;
             let path = ctx.sandbox.resolve(&args.path).map_err(ToolError::SandboxViolation)?;
             let failed = |message: String| ToolError::ExecutionFailed { tool: "read_file".into(), message };
             let file = ctx.sandbox.open_checked(&path, &args.path).map_err(|e| match e {
@@ -177,7 +176,12 @@ mod tests {
         assert!(whole.contains("max_scan_bytes") && whole.contains("line range"), "{whole}");
         assert_eq!(run(json!({"path": "big.txt", "start_line": 2, "end_line": 3})), Ok("line 2\nline 3\n".into()));
         let past = run(json!({"path": "big.txt", "start_line": 12, "end_line": 50})).unwrap_or_default();
-        assert!(past.starts_with("line 12\nline 13\n\n[only") && !past.contains("line 50") && past.contains("only the first 100 bytes"), "{past}");
+        assert!(
+            past.starts_with("line 12\nline 13\n\n[only")
+                && !past.contains("line 50")
+                && past.contains("only the first 100 bytes"),
+            "{past}"
+        );
         // The stale-file hash is of the whole file, not the part read.
         let hashes = ctx.file_hashes.lock().map(|h| h.values().next().cloned()).ok().flatten();
         assert_eq!(hashes, Some(crate::tools::sha256(text.as_bytes())));

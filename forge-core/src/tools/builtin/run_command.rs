@@ -75,8 +75,7 @@ impl ToolExecutor for RunCommand {
     }
     fn execute<'a>(&'a self, args: Value, ctx: &'a ToolCtx) -> ToolFut<'a> {
         Box::pin(async move {
-            let args: Args =
-                crate::tools::parse_args(args)?;
+            let args: Args = crate::tools::parse_args(args)?;
             let failed = |message: String| ToolError::ExecutionFailed { tool: "run_command".into(), message };
             let mut cmd = tokio::process::Command::new(shell());
             cmd.arg("-c").arg(&args.command).current_dir(ctx.sandbox.cwd());
@@ -96,11 +95,8 @@ impl ToolExecutor for RunCommand {
             let stdout = child.stdout.take();
             let stderr = child.stderr.take();
             let max = ctx.limits.output_bytes;
-            let (out, err, status) = tokio::join!(
-                pump(stdout, "stdout", ctx, max),
-                pump(stderr, "stderr", ctx, max),
-                child.wait()
-            );
+            let (out, err, status) =
+                tokio::join!(pump(stdout, "stdout", ctx, max), pump(stderr, "stderr", ctx, max), child.wait());
             let status = status.map_err(|e| failed(e.to_string()))?;
             let code = status.code().map(|c| c.to_string()).unwrap_or_else(|| "killed by a signal".into());
             let mut text = format!("exit status: {code}\n");
@@ -156,9 +152,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap_or_else(|e| panic!("{e}"));
         let c = ctx(dir.path());
-        let out = rt
-            .block_on(RunCommand.execute(json!({"command": "pwd; echo err >&2; exit 3"}), &c))
-            .unwrap_or_default();
+        let out =
+            rt.block_on(RunCommand.execute(json!({"command": "pwd; echo err >&2; exit 3"}), &c)).unwrap_or_default();
         assert!(out.contains("exit status: 3"), "{out}");
         assert!(out.contains(&dir.path().canonicalize().map(|p| p.display().to_string()).unwrap_or_default()), "{out}");
         assert!(out.contains("--- stderr ---\nerr"), "{out}");

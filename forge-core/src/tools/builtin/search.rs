@@ -51,8 +51,7 @@ impl ToolExecutor for Search {
     }
     fn execute<'a>(&'a self, args: Value, ctx: &'a ToolCtx) -> ToolFut<'a> {
         Box::pin(async move {
-            let args: Args =
-                crate::tools::parse_args(args)?;
+            let args: Args = crate::tools::parse_args(args)?;
             let matcher = RegexMatcherBuilder::new()
                 .case_insensitive(args.case_insensitive)
                 .build(&args.pattern)
@@ -153,15 +152,11 @@ mod tests {
         std::fs::write(p.join(".env"), "NEEDLE=secret\n").unwrap_or_else(|e| panic!("{e}"));
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap_or_else(|e| panic!("{e}"));
         let c = ctx(p);
-        let found = rt
-            .block_on(Search.execute(json!({"pattern": "needle", "case_insensitive": true}), &c))
-            .unwrap_or_default();
+        let found =
+            rt.block_on(Search.execute(json!({"pattern": "needle", "case_insensitive": true}), &c)).unwrap_or_default();
         assert_eq!(found, "src/main.rs:2:    needle();", "ignored and denied files are not searched");
         let files = rt.block_on(Glob.execute(json!({"pattern": "**/*.rs"}), &c)).unwrap_or_default();
         assert_eq!(files, "src/main.rs");
-        assert!(matches!(
-            rt.block_on(Search.execute(json!({"pattern": "("}), &c)),
-            Err(ToolError::BadArgs { .. })
-        ));
+        assert!(matches!(rt.block_on(Search.execute(json!({"pattern": "("}), &c)), Err(ToolError::BadArgs { .. })));
     }
 }

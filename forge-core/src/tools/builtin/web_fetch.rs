@@ -47,7 +47,13 @@ pub(crate) fn html_to_text(html: &str) -> String {
     while i < html.len() {
         let rest = &lower[i..];
         if rest.starts_with("<script") || rest.starts_with("<style") || rest.starts_with("<!--") {
-            let end = if rest.starts_with("<!--") { "-->" } else if rest.starts_with("<script") { "</script>" } else { "</style>" };
+            let end = if rest.starts_with("<!--") {
+                "-->"
+            } else if rest.starts_with("<script") {
+                "</script>"
+            } else {
+                "</style>"
+            };
             i += rest.find(end).map(|p| p + end.len()).unwrap_or(rest.len());
             continue;
         }
@@ -55,7 +61,22 @@ pub(crate) fn html_to_text(html: &str) -> String {
             let close = rest.find('>').map(|p| p + 1).unwrap_or(rest.len());
             let tag = &rest[1..close.saturating_sub(1)];
             let name = tag.trim_start_matches('/').split(|c: char| c.is_whitespace() || c == '/').next().unwrap_or("");
-            if matches!(name, "p" | "div" | "br" | "li" | "tr" | "h1" | "h2" | "h3" | "h4" | "h5" | "h6" | "pre" | "section" | "article") {
+            if matches!(
+                name,
+                "p" | "div"
+                    | "br"
+                    | "li"
+                    | "tr"
+                    | "h1"
+                    | "h2"
+                    | "h3"
+                    | "h4"
+                    | "h5"
+                    | "h6"
+                    | "pre"
+                    | "section"
+                    | "article"
+            ) {
                 out.push('\n');
             }
             i += close;
@@ -107,20 +128,15 @@ impl ToolExecutor for WebFetch {
     }
     fn execute<'a>(&'a self, args: Value, ctx: &'a ToolCtx) -> ToolFut<'a> {
         Box::pin(async move {
-            let args: Args =
-                crate::tools::parse_args(args)?;
+            let args: Args = crate::tools::parse_args(args)?;
             if !(args.url.starts_with("http://") || args.url.starts_with("https://")) {
                 return Err(ToolError::BadArgs { message: "only http:// and https:// URLs".into() });
             }
             let failed = |message: String| ToolError::ExecutionFailed { tool: "web_fetch".into(), message };
             let resp = client()?.get(&args.url).send().await.map_err(|e| failed(format!("{}: {e}", args.url)))?;
             let status = resp.status();
-            let kind = resp
-                .headers()
-                .get("content-type")
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("")
-                .to_ascii_lowercase();
+            let kind =
+                resp.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
             let mut body = Vec::new();
             let mut stream = resp.bytes_stream();
             let mut cut = false;
@@ -159,7 +175,9 @@ mod tests {
 
     #[test]
     fn html_becomes_readable_text() {
-        let t = html_to_text("<html><head><style>p{}</style><script>x()</script></head><body><h1>Title</h1><p>A &amp; B&nbsp;&lt;c&gt;</p><!-- no --><ul><li>one</li><li>two</li></ul></body></html>");
+        let t = html_to_text(
+            "<html><head><style>p{}</style><script>x()</script></head><body><h1>Title</h1><p>A &amp; B&nbsp;&lt;c&gt;</p><!-- no --><ul><li>one</li><li>two</li></ul></body></html>",
+        );
         assert_eq!(t, "Title\nA & B <c>\none\ntwo\n");
     }
 
@@ -186,7 +204,11 @@ mod tests {
             WebFetch.execute(json!({"url": format!("http://{addr}/")}), &ctx).await
         });
         assert_eq!(out, Ok("Hello from loopback\n".into()));
-        let bad = crate::tools::run_blocking(&WebFetch, json!({"url": "file:///etc/passwd"}), &ToolCtx::for_tests(dir.path(), 100));
+        let bad = crate::tools::run_blocking(
+            &WebFetch,
+            json!({"url": "file:///etc/passwd"}),
+            &ToolCtx::for_tests(dir.path(), 100),
+        );
         assert!(matches!(bad, Err(ToolError::BadArgs { .. })));
     }
 }

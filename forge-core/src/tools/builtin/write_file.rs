@@ -48,8 +48,7 @@ impl ToolExecutor for WriteFile {
     }
     fn execute<'a>(&'a self, args: Value, ctx: &'a ToolCtx) -> ToolFut<'a> {
         Box::pin(async move {
-            let args: Args =
-                crate::tools::parse_args(args)?;
+            let args: Args = crate::tools::parse_args(args)?;
             let path = ctx.sandbox.resolve(&args.path).map_err(ToolError::SandboxViolation)?;
             // Git's own files are never written by a tool.
             if path.components().any(|c| c.as_os_str() == ".git") {
@@ -63,7 +62,8 @@ impl ToolExecutor for WriteFile {
             let shown = args.path.clone();
             tokio::task::spawn_blocking(move || {
                 if let Some(parent) = path.parent() {
-                    std::fs::create_dir_all(parent).map_err(|e| failed(format!("cannot create {}: {e}", parent.display())))?;
+                    std::fs::create_dir_all(parent)
+                        .map_err(|e| failed(format!("cannot create {}: {e}", parent.display())))?;
                 }
                 let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&path).map_err(|e| {
                     if e.kind() == std::io::ErrorKind::AlreadyExists {
@@ -95,9 +95,17 @@ mod tests {
         assert!(run(dir.path(), json!({"path": "src/new.rs", "content": "x"})).is_ok());
         assert_eq!(std::fs::read_to_string(dir.path().join("src/new.rs")).unwrap_or_default(), "x");
         let again = run(dir.path(), json!({"path": "src/new.rs", "content": "y"}));
-        assert!(matches!(again, Err(ToolError::ExecutionFailed { ref message, .. }) if message.contains("already exists")));
+        assert!(
+            matches!(again, Err(ToolError::ExecutionFailed { ref message, .. }) if message.contains("already exists"))
+        );
         assert_eq!(std::fs::read_to_string(dir.path().join("src/new.rs")).unwrap_or_default(), "x", "unchanged");
-        assert!(matches!(run(dir.path(), json!({"path": ".git/hooks/pre-commit", "content": "x"})), Err(ToolError::SandboxViolation(_))));
-        assert!(matches!(run(dir.path(), json!({"path": "../escape", "content": "x"})), Err(ToolError::SandboxViolation(_))));
+        assert!(matches!(
+            run(dir.path(), json!({"path": ".git/hooks/pre-commit", "content": "x"})),
+            Err(ToolError::SandboxViolation(_))
+        ));
+        assert!(matches!(
+            run(dir.path(), json!({"path": "../escape", "content": "x"})),
+            Err(ToolError::SandboxViolation(_))
+        ));
     }
 }

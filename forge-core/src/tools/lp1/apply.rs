@@ -91,7 +91,8 @@ mod tests {
     #[test]
     fn a_ten_thousand_line_file_is_patched_in_the_right_places() {
         let text: String = (0..10_000).map(|i| format!("line {i}\n")).collect();
-        let out = apply(&text, "LP1\nF f\nR\nline 9999\n.\nlast\n.\nI\nline 5000\n.\nmiddle\n.\nEND").unwrap_or_default();
+        let out =
+            apply(&text, "LP1\nF f\nR\nline 9999\n.\nlast\n.\nI\nline 5000\n.\nmiddle\n.\nEND").unwrap_or_default();
         assert!(out.ends_with("line 9998\nlast\n") && out.contains("line 5000\nmiddle\nline 5001\n"));
     }
 }

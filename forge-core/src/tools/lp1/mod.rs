@@ -162,7 +162,9 @@ mod tests {
 
     #[test]
     fn parses_every_operation_with_dot_stuffing() {
-        let p = parse("LP1\nF a.rs\nR 2\nold\n.\nnew\n..dot\n.\nI\nx\n.\ny\n.\nE\nz\n.\nT\nend\n.\nB\nstart\n.\nN -\nF b.rs\nP\nq\n.\nr\n.\nEND\n");
+        let p = parse(
+            "LP1\nF a.rs\nR 2\nold\n.\nnew\n..dot\n.\nI\nx\n.\ny\n.\nE\nz\n.\nT\nend\n.\nB\nstart\n.\nN -\nF b.rs\nP\nq\n.\nr\n.\nEND\n",
+        );
         let p = p.unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(p.files.len(), 2);
         assert_eq!(
@@ -180,7 +182,9 @@ mod tests {
         let e = parse("LP1\nF a\nR\nx\n").err().map(|e| e.to_string()).unwrap_or_default();
         assert!(e.contains("not ended"), "{e}");
         assert!(parse("F a\nEND").is_err());
-        assert!(parse("LP1\nF a\nQ\nEND").err().map(|e| e.message).unwrap_or_default().contains("unknown operation `Q`"));
+        assert!(
+            parse("LP1\nF a\nQ\nEND").err().map(|e| e.message).unwrap_or_default().contains("unknown operation `Q`")
+        );
         assert!(parse("LP1\nF a\nT\nx\n.\n").err().map(|e| e.message).unwrap_or_default().contains("END"));
     }
 }
