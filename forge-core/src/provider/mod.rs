@@ -3,6 +3,7 @@
 //! (rustls); responses are parsed as SSE with `eventsource-stream`.
 
 mod anthropic;
+mod arrivals;
 mod errors;
 mod openai;
 mod sse;

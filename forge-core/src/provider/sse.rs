@@ -47,6 +47,12 @@ where
         ParseError::Broken(what) => ProviderError::stream_broken(settings, &what),
         ParseError::Reported { error_type, message } => ProviderError::midstream(settings, &error_type, &message),
     };
+    let mut arrivals = super::arrivals::Arrivals::default();
+    let bytes = bytes.inspect(move |chunk| {
+        if let Ok(chunk) = chunk {
+            arrivals.note(chunk);
+        }
+    });
     let mut events = bytes.eventsource();
     let mut out = Vec::new();
     while let Some(item) = events.next().await {
