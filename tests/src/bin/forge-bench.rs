@@ -12,7 +12,7 @@
 //! the daemon's peak memory. Once per durability setting.
 //!
 //!     cargo build --release --workspace --bins
-//!     target/release/forge-bench [--quick] [--clients N] [--latency]
+//!     target/release/forge-bench [--quick] [--clients N] [--latency [--runs N]]
 //!     target/release/forge-bench search PATTERN DIR    # the search tool vs ripgrep
 //!     target/release/forge-bench patch                  # apply_patch on a 10,000-line file
 
@@ -329,6 +329,8 @@ async fn main() -> anyhow::Result<()> {
     let only_latency = std::env::args().any(|a| a == "--latency");
     let clients: usize =
         std::env::args().skip_while(|a| a != "--clients").nth(1).and_then(|n| n.parse().ok()).unwrap_or(10);
+    let runs: usize =
+        std::env::args().skip_while(|a| a != "--runs").nth(1).and_then(|n| n.parse().ok()).unwrap_or(1).max(1);
     let bin = std::env::current_exe()?.parent().map(Path::to_path_buf).unwrap_or_default();
     let mock_url = start_mock_thread()?;
     let (flood, per_session, sessions) = if quick { (50_000, 2_000, 10) } else { (200_000, 10_000, 50) };
@@ -337,7 +339,23 @@ async fn main() -> anyhow::Result<()> {
         let d = Daemon::start(&bin, &mock_url, durability).await?;
         println!("\n== durability = \"{durability}\"");
         if only_latency {
-            latency_report(&d, quick, clients).await?;
+            // Idle-machine latency varies from run to run: summarize several.
+            let mut p50s: Vec<(u32, f64)> = Vec::new();
+            for _ in 0..runs {
+                p50s.extend(latency_report(&d, quick, clients).await?);
+            }
+            if runs > 1 {
+                for rate in [50, 1000] {
+                    let mut v: Vec<f64> = p50s.iter().filter(|(r, _)| *r == rate).map(|(_, p)| *p).collect();
+                    v.sort_by(|a, b| a.total_cmp(b));
+                    println!(
+                        "p50 from arrival @{rate:>4}/s over {runs} runs: min {:.3} ms, median {:.3} ms, max {:.3} ms",
+                        v.first().copied().unwrap_or(f64::NAN),
+                        pct(&v, 0.5),
+                        v.last().copied().unwrap_or(f64::NAN)
+                    );
+                }
+            }
             continue;
         }
 
@@ -395,8 +413,10 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Delivery latency to `clients` attached clients, paced and fast.
-async fn latency_report(d: &Daemon, quick: bool, clients: usize) -> anyhow::Result<()> {
+/// Delivery latency to `clients` attached clients, paced and fast; returns
+/// each rate's p50 from arrival (ms).
+async fn latency_report(d: &Daemon, quick: bool, clients: usize) -> anyhow::Result<Vec<(u32, f64)>> {
+    let mut p50s = Vec::new();
     for (rate, chunks, delay) in [(50, if quick { 100 } else { 250 }, 20), (1000, if quick { 1000 } else { 3000 }, 1)] {
         let (from_arrival, from_write) = latency(d, chunks, delay, clients).await?;
         let ms = |v: &[f64], p: f64| pct(v, p) / 1000.0;
@@ -412,6 +432,7 @@ async fn latency_report(d: &Daemon, quick: bool, clients: usize) -> anyhow::Resu
             ms(&from_write, 0.5),
             ms(&from_write, 0.99),
         );
+        p50s.push((rate, ms(&from_arrival, 0.5)));
     }
-    Ok(())
+    Ok(p50s)
 }
