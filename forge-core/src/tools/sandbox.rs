@@ -147,6 +147,135 @@ impl Sandbox {
     }
 }
 
+impl Sandbox {
+    /// Opens the directory a file is to be written in, without following a
+    /// link at its end, and checks where it really is, as `open_checked`
+    /// does for files. Files are then created and renamed through it, so a
+    /// directory swapped for a link meanwhile cannot redirect the write.
+    pub fn open_dir_checked(&self, dir: &Path, shown: &str) -> Result<CheckedDir, OpenError> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(dir)
+            .map_err(|e| {
+                if e.raw_os_error() == Some(libc::ELOOP) || e.raw_os_error() == Some(libc::ENOTDIR) {
+                    OpenError::Denied(DenialReason::Symlink {
+                        path: shown.to_string(),
+                        link: dir.display().to_string(),
+                    })
+                } else {
+                    OpenError::Io(e)
+                }
+            })?;
+        use std::os::fd::AsRawFd;
+        let real = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).map_err(OpenError::Io)?;
+        if !self.roots.iter().any(|r| real.starts_with(r)) {
+            let roots = self.roots.iter().map(|r| r.display().to_string()).collect::<Vec<_>>().join(", ");
+            return Err(OpenError::Denied(DenialReason::OutsideRoots { path: shown.to_string(), roots }));
+        }
+        Ok(CheckedDir { dir: file })
+    }
+}
+
+/// A directory checked to lie under a root; names are single components.
+pub struct CheckedDir {
+    dir: std::fs::File,
+}
+
+fn c_name(name: &std::ffi::OsStr) -> std::io::Result<std::ffi::CString> {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = name.as_bytes();
+    if bytes.is_empty() || bytes.contains(&b'/') {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file name"));
+    }
+    std::ffi::CString::new(bytes).map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file name"))
+}
+
+impl CheckedDir {
+    fn fd(&self) -> libc::c_int {
+        use std::os::fd::AsRawFd;
+        self.dir.as_raw_fd()
+    }
+
+    /// Creates `name` here for writing; fails if anything has that name.
+    pub fn create_new(&self, name: &std::ffi::OsStr, mode: u32) -> std::io::Result<std::fs::File> {
+        use std::os::fd::FromRawFd;
+        let name = c_name(name)?;
+        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        // SAFETY: a valid directory fd and a NUL-terminated name; the new
+        // fd is owned by the returned File alone.
+        let fd = unsafe { libc::openat(self.fd(), name.as_ptr(), flags, mode as libc::c_uint) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(unsafe { std::fs::File::from_raw_fd(fd) })
+    }
+
+    /// Renames `from` to `to`, both in this directory.
+    pub fn rename(&self, from: &std::ffi::OsStr, to: &std::ffi::OsStr) -> std::io::Result<()> {
+        let (from, to) = (c_name(from)?, c_name(to)?);
+        // SAFETY: valid fds and NUL-terminated names.
+        if unsafe { libc::renameat(self.fd(), from.as_ptr(), self.fd(), to.as_ptr()) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// The permission bits of `name` here (not following a link).
+    pub fn mode_of(&self, name: &std::ffi::OsStr) -> Option<u32> {
+        let name = c_name(name).ok()?;
+        let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+        // SAFETY: a valid fd, a NUL-terminated name, and room for the result.
+        let rc = unsafe { libc::fstatat(self.fd(), name.as_ptr(), st.as_mut_ptr(), libc::AT_SYMLINK_NOFOLLOW) };
+        if rc != 0 {
+            return None;
+        }
+        // SAFETY: fstatat succeeded, so it filled `st`.
+        Some(unsafe { st.assume_init() }.st_mode & 0o7777)
+    }
+
+    /// Writes `content` to a new file `tmp` here with `mode`, then renames
+    /// it over `name`: readers see the old file or the new, never half.
+    pub fn replace(
+        &self,
+        name: &std::ffi::OsStr,
+        tmp: &std::ffi::OsStr,
+        content: &[u8],
+        mode: u32,
+    ) -> std::io::Result<()> {
+        self.stage(tmp, content, mode)?;
+        self.rename(tmp, name).inspect_err(|_| {
+            let _ = self.remove(tmp);
+        })
+    }
+
+    /// Writes `content` to a new file `tmp` here with exactly `mode`.
+    pub fn stage(&self, tmp: &std::ffi::OsStr, content: &[u8], mode: u32) -> std::io::Result<()> {
+        use std::io::Write;
+        use std::os::unix::fs::PermissionsExt;
+        // A leftover of an earlier run would make the create fail.
+        let _ = self.remove(tmp);
+        let written = self.create_new(tmp, mode).and_then(|mut f| {
+            f.write_all(content)?;
+            f.set_permissions(std::fs::Permissions::from_mode(mode))
+        });
+        written.inspect_err(|_| {
+            let _ = self.remove(tmp);
+        })
+    }
+
+    /// Removes the file `name` from this directory.
+    pub fn remove(&self, name: &std::ffi::OsStr) -> std::io::Result<()> {
+        let name = c_name(name)?;
+        // SAFETY: a valid fd and a NUL-terminated name.
+        if unsafe { libc::unlinkat(self.fd(), name.as_ptr(), 0) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
     #[error("{0}")]
@@ -210,5 +339,23 @@ mod tests {
         let other = outside.path().join("other");
         std::fs::write(&other, "o").unwrap_or_else(|e| panic!("{e}"));
         assert!(matches!(s.open_checked(&other, "x"), Err(OpenError::Denied(DenialReason::OutsideRoots { .. }))));
+    }
+
+    #[test]
+    fn a_checked_directory_keeps_writes_where_it_was_checked() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let outside = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let s = sandbox(dir.path());
+        std::fs::create_dir(dir.path().join("d")).unwrap_or_else(|e| panic!("{e}"));
+        let checked = s.open_dir_checked(&dir.path().join("d"), "d").unwrap_or_else(|e| panic!("{e}"));
+        // The directory is swapped for a link outside after the check.
+        std::fs::rename(dir.path().join("d"), dir.path().join("moved")).unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("d")).unwrap_or_else(|e| panic!("{e}"));
+        checked.replace("f".as_ref(), ".f.tmp".as_ref(), b"x", 0o640).unwrap_or_else(|e| panic!("{e}"));
+        assert!(dir.path().join("moved/f").exists(), "written in the directory that was checked");
+        assert_eq!(std::fs::read_dir(outside.path()).map(|d| d.count()).unwrap_or(0), 0, "nothing outside");
+        assert_eq!(checked.mode_of("f".as_ref()), Some(0o640));
+        // Opening through the link is refused.
+        assert!(matches!(s.open_dir_checked(&dir.path().join("d"), "d"), Err(OpenError::Denied(_))));
     }
 }

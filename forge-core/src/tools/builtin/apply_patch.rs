@@ -2,10 +2,13 @@
 //! patch change or none; a file the model read and that changed since is
 //! refused (stale-file protection); the approval shows the diff.
 
+use std::ffi::OsString;
+
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::tools::lp1::{self, Patch};
+use crate::tools::sandbox::{CheckedDir, OpenError};
 use crate::tools::{Sandbox, ToolCtx, ToolError, ToolExecutor, ToolFut, sha256};
 
 pub struct ApplyPatch;
@@ -126,32 +129,50 @@ match when a block occurs more than once. All files change or none."
                     }
                 }
                 // All or nothing: write each to a temporary file, then
-                // rename them in; undo the renames done if one fails.
-                let mut staged = Vec::new();
-                for (name, path, _, new) in &plan.files {
-                    let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-                    let tmp = path.with_file_name(format!(".{file_name}.forge-patch-{}", std::process::id()));
-                    if let Err(e) = std::fs::write(&tmp, new) {
-                        let _ = std::fs::remove_file(&tmp);
-                        for (t, _) in &staged {
-                            let _ = std::fs::remove_file(t);
-                        }
-                        return Err(ToolError::PatchFailed {
-                            file: name.into(),
-                            message: format!("cannot write: {e}"),
-                        });
+                // rename them in; undo the renames done if one fails. Every
+                // write goes through its directory opened and checked once,
+                // so a directory swapped for a link meanwhile cannot send a
+                // write outside the roots.
+                let pid = std::process::id();
+                let mut staged: Vec<(CheckedDir, OsString, OsString, u32)> = Vec::new();
+                let unstage = |staged: &[(CheckedDir, OsString, OsString, u32)]| {
+                    for (dir, tmp, ..) in staged {
+                        let _ = dir.remove(tmp);
                     }
-                    staged.push((tmp, path.clone()));
+                };
+                for (name, path, _, new) in &plan.files {
+                    let failed = |message: String| ToolError::PatchFailed { file: name.clone().into(), message };
+                    let (Some(parent), Some(file_name)) = (path.parent(), path.file_name()) else {
+                        unstage(&staged);
+                        return Err(failed("not a file path".into()));
+                    };
+                    let dir = match sandbox.open_dir_checked(parent, name) {
+                        Ok(dir) => dir,
+                        Err(e) => {
+                            unstage(&staged);
+                            return Err(match e {
+                                OpenError::Denied(d) => ToolError::SandboxViolation(d),
+                                OpenError::Io(e) => failed(format!("cannot write: {e}")),
+                            });
+                        }
+                    };
+                    let tmp: OsString = format!(".{}.forge-patch-{pid}", file_name.to_string_lossy()).into();
+                    let mode = dir.mode_of(file_name).unwrap_or(0o644);
+                    if let Err(e) = dir.stage(&tmp, new.as_bytes(), mode) {
+                        unstage(&staged);
+                        return Err(failed(format!("cannot write: {e}")));
+                    }
+                    staged.push((dir, tmp, file_name.to_os_string(), mode));
                 }
                 let mut done: Vec<usize> = Vec::new();
-                for (i, (tmp, path)) in staged.iter().enumerate() {
-                    if let Err(e) = std::fs::rename(tmp, path) {
+                for (i, (dir, tmp, file_name, _)) in staged.iter().enumerate() {
+                    if let Err(e) = dir.rename(tmp, file_name) {
                         for &j in &done {
-                            let _ = std::fs::write(&plan.files[j].1, &plan.files[j].2);
+                            let (dir, _, file_name, mode) = &staged[j];
+                            let undo: OsString = format!(".{}.forge-undo-{pid}", file_name.to_string_lossy()).into();
+                            let _ = dir.replace(file_name, &undo, &plan.files[j].2, *mode);
                         }
-                        for (t, _) in &staged[i..] {
-                            let _ = std::fs::remove_file(t);
-                        }
+                        unstage(&staged[i..]);
                         return Err(ToolError::PatchFailed {
                             file: plan.files[i].0.clone().into(),
                             message: format!("cannot replace: {e}"),

@@ -6,6 +6,7 @@ use std::io::Write;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::tools::sandbox::OpenError;
 use crate::tools::{DenialReason, ToolCtx, ToolError, ToolExecutor, ToolFut};
 
 pub struct WriteFile;
@@ -60,12 +61,22 @@ impl ToolExecutor for WriteFile {
             let failed = |message: String| ToolError::ExecutionFailed { tool: "write_file".into(), message };
             let content = args.content;
             let shown = args.path.clone();
+            let sandbox = ctx.sandbox.clone();
             tokio::task::spawn_blocking(move || {
                 if let Some(parent) = path.parent() {
                     std::fs::create_dir_all(parent)
                         .map_err(|e| failed(format!("cannot create {}: {e}", parent.display())))?;
                 }
-                let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&path).map_err(|e| {
+                // Created through its directory, opened and checked once: a
+                // directory swapped for a link meanwhile cannot redirect it.
+                let (Some(parent), Some(file_name)) = (path.parent(), path.file_name()) else {
+                    return Err(failed(format!("{shown} is not a file path")));
+                };
+                let dir = sandbox.open_dir_checked(parent, &shown).map_err(|e| match e {
+                    OpenError::Denied(d) => ToolError::SandboxViolation(d),
+                    OpenError::Io(e) => failed(format!("{shown}: {e}")),
+                })?;
+                let mut f = dir.create_new(file_name, 0o666).map_err(|e| {
                     if e.kind() == std::io::ErrorKind::AlreadyExists {
                         failed(format!("{shown} already exists; write_file only creates new files"))
                     } else {
