@@ -178,6 +178,37 @@ impl Sandbox {
     }
 }
 
+impl Sandbox {
+    /// Like `std::fs::create_dir_all` for a resolved directory, but walking
+    /// down from its root one component at a time without following links,
+    /// so a directory swapped for a link meanwhile cannot make it create
+    /// anything outside the roots. Returns the directory, checked.
+    pub fn create_dir_all_checked(&self, dir: &Path, shown: &str) -> Result<CheckedDir, OpenError> {
+        let Some(root) = self.roots.iter().find(|r| dir.starts_with(r)) else {
+            let roots = self.roots.iter().map(|r| r.display().to_string()).collect::<Vec<_>>().join(", ");
+            return Err(OpenError::Denied(DenialReason::OutsideRoots { path: shown.to_string(), roots }));
+        };
+        let mut current = self.open_dir_checked(root, shown)?;
+        let rest = dir.strip_prefix(root).unwrap_or(Path::new(""));
+        for part in rest.components() {
+            let Component::Normal(name) = part else {
+                return Err(OpenError::Denied(DenialReason::ParentComponent(shown.to_string())));
+            };
+            current = current.subdir(name, true).map_err(|e| {
+                if e.raw_os_error() == Some(libc::ELOOP) || e.raw_os_error() == Some(libc::ENOTDIR) {
+                    OpenError::Denied(DenialReason::Symlink {
+                        path: shown.to_string(),
+                        link: dir.display().to_string(),
+                    })
+                } else {
+                    OpenError::Io(e)
+                }
+            })?;
+        }
+        Ok(current)
+    }
+}
+
 /// A directory checked to lie under a root; names are single components.
 pub struct CheckedDir {
     dir: std::fs::File,
@@ -196,6 +227,27 @@ impl CheckedDir {
     fn fd(&self) -> libc::c_int {
         use std::os::fd::AsRawFd;
         self.dir.as_raw_fd()
+    }
+
+    /// The directory `name` in this one (created first if `create`), not
+    /// following a link.
+    pub fn subdir(&self, name: &std::ffi::OsStr, create: bool) -> std::io::Result<CheckedDir> {
+        use std::os::fd::FromRawFd;
+        let name = c_name(name)?;
+        // SAFETY: a valid directory fd and a NUL-terminated name.
+        if create && unsafe { libc::mkdirat(self.fd(), name.as_ptr(), 0o777) } != 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::AlreadyExists {
+                return Err(e);
+            }
+        }
+        let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        // SAFETY: as above; the new fd is owned by the returned File alone.
+        let fd = unsafe { libc::openat(self.fd(), name.as_ptr(), flags) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(CheckedDir { dir: unsafe { std::fs::File::from_raw_fd(fd) } })
     }
 
     /// Creates `name` here for writing; fails if anything has that name.
@@ -357,5 +409,19 @@ mod tests {
         assert_eq!(checked.mode_of("f".as_ref()), Some(0o640));
         // Opening through the link is refused.
         assert!(matches!(s.open_dir_checked(&dir.path().join("d"), "d"), Err(OpenError::Denied(_))));
+    }
+
+    #[test]
+    fn missing_directories_are_made_inside_and_never_through_a_link() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let outside = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let s = sandbox(dir.path());
+        let made = s.create_dir_all_checked(&s.resolve("a/b/c").unwrap_or_else(|e| panic!("{e}")), "a/b/c");
+        assert!(made.is_ok() && dir.path().join("a/b/c").is_dir());
+        let target = s.resolve("l/x").unwrap_or_else(|e| panic!("{e}"));
+        // `l` becomes a link outside after the path was resolved.
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("l")).unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(s.create_dir_all_checked(&target, "l/x"), Err(OpenError::Denied(_))));
+        assert_eq!(std::fs::read_dir(outside.path()).map(|d| d.count()).unwrap_or(0), 0, "nothing made outside");
     }
 }

@@ -63,18 +63,15 @@ impl ToolExecutor for WriteFile {
             let shown = args.path.clone();
             let sandbox = ctx.sandbox.clone();
             tokio::task::spawn_blocking(move || {
-                if let Some(parent) = path.parent() {
-                    std::fs::create_dir_all(parent)
-                        .map_err(|e| failed(format!("cannot create {}: {e}", parent.display())))?;
-                }
-                // Created through its directory, opened and checked once: a
-                // directory swapped for a link meanwhile cannot redirect it.
+                // Missing directories are made, and the file created, through
+                // directories opened one by one without following links: a
+                // directory swapped for a link meanwhile cannot redirect them.
                 let (Some(parent), Some(file_name)) = (path.parent(), path.file_name()) else {
                     return Err(failed(format!("{shown} is not a file path")));
                 };
-                let dir = sandbox.open_dir_checked(parent, &shown).map_err(|e| match e {
+                let dir = sandbox.create_dir_all_checked(parent, &shown).map_err(|e| match e {
                     OpenError::Denied(d) => ToolError::SandboxViolation(d),
-                    OpenError::Io(e) => failed(format!("{shown}: {e}")),
+                    OpenError::Io(e) => failed(format!("cannot create {}: {e}", parent.display())),
                 })?;
                 let mut f = dir.create_new(file_name, 0o666).map_err(|e| {
                     if e.kind() == std::io::ErrorKind::AlreadyExists {
