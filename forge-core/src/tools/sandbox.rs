@@ -158,16 +158,7 @@ impl Sandbox {
             .read(true)
             .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(dir)
-            .map_err(|e| {
-                if e.raw_os_error() == Some(libc::ELOOP) || e.raw_os_error() == Some(libc::ENOTDIR) {
-                    OpenError::Denied(DenialReason::Symlink {
-                        path: shown.to_string(),
-                        link: dir.display().to_string(),
-                    })
-                } else {
-                    OpenError::Io(e)
-                }
-            })?;
+            .map_err(|e| dir_open_error(e, shown, dir))?;
         use std::os::fd::AsRawFd;
         let real = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).map_err(OpenError::Io)?;
         if !self.roots.iter().any(|r| real.starts_with(r)) {
@@ -194,18 +185,19 @@ impl Sandbox {
             let Component::Normal(name) = part else {
                 return Err(OpenError::Denied(DenialReason::ParentComponent(shown.to_string())));
             };
-            current = current.subdir(name, true).map_err(|e| {
-                if e.raw_os_error() == Some(libc::ELOOP) || e.raw_os_error() == Some(libc::ENOTDIR) {
-                    OpenError::Denied(DenialReason::Symlink {
-                        path: shown.to_string(),
-                        link: dir.display().to_string(),
-                    })
-                } else {
-                    OpenError::Io(e)
-                }
-            })?;
+            current = current.subdir(name, true).map_err(|e| dir_open_error(e, shown, dir))?;
         }
         Ok(current)
+    }
+}
+
+/// A directory that could not be opened: a link where a directory was
+/// expected is a sandbox denial, anything else an I/O error.
+fn dir_open_error(e: std::io::Error, shown: &str, dir: &Path) -> OpenError {
+    if e.raw_os_error() == Some(libc::ELOOP) || e.raw_os_error() == Some(libc::ENOTDIR) {
+        OpenError::Denied(DenialReason::Symlink { path: shown.to_string(), link: dir.display().to_string() })
+    } else {
+        OpenError::Io(e)
     }
 }
 
