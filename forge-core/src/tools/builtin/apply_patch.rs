@@ -204,6 +204,25 @@ mod tests {
     }
 
     #[test]
+    fn a_patched_script_stays_executable_and_no_temporary_file_is_left() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let script = dir.path().join("run.sh");
+        std::fs::write(&script, "echo one\n").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap_or_else(|e| panic!("{e}"));
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap_or_else(|e| panic!("{e}"));
+        let patch = "LP1\nF run.sh\nR\necho one\n.\necho two\n.\nEND";
+        assert_eq!(
+            rt.block_on(ApplyPatch.execute(json!({"patch": patch}), &ctx(dir.path()))),
+            Ok("patched run.sh".into())
+        );
+        assert_eq!(std::fs::read_to_string(&script).unwrap_or_default(), "echo two\n");
+        let mode = std::fs::metadata(&script).map(|m| m.permissions().mode() & 0o777).unwrap_or(0);
+        assert_eq!(mode, 0o755);
+        assert_eq!(std::fs::read_dir(dir.path()).map(|d| d.count()).unwrap_or(0), 1, "only the script");
+    }
+
+    #[test]
     fn a_failing_patch_changes_no_file_and_a_stale_file_is_refused() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         std::fs::write(dir.path().join("a.txt"), "one\ntwo\n").unwrap_or_else(|e| panic!("{e}"));
