@@ -66,7 +66,6 @@ struct Inner {
     /// Serialises name changes so two sessions never get one name.
     names: Mutex<()>,
     shutting_down: AtomicBool,
-    writer_thread: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 const MAX_NAME_LEN: usize = 64;
@@ -81,7 +80,9 @@ impl Engine {
         let store = Store::open(&db, opts.config.journal.durability)
             .await
             .map_err(|e| EngineError::internal(format!("cannot open {}: {e}", db.display())))?;
-        let (writer, writer_thread) = JournalWriter::spawn(&db, opts.config.journal.durability)
+        // The writer thread is detached: it ends once every handle is gone,
+        // and whatever it acknowledged is committed already.
+        let (writer, _writer_thread) = JournalWriter::spawn(&db, opts.config.journal.durability)
             .map_err(|e| EngineError::internal(format!("cannot open {} for writing: {e}", db.display())))?;
         let providers = ProviderClient::new()?;
         let tools = crate::tools::ToolRegistry::builtin();
@@ -92,7 +93,6 @@ impl Engine {
                 sessions: Mutex::new(HashMap::new()),
                 names: Mutex::new(()),
                 shutting_down: AtomicBool::new(false),
-                writer_thread: std::sync::Mutex::new(Some(writer_thread)),
             }),
         };
         for id in engine.inner.shared.store.sessions_needing_attention().await? {
@@ -545,10 +545,6 @@ impl Engine {
         for w in waits {
             let _ = tokio::time::timeout(std::time::Duration::from_secs(10), w).await;
         }
-        // The writer thread exits once every sender is gone; the actors
-        // have exited, and whatever it acknowledged is committed already,
-        // so it is left to end with the process.
-        drop(self.inner.writer_thread.lock().ok().and_then(|mut t| t.take()));
         self.shared().store.close().await;
     }
 }

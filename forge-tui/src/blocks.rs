@@ -92,6 +92,7 @@ fn split_long(line: Line<'static>) -> Vec<Line<'static>> {
 }
 
 /// An answer being streamed, as far as it was rendered.
+#[derive(Default)]
 struct Stream {
     /// `text[..done_end]` is rendered in `done`.
     done_end: usize,
@@ -194,26 +195,10 @@ impl BlockCache {
                 c.stream = None;
             }
         } else {
-            let st = c.stream.get_or_insert_with(|| Stream {
-                done_end: 0,
-                done: Vec::new(),
-                scanned_to: 0,
-                in_fence: false,
-                split: 0,
-                plain_end: 0,
-                plain: Vec::new(),
-            });
+            let st = c.stream.get_or_insert_with(Stream::default);
             if st.scanned_to > a.text.len() {
                 // The text changed under us: start over.
-                *st = Stream {
-                    done_end: 0,
-                    done: Vec::new(),
-                    scanned_to: 0,
-                    in_fence: false,
-                    split: 0,
-                    plain_end: 0,
-                    plain: Vec::new(),
-                };
+                *st = Stream::default();
             }
             advance(st, &a.text, width, theme);
             c.body = tail_blocks(st, &a.text, width, theme);

@@ -81,8 +81,7 @@ impl Sandbox {
             self.cwd.join(p)
         };
         let Some(root) = self.roots.iter().find(|r| full.starts_with(r)) else {
-            let roots = self.roots.iter().map(|r| r.display().to_string()).collect::<Vec<_>>().join(", ");
-            return Err(DenialReason::OutsideRoots { path: path.to_string(), roots });
+            return Err(self.outside_roots(path));
         };
         // No symbolic link from the root down, the last component included.
         let mut walk = root.clone();
@@ -137,17 +136,27 @@ impl Sandbox {
         if meta.is_file() && meta.nlink() > 1 {
             return Err(OpenError::Denied(DenialReason::HardLink { path: shown.to_string() }));
         }
+        self.check_real_location(&file, shown)?;
+        Ok(file)
+    }
+
+    /// Where an opened file or directory really is (as the kernel sees its
+    /// descriptor) must be under a root: a link swapped in after `resolve`
+    /// is caught here.
+    fn check_real_location(&self, file: &std::fs::File, shown: &str) -> Result<(), OpenError> {
         use std::os::fd::AsRawFd;
         let real = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).map_err(OpenError::Io)?;
         if !self.roots.iter().any(|r| real.starts_with(r)) {
-            let roots = self.roots.iter().map(|r| r.display().to_string()).collect::<Vec<_>>().join(", ");
-            return Err(OpenError::Denied(DenialReason::OutsideRoots { path: shown.to_string(), roots }));
+            return Err(OpenError::Denied(self.outside_roots(shown)));
         }
-        Ok(file)
+        Ok(())
     }
-}
 
-impl Sandbox {
+    fn outside_roots(&self, shown: &str) -> DenialReason {
+        let roots = self.roots.iter().map(|r| r.display().to_string()).collect::<Vec<_>>().join(", ");
+        DenialReason::OutsideRoots { path: shown.to_string(), roots }
+    }
+
     /// Opens the directory a file is to be written in, without following a
     /// link at its end, and checks where it really is, as `open_checked`
     /// does for files. Files are then created and renamed through it, so a
@@ -159,25 +168,17 @@ impl Sandbox {
             .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(dir)
             .map_err(|e| dir_open_error(e, shown, dir))?;
-        use std::os::fd::AsRawFd;
-        let real = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).map_err(OpenError::Io)?;
-        if !self.roots.iter().any(|r| real.starts_with(r)) {
-            let roots = self.roots.iter().map(|r| r.display().to_string()).collect::<Vec<_>>().join(", ");
-            return Err(OpenError::Denied(DenialReason::OutsideRoots { path: shown.to_string(), roots }));
-        }
+        self.check_real_location(&file, shown)?;
         Ok(CheckedDir { dir: file })
     }
-}
 
-impl Sandbox {
     /// Like `std::fs::create_dir_all` for a resolved directory, but walking
     /// down from its root one component at a time without following links,
     /// so a directory swapped for a link meanwhile cannot make it create
     /// anything outside the roots. Returns the directory, checked.
     pub fn create_dir_all_checked(&self, dir: &Path, shown: &str) -> Result<CheckedDir, OpenError> {
         let Some(root) = self.roots.iter().find(|r| dir.starts_with(r)) else {
-            let roots = self.roots.iter().map(|r| r.display().to_string()).collect::<Vec<_>>().join(", ");
-            return Err(OpenError::Denied(DenialReason::OutsideRoots { path: shown.to_string(), roots }));
+            return Err(OpenError::Denied(self.outside_roots(shown)));
         };
         let mut current = self.open_dir_checked(root, shown)?;
         let rest = dir.strip_prefix(root).unwrap_or(Path::new(""));
