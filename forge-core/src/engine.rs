@@ -20,7 +20,6 @@ use crate::journal::{JournalWriter, StoreOp, WriteBatch};
 use crate::provider::{ProviderClient, ProviderKind};
 use crate::session::actor::SessionActor;
 use crate::session::pipeline::event_kind_name;
-use crate::session::subscription::EventFeed;
 use crate::session::{SessionCmd, SessionHandle};
 use crate::store::{SessionRow, Store};
 
@@ -564,4 +563,4 @@ fn req_provider_matches_config(cfg: &ForgeConfig, provider: ProviderKind) -> boo
     cfg.app.provider.as_deref().and_then(ProviderKind::parse).unwrap_or(ProviderKind::Claude) == provider
 }
 
-pub use crate::session::subscription::FeedItem;
+pub use crate::session::subscription::{EventFeed, FeedItem};

@@ -14,5 +14,5 @@ pub mod session;
 pub mod store;
 pub mod tools;
 
-pub use engine::{CreateSession, Engine, EngineOptions, FeedItem};
+pub use engine::{CreateSession, Engine, EngineOptions, EventFeed, FeedItem};
 pub use error::EngineError;

@@ -1,15 +1,23 @@
 //! A small async client for Rust programs: connects to the daemon's Unix
 //! socket over WebSocket, performs the `hello` handshake, and exposes the
-//! typed [`ForgeApiClient`](crate::api::ForgeApiClient) methods.
+//! typed [`ForgeApiClient`](crate::api::ForgeApiClient) methods;
+//! [`Follow`] follows a session over newline-delimited JSON-RPC.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use jsonrpsee::async_client::{Client, ClientBuilder};
 use jsonrpsee::client_transport::ws::{Url, WsTransportClientBuilder};
+use jsonrpsee::core::ClientError;
+use jsonrpsee::types::ErrorObjectOwned;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 
 use crate::api::ForgeApiClient;
+use crate::events::SubscriptionItem;
 use crate::types::{ClientInfo, HelloResult};
 use crate::{MAX_MESSAGE_BYTES, PROTOCOL_VERSION};
 
@@ -34,6 +42,10 @@ pub enum ConnectError {
 pub struct Connection {
     pub client: Client,
     pub hello: HelloResult,
+    /// Where the daemon listens and who this client is, for the
+    /// connections a [`Follow`] opens.
+    pub socket: PathBuf,
+    pub info: ClientInfo,
 }
 
 /// Connects to `socket` and says hello as `info`.
@@ -64,71 +76,123 @@ pub async fn connect(socket: &Path, info: ClientInfo) -> Result<Connection, Conn
         .request_timeout(Duration::from_secs(120))
         .max_buffer_capacity_per_subscription(buffer.unwrap_or(4096))
         .build_with_tokio(tx, rx);
-    let hello = client.hello(PROTOCOL_VERSION, info).await.map_err(|e| match e {
+    let hello = client.hello(PROTOCOL_VERSION, info.clone()).await.map_err(|e| match e {
         jsonrpsee::core::ClientError::Call(obj) => ConnectError::Hello(obj.message().to_string()),
         other => ConnectError::Hello(other.to_string()),
     })?;
     if hello.protocol_version != PROTOCOL_VERSION {
         return Err(ConnectError::Protocol { client: PROTOCOL_VERSION, daemon: hello.protocol_version });
     }
-    Ok(Connection { client, hello })
+    Ok(Connection { client, hello, socket: socket.to_path_buf(), info })
 }
 
 /// Follows a session's events with the guarantees of `session.subscribe`
-/// kept end to end: if this client itself falls behind (its subscription
-/// buffer fills while it is busy, e.g. writing to a blocked pipe), the
-/// subscription is re-opened from the next seq it has not seen, so it still
-/// gets every event exactly once, in order.
-pub struct Follow<'a> {
-    client: &'a Client,
-    session: String,
+/// kept end to end: every event exactly once, in order, from `from_seq`.
+///
+/// Follows over a connection of its own that speaks newline-delimited
+/// JSON-RPC, where the daemon writes each event straight to the socket (the
+/// lowest-latency path). A follower that stops reading (its program busy,
+/// its stdout blocked) fills the socket; the daemon then falls back to the
+/// store for it, so it catches up later without losing anything.
+pub struct Follow {
+    lines: BufReader<OwnedReadHalf>,
+    /// Where requests go; closing it ends the subscription.
+    write: OwnedWriteHalf,
     /// The next seq this follower has not delivered; `None` until the first
     /// event when following live only.
     next_seq: Option<u64>,
-    sub: jsonrpsee::core::client::Subscription<crate::events::SubscriptionItem>,
+    line: Vec<u8>,
 }
 
-impl<'a> Follow<'a> {
-    pub async fn start(
-        client: &'a Client,
+#[derive(Deserialize)]
+struct Reply {
+    result: Option<Box<RawValue>>,
+    error: Option<ErrorObjectOwned>,
+}
+
+#[derive(Deserialize)]
+struct Notification {
+    params: NotificationParams,
+}
+
+#[derive(Deserialize)]
+struct NotificationParams {
+    result: SubscriptionItem,
+}
+
+impl Follow {
+    /// Says hello as `conn`'s client on a new connection and subscribes.
+    pub async fn start(conn: &Connection, session: String, from_seq: Option<u64>) -> Result<Follow, ClientError> {
+        Self::open(&conn.socket, &conn.info, session, from_seq).await
+    }
+
+    /// Says hello as `info` to the daemon on `socket` and subscribes.
+    pub async fn open(
+        socket: &Path,
+        info: &ClientInfo,
         session: String,
         from_seq: Option<u64>,
-    ) -> Result<Follow<'a>, jsonrpsee::core::ClientError> {
-        let sub = client.session_subscribe(session.clone(), from_seq).await?;
-        Ok(Self { client, session, next_seq: from_seq, sub })
+    ) -> Result<Follow, ClientError> {
+        let lost = |e: std::io::Error| ClientError::Transport(Box::new(e));
+        let stream = UnixStream::connect(socket).await.map_err(lost)?;
+        let (read, write) = stream.into_split();
+        let hello = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "hello",
+            "params": {"protocol_version": PROTOCOL_VERSION, "client": info}});
+        let subscribe = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "session.subscribe",
+            "params": {"session": session, "from_seq": from_seq}});
+        let mut follow = Follow { lines: BufReader::new(read), write, next_seq: from_seq, line: Vec::new() };
+        // One at a time: calls may be answered in any order, and the
+        // subscription's events follow its answer at once.
+        for request in [hello, subscribe] {
+            follow.write.write_all(format!("{request}\n").as_bytes()).await.map_err(lost)?;
+            let line = follow.read_line().await.map_err(lost)?.ok_or_else(|| {
+                lost(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "the daemon closed the connection"))
+            })?;
+            let reply: Reply = serde_json::from_slice(line)?;
+            if let Some(e) = reply.error {
+                return Err(ClientError::Call(e));
+            }
+            if reply.result.is_none() {
+                return Err(ClientError::Custom("the daemon answered without a result".into()));
+            }
+        }
+        Ok(follow)
+    }
+
+    /// The next line, without its newline; `None` at the end of the stream.
+    async fn read_line(&mut self) -> std::io::Result<Option<&[u8]>> {
+        self.line.clear();
+        let limit = MAX_MESSAGE_BYTES as u64 + 1;
+        let n = (&mut self.lines).take(limit).read_until(b'\n', &mut self.line).await?;
+        if n == 0 {
+            return Ok(None);
+        }
+        if self.line.last() != Some(&b'\n') && self.line.len() as u64 >= limit {
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "a message from the daemon is too large"));
+        }
+        Ok(Some(self.line.trim_ascii_end()))
     }
 
     /// The next item; `None` when the daemon ends the stream or the
     /// connection is lost.
-    pub async fn next(&mut self) -> Option<Result<crate::events::SubscriptionItem, FollowError>> {
-        use crate::events::SubscriptionItem;
-        use jsonrpsee::core::client::SubscriptionCloseReason;
+    pub async fn next(&mut self) -> Option<Result<SubscriptionItem, FollowError>> {
         loop {
-            match self.sub.next().await {
-                Some(Ok(item)) => {
-                    if let SubscriptionItem::Event(ev) = &item {
-                        if self.next_seq.is_some_and(|n| ev.seq < n) {
-                            continue; // already delivered before a re-subscribe
-                        }
-                        self.next_seq = Some(ev.seq + 1);
-                    }
-                    return Some(Ok(item));
+            let line = match self.read_line().await {
+                Ok(Some(line)) => line,
+                Ok(None) => return None,
+                Err(e) => return Some(Err(FollowError::Decode(e.to_string()))),
+            };
+            let item = match serde_json::from_slice::<Notification>(line) {
+                Ok(n) => n.params.result,
+                Err(e) => return Some(Err(FollowError::Decode(e.to_string()))),
+            };
+            if let SubscriptionItem::Event(ev) = &item {
+                if self.next_seq.is_some_and(|n| ev.seq < n) {
+                    continue; // the daemon never repeats one; be safe anyway
                 }
-                Some(Err(e)) => return Some(Err(FollowError::Decode(e.to_string()))),
-                None => {
-                    if !matches!(self.sub.close_reason(), Some(SubscriptionCloseReason::Lagged)) {
-                        return None;
-                    }
-                    let from = self.next_seq;
-                    match self.client.session_subscribe(self.session.clone(), from).await {
-                        Ok(sub) => {
-                            self.sub = sub;
-                            return Some(Ok(SubscriptionItem::Lagged { resume_seq: from.unwrap_or(0) }));
-                        }
-                        Err(e) => return Some(Err(FollowError::Resubscribe(e.to_string()))),
-                    }
-                }
+                self.next_seq = Some(ev.seq + 1);
             }
+            return Some(Ok(item));
         }
     }
 }
@@ -137,6 +201,4 @@ impl<'a> Follow<'a> {
 pub enum FollowError {
     #[error("undecodable event from the daemon: {0}")]
     Decode(String),
-    #[error("could not re-subscribe after falling behind: {0}")]
-    Resubscribe(String),
 }

@@ -108,7 +108,7 @@ async fn run_loop(
     keys: &mut EventStream,
 ) -> anyhow::Result<()> {
     let (tx, mut rx) = mpsc::channel::<Msg>(4096);
-    spawn_follow(client.clone(), session.to_string(), 1, tx.clone());
+    spawn_follow(socket.clone(), session.to_string(), 1, tx.clone());
     let mut cache = RenderCache::default();
     let mut tick = tokio::time::interval(FRAME);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -211,9 +211,9 @@ fn apply(
 
 /// Follows the session from `from_seq`, forwarding items until the stream
 /// ends; then reports why.
-fn spawn_follow(client: Arc<Client>, session: String, from_seq: u64, tx: mpsc::Sender<Msg>) {
+fn spawn_follow(socket: PathBuf, session: String, from_seq: u64, tx: mpsc::Sender<Msg>) {
     tokio::spawn(async move {
-        let reason = match Follow::start(&client, session, Some(from_seq)).await {
+        let reason = match Follow::open(&socket, &client_info(), session, Some(from_seq)).await {
             Err(e) => e.to_string(),
             Ok(mut follow) => loop {
                 match follow.next().await {
@@ -255,7 +255,7 @@ fn spawn_reconnect(socket: PathBuf, session: String, from_seq: u64, tx: mpsc::Se
                 if tx.send(Msg::Reconnected(client.clone())).await.is_err() {
                     return;
                 }
-                spawn_follow(client, session, from_seq, tx);
+                spawn_follow(socket, session, from_seq, tx);
                 return;
             }
         }

@@ -1,6 +1,7 @@
-//! Accepts connections on the socket and serves each one with jsonrpsee's
-//! tower service: HTTP POST for calls, WebSocket upgrade for
-//! subscriptions. A connection from another uid is refused; a semaphore
+//! Accepts connections on the socket and serves each one by its first
+//! byte: `{` starts newline-delimited JSON-RPC ([`ndjson`]); anything else
+//! goes to jsonrpsee's tower service: HTTP POST for calls, WebSocket
+//! upgrade for subscriptions. A connection from another uid is refused; a semaphore
 //! bounds the open connections. Stops on SIGTERM/SIGINT or
 //! `daemon.shutdown`, letting open connections finish gracefully.
 
@@ -13,6 +14,7 @@ use jsonrpsee::server::{ServerConfig, serve_with_graceful_shutdown, stop_channel
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::Semaphore;
 
+use crate::ndjson;
 use crate::rpc::{ConnServer, Daemon};
 use crate::socket::SocketClaim;
 
@@ -89,12 +91,20 @@ pub async fn serve(claim: &mut SocketClaim, daemon: Arc<Daemon>, signals: Signal
         }
         let conn = daemon.open_connection();
         let methods = ConnServer::new(daemon.clone(), conn.clone()).into_rpc();
-        let service = builder.clone().build(methods, stop_handle.clone());
-        let stop = stop_handle.clone();
+        let (builder, stop) = (builder.clone(), stop_handle.clone());
         let daemon = daemon.clone();
         tokio::spawn(async move {
-            if let Err(e) = serve_with_graceful_shutdown(stream, service, stop.shutdown()).await {
-                tracing::debug!(conn = conn.id, error = %e, "connection ended with an error");
+            match ndjson::sniff(&stream).await {
+                Some(true) => {
+                    ndjson::serve(stream, ConnServer::new(daemon.clone(), conn.clone()), methods.into()).await
+                }
+                Some(false) => {
+                    let service = builder.build(methods, stop.clone());
+                    if let Err(e) = serve_with_graceful_shutdown(stream, service, stop.shutdown()).await {
+                        tracing::debug!(conn = conn.id, error = %e, "connection ended with an error");
+                    }
+                }
+                None => tracing::debug!(conn = conn.id, "connection closed before its first byte"),
             }
             daemon.close_connection(&conn);
             drop(permit);

@@ -3,6 +3,7 @@
 
 mod listener;
 mod logging;
+mod ndjson;
 mod rpc;
 mod socket;
 

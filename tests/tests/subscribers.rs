@@ -95,9 +95,9 @@ async fn attached_clients_are_counted() {
 async fn forgectl_blocked_on_its_stdout_still_prints_every_byte() {
     let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
     let mut forge = Forge::new(&mock);
-    // A tiny client-side buffer makes forgectl's own subscription overflow
-    // while its stdout pipe is full.
-    forge.set_env("FORGE_CLIENT_BUFFER", "8");
+    // While its stdout pipe is full forgectl stops reading its
+    // subscription: the daemon's writes to it block and its feed falls
+    // back to the store.
     forge.start().await;
     forge.new_session(&["--name", "pipe"]).await;
     let (tokens, pad) = (600, 200); // ~120 KB: more than a pipe holds

@@ -33,7 +33,7 @@ pub async fn run(g: &Global, a: AttachArgs) -> Result<(), Failure> {
         })?),
     };
     let conn = daemon(g).await?;
-    let mut sub = Follow::start(&conn.client, a.session.clone(), from_seq).await?;
+    let mut sub = Follow::start(&conn, a.session.clone(), from_seq).await?;
     let mut transcript = Transcript::new();
     // What runs or waits, as far as the events seen so far tell.
     let mut running: Option<String> = None;

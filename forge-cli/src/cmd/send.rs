@@ -84,7 +84,7 @@ pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
         return Ok(());
     }
 
-    let mut sub = Follow::start(client, sent.session_id.clone(), Some(sent.seq)).await?;
+    let mut sub = Follow::start(&conn, sent.session_id.clone(), Some(sent.seq)).await?;
     let mut in_turn = false;
     let mut interrupted = false;
     let mut stdout = std::io::stdout();

@@ -5,6 +5,8 @@
 mod daemon;
 mod session;
 
+pub(crate) use session::item_text;
+
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -90,12 +92,16 @@ impl ConnServer {
         }
     }
 
-    fn engine(&self) -> &Engine {
+    pub(crate) fn conn_id(&self) -> u64 {
+        self.conn.id
+    }
+
+    pub(crate) fn engine(&self) -> &Engine {
         &self.daemon.engine
     }
 }
 
-fn to_rpc(e: EngineError) -> ErrorObjectOwned {
+pub(crate) fn to_rpc(e: EngineError) -> ErrorObjectOwned {
     rpc_error(e.kind, e.message)
 }
 

@@ -38,10 +38,15 @@ pub async fn events(
         .collect()
 }
 
-/// The notification for one feed item. Events are sent as stored: the
-/// JSON is made once, when the event is persisted.
+/// The notification for one feed item (WebSocket).
 fn item_json(item: &FeedItem) -> Option<Box<RawValue>> {
-    let text = match item {
+    RawValue::from_string(item_text(item)?).ok()
+}
+
+/// One feed item as a `SubscriptionItem`'s JSON. Events are sent as
+/// stored: their JSON is made once, when the event is persisted.
+pub(crate) fn item_text(item: &FeedItem) -> Option<String> {
+    Some(match item {
         FeedItem::Event { json, .. } => {
             // `{"type":"event",` + the event object without its `{`.
             let body = json.strip_prefix('{')?;
@@ -60,8 +65,7 @@ fn item_json(item: &FeedItem) -> Option<Box<RawValue>> {
         FeedItem::Closed { reason } => {
             serde_json::to_string(&SubscriptionItem::Closed { reason: reason.clone() }).ok()?
         }
-    };
-    RawValue::from_string(text).ok()
+    })
 }
 
 pub async fn subscribe(

@@ -12,7 +12,7 @@
 //! the daemon's peak memory. Once per durability setting.
 //!
 //!     cargo build --release --workspace --bins
-//!     target/release/forge-bench [--quick] [--clients N] [--latency [--runs N]]
+//!     target/release/forge-bench [--quick] [--clients N] [--latency [--runs N]] [--ws]
 //!     target/release/forge-bench search PATTERN DIR    # the search tool vs ripgrep
 //!     target/release/forge-bench patch                  # apply_patch on a 10,000-line file
 
@@ -24,6 +24,18 @@ use forge_proto::api::ForgeApiClient;
 use forge_proto::client::{Follow, connect};
 use forge_proto::{ClientInfo, ClientKind, EventKind, SubscriptionItem};
 use forge_tests::mock::{MockOptions, MockServer, unix_ns};
+
+const USAGE: &str = "\
+forge-bench: the journal pipeline benchmark (mock provider -> forged -> clients)
+
+usage:
+  forge-bench [--quick] [--clients N]       throughput, latency and memory, both durabilities
+  forge-bench --latency [--runs N] [--ws]    delivery latency only (--ws: follow over WebSocket
+                                             instead of JSON lines)
+  forge-bench search PATTERN DIR             the search tool against ripgrep
+  forge-bench patch                          apply_patch on a 10,000-line file
+
+Build first: cargo build --release --workspace --bins";
 
 struct Daemon {
     child: tokio::process::Child,
@@ -83,7 +95,7 @@ async fn run_turn(socket: &Path, session: &str, msg: &str) -> anyhow::Result<(Du
     let conn = connect(socket, info()).await?;
     let sent = conn.client.session_send(session.to_string(), msg.to_string()).await?;
     let start = Instant::now();
-    let mut follow = Follow::start(&conn.client, sent.session_id.clone(), Some(sent.seq)).await?;
+    let mut follow = Follow::start(&conn, sent.session_id.clone(), Some(sent.seq)).await?;
     let mut bytes = 0;
     while let Some(item) = follow.next().await {
         if let SubscriptionItem::Event(ev) = item? {
@@ -166,31 +178,58 @@ async fn follow_stamps(
     session: String,
     ready: tokio::sync::oneshot::Sender<()>,
 ) -> anyhow::Result<Vec<(u128, u128)>> {
-    let conn = connect(socket, info()).await?;
-    let mut follow = Follow::start(&conn.client, session, None).await?;
-    let _ = ready.send(());
-    let mut lat = Vec::new();
-    let mut partial = String::new();
-    while let Some(item) = follow.next().await {
-        if let SubscriptionItem::Event(ev) = item? {
-            let now = unix_ns();
-            match ev.kind {
-                EventKind::TextDelta { text } => {
-                    partial.push_str(&text);
-                    // Whole tokens only: `t<ns> `.
-                    while let Some(end) = partial.find(' ') {
-                        let token: String = partial.drain(..=end).collect();
-                        if let Some(ns) = token.trim().strip_prefix('t').and_then(|n| n.parse::<u128>().ok()) {
-                            lat.push((ns, now));
-                        }
-                    }
-                }
-                EventKind::TurnFinished { .. } => break,
-                _ => {}
+    let mut stamps = Stamps::default();
+    if std::env::args().any(|a| a == "--ws") {
+        // The WebSocket subscription, as an editor plugin might follow.
+        let conn = connect(socket, info()).await?;
+        let mut sub = conn.client.session_subscribe(session, None).await?;
+        let _ = ready.send(());
+        while let Some(item) = sub.next().await {
+            if stamps.on(item?) {
+                break;
+            }
+        }
+    } else {
+        // JSON lines, as Forge's own clients follow.
+        let mut follow = Follow::open(socket, &info(), session, None).await?;
+        let _ = ready.send(());
+        while let Some(item) = follow.next().await {
+            if stamps.on(item?) {
+                break;
             }
         }
     }
-    Ok(lat)
+    Ok(stamps.seen)
+}
+
+/// The stamped tokens a follower saw: (stamp, when it got here).
+#[derive(Default)]
+struct Stamps {
+    partial: String,
+    seen: Vec<(u128, u128)>,
+}
+
+impl Stamps {
+    /// Notes `item`'s stamps; true when the turn is over.
+    fn on(&mut self, item: SubscriptionItem) -> bool {
+        let SubscriptionItem::Event(ev) = item else { return false };
+        let now = unix_ns();
+        match ev.kind {
+            EventKind::TextDelta { text } => {
+                self.partial.push_str(&text);
+                // Whole tokens only: `t<ns> `.
+                while let Some(end) = self.partial.find(' ') {
+                    let token: String = self.partial.drain(..=end).collect();
+                    if let Some(ns) = token.trim().strip_prefix('t').and_then(|n| n.parse::<u128>().ok()) {
+                        self.seen.push((ns, now));
+                    }
+                }
+                false
+            }
+            EventKind::TurnFinished { .. } => true,
+            _ => false,
+        }
+    }
 }
 
 /// The mock provider on a thread and runtime of its own, like a server
@@ -317,6 +356,10 @@ I\n    let value_5000 = compute(5000);\n.\n    check(value_5000);\n.\nE\n    let
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let argv: Vec<String> = std::env::args().collect();
+    if argv.iter().any(|a| a == "--help" || a == "-h") {
+        println!("{USAGE}");
+        return Ok(());
+    }
     if argv.get(1).map(String::as_str) == Some("patch") {
         return patch_bench().await;
     }

@@ -1,0 +1,281 @@
+//! Newline-delimited JSON-RPC 2.0 on the daemon's socket.
+//!
+//! A connection whose first byte is `{` speaks plain JSON-RPC: one request
+//! per line in, one response or notification per line out (what `socat`,
+//! `nc -U` or an editor plugin can speak with no HTTP or WebSocket stack).
+//! Calls go to the same methods as over HTTP/WebSocket. `session.subscribe`
+//! is served here directly: the task that reads the session's feed writes
+//! each event to the socket itself, with no WebSocket framing and no hop
+//! through a per-connection send queue, which makes this the lowest-latency
+//! way to follow a session; Forge's own clients follow sessions this way.
+
+use std::collections::HashMap;
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use forge_core::FeedItem;
+use forge_proto::MAX_MESSAGE_BYTES;
+use jsonrpsee::Methods;
+use jsonrpsee::types::ErrorObjectOwned;
+use jsonrpsee::types::error::{
+    INVALID_PARAMS_CODE, INVALID_REQUEST_CODE, OVERSIZED_REQUEST_CODE, PARSE_ERROR_CODE, TOO_MANY_SUBSCRIPTIONS_CODE,
+};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+use tokio::net::unix::OwnedWriteHalf;
+use tokio::sync::{Mutex, Semaphore};
+use tokio::task::{AbortHandle, JoinSet};
+
+use crate::rpc::{ConnServer, item_text, to_rpc};
+
+/// Calls one connection may have running at once; past this the next line
+/// is read only when one finishes.
+const MAX_CALLS_IN_FLIGHT: usize = 32;
+/// Same limit as over WebSocket.
+const MAX_SUBSCRIPTIONS: usize = 64;
+/// Longest line read, in bytes.
+const MAX_LINE: usize = MAX_MESSAGE_BYTES as usize;
+/// A client that connects and says nothing is let go after this.
+const FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How the client on `stream` speaks, judged by its first byte (without
+/// consuming it): `Some(true)` for JSON lines, `Some(false)` for HTTP, and
+/// `None` if it closed or said nothing in time.
+pub async fn sniff(stream: &UnixStream) -> Option<bool> {
+    let mut first = [0u8; 1];
+    let peek = stream.async_io(tokio::io::Interest::READABLE, || {
+        use std::os::fd::AsRawFd;
+        // SAFETY: a one-byte buffer we own, on a socket we own.
+        let n = unsafe { libc::recv(stream.as_raw_fd(), first.as_mut_ptr().cast(), 1, libc::MSG_PEEK) };
+        if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n) }
+    });
+    match tokio::time::timeout(FIRST_BYTE_TIMEOUT, peek).await {
+        Ok(Ok(1)) => Some(first[0] == b'{'),
+        _ => None,
+    }
+}
+
+/// The connection's write half; every write is one whole line.
+struct Lines(Mutex<OwnedWriteHalf>);
+
+impl Lines {
+    async fn send(&self, mut line: String) -> io::Result<()> {
+        line.push('\n');
+        self.0.lock().await.write_all(line.as_bytes()).await
+    }
+
+    async fn respond(&self, id: &RawValue, result: Result<String, ErrorObjectOwned>) -> io::Result<()> {
+        let line = match result {
+            Ok(result) => format!(r#"{{"jsonrpc":"2.0","id":{},"result":{result}}}"#, id.get()),
+            Err(e) => format!(
+                r#"{{"jsonrpc":"2.0","id":{},"error":{}}}"#,
+                id.get(),
+                serde_json::to_string(&e).unwrap_or_else(|_| r#"{"code":-32603,"message":"internal error"}"#.into())
+            ),
+        };
+        self.send(line).await
+    }
+}
+
+#[derive(Deserialize)]
+struct Head<'a> {
+    #[serde(borrow)]
+    id: Option<&'a RawValue>,
+    method: String,
+    #[serde(borrow)]
+    params: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct SubscribeParams {
+    session: String,
+    from_seq: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct UnsubscribeParams {
+    subscription: u64,
+}
+
+fn null_id() -> Box<RawValue> {
+    RawValue::from_string("null".into()).unwrap_or_else(|_| unreachable!("null is JSON"))
+}
+
+fn error(code: i32, message: impl Into<String>) -> ErrorObjectOwned {
+    ErrorObjectOwned::owned(code, message.into(), None::<()>)
+}
+
+/// Serves one JSON-lines connection until the client closes it (or breaks
+/// the protocol beyond repair). Its calls and subscriptions end with it.
+pub async fn serve(stream: UnixStream, server: ConnServer, methods: Methods) {
+    let (read, write) = stream.into_split();
+    let out = Arc::new(Lines(Mutex::new(write)));
+    let server = Arc::new(server);
+    let mut reader = BufReader::new(read);
+    let calls = Arc::new(Semaphore::new(MAX_CALLS_IN_FLIGHT));
+    let mut tasks = JoinSet::new();
+    let mut subscriptions: HashMap<u64, AbortHandle> = HashMap::new();
+    let mut next_sub = 1u64;
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        // One byte past the limit tells a long line from one that fits.
+        let n = match (&mut reader).take(MAX_LINE as u64 + 1).read_until(b'\n', &mut buf).await {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::debug!(conn = server.conn_id(), error = %e, "JSON-lines connection read failed");
+                break;
+            }
+        };
+        if n == 0 {
+            break;
+        }
+        if buf.last() != Some(&b'\n') && buf.len() > MAX_LINE {
+            // Refuse the line, not the connection: skip to its end.
+            if skip_line(&mut reader).await.is_err() {
+                break;
+            }
+            let msg = format!("request too large: a line may hold at most {MAX_MESSAGE_BYTES} bytes");
+            if out.respond(&null_id(), Err(error(OVERSIZED_REQUEST_CODE, msg))).await.is_err() {
+                break;
+            }
+            continue;
+        }
+        let Ok(line) = std::str::from_utf8(&buf) else {
+            let _ = out.respond(&null_id(), Err(error(PARSE_ERROR_CODE, "parse error: the line is not UTF-8"))).await;
+            continue;
+        };
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let head: Head = match serde_json::from_str(line) {
+            Ok(h) => h,
+            Err(e) => {
+                let msg = format!(
+                    "parse error: {e} (send one JSON-RPC request object per line; batches are not supported here)"
+                );
+                if out.respond(&null_id(), Err(error(PARSE_ERROR_CODE, msg))).await.is_err() {
+                    break;
+                }
+                continue;
+            }
+        };
+        // A notification (no id) gets no answer, as JSON-RPC demands.
+        let Some(id) = head.id.map(|id| id.to_owned()) else {
+            tracing::debug!(conn = server.conn_id(), method = %head.method, "ignored a notification from a client");
+            continue;
+        };
+        let params = head.params.map(RawValue::get).unwrap_or("{}");
+        match head.method.as_str() {
+            "session.subscribe" => {
+                let p: SubscribeParams = match serde_json::from_str(params) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        let msg = format!("invalid params: {e} (expected {{\"session\": ..., \"from_seq\": ...}})");
+                        let _ = out.respond(&id, Err(error(INVALID_PARAMS_CODE, msg))).await;
+                        continue;
+                    }
+                };
+                subscriptions.retain(|_, h| !h.is_finished());
+                if subscriptions.len() >= MAX_SUBSCRIPTIONS {
+                    let msg = format!("too many subscriptions on one connection (at most {MAX_SUBSCRIPTIONS})");
+                    let _ = out.respond(&id, Err(error(TOO_MANY_SUBSCRIPTIONS_CODE, msg))).await;
+                    continue;
+                }
+                let feed = match server.engine().subscribe(&p.session, p.from_seq).await {
+                    Ok(f) => f,
+                    Err(e) => {
+                        let _ = out.respond(&id, Err(to_rpc(e))).await;
+                        continue;
+                    }
+                };
+                let sub = next_sub;
+                next_sub += 1;
+                // The answer goes out before the first event can.
+                if out.respond(&id, Ok(sub.to_string())).await.is_err() {
+                    break;
+                }
+                tracing::debug!(conn = server.conn_id(), session = %p.session, from_seq = ?p.from_seq, sub, "subscribed (JSON lines)");
+                let handle = tasks.spawn(follow(feed, sub, out.clone()));
+                subscriptions.insert(sub, handle);
+            }
+            "session.unsubscribe" => {
+                let result = match serde_json::from_str::<UnsubscribeParams>(params) {
+                    Ok(p) => Ok(match subscriptions.remove(&p.subscription) {
+                        Some(h) => {
+                            h.abort();
+                            "true".to_string()
+                        }
+                        None => "false".to_string(),
+                    }),
+                    Err(e) => Err(error(
+                        INVALID_PARAMS_CODE,
+                        format!("invalid params: {e} (expected {{\"subscription\": N}})"),
+                    )),
+                };
+                if out.respond(&id, result).await.is_err() {
+                    break;
+                }
+            }
+            _ => {
+                let Ok(permit) = calls.clone().acquire_owned().await else { break };
+                let (methods, out, request) = (methods.clone(), out.clone(), line.to_string());
+                tasks.spawn(async move {
+                    match methods.raw_json_request(&request, 1).await {
+                        Ok((response, _)) => drop(out.send(response.get().to_string()).await),
+                        Err(e) => drop(
+                            out.respond(&id, Err(error(INVALID_REQUEST_CODE, format!("invalid request: {e}")))).await,
+                        ),
+                    }
+                    drop(permit);
+                });
+            }
+        }
+        // Reap finished tasks so a long-lived connection does not pile them up.
+        while tasks.try_join_next().is_some() {}
+    }
+    tasks.abort_all();
+}
+
+/// Reads past the end of the current line without keeping it.
+async fn skip_line(reader: &mut BufReader<tokio::net::unix::OwnedReadHalf>) -> io::Result<()> {
+    loop {
+        let buf = reader.fill_buf().await?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        match buf.iter().position(|b| *b == b'\n') {
+            Some(end) => {
+                reader.consume(end + 1);
+                return Ok(());
+            }
+            None => {
+                let n = buf.len();
+                reader.consume(n);
+            }
+        }
+    }
+}
+
+/// Writes one subscription's items as notifications until the feed ends or
+/// the client goes away.
+async fn follow(mut feed: forge_core::EventFeed, sub: u64, out: Arc<Lines>) {
+    while let Some(item) = feed.next().await {
+        let closed = matches!(item, FeedItem::Closed { .. });
+        if let Some(result) = item_text(&item) {
+            let line = format!(
+                r#"{{"jsonrpc":"2.0","method":"session.event","params":{{"subscription":{sub},"result":{result}}}}}"#
+            );
+            if out.send(line).await.is_err() {
+                break;
+            }
+        }
+        if closed {
+            break;
+        }
+    }
+}

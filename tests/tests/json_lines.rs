@@ -1,0 +1,153 @@
+//! Newline-delimited JSON-RPC on the daemon's socket, as a script or an
+//! editor plugin speaks it with no HTTP or WebSocket library: calls,
+//! errors, and following a session with `session.subscribe`.
+
+use std::time::Duration;
+
+use forge_tests::harness::Forge;
+use forge_tests::mock::{MockOptions, MockServer};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+
+struct Lines {
+    read: BufReader<OwnedReadHalf>,
+    write: OwnedWriteHalf,
+}
+
+impl Lines {
+    async fn connect(forge: &Forge) -> Lines {
+        let s = UnixStream::connect(&forge.socket).await.unwrap_or_else(|e| panic!("connect: {e}"));
+        let (read, write) = s.into_split();
+        Lines { read: BufReader::new(read), write }
+    }
+
+    async fn send_raw(&mut self, line: &str) {
+        self.write.write_all(format!("{line}\n").as_bytes()).await.unwrap_or_else(|e| panic!("write: {e}"));
+    }
+
+    async fn call(&mut self, id: u64, method: &str, params: Value) -> Value {
+        self.send_raw(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()).await;
+        self.recv().await.unwrap_or_else(|| panic!("no answer to {method}"))
+    }
+
+    /// The next line as JSON; `None` when the daemon closed the connection.
+    async fn recv(&mut self) -> Option<Value> {
+        let mut line = String::new();
+        let n = tokio::time::timeout(Duration::from_secs(20), self.read.read_line(&mut line))
+            .await
+            .unwrap_or_else(|_| panic!("no line from the daemon in 20 s"))
+            .unwrap_or_else(|e| panic!("read: {e}"));
+        if n == 0 {
+            return None;
+        }
+        Some(serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON: {line:?}: {e}")))
+    }
+}
+
+async fn setup() -> (MockServer, Forge) {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    (mock, forge)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_and_errors_over_json_lines() {
+    let (_mock, forge) = setup().await;
+    let mut c = Lines::connect(&forge).await;
+    let hello = json!({"protocol_version": 1, "client": {"name": "plugin", "version": "0.1", "kind": "editor"}});
+    let r = c.call(1, "hello", hello).await;
+    assert_eq!(r["id"], 1);
+    assert_eq!(r["result"]["protocol_version"], 1);
+    assert_eq!(r["result"]["server"]["name"], "forged");
+
+    let r = c.call(2, "session.create", json!({"name": "lines", "cwd": "/tmp"})).await;
+    assert_eq!(r["result"]["name"], "lines");
+    // String ids come back as they were sent.
+    c.send_raw(r#"{"jsonrpc":"2.0","id":"a-1","method":"session.list","params":{}}"#).await;
+    let r = c.recv().await.unwrap_or_default();
+    assert_eq!(r["id"], "a-1");
+    assert_eq!(r["result"][0]["name"], "lines");
+
+    assert_eq!(c.call(3, "session.frobnicate", json!({})).await["error"]["code"], -32601);
+    assert_eq!(c.call(4, "session.show", json!({"sesion": "x"})).await["error"]["code"], -32602);
+    let r = c.call(5, "session.show", json!({"session": "nope"})).await;
+    assert_eq!(r["error"]["data"]["kind"], "session_not_found");
+
+    // A line that is not JSON: a parse error, and the connection goes on.
+    c.send_raw("{this is not json").await;
+    let r = c.recv().await.unwrap_or_default();
+    assert_eq!(r["error"]["code"], -32700);
+    assert_eq!(r["id"], Value::Null);
+    // A notification (no id) gets no answer: the next line answers id 6.
+    c.send_raw(r#"{"jsonrpc":"2.0","method":"session.list","params":{}}"#).await;
+    assert_eq!(c.call(6, "daemon.status", json!({})).await["id"], 6);
+
+    assert_eq!(c.call(7, "session.subscribe", json!(["lines"])).await["error"]["code"], -32602);
+    let r = c.call(8, "session.subscribe", json!({"session": "nope"})).await;
+    assert_eq!(r["error"]["data"]["kind"], "session_not_found");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_is_followed_over_json_lines_from_replay_to_live() {
+    let (_mock, forge) = setup().await;
+    let id = forge.new_session(&["--name", "follow"]).await;
+    forge.ok(&["send", "-s", "follow", "mock:tokens=5 first"]).await;
+
+    let mut c = Lines::connect(&forge).await;
+    let r = c.call(1, "session.subscribe", json!({"session": "follow", "from_seq": 1})).await;
+    let sub = r["result"].clone();
+    assert!(sub.is_number(), "a subscription id: {r}");
+    // The whole first turn from the store, then `live`.
+    let mut seqs = Vec::new();
+    loop {
+        let n = c.recv().await.unwrap_or_default();
+        assert_eq!(n["method"], "session.event");
+        assert_eq!(n["params"]["subscription"], sub);
+        let item = &n["params"]["result"];
+        match item["type"].as_str() {
+            Some("event") => seqs.push(item["seq"].as_u64().unwrap_or(0)),
+            Some("live") => break,
+            other => panic!("unexpected item {other:?}: {n}"),
+        }
+    }
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "replayed in order, none missing");
+
+    // A second turn arrives live, every delta in order, exactly once.
+    let mut other = Lines::connect(&forge).await;
+    let r = other.call(1, "session.send", json!({"session": id, "text": "mock:tokens=20 second"})).await;
+    assert!(r["result"]["seq"].is_number(), "{r}");
+    let mut text = String::new();
+    loop {
+        let n = c.recv().await.unwrap_or_default();
+        let item = &n["params"]["result"];
+        let seq = item["seq"].as_u64().unwrap_or(0);
+        assert_eq!(seq, seqs.last().copied().unwrap_or(0) + 1, "no gap, no duplicate: {n}");
+        seqs.push(seq);
+        match item["kind"].as_str() {
+            Some("text_delta") => text.push_str(item["text"].as_str().unwrap_or("")),
+            Some("turn_finished") => break,
+            _ => {}
+        }
+    }
+    assert_eq!(text, forge_tests::mock::token_text(20));
+
+    let r = c.call(2, "session.unsubscribe", json!({"subscription": sub})).await;
+    assert_eq!(r["result"], true);
+    let r = c.call(3, "session.unsubscribe", json!({"subscription": sub})).await;
+    assert_eq!(r["result"], false, "already gone");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_line_is_refused_and_the_connection_goes_on() {
+    let (_mock, forge) = setup().await;
+    let mut c = Lines::connect(&forge).await;
+    let big = "x".repeat(9 * 1024 * 1024);
+    let line = json!({"jsonrpc": "2.0", "id": 1, "method": "session.create", "params": {"name": big}}).to_string();
+    c.send_raw(&line).await;
+    let r = c.recv().await.unwrap_or_default();
+    assert_eq!(r["error"]["code"], -32007, "{r}");
+    assert!(c.call(2, "session.list", json!({})).await["result"].is_array());
+}
