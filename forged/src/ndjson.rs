@@ -84,7 +84,7 @@ impl Lines {
 struct Head<'a> {
     #[serde(borrow)]
     id: Option<&'a RawValue>,
-    method: String,
+    method: Option<String>,
     #[serde(borrow)]
     params: Option<&'a RawValue>,
 }
@@ -113,7 +113,6 @@ fn error(code: i32, message: impl Into<String>) -> ErrorObjectOwned {
 pub async fn serve(stream: UnixStream, server: ConnServer, methods: Methods) {
     let (read, write) = stream.into_split();
     let out = Arc::new(Lines(Mutex::new(write)));
-    let server = Arc::new(server);
     let mut reader = BufReader::new(read);
     let calls = Arc::new(Semaphore::new(MAX_CALLS_IN_FLIGHT));
     let mut tasks = JoinSet::new();
@@ -121,6 +120,10 @@ pub async fn serve(stream: UnixStream, server: ConnServer, methods: Methods) {
     let mut next_sub = 1u64;
     let mut buf = Vec::new();
     loop {
+        // Do not keep a buffer an 8 MiB request grew.
+        if buf.capacity() > 1 << 16 {
+            buf = Vec::new();
+        }
         buf.clear();
         // One byte past the limit tells a long line from one that fits.
         let n = match (&mut reader).take(MAX_LINE as u64 + 1).read_until(b'\n', &mut buf).await {
@@ -164,13 +167,21 @@ pub async fn serve(stream: UnixStream, server: ConnServer, methods: Methods) {
                 continue;
             }
         };
+        let Some(method) = head.method else {
+            let id = head.id.map_or_else(null_id, |id| id.to_owned());
+            let msg = "invalid request: no method (send one JSON-RPC request object per line)";
+            if out.respond(&id, Err(error(INVALID_REQUEST_CODE, msg))).await.is_err() {
+                break;
+            }
+            continue;
+        };
         // A notification (no id) gets no answer, as JSON-RPC demands.
         let Some(id) = head.id.map(|id| id.to_owned()) else {
-            tracing::debug!(conn = server.conn_id(), method = %head.method, "ignored a notification from a client");
+            tracing::debug!(conn = server.conn_id(), %method, "ignored a notification from a client");
             continue;
         };
         let params = head.params.map(RawValue::get).unwrap_or("{}");
-        match head.method.as_str() {
+        match method.as_str() {
             "session.subscribe" => {
                 let p: SubscribeParams = match serde_json::from_str(params) {
                     Ok(p) => p,

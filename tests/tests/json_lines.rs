@@ -81,6 +81,10 @@ async fn calls_and_errors_over_json_lines() {
     let r = c.recv().await.unwrap_or_default();
     assert_eq!(r["error"]["code"], -32700);
     assert_eq!(r["id"], Value::Null);
+    // JSON that is not a request.
+    c.send_raw(r#"{"jsonrpc":"2.0","id":9,"result":true}"#).await;
+    let r = c.recv().await.unwrap_or_default();
+    assert_eq!((r["error"]["code"].as_i64(), r["id"].as_i64()), (Some(-32600), Some(9)), "{r}");
     // A notification (no id) gets no answer: the next line answers id 6.
     c.send_raw(r#"{"jsonrpc":"2.0","method":"session.list","params":{}}"#).await;
     assert_eq!(c.call(6, "daemon.status", json!({})).await["id"], 6);
