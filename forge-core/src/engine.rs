@@ -461,6 +461,7 @@ impl Engine {
         limit: u32,
     ) -> Result<(String, Vec<String>), EngineError> {
         let id = self.resolve(selector).await?;
+        self.shared().writer.sync().await;
         let rows = self.shared().store.events_after(&id, after_seq, limit.clamp(1, 10_000)).await?;
         Ok((id, rows.into_iter().map(|(_, b)| b).collect()))
     }
@@ -468,7 +469,7 @@ impl Engine {
     pub async fn subscribe(&self, selector: &str, from_seq: Option<u64>) -> Result<EventFeed, EngineError> {
         self.check_running()?;
         let handle = self.handle_for(selector).await?;
-        EventFeed::new(handle, self.shared().store.clone(), self.shared().writer.watch_health(), from_seq)
+        EventFeed::new(handle, self.shared().store.clone(), self.shared().writer.clone(), from_seq)
     }
 
     pub fn journal_health(&self) -> (JournalHealth, Option<String>) {

@@ -6,6 +6,7 @@
 //! session applies and publishes a batch's events only with one in hand,
 //! so nothing is shown before it is durable (persist-before-apply).
 
+mod fastlog;
 mod ops;
 mod writer;
 

@@ -13,7 +13,7 @@
 //! writable again. Nothing acknowledged is ever rolled back.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -21,6 +21,7 @@ use forge_proto::JournalHealth;
 use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot, watch};
 
+use super::fastlog::{self, DeltaLog};
 use super::ops::is_io_error;
 use super::{JournalAck, PersistError, PersistedProof, WriteBatch};
 use crate::config::Durability;
@@ -104,6 +105,8 @@ enum Cmd {
     Reset(oneshot::Sender<Result<(), String>>),
     /// Commits made elsewhere grew the WAL: checkpoint it here.
     Checkpoint,
+    /// Move the delta log's events into SQLite (and say when it is done).
+    Flush(Option<oneshot::Sender<()>>),
 }
 
 /// A handle to the writer. Cheap to clone.
@@ -116,6 +119,8 @@ pub struct JournalWriter {
     /// Whether a session may commit on its own thread when the writer is
     /// idle: only when a commit never waits for the disk.
     inline: bool,
+    /// Batches in the delta log and not yet in SQLite.
+    pending: Arc<AtomicUsize>,
 }
 
 fn blocked_error() -> PersistError {
@@ -128,6 +133,13 @@ impl JournalWriter {
     /// is gone.
     pub fn spawn(path: &Path, durability: Durability) -> Result<(JournalWriter, std::thread::JoinHandle<()>), String> {
         let conn = open(path, durability).map_err(|e| describe(&e))?;
+        // Before anyone reads the store: what the last run acked into the
+        // delta log joins the rest.
+        let deltas_path = fastlog::path_for(path);
+        fastlog::recover(&conn, &deltas_path)?;
+        let deltas_path = (durability == Durability::Process).then_some(deltas_path);
+        let deltas = deltas_path.as_deref().and_then(open_deltas);
+        let pending = Arc::new(AtomicUsize::new(0));
         let (tx, rx) = mpsc::channel(QUEUE_DEPTH);
         let (health_tx, health) =
             watch::channel(HealthState { health: JournalHealth::Healthy, reason: None, since_ms: now_ms() });
@@ -138,6 +150,10 @@ impl JournalWriter {
             stats: stats.clone(),
             next_batch_id: 1,
             commits_since_checkpoint: 0,
+            deltas,
+            deltas_path,
+            pending: Vec::new(),
+            pending_count: pending.clone(),
         }));
         let thread_core = core.clone();
         let thread = std::thread::Builder::new()
@@ -145,7 +161,7 @@ impl JournalWriter {
             .spawn(move || run(&thread_core, rx, durability))
             .map_err(|e| format!("cannot start the journal writer thread: {e}"))?;
         let inline = durability == Durability::Process;
-        Ok((JournalWriter { tx, health, stats, core, inline }, thread))
+        Ok((JournalWriter { tx, health, stats, core, inline, pending }, thread))
     }
 
     /// Commits batch `seq` at once on the calling thread if the writer is
@@ -156,7 +172,7 @@ impl JournalWriter {
     /// back when the writer is busy, or when the commit failed for a reason
     /// the writer thread's retries should deal with; a batch the store
     /// rejects is acknowledged as failed, as the thread would.
-    pub fn try_write_inline(&self, seq: u64, batch: WriteBatch) -> Result<JournalAck, WriteBatch> {
+    pub fn try_write_inline(&self, seq: u64, mut batch: WriteBatch) -> Result<JournalAck, WriteBatch> {
         if !self.inline {
             return Err(batch);
         }
@@ -164,8 +180,14 @@ impl JournalWriter {
         if core.health.borrow().health != JournalHealth::Healthy {
             return Err(batch);
         }
+        if core.deltas.is_some() && fastlog::accepts(&batch) {
+            match core.log_deltas(batch) {
+                Ok(proof) => return Ok(JournalAck { seq, result: Ok(proof) }),
+                Err(b) => batch = b,
+            }
+        }
         let started = Instant::now();
-        match try_commit(&core.conn, &[&batch]) {
+        match core.commit(&[&batch]) {
             Ok(mut results) => {
                 core.committed(started);
                 let result = results.pop().unwrap_or(Ok(()));
@@ -203,6 +225,27 @@ impl JournalWriter {
         rx.await.map_err(|_| blocked_error())?.result
     }
 
+    /// Asks the writer thread to move the delta log into SQLite. Sessions
+    /// call this a moment after their last inline write, once the event
+    /// has reached its clients.
+    pub fn apply_soon(&self) {
+        if self.pending.load(Ordering::Acquire) > 0 {
+            let _ = self.tx.try_send(Cmd::Flush(None));
+        }
+    }
+
+    /// Waits until every acknowledged event is in SQLite, for readers of
+    /// the event log.
+    pub async fn sync(&self) {
+        if self.pending.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let (tx, rx) = oneshot::channel();
+        if self.tx.send(Cmd::Flush(Some(tx))).await.is_ok() {
+            let _ = rx.await;
+        }
+    }
+
     /// Leaves Blocked if a test write succeeds; the error says why not.
     pub async fn reset(&self) -> Result<(), String> {
         let (tx, rx) = oneshot::channel();
@@ -221,6 +264,12 @@ impl JournalWriter {
     pub fn stats(&self) -> StatsSnapshot {
         self.stats.snapshot()
     }
+}
+
+fn open_deltas(path: &Path) -> Option<DeltaLog> {
+    DeltaLog::open(path)
+        .map_err(|e| tracing::warn!(path = %path.display(), error = %e, "no delta log: every write goes to SQLite"))
+        .ok()
 }
 
 fn open(path: &Path, durability: Durability) -> rusqlite::Result<Connection> {
@@ -244,6 +293,7 @@ fn open(path: &Path, durability: Durability) -> rusqlite::Result<Connection> {
 /// starts goes into it.
 fn run(core: &Mutex<Writer>, mut rx: mpsc::Receiver<Cmd>, durability: Durability) {
     let mut group: Vec<WriteRequest> = Vec::with_capacity(64);
+    let mut flushed = Vec::new();
     while let Some(first) = rx.blocking_recv() {
         let mut reset = None;
         match first {
@@ -260,12 +310,14 @@ fn run(core: &Mutex<Writer>, mut rx: mpsc::Receiver<Cmd>, durability: Durability
             }
             Cmd::Reset(r) => reset = Some(r),
             Cmd::Checkpoint => {}
+            Cmd::Flush(r) => flushed.extend(r),
         }
         while group.len() < MAX_GROUP && reset.is_none() {
             match rx.try_recv() {
                 Ok(Cmd::Write(w)) => group.push(w),
                 Ok(Cmd::Reset(r)) => reset = Some(r),
                 Ok(Cmd::Checkpoint) => {}
+                Ok(Cmd::Flush(r)) => flushed.extend(r),
                 Err(_) => break,
             }
         }
@@ -278,8 +330,15 @@ fn run(core: &Mutex<Writer>, mut rx: mpsc::Receiver<Cmd>, durability: Durability
         if let Some(reply) = reset {
             let _ = reply.send(writer.reset());
         }
+        // A group's commit took the delta log along; otherwise, now.
+        writer.apply_deltas();
+        for reply in flushed.drain(..) {
+            let _ = reply.send(());
+        }
         writer.checkpoint_if_due();
     }
+    // Every handle is gone: leave nothing for the next start to recover.
+    core.lock().unwrap_or_else(|p| p.into_inner()).apply_deltas();
 }
 
 /// How long the writer thread lets a group gather (see `run`).
@@ -294,9 +353,68 @@ struct Writer {
     stats: Arc<JournalStats>,
     next_batch_id: u64,
     commits_since_checkpoint: u32,
+    /// `None` with durability "power", or after the file failed.
+    deltas: Option<DeltaLog>,
+    /// Where the delta log lives ("process" durability only).
+    deltas_path: Option<std::path::PathBuf>,
+    /// Acked batches in the delta log, not yet in SQLite, oldest first.
+    pending: Vec<WriteBatch>,
+    pending_count: Arc<AtomicUsize>,
 }
 
 impl Writer {
+    /// Acks `batch` by appending it to the delta log; hands it back if the
+    /// file cannot be written (SQLite takes it then, or fails closed).
+    fn log_deltas(&mut self, batch: WriteBatch) -> Result<PersistedProof, WriteBatch> {
+        let Some(log) = self.deltas.as_mut() else { return Err(batch) };
+        if let Err(e) = log.append(&batch) {
+            tracing::warn!(error = %e, "the delta log cannot be written; events go to SQLite directly from now on");
+            self.deltas = None;
+            return Err(batch);
+        }
+        let proof = self.mint_proof(&batch);
+        self.pending.push(batch);
+        self.pending_count.store(self.pending.len(), Ordering::Release);
+        Ok(proof)
+    }
+
+    /// Commits `batches` in one transaction, after the delta log's pending
+    /// batches (so every session's batches reach SQLite in order). Results
+    /// are for `batches` only.
+    fn commit(&mut self, batches: &[&WriteBatch]) -> rusqlite::Result<Vec<Result<(), PersistError>>> {
+        if self.pending.is_empty() {
+            return try_commit(&self.conn, batches);
+        }
+        let all: Vec<&WriteBatch> = self.pending.iter().chain(batches.iter().copied()).collect();
+        let mut results = try_commit(&self.conn, &all)?;
+        let rest = results.split_off(self.pending.len());
+        for r in results {
+            if let Err(e) = r {
+                // Acked already, so this is a bug; the event stays in the log file.
+                tracing::error!(error = %e, "an acknowledged event from the delta log was rejected by the store");
+            }
+        }
+        self.pending.clear();
+        self.pending_count.store(0, Ordering::Release);
+        if let Some(log) = self.deltas.as_mut()
+            && let Err(e) = log.clear()
+        {
+            // Harmless: the next start skips events already stored.
+            tracing::warn!(error = %e, "cannot empty the delta log");
+        }
+        Ok(rest)
+    }
+
+    /// Moves pending delta-log batches into SQLite (unless blocked: then
+    /// they wait in the file and in memory for a reset or the next start).
+    fn apply_deltas(&mut self) {
+        if self.pending.is_empty() || self.health.borrow().health == JournalHealth::Blocked {
+            return;
+        }
+        let results = self.commit_with_retries(&[]);
+        debug_assert!(results.is_empty());
+    }
+
     fn committed(&mut self, started: Instant) {
         self.stats.transactions.fetch_add(1, Ordering::Relaxed);
         self.stats.last_commit_us.store(started.elapsed().as_micros() as u64, Ordering::Relaxed);
@@ -356,7 +474,7 @@ impl Writer {
             attempt += 1;
             let started = Instant::now();
             let batches: Vec<&WriteBatch> = group.iter().map(|r| &r.batch).collect();
-            let r = try_commit(&self.conn, &batches);
+            let r = self.commit(&batches);
             match r {
                 Ok(results) => {
                     self.committed(started);
@@ -395,6 +513,16 @@ impl Writer {
             Ok(()) => {
                 tracing::info!("journal reset: the store is writable again");
                 self.set_health(JournalHealth::Healthy, None);
+                self.apply_deltas();
+                // The delta log may have been given up on the way here
+                // (perhaps leaving a torn line): start it afresh, now that
+                // everything it held is in SQLite.
+                if self.deltas.is_none() && self.pending.is_empty() {
+                    self.deltas = self.deltas_path.as_deref().and_then(open_deltas).and_then(|mut log| {
+                        log.empty().map_err(|e| tracing::warn!(error = %e, "cannot empty the delta log")).ok()?;
+                        Some(log)
+                    });
+                }
                 Ok(())
             }
             Err(e) => {
@@ -543,22 +671,40 @@ mod tests {
     #[tokio::test]
     async fn an_idle_writer_commits_inline_and_the_store_has_it_before_the_ack_returns() {
         let (_dir, store, writer) = open(Durability::Process).await;
-        writer.write(create("s")).await.unwrap_or_else(|e| panic!("{e}"));
-        let ack = inline(&writer, 7, event("s", 1)).await;
+        let ack = inline(&writer, 7, create("s")).await;
         assert_eq!(ack.seq, 7);
         assert!(ack.result.is_ok());
+        assert!(store.session("s").await.unwrap_or_else(|e| panic!("{e}")).is_some());
+    }
+
+    #[tokio::test]
+    async fn an_inline_event_is_acked_from_the_delta_log_and_readers_see_it_after_sync() {
+        let (dir, store, writer) = open(Durability::Process).await;
+        writer.write(create("s")).await.unwrap_or_else(|e| panic!("{e}"));
+        let ack = inline(&writer, 1, event("s", 1)).await;
+        assert!(ack.result.is_ok());
+        let log = fastlog::path_for(&dir.path().join("forge.db"));
+        assert!(std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0) > 0, "in the delta log when acked");
+        writer.sync().await;
         let events = store.events_after("s", 0, 10).await.unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(events, vec![(1, "{\"seq\":1}".to_string())]);
+        // A later batch of the same session lands after it, in order.
+        let ack = inline(&writer, 2, event("s", 2)).await;
+        assert!(ack.result.is_ok());
+        assert!(writer.write(event("s", 3)).await.is_ok());
+        let seqs: Vec<u64> =
+            store.events_after("s", 0, 10).await.unwrap_or_default().into_iter().map(|(s, _)| s).collect();
+        assert_eq!(seqs, vec![1, 2, 3]);
     }
 
     #[tokio::test]
     async fn a_batch_the_store_rejects_inline_is_refused_alone_and_the_writer_stays_healthy() {
         let (_dir, store, writer) = open(Durability::Process).await;
-        writer.write(create("s")).await.unwrap_or_else(|e| panic!("{e}"));
-        let first = inline(&writer, 1, event("s", 1)).await;
+        let first = inline(&writer, 1, create("s")).await;
         assert!(first.result.is_ok());
-        // The same seq twice breaks the primary key: a bug, not a bad disk.
-        let again = inline(&writer, 2, event("s", 1)).await;
+        writer.write(event("s", 1)).await.unwrap_or_else(|e| panic!("{e}"));
+        // The same session twice breaks the primary key: a bug, not a bad disk.
+        let again = inline(&writer, 2, create("s")).await;
         assert!(matches!(again.result, Err(PersistError::Blocked(ref m)) if m.contains("rejected by the store")));
         assert_eq!(writer.health().health, JournalHealth::Healthy);
         assert!(writer.write(event("s", 2)).await.is_ok());

@@ -107,7 +107,17 @@ pub(crate) struct SessionActor {
     exit: Option<Exit>,
     /// When the last batch was handed to the journal.
     last_batch_at: std::time::Instant,
+    /// When to have the writer move this session's inline-acked events
+    /// from its delta log into SQLite: shortly after, not while the event
+    /// is still on its way to clients.
+    /// One timer, reset when armed: no timer is made per loop turn.
+    apply_deltas_at: std::pin::Pin<Box<tokio::time::Sleep>>,
+    apply_deltas_armed: bool,
 }
+
+/// How long after an inline write the writer is asked to move it into
+/// SQLite (well after the event reached every client).
+const APPLY_DELTAS_AFTER: std::time::Duration = std::time::Duration::from_millis(2);
 
 /// A session quiet this long commits its next batch itself if the journal
 /// writer is idle (see `flush`).
@@ -141,6 +151,8 @@ impl SessionActor {
             acks_tx,
             acks,
             last_batch_at: std::time::Instant::now(),
+            apply_deltas_at: Box::pin(tokio::time::sleep(APPLY_DELTAS_AFTER)),
+            apply_deltas_armed: false,
             health,
             events,
             snapshot,
@@ -207,6 +219,10 @@ impl SessionActor {
                     None => self.begin_shutdown(None),
                 },
                 () = poll_request(&mut self.provider) => self.provider = None,
+                () = &mut self.apply_deltas_at, if self.apply_deltas_armed => {
+                    self.apply_deltas_armed = false;
+                    self.shared.writer.apply_soon();
+                }
                 ev = tool_event(&mut self.state) => match ev {
                     ToolEvent::Output(out) => self.on_tool_output(out),
                     ToolEvent::Done(done) => self.on_tool_done(done),
@@ -289,7 +305,13 @@ impl SessionActor {
         self.last_batch_at = now;
         let batch = if quiet {
             match self.shared.writer.try_write_inline(seq, batch) {
-                Ok(ack) => return self.on_ack(ack),
+                Ok(ack) => {
+                    if !self.apply_deltas_armed {
+                        self.apply_deltas_armed = true;
+                        self.apply_deltas_at.as_mut().reset(tokio::time::Instant::now() + APPLY_DELTAS_AFTER);
+                    }
+                    return self.on_ack(ack);
+                }
                 Err(batch) => batch,
             }
         } else {

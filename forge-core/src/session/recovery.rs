@@ -61,6 +61,7 @@ impl SessionActor {
 
     /// The id of an approval requested and not yet answered.
     async fn pending_approval_id(&self) -> Result<Option<String>, EngineError> {
+        self.shared.writer.sync().await;
         let store = &self.shared.store;
         let requested = store.last_seq_of_kind(&self.row.id, "approval_requested").await?;
         let resolved = store.last_seq_of_kind(&self.row.id, "approval_resolved").await?;
@@ -108,6 +109,7 @@ impl SessionActor {
 
     /// Calls with `tool_running` since the turn's last answer.
     async fn started_tool_calls(&self) -> Result<std::collections::HashSet<String>, EngineError> {
+        self.shared.writer.sync().await;
         let store = &self.shared.store;
         let from = store.last_seq_of_kind(&self.row.id, "turn_started").await?;
         let mut started = std::collections::HashSet::new();
@@ -140,6 +142,7 @@ impl SessionActor {
     }
 
     async fn recover_stream(&mut self, stream: StreamRow) -> Result<(), EngineError> {
+        self.shared.writer.sync().await;
         let (text, tool_calls) = self.streamed_text(&stream).await?;
         let (status, badge, error) = match (stream.state.as_str(), stream.outcome) {
             ("sealed", Some(MessageStatus::Complete)) => (MessageStatus::Complete, RecoveryBadge::Complete, None),

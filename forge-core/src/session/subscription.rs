@@ -13,7 +13,7 @@ use tokio::sync::{broadcast, watch};
 
 use super::{PublishedEvent, SessionHandle};
 use crate::error::EngineError;
-use crate::journal::HealthState;
+use crate::journal::{HealthState, JournalWriter};
 use crate::store::Store;
 
 /// What a subscriber gets next.
@@ -40,6 +40,8 @@ enum Phase {
 pub struct EventFeed {
     session_id: String,
     store: Store,
+    /// To wait for acked events still on their way into the store.
+    writer: JournalWriter,
     live: broadcast::Receiver<PublishedEvent>,
     next_seq: u64,
     buffer: VecDeque<(u64, Arc<str>)>,
@@ -55,9 +57,10 @@ impl EventFeed {
     pub(crate) fn new(
         handle: SessionHandle,
         store: Store,
-        mut health: watch::Receiver<HealthState>,
+        writer: JournalWriter,
         from_seq: Option<u64>,
     ) -> Result<Self, EngineError> {
+        let mut health = writer.watch_health();
         // A subscriber that joins while blocked hears about it at once.
         if health.borrow().health == forge_proto::JournalHealth::Healthy {
             health.mark_unchanged();
@@ -72,6 +75,7 @@ impl EventFeed {
         Ok(Self {
             session_id: handle.id.clone(),
             store,
+            writer,
             live,
             next_seq,
             buffer: VecDeque::new(),
@@ -97,6 +101,7 @@ impl EventFeed {
             match self.phase {
                 Phase::Done => return None,
                 Phase::Replay => {
+                    self.writer.sync().await;
                     let page = match self.store.events_after(&self.session_id, self.next_seq - 1, REPLAY_PAGE).await {
                         Ok(p) => p,
                         Err(e) => {
@@ -129,6 +134,7 @@ impl EventFeed {
                         Ok(ev) => {
                             self.phase = Phase::Replay;
                             self.buffer.push_back((ev.seq, ev.json));
+                            self.writer.sync().await;
                             let page = self
                                 .store
                                 .events_after(&self.session_id, self.next_seq - 1, (ev.seq - self.next_seq) as u32)
