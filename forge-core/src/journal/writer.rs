@@ -509,11 +509,13 @@ impl Writer {
             )?;
             exec(&self.conn, "COMMIT")
         };
-        match probe() {
+        // What the delta log acked while the store failed must be in SQLite
+        // before Healthy: sessions reload from SQLite when they see it.
+        let outcome = probe().and_then(|()| self.commit(&[]).map(drop));
+        match outcome {
             Ok(()) => {
                 tracing::info!("journal reset: the store is writable again");
                 self.set_health(JournalHealth::Healthy, None);
-                self.apply_deltas();
                 // The delta log may have been given up on the way here
                 // (perhaps leaving a torn line): start it afresh, now that
                 // everything it held is in SQLite.
@@ -709,6 +711,30 @@ mod tests {
         assert_eq!(writer.health().health, JournalHealth::Healthy);
         assert!(writer.write(event("s", 2)).await.is_ok());
         assert_eq!(store.events_after("s", 0, 10).await.map(|e| e.len()).unwrap_or(0), 2);
+    }
+
+    #[tokio::test]
+    async fn events_acked_while_the_store_fails_are_in_it_before_a_reset_says_healthy() {
+        let (_dir, store, writer) = open(Durability::Process).await;
+        writer.write(create("s")).await.unwrap_or_else(|e| panic!("{e}"));
+        assert!(inline(&writer, 1, event("s", 1)).await.result.is_ok());
+        // The store fails before the writer moves the event out of the delta log.
+        let set_read_only = |on: bool| {
+            let core = writer.core.lock().unwrap_or_else(|p| p.into_inner());
+            core.conn.pragma_update(None, "query_only", on).unwrap_or_else(|e| panic!("{e}"));
+        };
+        set_read_only(true);
+        writer.sync().await;
+        assert_eq!(writer.health().health, JournalHealth::Blocked);
+        // Sessions reload from the store the moment they see Healthy.
+        let mut health = writer.watch_health();
+        let seen = tokio::spawn(async move {
+            let _ = health.wait_for(|h| h.health == JournalHealth::Healthy).await;
+            store.events_after("s", 0, 10).await.map(|e| e.len()).unwrap_or(0)
+        });
+        set_read_only(false);
+        writer.reset().await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(seen.await.unwrap_or(0), 1);
     }
 
     #[tokio::test]

@@ -433,6 +433,7 @@ impl SessionActor {
     }
 
     async fn reload_after_block(&mut self) -> Result<(), EngineError> {
+        self.shared.writer.sync().await;
         self.load().await?;
         self.recover_streams().await?;
         self.settle().await;
