@@ -29,9 +29,9 @@ const USAGE: &str = "\
 forge-bench: the journal pipeline benchmark (mock provider -> forged -> clients)
 
 usage:
-  forge-bench [--quick] [--clients N]       throughput, latency and memory, both durabilities
-  forge-bench --latency [--runs N] [--ws]    delivery latency only (--ws: follow over WebSocket
-                                             instead of JSON lines)
+  forge-bench [--quick] [--clients N] [--ws] throughput, latency and memory, both durabilities
+  forge-bench --latency [--runs N] [--ws]    delivery latency only
+  (--ws: clients follow over WebSocket instead of JSON lines)
   forge-bench search PATTERN DIR             the search tool against ripgrep
   forge-bench patch                          apply_patch on a 10,000-line file
 
@@ -89,20 +89,43 @@ fn info() -> ClientInfo {
     ClientInfo { name: "forge-bench".into(), version: env!("CARGO_PKG_VERSION").into(), kind: ClientKind::Script }
 }
 
+/// `--ws`: follow over the WebSocket subscription (as an editor plugin
+/// might) instead of JSON lines (as Forge's own clients do).
+fn over_websocket() -> bool {
+    std::env::args().any(|a| a == "--ws")
+}
+
 /// Sends `msg` on a new session and waits for the turn to finish; returns
 /// (elapsed, bytes of text received).
 async fn run_turn(socket: &Path, session: &str, msg: &str) -> anyhow::Result<(Duration, usize)> {
     let conn = connect(socket, info()).await?;
     let sent = conn.client.session_send(session.to_string(), msg.to_string()).await?;
     let start = Instant::now();
-    let mut follow = Follow::start(&conn, sent.session_id.clone(), Some(sent.seq)).await?;
     let mut bytes = 0;
-    while let Some(item) = follow.next().await {
-        if let SubscriptionItem::Event(ev) = item? {
-            match ev.kind {
-                EventKind::TextDelta { text } => bytes += text.len(),
-                EventKind::TurnFinished { .. } => return Ok((start.elapsed(), bytes)),
-                _ => {}
+    // Text bytes so far; true once the turn is over.
+    let mut on = |item: SubscriptionItem| match item {
+        SubscriptionItem::Event(ev) => match ev.kind {
+            EventKind::TextDelta { text } => {
+                bytes += text.len();
+                false
+            }
+            EventKind::TurnFinished { .. } => true,
+            _ => false,
+        },
+        _ => false,
+    };
+    if over_websocket() {
+        let mut sub = conn.client.session_subscribe(sent.session_id.clone(), Some(sent.seq)).await?;
+        while let Some(item) = sub.next().await {
+            if on(item?) {
+                return Ok((start.elapsed(), bytes));
+            }
+        }
+    } else {
+        let mut follow = Follow::start(&conn, sent.session_id.clone(), Some(sent.seq)).await?;
+        while let Some(item) = follow.next().await {
+            if on(item?) {
+                return Ok((start.elapsed(), bytes));
             }
         }
     }
@@ -179,7 +202,7 @@ async fn follow_stamps(
     ready: tokio::sync::oneshot::Sender<()>,
 ) -> anyhow::Result<Vec<(u128, u128)>> {
     let mut stamps = Stamps::default();
-    if std::env::args().any(|a| a == "--ws") {
+    if over_websocket() {
         // The WebSocket subscription, as an editor plugin might follow.
         let conn = connect(socket, info()).await?;
         let mut sub = conn.client.session_subscribe(session, None).await?;
