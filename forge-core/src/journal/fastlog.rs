@@ -143,10 +143,8 @@ pub(super) fn recover(conn: &Connection, path: &Path) -> Result<u64, String> {
         }
         tracing::info!(events = n, "recovered events from the delta log");
     }
-    OpenOptions::new()
-        .write(true)
-        .open(path)
-        .and_then(|f| f.set_len(0))
+    DeltaLog::open(path)
+        .and_then(|mut log| log.empty())
         .map_err(|e| format!("cannot empty {}: {e}", path.display()))?;
     Ok(n)
 }

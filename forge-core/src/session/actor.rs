@@ -109,8 +109,8 @@ pub(crate) struct SessionActor {
     last_batch_at: std::time::Instant,
     /// When to have the writer move this session's inline-acked events
     /// from its delta log into SQLite: shortly after, not while the event
-    /// is still on its way to clients.
-    /// One timer, reset when armed: no timer is made per loop turn.
+    /// is still on its way to clients. One timer, reset when armed, so no
+    /// timer is made per loop turn.
     apply_deltas_at: std::pin::Pin<Box<tokio::time::Sleep>>,
     apply_deltas_armed: bool,
 }

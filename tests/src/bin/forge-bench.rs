@@ -21,7 +21,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use forge_proto::api::ForgeApiClient;
-use forge_proto::client::{Follow, connect};
+use forge_proto::client::{Connection, Follow, connect};
 use forge_proto::{ClientInfo, ClientKind, EventKind, SubscriptionItem};
 use forge_tests::mock::{MockOptions, MockServer, unix_ns};
 
@@ -114,22 +114,40 @@ async fn run_turn(socket: &Path, session: &str, msg: &str) -> anyhow::Result<(Du
         },
         _ => false,
     };
+    if !follow(&conn, sent.session_id.clone(), Some(sent.seq), || {}, &mut on).await? {
+        anyhow::bail!("the stream ended early");
+    }
+    Ok((start.elapsed(), bytes))
+}
+
+/// Follows `session` from `from_seq` over the transport the flags choose,
+/// calling `ready` once subscribed and `on` with each item until it returns
+/// true (then true) or the stream ends (then false).
+async fn follow(
+    conn: &Connection,
+    session: String,
+    from_seq: Option<u64>,
+    ready: impl FnOnce(),
+    mut on: impl FnMut(SubscriptionItem) -> bool,
+) -> anyhow::Result<bool> {
     if over_websocket() {
-        let mut sub = conn.client.session_subscribe(sent.session_id.clone(), Some(sent.seq)).await?;
+        let mut sub = conn.client.session_subscribe(session, from_seq).await?;
+        ready();
         while let Some(item) = sub.next().await {
             if on(item?) {
-                return Ok((start.elapsed(), bytes));
+                return Ok(true);
             }
         }
     } else {
-        let mut follow = Follow::start(&conn, sent.session_id.clone(), Some(sent.seq)).await?;
+        let mut follow = Follow::start(conn, session, from_seq).await?;
+        ready();
         while let Some(item) = follow.next().await {
             if on(item?) {
-                return Ok((start.elapsed(), bytes));
+                return Ok(true);
             }
         }
     }
-    anyhow::bail!("the stream ended early")
+    Ok(false)
 }
 
 async fn new_session(socket: &Path) -> anyhow::Result<String> {
@@ -202,26 +220,17 @@ async fn follow_stamps(
     ready: tokio::sync::oneshot::Sender<()>,
 ) -> anyhow::Result<Vec<(u128, u128)>> {
     let mut stamps = Stamps::default();
-    if over_websocket() {
-        // The WebSocket subscription, as an editor plugin might follow.
-        let conn = connect(socket, info()).await?;
-        let mut sub = conn.client.session_subscribe(session, None).await?;
-        let _ = ready.send(());
-        while let Some(item) = sub.next().await {
-            if stamps.on(item?) {
-                break;
-            }
-        }
-    } else {
-        // JSON lines, as Forge's own clients follow.
-        let mut follow = Follow::open(socket, &info(), session, None).await?;
-        let _ = ready.send(());
-        while let Some(item) = follow.next().await {
-            if stamps.on(item?) {
-                break;
-            }
-        }
-    }
+    let conn = connect(socket, info()).await?;
+    follow(
+        &conn,
+        session,
+        None,
+        || {
+            let _ = ready.send(());
+        },
+        |item| stamps.on(item),
+    )
+    .await?;
     Ok(stamps.seen)
 }
 
