@@ -16,3 +16,4 @@ pub mod tools;
 
 pub use engine::{CreateSession, Engine, EngineOptions, EventFeed, FeedItem};
 pub use error::EngineError;
+pub use session::live::LiveTap;

@@ -12,9 +12,10 @@
 use std::collections::HashMap;
 use std::io;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use forge_core::FeedItem;
+use forge_core::{FeedItem, LiveTap};
 use forge_proto::MAX_MESSAGE_BYTES;
 use jsonrpsee::Methods;
 use jsonrpsee::types::ErrorObjectOwned;
@@ -28,6 +29,7 @@ use tokio::net::UnixStream;
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::sync::{Mutex, Semaphore};
 use tokio::task::{AbortHandle, JoinSet};
+use tokio_util::sync::CancellationToken;
 
 use crate::rpc::{ConnServer, item_text, to_rpc};
 
@@ -58,13 +60,30 @@ pub async fn sniff(stream: &UnixStream) -> Option<bool> {
     }
 }
 
-/// The connection's write half; every write is one whole line.
-struct Lines(Mutex<OwnedWriteHalf>);
+/// The connection's write side. Every write is one whole line.
+struct Lines(Mutex<Out>);
+
+struct Out {
+    half: OwnedWriteHalf,
+    /// The rest of a line a tap could write only in part: it goes out
+    /// before anything else.
+    spill: Vec<u8>,
+}
+
+impl Out {
+    async fn write_line(&mut self, line: &[u8]) -> io::Result<()> {
+        if !self.spill.is_empty() {
+            self.half.write_all(&self.spill).await?;
+            self.spill = Vec::new();
+        }
+        self.half.write_all(line).await
+    }
+}
 
 impl Lines {
     async fn send(&self, mut line: String) -> io::Result<()> {
         line.push('\n');
-        self.0.lock().await.write_all(line.as_bytes()).await
+        self.0.lock().await.write_line(line.as_bytes()).await
     }
 
     async fn respond(&self, id: &RawValue, result: Result<String, ErrorObjectOwned>) -> io::Result<()> {
@@ -112,11 +131,11 @@ fn error(code: i32, message: impl Into<String>) -> ErrorObjectOwned {
 /// the protocol beyond repair). Its calls and subscriptions end with it.
 pub async fn serve(stream: UnixStream, server: ConnServer, methods: Methods) {
     let (read, write) = stream.into_split();
-    let out = Arc::new(Lines(Mutex::new(write)));
+    let out = Arc::new(Lines(Mutex::new(Out { half: write, spill: Vec::new() })));
     let mut reader = BufReader::new(read);
     let calls = Arc::new(Semaphore::new(MAX_CALLS_IN_FLIGHT));
     let mut tasks = JoinSet::new();
-    let mut subscriptions: HashMap<u64, AbortHandle> = HashMap::new();
+    let mut subscriptions: HashMap<u64, (AbortHandle, Arc<Sub>)> = HashMap::new();
     let mut next_sub = 1u64;
     let mut buf = Vec::new();
     loop {
@@ -191,7 +210,7 @@ pub async fn serve(stream: UnixStream, server: ConnServer, methods: Methods) {
                         continue;
                     }
                 };
-                subscriptions.retain(|_, h| !h.is_finished());
+                subscriptions.retain(|_, (h, _)| !h.is_finished());
                 if subscriptions.len() >= MAX_SUBSCRIPTIONS {
                     let msg = format!("too many subscriptions on one connection (at most {MAX_SUBSCRIPTIONS})");
                     let _ = out.respond(&id, Err(error(TOO_MANY_SUBSCRIPTIONS_CODE, msg))).await;
@@ -211,14 +230,17 @@ pub async fn serve(stream: UnixStream, server: ConnServer, methods: Methods) {
                     break;
                 }
                 tracing::debug!(conn = server.conn_id(), session = %p.session, from_seq = ?p.from_seq, sub, "subscribed (JSON lines)");
-                let handle = tasks.spawn(follow(feed, sub, out.clone()));
-                subscriptions.insert(sub, handle);
+                let sub = Sub::new(sub, out.clone());
+                let handle = tasks.spawn(follow(feed, sub.clone()));
+                subscriptions.insert(sub.id, (handle, sub));
             }
             "session.unsubscribe" => {
                 let result = match serde_json::from_str::<UnsubscribeParams>(params) {
                     Ok(p) => Ok(match subscriptions.remove(&p.subscription) {
-                        Some(h) => {
-                            h.abort();
+                        // Nothing of it is written after this answer: its
+                        // tap stops at once, its task before its next write.
+                        Some((_, sub)) => {
+                            sub.end.cancel();
                             "true".to_string()
                         }
                         None => "false".to_string(),
@@ -272,20 +294,108 @@ async fn skip_line(reader: &mut BufReader<tokio::net::unix::OwnedReadHalf>) -> i
     }
 }
 
-/// Writes one subscription's items as notifications until the feed ends or
-/// the client goes away.
-async fn follow(mut feed: forge_core::EventFeed, sub: u64, out: Arc<Lines>) {
-    while let Some(item) = feed.next().await {
-        let closed = matches!(item, FeedItem::Closed { .. });
-        if let Some(result) = item_text(&item) {
-            let line = format!(
-                r#"{{"jsonrpc":"2.0","method":"session.event","params":{{"subscription":{sub},"result":{result}}}}}"#
-            );
-            if out.send(line).await.is_err() {
-                break;
+/// Longest event a tap writes; longer ones go through the subscription's
+/// task, which can wait for room on the socket.
+const TAP_MAX_EVENT: usize = 16 * 1024;
+
+/// One subscription: shared by the task that writes its feed and by the
+/// tap the session offers each event to the moment it is durable. Either
+/// may write an event; `next` (changed only under the connection's write
+/// lock) makes sure each goes out once and in order.
+struct Sub {
+    id: u64,
+    out: Arc<Lines>,
+    /// The seq the client gets next.
+    next: AtomicU64,
+    /// The `live` marker is written: from here on the tap may write too.
+    live: AtomicBool,
+    /// Unsubscribed: write nothing more.
+    end: CancellationToken,
+}
+
+impl Sub {
+    fn new(id: u64, out: Arc<Lines>) -> Arc<Self> {
+        Arc::new(Self { id, out, next: AtomicU64::new(0), live: AtomicBool::new(false), end: CancellationToken::new() })
+    }
+
+    fn notification(&self, result: &str) -> String {
+        format!(
+            r#"{{"jsonrpc":"2.0","method":"session.event","params":{{"subscription":{},"result":{result}}}}}"#,
+            self.id
+        ) + "\n"
+    }
+}
+
+impl LiveTap for Sub {
+    /// Writes the event now if the client is caught up and its socket has
+    /// room; otherwise leaves it to the subscription's task.
+    fn offer(&self, seq: u64, json: &Arc<str>) {
+        if !self.live.load(Ordering::Acquire)
+            || self.next.load(Ordering::Acquire) != seq
+            || json.len() > TAP_MAX_EVENT
+            || self.end.is_cancelled()
+        {
+            return;
+        }
+        let Ok(mut out) = self.out.0.try_lock() else { return };
+        if !out.spill.is_empty() || self.next.load(Ordering::Acquire) != seq || self.end.is_cancelled() {
+            return;
+        }
+        let Some(result) = item_text(&FeedItem::Event { seq, json: json.clone() }) else { return };
+        let line = self.notification(&result);
+        match out.half.try_write(line.as_bytes()) {
+            Ok(0) | Err(_) => {} // full (or gone): the task writes it, or finds out
+            Ok(n) => {
+                self.next.store(seq + 1, Ordering::Release);
+                if n < line.len() {
+                    // The rest goes first, whoever writes next; someone must.
+                    out.spill.extend_from_slice(&line.as_bytes()[n..]);
+                    let lines = self.out.clone();
+                    tokio::spawn(async move { drop(lines.0.lock().await.write_line(&[]).await) });
+                }
             }
         }
-        if closed {
+    }
+
+    fn next_seq(&self) -> u64 {
+        self.next.load(Ordering::Acquire)
+    }
+}
+
+/// Writes one subscription's items as notifications until the feed ends,
+/// the client goes away or unsubscribes.
+async fn follow(mut feed: forge_core::EventFeed, sub: Arc<Sub>) {
+    feed.set_tap(sub.clone());
+    loop {
+        let item = tokio::select! {
+            biased;
+            () = sub.end.cancelled() => break,
+            item = feed.next() => item,
+        };
+        let Some(item) = item else { break };
+        if let FeedItem::Event { seq, .. } = &item
+            && *seq < sub.next.load(Ordering::Acquire)
+        {
+            continue; // the tap wrote it
+        }
+        let closed = matches!(item, FeedItem::Closed { .. });
+        let Some(result) = item_text(&item) else { continue };
+        let line = sub.notification(&result);
+        // Not cancelled mid-line: a write once begun is finished.
+        let mut out = sub.out.0.lock().await;
+        if sub.end.is_cancelled() {
+            break;
+        }
+        match item {
+            FeedItem::Event { seq, .. } if seq < sub.next.load(Ordering::Acquire) => continue,
+            FeedItem::Event { seq, .. } => sub.next.store(seq + 1, Ordering::Release),
+            FeedItem::Live { last_seq } => {
+                sub.next.store(sub.next.load(Ordering::Acquire).max(last_seq + 1), Ordering::Release);
+                sub.live.store(true, Ordering::Release);
+            }
+            _ => {}
+        }
+        if out.write_line(line.as_bytes()).await.is_err() || closed {
             break;
         }
     }

@@ -27,9 +27,15 @@ impl Lines {
         self.write.write_all(format!("{line}\n").as_bytes()).await.unwrap_or_else(|e| panic!("write: {e}"));
     }
 
+    /// The answer to a call, passing over notifications that come first.
     async fn call(&mut self, id: u64, method: &str, params: Value) -> Value {
         self.send_raw(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()).await;
-        self.recv().await.unwrap_or_else(|| panic!("no answer to {method}"))
+        loop {
+            let line = self.recv().await.unwrap_or_else(|| panic!("no answer to {method}"));
+            if line.get("method").is_none() {
+                return line;
+            }
+        }
     }
 
     /// The next line as JSON; `None` when the daemon closed the connection.
@@ -154,4 +160,51 @@ async fn an_oversized_line_is_refused_and_the_connection_goes_on() {
     let r = c.recv().await.unwrap_or_default();
     assert_eq!(r["error"]["code"], -32007, "{r}");
     assert!(c.call(2, "session.list", json!({})).await["result"].is_array());
+}
+
+/// A client that stops reading while a long answer streams (its socket
+/// fills, so the daemon can no longer write to it at once) still gets every
+/// event exactly once and in order on each of its subscriptions when it
+/// reads again; the turn itself never waited for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_that_stops_reading_misses_nothing() {
+    let (_mock, forge) = setup().await;
+    forge.new_session(&["--name", "slow"]).await;
+    let mut c = Lines::connect(&forge).await;
+    let r = c.call(1, "session.subscribe", json!({"session": "slow"})).await;
+    let live_only = r["result"].clone();
+    assert!(live_only.is_number(), "{r}");
+    let from_start = c.call(2, "session.subscribe", json!({"session": "slow", "from_seq": 1})).await["result"].clone();
+    // About 3 MB of text, far more than the socket holds; c reads nothing.
+    tokio::time::timeout(Duration::from_secs(60), forge.ok(&["send", "-s", "slow", "mock:tokens=3000 mock:pad=1000"]))
+        .await
+        .unwrap_or_else(|_| panic!("the turn waited for a client that does not read"));
+
+    let mut seqs: std::collections::HashMap<String, Vec<u64>> = Default::default();
+    let mut text: std::collections::HashMap<String, String> = Default::default();
+    let mut finished = 0;
+    while finished < 2 {
+        let n = c.recv().await.unwrap_or_default();
+        let sub = n["params"]["subscription"].to_string();
+        let item = &n["params"]["result"];
+        if item["type"] != "event" {
+            continue;
+        }
+        let seq = item["seq"].as_u64().unwrap_or(0);
+        let seen = seqs.entry(sub.clone()).or_default();
+        if let Some(last) = seen.last() {
+            assert_eq!(seq, last + 1, "subscription {sub}: no gap, no duplicate");
+        }
+        seen.push(seq);
+        match item["kind"].as_str() {
+            Some("text_delta") => text.entry(sub).or_default().push_str(item["text"].as_str().unwrap_or("")),
+            Some("turn_finished") => finished += 1,
+            _ => {}
+        }
+    }
+    let expected = forge_tests::mock::padded_token_text(3000, 1000);
+    for sub in [&live_only, &from_start] {
+        assert!(text.get(&sub.to_string()) == Some(&expected), "subscription {sub} got the whole answer, exactly");
+    }
+    assert_eq!(seqs[&from_start.to_string()].first(), Some(&1), "replayed from the start");
 }

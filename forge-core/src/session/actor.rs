@@ -16,7 +16,7 @@ use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use super::pipeline::{AckOutcome, Entry, MAX_PERSISTED_APPLIES_PER_TICK, Persisted, Pipeline};
 use super::state::OperationState;
-use super::{COMMAND_QUEUE, PublishedEvent, SessionCmd, SessionHandle, Snapshot};
+use super::{COMMAND_QUEUE, SessionCmd, SessionHandle, Snapshot};
 use crate::engine::Shared;
 use crate::error::EngineError;
 use crate::ids::new_id;
@@ -96,7 +96,7 @@ pub(crate) struct SessionActor {
     acks_tx: mpsc::Sender<JournalAck>,
     acks: mpsc::Receiver<JournalAck>,
     health: watch::Receiver<HealthState>,
-    events: broadcast::Sender<PublishedEvent>,
+    events: super::live::Publisher,
     snapshot: watch::Sender<Snapshot>,
     commands: mpsc::Receiver<SessionCmd>,
     pub(super) provider_rx: Option<mpsc::Receiver<ProviderEvent>>,
@@ -135,6 +135,7 @@ impl SessionActor {
             id: row.id.clone(),
             tx,
             events: events.downgrade(),
+            taps: Arc::default(),
             snapshot: snapshot_rx,
             attached: Arc::new(AtomicU32::new(0)),
         };
@@ -154,7 +155,7 @@ impl SessionActor {
             apply_deltas_at: Box::pin(tokio::time::sleep(APPLY_DELTAS_AFTER)),
             apply_deltas_armed: false,
             health,
-            events,
+            events: super::live::Publisher { events, taps: handle.taps.clone() },
             snapshot,
             commands,
             provider_rx: None,
@@ -380,8 +381,7 @@ impl SessionActor {
     /// event is durable: nothing reaches a client before it is on disk.
     fn publish(&mut self, seq: u64, json: Arc<str>, _proof: &PersistedProof) {
         self.row.last_seq = seq;
-        // No subscriber is fine: the event is in the store.
-        let _ = self.events.send(PublishedEvent { seq, json });
+        self.events.publish(seq, json);
     }
 
     fn run_effect(&mut self, effect: Effect, seqs: &[Option<u64>]) {

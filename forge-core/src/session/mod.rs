@@ -3,6 +3,7 @@
 //! talks to it through a bounded command channel.
 
 pub(crate) mod actor;
+pub mod live;
 pub(crate) mod pipeline;
 mod recovery;
 mod state;
@@ -102,6 +103,7 @@ pub(crate) struct SessionHandle {
     pub id: String,
     tx: mpsc::Sender<SessionCmd>,
     events: broadcast::WeakSender<PublishedEvent>,
+    pub(crate) taps: Arc<live::Taps>,
     pub snapshot: watch::Receiver<Snapshot>,
     pub attached: Arc<AtomicU32>,
 }

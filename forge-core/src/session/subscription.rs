@@ -11,6 +11,7 @@ use std::sync::atomic::Ordering;
 
 use tokio::sync::{broadcast, watch};
 
+use super::live::LiveTap;
 use super::{PublishedEvent, SessionHandle};
 use crate::error::EngineError;
 use crate::journal::{HealthState, JournalWriter};
@@ -48,6 +49,8 @@ pub struct EventFeed {
     phase: Phase,
     handle: SessionHandle,
     health: watch::Receiver<HealthState>,
+    /// The tap this feed's follower registered, if any, and its id.
+    tap: Option<(u64, Arc<dyn LiveTap>)>,
 }
 
 const REPLAY_PAGE: u32 = 512;
@@ -82,6 +85,7 @@ impl EventFeed {
             phase: Phase::Replay,
             handle,
             health,
+            tap: None,
         })
     }
 
@@ -89,8 +93,26 @@ impl EventFeed {
         &self.session_id
     }
 
+    /// Has the session offer each event to `tap` as soon as it is durable,
+    /// for as long as this feed lives (replacing an earlier tap). The feed
+    /// skips what the tap reports delivered (`LiveTap::next_seq`).
+    pub fn set_tap(&mut self, tap: Arc<dyn LiveTap>) {
+        if let Some((id, _)) = self.tap.take() {
+            self.handle.taps.remove(id);
+        }
+        self.tap = Some((self.handle.taps.add(tap.clone()), tap));
+    }
+
+    /// Moves past what the tap already delivered.
+    fn skip_tapped(&mut self) {
+        if let Some((_, tap)) = &self.tap {
+            self.next_seq = self.next_seq.max(tap.next_seq());
+        }
+    }
+
     pub async fn next(&mut self) -> Option<FeedItem> {
         loop {
+            self.skip_tapped();
             if let Some((seq, json)) = self.buffer.pop_front() {
                 if seq < self.next_seq {
                     continue;
@@ -124,6 +146,7 @@ impl EventFeed {
                             return Some(FeedItem::Journal { health: h.health, reason: h.reason });
                         }
                     };
+                    self.skip_tapped();
                     match received {
                         Ok(ev) if ev.seq < self.next_seq => continue,
                         Ok(ev) if ev.seq == self.next_seq => {
@@ -165,5 +188,8 @@ impl EventFeed {
 impl Drop for EventFeed {
     fn drop(&mut self) {
         self.handle.attached.fetch_sub(1, Ordering::Relaxed);
+        if let Some((id, _)) = &self.tap {
+            self.handle.taps.remove(*id);
+        }
     }
 }
