@@ -320,7 +320,6 @@ impl Engine {
     ) -> Result<SessionInfo, EngineError> {
         self.check_running()?;
         let handle = self.handle_for(selector).await?;
-        let current = self.session_info(&handle.id).await?;
         let model = model.map(|m| m.trim().to_string()).filter(|m| !m.is_empty());
         let (provider, model) = match provider {
             Some(p) => {
@@ -333,7 +332,8 @@ impl Engine {
                 (kind.as_str().to_string(), model.unwrap_or_else(|| kind.default_model().to_string()))
             }
             None => match model {
-                Some(m) => (current.provider.clone(), m),
+                // A model alone keeps the session's provider.
+                Some(m) => (self.session_info(&handle.id).await?.provider, m),
                 None => return Err(EngineError::new(ErrorKind::InvalidParams, "give a provider, a model or both")),
             },
         };
