@@ -23,7 +23,8 @@ use forge_core::{Engine, EngineOptions};
     about = "The Forge daemon: hosts coding-agent sessions and serves clients on a Unix socket",
     long_about = "forged hosts Forge sessions: it streams from LLM providers, journals every event in SQLite \
 (persisted before any client sees it), and serves the JSON-RPC 2.0 protocol on a Unix socket \
-(HTTP POST for calls, WebSocket for subscriptions). Clients: forgectl, forge, editor plugins.\n\n\
+(newline-delimited JSON or WebSocket for calls and subscriptions, HTTP POST for calls; see docs/protocol.md). \
+Clients: forgectl, forge, editor plugins.\n\n\
 forgectl starts forged on demand, so running it by hand is rarely needed. It does not fork: run it \
 under systemd (systemd/forged.service) or in the background.\n\n\
 Files: $FORGE_HOME (default ~/.forge) holds config.toml, forge.db and logs/.\n\

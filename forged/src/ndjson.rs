@@ -153,6 +153,10 @@ pub async fn serve(stream: UnixStream, server: ConnServer, methods: Methods) {
             }
         };
         if n == 0 {
+            // The client has said all it will say (`printf ... | socat`
+            // shuts its side down): what it asked is still answered, and
+            // its subscriptions go on, until it hangs up.
+            finish(&mut tasks, reader.get_ref().as_ref()).await;
             break;
         }
         if buf.last() != Some(&b'\n') && buf.len() > MAX_LINE {
@@ -272,6 +276,32 @@ pub async fn serve(stream: UnixStream, server: ConnServer, methods: Methods) {
         while tasks.try_join_next().is_some() {}
     }
     tasks.abort_all();
+}
+
+/// How often a connection whose client stopped sending is checked for
+/// having gone altogether.
+const HANGUP_CHECK: Duration = Duration::from_secs(1);
+
+/// Waits until the connection's calls and subscriptions are done or the
+/// client has closed the socket entirely (not just its sending side).
+async fn finish(tasks: &mut JoinSet<()>, stream: &UnixStream) {
+    let mut check = tokio::time::interval(HANGUP_CHECK);
+    loop {
+        tokio::select! {
+            done = tasks.join_next() => if done.is_none() { return },
+            _ = check.tick() => if hung_up(stream) { return },
+        }
+    }
+}
+
+/// Whether both directions of the connection are shut: the client closed
+/// it (a client that only shut its sending side still reads).
+fn hung_up(stream: &UnixStream) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut fd = libc::pollfd { fd: stream.as_raw_fd(), events: 0, revents: 0 };
+    // SAFETY: one pollfd we own, for a socket we own; no waiting.
+    let n = unsafe { libc::poll(&mut fd, 1, 0) };
+    n > 0 && fd.revents & (libc::POLLHUP | libc::POLLERR) != 0
 }
 
 /// Reads past the end of the current line without keeping it.

@@ -208,3 +208,55 @@ async fn a_follower_that_stops_reading_misses_nothing() {
     }
     assert_eq!(seqs[&from_start.to_string()].first(), Some(&1), "replayed from the start");
 }
+
+/// `printf '...' | socat - UNIX-CONNECT:sock` sends its requests and then
+/// shuts its sending side: it still gets every answer, its subscription
+/// goes on, and once it closes the socket the daemon lets it go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_sending_still_gets_answers_and_events() {
+    let (_mock, forge) = setup().await;
+    forge.new_session(&["--name", "half"]).await;
+    let mut c = Lines::connect(&forge).await;
+    c.send_raw(r#"{"jsonrpc":"2.0","id":1,"method":"session.show","params":{"session":"half"}}"#).await;
+    c.send_raw(r#"{"jsonrpc":"2.0","id":2,"method":"session.subscribe","params":{"session":"half","from_seq":1}}"#)
+        .await;
+    c.write.shutdown().await.unwrap_or_else(|e| panic!("shutdown: {e}"));
+
+    let mut answered = Vec::new();
+    let mut live = false;
+    while !(live && answered.len() == 2) {
+        let n = c.recv().await.unwrap_or_else(|| panic!("closed early; answered {answered:?}"));
+        if let Some(id) = n["id"].as_u64() {
+            assert!(n["result"].is_object() || n["result"].is_number(), "{n}");
+            answered.push(id);
+        }
+        live |= n["params"]["result"]["type"] == "live";
+    }
+    answered.sort();
+    assert_eq!(answered, [1, 2]);
+
+    forge.ok(&["send", "-s", "half", "mock:tokens=8 hi"]).await;
+    let mut text = String::new();
+    loop {
+        let n = c.recv().await.unwrap_or_else(|| panic!("the subscription ended"));
+        let item = &n["params"]["result"];
+        match item["kind"].as_str() {
+            Some("text_delta") => text.push_str(item["text"].as_str().unwrap_or("")),
+            Some("turn_finished") => break,
+            _ => {}
+        }
+    }
+    assert_eq!(text, forge_tests::mock::token_text(8));
+
+    drop(c);
+    let mut attached = 1;
+    for _ in 0..50 {
+        let ps = forge.ok(&["--json", "ps"]).await.json_lines();
+        attached = ps[0]["attached_clients"].as_u64().unwrap_or(9);
+        if attached == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(attached, 0, "a client that closed the socket is no longer attached");
+}
