@@ -191,6 +191,21 @@ impl Forge {
         r
     }
 
+    /// The first session's `attached_clients` as `forgectl ps` reports it,
+    /// once it is `want` or after 5 s of asking (whatever it is then).
+    pub async fn attached_clients(&self, want: u64) -> u64 {
+        let mut count = u64::MAX;
+        for _ in 0..100 {
+            let ps = self.ok(&["--json", "ps"]).await.json_lines();
+            count = ps.first().and_then(|s| s["attached_clients"].as_u64()).unwrap_or(u64::MAX);
+            if count == want {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        count
+    }
+
     /// Creates a session and returns its id.
     pub async fn new_session(&self, extra: &[&str]) -> String {
         let mut args = vec!["session", "new"];

@@ -68,27 +68,10 @@ async fn attached_clients_are_counted() {
     forge.new_session(&["--name", "watched"]).await;
     let mut a = forge.ctl_cmd(&["attach", "watched"]).spawn().unwrap_or_else(|e| panic!("{e}"));
     let mut b = forge.ctl_cmd(&["attach", "watched"]).spawn().unwrap_or_else(|e| panic!("{e}"));
-    let mut count = 0;
-    for _ in 0..100 {
-        let ps = forge.ok(&["--json", "ps"]).await.json_lines();
-        count = ps[0]["attached_clients"].as_u64().unwrap_or(0);
-        if count == 2 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert_eq!(count, 2);
+    assert_eq!(forge.attached_clients(2).await, 2);
     let _ = a.kill().await;
     let _ = b.kill().await;
-    for _ in 0..100 {
-        let ps = forge.ok(&["--json", "ps"]).await.json_lines();
-        count = ps[0]["attached_clients"].as_u64().unwrap_or(9);
-        if count == 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert_eq!(count, 0, "detached clients are no longer counted");
+    assert_eq!(forge.attached_clients(0).await, 0, "detached clients are no longer counted");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
