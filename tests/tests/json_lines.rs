@@ -251,3 +251,50 @@ async fn a_client_that_stops_sending_still_gets_answers_and_events() {
     drop(c);
     assert_eq!(forge.attached_clients(0).await, 0, "a client that closed the socket is no longer attached");
 }
+
+/// Followers that join while an answer streams, each at a different
+/// moment, get the whole turn from the store and then live, every event
+/// exactly once and in order: the hand-over from replay to the live writes
+/// loses and repeats nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn followers_joining_mid_stream_get_every_event_once() {
+    let (_mock, forge) = setup().await;
+    let id = forge.new_session(&["--name", "join"]).await;
+    // About 0.3 s of streaming; the followers join within its first 0.11 s.
+    let tokens = 300;
+    let mut sender = Lines::connect(&forge).await;
+    let r = sender
+        .call(1, "session.send", json!({"session": id, "text": format!("mock:tokens={tokens} mock:delay=1")}))
+        .await;
+    assert!(r["result"]["seq"].is_number(), "{r}");
+    let mut followers = Vec::new();
+    for i in 0..6u64 {
+        tokio::time::sleep(Duration::from_millis(i * 7)).await;
+        let mut c = Lines::connect(&forge).await;
+        let r = c.call(1, "session.subscribe", json!({"session": "join", "from_seq": 1})).await;
+        assert!(r["result"].is_number(), "{r}");
+        followers.push(tokio::spawn(async move {
+            let (mut seqs, mut text) = (Vec::new(), String::new());
+            loop {
+                let n = c.recv().await.unwrap_or_else(|| panic!("follower {i}: the connection closed"));
+                let item = &n["params"]["result"];
+                if item["type"] != "event" {
+                    continue;
+                }
+                let seq = item["seq"].as_u64().unwrap_or(0);
+                assert_eq!(seq, seqs.len() as u64 + 1, "follower {i}: no gap, no duplicate");
+                seqs.push(seq);
+                match item["kind"].as_str() {
+                    Some("text_delta") => text.push_str(item["text"].as_str().unwrap_or("")),
+                    Some("turn_finished") => return text,
+                    _ => {}
+                }
+            }
+        }));
+    }
+    let expected = forge_tests::mock::token_text(tokens);
+    for (i, f) in followers.into_iter().enumerate() {
+        let text = f.await.unwrap_or_else(|e| panic!("follower {i}: {e}"));
+        assert!(text == expected, "follower {i} got the exact text");
+    }
+}
