@@ -329,6 +329,17 @@ pub enum OpenError {
     Io(std::io::Error),
 }
 
+impl OpenError {
+    /// A denial stays a sandbox violation; an I/O error becomes what `io`
+    /// makes of it (each tool words its own).
+    pub fn into_tool_error(self, io: impl FnOnce(std::io::Error) -> super::ToolError) -> super::ToolError {
+        match self {
+            OpenError::Denied(d) => super::ToolError::SandboxViolation(d),
+            OpenError::Io(e) => io(e),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::tools::lp1::{self, Patch};
-use crate::tools::sandbox::{CheckedDir, OpenError};
+use crate::tools::sandbox::CheckedDir;
 use crate::tools::{Sandbox, ToolCtx, ToolError, ToolExecutor, ToolFut, sha256};
 
 pub struct ApplyPatch;
@@ -34,14 +34,13 @@ fn plan(patch: &Patch, sandbox: &Sandbox) -> Result<Plan, ToolError> {
                 pattern: "**/.git/** (writes)".into(),
             }));
         }
-        let file = sandbox.open_checked(&path, &f.path).map_err(|e| match e {
-            crate::tools::sandbox::OpenError::Denied(d) => ToolError::SandboxViolation(d),
-            crate::tools::sandbox::OpenError::Io(e) => ToolError::PatchFailed {
+        let file = sandbox.open_checked(&path, &f.path).map_err(|e| {
+            e.into_tool_error(|e| ToolError::PatchFailed {
                 file: f.path.clone().into(),
                 message: format!(
                     "cannot read it ({e}); apply_patch changes existing files, write_file creates new ones"
                 ),
-            },
+            })
         })?;
         let mut old = Vec::new();
         std::io::Read::read_to_end(&mut std::io::BufReader::new(file), &mut old).map_err(|e| {
@@ -150,10 +149,7 @@ match when a block occurs more than once. All files change or none."
                         Ok(dir) => dir,
                         Err(e) => {
                             unstage(&staged);
-                            return Err(match e {
-                                OpenError::Denied(d) => ToolError::SandboxViolation(d),
-                                OpenError::Io(e) => failed(format!("cannot write: {e}")),
-                            });
+                            return Err(e.into_tool_error(|e| failed(format!("cannot write: {e}"))));
                         }
                     };
                     let tmp: OsString = format!(".{}.forge-patch-{pid}", file_name.to_string_lossy()).into();

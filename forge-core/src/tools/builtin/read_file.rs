@@ -48,10 +48,10 @@ impl ToolExecutor for ReadFile {
             let args: Args = crate::tools::parse_args(args)?;
             let path = ctx.sandbox.resolve(&args.path).map_err(ToolError::SandboxViolation)?;
             let failed = |message: String| ToolError::ExecutionFailed { tool: "read_file".into(), message };
-            let file = ctx.sandbox.open_checked(&path, &args.path).map_err(|e| match e {
-                crate::tools::sandbox::OpenError::Denied(d) => ToolError::SandboxViolation(d),
-                crate::tools::sandbox::OpenError::Io(e) => failed(format!("{}: {e}", args.path)),
-            })?;
+            let file = ctx
+                .sandbox
+                .open_checked(&path, &args.path)
+                .map_err(|e| e.into_tool_error(|e| failed(format!("{}: {e}", args.path))))?;
             let meta = file.metadata().map_err(|e| failed(format!("{}: {e}", args.path)))?;
             if !meta.is_file() {
                 return Err(failed(format!("{} is not a file", args.path)));

@@ -6,7 +6,6 @@ use std::io::Write;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::tools::sandbox::OpenError;
 use crate::tools::{DenialReason, ToolCtx, ToolError, ToolExecutor, ToolFut};
 
 pub struct WriteFile;
@@ -69,10 +68,9 @@ impl ToolExecutor for WriteFile {
                 let (Some(parent), Some(file_name)) = (path.parent(), path.file_name()) else {
                     return Err(failed(format!("{shown} is not a file path")));
                 };
-                let dir = sandbox.create_dir_all_checked(parent, &shown).map_err(|e| match e {
-                    OpenError::Denied(d) => ToolError::SandboxViolation(d),
-                    OpenError::Io(e) => failed(format!("cannot create {}: {e}", parent.display())),
-                })?;
+                let dir = sandbox
+                    .create_dir_all_checked(parent, &shown)
+                    .map_err(|e| e.into_tool_error(|e| failed(format!("cannot create {}: {e}", parent.display()))))?;
                 let mut f = dir.create_new(file_name, 0o666).map_err(|e| {
                     if e.kind() == std::io::ErrorKind::AlreadyExists {
                         failed(format!("{shown} already exists; write_file only creates new files"))
