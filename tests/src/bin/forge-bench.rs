@@ -212,6 +212,31 @@ async fn latency(d: &Daemon, chunks: usize, delay_ms: u64, clients: usize) -> an
     Ok((from_arrival, from_write))
 }
 
+/// The median round trip of one byte between two threads over a Unix
+/// socket pair, each time after 2 ms asleep: what waking an idle thread
+/// costs on this machine today, to compare runs across machines and days.
+fn wake_round_trip() -> anyhow::Result<f64> {
+    use std::io::{Read, Write};
+    let (mut a, mut b) = std::os::unix::net::UnixStream::pair()?;
+    let echo = std::thread::spawn(move || {
+        let mut byte = [0u8; 1];
+        while b.read(&mut byte).is_ok_and(|n| n == 1) && b.write_all(&byte).is_ok() {}
+    });
+    let mut us = Vec::new();
+    let mut byte = [0u8; 1];
+    for _ in 0..500 {
+        std::thread::sleep(Duration::from_millis(2));
+        let t = Instant::now();
+        a.write_all(b"x")?;
+        a.read_exact(&mut byte)?;
+        us.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    drop(a);
+    let _ = echo.join();
+    us.sort_by(f64::total_cmp);
+    Ok(us[us.len() / 2])
+}
+
 /// One client: follows `session` live and returns, for each stamped token,
 /// its stamp and when it got here (Unix ns).
 async fn follow_stamps(
@@ -410,6 +435,10 @@ async fn main() -> anyhow::Result<()> {
     let mock_url = start_mock_thread()?;
     let (flood, per_session, sessions) = if quick { (50_000, 2_000, 10) } else { (200_000, 10_000, 50) };
     println!("forge-bench: mock provider -> forged -> clients over the Unix socket (2 cores)");
+    let rt = wake_round_trip()?;
+    println!(
+        "machine baseline: one-byte round trip between two threads over a Unix socket after 2 ms idle: p50 {rt:.1} µs"
+    );
     for durability in ["process", "power"] {
         let d = Daemon::start(&bin, &mock_url, durability).await?;
         println!("\n== durability = \"{durability}\"");
