@@ -31,7 +31,7 @@ use tokio::sync::{Mutex, Semaphore};
 use tokio::task::{AbortHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
-use crate::rpc::{ConnServer, item_text, to_rpc};
+use crate::rpc::{ConnServer, event_text, item_text, to_rpc};
 
 /// Calls one connection may have running at once; past this the next line
 /// is read only when one finishes.
@@ -371,7 +371,7 @@ impl LiveTap for Sub {
         if !out.spill.is_empty() || self.next.load(Ordering::Acquire) != seq || self.end.is_cancelled() {
             return;
         }
-        let Some(result) = item_text(&FeedItem::Event { seq, json: json.clone() }) else { return };
+        let Some(result) = event_text(json) else { return };
         let line = self.notification(&result);
         match out.half.try_write(line.as_bytes()) {
             Ok(0) | Err(_) => {} // full (or gone): the task writes it, or finds out

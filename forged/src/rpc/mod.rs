@@ -5,7 +5,7 @@
 mod daemon;
 mod session;
 
-pub(crate) use session::item_text;
+pub(crate) use session::{event_text, item_text};
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};

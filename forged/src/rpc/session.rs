@@ -43,18 +43,21 @@ fn item_json(item: &FeedItem) -> Option<Box<RawValue>> {
     RawValue::from_string(item_text(item)?).ok()
 }
 
+/// A stored event's JSON as a `SubscriptionItem::Event`: `{"type":"event",`
+/// + the event object without its `{`.
+pub(crate) fn event_text(json: &str) -> Option<String> {
+    let body = json.strip_prefix('{')?;
+    if body.trim_start().starts_with('}') {
+        return None;
+    }
+    Some(format!("{{\"type\":\"event\",{body}"))
+}
+
 /// One feed item as a `SubscriptionItem`'s JSON. Events are sent as
 /// stored: their JSON is made once, when the event is persisted.
 pub(crate) fn item_text(item: &FeedItem) -> Option<String> {
     Some(match item {
-        FeedItem::Event { json, .. } => {
-            // `{"type":"event",` + the event object without its `{`.
-            let body = json.strip_prefix('{')?;
-            if body.trim_start().starts_with('}') {
-                return None;
-            }
-            format!("{{\"type\":\"event\",{body}")
-        }
+        FeedItem::Event { json, .. } => event_text(json)?,
         FeedItem::Live { last_seq } => serde_json::to_string(&SubscriptionItem::Live { last_seq: *last_seq }).ok()?,
         FeedItem::Lagged { resume_seq } => {
             serde_json::to_string(&SubscriptionItem::Lagged { resume_seq: *resume_seq }).ok()?
