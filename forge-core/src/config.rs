@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::provider::ProviderKind;
+use crate::provider::{ProviderKind, redact_secrets};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -224,6 +224,31 @@ impl ForgeConfig {
         Ok(cfg)
     }
 
+    /// Resolves every API key now (`${VAR}` expanded, else the provider's
+    /// variable, e.g. `ANTHROPIC_API_KEY`) and returns the names of the
+    /// environment variables that were read, so that the daemon can remove
+    /// them from its environment: a process that can read the daemon's
+    /// `/proc/PID/environ` then finds no key there.
+    pub fn capture_keys(&mut self) -> Vec<String> {
+        let mut read = Vec::new();
+        for kind in [ProviderKind::Claude, ProviderKind::OpenAi, ProviderKind::Gemini] {
+            let slot = match kind {
+                ProviderKind::Claude => &mut self.api_keys.anthropic,
+                ProviderKind::OpenAi => &mut self.api_keys.openai,
+                ProviderKind::Gemini => &mut self.api_keys.google,
+            };
+            if let Some(template) = slot.as_deref() {
+                read.extend(referenced_vars(template));
+            }
+            let from_config = slot.as_deref().map(expand_env_vars).filter(|k| !k.trim().is_empty());
+            read.push(kind.key_env().to_string());
+            *slot = from_config.or_else(|| std::env::var(kind.key_env()).ok().filter(|k| !k.trim().is_empty()));
+        }
+        read.sort();
+        read.dedup();
+        read
+    }
+
     fn validate(&self, path: &Path) -> Result<(), ConfigError> {
         if let Some(p) = &self.app.provider
             && ProviderKind::parse(p).is_none()
@@ -239,17 +264,73 @@ impl ForgeConfig {
     }
 }
 
-/// toml's message with the line number made explicit.
+/// toml's message with the line number made explicit, and the line itself
+/// unless it could hold a secret (see [`shown_line`]).
 fn describe_toml_error(text: &str, err: &toml::de::Error) -> String {
-    let msg = err.message().trim().to_string();
+    let msg = redact_secrets(err.message().trim(), &[]);
     match err.span() {
         Some(span) => {
-            let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
-            let snippet = text.lines().nth(line - 1).unwrap_or("").trim();
+            let start = span.start.min(text.len());
+            let line = text[..start].matches('\n').count() + 1;
+            let snippet = shown_line(text, line);
             format!("line {line}: {msg} (at `{snippet}`)")
         }
         None => msg,
     }
+}
+
+/// Line `n` (from 1) of `text` as an error may show it: a line under
+/// `[api_keys]`, or whose value looks like a key, shows only its key name.
+/// Errors end up in terminals, logs and bug reports.
+fn shown_line(text: &str, n: usize) -> String {
+    let line = text.lines().nth(n - 1).unwrap_or("").trim();
+    let section = text
+        .lines()
+        .take(n - 1)
+        .filter_map(|l| {
+            let l = l.trim();
+            l.starts_with('[').then(|| l.trim_matches(|c| c == '[' || c == ']').trim().to_string())
+        })
+        .last()
+        .unwrap_or_default();
+    let (key, value) = match line.split_once('=') {
+        Some((k, v)) => (k.trim(), Some(v)),
+        None => (line, None),
+    };
+    let in_keys = section == "api_keys" || key == "api_keys" || key.starts_with("api_keys.");
+    match value {
+        Some(v) if in_keys || looks_like_a_key(v) => format!("{key} = <value hidden>"),
+        None if in_keys && !line.starts_with('[') => "<line hidden: it may hold an API key>".to_string(),
+        _ => redact_secrets(line, &[]),
+    }
+}
+
+/// A value shaped like a credential: a known key prefix, or one long
+/// mixed-case-and-digits word (what generated tokens look like; model names
+/// and paths do not).
+fn looks_like_a_key(value: &str) -> bool {
+    let v = value.trim().trim_matches(|c| c == '"' || c == '\'');
+    if ["sk-", "AIza", "ghp_", "gho_", "github_pat_", "xox", "AKIA", "-----BEGIN"].iter().any(|p| v.contains(p)) {
+        return true;
+    }
+    let word = v.split_whitespace().next().unwrap_or("");
+    word.len() >= 32
+        && word.chars().any(|c| c.is_ascii_uppercase())
+        && word.chars().any(|c| c.is_ascii_lowercase())
+        && word.chars().any(|c| c.is_ascii_digit())
+}
+
+/// The names of the `${VAR}`s in `value`.
+fn referenced_vars(value: &str) -> Vec<String> {
+    let mut vars = Vec::new();
+    let mut rest = value;
+    while let Some(start) = rest.find("${") {
+        let after = &rest[start + 2..];
+        let Some(end) = after.find('}') else { break };
+        vars.push(after[..end].to_string());
+        rest = &after[end + 1..];
+    }
+    vars
 }
 
 /// Expands `${VAR}` from the environment; an unset variable expands to "".
@@ -339,6 +420,31 @@ durability = "power"
         let cfg = cfg.unwrap_or_default();
         assert_eq!(cfg.journal.durability, Durability::Power);
         assert_eq!(cfg.tools.definitions.len(), 1);
+    }
+
+    #[test]
+    fn a_syntax_error_never_shows_an_api_key_but_names_line_and_key() {
+        let cases = [
+            "[app]\nmodel = \"x\"\n[api_keys]\nanthropic = \"sk-ant-api03-abcdefghijklmnop\n",
+            "[api_keys]\nopenai = \"plainsecretvalue\n",
+            "[api_keys]\nopenai = \"plainsecretvalue\"\nopenia = \"plainsecretvalue\"\n",
+            "api_keys.google = \"AIzaSyA-abcdefghijklmnopqrstu\n",
+            "[app]\nmodel = \"sk-proj-abcdefghijklmnopqrstuvwx\n",
+        ];
+        for text in cases {
+            let err = parse(text).err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(err.contains("/home/u/.forge/config.toml") && err.contains("line "), "{err}");
+            for secret in ["abcdefghijklmnop", "plainsecretvalue", "abcdefghijklmnopqrstu"] {
+                assert!(!err.contains(secret), "the error shows a key: {err}");
+            }
+            let key =
+                ["anthropic", "openai", "openia", "api_keys.google", "model"].into_iter().find(|k| text.contains(k));
+            assert!(key.is_some_and(|k| err.contains(k)), "the error names the key: {err}");
+        }
+        // Ordinary lines are still shown as they are.
+        let err =
+            parse("[app]\nmodel = \"claude-sonnet-4-5-20250929\n").err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains("claude-sonnet-4-5-20250929"), "{err}");
     }
 
     #[test]

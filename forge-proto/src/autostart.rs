@@ -1,6 +1,7 @@
 //! Connecting to the daemon, starting it first when none answers, the way
 //! tmux starts its server. Shared by every Rust client (`forgectl`, `forge`).
 
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -37,8 +38,9 @@ pub fn forged_binary() -> PathBuf {
 
 /// Connects; if no daemon answers and `autostart` is set, starts `forged`
 /// on `socket` (detached from this terminal, logging to
-/// `$FORGE_HOME/logs/`) and connects to it. `started(pid)` is called when
-/// one was started, so the caller can say so.
+/// `$FORGE_HOME/logs/`) and connects to it. `started(pid)` is called once
+/// the daemon it started answers, so the caller can say so (a daemon that
+/// fails to start is reported as an error only).
 pub async fn connect_or_start(
     socket: &Path,
     info: ClientInfo,
@@ -58,11 +60,13 @@ async fn start_and_connect(
 ) -> Result<Connection, StartError> {
     let home = crate::paths::forge_home();
     let logs = home.join("logs");
-    let _ = std::fs::create_dir_all(&logs);
+    // Private from the start: the daemon's files hold conversations.
+    let _ = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&logs);
     let err_path = logs.join("forged.stderr");
     let stderr = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
+        .mode(0o600)
         .open(&err_path)
         .map(Stdio::from)
         .unwrap_or_else(|_| Stdio::null());
@@ -79,7 +83,7 @@ async fn start_and_connect(
         });
     }
     let mut child = cmd.spawn().map_err(|source| StartError::Spawn { bin: bin.clone(), source })?;
-    started(child.id());
+    let pid = child.id();
     let deadline = Instant::now() + START_TIMEOUT;
     loop {
         if let Ok(Some(status)) = child.try_wait() {
@@ -94,7 +98,10 @@ async fn start_and_connect(
             return Err(StartError::Failed(detail));
         }
         match connect(socket, info.clone()).await {
-            Ok(c) => return Ok(c),
+            Ok(c) => {
+                started(pid);
+                return Ok(c);
+            }
             Err(ConnectError::NotRunning { .. }) if Instant::now() < deadline => {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }

@@ -6,6 +6,7 @@ mod logging;
 mod ndjson;
 mod rpc;
 mod socket;
+mod startup;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -46,6 +47,18 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    // Before anything is created or any thread started (see `startup`).
+    startup::private_umask();
+    startup::no_dumps();
+    startup::raise_fd_limit();
+    let prepared = match prepare(&args) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("forged: {e:#}");
+            tracing::error!("exiting: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -53,7 +66,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(args)) {
+    match runtime.block_on(run(args, prepared)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("forged: {e:#}");
@@ -63,28 +76,29 @@ fn main() -> ExitCode {
     }
 }
 
-/// Many clients and sessions need descriptors: lift the soft limit to the
-/// hard one, as servers commonly do.
-fn raise_fd_limit() {
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit/setrlimit with a valid, initialised struct.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
-            lim.rlim_cur = lim.rlim_max;
-            let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        }
-    }
+/// What start-up settles while the process still has one thread.
+struct Prepared {
+    home: PathBuf,
+    config: ForgeConfig,
 }
 
-async fn run(args: Args) -> anyhow::Result<()> {
-    let home = args.home.unwrap_or_else(forge_proto::paths::forge_home);
-    std::fs::create_dir_all(&home).with_context(|| format!("cannot create {}", home.display()))?;
+fn prepare(args: &Args) -> anyhow::Result<Prepared> {
+    let home = args.home.clone().unwrap_or_else(forge_proto::paths::forge_home);
+    startup::create_home(&home).with_context(|| format!("cannot create {}", home.display()))?;
     logging::init(&home, args.foreground)?;
-    let socket_path = args.socket.unwrap_or_else(forge_proto::paths::default_socket);
-    raise_fd_limit();
+    for path in startup::tighten_home(&home) {
+        tracing::warn!(path = %path.display(), "made private to its owner (it was readable by other users)");
+    }
+    let mut config = ForgeConfig::load(&home.join("config.toml"))?;
+    // Keys live in the configuration from here on, not in the environment
+    // that same-user processes can read.
+    startup::forget_key_variables(&config.capture_keys());
+    Ok(Prepared { home, config })
+}
 
-    let config_path = home.join("config.toml");
-    let config = ForgeConfig::load(&config_path)?;
+async fn run(args: Args, prepared: Prepared) -> anyhow::Result<()> {
+    let Prepared { home, config } = prepared;
+    let socket_path = args.socket.unwrap_or_else(forge_proto::paths::default_socket);
 
     // Handle SIGTERM/SIGINT from the start: a stop during start-up must
     // still leave the store consistent.

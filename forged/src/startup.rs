@@ -1,0 +1,118 @@
+//! Process-wide set-up before any thread starts: private files, no core
+//! dumps or ptrace by other same-user processes, the descriptor limit, and
+//! API keys out of the environment.
+
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// Everything the daemon creates is private to its user: files 0600,
+/// directories 0700, whatever mode the code asks for.
+pub fn private_umask() {
+    // SAFETY: umask(2) cannot fail.
+    unsafe { libc::umask(0o077) };
+}
+
+/// Makes the daemon non-dumpable, as ssh-agent does: another process of the
+/// same user (a command the model runs included) can then neither read
+/// `/proc/PID/environ` or `/proc/PID/mem` nor attach a debugger to it, and
+/// no core file holds its memory. Root is not kept out.
+pub fn no_dumps() {
+    // SAFETY: prctl(2) with integer arguments.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
+        eprintln!("forged: warning: cannot make the process non-dumpable: {}", std::io::Error::last_os_error());
+    }
+}
+
+/// Many clients and sessions need descriptors: lift the soft limit to the
+/// hard one, as servers commonly do.
+pub fn raise_fd_limit() {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit with a valid, initialised struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}
+
+/// Removes the variables that held API keys from the environment (they
+/// live in the configuration from here on).
+///
+/// Must run before any other thread exists: the environment is not
+/// synchronised.
+pub fn forget_key_variables(names: &[String]) {
+    for name in names {
+        let Ok(c_name) = std::ffi::CString::new(name.as_str()) else { continue };
+        // SAFETY: called from `main` before the runtime starts any thread.
+        // `getenv` points into the block the kernel shows as
+        // `/proc/PID/environ` (unsetenv only drops the pointer), so the
+        // value is overwritten there first.
+        unsafe {
+            let value = libc::getenv(c_name.as_ptr());
+            if !value.is_null() {
+                std::ptr::write_bytes(value, 0, libc::strlen(value));
+            }
+            std::env::remove_var(name);
+        }
+    }
+}
+
+/// Creates `$FORGE_HOME` (0700) if needed.
+pub fn create_home(home: &Path) -> std::io::Result<()> {
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(home)
+}
+
+/// Tightens an existing `$FORGE_HOME` that others can read: the directory to
+/// 0700 and everything in it (the store, its WAL and delta log, the lock,
+/// `logs/`) to 0600 (directories 0700). Returns what was changed, to log.
+pub fn tighten_home(home: &Path) -> Vec<PathBuf> {
+    let mut changed = Vec::new();
+    tighten(home, &mut changed, 0);
+    changed
+}
+
+fn tighten(path: &Path, changed: &mut Vec<PathBuf>, depth: usize) {
+    // Never follow a link: only what is really inside the home is ours.
+    let Ok(meta) = std::fs::symlink_metadata(path) else { return };
+    let private = if meta.is_dir() {
+        0o700
+    } else if meta.is_file() {
+        meta.permissions().mode() & 0o700
+    } else {
+        return; // sockets are made 0600 when bound; links and fifos left alone
+    };
+    let mode = meta.permissions().mode() & 0o7777;
+    if mode & 0o077 != 0 && std::fs::set_permissions(path, std::fs::Permissions::from_mode(private)).is_ok() {
+        changed.push(path.to_path_buf());
+    }
+    // The home and logs/ (and what a user may have nested in them) only.
+    if meta.is_dir() && depth < 3 {
+        for entry in std::fs::read_dir(path).into_iter().flatten().flatten() {
+            tighten(&entry.path(), changed, depth + 1);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_loose_home_is_made_private_and_what_changed_is_listed() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(home.join("logs")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(home.join("forge.db"), b"x").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(home.join("logs/forged.log"), b"x").unwrap_or_else(|e| panic!("{e}"));
+        for (p, m) in [("", 0o755), ("forge.db", 0o644), ("logs", 0o755), ("logs/forged.log", 0o644)] {
+            std::fs::set_permissions(home.join(p), std::fs::Permissions::from_mode(m))
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        let changed = tighten_home(&home);
+        assert_eq!(changed.len(), 4, "{changed:?}");
+        let mode = |p: &str| std::fs::metadata(home.join(p)).map(|m| m.permissions().mode() & 0o777).unwrap_or(0);
+        assert_eq!((mode(""), mode("forge.db"), mode("logs"), mode("logs/forged.log")), (0o700, 0o600, 0o700, 0o600));
+        assert!(tighten_home(&home).is_empty(), "nothing left to change");
+    }
+}

@@ -1,0 +1,195 @@
+//! What a daemon holding people's work must keep: private files, keys that
+//! no error, log or other process shows. Each test runs the real binaries.
+//! Checks that need a second, unprivileged user run only as root (which can
+//! run processes as `nobody`), and say so when they skip.
+
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use forge_tests::harness::{Forge, bin};
+use forge_tests::mock::{MockOptions, MockServer, token_text};
+
+/// `nobody`: an unprivileged user every Linux system has.
+const NOBODY: u32 = 65534;
+
+fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        out.push(p.clone());
+        if p.is_dir() && !p.is_symlink() {
+            walk(&p, out);
+        }
+    }
+}
+
+fn mode(p: &Path) -> u32 {
+    std::fs::symlink_metadata(p).map(|m| m.permissions().mode() & 0o777).unwrap_or(0)
+}
+
+/// Runs `program args` as `nobody`; (exit code, stdout + stderr).
+fn run_as_nobody(program: &str, args: &[&str]) -> (i32, String) {
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(args).stdin(Stdio::null());
+    // SAFETY: setgid/setuid between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setgroups(0, std::ptr::null()) != 0 || libc::setgid(NOBODY) != 0 || libc::setuid(NOBODY) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = cmd.output().unwrap_or_else(|e| panic!("run {program} as nobody: {e}"));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code().unwrap_or(-1), text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forge_home_and_every_file_in_it_are_private() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let forge = Forge::new(&mock);
+    // A home forged creates itself, under a directory anyone may enter.
+    let data = forge.home.path().join("data");
+    std::fs::set_permissions(forge.home.path(), std::fs::Permissions::from_mode(0o755))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut forge = forge.with_data_dir(&data);
+    forge.start().await;
+    let id = forge.new_session(&[]).await;
+    let r = forge.ok(&["send", "-s", &id, "mock:tokens=5 mock:delay=5"]).await;
+    assert_eq!(r.stdout.trim_end(), token_text(5).trim_end());
+    let mut files = Vec::new();
+    walk(&data, &mut files);
+    assert!(files.iter().any(|p| p.ends_with("forge.db")), "{files:?}");
+    assert!(files.iter().any(|p| p.parent().is_some_and(|d| d.ends_with("logs"))), "{files:?}");
+    for p in std::iter::once(data.clone()).chain(files) {
+        assert_eq!(mode(&p) & 0o077, 0, "{} is {:o}: readable by other users", p.display(), mode(&p));
+    }
+    if is_root() {
+        let (code, out) = run_as_nobody("cat", &[&data.join("forge.db").display().to_string()]);
+        assert_ne!(code, 0, "another user read the store: {out}");
+    } else {
+        eprintln!("skipped the other-user read check: it needs root to run a process as nobody");
+    }
+
+    // A home made loose by hand (or by an older forged) is tightened at
+    // start, and the log says so.
+    forge.terminate().await;
+    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o755)).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::set_permissions(data.join("forge.db"), std::fs::Permissions::from_mode(0o644))
+        .unwrap_or_else(|e| panic!("{e}"));
+    forge.start().await;
+    assert_eq!(mode(&data), 0o700);
+    assert_eq!(mode(&data.join("forge.db")), 0o600);
+    let mut logs = String::new();
+    for e in std::fs::read_dir(data.join("logs")).into_iter().flatten().flatten() {
+        logs.push_str(&std::fs::read_to_string(e.path()).unwrap_or_default());
+    }
+    assert!(logs.contains("made private"), "the log says what was tightened: {logs}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_syntax_error_names_file_line_and_key_but_never_the_api_key() {
+    let forge = Forge::bare();
+    forge.write_config(
+        "[app]\nmodel = \"claude-sonnet-4-6\"\n\n[api_keys]\nanthropic = \"sk-ant-api03-SECRETSECRET0123456789\n",
+    );
+    // forgectl starts the daemon itself (no --no-autostart), as a user's would.
+    let out = tokio::process::Command::new(bin("forgectl"))
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("FORGE_HOME", forge.data_dir())
+        .env("FORGE_SOCKET", &forge.socket)
+        .args(["status"])
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap_or_else(|e| panic!("forgectl: {e}"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("config.toml") && stderr.contains("line 5") && stderr.contains("anthropic"), "{stderr}");
+    assert!(!stderr.contains("started forged"), "a daemon that failed to start is not announced: {stderr}");
+    let mut everything = stderr.into_owned();
+    let mut files = Vec::new();
+    walk(&forge.data_dir(), &mut files);
+    for f in files.iter().filter(|p| p.is_file() && !p.ends_with("config.toml")) {
+        everything.push_str(&String::from_utf8_lossy(&std::fs::read(f).unwrap_or_default()));
+    }
+    assert!(everything.contains("line 5"), "the log holds the error too: {everything}");
+    assert!(!everything.contains("SECRETSECRET"), "the key leaked: {everything}");
+}
+
+/// The daemon's own environment holds no key once it started, and (as a
+/// non-root user) no other process of the user can read its environment or
+/// memory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_other_process_can_read_the_daemons_keys() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.set_env("ANTHROPIC_API_KEY", "sk-ant-ENVIRONSECRET-0123456789");
+    forge.start().await;
+    // The key still works: it was taken into the configuration.
+    let r = forge.ok(&["send", "mock:tokens=3"]).await;
+    assert_eq!(r.stdout.trim_end(), token_text(3).trim_end());
+    let pid = forge.pid().unwrap_or_else(|| panic!("no pid"));
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+    assert!(!environ.is_empty(), "root can read it; it must not hold the key");
+    assert!(!String::from_utf8_lossy(&environ).contains("ENVIRONSECRET"), "the key is in /proc/PID/environ");
+    forge.terminate().await;
+
+    if !is_root() {
+        eprintln!("skipped the same-user /proc check: it needs root to run the daemon and a reader as nobody");
+        return;
+    }
+    // forged and an attacker's process as the same unprivileged user.
+    let home = tempfile::Builder::new().prefix("forge-nobody-").tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let chown = |p: &Path| {
+        let c = std::ffi::CString::new(p.display().to_string()).unwrap_or_default();
+        // SAFETY: chown(2) on a path we created.
+        unsafe { libc::chown(c.as_ptr(), NOBODY, NOBODY) };
+    };
+    chown(home.path());
+    let socket = home.path().join("forged.sock");
+    let mut cmd = tokio::process::Command::new(bin("forged"));
+    cmd.env_clear()
+        .env("FORGE_HOME", home.path())
+        .env("ANTHROPIC_API_KEY", "sk-ant-ENVIRONSECRET-0123456789")
+        .env("ANTHROPIC_BASE_URL", mock.anthropic_url())
+        .arg("--socket")
+        .arg(&socket)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    // SAFETY: setgid/setuid between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setgroups(0, std::ptr::null()) != 0 || libc::setgid(NOBODY) != 0 || libc::setuid(NOBODY) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut daemon = cmd.spawn().unwrap_or_else(|e| panic!("forged as nobody: {e}"));
+    let dpid = daemon.id().unwrap_or(0);
+    for _ in 0..500 {
+        if socket.exists() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(socket.exists(), "forged did not start as nobody (is target/ readable by other users?)");
+    for file in ["environ", "maps"] {
+        let (code, out) = run_as_nobody("head", &["-c", "4096", &format!("/proc/{dpid}/{file}")]);
+        assert_ne!(code, 0, "a same-user process read /proc/{dpid}/{file}: {out}");
+        assert!(!out.contains("ENVIRONSECRET"));
+    }
+    let _ = daemon.start_kill();
+    let _ = daemon.wait().await;
+}
