@@ -16,7 +16,7 @@ use tokio::sync::Mutex;
 use crate::config::ForgeConfig;
 use crate::error::EngineError;
 use crate::ids::{new_id, now_ms};
-use crate::journal::{JournalWriter, StoreOp, WriteBatch};
+use crate::journal::{JournalWriter, ResetOutcome, StoreOp, WriteBatch};
 use crate::provider::{ProviderClient, ProviderKind};
 use crate::session::actor::SessionActor;
 use crate::session::pipeline::event_kind_name;
@@ -479,6 +479,7 @@ impl Engine {
 
     pub async fn journal_status(&self) -> Result<JournalStatus, EngineError> {
         let shared = self.shared();
+        shared.writer.verify().await;
         let h = shared.writer.health();
         let st = shared.writer.stats();
         let (open_streams, events) = shared.store.journal_counts().await?;
@@ -504,15 +505,27 @@ impl Engine {
             db_bytes: size(shared.db_path()),
             wal_bytes: size(Path::new(&wal)),
             path: shared.db_path().display().to_string(),
+            restored: None,
         })
     }
 
     /// Tries to leave the blocked state (see `journal.reset`).
     pub async fn journal_reset(&self) -> Result<JournalStatus, EngineError> {
-        if let Err(reason) = self.shared().writer.reset().await {
-            return Err(EngineError::blocked(&reason));
+        let writer = &self.shared().writer;
+        let mut restored = None;
+        match writer.reset().await.map_err(|reason| EngineError::blocked(&reason))? {
+            ResetOutcome::Healthy => {}
+            ResetOutcome::Restored(note) => {
+                // Readers move to the written-back file before the journal
+                // says healthy (and sessions reload from it).
+                self.shared().store.reopen().await?;
+                writer.reset().await.map_err(|reason| EngineError::blocked(&reason))?;
+                restored = Some(note);
+            }
         }
-        self.journal_status().await
+        let mut status = self.journal_status().await?;
+        status.restored = restored;
+        Ok(status)
     }
 
     pub async fn counts(&self) -> Result<(u32, u32), EngineError> {

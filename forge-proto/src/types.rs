@@ -321,6 +321,10 @@ pub struct JournalStatus {
     pub db_bytes: u64,
     pub wal_bytes: u64,
     pub path: String,
+    /// Set by `journal.reset` when it wrote back a database that had been
+    /// deleted or replaced on disk: what it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restored: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -193,3 +193,41 @@ async fn no_other_process_can_read_the_daemons_keys() {
     let _ = daemon.start_kill();
     let _ = daemon.wait().await;
 }
+
+/// `rm $FORGE_HOME/forge.db*` under a running daemon: the next write
+/// blocks (nothing is acknowledged into a file that is gone), and
+/// `forgectl journal reset` writes the database back from the connection
+/// that still holds it, so nothing is lost across a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_database_blocks_and_a_reset_writes_it_back() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    let id = forge.new_session(&["--name", "keep"]).await;
+    forge.ok(&["send", "-s", &id, "mock:tokens=4 mock:delay=2 first"]).await;
+    let data = forge.data_dir();
+    for e in std::fs::read_dir(&data).into_iter().flatten().flatten() {
+        if e.file_name().to_string_lossy().starts_with("forge.db") {
+            std::fs::remove_file(e.path()).unwrap_or_else(|err| panic!("rm: {err}"));
+        }
+    }
+    let r = forge.ctl(&["--json", "send", "-s", &id, "mock:tokens=4 lost"]).await;
+    assert_ne!(r.code, 0, "a turn into a deleted store must not be acknowledged: {}", r.stdout);
+    assert!(r.stdout.contains("persistence_blocked") || r.stderr.contains("persistence_blocked"), "{r:?}");
+    let j = forge.ok(&["--json", "journal"]).await.json_lines().pop().unwrap_or_default();
+    assert_eq!(j["health"], "blocked", "{j}");
+    assert!(j["reason"].as_str().unwrap_or("").contains("deleted or replaced"), "{j}");
+
+    let reset = forge.ok(&["journal", "reset"]).await;
+    assert!(reset.stdout.contains("written back"), "{}", reset.stdout);
+    assert!(data.join("forge.db").is_file(), "the database is at its path again");
+    forge.ok(&["send", "-s", &id, "mock:tokens=2 after"]).await;
+
+    forge.restart().await;
+    let history = forge.ok(&["--json", "history", "keep"]).await.json_lines();
+    let texts: Vec<&str> = history.iter().map(|m| m["text"].as_str().unwrap_or("")).collect();
+    assert_eq!(texts.len(), 4, "{texts:?}");
+    assert!(texts[0].contains("first") && texts[2].contains("after"), "{texts:?}");
+    assert_eq!(texts[1].trim_end(), token_text(4).trim_end());
+    assert_eq!(texts[3].trim_end(), token_text(2).trim_end());
+}

@@ -69,6 +69,9 @@ pub async fn journal(g: &Global, action: Option<JournalAction>) -> Result<(), Fa
         JournalAction::Reset => {
             let st = conn.client.journal_reset().await?;
             if !g.json {
+                if let Some(note) = &st.restored {
+                    println!("journal reset: {note}");
+                }
                 println!("journal reset: the store is writable again");
             }
             st

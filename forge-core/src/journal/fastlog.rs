@@ -83,6 +83,13 @@ impl DeltaLog {
         }
     }
 
+    /// Whether the file was removed (or replaced) under us: an append would
+    /// then go to a file no start-up ever reads.
+    pub(super) fn is_unlinked(&self) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        self.file.metadata().map(|m| m.nlink() == 0).unwrap_or(true)
+    }
+
     /// Empties the file.
     pub(super) fn empty(&mut self) -> std::io::Result<()> {
         self.file.set_len(0)?;

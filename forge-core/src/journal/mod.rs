@@ -11,7 +11,7 @@ mod ops;
 mod writer;
 
 pub use ops::{StoreOp, WriteBatch};
-pub use writer::{HealthState, JournalStats, JournalWriter, StatsSnapshot};
+pub use writer::{HealthState, JournalStats, JournalWriter, ResetOutcome, StatsSnapshot};
 
 use forge_proto::JournalHealth;
 

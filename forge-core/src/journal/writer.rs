@@ -102,11 +102,24 @@ struct WriteRequest {
 enum Cmd {
     Write(WriteRequest),
     /// Try a write; if it works, return to Healthy.
-    Reset(oneshot::Sender<Result<(), String>>),
+    Reset(oneshot::Sender<Result<ResetOutcome, String>>),
+    /// Check that the database on disk is still the one being written.
+    Verify(oneshot::Sender<()>),
     /// Commits made elsewhere grew the WAL: checkpoint it here.
     Checkpoint,
     /// Move the delta log's events into SQLite (and say when it is done).
     Flush(Option<oneshot::Sender<()>>),
+}
+
+/// What a successful reset did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ResetOutcome {
+    /// The store is writable: the journal is healthy again.
+    Healthy,
+    /// The database had been deleted or replaced on disk and was written
+    /// back to its path; the text says so (and where anything found in its
+    /// place was moved). Readers must reopen the store, then reset again.
+    Restored(String),
 }
 
 /// A handle to the writer. Cheap to clone.
@@ -146,6 +159,10 @@ impl JournalWriter {
         let stats = Arc::new(JournalStats::default());
         let core = Arc::new(Mutex::new(Writer {
             conn,
+            db_path: path.to_path_buf(),
+            durability,
+            wal_id: None,
+            deltas_unlinked: false,
             health: health_tx,
             stats: stats.clone(),
             next_batch_id: 1,
@@ -246,8 +263,12 @@ impl JournalWriter {
         }
     }
 
-    /// Leaves Blocked if a test write succeeds; the error says why not.
-    pub async fn reset(&self) -> Result<(), String> {
+    /// Leaves Blocked if a test write succeeds; the error says why not. A
+    /// database deleted or replaced under the daemon is first written back
+    /// to its path from the connection that still holds it
+    /// ([`ResetOutcome::Restored`]); the journal stays blocked until the
+    /// next reset, once readers have reopened the store.
+    pub async fn reset(&self) -> Result<ResetOutcome, String> {
         let (tx, rx) = oneshot::channel();
         self.tx.send(Cmd::Reset(tx)).await.map_err(|_| "the journal writer stopped".to_string())?;
         rx.await.map_err(|_| "the journal writer stopped".to_string())?
@@ -255,6 +276,16 @@ impl JournalWriter {
 
     pub fn health(&self) -> HealthState {
         self.health.borrow().clone()
+    }
+
+    /// Blocks the journal now if its database was deleted or replaced on
+    /// disk (writes notice it themselves; this is for status queries made
+    /// while nothing is written).
+    pub async fn verify(&self) {
+        let (tx, rx) = oneshot::channel();
+        if self.tx.send(Cmd::Verify(tx)).await.is_ok() {
+            let _ = rx.await;
+        }
     }
 
     pub fn watch_health(&self) -> watch::Receiver<HealthState> {
@@ -296,6 +327,7 @@ fn run(core: &Mutex<Writer>, mut rx: mpsc::Receiver<Cmd>, durability: Durability
     let mut flushed = Vec::new();
     while let Some(first) = rx.blocking_recv() {
         let mut reset = None;
+        let mut verify = Vec::new();
         match first {
             Cmd::Write(w) => {
                 group.push(w);
@@ -309,6 +341,7 @@ fn run(core: &Mutex<Writer>, mut rx: mpsc::Receiver<Cmd>, durability: Durability
                 }
             }
             Cmd::Reset(r) => reset = Some(r),
+            Cmd::Verify(r) => verify.push(r),
             Cmd::Checkpoint => {}
             Cmd::Flush(r) => flushed.extend(r),
         }
@@ -316,6 +349,7 @@ fn run(core: &Mutex<Writer>, mut rx: mpsc::Receiver<Cmd>, durability: Durability
             match rx.try_recv() {
                 Ok(Cmd::Write(w)) => group.push(w),
                 Ok(Cmd::Reset(r)) => reset = Some(r),
+                Ok(Cmd::Verify(r)) => verify.push(r),
                 Ok(Cmd::Checkpoint) => {}
                 Ok(Cmd::Flush(r)) => flushed.extend(r),
                 Err(_) => break,
@@ -329,6 +363,17 @@ fn run(core: &Mutex<Writer>, mut rx: mpsc::Receiver<Cmd>, durability: Durability
         }
         if let Some(reply) = reset {
             let _ = reply.send(writer.reset());
+        }
+        if !verify.is_empty() {
+            if let Some(reason) = writer.store_moved()
+                && writer.health.borrow().health != JournalHealth::Blocked
+            {
+                tracing::error!(error = %reason, "journal writer blocked");
+                writer.set_health(JournalHealth::Blocked, Some(reason));
+            }
+            for reply in verify.drain(..) {
+                let _ = reply.send(());
+            }
         }
         // A group's commit took the delta log along; otherwise, now.
         writer.apply_deltas();
@@ -349,6 +394,15 @@ const CHECKPOINT_EVERY: u32 = 256;
 
 struct Writer {
     conn: Connection,
+    db_path: std::path::PathBuf,
+    durability: Durability,
+    /// The WAL file's (device, inode) once seen. The connection keeps the
+    /// WAL open for its whole life, so another file at its path means
+    /// commits would go where no start-up looks.
+    wal_id: Option<(u64, u64)>,
+    /// The delta log's file was removed: a new one is opened once its
+    /// pending batches are in SQLite.
+    deltas_unlinked: bool,
     health: watch::Sender<HealthState>,
     stats: Arc<JournalStats>,
     next_batch_id: u64,
@@ -366,7 +420,17 @@ impl Writer {
     /// Acks `batch` by appending it to the delta log; hands it back if the
     /// file cannot be written (SQLite takes it then, or fails closed).
     fn log_deltas(&mut self, batch: WriteBatch) -> Result<PersistedProof, WriteBatch> {
+        // An ack promises the event reaches the store the next start opens.
+        if self.store_moved().is_some() {
+            return Err(batch);
+        }
         let Some(log) = self.deltas.as_mut() else { return Err(batch) };
+        if log.is_unlinked() {
+            tracing::warn!("the delta log was removed; its acknowledged events go to SQLite, then a new log is opened");
+            self.deltas = None;
+            self.deltas_unlinked = true;
+            return Err(batch);
+        }
         if let Err(e) = log.append(&batch) {
             tracing::warn!(error = %e, "the delta log cannot be written; events go to SQLite directly from now on");
             self.deltas = None;
@@ -382,6 +446,129 @@ impl Writer {
     /// batches (so every session's batches reach SQLite in order). Results
     /// are for `batches` only.
     fn commit(&mut self, batches: &[&WriteBatch]) -> rusqlite::Result<Vec<Result<(), PersistError>>> {
+        if let Some(reason) = self.store_moved() {
+            return Err(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_READONLY_DBMOVED),
+                Some(reason),
+            ));
+        }
+        let results = self.commit_unchecked(batches)?;
+        if self.deltas_unlinked && self.pending.is_empty() {
+            self.deltas_unlinked = false;
+            self.deltas = self.deltas_path.as_deref().and_then(open_deltas);
+        }
+        Ok(results)
+    }
+
+    /// Why the database on disk is no longer the one this connection
+    /// writes (deleted, or another file put in its place), if it is not.
+    /// Two `stat`s: cheap enough for every commit.
+    fn store_moved(&mut self) -> Option<String> {
+        let mut moved: std::ffi::c_int = 0;
+        // SAFETY: a file-control query on our own open connection, writing
+        // one int we own.
+        let rc = unsafe {
+            rusqlite::ffi::sqlite3_file_control(
+                self.conn.handle(),
+                c"main".as_ptr(),
+                rusqlite::ffi::SQLITE_FCNTL_HAS_MOVED,
+                (&mut moved as *mut std::ffi::c_int).cast(),
+            )
+        };
+        if rc == rusqlite::ffi::SQLITE_OK && moved != 0 {
+            return Some(format!(
+                "the database file {} was deleted or replaced while forged was running",
+                self.db_path.display()
+            ));
+        }
+        let wal = sibling(&self.db_path, "-wal");
+        let now = std::fs::metadata(&wal).ok().map(|m| {
+            use std::os::unix::fs::MetadataExt;
+            (m.dev(), m.ino())
+        });
+        match (now, self.wal_id) {
+            (Some(id), None) => self.wal_id = Some(id),
+            (now, Some(known)) if now != Some(known) => {
+                return Some(format!(
+                    "the database's write-ahead log {} was deleted or replaced while forged was running",
+                    wal.display()
+                ));
+            }
+            _ => {}
+        }
+        None
+    }
+
+    /// Writes the database this connection still holds back to its path,
+    /// after it was deleted or replaced there: everything acknowledged
+    /// goes into a fresh copy (`VACUUM INTO`), which takes the path; a
+    /// file found in its place is moved aside, never overwritten.
+    fn restore(&mut self) -> Result<String, String> {
+        let path = self.db_path.clone();
+        let failed = |what: &str, e: &dyn std::fmt::Display| {
+            format!("cannot write the database back to {}: {what}: {e}", path.display())
+        };
+        self.commit_unchecked(&[]).map_err(|e| failed("moving the delta log into it", &describe(&e)))?;
+        let tmp = sibling(&path, ".restoring");
+        let _ = std::fs::remove_file(&tmp);
+        let tmp_text = tmp.to_str().ok_or_else(|| failed("the path is not UTF-8", &tmp.display()))?;
+        self.conn.execute("VACUUM INTO ?1", [tmp_text]).map_err(|e| failed("copying", &describe(&e)))?;
+        std::fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(|e| failed("syncing the copy", &e))?;
+        // Closing this connection must not delete files by name: by then
+        // the names are the restored database's.
+        let mut persist: std::ffi::c_int = 1;
+        // SAFETY: as in `store_moved`.
+        unsafe {
+            rusqlite::ffi::sqlite3_file_control(
+                self.conn.handle(),
+                c"main".as_ptr(),
+                rusqlite::ffi::SQLITE_FCNTL_PERSIST_WAL,
+                (&mut persist as *mut std::ffi::c_int).cast(),
+            );
+        }
+        let stamp = now_ms();
+        let mut kept = Vec::new();
+        if std::fs::symlink_metadata(&path).is_ok() {
+            let aside = sibling(&path, &format!(".replaced-{stamp}"));
+            std::fs::rename(&path, &aside).map_err(|e| failed("moving aside the file found there", &e))?;
+            kept.push(aside);
+        }
+        let wal = sibling(&path, "-wal");
+        if let Ok(m) = std::fs::symlink_metadata(&wal) {
+            use std::os::unix::fs::MetadataExt;
+            if Some((m.dev(), m.ino())) == self.wal_id {
+                // Ours: everything in it is in the copy.
+                let _ = std::fs::remove_file(&wal);
+            } else {
+                let aside = sibling(&path, &format!(".replaced-{stamp}-wal"));
+                std::fs::rename(&wal, &aside).map_err(|e| failed("moving aside the WAL found there", &e))?;
+                kept.push(aside);
+            }
+        }
+        // The shared-memory index is rebuilt from the WAL; readers still on
+        // the old file keep their own mapping.
+        let _ = std::fs::remove_file(sibling(&path, "-shm"));
+        std::fs::rename(&tmp, &path).map_err(|e| failed("renaming the copy", &e))?;
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::File::open(dir).and_then(|d| d.sync_all());
+        }
+        self.conn = open(&path, self.durability).map_err(|e| failed("reopening it", &describe(&e)))?;
+        self.wal_id = None;
+        if self.deltas.as_ref().is_none_or(DeltaLog::is_unlinked) {
+            self.deltas = self.deltas_path.as_deref().and_then(open_deltas);
+            self.deltas_unlinked = false;
+        }
+        let mut note = format!("the database was written back to {} with everything acknowledged", path.display());
+        if !kept.is_empty() {
+            let names: Vec<String> = kept.iter().map(|p| p.display().to_string()).collect();
+            note.push_str(&format!("; what was found in its place was kept as {}", names.join(" and ")));
+        }
+        tracing::warn!("{note}");
+        Ok(note)
+    }
+
+    /// `commit` without the check that the database is still in place.
+    fn commit_unchecked(&mut self, batches: &[&WriteBatch]) -> rusqlite::Result<Vec<Result<(), PersistError>>> {
         if self.pending.is_empty() {
             return try_commit(&self.conn, batches);
         }
@@ -500,7 +687,20 @@ impl Writer {
         }
     }
 
-    fn reset(&mut self) -> Result<(), String> {
+    fn reset(&mut self) -> Result<ResetOutcome, String> {
+        if self.store_moved().is_some() {
+            return match self.restore() {
+                Ok(note) => {
+                    // Readers reopen the store before the next reset says Healthy.
+                    self.set_health(JournalHealth::Blocked, Some(format!("{note}; finishing the reset")));
+                    Ok(ResetOutcome::Restored(note))
+                }
+                Err(reason) => {
+                    self.set_health(JournalHealth::Blocked, Some(reason.clone()));
+                    Err(reason)
+                }
+            };
+        }
         let probe = || -> rusqlite::Result<()> {
             exec(&self.conn, "BEGIN IMMEDIATE")?;
             self.conn.execute(
@@ -525,7 +725,7 @@ impl Writer {
                         Some(log)
                     });
                 }
-                Ok(())
+                Ok(ResetOutcome::Healthy)
             }
             Err(e) => {
                 rollback(&self.conn);
@@ -556,8 +756,20 @@ fn rollback(conn: &Connection) {
     }
 }
 
+/// `db` with `suffix` appended to its file name (`forge.db-wal`, ...).
+fn sibling(db: &Path, suffix: &str) -> std::path::PathBuf {
+    let mut name = db.as_os_str().to_owned();
+    name.push(suffix);
+    name.into()
+}
+
 /// A failure in words a user can act on.
 fn describe(e: &rusqlite::Error) -> String {
+    if let rusqlite::Error::SqliteFailure(err, Some(reason)) = e
+        && err.extended_code == rusqlite::ffi::SQLITE_READONLY_DBMOVED
+    {
+        return reason.clone();
+    }
     let text = e.to_string();
     let lower = text.to_lowercase();
     if lower.contains("full") {
@@ -668,6 +880,39 @@ mod tests {
         let store = Store::open(&db, durability).await.unwrap_or_else(|e| panic!("{e}"));
         let (writer, _thread) = JournalWriter::spawn(&db, durability).unwrap_or_else(|e| panic!("{e}"));
         (dir, store, writer)
+    }
+
+    #[tokio::test]
+    async fn a_database_replaced_on_disk_blocks_and_a_reset_writes_it_back_keeping_the_other_file() {
+        let (dir, store, writer) = open(Durability::Process).await;
+        let db = dir.path().join("forge.db");
+        assert!(inline(&writer, 1, create("s")).await.result.is_ok());
+        assert!(inline(&writer, 2, event("s", 1)).await.result.is_ok());
+        // Someone puts another file where the store was.
+        std::fs::rename(&db, dir.path().join("elsewhere.db")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&db, b"not ours").unwrap_or_else(|e| panic!("{e}"));
+        // Neither path acks into the file that left.
+        assert!(writer.try_write_inline(3, event("s", 2)).is_err(), "no inline ack");
+        let err = writer.write(event("s", 2)).await.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains("deleted or replaced"), "{err}");
+        assert_eq!(writer.health().health, JournalHealth::Blocked);
+
+        let outcome = writer.reset().await.unwrap_or_else(|e| panic!("{e}"));
+        let ResetOutcome::Restored(note) = outcome else { panic!("not restored: {outcome:?}") };
+        assert!(note.contains("replaced-"), "{note}");
+        let kept: Vec<_> = std::fs::read_dir(dir.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("forge.db.replaced-"))
+            .map(|e| std::fs::read(e.path()).unwrap_or_default())
+            .collect();
+        assert_eq!(kept, vec![b"not ours".to_vec()], "the other file is kept, untouched");
+        store.reopen().await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(writer.reset().await, Ok(ResetOutcome::Healthy));
+        assert!(writer.write(event("s", 2)).await.is_ok());
+        let seqs: Vec<u64> = store.events_after("s", 0, 10).await.unwrap_or_default().iter().map(|e| e.0).collect();
+        assert_eq!(seqs, vec![1, 2], "what was acked before, and what came after, in the file at the path");
     }
 
     #[tokio::test]

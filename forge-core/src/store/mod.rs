@@ -5,8 +5,9 @@
 
 pub mod rows;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use sqlx::Connection;
@@ -29,7 +30,11 @@ pub enum StoreError {
 /// Read access to the store, shared by all sessions and RPC handlers.
 #[derive(Clone)]
 pub struct Store {
-    pool: SqlitePool,
+    /// Replaced when the database is written back after it was deleted on
+    /// disk (see [`Store::reopen`]); every clone sees the new pool.
+    pool: Arc<RwLock<SqlitePool>>,
+    path: PathBuf,
+    durability: Durability,
 }
 
 fn options(path: &Path, durability: Durability) -> Result<SqliteConnectOptions, StoreError> {
@@ -45,6 +50,10 @@ fn options(path: &Path, durability: Durability) -> Result<SqliteConnectOptions, 
         .foreign_keys(false))
 }
 
+async fn read_pool(opts: SqliteConnectOptions) -> Result<SqlitePool, StoreError> {
+    Ok(SqlitePoolOptions::new().max_connections(4).min_connections(1).connect_with(opts.read_only(true)).await?)
+}
+
 impl Store {
     /// Opens (creating and migrating if needed) the store for reading. All
     /// writes go through the journal writer's own connection.
@@ -53,9 +62,21 @@ impl Store {
         let mut migrator = opts.clone().connect().await?;
         sqlx::migrate!("./migrations").run(&mut migrator).await?;
         migrator.close().await?;
-        let pool =
-            SqlitePoolOptions::new().max_connections(4).min_connections(1).connect_with(opts.read_only(true)).await?;
-        Ok(Store { pool })
+        let pool = read_pool(opts).await?;
+        Ok(Store { pool: Arc::new(RwLock::new(pool)), path: path.to_path_buf(), durability })
+    }
+
+    /// Opens new read connections to the file now at the store's path and
+    /// closes the old ones (which read a database removed from disk).
+    pub async fn reopen(&self) -> Result<(), StoreError> {
+        let fresh = read_pool(options(&self.path, self.durability)?).await?;
+        let old = std::mem::replace(&mut *self.pool.write().unwrap_or_else(|p| p.into_inner()), fresh);
+        old.close().await;
+        Ok(())
+    }
+
+    fn pool(&self) -> SqlitePool {
+        self.pool.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     pub async fn sessions(&self) -> Result<Vec<SessionRow>, StoreError> {
@@ -67,7 +88,7 @@ impl Store {
                   AND e.seq = (SELECT MAX(seq) FROM events WHERE session_id = s.id)
              ORDER BY s.id",
         )
-        .fetch_all(&self.pool)
+        .fetch_all(&self.pool())
         .await?;
         rows.iter().map(SessionRow::from_row).collect()
     }
@@ -82,7 +103,7 @@ impl Store {
              WHERE s.id = ?",
         )
         .bind(id)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.pool())
         .await?;
         row.as_ref().map(SessionRow::from_row).transpose()
     }
@@ -93,7 +114,7 @@ impl Store {
         let exact: Option<String> = sqlx::query_scalar("SELECT id FROM sessions WHERE id = ? OR name = ? LIMIT 1")
             .bind(selector)
             .bind(selector)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.pool())
             .await?;
         if let Some(id) = exact {
             return Ok(vec![id]);
@@ -102,13 +123,13 @@ impl Store {
         let ids: Vec<String> =
             sqlx::query_scalar("SELECT id FROM sessions WHERE id LIKE ? ESCAPE '\\' ORDER BY id LIMIT 2")
                 .bind(format!("{escaped}%"))
-                .fetch_all(&self.pool)
+                .fetch_all(&self.pool())
                 .await?;
         Ok(ids)
     }
 
     pub async fn name_owner(&self, name: &str) -> Result<Option<String>, StoreError> {
-        Ok(sqlx::query_scalar("SELECT id FROM sessions WHERE name = ?").bind(name).fetch_optional(&self.pool).await?)
+        Ok(sqlx::query_scalar("SELECT id FROM sessions WHERE name = ?").bind(name).fetch_optional(&self.pool()).await?)
     }
 
     /// The path from the root to `head`, oldest first.
@@ -123,7 +144,7 @@ impl Store {
              SELECT id, parent_id, session_id, role, text, status, created_ms, meta FROM path ORDER BY depth DESC",
         )
         .bind(head)
-        .fetch_all(&self.pool)
+        .fetch_all(&self.pool())
         .await?;
         rows.iter().map(NodeRow::from_row).collect()
     }
@@ -134,7 +155,7 @@ impl Store {
             .bind(session)
             .bind(i64::try_from(after).unwrap_or(i64::MAX))
             .bind(limit as i64)
-            .fetch_all(&self.pool)
+            .fetch_all(&self.pool())
             .await?;
         rows.iter().map(|r| Ok((r.try_get::<i64, _>("seq")? as u64, r.try_get::<String, _>("body")?))).collect()
     }
@@ -144,7 +165,7 @@ impl Store {
         let v: Option<i64> = sqlx::query_scalar("SELECT MAX(seq) FROM events WHERE session_id = ? AND kind = ?")
             .bind(session)
             .bind(kind)
-            .fetch_one(&self.pool)
+            .fetch_one(&self.pool())
             .await?;
         Ok(v.unwrap_or(0) as u64)
     }
@@ -160,7 +181,7 @@ impl Store {
         let body: Option<String> = sqlx::query_scalar("SELECT body FROM events WHERE session_id = ? AND seq = ?")
             .bind(session)
             .bind(started as i64)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.pool())
             .await?;
         let id = body
             .and_then(|b| serde_json::from_str::<serde_json::Value>(&b).ok())
@@ -175,15 +196,15 @@ impl Store {
              FROM streams WHERE session_id = ? ORDER BY first_seq",
         )
         .bind(session)
-        .fetch_all(&self.pool)
+        .fetch_all(&self.pool())
         .await?;
         rows.iter().map(StreamRow::from_row).collect()
     }
 
     /// (uncommitted streams, events) over all sessions.
     pub async fn journal_counts(&self) -> Result<(u64, u64), StoreError> {
-        let streams: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM streams").fetch_one(&self.pool).await?;
-        let events: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events").fetch_one(&self.pool).await?;
+        let streams: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM streams").fetch_one(&self.pool()).await?;
+        let events: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events").fetch_one(&self.pool()).await?;
         Ok((streams as u64, events as u64))
     }
 
@@ -192,7 +213,7 @@ impl Store {
             "SELECT session_id, message_id, text, client, created_ms FROM queued_messages WHERE session_id = ? ORDER BY message_id",
         )
         .bind(session)
-        .fetch_all(&self.pool)
+        .fetch_all(&self.pool())
         .await?;
         rows.iter().map(QueuedRow::from_row).collect()
     }
@@ -206,12 +227,12 @@ impl Store {
                (SELECT MAX(seq) FROM events e WHERE e.session_id = s.id AND e.kind = 'turn_started') >
                COALESCE((SELECT MAX(seq) FROM events e WHERE e.session_id = s.id AND e.kind = 'turn_finished'), 0)",
         )
-        .fetch_all(&self.pool)
+        .fetch_all(&self.pool())
         .await?)
     }
 
     pub async fn close(&self) {
-        self.pool.close().await;
+        self.pool().close().await;
     }
 }
 
@@ -219,7 +240,7 @@ impl Store {
     /// Nodes per session (the history length while history is linear).
     pub async fn node_counts(&self) -> Result<std::collections::HashMap<String, u64>, StoreError> {
         let rows = sqlx::query("SELECT session_id, COUNT(*) AS n FROM nodes GROUP BY session_id")
-            .fetch_all(&self.pool)
+            .fetch_all(&self.pool())
             .await?;
         rows.iter().map(|r| Ok((r.try_get::<String, _>("session_id")?, r.try_get::<i64, _>("n")? as u64))).collect()
     }
