@@ -174,8 +174,19 @@ impl Transcript {
                     calls.len()
                 );
                 for c in calls {
-                    let how = if c.interrupted { "was running" } else { "had not started" };
-                    let _ = writeln!(out, "  {} ({how})", c.name);
+                    let how = match (c.interrupted, c.name.as_str()) {
+                        (true, "run_command") => "was running; its processes were stopped with forged",
+                        (true, _) => "was running",
+                        (false, _) => "had not started",
+                    };
+                    let what = match c.name.as_str() {
+                        "run_command" => serde_json::from_str::<serde_json::Value>(&c.arguments)
+                            .ok()
+                            .and_then(|a| a["command"].as_str().map(|cmd| format!(" `{cmd}`")))
+                            .unwrap_or_default(),
+                        _ => String::new(),
+                    };
+                    let _ = writeln!(out, "  {}{what} ({how})", c.name);
                 }
                 let _ = writeln!(out, "  decide with: forgectl recover {} --resume | --discard", ev.session_id);
             }

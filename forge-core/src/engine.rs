@@ -523,6 +523,12 @@ impl Engine {
                 restored = Some(note);
             }
         }
+        // Live sessions reload on the health change; one without an actor
+        // recovers what the failure interrupted when it starts, as at
+        // start-up.
+        for id in self.shared().store.sessions_needing_attention().await? {
+            self.handle(&id).await?;
+        }
         let mut status = self.journal_status().await?;
         status.restored = restored;
         Ok(status)

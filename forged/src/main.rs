@@ -15,6 +15,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::Parser;
 use forge_core::config::ForgeConfig;
+use forge_core::tools::supervisor;
 use forge_core::{Engine, EngineOptions};
 
 #[derive(Parser, Debug)]
@@ -46,6 +47,11 @@ struct Args {
 }
 
 fn main() -> ExitCode {
+    // A command's supervisor (see forge_core::tools::supervisor), not the daemon.
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if argv.get(1).is_some_and(|a| a == supervisor::SUPERVISE_ARG) {
+        supervisor::run(&argv[2..]);
+    }
     let args = Args::parse();
     // Before anything is created or any thread started (see `startup`).
     startup::private_umask();
@@ -93,6 +99,9 @@ fn prepare(args: &Args) -> anyhow::Result<Prepared> {
     // Keys live in the configuration from here on, not in the environment
     // that same-user processes can read.
     startup::forget_key_variables(&config.capture_keys());
+    // Commands the model runs are supervised by this executable (whatever
+    // its path is now: the file may have been replaced by a rebuild).
+    supervisor::enable(PathBuf::from("/proc/self/exe"));
     Ok(Prepared { home, config })
 }
 

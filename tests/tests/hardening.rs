@@ -231,3 +231,123 @@ async fn a_deleted_database_blocks_and_a_reset_writes_it_back() {
     assert_eq!(texts[1].trim_end(), token_text(4).trim_end());
     assert_eq!(texts[3].trim_end(), token_text(2).trim_end());
 }
+
+/// A turn killed before its first word is recovered as an interrupted
+/// answer, and the next request tells the model so instead of sending two
+/// user messages in a row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_killed_before_its_first_text_is_marked_interrupted() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    let id = forge.new_session(&["--name", "early"]).await;
+    forge.ok(&["send", "--no-wait", "-s", &id, "mock:tokens=3 mock:delay=20000 slow to start"]).await;
+    // The request reached the provider; no text has come back.
+    for _ in 0..200 {
+        if !mock.requests().is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(mock.requests().len(), 1);
+    forge.kill9().await;
+    forge.start().await;
+
+    let h = forge.ok(&["--json", "history", &id]).await.json_lines();
+    assert_eq!(h.len(), 2, "the question and an (empty) interrupted answer: {h:?}");
+    assert_eq!(h[1]["role"], "assistant");
+    assert_eq!(h[1]["status"], "interrupted");
+    assert_eq!(h[1]["recovered"], "incomplete");
+
+    forge.ok(&["send", "-s", &id, "mock:tokens=1 are you there"]).await;
+    let last = mock.requests().pop().unwrap_or_else(|| panic!("no request"));
+    let msgs = last.body["messages"].as_array().cloned().unwrap_or_default();
+    let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap_or("")).collect();
+    assert_eq!(roles, ["user", "assistant", "user"], "{msgs:?}");
+    assert!(msgs[1]["content"].to_string().contains("interrupted"), "the model is told: {}", msgs[1]);
+}
+
+/// A turn that failed before any output leaves no answer in history, but
+/// the next request still tells the model the question went unanswered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_left_unanswered_by_an_error_is_marked_in_the_next_request() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    let id = forge.new_session(&[]).await;
+    assert_eq!(forge.ctl(&["send", "-s", &id, "mock:status=400 first"]).await.code, 4);
+    forge.ok(&["send", "-s", &id, "mock:tokens=1 second"]).await;
+    let last = mock.requests().pop().unwrap_or_else(|| panic!("no request"));
+    let msgs = last.body["messages"].as_array().cloned().unwrap_or_default();
+    let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap_or("")).collect();
+    assert_eq!(roles, ["user", "assistant", "user"], "{msgs:?}");
+    assert!(msgs[1]["content"].to_string().contains("No answer"), "{}", msgs[1]);
+}
+
+/// Pids of processes whose command line is exactly `args`.
+fn processes(args: &[&str]) -> Vec<u32> {
+    let want: Vec<u8> = args.iter().flat_map(|a| a.bytes().chain([0])).collect();
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want))
+        .collect()
+}
+
+/// An approved command, and the children it started, die with a killed
+/// daemon; after the restart the session says what was running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_die_with_a_killed_daemon_and_recovery_says_what_was_running() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let id = forge.new_session(&["--cwd", &project.path().display().to_string()]).await;
+    // A grandchild in a subshell, and a child: neither is the group's leader.
+    let call = r#"mock:tool=run_command:{"command":"(sleep${IFS}4711)&sleep${IFS}4712;wait"}"#;
+    let mut sender = forge
+        .ctl_cmd(&["send", "--auto-approve", "-s", &id, &format!("{call} go")])
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut started = false;
+    for _ in 0..400 {
+        if !processes(&["sleep", "4711"]).is_empty() && !processes(&["sleep", "4712"]).is_empty() {
+            started = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert!(started, "the command started");
+    forge.kill9().await;
+    let _ = sender.start_kill();
+    let mut left = Vec::new();
+    for _ in 0..100 {
+        left = [processes(&["sleep", "4711"]), processes(&["sleep", "4712"])].concat();
+        if left.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    if !left.is_empty() {
+        // Do not leave them behind for the next test run.
+        for pid in &left {
+            // SAFETY: kill(2) on a stray test process.
+            unsafe { libc::kill(*pid as i32, libc::SIGKILL) };
+        }
+    }
+    assert!(left.is_empty(), "processes outlived the daemon: {left:?}");
+
+    forge.start().await;
+    let show = forge.ok(&["--json", "session", "show", &id]).await.json_lines();
+    assert_eq!(show[0]["state"], "tool_recovery");
+    let events = forge.ok(&["attach", &id, "--until-idle"]).await;
+    assert!(
+        events.stdout.contains(
+            "run_command `(sleep${IFS}4711)&sleep${IFS}4712;wait` (was running; its processes were stopped with forged)"
+        ),
+        "{}",
+        events.stdout
+    );
+}

@@ -57,6 +57,16 @@ async fn a_full_disk_blocks_safely_and_a_reset_brings_the_daemon_back() {
     assert!(reset.stdout.contains("writable again"), "{}", reset.stdout);
     let j = forge.ok(&["--json", "journal"]).await.json_lines();
     assert_eq!(j[0]["health"], "healthy");
+    // The interrupted stream is recovered by the reset: none stays open.
+    let mut open = Value::Null;
+    for _ in 0..100 {
+        open = forge.ok(&["--json", "journal"]).await.json_lines()[0]["open_streams"].clone();
+        if open == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(open, 0, "open streams after a reset with the session idle");
 
     // Work goes on; what was acknowledged before is intact; the interrupted
     // turn is recovered with its badge and holds everything shown.
@@ -65,6 +75,8 @@ async fn a_full_disk_blocks_safely_and_a_reset_brings_the_daemon_back() {
     assert_eq!(h[1]["text"], token_text(50));
     assert_eq!(h[2]["text"], question);
     assert_eq!(h[3]["recovered"], "incomplete", "{}", h[3]);
+    let why = h[3]["error"].as_str().unwrap_or_default();
+    assert!(why.contains("could not be written") && !why.contains("forged stopped"), "forged never stopped: {why}");
     let kept = h[3]["text"].as_str().unwrap_or_default();
     assert!(kept.starts_with(&shown), "everything shown before the failure is kept");
     assert!(forge_tests::mock::padded_token_text(20000, 40).starts_with(kept));

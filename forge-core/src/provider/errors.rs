@@ -38,6 +38,8 @@ impl ProviderError {
     pub(super) fn from_http(settings: &ProviderSettings, model: &str, status: u16, body: &str) -> Self {
         let detail = extract_error_message(body);
         let detail = redact_secrets(&detail, &settings.secrets());
+        // Our sentences end with their own full stop.
+        let detail = detail.trim_end().trim_end_matches('.');
         let name = settings.kind.display_name();
         let kind = match status {
             401 | 403 => ErrorKind::ProviderAuth,
@@ -180,5 +182,15 @@ mod tests {
         let body = r#"{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}"#;
         assert_eq!(extract_error_message(body), "rate_limit_error: slow down");
         assert_eq!(extract_error_message("<html>413</html>"), "<html>413</html>");
+    }
+
+    #[test]
+    fn a_detail_ending_in_a_full_stop_does_not_double_it() {
+        let body = r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded."}}"#;
+        let settings = ProviderSettings::for_tests();
+        for status in [429, 503, 400, 401] {
+            let e = ProviderError::from_http(&settings, "m", status, body);
+            assert!(!e.message.contains("Overloaded.."), "{}", e.message);
+        }
     }
 }

@@ -15,6 +15,7 @@ use forge_proto::{CancelResult, ClientRef, ErrorKind, EventKind, JournalHealth, 
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use super::pipeline::{AckOutcome, Entry, MAX_PERSISTED_APPLIES_PER_TICK, Persisted, Pipeline};
+use super::recovery::RecoveryCause;
 use super::state::OperationState;
 use super::{COMMAND_QUEUE, SessionCmd, SessionHandle, Snapshot};
 use crate::engine::Shared;
@@ -168,7 +169,7 @@ impl SessionActor {
             let reason = actor.health.borrow().reason.clone().unwrap_or_default();
             actor.state = OperationState::PersistenceBlocked { reason };
         } else {
-            actor.recover_streams().await?;
+            actor.recover_streams(RecoveryCause::Restart).await?;
             // Recovery is durable before anyone can read this session.
             actor.settle().await;
         }
@@ -435,7 +436,7 @@ impl SessionActor {
     async fn reload_after_block(&mut self) -> Result<(), EngineError> {
         self.shared.writer.sync().await;
         self.load().await?;
-        self.recover_streams().await?;
+        self.recover_streams(RecoveryCause::StoreFailure).await?;
         self.settle().await;
         self.start_next_queued();
         Ok(())

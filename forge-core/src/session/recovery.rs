@@ -18,12 +18,35 @@ use super::turn::Answer;
 use crate::error::EngineError;
 use crate::store::StreamRow;
 
+/// Why a session recovers what it did not finish: the words its
+/// interrupted answer carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum RecoveryCause {
+    /// forged stopped (or was killed) and started again.
+    Restart,
+    /// The store could not be written; a journal reset brought it back.
+    StoreFailure,
+}
+
+impl RecoveryCause {
+    fn interrupted_because(self) -> &'static str {
+        match self {
+            RecoveryCause::Restart => {
+                "forged stopped while this answer was streaming; what was received before is kept"
+            }
+            RecoveryCause::StoreFailure => {
+                "the store could not be written while this answer was streaming, so it was stopped; what was received before is kept"
+            }
+        }
+    }
+}
+
 impl SessionActor {
-    pub(super) async fn recover_streams(&mut self) -> Result<(), EngineError> {
+    pub(super) async fn recover_streams(&mut self, cause: RecoveryCause) -> Result<(), EngineError> {
         let streams = self.shared.store.open_streams(&self.row.id).await?;
         let recovered_a_stream = !streams.is_empty();
         for stream in streams {
-            self.recover_stream(stream).await?;
+            self.recover_stream(stream, cause).await?;
         }
         if !recovered_a_stream && let Some(message_id) = self.shared.store.unfinished_turn(&self.row.id).await? {
             if self.awaiting_tool_results().await? {
@@ -141,7 +164,7 @@ impl SessionActor {
         Ok(notice > newest)
     }
 
-    async fn recover_stream(&mut self, stream: StreamRow) -> Result<(), EngineError> {
+    async fn recover_stream(&mut self, stream: StreamRow, cause: RecoveryCause) -> Result<(), EngineError> {
         self.shared.writer.sync().await;
         let (text, tool_calls) = self.streamed_text(&stream).await?;
         let (status, badge, error) = match (stream.state.as_str(), stream.outcome) {
@@ -150,11 +173,7 @@ impl SessionActor {
                 (MessageStatus::Cancelled, RecoveryBadge::Complete, stream.error.clone())
             }
             ("sealed", Some(_)) => (MessageStatus::Error, RecoveryBadge::Errored, stream.error.clone()),
-            _ => (
-                MessageStatus::Interrupted,
-                RecoveryBadge::Incomplete,
-                Some("forged stopped while this answer was streaming; what was received before is kept".to_string()),
-            ),
+            _ => (MessageStatus::Interrupted, RecoveryBadge::Incomplete, Some(cause.interrupted_because().to_string())),
         };
         tracing::info!(
             session = %self.row.id, stream = %stream.stream_id, chars = text.len(), ?badge,

@@ -11,7 +11,9 @@ use super::state::{ActiveStream, OperationState};
 use crate::error::EngineError;
 use crate::ids::{new_id, now_ms};
 use crate::journal::StoreOp;
-use crate::provider::{ChatMessage, ChatRequest, ProviderError, ProviderEvent, ProviderKind, ProviderSettings};
+use crate::provider::{
+    ChatMessage, ChatRequest, ChatRole, ProviderError, ProviderEvent, ProviderKind, ProviderSettings,
+};
 use crate::store::NodeRow;
 use crate::store::rows::NodeMeta;
 
@@ -28,7 +30,7 @@ const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 8192;
 pub(super) fn interruption_note(status: MessageStatus) -> Option<&'static str> {
     match status {
         MessageStatus::Interrupted => {
-            Some("[This answer was interrupted: Forge stopped while it was streaming, and the rest was lost.]")
+            Some("[This answer was interrupted: Forge stopped streaming it before it finished, and the rest was lost.]")
         }
         MessageStatus::Cancelled => Some("[This answer was cut short: the user cancelled it.]"),
         MessageStatus::Error => Some("[This answer was cut short by an error from the provider.]"),
@@ -36,21 +38,43 @@ pub(super) fn interruption_note(status: MessageStatus) -> Option<&'static str> {
     }
 }
 
+/// An answer's text as the model is shown it next time: with a note if it
+/// did not finish (the note alone if nothing came before it).
+fn answer_text(text: &str, status: MessageStatus) -> String {
+    match interruption_note(status) {
+        Some(note) if text.is_empty() => note.to_string(),
+        Some(note) => format!("{text}\n\n{note}"),
+        None => text.to_string(),
+    }
+}
+
+/// What the model is told between two user messages when the first got no
+/// answer at all (its turn failed or was cancelled before any output).
+const NO_ANSWER_NOTE: &str = "[No answer was given to the message above: its turn ended before the model replied.]";
+
+/// The conversation as sent: a user message directly after another one
+/// gets a note between them, so the model knows the first went unanswered.
+pub(super) fn request_messages(path: &[ChatMessage]) -> Vec<ChatMessage> {
+    let mut out: Vec<ChatMessage> = Vec::with_capacity(path.len());
+    for m in path {
+        if m.role == ChatRole::User && out.last().is_some_and(|prev| prev.role == ChatRole::User) {
+            out.push(ChatMessage::assistant(NO_ANSWER_NOTE, Vec::new()));
+        }
+        out.push(m.clone());
+    }
+    out
+}
+
 /// A history node as a message for the provider. Empty text is skipped
 /// (providers reject empty messages); unfinished answers carry a note.
 pub(super) fn chat_message(n: &NodeRow) -> Option<ChatMessage> {
-    if n.text.is_empty() && n.meta.tool_calls.is_empty() && n.role != Role::Tool {
+    let has_note = n.role == Role::Assistant && interruption_note(n.status).is_some();
+    if n.text.is_empty() && n.meta.tool_calls.is_empty() && n.role != Role::Tool && !has_note {
         return None;
     }
     match n.role {
         Role::User => Some(ChatMessage::user(n.text.clone())),
-        Role::Assistant => {
-            let text = match interruption_note(n.status) {
-                Some(note) => format!("{}\n\n{note}", n.text),
-                None => n.text.clone(),
-            };
-            Some(ChatMessage::assistant(text, n.meta.tool_calls.clone()))
-        }
+        Role::Assistant => Some(ChatMessage::assistant(answer_text(&n.text, n.status), n.meta.tool_calls.clone())),
         Role::Tool => {
             let r = n.meta.tool_result.as_ref()?;
             Some(ChatMessage::tool_result(r.call_id.clone(), n.text.clone(), r.is_error))
@@ -121,7 +145,7 @@ impl SessionActor {
         let request = ChatRequest {
             model: self.row.model.clone(),
             system: None,
-            messages: self.path.clone(),
+            messages: request_messages(&self.path),
             max_output_tokens: self.shared.config.app.max_output_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS),
             tools: match self.shared.config.tools.mode.unwrap_or_default() {
                 crate::config::ToolMode::Enabled => self.shared.tools.specs(),
@@ -274,7 +298,9 @@ impl SessionActor {
     /// the head move, the stream journal commit (prune) and `turn_finished`,
     /// all in the next batch, so they are durable together or not at all.
     pub(super) fn commit_answer(&mut self, a: Answer) {
-        let assistant_id = if a.text.is_empty() && a.tool_calls.is_empty() {
+        // A recovered turn always leaves an answer, empty or not: history
+        // then says it was interrupted, and so does the next request.
+        let assistant_id = if a.text.is_empty() && a.tool_calls.is_empty() && a.recovered.is_none() {
             None
         } else {
             let id = new_id("m");
@@ -300,11 +326,7 @@ impl SessionActor {
             });
             self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: Some(id.clone()) });
             self.row.head_id = Some(id.clone());
-            let text = match interruption_note(a.status) {
-                Some(note) => format!("{}\n\n{note}", a.text),
-                None => a.text,
-            };
-            self.path.push(ChatMessage::assistant(text, a.tool_calls));
+            self.path.push(ChatMessage::assistant(answer_text(&a.text, a.status), a.tool_calls));
             Some(id)
         };
         self.pipeline.op(StoreOp::StreamCommit { stream_id: a.stream_id });

@@ -7,6 +7,7 @@ mod error;
 pub mod lp1;
 pub mod policy;
 pub mod sandbox;
+pub mod supervisor;
 
 use std::collections::BTreeMap;
 use std::future::Future;

@@ -1,5 +1,6 @@
 //! `run_command`: a shell command in the session's working directory, in
-//! its own process group (a cancel or timeout kills all of it), with an
+//! its own process group (a cancel or timeout kills all of it, and so does
+//! the daemon's death: see [`crate::tools::supervisor`]), with an
 //! environment cleaned of secrets, output capped, and stdout/stderr streamed
 //! to clients while it runs.
 
@@ -77,8 +78,9 @@ impl ToolExecutor for RunCommand {
         Box::pin(async move {
             let args: Args = crate::tools::parse_args(args)?;
             let failed = |message: String| ToolError::ExecutionFailed { tool: "run_command".into(), message };
-            let mut cmd = tokio::process::Command::new(shell());
-            cmd.arg("-c").arg(&args.command).current_dir(ctx.sandbox.cwd());
+            // Under a supervisor that kills the group if the daemon dies.
+            let mut cmd = crate::tools::supervisor::command(&shell(), &args.command);
+            cmd.current_dir(ctx.sandbox.cwd());
             cmd.env_clear();
             for (k, v) in std::env::vars_os() {
                 if let Some(name) = k.to_str()
