@@ -240,8 +240,12 @@ impl Engine {
     fn info_from(&self, row: SessionRow, live: Option<&SessionHandle>, message_count: u64) -> SessionInfo {
         let (state, queued, last_seq, attached) = match live {
             Some(h) => {
+                // State and seq from one snapshot: the state is what the
+                // events up to `last_seq` made it, so a client that joins
+                // with this state and follows from `last_seq + 1` misses
+                // nothing (`forgectl attach --from live`).
                 let s = h.snapshot.borrow().clone();
-                (s.state, s.queued, s.last_seq.max(row.last_seq), h.attached_count())
+                (s.state, s.queued, s.last_seq, h.attached_count())
             }
             None => (OperationStateKind::Idle, 0, row.last_seq, 0),
         };

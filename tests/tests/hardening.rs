@@ -351,3 +351,31 @@ async fn commands_die_with_a_killed_daemon_and_recovery_says_what_was_running() 
         events.stdout
     );
 }
+
+/// `forgectl attach S --from live --until-idle` joining a running turn
+/// follows it to its end (it used to print nothing and exit at once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attach_from_live_until_idle_follows_a_running_turn_to_its_end() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    let id = forge.new_session(&["--name", "live"]).await;
+    forge.ok(&["send", "--no-wait", "-s", &id, "mock:tokens=40 mock:delay=25 go"]).await;
+    // Join once some text is out.
+    for _ in 0..200 {
+        let show = forge.ok(&["--json", "session", "show", &id]).await.json_lines();
+        if show[0]["last_seq"].as_u64().unwrap_or(0) > 4 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let r = forge.ok(&["--json", "attach", &id, "--from", "live", "--until-idle"]).await;
+    let events = r.json_lines();
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["kind"].as_str()).collect();
+    assert_eq!(kinds.last(), Some(&"turn_finished"), "it followed the turn to its end: {kinds:?}");
+    assert!(kinds.iter().any(|k| *k == "text_delta"), "{kinds:?}");
+    assert!(!kinds.contains(&"turn_started"), "nothing from before it joined: {kinds:?}");
+    // Idle now: it returns at once with nothing.
+    let r = forge.ok(&["attach", &id, "--from", "live", "--until-idle"]).await;
+    assert_eq!(r.stdout, "");
+}

@@ -26,27 +26,43 @@ pub struct AttachArgs {
 }
 
 pub async fn run(g: &Global, a: AttachArgs) -> Result<(), Failure> {
-    let from_seq = match a.from.as_str() {
+    let from_live = a.from == "live";
+    let mut from_seq = match a.from.as_str() {
         "live" => None,
         s => Some(s.parse::<u64>().map_err(|_| {
             Failure::new(2, "invalid_params", format!("--from takes a sequence number or `live`, not \"{s}\""))
         })?),
     };
     let conn = daemon(g).await?;
-    let mut sub = Follow::start(&conn, a.session.clone(), from_seq).await?;
-    let mut transcript = Transcript::new();
     // What runs or waits, as far as the events seen so far tell.
     let mut running: Option<String> = None;
     let mut queued: HashSet<String> = HashSet::new();
+    // Messages queued before we joined (their ids are not known).
+    let mut queued_before = 0u32;
     let mut live = false;
     // Waiting for a person: nothing happens until someone answers.
     let mut waiting_decision = false;
-    if from_seq.is_none() && a.until_idle {
+    if from_live {
+        // Nothing is replayed, so learn what the session is doing as we
+        // join, then follow every event after that moment.
         let info = conn.client.session_show(a.session.clone()).await?;
-        if info.state == forge_proto::OperationStateKind::Idle && info.queued_messages == 0 {
+        use forge_proto::OperationStateKind as K;
+        match info.state {
+            K::Idle => {}
+            K::AwaitingApproval | K::AwaitingToolResults | K::ToolRecovery | K::PersistenceBlocked => {
+                running = Some(String::new());
+                waiting_decision = true;
+            }
+            _ => running = Some(String::new()),
+        }
+        queued_before = info.queued_messages;
+        if a.until_idle && running.is_none() && queued_before == 0 {
             return Ok(());
         }
+        from_seq = Some(info.last_seq + 1);
     }
+    let mut sub = Follow::start(&conn, a.session.clone(), from_seq).await?;
+    let mut transcript = Transcript::new();
     loop {
         let item = tokio::select! {
             item = sub.next() => item,
@@ -67,11 +83,16 @@ pub async fn run(g: &Global, a: AttachArgs) -> Result<(), Failure> {
                         queued.insert(message_id.clone());
                     }
                     EventKind::TurnStarted { message_id, .. } => {
-                        queued.remove(message_id);
+                        if !queued.remove(message_id) {
+                            queued_before = queued_before.saturating_sub(1);
+                        }
                         running = Some(message_id.clone());
                     }
                     EventKind::TurnFinished { .. } => running = None,
-                    EventKind::QueueCleared { .. } => queued.clear(),
+                    EventKind::QueueCleared { .. } => {
+                        queued.clear();
+                        queued_before = 0;
+                    }
                     _ => {}
                 }
                 match &ev.kind {
@@ -92,7 +113,7 @@ pub async fn run(g: &Global, a: AttachArgs) -> Result<(), Failure> {
                     transcript.event(&ev);
                 }
                 let finished = matches!(ev.kind, EventKind::TurnFinished { .. });
-                let idle = finished && running.is_none() && queued.is_empty();
+                let idle = finished && running.is_none() && queued.is_empty() && queued_before == 0;
                 if a.until_idle && live && (idle || waiting_decision) {
                     transcript.finish();
                     return Ok(());
@@ -103,7 +124,8 @@ pub async fn run(g: &Global, a: AttachArgs) -> Result<(), Failure> {
                 if g.json {
                     json_line(&SubscriptionItem::Live { last_seq });
                 }
-                if a.until_idle && ((running.is_none() && queued.is_empty()) || waiting_decision) {
+                if a.until_idle && ((running.is_none() && queued.is_empty() && queued_before == 0) || waiting_decision)
+                {
                     transcript.finish();
                     return Ok(());
                 }
