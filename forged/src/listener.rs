@@ -2,7 +2,9 @@
 //! byte: `{` starts newline-delimited JSON-RPC ([`ndjson`]); anything else
 //! goes to jsonrpsee's tower service: HTTP POST for calls, WebSocket
 //! upgrade for subscriptions. A connection from another uid is refused; a semaphore
-//! bounds the open connections. Stops on SIGTERM/SIGINT or
+//! bounds the open connections, and when it runs out the longest-idle
+//! connection that follows no session is closed to make room (see
+//! [`crate::conn`]). Stops on SIGTERM/SIGINT or
 //! `daemon.shutdown`, letting open connections finish gracefully.
 
 use std::sync::Arc;
@@ -10,10 +12,12 @@ use std::time::Duration;
 
 use forge_proto::MAX_MESSAGE_BYTES;
 use forge_proto::api::ForgeApiServer;
+use jsonrpsee::server::middleware::rpc::RpcServiceBuilder;
 use jsonrpsee::server::{ServerConfig, serve_with_graceful_shutdown, stop_channel};
 use tokio::signal::unix::{Signal, SignalKind, signal};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use crate::conn::{Activity, PARTIAL_REQUEST_TIMEOUT};
 use crate::ndjson;
 use crate::rpc::{ConnServer, Daemon};
 use crate::socket::SocketClaim;
@@ -25,6 +29,25 @@ const MAX_CONNECTIONS: usize = 512;
 /// connections wait in the listen backlog. Above `MAX_CONNECTIONS` so that
 /// overload is answered, not queued.
 const MAX_SOCKETS: usize = 2 * MAX_CONNECTIONS;
+
+/// A connection slot: at once if one is free; else the longest-idle
+/// connection that follows no session is closed to make room, so a new
+/// client is answered within a moment however many connections sit idle.
+/// Waits for a slot only when every connection is busy or following.
+async fn slot(permits: &Arc<Semaphore>, daemon: &Daemon) -> Option<OwnedSemaphorePermit> {
+    loop {
+        if let Ok(p) = permits.clone().try_acquire_owned() {
+            return Some(p);
+        }
+        if !daemon.connections.close_longest_idle() {
+            return permits.clone().acquire_owned().await.ok();
+        }
+        // The closed connection's task lets its slot go at once.
+        if let Ok(p) = tokio::time::timeout(Duration::from_millis(200), permits.clone().acquire_owned()).await {
+            return p.ok();
+        }
+    }
+}
 
 /// SIGTERM and SIGINT, caught from start-up on.
 pub struct Signals {
@@ -58,12 +81,6 @@ pub async fn serve(claim: &mut SocketClaim, daemon: Arc<Daemon>, signals: Signal
     let Some(listener) = claim.listener() else { anyhow::bail!("the socket is not listening") };
 
     loop {
-        let permit = tokio::select! {
-            _ = sigterm.recv() => { tracing::info!("SIGTERM received"); break }
-            _ = sigint.recv() => { tracing::info!("SIGINT received"); break }
-            _ = shutdown.cancelled() => { tracing::info!("shutdown requested by a client"); break }
-            p = permits.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
-        };
         let (stream, _) = tokio::select! {
             _ = sigterm.recv() => { tracing::info!("SIGTERM received"); break }
             _ = sigint.recv() => { tracing::info!("SIGINT received"); break }
@@ -89,24 +106,58 @@ pub async fn serve(claim: &mut SocketClaim, daemon: Arc<Daemon>, signals: Signal
                 continue;
             }
         }
-        let conn = daemon.open_connection();
+        let permit = tokio::select! {
+            _ = sigterm.recv() => { tracing::info!("SIGTERM received"); break }
+            _ = sigint.recv() => { tracing::info!("SIGINT received"); break }
+            _ = shutdown.cancelled() => { tracing::info!("shutdown requested by a client"); break }
+            p = slot(&permits, &daemon) => match p { Some(p) => p, None => break },
+        };
+        let conn = daemon.connections.open();
         let methods = ConnServer::new(daemon.clone(), conn.clone()).into_rpc();
         let (builder, stop) = (builder.clone(), stop_handle.clone());
         let daemon = daemon.clone();
         tokio::spawn(async move {
-            match ndjson::sniff(&stream).await {
-                Some(true) => {
-                    ndjson::serve(stream, ConnServer::new(daemon.clone(), conn.clone()), methods.into()).await
-                }
-                Some(false) => {
-                    let service = builder.build(methods, stop.clone());
-                    if let Err(e) = serve_with_graceful_shutdown(stream, service, stop.shutdown()).await {
-                        tracing::debug!(conn = conn.id, error = %e, "connection ended with an error");
+            let serve = async {
+                match ndjson::sniff(&stream).await {
+                    Some(true) => {
+                        ndjson::serve(stream, ConnServer::new(daemon.clone(), conn.clone()), methods.into()).await
                     }
+                    Some(false) => {
+                        let activity = conn.clone();
+                        let service = builder
+                            .set_rpc_middleware(
+                                RpcServiceBuilder::new()
+                                    .layer_fn(move |inner| Activity { inner, conn: activity.clone() }),
+                            )
+                            .build(methods, stop.clone());
+                        // hyper sets no deadline on a request's head: the first
+                        // request must be whole in time (the WebSocket upgrade
+                        // counts once its first call arrives).
+                        let first_request = async {
+                            tokio::time::sleep(PARTIAL_REQUEST_TIMEOUT).await;
+                            if conn.has_requested() {
+                                std::future::pending::<()>().await;
+                            }
+                        };
+                        tokio::select! {
+                            r = serve_with_graceful_shutdown(stream, service, stop.shutdown()) => if let Err(e) = r {
+                                tracing::debug!(conn = conn.id, error = %e, "connection ended with an error");
+                            },
+                            () = first_request => tracing::info!(
+                                conn = conn.id,
+                                "closed an HTTP connection that sent no whole request within {} s",
+                                PARTIAL_REQUEST_TIMEOUT.as_secs()
+                            ),
+                        }
+                    }
+                    None => tracing::debug!(conn = conn.id, "connection closed before its first byte"),
                 }
-                None => tracing::debug!(conn = conn.id, "connection closed before its first byte"),
+            };
+            tokio::select! {
+                () = serve => {}
+                () = conn.close.cancelled() => tracing::debug!(conn = conn.id, "connection closed to make room"),
             }
-            daemon.close_connection(&conn);
+            daemon.connections.close(&conn);
             drop(permit);
         });
     }

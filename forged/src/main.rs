@@ -1,6 +1,7 @@
 //! `forged`: the Forge daemon. One per user; hosts every session and serves
 //! the JSON-RPC protocol on a Unix socket.
 
+mod conn;
 mod listener;
 mod logging;
 mod ndjson;

@@ -31,6 +31,7 @@ use tokio::sync::{Mutex, Semaphore};
 use tokio::task::{AbortHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
+use crate::conn::{Busy, PARTIAL_REQUEST_TIMEOUT};
 use crate::rpc::{ConnServer, event_text, item_text, to_rpc};
 
 /// Calls one connection may have running at once; past this the next line
@@ -144,14 +145,30 @@ pub async fn serve(stream: UnixStream, server: ConnServer, methods: Methods) {
             buf = Vec::new();
         }
         buf.clear();
+        // Idle between requests for as long as it likes (it may be closed
+        // to make room), but once a line has begun it must end in time.
+        if let Err(e) = reader.fill_buf().await {
+            tracing::debug!(conn = server.conn_id(), error = %e, "JSON-lines connection read failed");
+            break;
+        }
         // One byte past the limit tells a long line from one that fits.
-        let n = match (&mut reader).take(MAX_LINE as u64 + 1).read_until(b'\n', &mut buf).await {
-            Ok(n) => n,
-            Err(e) => {
+        let mut limited = (&mut reader).take(MAX_LINE as u64 + 1);
+        let n = match tokio::time::timeout(PARTIAL_REQUEST_TIMEOUT, limited.read_until(b'\n', &mut buf)).await {
+            Ok(Ok(n)) => n,
+            Ok(Err(e)) => {
                 tracing::debug!(conn = server.conn_id(), error = %e, "JSON-lines connection read failed");
                 break;
             }
+            Err(_) => {
+                tracing::info!(
+                    conn = server.conn_id(),
+                    "closed a JSON-lines connection whose request line did not end within {} s",
+                    PARTIAL_REQUEST_TIMEOUT.as_secs()
+                );
+                break;
+            }
         };
+        server.conn().touch();
         if n == 0 {
             // The client has said all it will say (`printf ... | socat`
             // shuts its side down): what it asked is still answered, and
@@ -235,7 +252,8 @@ pub async fn serve(stream: UnixStream, server: ConnServer, methods: Methods) {
                 }
                 tracing::debug!(conn = server.conn_id(), session = %p.session, from_seq = ?p.from_seq, sub, "subscribed (JSON lines)");
                 let sub = Sub::new(sub, out.clone());
-                let handle = tasks.spawn(follow(feed, sub.clone()));
+                let following = server.conn().subscription();
+                let handle = tasks.spawn(follow(feed, sub.clone(), following));
                 subscriptions.insert(sub.id, (handle, sub));
             }
             "session.unsubscribe" => {
@@ -261,6 +279,7 @@ pub async fn serve(stream: UnixStream, server: ConnServer, methods: Methods) {
             _ => {
                 let Ok(permit) = calls.clone().acquire_owned().await else { break };
                 let (methods, out, request) = (methods.clone(), out.clone(), line.to_string());
+                let busy = server.conn().call();
                 tasks.spawn(async move {
                     match methods.raw_json_request(&request, 1).await {
                         Ok((response, _)) => drop(out.send(response.get().to_string()).await),
@@ -268,7 +287,7 @@ pub async fn serve(stream: UnixStream, server: ConnServer, methods: Methods) {
                             out.respond(&id, Err(error(INVALID_REQUEST_CODE, format!("invalid request: {e}")))).await,
                         ),
                     }
-                    drop(permit);
+                    drop((permit, busy));
                 });
             }
         }
@@ -393,8 +412,9 @@ impl LiveTap for Sub {
 }
 
 /// Writes one subscription's items as notifications until the feed ends,
-/// the client goes away or unsubscribes.
-async fn follow(mut feed: forge_core::EventFeed, sub: Arc<Sub>) {
+/// the client goes away or unsubscribes. `_following` marks the connection
+/// as following a session meanwhile.
+async fn follow(mut feed: forge_core::EventFeed, sub: Arc<Sub>, _following: Busy) {
     feed.set_tap(sub.clone());
     loop {
         let item = tokio::select! {

@@ -379,3 +379,58 @@ async fn attach_from_live_until_idle_follows_a_running_turn_to_its_end() {
     let r = forge.ok(&["attach", &id, "--from", "live", "--until-idle"]).await;
     assert_eq!(r.stdout, "");
 }
+
+/// One local process holding every connection slot cannot starve other
+/// clients: with 1,100 connections that sent half a request or nothing,
+/// `forgectl ps` is answered at once (the longest-idle of them are closed
+/// to make room), and half-sent requests are closed after 30 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_flood_does_not_starve_new_clients() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // Room for the flood in this process.
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit with a valid struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
+            lim.rlim_cur = lim.rlim_max.min(8192);
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+    if lim.rlim_cur < 2500 {
+        eprintln!("skipped: this process may open only {} files; the flood needs 2,500", lim.rlim_cur);
+        return;
+    }
+    let mut forge = Forge::bare();
+    forge.start().await;
+    let mut flood = Vec::new();
+    for i in 0..2200 {
+        let Ok(mut s) = tokio::net::UnixStream::connect(&forge.socket).await else { continue };
+        match i % 4 {
+            0 => drop(s.write_all(br#"{"jsonrpc""#).await),
+            1 => drop(s.write_all(b"POST / HTTP/1.1\r\nHost: forge\r\n").await),
+            _ => {} // silent
+        }
+        flood.push(s);
+    }
+    let started = std::time::Instant::now();
+    let r = forge.ctl(&["ps"]).await;
+    let waited = started.elapsed();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    eprintln!("a new client waited {waited:?} behind {} idle connections", flood.len());
+    assert!(waited < std::time::Duration::from_secs(5), "forgectl ps waited {waited:?}");
+
+    // Those still open are cut off once their half request is 30 s old.
+    tokio::time::sleep(std::time::Duration::from_secs(31)).await;
+    let mut still_open = 0;
+    for (i, s) in flood.iter_mut().enumerate() {
+        if i % 4 > 1 {
+            continue;
+        }
+        let mut b = [0u8; 64];
+        match tokio::time::timeout(std::time::Duration::from_millis(10), s.read(&mut b)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => {}
+            _ => still_open += 1,
+        }
+    }
+    assert_eq!(still_open, 0, "half-sent requests older than 30 s are closed");
+}

@@ -8,8 +8,7 @@ mod session;
 pub(crate) use session::{event_text, item_text};
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use forge_core::{Engine, EngineError};
@@ -24,6 +23,8 @@ use jsonrpsee::core::SubscriptionResult;
 use jsonrpsee::types::ErrorObjectOwned;
 use tokio_util::sync::CancellationToken;
 
+use crate::conn::{ConnState, Connections};
+
 /// State shared by every connection.
 pub struct Daemon {
     pub engine: Engine,
@@ -31,14 +32,7 @@ pub struct Daemon {
     pub socket: PathBuf,
     pub home: PathBuf,
     shutdown: CancellationToken,
-    next_conn_id: AtomicU64,
-    open_connections: AtomicU32,
-}
-
-/// One connection: its id and, after `hello`, who the client is.
-pub struct ConnState {
-    pub id: u64,
-    client: Mutex<Option<ClientInfo>>,
+    pub connections: Connections,
 }
 
 impl Daemon {
@@ -49,8 +43,7 @@ impl Daemon {
             socket,
             home,
             shutdown: CancellationToken::new(),
-            next_conn_id: AtomicU64::new(1),
-            open_connections: AtomicU32::new(0),
+            connections: Connections::default(),
         }
     }
 
@@ -58,18 +51,8 @@ impl Daemon {
         self.shutdown.clone()
     }
 
-    pub fn open_connection(&self) -> Arc<ConnState> {
-        self.open_connections.fetch_add(1, Ordering::Relaxed);
-        let id = self.next_conn_id.fetch_add(1, Ordering::Relaxed);
-        Arc::new(ConnState { id, client: Mutex::new(None) })
-    }
-
-    pub fn close_connection(&self, _conn: &ConnState) {
-        self.open_connections.fetch_sub(1, Ordering::Relaxed);
-    }
-
     pub fn connections(&self) -> u32 {
-        self.open_connections.load(Ordering::Relaxed)
+        self.connections.count()
     }
 }
 
@@ -94,6 +77,10 @@ impl ConnServer {
 
     pub(crate) fn conn_id(&self) -> u64 {
         self.conn.id
+    }
+
+    pub(crate) fn conn(&self) -> &Arc<ConnState> {
+        &self.conn
     }
 
     pub(crate) fn engine(&self) -> &Engine {

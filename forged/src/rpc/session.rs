@@ -85,6 +85,7 @@ pub async fn subscribe(
         }
     };
     let sink = pending.accept().await?;
+    let _following = server.conn().subscription();
     tracing::debug!(conn = server.conn.id, session = feed.session_id(), ?from_seq, "subscribed");
     loop {
         let item = tokio::select! {
