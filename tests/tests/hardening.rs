@@ -434,3 +434,32 @@ async fn a_connection_flood_does_not_starve_new_clients() {
     }
     assert_eq!(still_open, 0, "half-sent requests older than 30 s are closed");
 }
+
+/// Models trained on other agents send absolute paths: one inside the
+/// session's directory works like its relative form; one outside is
+/// refused with the roots named (and nothing about a config key).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn absolute_paths_inside_the_session_directory_work() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(project.path().join("notes.txt"), "inside the project\n").unwrap_or_else(|e| panic!("{e}"));
+    let root = project.path().canonicalize().unwrap_or_else(|e| panic!("{e}"));
+    let id = forge.new_session(&["--cwd", &project.path().display().to_string()]).await;
+    let inside = root.join("notes.txt").display().to_string();
+    let msg = format!(r#"mock:tool=read_file:{{"path":"{inside}"}} mock:tool=read_file:{{"path":"/etc/hostname"}} go"#);
+    forge.ok(&["send", "-s", &id, &msg]).await;
+    let history = forge.ok(&["--json", "history", &id]).await.json_lines();
+    let results: Vec<&serde_json::Value> = history.iter().filter(|m| m["role"] == "tool").collect();
+    assert_eq!(results.len(), 2, "{history:?}");
+    assert_eq!(results[0]["tool_result"]["is_error"], false, "{}", results[0]);
+    assert!(results[0]["text"].as_str().unwrap_or("").contains("inside the project"), "{}", results[0]);
+    let refused = results[1]["text"].as_str().unwrap_or("");
+    assert_eq!(results[1]["tool_result"]["is_error"], true);
+    assert!(
+        refused.contains("outside the allowed roots") && refused.contains(&root.display().to_string()),
+        "{refused}"
+    );
+    assert!(!refused.contains("allow_absolute"), "the model cannot change the config: {refused}");
+}

@@ -9,9 +9,9 @@ use std::time::Duration;
 pub enum DenialReason {
     #[error("`{0}` contains `..`; paths may not climb out of the working directory")]
     ParentComponent(String),
-    #[error("`{0}` is absolute; absolute paths are not allowed (set [tools.sandbox] allow_absolute)")]
-    Absolute(String),
-    #[error("`{path}` is outside the allowed roots ({roots})")]
+    #[error(
+        "`{path}` is outside the allowed roots ({roots}); use a path inside them, relative to the working directory or absolute"
+    )]
     OutsideRoots { path: String, roots: String },
     #[error("`{path}` goes through a symbolic link (`{link}`); links are not followed")]
     Symlink { path: String, link: String },

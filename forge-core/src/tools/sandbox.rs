@@ -1,7 +1,7 @@
 //! The sandbox every path a tool touches goes through: allowed roots
 //! (default: the session's working directory), no `..`, no symbolic links
-//! anywhere on the path, absolute paths only when allowed, and deny
-//! patterns (the user's plus defaults for secrets).
+//! anywhere on the path (absolute paths are fine inside the roots), and
+//! deny patterns (the user's plus defaults for secrets).
 
 use std::path::{Component, Path, PathBuf};
 
@@ -17,6 +17,8 @@ pub const DEFAULT_DENIES: &[&str] =
 pub struct Sandbox {
     cwd: PathBuf,
     roots: Vec<PathBuf>,
+    /// (as given, canonical) for roots whose given path is not canonical.
+    aliases: Vec<(PathBuf, PathBuf)>,
     patterns: Vec<String>,
     denied: GlobSet,
     allow_absolute: bool,
@@ -25,7 +27,18 @@ pub struct Sandbox {
 impl Sandbox {
     /// `roots` relative to `cwd`; empty means `cwd` alone.
     pub fn new(cwd: &Path, roots: &[String], denied: &[String], include_defaults: bool, allow_absolute: bool) -> Self {
+        let given_cwd = cwd;
         let cwd = cwd.canonicalize().unwrap_or_else(|_| cwd.to_path_buf());
+        // Each root as the user spelled it (through a linked directory,
+        // say) and as it really is: a model may use either.
+        let mut aliases: Vec<(PathBuf, PathBuf)> = roots
+            .iter()
+            .filter_map(|r| Some((given_cwd.join(r), cwd.join(r).canonicalize().ok()?)))
+            .filter(|(given, real)| given != real)
+            .collect();
+        if given_cwd != cwd {
+            aliases.push((given_cwd.to_path_buf(), cwd.clone()));
+        }
         let mut root_paths: Vec<PathBuf> =
             roots.iter().map(|r| cwd.join(r)).filter_map(|r| r.canonicalize().ok()).collect();
         if root_paths.is_empty() {
@@ -46,7 +59,7 @@ impl Sandbox {
             }
         }
         let denied = builder.build().unwrap_or_else(|_| GlobSet::empty());
-        Self { cwd, roots: root_paths, patterns: kept, denied, allow_absolute }
+        Self { cwd, roots: root_paths, aliases, patterns: kept, denied, allow_absolute }
     }
 
     pub fn cwd(&self) -> &Path {
@@ -59,6 +72,7 @@ impl Sandbox {
             "roots": self.roots,
             "denied_patterns": self.patterns,
             "allow_absolute": self.allow_absolute,
+            "absolute_paths": "accepted inside the roots, as their relative form",
             "symlinks": "denied in every component of a path",
             "parent_dir": "`..` is denied",
         })
@@ -72,11 +86,14 @@ impl Sandbox {
         if p.components().any(|c| matches!(c, Component::ParentDir)) {
             return Err(DenialReason::ParentComponent(path.to_string()));
         }
+        // An absolute path inside the roots is the same as its relative
+        // form (models trained on other agents send them); one outside is
+        // refused below, naming the roots so the model can correct itself.
         let full = if p.is_absolute() {
-            if !self.allow_absolute {
-                return Err(DenialReason::Absolute(path.to_string()));
+            match self.aliases.iter().find_map(|(given, real)| Some(real.join(p.strip_prefix(given).ok()?))) {
+                Some(real) => real,
+                None => p.to_path_buf(),
             }
-            p.to_path_buf()
         } else {
             self.cwd.join(p)
         };
@@ -349,6 +366,27 @@ mod tests {
     }
 
     #[test]
+    fn an_absolute_path_inside_the_roots_is_its_relative_form_even_through_a_linked_cwd() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let real = dir.path().join("real");
+        std::fs::create_dir_all(real.join("src")).unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink(&real, dir.path().join("linked")).unwrap_or_else(|e| panic!("{e}"));
+        let canonical = real.canonicalize().unwrap_or_else(|e| panic!("{e}"));
+        for cwd in [real.clone(), dir.path().join("linked")] {
+            let s = Sandbox::new(&cwd, &[], &[], true, false);
+            let want = s.resolve("src/main.rs").unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(want, canonical.join("src/main.rs"));
+            for abs in [canonical.join("src/main.rs"), cwd.join("src/main.rs")] {
+                assert_eq!(s.resolve(&abs.display().to_string()).ok(), Some(want.clone()), "{}", abs.display());
+            }
+            assert!(matches!(
+                s.resolve(&canonical.join(".env").display().to_string()),
+                Err(DenialReason::Denied { .. })
+            ));
+        }
+    }
+
+    #[test]
     fn escapes_are_denied_with_the_rule_that_denied_them() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let outside = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
@@ -360,7 +398,13 @@ mod tests {
         let s = sandbox(dir.path());
         assert!(matches!(s.resolve("../x"), Err(DenialReason::ParentComponent(_))));
         assert!(matches!(s.resolve("sub/../../x"), Err(DenialReason::ParentComponent(_))));
-        assert!(matches!(s.resolve("/etc/passwd"), Err(DenialReason::Absolute(_))));
+        let outside_msg = s.resolve("/etc/passwd").err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(
+            outside_msg.contains("outside the allowed roots")
+                && outside_msg
+                    .contains(&dir.path().canonicalize().map(|p| p.display().to_string()).unwrap_or_default()),
+            "{outside_msg}"
+        );
         assert!(matches!(s.resolve("sub/link/secret.txt"), Err(DenialReason::Symlink { .. })), "link in the middle");
         assert!(matches!(s.resolve("last"), Err(DenialReason::Symlink { .. })), "link as the last component");
         assert!(matches!(s.resolve(".env"), Err(DenialReason::Denied { .. })));
