@@ -9,6 +9,10 @@ cd "$(dirname "$0")/.."
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 say "Building Forge (release)"
+if [ ! -x target/release/forged ]; then
+  echo "   The first build compiles every dependency: about 10-15 minutes on 2 cores"
+  echo "   (a few minutes on a fast laptop). Later builds take seconds. The demo follows."
+fi
 cargo build --release --workspace --bins
 BIN="$PWD/target/release"
 FORGECTL="$BIN/forgectl"
@@ -40,16 +44,20 @@ mkdir -p "$DEMO/project"
 say "1. forgectl send: starts forged in the background and streams the answer"
 "$FORGECTL" send --name demo --cwd "$DEMO/project" "Hello Forge, what are you?"
 
-say "2. A second client attaches to the same session while the next turn streams"
-"$FORGECTL" send -s demo "Tell me about daemons." &
+say "2. A second client joins the same session while the next turn streams"
+# Slower words for this turn (the mock's mock:delay=MS), so that joining
+# mid-stream is visible on any machine.
+"$FORGECTL" send -s demo "mock:delay=150 Tell me about daemons: why do they outlive the terminal that started them, and who may attach to them later on?" >"$DEMO/first-client.txt" &
 SEND_PID=$!
-sleep 1
-# The second client replays the session from its first event, then follows live.
-"$FORGECTL" attach demo --until-idle >"$DEMO/second-client.txt"
+# Join once the first client has shown a few words.
+for _ in $(seq 200); do [ "$(wc -w <"$DEMO/first-client.txt")" -ge 6 ] && break; sleep 0.05; done
+# --from live: no replay; it learns a turn is running and follows it to the end.
+"$FORGECTL" attach demo --from live --until-idle >"$DEMO/second-client.txt"
 wait "$SEND_PID"
-echo
-echo "   The second client (attached mid-stream) received:"
-sed 's/^/   | /' "$DEMO/second-client.txt"
+echo "   The first client (forgectl send) showed the whole answer:"
+fold -s -w 70 "$DEMO/first-client.txt" | sed 's/^/   | /'
+echo "   The second client (forgectl attach --from live) joined mid-stream and showed the rest:"
+fold -s -w 70 "$DEMO/second-client.txt" | sed 's/^/   | /'
 
 say "3. A tool call waits for approval; another client answers it"
 echo "   (the mock calls a tool when asked with the directive mock:tool=NAME)"

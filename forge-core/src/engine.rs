@@ -476,6 +476,11 @@ impl Engine {
         EventFeed::new(handle, self.shared().store.clone(), self.shared().writer.clone(), from_seq)
     }
 
+    /// Rows the journal has written since start (a cheap activity count).
+    pub fn journal_rows_written(&self) -> u64 {
+        self.shared().writer.stats().rows
+    }
+
     pub fn journal_health(&self) -> (JournalHealth, Option<String>) {
         let h = self.shared().writer.health();
         (h.health, h.reason)

@@ -58,6 +58,7 @@ fn main() -> ExitCode {
     startup::private_umask();
     startup::no_dumps();
     startup::raise_fd_limit();
+    startup::tune_allocator();
     let prepared = match prepare(&args) {
         Ok(p) => p,
         Err(e) => {
@@ -125,10 +126,26 @@ async fn run(args: Args, prepared: Prepared) -> anyhow::Result<()> {
         "forged started"
     );
     let daemon = Arc::new(rpc::Daemon::new(engine.clone(), socket_path.clone(), home));
+    tokio::spawn(trim_after_work(engine.clone()));
     let result = listener::serve(&mut socket, daemon.clone(), signals).await;
     tracing::info!("shutting down: cancelling running turns and flushing the store");
     engine.shutdown().await;
     tracing::info!("forged stopped");
     drop(socket);
     result
+}
+
+/// Every few seconds after the journal wrote something, freed memory goes
+/// back to the system: a daemon that streamed for hours stays near its
+/// idle size.
+async fn trim_after_work(engine: Engine) {
+    let mut written = 0;
+    loop {
+        tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+        let now = engine.journal_rows_written();
+        if now != written {
+            written = now;
+            tokio::task::spawn_blocking(startup::trim_memory);
+        }
+    }
 }

@@ -25,6 +25,31 @@
 //! Requests are recorded for assertions. The key `bad-key` is refused with
 //! 401, like a revoked key.
 
+/// The directives, for `forge-mock --help`.
+pub const DIRECTIVES: &str = "\
+Directives: words in the last user message script the reply (removed from any echo):
+  mock:tokens=N             reply with N tokens `w0 w1 ...`
+  mock:delay=MS             wait MS ms between chunks (overrides --delay-ms)
+  mock:pad=N                pad each mock:tokens token to N bytes
+  mock:tool=NAME            after the text, call tool NAME (repeat for parallel calls)
+  mock:tool=NAME:JSON       the same with these arguments (JSON without spaces)
+  mock:sleep=S              a run_command call runs `echo started; sleep S`
+  mock:status=CODE          answer HTTP CODE with the provider's error body (429 adds retry-after: 1)
+  mock:midstream_error=N    after N text chunks, report an error inside the stream
+  mock:drop=N               after N text chunks, cut the connection
+  mock:malformed=N          after N text chunks, send an SSE event that is not JSON
+  mock:split=N              write the SSE bytes in pieces of N bytes
+  mock:stamp                each token is `t<unix ns> ` (for latency benchmarks)
+Without directives it answers with a short text that says it is the mock, echoes
+the question and counts the messages it was sent. After tool results, it says
+what they were. The key `bad-key` is refused with 401.
+
+Try it without a key:
+  forge-mock --delay-ms 30 &        # prints ANTHROPIC_BASE_URL=... and OPENAI_BASE_URL=...
+  export ANTHROPIC_BASE_URL=<printed> ANTHROPIC_API_KEY=mock
+  forgectl send \"hello mock:tokens=50\"
+  forgectl send \"mock:tool=write_file make a file\"   # then: forgectl approve SESSION --all";
+
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};

@@ -114,11 +114,21 @@ pub(crate) struct SessionActor {
     /// timer is made per loop turn.
     apply_deltas_at: std::pin::Pin<Box<tokio::time::Sleep>>,
     apply_deltas_armed: bool,
+    /// `path` was let go of while the session was quiet (see
+    /// `release_history`); it is read again before the next command.
+    history_released: bool,
+    /// When a quiet session lets go of its history.
+    release_at: std::pin::Pin<Box<tokio::time::Sleep>>,
+    release_armed: bool,
 }
 
 /// How long after an inline write the writer is asked to move it into
 /// SQLite (well after the event reached every client).
 const APPLY_DELTAS_AFTER: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// A session with nothing to do lets go of its history after this long
+/// (it is read again from the store for the next command).
+const RELEASE_HISTORY_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A session quiet this long commits its next batch itself if the journal
 /// writer is idle (see `flush`).
@@ -155,6 +165,9 @@ impl SessionActor {
             last_batch_at: std::time::Instant::now(),
             apply_deltas_at: Box::pin(tokio::time::sleep(APPLY_DELTAS_AFTER)),
             apply_deltas_armed: false,
+            history_released: false,
+            release_at: Box::pin(tokio::time::sleep(RELEASE_HISTORY_AFTER)),
+            release_armed: false,
             health,
             events: super::live::Publisher { events, taps: handle.taps.clone() },
             snapshot,
@@ -190,8 +203,46 @@ impl SessionActor {
             None => Vec::new(),
         };
         self.path = nodes.iter().filter_map(super::turn::chat_message).collect();
+        self.history_released = false;
         self.queue = store.queued(&self.row.id).await?.into();
         self.pipeline.reload(self.row.last_seq);
+        Ok(())
+    }
+
+    /// Nothing running, waiting or being written: the history is not
+    /// needed until the next command.
+    fn is_quiet(&self) -> bool {
+        matches!(self.state, OperationState::Idle)
+            && self.queue.is_empty()
+            && self.pipeline.is_idle()
+            && self.provider.is_none()
+            && self.exit.is_none()
+    }
+
+    /// Lets go of the conversation held for the next request: a daemon
+    /// that has streamed for hours must not keep every session's whole
+    /// history in memory. The store has it.
+    fn release_history(&mut self) {
+        if self.history_released || !self.is_quiet() {
+            return;
+        }
+        self.path = Vec::new();
+        self.history_released = true;
+        tracing::debug!(session = %self.row.id, "quiet: released the history held in memory");
+    }
+
+    /// Reads the history again if it was released (nodes never go through
+    /// the delta log, so SQLite has every one).
+    async fn reload_history(&mut self) -> Result<(), EngineError> {
+        if !self.history_released {
+            return Ok(());
+        }
+        let nodes = match &self.row.head_id {
+            Some(head) => self.shared.store.path_to(head).await?,
+            None => Vec::new(),
+        };
+        self.path = nodes.iter().filter_map(super::turn::chat_message).collect();
+        self.history_released = false;
         Ok(())
     }
 
@@ -200,6 +251,10 @@ impl SessionActor {
         loop {
             self.flush().await;
             self.publish_snapshot();
+            if !self.release_armed && !self.history_released && self.is_quiet() {
+                self.release_at.as_mut().reset(tokio::time::Instant::now() + RELEASE_HISTORY_AFTER);
+                self.release_armed = true;
+            }
             let blocked = matches!(self.state, OperationState::PersistenceBlocked { .. });
             // Blocked, nothing more can be written: exit without waiting.
             if self.exit.is_some() && (self.pipeline.is_idle() || blocked) {
@@ -217,9 +272,16 @@ impl SessionActor {
                     self.on_health(state).await;
                 }
                 cmd = self.commands.recv(), if self.exit.is_none() => match cmd {
-                    Some(cmd) => self.on_command(cmd),
+                    Some(cmd) => match self.reload_history().await {
+                        Ok(()) => self.on_command(cmd),
+                        Err(e) => self.refuse(cmd, e),
+                    },
                     None => self.begin_shutdown(None),
                 },
+                () = &mut self.release_at, if self.release_armed => {
+                    self.release_armed = false;
+                    self.release_history();
+                }
                 () = poll_request(&mut self.provider) => self.provider = None,
                 () = &mut self.apply_deltas_at, if self.apply_deltas_armed => {
                     self.apply_deltas_armed = false;
@@ -491,19 +553,29 @@ impl SessionActor {
     fn on_command(&mut self, cmd: SessionCmd) {
         if let OperationState::PersistenceBlocked { reason } = &self.state {
             let err = EngineError::blocked(reason);
-            match cmd {
-                SessionCmd::Send { reply, .. } => drop(reply.send(Err(err))),
-                SessionCmd::Cancel { reply, .. } => drop(reply.send(Err(err))),
-                SessionCmd::Rename { reply, .. } | SessionCmd::Remove { reply } => drop(reply.send(Err(err))),
-                SessionCmd::Configure { reply, .. } | SessionCmd::Clear { reply, .. } => drop(reply.send(Err(err))),
-                SessionCmd::Context { reply } => drop(reply.send(Ok(self.context_info()))),
-                SessionCmd::Approve { reply, .. } => drop(reply.send(Err(err))),
-                SessionCmd::Recover { reply, .. } => drop(reply.send(Err(err))),
-                SessionCmd::ToolResult { reply, .. } => drop(reply.send(Err(err))),
-                SessionCmd::Shutdown { reply } => self.exit = Some(Exit::Shutdown(vec![reply])),
-            }
+            self.refuse(cmd, err);
             return;
         }
+        self.run_command(cmd);
+    }
+
+    /// Answers `cmd` with `err` instead of doing it (a context query is
+    /// still answered).
+    fn refuse(&mut self, cmd: SessionCmd, err: EngineError) {
+        match cmd {
+            SessionCmd::Send { reply, .. } => drop(reply.send(Err(err))),
+            SessionCmd::Cancel { reply, .. } => drop(reply.send(Err(err))),
+            SessionCmd::Rename { reply, .. } | SessionCmd::Remove { reply } => drop(reply.send(Err(err))),
+            SessionCmd::Configure { reply, .. } | SessionCmd::Clear { reply, .. } => drop(reply.send(Err(err))),
+            SessionCmd::Context { reply } => drop(reply.send(Ok(self.context_info()))),
+            SessionCmd::Approve { reply, .. } => drop(reply.send(Err(err))),
+            SessionCmd::Recover { reply, .. } => drop(reply.send(Err(err))),
+            SessionCmd::ToolResult { reply, .. } => drop(reply.send(Err(err))),
+            SessionCmd::Shutdown { reply } => self.exit = Some(Exit::Shutdown(vec![reply])),
+        }
+    }
+
+    fn run_command(&mut self, cmd: SessionCmd) {
         match cmd {
             SessionCmd::Send { text, client, reply } => self.on_send(text, client, reply),
             SessionCmd::Cancel { client, drop_queued, reply } => self.on_cancel(client, drop_queued, reply),

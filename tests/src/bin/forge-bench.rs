@@ -15,6 +15,7 @@
 //!     target/release/forge-bench [--quick] [--clients N] [--latency [--runs N]] [--ws]
 //!     target/release/forge-bench search PATTERN DIR    # the search tool vs ripgrep
 //!     target/release/forge-bench patch                  # apply_patch on a 10,000-line file
+//!     target/release/forge-bench memory [--runs N] [--mb M]  # RSS after each run of M MB streamed
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -34,6 +35,7 @@ usage:
   (--ws: clients follow over WebSocket instead of JSON lines)
   forge-bench search PATTERN DIR             the search tool against ripgrep
   forge-bench patch                          apply_patch on a 10,000-line file
+  forge-bench memory [--runs N] [--mb M]     the daemon's memory after N runs of M MB streamed (3, 25)
 
 Build first: cargo build --release --workspace --bins";
 
@@ -73,11 +75,20 @@ impl Daemon {
     }
 
     fn peak_rss_mib(&self) -> f64 {
+        self.status_mib("VmHWM:")
+    }
+
+    fn rss_mib(&self) -> f64 {
+        self.status_mib("VmRSS:")
+    }
+
+    /// A `/proc/PID/status` figure in MiB.
+    fn status_mib(&self, field: &str) -> f64 {
         let pid = self.child.id().unwrap_or(0);
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
         status
             .lines()
-            .find(|l| l.starts_with("VmHWM:"))
+            .find(|l| l.starts_with(field))
             .and_then(|l| l.split_whitespace().nth(1))
             .and_then(|v| v.parse::<f64>().ok())
             .unwrap_or(0.0)
@@ -420,6 +431,9 @@ async fn main() -> anyhow::Result<()> {
     if argv.get(1).map(String::as_str) == Some("patch") {
         return patch_bench().await;
     }
+    if argv.get(1).map(String::as_str) == Some("memory") {
+        return memory_bench().await;
+    }
     if argv.get(1).map(String::as_str) == Some("search") {
         let pattern = argv.get(2).cloned().unwrap_or_else(|| "fn main".into());
         let dir = argv.get(3).map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
@@ -513,6 +527,38 @@ async fn main() -> anyhow::Result<()> {
 
         latency_report(&d, quick, clients).await?;
         println!("daemon peak memory: {:.1} MiB (VmHWM)", d.peak_rss_mib());
+    }
+    Ok(())
+}
+
+/// `forge-bench memory`: one daemon streams `--mb` MB of text per run, in
+/// a new session each time, with a client following, `--runs` times; the
+/// daemon's resident memory is read when it is idle again after each run.
+/// A daemon that streams for hours must stay near its idle size.
+async fn memory_bench() -> anyhow::Result<()> {
+    let arg = |name: &str, default: usize| -> usize {
+        std::env::args().skip_while(|a| a != name).nth(1).and_then(|n| n.parse().ok()).unwrap_or(default)
+    };
+    let (runs, mb) = (arg("--runs", 3), arg("--mb", 25));
+    let bin = std::env::current_exe()?.parent().map(Path::to_path_buf).unwrap_or_default();
+    let mock_url = start_mock_thread()?;
+    let d = Daemon::start(&bin, &mock_url, "process").await?;
+    let settle = || tokio::time::sleep(Duration::from_secs(12));
+    settle().await;
+    println!("forged idle: RSS {:.1} MiB", d.rss_mib());
+    // Tokens of 100 bytes: `mb` MB per run.
+    let tokens = mb * 10_000;
+    for run in 1..=runs {
+        let s = new_session(&d.socket).await?;
+        let (took, bytes) = run_turn(&d.socket, &s, &format!("mock:tokens={tokens} mock:pad=100")).await?;
+        settle().await;
+        println!(
+            "run {run}: streamed {:.1} MB in {:.1} s; idle again: RSS {:.1} MiB (peak so far {:.1} MiB)",
+            bytes as f64 / 1e6,
+            took.as_secs_f64(),
+            d.rss_mib(),
+            d.peak_rss_mib()
+        );
     }
     Ok(())
 }

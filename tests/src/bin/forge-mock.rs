@@ -3,10 +3,14 @@
 //! serves until killed.
 
 use clap::Parser;
-use forge_tests::mock::{MockOptions, MockServer};
+use forge_tests::mock::{DIRECTIVES, MockOptions, MockServer};
 
 #[derive(Parser)]
-#[command(name = "forge-mock", about = "Mock LLM provider (Anthropic Messages + OpenAI Chat SSE) on loopback")]
+#[command(
+    name = "forge-mock",
+    about = "Mock LLM provider (Anthropic Messages + OpenAI Chat SSE) on loopback: try Forge without a key",
+    after_help = DIRECTIVES
+)]
 struct Args {
     /// Address to listen on (loopback only)
     #[arg(long, default_value = "127.0.0.1:0")]
