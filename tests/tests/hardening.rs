@@ -373,7 +373,7 @@ async fn attach_from_live_until_idle_follows_a_running_turn_to_its_end() {
     let events = r.json_lines();
     let kinds: Vec<&str> = events.iter().filter_map(|e| e["kind"].as_str()).collect();
     assert_eq!(kinds.last(), Some(&"turn_finished"), "it followed the turn to its end: {kinds:?}");
-    assert!(kinds.iter().any(|k| *k == "text_delta"), "{kinds:?}");
+    assert!(kinds.contains(&"text_delta"), "{kinds:?}");
     assert!(!kinds.contains(&"turn_started"), "nothing from before it joined: {kinds:?}");
     // Idle now: it returns at once with nothing.
     let r = forge.ok(&["attach", &id, "--from", "live", "--until-idle"]).await;
