@@ -287,7 +287,13 @@ fn panel_lines(app: &App, theme: &Theme) -> Vec<Line<'static>> {
         }
     } else if let Some(calls) = &t.recovery {
         for c in calls {
-            let what = if c.interrupted { "was running (its effect may be partial)" } else { "had not started" };
+            let what = match (c.interrupted, c.name.as_str()) {
+                (true, "run_command") => {
+                    "was running (its effect may be partial; its processes were stopped with forged)"
+                }
+                (true, _) => "was running (its effect may be partial)",
+                (false, _) => "had not started",
+            };
             lines.push(Line::from(format!(
                 "{} {} {}: {what}",
                 g.bullet,

@@ -172,28 +172,29 @@ where
     type BatchResponse = S::BatchResponse;
 
     fn call<'a>(&self, request: Request<'a>) -> impl Future<Output = Self::MethodResponse> + Send + 'a {
-        let busy = self.conn.call();
-        let fut = self.inner.call(request);
-        async move {
-            let response = fut.await;
-            drop(busy);
-            response
-        }
+        busy_while(&self.conn, self.inner.call(request))
     }
 
     fn batch<'a>(&self, requests: Batch<'a>) -> impl Future<Output = Self::BatchResponse> + Send + 'a {
-        let busy = self.conn.call();
-        let fut = self.inner.batch(requests);
-        async move {
-            let response = fut.await;
-            drop(busy);
-            response
-        }
+        busy_while(&self.conn, self.inner.batch(requests))
     }
 
     fn notification<'a>(&self, n: Notification<'a>) -> impl Future<Output = Self::NotificationResponse> + Send + 'a {
         self.conn.touch();
         self.inner.notification(n)
+    }
+}
+
+/// `work`, with `conn` marked busy until it is done.
+fn busy_while<'a, T>(
+    conn: &Arc<ConnState>,
+    work: impl Future<Output = T> + Send + 'a,
+) -> impl Future<Output = T> + Send + 'a {
+    let busy = conn.call();
+    async move {
+        let done = work.await;
+        drop(busy);
+        done
     }
 }
 

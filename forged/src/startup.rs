@@ -86,34 +86,47 @@ pub fn create_home(home: &Path) -> std::io::Result<()> {
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(home)
 }
 
-/// Tightens an existing `$FORGE_HOME` that others can read: the directory to
-/// 0700 and everything in it (the store, its WAL and delta log, the lock,
-/// `logs/`) to 0600 (directories 0700). Returns what was changed, to log.
+/// Tightens an existing `$FORGE_HOME` that others can read: the directory
+/// to 0700, and Forge's own files in it (the store, its WAL and delta log,
+/// the lock and socket directory, `config.toml`, `logs/` and the logs) to
+/// 0600, directories 0700. Nothing else a user keeps there is touched.
+/// Returns what was changed, to log.
 pub fn tighten_home(home: &Path) -> Vec<PathBuf> {
     let mut changed = Vec::new();
-    tighten(home, &mut changed, 0);
+    tighten(home, &mut changed);
+    for entry in std::fs::read_dir(home).into_iter().flatten().flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if !(name.starts_with("forge") || name == "config.toml" || name == "logs" || name == "run") {
+            continue;
+        }
+        let path = entry.path();
+        tighten(&path, &mut changed);
+        if name == "logs" || name == "run" {
+            for inner in std::fs::read_dir(&path).into_iter().flatten().flatten() {
+                tighten(&inner.path(), &mut changed);
+            }
+        }
+    }
     changed
 }
 
-fn tighten(path: &Path, changed: &mut Vec<PathBuf>, depth: usize) {
-    // Never follow a link: only what is really inside the home is ours.
+/// Makes one file 0600 (keeping its owner's execute bit) or one directory
+/// 0700 if others may read it. Links, sockets and fifos are left alone (a
+/// socket is made 0600 when bound).
+fn tighten(path: &Path, changed: &mut Vec<PathBuf>) {
     let Ok(meta) = std::fs::symlink_metadata(path) else { return };
     let private = if meta.is_dir() {
         0o700
     } else if meta.is_file() {
         meta.permissions().mode() & 0o700
     } else {
-        return; // sockets are made 0600 when bound; links and fifos left alone
+        return;
     };
-    let mode = meta.permissions().mode() & 0o7777;
-    if mode & 0o077 != 0 && std::fs::set_permissions(path, std::fs::Permissions::from_mode(private)).is_ok() {
+    if meta.permissions().mode() & 0o077 != 0
+        && std::fs::set_permissions(path, std::fs::Permissions::from_mode(private)).is_ok()
+    {
         changed.push(path.to_path_buf());
-    }
-    // The home and logs/ (and what a user may have nested in them) only.
-    if meta.is_dir() && depth < 3 {
-        for entry in std::fs::read_dir(path).into_iter().flatten().flatten() {
-            tighten(&entry.path(), changed, depth + 1);
-        }
     }
 }
 
@@ -132,8 +145,16 @@ mod tests {
             std::fs::set_permissions(home.join(p), std::fs::Permissions::from_mode(m))
                 .unwrap_or_else(|e| panic!("{e}"));
         }
+        std::fs::write(home.join("notes.txt"), b"mine").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::set_permissions(home.join("notes.txt"), std::fs::Permissions::from_mode(0o644))
+            .unwrap_or_else(|e| panic!("{e}"));
         let changed = tighten_home(&home);
         assert_eq!(changed.len(), 4, "{changed:?}");
+        assert_eq!(
+            std::fs::metadata(home.join("notes.txt")).map(|m| m.permissions().mode() & 0o777).unwrap_or(0),
+            0o644,
+            "what is not Forge's is left alone"
+        );
         let mode = |p: &str| std::fs::metadata(home.join(p)).map(|m| m.permissions().mode() & 0o777).unwrap_or(0);
         assert_eq!((mode(""), mode("forge.db"), mode("logs"), mode("logs/forged.log")), (0o700, 0o600, 0o700, 0o600));
         assert!(tighten_home(&home).is_empty(), "nothing left to change");

@@ -36,6 +36,7 @@ async fn each_injected_failure_is_reported_and_the_session_goes_on() {
                 "{provider} {directive}: stderr should mention {words:?}: {}",
                 r.stderr
             );
+            assert!(!r.stderr.contains(").."), "{provider} {directive}: one full stop is enough: {}", r.stderr);
             let events = forge.ok(&["--json", "attach", &id, "--until-idle"]).await.json_lines();
             let finished = events.iter().rev().find(|e| e["kind"] == "turn_finished").cloned().unwrap_or_default();
             assert_eq!(finished["status"], "error");

@@ -33,19 +33,31 @@ fn mode(p: &Path) -> u32 {
     std::fs::symlink_metadata(p).map(|m| m.permissions().mode() & 0o777).unwrap_or(0)
 }
 
+/// A daemon on the mock, started.
+async fn started() -> (MockServer, Forge) {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    (mock, forge)
+}
+
+/// Drops every privilege to `nobody`'s, in the child between fork and exec.
+fn become_nobody() -> std::io::Result<()> {
+    // SAFETY: plain syscalls, async-signal-safe.
+    unsafe {
+        if libc::setgroups(0, std::ptr::null()) != 0 || libc::setgid(NOBODY) != 0 || libc::setuid(NOBODY) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
 /// Runs `program args` as `nobody`; (exit code, stdout + stderr).
 fn run_as_nobody(program: &str, args: &[&str]) -> (i32, String) {
     let mut cmd = std::process::Command::new(program);
     cmd.args(args).stdin(Stdio::null());
-    // SAFETY: setgid/setuid between fork and exec.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::setgroups(0, std::ptr::null()) != 0 || libc::setgid(NOBODY) != 0 || libc::setuid(NOBODY) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    // SAFETY: become_nobody only makes async-signal-safe calls.
+    unsafe { cmd.pre_exec(become_nobody) };
     let out = cmd.output().unwrap_or_else(|e| panic!("run {program} as nobody: {e}"));
     let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     (out.status.code().unwrap_or(-1), text)
@@ -167,15 +179,8 @@ async fn no_other_process_can_read_the_daemons_keys() {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .kill_on_drop(true);
-    // SAFETY: setgid/setuid between fork and exec.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::setgroups(0, std::ptr::null()) != 0 || libc::setgid(NOBODY) != 0 || libc::setuid(NOBODY) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    // SAFETY: become_nobody only makes async-signal-safe calls.
+    unsafe { cmd.pre_exec(become_nobody) };
     let mut daemon = cmd.spawn().unwrap_or_else(|e| panic!("forged as nobody: {e}"));
     let dpid = daemon.id().unwrap_or(0);
     for _ in 0..500 {
@@ -200,9 +205,7 @@ async fn no_other_process_can_read_the_daemons_keys() {
 /// that still holds it, so nothing is lost across a restart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_database_blocks_and_a_reset_writes_it_back() {
-    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
-    let mut forge = Forge::new(&mock);
-    forge.start().await;
+    let (_mock, mut forge) = started().await;
     let id = forge.new_session(&["--name", "keep"]).await;
     forge.ok(&["send", "-s", &id, "mock:tokens=4 mock:delay=2 first"]).await;
     let data = forge.data_dir();
@@ -237,9 +240,7 @@ async fn a_deleted_database_blocks_and_a_reset_writes_it_back() {
 /// user messages in a row.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_killed_before_its_first_text_is_marked_interrupted() {
-    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
-    let mut forge = Forge::new(&mock);
-    forge.start().await;
+    let (mock, mut forge) = started().await;
     let id = forge.new_session(&["--name", "early"]).await;
     forge.ok(&["send", "--no-wait", "-s", &id, "mock:tokens=3 mock:delay=20000 slow to start"]).await;
     // The request reached the provider; no text has come back.
@@ -271,9 +272,7 @@ async fn a_turn_killed_before_its_first_text_is_marked_interrupted() {
 /// the next request still tells the model the question went unanswered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_question_left_unanswered_by_an_error_is_marked_in_the_next_request() {
-    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
-    let mut forge = Forge::new(&mock);
-    forge.start().await;
+    let (mock, forge) = started().await;
     let id = forge.new_session(&[]).await;
     assert_eq!(forge.ctl(&["send", "-s", &id, "mock:status=400 first"]).await.code, 4);
     forge.ok(&["send", "-s", &id, "mock:tokens=1 second"]).await;
@@ -300,9 +299,7 @@ fn processes(args: &[&str]) -> Vec<u32> {
 /// daemon; after the restart the session says what was running.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commands_die_with_a_killed_daemon_and_recovery_says_what_was_running() {
-    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
-    let mut forge = Forge::new(&mock);
-    forge.start().await;
+    let (_mock, mut forge) = started().await;
     let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let id = forge.new_session(&["--cwd", &project.path().display().to_string()]).await;
     // A grandchild in a subshell, and a child: neither is the group's leader.
@@ -356,9 +353,7 @@ async fn commands_die_with_a_killed_daemon_and_recovery_says_what_was_running() 
 /// follows it to its end (it used to print nothing and exit at once).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn attach_from_live_until_idle_follows_a_running_turn_to_its_end() {
-    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
-    let mut forge = Forge::new(&mock);
-    forge.start().await;
+    let (_mock, forge) = started().await;
     let id = forge.new_session(&["--name", "live"]).await;
     forge.ok(&["send", "--no-wait", "-s", &id, "mock:tokens=40 mock:delay=25 go"]).await;
     // Join once some text is out.
@@ -440,9 +435,7 @@ async fn a_connection_flood_does_not_starve_new_clients() {
 /// refused with the roots named (and nothing about a config key).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn absolute_paths_inside_the_session_directory_work() {
-    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
-    let mut forge = Forge::new(&mock);
-    forge.start().await;
+    let (_mock, forge) = started().await;
     let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     std::fs::write(project.path().join("notes.txt"), "inside the project\n").unwrap_or_else(|e| panic!("{e}"));
     let root = project.path().canonicalize().unwrap_or_else(|e| panic!("{e}"));
@@ -490,9 +483,7 @@ fn rss_kib(pid: u32) -> u64 {
 /// a fragmented heap: +50 MB per 25 MB streamed).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_returns_near_idle_after_streaming() {
-    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
-    let mut forge = Forge::new(&mock);
-    forge.start().await;
+    let (_mock, forge) = started().await;
     let pid = forge.pid().unwrap_or_else(|| panic!("no pid"));
     forge.ok(&["ps"]).await;
     tokio::time::sleep(std::time::Duration::from_secs(2)).await;

@@ -272,10 +272,11 @@ impl SessionActor {
                     self.on_health(state).await;
                 }
                 cmd = self.commands.recv(), if self.exit.is_none() => match cmd {
-                    Some(cmd) => match self.reload_history().await {
+                    Some(cmd) if cmd.needs_history() => match self.reload_history().await {
                         Ok(()) => self.on_command(cmd),
                         Err(e) => self.refuse(cmd, e),
                     },
+                    Some(cmd) => self.on_command(cmd),
                     None => self.begin_shutdown(None),
                 },
                 () = &mut self.release_at, if self.release_armed => {

@@ -79,6 +79,21 @@ pub(crate) enum SessionCmd {
     },
 }
 
+impl SessionCmd {
+    /// Whether doing it reads the conversation (which a quiet session may
+    /// have let go of).
+    pub(crate) fn needs_history(&self) -> bool {
+        matches!(
+            self,
+            SessionCmd::Send { .. }
+                | SessionCmd::Context { .. }
+                | SessionCmd::Approve { .. }
+                | SessionCmd::ToolResult { .. }
+                | SessionCmd::Recover { .. }
+        )
+    }
+}
+
 /// An event as published to subscribers: already durable, already JSON.
 #[derive(Debug, Clone)]
 pub struct PublishedEvent {
