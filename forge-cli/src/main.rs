@@ -27,7 +27,9 @@ Exit status:
   5  the turn was cancelled or interrupted
   130 interrupted by Ctrl-C
 
-Environment: FORGE_SOCKET, FORGE_HOME, XDG_RUNTIME_DIR.";
+Environment: FORGE_SOCKET, FORGE_HOME, XDG_RUNTIME_DIR. A daemon forgectl starts gets its \
+environment, so the provider variables (ANTHROPIC_API_KEY, OPENAI_API_KEY, GEMINI_API_KEY, \
+ANTHROPIC_BASE_URL, OPENAI_BASE_URL) set here reach it.";
 
 #[derive(Parser)]
 #[command(

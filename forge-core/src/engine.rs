@@ -580,9 +580,7 @@ impl Engine {
 /// The reason, with what to do about it when the journal is blocked.
 fn blocked_advice(reason: &str, health: JournalHealth) -> String {
     if health == JournalHealth::Blocked {
-        format!(
-            "{reason}. Nothing already acknowledged is lost. Fix the cause (free disk space, restore write permission on the database), then run `forgectl journal reset`"
-        )
+        format!("{reason}. Nothing already acknowledged is lost. {}", crate::error::unblock_advice(reason))
     } else {
         reason.to_string()
     }

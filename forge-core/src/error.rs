@@ -30,7 +30,8 @@ impl EngineError {
         Self::new(
             ErrorKind::PersistenceBlocked,
             format!(
-                "the store cannot be written ({reason}); Forge refuses new work so that nothing is lost. Free disk space or fix the permissions of $FORGE_HOME/forge.db, then run `forgectl journal reset`"
+                "the store cannot be written ({reason}); Forge refuses new work so that nothing is lost. {}",
+                unblock_advice(reason)
             ),
         )
     }
@@ -49,5 +50,14 @@ impl From<crate::store::StoreError> for EngineError {
 impl From<crate::provider::ProviderError> for EngineError {
     fn from(e: crate::provider::ProviderError) -> Self {
         Self::new(e.kind, e.message)
+    }
+}
+
+/// What to do about a blocked journal, for its reason.
+pub fn unblock_advice(reason: &str) -> &'static str {
+    if reason.contains("deleted or replaced") {
+        "Run `forgectl journal reset`: the daemon still holds the database and writes it back to its path"
+    } else {
+        "Free disk space or fix the permissions of $FORGE_HOME/forge.db, then run `forgectl journal reset`"
     }
 }

@@ -34,7 +34,8 @@ Directives: words in the last user message script the reply (removed from any ec
   mock:tool=NAME            after the text, call tool NAME (repeat for parallel calls)
   mock:tool=NAME:JSON       the same with these arguments (JSON without spaces)
   mock:sleep=S              a run_command call runs `echo started; sleep S`
-  mock:status=CODE          answer HTTP CODE with the provider's error body (429 adds retry-after: 1)
+  mock:status=CODE          answer HTTP CODE with the provider's error body
+                            (429 also sends retry-after)
   mock:midstream_error=N    after N text chunks, report an error inside the stream
   mock:drop=N               after N text chunks, cut the connection
   mock:malformed=N          after N text chunks, send an SSE event that is not JSON

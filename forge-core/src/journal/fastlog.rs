@@ -130,25 +130,34 @@ pub(super) fn recover(conn: &Connection, path: &Path) -> Result<u64, String> {
     }
     let n = rows.len() as u64;
     if !rows.is_empty() {
-        let apply = || -> rusqlite::Result<()> {
+        let apply = || -> rusqlite::Result<usize> {
             conn.execute_batch("BEGIN IMMEDIATE")?;
             let mut insert = conn.prepare(
                 "INSERT OR IGNORE INTO events (session_id, seq, ts_ms, kind, body) \
                  SELECT ?1, ?2, ?3, ?4, ?5 WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ?1)",
             )?;
+            let mut added = 0;
             for (session, seq, ts, kind, body) in &rows {
-                insert.execute(rusqlite::params![session, *seq as i64, ts, kind, body])?;
+                added += insert.execute(rusqlite::params![session, *seq as i64, ts, kind, body])?;
             }
             drop(insert);
-            conn.execute_batch("COMMIT")
+            conn.execute_batch("COMMIT")?;
+            Ok(added)
         };
-        if let Err(e) = apply() {
-            if !conn.is_autocommit() {
-                let _ = conn.execute_batch("ROLLBACK");
+        let added = match apply() {
+            Ok(added) => added,
+            Err(e) => {
+                if !conn.is_autocommit() {
+                    let _ = conn.execute_batch("ROLLBACK");
+                }
+                return Err(format!("cannot move the delta log {} into the store: {e}", path.display()));
             }
-            return Err(format!("cannot move the delta log {} into the store: {e}", path.display()));
+        };
+        // Lines already in SQLite are normal (the file is emptied lazily);
+        // only events that were not there are news.
+        if added > 0 {
+            tracing::info!(events = added, "recovered events from the delta log that were not yet in the store");
         }
-        tracing::info!(events = n, "recovered events from the delta log");
     }
     DeltaLog::open(path)
         .and_then(|mut log| log.empty())

@@ -382,8 +382,15 @@ fn run(core: &Mutex<Writer>, mut rx: mpsc::Receiver<Cmd>, durability: Durability
         }
         writer.checkpoint_if_due();
     }
-    // Every handle is gone: leave nothing for the next start to recover.
-    core.lock().unwrap_or_else(|p| p.into_inner()).apply_deltas();
+    // Every handle is gone: leave nothing for the next start to recover,
+    // not even lines already applied.
+    let mut writer = core.lock().unwrap_or_else(|p| p.into_inner());
+    writer.apply_deltas();
+    if writer.pending.is_empty()
+        && let Some(log) = writer.deltas.as_mut()
+    {
+        let _ = log.empty();
+    }
 }
 
 /// How long the writer thread lets a group gather (see `run`).
