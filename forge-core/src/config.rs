@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::provider::{ProviderKind, redact_secrets};
+use crate::provider_kind::ProviderKind;
+use crate::redact::redact_secrets;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {

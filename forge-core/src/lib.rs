@@ -10,6 +10,8 @@ pub mod error;
 pub mod ids;
 pub mod journal;
 pub mod provider;
+pub mod provider_kind;
+pub mod redact;
 pub mod session;
 pub mod store;
 pub mod tools;

@@ -13,89 +13,12 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use crate::config::{ForgeConfig, expand_env_vars};
-pub use errors::{ProviderError, redact_secrets};
+pub use crate::provider_kind::{ProviderKind, context_window};
+pub use crate::redact::redact_secrets;
+pub use errors::ProviderError;
 use forge_proto::{ToolCallRecord, Usage};
 
 use crate::tools::ToolSpec;
-
-/// The providers Forge knows by name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ProviderKind {
-    Claude,
-    OpenAi,
-    Gemini,
-}
-
-/// The context window of well-known model families, in tokens.
-pub fn context_window(model: &str) -> Option<u64> {
-    let m = model.to_ascii_lowercase();
-    if m.starts_with("claude") {
-        Some(200_000)
-    } else if m.starts_with("gpt-5") || m.starts_with("gpt-4.1") {
-        Some(400_000)
-    } else if m.starts_with("gpt-4o") || m.starts_with("o3") || m.starts_with("o4") {
-        Some(128_000)
-    } else if m.starts_with("gemini") {
-        Some(1_048_576)
-    } else {
-        None
-    }
-}
-
-impl ProviderKind {
-    /// Parses a provider name as users type it: `claude` (alias
-    /// `anthropic`), `openai`, `gemini` (alias `google`).
-    pub fn parse(name: &str) -> Option<Self> {
-        match name.trim().to_ascii_lowercase().as_str() {
-            "claude" | "anthropic" => Some(Self::Claude),
-            "openai" => Some(Self::OpenAi),
-            "gemini" | "google" => Some(Self::Gemini),
-            _ => None,
-        }
-    }
-
-    /// The canonical name stored with sessions.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Claude => "claude",
-            Self::OpenAi => "openai",
-            Self::Gemini => "gemini",
-        }
-    }
-
-    pub fn display_name(self) -> &'static str {
-        match self {
-            Self::Claude => "Claude",
-            Self::OpenAi => "OpenAI",
-            Self::Gemini => "Gemini",
-        }
-    }
-
-    pub fn default_model(self) -> &'static str {
-        match self {
-            Self::Claude => "claude-sonnet-4-6",
-            Self::OpenAi => "gpt-5.4-mini",
-            Self::Gemini => "gemini-3.5-flash",
-        }
-    }
-
-    /// The environment variable that holds this provider's key.
-    pub fn key_env(self) -> &'static str {
-        match self {
-            Self::Claude => "ANTHROPIC_API_KEY",
-            Self::OpenAi => "OPENAI_API_KEY",
-            Self::Gemini => "GEMINI_API_KEY",
-        }
-    }
-
-    fn config_key_name(self) -> &'static str {
-        match self {
-            Self::Claude => "anthropic",
-            Self::OpenAi => "openai",
-            Self::Gemini => "google",
-        }
-    }
-}
 
 /// One message of the conversation sent to the provider.
 #[derive(Debug, Clone, PartialEq, Eq)]
