@@ -21,8 +21,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use forge_proto::api::ForgeApiClient;
-use forge_proto::client::{Connection, Follow, connect};
+use forge_client::ForgeApiClient;
+use forge_client::{Connection, Follow, connect};
 use forge_proto::{ClientInfo, ClientKind, EventKind, SubscriptionItem};
 use forge_tests::mock::{MockOptions, MockServer, unix_ns};
 

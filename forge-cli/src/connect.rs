@@ -3,8 +3,8 @@
 
 use std::path::PathBuf;
 
-use forge_proto::autostart::{StartError, connect_or_start};
-use forge_proto::client::{ConnectError, Connection};
+use forge_client::autostart::{StartError, connect_or_start};
+use forge_client::{ConnectError, Connection};
 use forge_proto::{ClientInfo, ClientKind};
 
 use crate::Global;

@@ -1,6 +1,6 @@
 //! Failures and the exit codes documented in `--help`.
 
-use forge_proto::jsonrpsee::core::ClientError;
+use forge_client::jsonrpsee::core::ClientError;
 
 pub const DAEMON_ERROR: u8 = 1;
 pub const UNREACHABLE: u8 = 3;

@@ -14,7 +14,9 @@ use crate::types::*;
 
 pub type RpcResult<T> = Result<T, ErrorObjectOwned>;
 
-#[rpc(server, client)]
+#[cfg_attr(all(feature = "server", feature = "client"), rpc(server, client))]
+#[cfg_attr(all(feature = "server", not(feature = "client")), rpc(server))]
+#[cfg_attr(all(feature = "client", not(feature = "server")), rpc(client))]
 pub trait ForgeApi {
     /// Handshake: the client states the protocol version it speaks and who it
     /// is. Events caused by this connection carry that identity.

@@ -2,6 +2,7 @@
 //! Forge's own errors use -32040..-32069 and always carry `data.kind`, a
 //! stable string scripts can match on, and `data.retryable`.
 
+#[cfg(any(feature = "server", feature = "client"))]
 use jsonrpsee::types::ErrorObjectOwned;
 use serde::{Deserialize, Serialize};
 
@@ -106,6 +107,7 @@ pub struct ErrorData {
 }
 
 /// Builds the JSON-RPC error object for a Forge error.
+#[cfg(any(feature = "server", feature = "client"))]
 pub fn rpc_error(kind: ErrorKind, message: impl Into<String>) -> ErrorObjectOwned {
     ErrorObjectOwned::owned(
         kind.code(),
@@ -115,6 +117,7 @@ pub fn rpc_error(kind: ErrorKind, message: impl Into<String>) -> ErrorObjectOwne
 }
 
 /// Reads `data.kind` back out of an error object, if it is a Forge error.
+#[cfg(any(feature = "server", feature = "client"))]
 pub fn error_kind_of(err: &ErrorObjectOwned) -> Option<String> {
     let data = err.data()?;
     let parsed: ErrorData = serde_json::from_str(data.get()).ok()?;

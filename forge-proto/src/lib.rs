@@ -1,15 +1,15 @@
 //! The Forge wire protocol.
 //!
 //! Everything a client and `forged` exchange is defined here once: the
-//! JSON-RPC API trait ([`api::ForgeApiServer`] / [`api::ForgeApiClient`]),
-//! the params/results of each method, the [`events::SessionEvent`] stream,
-//! the error codes and their stable `kind` strings, and a small async client
-//! that connects over the daemon's Unix socket. This crate knows nothing of
-//! the engine: it only describes what travels on the socket.
+//! JSON-RPC API trait (`api::ForgeApiServer` with the `server` feature,
+//! `api::ForgeApiClient` with `client`), the params/results of each
+//! method, the [`events::SessionEvent`] stream, the error codes and their
+//! stable `kind` strings. This crate knows nothing of the engine and holds
+//! no transport: it only describes what travels on the socket (the client
+//! is `forge-client`).
 
+#[cfg(any(feature = "server", feature = "client"))]
 pub mod api;
-pub mod autostart;
-pub mod client;
 pub mod error;
 pub mod events;
 pub mod paths;
@@ -27,6 +27,3 @@ pub const PROTOCOL_VERSION: u32 = 1;
 
 /// Largest JSON-RPC message the daemon accepts or sends (8 MiB).
 pub const MAX_MESSAGE_BYTES: u32 = 8 * 1024 * 1024;
-
-/// Re-exported so clients use the same jsonrpsee as the protocol.
-pub use jsonrpsee;

@@ -19,8 +19,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use forge_proto::api::ForgeApiClient;
-use forge_proto::autostart::connect_or_start;
+use forge_client::ForgeApiClient;
+use forge_client::autostart::connect_or_start;
 
 use crate::app::{App, UiOptions};
 

@@ -3,9 +3,9 @@
 //! starts a new one here, r renames, d removes (after a y), q leaves.
 
 use crossterm::event::{Event, EventStream, KeyCode, KeyEventKind, KeyModifiers};
+use forge_client::ForgeApiClient;
+use forge_client::jsonrpsee::async_client::Client;
 use forge_proto::SessionInfo;
-use forge_proto::api::ForgeApiClient;
-use forge_proto::jsonrpsee::async_client::Client;
 use futures::StreamExt;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout};

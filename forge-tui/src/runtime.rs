@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 use crossterm::event::{DisableBracketedPaste, EnableBracketedPaste, Event, EventStream};
 use crossterm::execute;
 use crossterm::terminal::{EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode};
-use forge_proto::api::ForgeApiClient;
-use forge_proto::client::{Follow, connect};
-use forge_proto::jsonrpsee::async_client::Client;
+use forge_client::ForgeApiClient;
+use forge_client::jsonrpsee::async_client::Client;
+use forge_client::{Follow, connect};
 use forge_proto::{ApprovalDecision, ClientInfo, ClientKind, RecoverAction, SubscriptionItem};
 use futures::StreamExt;
 use ratatui::backend::CrosstermBackend;
@@ -420,9 +420,9 @@ fn perform(action: Action, client: &Arc<Client>, session: &str, app: &mut App, t
 
 /// A daemon error as a user reads it: the message of an RPC error, else
 /// what went wrong with the call.
-pub fn error_text(e: forge_proto::jsonrpsee::core::ClientError) -> String {
+pub fn error_text(e: forge_client::jsonrpsee::core::ClientError) -> String {
     match e {
-        forge_proto::jsonrpsee::core::ClientError::Call(obj) => obj.message().to_string(),
+        forge_client::jsonrpsee::core::ClientError::Call(obj) => obj.message().to_string(),
         other => other.to_string(),
     }
 }

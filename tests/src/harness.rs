@@ -299,7 +299,7 @@ fn dechunk(body: &str) -> String {
 
 /// A deliberately minimal WebSocket client over the daemon's socket, for
 /// tests that need to control exactly when frames are read (a slow or
-/// stalled subscriber). Real clients use `forge_proto::client`.
+/// stalled subscriber). Real clients use `forge_client`.
 pub struct RawWs {
     stream: UnixStream,
     buf: Vec<u8>,

@@ -1,8 +1,8 @@
 //! `forgectl approvals`, `approve`, `deny`: one inbox for every session's
 //! pending tool approvals, answerable from any terminal or script.
 
+use forge_client::ForgeApiClient;
 use forge_proto::ApprovalDecision;
-use forge_proto::api::ForgeApiClient;
 
 use crate::Global;
 use crate::connect::daemon;

@@ -3,8 +3,8 @@
 use std::collections::HashSet;
 
 use clap::Args;
-use forge_proto::api::ForgeApiClient;
-use forge_proto::client::Follow;
+use forge_client::Follow;
+use forge_client::ForgeApiClient;
 use forge_proto::{EventKind, SubscriptionItem};
 
 use crate::Global;

@@ -1,7 +1,7 @@
 //! `forgectl cancel`, `status`, `shutdown`.
 
+use forge_client::ForgeApiClient;
 use forge_proto::JournalHealth;
-use forge_proto::api::ForgeApiClient;
 
 use crate::Global;
 use crate::connect::{daemon, socket_path};

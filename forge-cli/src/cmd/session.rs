@@ -1,9 +1,9 @@
 //! `forgectl session ...` and `forgectl history`.
 
 use clap::{Args, Subcommand};
+use forge_client::ForgeApiClient;
+use forge_client::jsonrpsee::async_client::Client;
 use forge_proto::SessionInfo;
-use forge_proto::api::ForgeApiClient;
-use forge_proto::jsonrpsee::async_client::Client;
 use forge_proto::{MessageStatus, RecoveryBadge, Role};
 
 use crate::Global;

@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use crate::client::{ConnectError, Connection, connect};
-use crate::types::ClientInfo;
+use forge_proto::types::ClientInfo;
+
+use crate::connection::{ConnectError, Connection, connect};
 
 /// How long to wait for a freshly started daemon to answer.
 const START_TIMEOUT: Duration = Duration::from_secs(15);
@@ -58,7 +59,7 @@ async fn start_and_connect(
     info: ClientInfo,
     started: impl FnOnce(u32),
 ) -> Result<Connection, StartError> {
-    let home = crate::paths::forge_home();
+    let home = forge_proto::paths::forge_home();
     let logs = home.join("logs");
     // Private from the start: the daemon's files hold conversations.
     let _ = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&logs);

@@ -1,6 +1,6 @@
 //! A small async client for Rust programs: connects to the daemon's Unix
 //! socket over WebSocket, performs the `hello` handshake, and exposes the
-//! typed [`ForgeApiClient`](crate::api::ForgeApiClient) methods;
+//! typed [`ForgeApiClient`](forge_proto::api::ForgeApiClient) methods;
 //! [`Follow`] follows a session over newline-delimited JSON-RPC.
 
 use std::path::{Path, PathBuf};
@@ -16,10 +16,10 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 
-use crate::api::ForgeApiClient;
-use crate::events::SubscriptionItem;
-use crate::types::{ClientInfo, HelloResult};
-use crate::{MAX_MESSAGE_BYTES, PROTOCOL_VERSION};
+use forge_proto::api::ForgeApiClient;
+use forge_proto::events::SubscriptionItem;
+use forge_proto::types::{ClientInfo, HelloResult};
+use forge_proto::{MAX_MESSAGE_BYTES, PROTOCOL_VERSION};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
