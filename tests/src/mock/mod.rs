@@ -51,6 +51,9 @@ Try it without a key:
   forgectl send \"hello mock:tokens=50\"
   forgectl send \"mock:tool=write_file make a file\"   # then: forgectl approve SESSION --all";
 
+mod anthropic;
+mod openai;
+
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -73,6 +76,38 @@ type Body = BoxBody<Bytes, std::io::Error>;
 pub enum Wire {
     Anthropic,
     OpenAi,
+}
+
+impl Wire {
+    fn format(self) -> &'static dyn Format {
+        match self {
+            Wire::Anthropic => &anthropic::Anthropic,
+            Wire::OpenAi => &openai::OpenAi,
+        }
+    }
+}
+
+/// One wire format's side of the conversation: how it authenticates, and
+/// the SSE events of each part of a reply (split at the format's own
+/// boundaries, so that a reply is these in order).
+trait Format: Sync {
+    fn error_body(&self, error_type: &str, message: &str) -> String;
+    /// The key the request carries; `Err` for a request the API refuses
+    /// outright (a missing required header).
+    fn api_key(&self, header: &dyn Fn(&str) -> Option<String>) -> Result<Option<String>, ()>;
+    /// Whether a request without a key is refused (OpenAI-compatible local
+    /// servers take none).
+    fn key_required(&self) -> bool;
+    /// Events before the first text chunk.
+    fn start(&self, model: &str) -> Vec<String>;
+    fn text(&self, model: &str, chunk: &str) -> String;
+    /// An error reported inside the stream.
+    fn midstream_error(&self) -> String;
+    /// Events after the last text chunk.
+    fn text_end(&self) -> Vec<String>;
+    /// The `k`-th tool call, its arguments in small fragments.
+    fn tool_call(&self, model: &str, k: usize, id: &str, name: &str, args: &str) -> Vec<String>;
+    fn finish(&self, model: &str, tool_use: bool, output_tokens: usize) -> Vec<String>;
 }
 
 /// One request the mock received.
@@ -237,12 +272,7 @@ fn error_body(wire: Wire, status: u16) -> String {
         529 => ("overloaded_error", "Overloaded (mock)"),
         _ => ("api_error", "Unexpected error (mock)."),
     };
-    match wire {
-        Wire::Anthropic => {
-            json!({"type":"error","error":{"type":ty,"message":msg},"request_id":"req_mock"}).to_string()
-        }
-        Wire::OpenAi => json!({"error":{"message":msg,"type":ty,"param":null,"code":ty}}).to_string(),
-    }
+    wire.format().error_body(ty, msg)
 }
 
 async fn handle(
@@ -285,16 +315,10 @@ async fn handle(
     }
 
     // Authentication as the real APIs check it.
-    let key = match wire {
-        Wire::Anthropic => {
-            if header("anthropic-version").is_none() {
-                return Ok(full(StatusCode::BAD_REQUEST, "application/json", error_body(wire, 400), &[]));
-            }
-            header("x-api-key")
-        }
-        Wire::OpenAi => header("authorization").and_then(|v| v.strip_prefix("Bearer ").map(str::to_string)),
+    let Ok(key) = wire.format().api_key(&header) else {
+        return Ok(full(StatusCode::BAD_REQUEST, "application/json", error_body(wire, 400), &[]));
     };
-    if key.as_deref() == Some("bad-key") || (wire == Wire::Anthropic && key.is_none()) {
+    if key.as_deref() == Some("bad-key") || (wire.format().key_required() && key.is_none()) {
         return Ok(full(StatusCode::UNAUTHORIZED, "application/json", error_body(wire, 401), &[]));
     }
 
@@ -475,50 +499,17 @@ async fn stream_reply(
     first_byte_log: Option<std::path::PathBuf>,
 ) {
     let w = Writer { tx, split: script.split };
+    let format = wire.format();
     let delay = Duration::from_millis(script.delay_ms);
     let total = chunks.len();
-    let id = "chatcmpl-mock";
-    match wire {
-        Wire::Anthropic => {
-            let start = json!({"type":"message_start","message":{"id":"msg_mock","type":"message","role":"assistant",
-                "model":model,"content":[],"stop_reason":null,"stop_sequence":null,
-                "usage":{"input_tokens":12,"output_tokens":1}}});
-            if !w.write(sse(Some("message_start"), &start)).await {
-                return;
-            }
-            let _ = w
-                .write(sse(
-                    Some("content_block_start"),
-                    &json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}),
-                ))
-                .await;
-            let _ = w.write("event: ping\ndata: {\"type\": \"ping\"}\n\n".to_string()).await;
-        }
-        Wire::OpenAi => {
-            let first = json!({"id":id,"object":"chat.completion.chunk","created":1,"model":model,
-                "choices":[{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}],"usage":null});
-            if !w.write(sse(None, &first)).await {
-                return;
-            }
+    for (i, event) in format.start(&model).into_iter().enumerate() {
+        if !w.write(event).await && i == 0 {
+            return;
         }
     }
     for (i, chunk) in chunks.iter().enumerate() {
         if script.midstream_error == Some(i) {
-            match wire {
-                Wire::Anthropic => {
-                    let _ = w
-                        .write(sse(
-                            Some("error"),
-                            &json!({"type":"error","error":{"type":"overloaded_error","message":"Overloaded (mock)"}}),
-                        ))
-                        .await;
-                }
-                Wire::OpenAi => {
-                    let _ = w
-                        .write(sse(None, &json!({"error":{"message":"The server had an error (mock)","type":"server_error","code":null}})))
-                        .await;
-                }
-            }
+            let _ = w.write(format.midstream_error()).await;
             return;
         }
         if script.drop_after == Some(i) {
@@ -533,24 +524,7 @@ async fn stream_reply(
             tokio::time::sleep(delay).await;
         }
         let chunk = if script.stamp { STAMP_PLACEHOLDER } else { chunk };
-        let ok = match wire {
-            Wire::Anthropic => {
-                w.write(sse(
-                    Some("content_block_delta"),
-                    &json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":chunk}}),
-                ))
-                .await
-            }
-            Wire::OpenAi => {
-                w.write(sse(
-                    None,
-                    &json!({"id":id,"object":"chat.completion.chunk","created":1,"model":model,
-                        "choices":[{"index":0,"delta":{"content":chunk},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"x7"}),
-                ))
-                .await
-            }
-        };
-        if !ok {
+        if !w.write(format.text(&model, chunk)).await {
             return;
         }
         if i == 0
@@ -559,8 +533,8 @@ async fn stream_reply(
             log_now(path);
         }
     }
-    if wire == Wire::Anthropic {
-        let _ = w.write(sse(Some("content_block_stop"), &json!({"type":"content_block_stop","index":0}))).await;
+    for event in format.text_end() {
+        let _ = w.write(event).await;
     }
     for (k, (name, given)) in script.tools.iter().enumerate() {
         let args = match (name.as_str(), script.sleep, given) {
@@ -568,69 +542,12 @@ async fn stream_reply(
             ("run_command", Some(secs), None) => format!("{{\"command\": \"echo started; sleep {secs}\"}}"),
             _ => tool_args(k, name),
         };
-        let id = format!("call_mock_{k}");
-        match wire {
-            Wire::Anthropic => {
-                let index = k + 1;
-                let _ = w
-                    .write(sse(
-                        Some("content_block_start"),
-                        &json!({"type":"content_block_start","index":index,"content_block":{"type":"tool_use","id":id,"name":name,"input":{}}}),
-                    ))
-                    .await;
-                for frag in std::iter::once(String::new()).chain(pieces(&args, 5)) {
-                    let _ = w
-                        .write(sse(
-                            Some("content_block_delta"),
-                            &json!({"type":"content_block_delta","index":index,"delta":{"type":"input_json_delta","partial_json":frag}}),
-                        ))
-                        .await;
-                }
-                let _ =
-                    w.write(sse(Some("content_block_stop"), &json!({"type":"content_block_stop","index":index}))).await;
-            }
-            Wire::OpenAi => {
-                let first = json!({"id":"chatcmpl-mock","object":"chat.completion.chunk","created":1,"model":model,
-                    "choices":[{"index":0,"delta":{"tool_calls":[{"index":k,"id":id,"type":"function","function":{"name":name,"arguments":""}}]},"finish_reason":null}]});
-                let _ = w.write(sse(None, &first)).await;
-                for frag in pieces(&args, 5) {
-                    let c = json!({"id":"chatcmpl-mock","object":"chat.completion.chunk","created":1,"model":model,
-                        "choices":[{"index":0,"delta":{"tool_calls":[{"index":k,"function":{"arguments":frag}}]},"finish_reason":null}]});
-                    let _ = w.write(sse(None, &c)).await;
-                }
-            }
+        for event in format.tool_call(&model, k, &format!("call_mock_{k}"), name, &args) {
+            let _ = w.write(event).await;
         }
     }
-    let tool_use = !script.tools.is_empty();
-    match wire {
-        Wire::Anthropic => {
-            let stop = if tool_use { "tool_use" } else { "end_turn" };
-            let _ = w
-                .write(sse(
-                    Some("message_delta"),
-                    &json!({"type":"message_delta","delta":{"stop_reason":stop,"stop_sequence":null},"usage":{"output_tokens":total}}),
-                ))
-                .await;
-            let _ = w.write(sse(Some("message_stop"), &json!({"type":"message_stop"}))).await;
-        }
-        Wire::OpenAi => {
-            let finish = if tool_use { "tool_calls" } else { "stop" };
-            let _ = w
-                .write(sse(
-                    None,
-                    &json!({"id":id,"object":"chat.completion.chunk","created":1,"model":model,
-                        "choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":finish}],"usage":null}),
-                ))
-                .await;
-            let _ = w
-                .write(sse(
-                    None,
-                    &json!({"id":id,"object":"chat.completion.chunk","created":1,"model":model,"choices":[],
-                        "usage":{"prompt_tokens":12,"completion_tokens":total,"total_tokens":12 + total}}),
-                ))
-                .await;
-            let _ = w.write("data: [DONE]\n\n".to_string()).await;
-        }
+    for event in format.finish(&model, !script.tools.is_empty(), total) {
+        let _ = w.write(event).await;
     }
 }
 

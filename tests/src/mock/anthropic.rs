@@ -1,0 +1,83 @@
+//! The Anthropic Messages wire format: `POST /v1/messages`, named SSE
+//! events (`message_start`, `content_block_*`, `message_delta`,
+//! `message_stop`).
+
+use serde_json::json;
+
+use super::{Format, pieces, sse};
+
+pub(super) struct Anthropic;
+
+impl Format for Anthropic {
+    fn error_body(&self, ty: &str, message: &str) -> String {
+        json!({"type":"error","error":{"type":ty,"message":message},"request_id":"req_mock"}).to_string()
+    }
+
+    fn api_key(&self, header: &dyn Fn(&str) -> Option<String>) -> Result<Option<String>, ()> {
+        // The real API refuses a request without its version header.
+        if header("anthropic-version").is_none() {
+            return Err(());
+        }
+        Ok(header("x-api-key"))
+    }
+
+    fn key_required(&self) -> bool {
+        true
+    }
+
+    fn start(&self, model: &str) -> Vec<String> {
+        let start = json!({"type":"message_start","message":{"id":"msg_mock","type":"message","role":"assistant",
+            "model":model,"content":[],"stop_reason":null,"stop_sequence":null,
+            "usage":{"input_tokens":12,"output_tokens":1}}});
+        vec![
+            sse(Some("message_start"), &start),
+            sse(
+                Some("content_block_start"),
+                &json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}),
+            ),
+            "event: ping\ndata: {\"type\": \"ping\"}\n\n".to_string(),
+        ]
+    }
+
+    fn text(&self, _model: &str, chunk: &str) -> String {
+        sse(
+            Some("content_block_delta"),
+            &json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":chunk}}),
+        )
+    }
+
+    fn midstream_error(&self) -> String {
+        sse(Some("error"), &json!({"type":"error","error":{"type":"overloaded_error","message":"Overloaded (mock)"}}))
+    }
+
+    fn text_end(&self) -> Vec<String> {
+        vec![sse(Some("content_block_stop"), &json!({"type":"content_block_stop","index":0}))]
+    }
+
+    fn tool_call(&self, _model: &str, k: usize, id: &str, name: &str, args: &str) -> Vec<String> {
+        let index = k + 1;
+        let mut out = vec![sse(
+            Some("content_block_start"),
+            &json!({"type":"content_block_start","index":index,"content_block":{"type":"tool_use","id":id,"name":name,"input":{}}}),
+        )];
+        for frag in std::iter::once(String::new()).chain(pieces(args, 5)) {
+            out.push(sse(
+                Some("content_block_delta"),
+                &json!({"type":"content_block_delta","index":index,"delta":{"type":"input_json_delta","partial_json":frag}}),
+            ));
+        }
+        out.push(sse(Some("content_block_stop"), &json!({"type":"content_block_stop","index":index})));
+        out
+    }
+
+    fn finish(&self, _model: &str, tool_use: bool, output_tokens: usize) -> Vec<String> {
+        let stop = if tool_use { "tool_use" } else { "end_turn" };
+        vec![
+            sse(
+                Some("message_delta"),
+                &json!({"type":"message_delta","delta":{"stop_reason":stop,"stop_sequence":null},"usage":{"output_tokens":output_tokens}}),
+            ),
+            sse(Some("message_stop"), &json!({"type":"message_stop"})),
+        ]
+    }
+}
