@@ -9,6 +9,8 @@ use jsonrpsee::core::SubscriptionResult;
 use jsonrpsee::proc_macros::rpc;
 use jsonrpsee::types::ErrorObjectOwned;
 
+// The subscription's item type is named only on the client side.
+#[cfg_attr(not(feature = "client"), allow(unused_imports))]
 use crate::events::{SessionEvent, SubscriptionItem};
 use crate::types::*;
 

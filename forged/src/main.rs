@@ -2,6 +2,7 @@
 //! the JSON-RPC protocol on a Unix socket.
 
 mod conn;
+mod follow;
 mod listener;
 mod logging;
 mod ndjson;

@@ -31,8 +31,9 @@ use tokio::sync::{Mutex, Semaphore};
 use tokio::task::{AbortHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
-use crate::conn::{Busy, PARTIAL_REQUEST_TIMEOUT};
-use crate::rpc::{ConnServer, event_text, item_text, to_rpc};
+use crate::conn::PARTIAL_REQUEST_TIMEOUT;
+use crate::follow::Outlet;
+use crate::rpc::{ConnServer, event_text, to_rpc};
 
 /// Calls one connection may have running at once; past this the next line
 /// is read only when one finishes.
@@ -253,7 +254,13 @@ pub async fn serve(stream: UnixStream, server: ConnServer, methods: Methods) {
                 tracing::debug!(conn = server.conn_id(), session = %p.session, from_seq = ?p.from_seq, sub, "subscribed (JSON lines)");
                 let sub = Sub::new(sub, out.clone());
                 let following = server.conn().subscription();
-                let handle = tasks.spawn(follow(feed, sub.clone(), following));
+                let handle = tasks.spawn({
+                    let sub = sub.clone();
+                    async move {
+                        crate::follow::follow(feed, sub).await;
+                        drop(following);
+                    }
+                });
                 subscriptions.insert(sub.id, (handle, sub));
             }
             "session.unsubscribe" => {
@@ -411,42 +418,37 @@ impl LiveTap for Sub {
     }
 }
 
-/// Writes one subscription's items as notifications until the feed ends,
-/// the client goes away or unsubscribes. `_following` marks the connection
-/// as following a session meanwhile.
-async fn follow(mut feed: forge_core::EventFeed, sub: Arc<Sub>, _following: Busy) {
-    feed.set_tap(sub.clone());
-    loop {
-        let item = tokio::select! {
-            biased;
-            () = sub.end.cancelled() => break,
-            item = feed.next() => item,
-        };
-        let Some(item) = item else { break };
-        if let FeedItem::Event { seq, .. } = &item
-            && *seq < sub.next.load(Ordering::Acquire)
-        {
-            continue; // the tap wrote it
-        }
-        let closed = matches!(item, FeedItem::Closed { .. });
-        let Some(result) = item_text(&item) else { continue };
-        let line = sub.notification(&result);
+/// Each item goes out as one notification line, through the connection's
+/// write lock; `next` tells whether the tap wrote an event already.
+impl Outlet for Arc<Sub> {
+    fn delivered(&self, item: &FeedItem) -> bool {
+        matches!(item, FeedItem::Event { seq, .. } if *seq < self.next.load(Ordering::Acquire))
+    }
+
+    fn tap(&self) -> Option<Arc<dyn LiveTap>> {
+        Some(self.clone())
+    }
+
+    async fn closed(&self) {
+        self.end.cancelled().await
+    }
+
+    async fn send(&self, item: &FeedItem, json: String) -> Result<(), ()> {
+        let line = self.notification(&json);
         // Not cancelled mid-line: a write once begun is finished.
-        let mut out = sub.out.0.lock().await;
-        if sub.end.is_cancelled() {
-            break;
+        let mut out = self.out.0.lock().await;
+        if self.end.is_cancelled() {
+            return Err(());
         }
         match item {
-            FeedItem::Event { seq, .. } if seq < sub.next.load(Ordering::Acquire) => continue,
-            FeedItem::Event { seq, .. } => sub.next.store(seq + 1, Ordering::Release),
+            FeedItem::Event { seq, .. } if *seq < self.next.load(Ordering::Acquire) => return Ok(()),
+            FeedItem::Event { seq, .. } => self.next.store(seq + 1, Ordering::Release),
             FeedItem::Live { last_seq } => {
-                sub.next.store(sub.next.load(Ordering::Acquire).max(last_seq + 1), Ordering::Release);
-                sub.live.store(true, Ordering::Release);
+                self.next.store(self.next.load(Ordering::Acquire).max(last_seq + 1), Ordering::Release);
+                self.live.store(true, Ordering::Release);
             }
             _ => {}
         }
-        if out.write_line(line.as_bytes()).await.is_err() || closed {
-            break;
-        }
+        out.write_line(line.as_bytes()).await.map_err(drop)
     }
 }

@@ -4,11 +4,12 @@ use forge_core::{CreateSession, FeedItem};
 use forge_proto::api::RpcResult;
 use forge_proto::error::rpc_error;
 use forge_proto::{ErrorKind, SessionEvent, SessionInfo, SubscriptionItem};
-use jsonrpsee::PendingSubscriptionSink;
 use jsonrpsee::core::SubscriptionResult;
+use jsonrpsee::{PendingSubscriptionSink, SubscriptionSink};
 use serde_json::value::RawValue;
 
 use super::{ConnServer, to_rpc};
+use crate::follow::Outlet;
 
 pub async fn create(
     server: &ConnServer,
@@ -36,11 +37,6 @@ pub async fn events(
                 .map_err(|e| rpc_error(ErrorKind::Internal, format!("a stored event does not decode: {e}")))
         })
         .collect()
-}
-
-/// The notification for one feed item (WebSocket).
-fn item_json(item: &FeedItem) -> Option<Box<RawValue>> {
-    RawValue::from_string(item_text(item)?).ok()
 }
 
 /// A stored event's JSON as a `SubscriptionItem::Event`: `{"type":"event",`
@@ -77,7 +73,7 @@ pub async fn subscribe(
     session: String,
     from_seq: Option<u64>,
 ) -> SubscriptionResult {
-    let mut feed = match server.engine().subscribe(&session, from_seq).await {
+    let feed = match server.engine().subscribe(&session, from_seq).await {
         Ok(f) => f,
         Err(e) => {
             pending.reject(to_rpc(e)).await;
@@ -87,21 +83,21 @@ pub async fn subscribe(
     let sink = pending.accept().await?;
     let _following = server.conn().subscription();
     tracing::debug!(conn = server.conn.id, session = feed.session_id(), ?from_seq, "subscribed");
-    loop {
-        let item = tokio::select! {
-            _ = sink.closed() => break,
-            item = feed.next() => item,
-        };
-        let Some(item) = item else { break };
-        let closed = matches!(item, FeedItem::Closed { .. });
-        if let Some(raw) = item_json(&item)
-            && sink.send(raw).await.is_err()
-        {
-            break;
-        }
-        if closed {
-            break;
-        }
-    }
+    crate::follow::follow(feed, WebSocket(sink)).await;
     Ok(())
+}
+
+/// A WebSocket subscription: each item a `session.event` notification
+/// through jsonrpsee's sink.
+struct WebSocket(SubscriptionSink);
+
+impl Outlet for WebSocket {
+    async fn send(&self, _item: &FeedItem, json: String) -> Result<(), ()> {
+        let raw = RawValue::from_string(json).map_err(drop)?;
+        self.0.send(raw).await.map_err(drop)
+    }
+
+    async fn closed(&self) {
+        self.0.closed().await
+    }
 }
