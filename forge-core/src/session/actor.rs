@@ -264,52 +264,69 @@ impl SessionActor {
                 self.apply_persisted();
                 continue;
             }
-            tokio::select! {
-                biased;
-                Some(ack) = self.acks.recv() => self.on_ack(ack),
-                Ok(()) = self.health.changed() => {
-                    let state = self.health.borrow_and_update().clone();
-                    self.on_health(state).await;
-                }
-                cmd = self.commands.recv(), if self.exit.is_none() => match cmd {
-                    Some(cmd) if cmd.needs_history() => match self.reload_history().await {
-                        Ok(()) => self.on_command(cmd),
-                        Err(e) => self.refuse(cmd, e),
-                    },
-                    Some(cmd) => self.on_command(cmd),
-                    None => self.begin_shutdown(None),
-                },
-                () = &mut self.release_at, if self.release_armed => {
-                    self.release_armed = false;
-                    self.release_history();
-                }
-                () = poll_request(&mut self.provider) => self.provider = None,
-                () = &mut self.apply_deltas_at, if self.apply_deltas_armed => {
-                    self.apply_deltas_armed = false;
-                    self.shared.writer.apply_soon();
-                }
-                ev = tool_event(&mut self.state) => match ev {
-                    ToolEvent::Output(out) => self.on_tool_output(out),
-                    ToolEvent::Done(done) => self.on_tool_done(done),
-                },
-                ev = recv_provider(&mut self.provider_rx) => {
-                    self.on_provider(ev);
-                    // Drain a bounded burst, so commands and acks are never
-                    // stuck behind a flood of deltas.
-                    for _ in 1..MAX_INCOMING_EVENTS_PER_TICK {
-                        let Some(rx) = self.provider_rx.as_mut() else { break };
-                        match rx.try_recv() {
-                            Ok(ev) => self.on_provider(Some(ev)),
-                            Err(mpsc::error::TryRecvError::Empty) => break,
-                            Err(mpsc::error::TryRecvError::Disconnected) => { self.on_provider(None); break }
-                        }
-                    }
-                }
-            }
+            let event = self.next_event().await;
+            self.handle(event).await;
         }
         if let Some(Exit::Shutdown(replies)) = self.exit.take() {
             for r in replies {
                 let _ = r.send(());
+            }
+        }
+    }
+
+    /// Waits for the next thing to happen, most urgent first: journal acks
+    /// and health, then commands, then timers, tools and the provider.
+    async fn next_event(&mut self) -> Event {
+        tokio::select! {
+            biased;
+            Some(ack) = self.acks.recv() => Event::Ack(ack),
+            Ok(()) = self.health.changed() => Event::Health(self.health.borrow_and_update().clone()),
+            cmd = self.commands.recv(), if self.exit.is_none() => Event::Command(cmd),
+            () = &mut self.release_at, if self.release_armed => Event::ReleaseHistory,
+            () = poll_request(&mut self.provider) => Event::RequestEnded,
+            () = &mut self.apply_deltas_at, if self.apply_deltas_armed => Event::ApplyDeltas,
+            ev = tool_event(&mut self.state) => Event::Tool(ev),
+            ev = recv_provider(&mut self.provider_rx) => Event::Provider(ev),
+        }
+    }
+
+    /// What each event does: the one place the loop dispatches.
+    async fn handle(&mut self, event: Event) {
+        match event {
+            Event::Ack(ack) => self.on_ack(ack),
+            Event::Health(state) => self.on_health(state).await,
+            Event::Command(Some(cmd)) if cmd.needs_history() => match self.reload_history().await {
+                Ok(()) => self.on_command(cmd),
+                Err(e) => self.refuse(cmd, e),
+            },
+            Event::Command(Some(cmd)) => self.on_command(cmd),
+            Event::Command(None) => self.begin_shutdown(None),
+            Event::ReleaseHistory => {
+                self.release_armed = false;
+                self.release_history();
+            }
+            Event::RequestEnded => self.provider = None,
+            Event::ApplyDeltas => {
+                self.apply_deltas_armed = false;
+                self.shared.writer.apply_soon();
+            }
+            Event::Tool(ToolEvent::Output(out)) => self.on_tool_output(out),
+            Event::Tool(ToolEvent::Done(done)) => self.on_tool_done(done),
+            Event::Provider(ev) => {
+                self.on_provider(ev);
+                // Drain a bounded burst, so commands and acks are never
+                // stuck behind a flood of deltas.
+                for _ in 1..MAX_INCOMING_EVENTS_PER_TICK {
+                    let Some(rx) = self.provider_rx.as_mut() else { break };
+                    match rx.try_recv() {
+                        Ok(ev) => self.on_provider(Some(ev)),
+                        Err(mpsc::error::TryRecvError::Empty) => break,
+                        Err(mpsc::error::TryRecvError::Disconnected) => {
+                            self.on_provider(None);
+                            break;
+                        }
+                    }
+                }
             }
         }
     }
@@ -730,6 +747,25 @@ impl SessionActor {
             self.start_turn(q.message_id, q.text, client);
         }
     }
+}
+
+/// What a session's loop waits for, one at a time (see `next_event`).
+enum Event {
+    /// The journal answered a batch.
+    Ack(JournalAck),
+    /// The journal's health changed.
+    Health(HealthState),
+    /// A client's command; `None` once every handle is gone.
+    Command(Option<SessionCmd>),
+    /// Quiet long enough to let go of the history.
+    ReleaseHistory,
+    /// The provider request (its HTTP exchange) ended.
+    RequestEnded,
+    /// Time to have the writer move the delta log into SQLite.
+    ApplyDeltas,
+    Tool(ToolEvent),
+    /// The first of a burst of provider events (`None`: the stream ended).
+    Provider(Option<ProviderEvent>),
 }
 
 enum ToolEvent {
