@@ -31,32 +31,39 @@ pub(super) const MAX_INCOMING_EVENTS_PER_TICK: usize = 256;
 /// lagged and re-read from the store.
 const BROADCAST_CAPACITY: usize = 1024;
 
+/// A caller waiting for the answer to its command, given once the batch
+/// that carries the command's effects is durable (or failed). One type for
+/// every command: a command's reply is made where the command is handled.
+pub(super) struct Responder(Box<dyn FnOnce(Outcome<'_>) + Send + Sync>);
+
+/// How a batch ended, for its responders: the session seqs its events got
+/// (by outbox index), or the error that stopped it.
+type Outcome<'a> = Result<&'a [Option<u64>], EngineError>;
+
+impl Responder {
+    /// Answers `reply` with `value` once the batch is durable.
+    pub(super) fn with<T: Send + Sync + 'static>(reply: oneshot::Sender<Result<T, EngineError>>, value: T) -> Self {
+        Responder(Box::new(move |outcome| drop(reply.send(outcome.map(|_| value)))))
+    }
+
+    /// Answers `reply` with what `make` builds from the session seqs the
+    /// batch's events got (by outbox index), once it is durable.
+    pub(super) fn from_seqs<T: Send + Sync + 'static>(
+        reply: oneshot::Sender<Result<T, EngineError>>,
+        make: impl FnOnce(&[Option<u64>]) -> T + Send + Sync + 'static,
+    ) -> Self {
+        Responder(Box::new(move |outcome| drop(reply.send(outcome.map(make)))))
+    }
+
+    fn answer(self, outcome: Outcome<'_>) {
+        (self.0)(outcome)
+    }
+}
+
 /// Something to do once a batch is durable.
 pub(super) enum Effect {
-    ReplySend {
-        reply: oneshot::Sender<Result<SendResult, EngineError>>,
-        message_id: String,
-        queue_position: Option<u32>,
-        /// Seq of the event the reply reports (known once the batch is cut).
-        event_index: usize,
-    },
-    ReplyCancel {
-        reply: oneshot::Sender<Result<CancelResult, EngineError>>,
-        result: CancelResult,
-    },
-    ReplyUnit(oneshot::Sender<Result<(), EngineError>>),
-    ReplyApproval {
-        reply: oneshot::Sender<Result<forge_proto::ApprovalResult, EngineError>>,
-        result: forge_proto::ApprovalResult,
-    },
-    ReplyToolResult {
-        reply: oneshot::Sender<Result<forge_proto::ToolResultAccepted, EngineError>>,
-        result: forge_proto::ToolResultAccepted,
-    },
-    ReplyRecover {
-        reply: oneshot::Sender<Result<forge_proto::RecoverResult, EngineError>>,
-        result: forge_proto::RecoverResult,
-    },
+    /// Answer a command's caller.
+    Reply(Responder),
     /// The finished turn is durable: go idle and start the next queued one.
     TurnDone,
     /// The session's removal is durable: stop.
@@ -69,14 +76,8 @@ pub(super) enum Effect {
 
 impl Effect {
     fn fail(self, err: &EngineError) {
-        match self {
-            Effect::ReplySend { reply, .. } => drop(reply.send(Err(err.clone()))),
-            Effect::ReplyCancel { reply, .. } => drop(reply.send(Err(err.clone()))),
-            Effect::ReplyUnit(reply) => drop(reply.send(Err(err.clone()))),
-            Effect::ReplyApproval { reply, .. } => drop(reply.send(Err(err.clone()))),
-            Effect::ReplyRecover { reply, .. } => drop(reply.send(Err(err.clone()))),
-            Effect::ReplyToolResult { reply, .. } => drop(reply.send(Err(err.clone()))),
-            Effect::TurnDone | Effect::Removed | Effect::NextTool | Effect::RunTool(_) => {}
+        if let Effect::Reply(responder) = self {
+            responder.answer(Err(err.clone()));
         }
     }
 }
@@ -467,21 +468,7 @@ impl SessionActor {
 
     fn run_effect(&mut self, effect: Effect, seqs: &[Option<u64>]) {
         match effect {
-            Effect::ReplySend { reply, message_id, queue_position, event_index } => {
-                let seq = seqs.get(event_index).copied().flatten().unwrap_or(0);
-                let _ = reply.send(Ok(SendResult {
-                    session_id: self.row.id.clone(),
-                    message_id,
-                    seq,
-                    queued: queue_position.is_some(),
-                    queue_position,
-                }));
-            }
-            Effect::ReplyCancel { reply, result } => drop(reply.send(Ok(result))),
-            Effect::ReplyUnit(reply) => drop(reply.send(Ok(()))),
-            Effect::ReplyApproval { reply, result } => drop(reply.send(Ok(result))),
-            Effect::ReplyRecover { reply, result } => drop(reply.send(Ok(result))),
-            Effect::ReplyToolResult { reply, result } => drop(reply.send(Ok(result))),
+            Effect::Reply(responder) => responder.answer(Ok(seqs)),
             Effect::TurnDone => {
                 if matches!(self.state, OperationState::Finishing) {
                     self.state = OperationState::Idle;
@@ -601,7 +588,7 @@ impl SessionActor {
                 self.row.name = name.clone();
                 self.pipeline.op(StoreOp::RenameSession { id: self.row.id.clone(), name: name.clone() });
                 self.pipeline.event(Some(client), EventKind::SessionRenamed { name });
-                self.pipeline.effect(Effect::ReplyUnit(reply));
+                self.pipeline.effect(Effect::Reply(Responder::with(reply, ())));
             }
             SessionCmd::Configure { provider, model, client, reply } => {
                 self.row.provider = provider.clone();
@@ -612,7 +599,7 @@ impl SessionActor {
                     model: model.clone(),
                 });
                 self.pipeline.event(Some(client), EventKind::SessionConfigured { provider, model });
-                self.pipeline.effect(Effect::ReplyUnit(reply));
+                self.pipeline.effect(Effect::Reply(Responder::with(reply, ())));
             }
             SessionCmd::Clear { client, reply } => {
                 if matches!(self.state, OperationState::Idle) {
@@ -620,7 +607,7 @@ impl SessionActor {
                     self.row.head_id = None;
                     self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: None });
                     self.pipeline.event(Some(client), EventKind::HistoryCleared {});
-                    self.pipeline.effect(Effect::ReplyUnit(reply));
+                    self.pipeline.effect(Effect::Reply(Responder::with(reply, ())));
                 } else {
                     let _ = reply.send(Err(EngineError::new(
                         ErrorKind::SessionBusy,
@@ -632,7 +619,7 @@ impl SessionActor {
             SessionCmd::Remove { reply } => {
                 if matches!(self.state, OperationState::Idle) {
                     self.pipeline.op(StoreOp::RemoveSession { id: self.row.id.clone() });
-                    self.pipeline.effect(Effect::ReplyUnit(reply));
+                    self.pipeline.effect(Effect::Reply(Responder::with(reply, ())));
                     self.pipeline.effect(Effect::Removed);
                 } else {
                     let _ = reply.send(Err(EngineError::new(
@@ -646,18 +633,18 @@ impl SessionActor {
             }
             SessionCmd::Approve { decision, approval_id, call_ids, indices, client, reply } => {
                 match self.on_approval(decision, approval_id, call_ids, indices, client) {
-                    Ok(result) => self.pipeline.effect(Effect::ReplyApproval { reply, result }),
+                    Ok(result) => self.pipeline.effect(Effect::Reply(Responder::with(reply, result))),
                     Err(e) => drop(reply.send(Err(e))),
                 }
             }
             SessionCmd::ToolResult { call_id, output, is_error, client, reply } => {
                 match self.on_tool_result(call_id, output, is_error, client) {
-                    Ok(result) => self.pipeline.effect(Effect::ReplyToolResult { reply, result }),
+                    Ok(result) => self.pipeline.effect(Effect::Reply(Responder::with(reply, result))),
                     Err(e) => drop(reply.send(Err(e))),
                 }
             }
             SessionCmd::Recover { action, client, reply } => match self.on_recover(action, Some(client)) {
-                Ok(result) => self.pipeline.effect(Effect::ReplyRecover { reply, result }),
+                Ok(result) => self.pipeline.effect(Effect::Reply(Responder::with(reply, result))),
                 Err(e) => drop(reply.send(Err(e))),
             },
             SessionCmd::Shutdown { reply } => self.begin_shutdown(Some(reply)),
@@ -690,7 +677,7 @@ impl SessionActor {
         let message_id = new_id("m");
         if matches!(self.state, OperationState::Idle) {
             let event_index = self.start_turn(message_id.clone(), text, client);
-            self.pipeline.effect(Effect::ReplySend { reply, message_id, queue_position: None, event_index });
+            self.pipeline.effect(self.send_reply(reply, message_id, None, event_index));
             return;
         }
         let position = self.queue.len() as u32 + 1;
@@ -712,7 +699,26 @@ impl SessionActor {
         let event_index = self
             .pipeline
             .event(Some(client), EventKind::MessageQueued { message_id: message_id.clone(), text, position });
-        self.pipeline.effect(Effect::ReplySend { reply, message_id, queue_position: Some(position), event_index });
+        self.pipeline.effect(self.send_reply(reply, message_id, Some(position), event_index));
+    }
+
+    /// The answer to `session.send`: the seq of the event it reported
+    /// (`turn_started` or `message_queued`) is known once the batch is cut.
+    fn send_reply(
+        &self,
+        reply: oneshot::Sender<Result<SendResult, EngineError>>,
+        message_id: String,
+        queue_position: Option<u32>,
+        event_index: usize,
+    ) -> Effect {
+        let session_id = self.row.id.clone();
+        Effect::Reply(Responder::from_seqs(reply, move |seqs| SendResult {
+            session_id,
+            message_id,
+            seq: seqs.get(event_index).copied().flatten().unwrap_or(0),
+            queued: queue_position.is_some(),
+            queue_position,
+        }))
     }
 
     fn on_cancel(
@@ -733,7 +739,7 @@ impl SessionActor {
             || (matches!(self.state, OperationState::ToolRecovery { .. })
                 && self.on_recover(forge_proto::RecoverAction::Discard, Some(client)).is_ok());
         let result = CancelResult { session_id: self.row.id.clone(), cancelled, dropped_queued: dropped };
-        self.pipeline.effect(Effect::ReplyCancel { reply, result });
+        self.pipeline.effect(Effect::Reply(Responder::with(reply, result)));
     }
 
     pub(super) fn start_next_queued(&mut self) {
