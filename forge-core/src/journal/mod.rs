@@ -6,7 +6,7 @@
 //! session applies and publishes a batch's events only with one in hand,
 //! so nothing is shown before it is durable (persist-before-apply).
 
-mod fastlog;
+mod delta_log;
 mod ops;
 mod writer;
 

@@ -21,7 +21,7 @@ use forge_proto::JournalHealth;
 use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::fastlog::{self, DeltaLog};
+use super::delta_log::{self, DeltaLog};
 use super::ops::is_io_error;
 use super::{JournalAck, PersistError, PersistedProof, WriteBatch};
 use crate::config::Durability;
@@ -150,8 +150,8 @@ impl JournalWriter {
         let conn = open(path, durability).map_err(|e| describe(&e))?;
         // Before anyone reads the store: what the last run acked into the
         // delta log joins the rest.
-        let deltas_path = fastlog::path_for(path);
-        fastlog::recover(&conn, &deltas_path)?;
+        let deltas_path = delta_log::path_for(path);
+        delta_log::recover(&conn, &deltas_path)?;
         let deltas_path = (durability == Durability::Process).then_some(deltas_path);
         let deltas = deltas_path.as_deref().and_then(open_deltas);
         let pending = Arc::new(AtomicUsize::new(0));
@@ -199,7 +199,7 @@ impl JournalWriter {
         if core.health.borrow().health != JournalHealth::Healthy {
             return Err(batch);
         }
-        if core.deltas.is_some() && fastlog::accepts(&batch) {
+        if core.deltas.is_some() && delta_log::accepts(&batch) {
             match core.log_deltas(batch) {
                 Ok(proof) => return Ok(JournalAck { seq, result: Ok(proof) }),
                 Err(b) => batch = b,

@@ -99,7 +99,7 @@ async fn an_inline_event_is_acked_from_the_delta_log_and_readers_see_it_after_sy
     writer.write(create("s")).await.unwrap_or_else(|e| panic!("{e}"));
     let ack = inline(&writer, 1, event("s", 1)).await;
     assert!(ack.result.is_ok());
-    let log = fastlog::path_for(&dir.path().join("forge.db"));
+    let log = delta_log::path_for(&dir.path().join("forge.db"));
     assert!(std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0) > 0, "in the delta log when acked");
     writer.sync().await;
     let events = store.events_after("s", 0, 10).await.unwrap_or_else(|e| panic!("{e}"));
