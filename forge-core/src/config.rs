@@ -3,10 +3,14 @@
 //! are reported with the file, line and key: a typo never silently falls
 //! back to a default.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+
+pub use forge_tools::config::{
+    ApplyPatchConfig, ReadFileConfig, ToolApprovalConfig, ToolDefinitionConfig, ToolMode, ToolOutputConfig,
+    ToolSandboxConfig, ToolTimeoutsConfig, ToolsConfig,
+};
 
 use crate::provider_kind::ProviderKind;
 use crate::redact::redact_secrets;
@@ -96,96 +100,6 @@ pub struct GoogleConfig {
     pub thinking_enabled: Option<bool>,
     pub cache_enabled: Option<bool>,
     pub cache_ttl_seconds: Option<u64>,
-}
-
-/// The `[tools]` section of the seeds. Parsed and validated now so that a
-/// complete seed configuration loads; the tool system uses it.
-#[derive(Debug, Default, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ToolsConfig {
-    /// `enabled` (default): tools are offered to the model and run;
-    /// `parse_only`: offered, but a client supplies the results;
-    /// `disabled`: none are offered (for servers without tool support).
-    pub mode: Option<ToolMode>,
-    pub max_tool_calls_per_batch: Option<usize>,
-    pub max_tool_iterations_per_user_turn: Option<u32>,
-    pub max_tool_args_bytes: Option<usize>,
-    #[serde(default)]
-    pub definitions: Vec<ToolDefinitionConfig>,
-    pub sandbox: Option<ToolSandboxConfig>,
-    pub timeouts: Option<ToolTimeoutsConfig>,
-    pub output: Option<ToolOutputConfig>,
-    pub approval: Option<ToolApprovalConfig>,
-    pub read_file: Option<ReadFileConfig>,
-    pub apply_patch: Option<ApplyPatchConfig>,
-    /// Other per-tool tables (`[tools.search]`, ...), kept for their tools.
-    #[serde(flatten)]
-    pub other: BTreeMap<String, toml::Value>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ToolDefinitionConfig {
-    pub name: String,
-    pub description: Option<String>,
-    pub parameters: Option<toml::Table>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ToolSandboxConfig {
-    pub allowed_roots: Option<Vec<String>>,
-    pub denied_patterns: Option<Vec<String>>,
-    pub allow_absolute: Option<bool>,
-    pub include_default_denies: Option<bool>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ToolTimeoutsConfig {
-    pub default_seconds: Option<u64>,
-    pub file_operations_seconds: Option<u64>,
-    pub shell_commands_seconds: Option<u64>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ToolOutputConfig {
-    pub max_bytes: Option<usize>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ToolApprovalConfig {
-    pub enabled: Option<bool>,
-    pub mode: Option<String>,
-    pub allowlist: Option<Vec<String>>,
-    pub denylist: Option<Vec<String>>,
-    pub prompt_side_effects: Option<bool>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ReadFileConfig {
-    pub max_file_read_bytes: Option<usize>,
-    pub max_scan_bytes: Option<usize>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ApplyPatchConfig {
-    pub max_patch_bytes: Option<usize>,
-}
-
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ToolMode {
-    Disabled,
-    /// Tools (built-in and `[[tools.definitions]]`) are offered; a client
-    /// submits each result (`session.tool_result`, `forgectl tool-result`).
-    ParseOnly,
-    #[default]
-    Enabled,
 }
 
 /// How hard the store works to survive failures.

@@ -14,7 +14,8 @@ pub mod provider_kind;
 pub mod redact;
 pub mod session;
 pub mod store;
-pub mod tools;
+/// The tools live in their own crate; this name keeps their paths.
+pub use forge_tools as tools;
 
 pub use engine::{CreateSession, Engine, EngineOptions, EventFeed, FeedItem};
 pub use error::EngineError;

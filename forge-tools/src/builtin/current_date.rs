@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use crate::tools::{ToolCtx, ToolExecutor, ToolFut};
+use crate::{ToolCtx, ToolExecutor, ToolFut};
 
 pub struct CurrentDate;
 
@@ -20,7 +20,7 @@ impl ToolExecutor for CurrentDate {
         false
     }
     fn execute<'a>(&'a self, _args: Value, _ctx: &'a ToolCtx) -> ToolFut<'a> {
-        Box::pin(async move { Ok(iso8601(crate::ids::now_ms())) })
+        Box::pin(async move { Ok(iso8601(crate::now_ms())) })
     }
 }
 

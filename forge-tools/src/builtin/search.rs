@@ -8,7 +8,7 @@ use grep_searcher::{BinaryDetection, SearcherBuilder};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::tools::{ToolCtx, ToolError, ToolExecutor, ToolFut, truncate_output};
+use crate::{ToolCtx, ToolError, ToolExecutor, ToolFut, truncate_output};
 
 pub struct Search;
 
@@ -51,7 +51,7 @@ impl ToolExecutor for Search {
     }
     fn execute<'a>(&'a self, args: Value, ctx: &'a ToolCtx) -> ToolFut<'a> {
         Box::pin(async move {
-            let args: Args = crate::tools::parse_args(args)?;
+            let args: Args = crate::parse_args(args)?;
             let matcher = RegexMatcherBuilder::new()
                 .case_insensitive(args.case_insensitive)
                 .build(&args.pattern)
@@ -133,7 +133,7 @@ impl ToolExecutor for Search {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::builtin::glob::Glob;
+    use crate::builtin::glob::Glob;
 
     fn ctx(dir: &std::path::Path) -> ToolCtx {
         ToolCtx::for_tests(dir, 100_000)

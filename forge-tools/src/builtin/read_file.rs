@@ -4,7 +4,7 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::tools::{ToolCtx, ToolError, ToolExecutor, ToolFut, truncate_output};
+use crate::{ToolCtx, ToolError, ToolExecutor, ToolFut, truncate_output};
 
 pub struct ReadFile;
 
@@ -45,7 +45,7 @@ impl ToolExecutor for ReadFile {
     }
     fn execute<'a>(&'a self, args: Value, ctx: &'a ToolCtx) -> ToolFut<'a> {
         Box::pin(async move {
-            let args: Args = crate::tools::parse_args(args)?;
+            let args: Args = crate::parse_args(args)?;
             let path = ctx.sandbox.resolve(&args.path).map_err(ToolError::SandboxViolation)?;
             let failed = |message: String| ToolError::ExecutionFailed { tool: "read_file".into(), message };
             let file = ctx
@@ -146,7 +146,7 @@ mod tests {
     use super::*;
 
     fn run(dir: &std::path::Path, args: Value) -> Result<String, ToolError> {
-        crate::tools::run_blocking(&ReadFile, args, &ToolCtx::for_tests(dir, 64))
+        crate::run_blocking(&ReadFile, args, &ToolCtx::for_tests(dir, 64))
     }
 
     #[test]
@@ -171,7 +171,7 @@ mod tests {
         std::fs::write(dir.path().join("big.txt"), &text).unwrap_or_else(|e| panic!("{e}"));
         let mut ctx = ToolCtx::for_tests(dir.path(), 100_000);
         ctx.limits.scan_bytes = 100;
-        let run = |args| crate::tools::run_blocking(&ReadFile, args, &ctx);
+        let run = |args| crate::run_blocking(&ReadFile, args, &ctx);
         let whole = run(json!({"path": "big.txt"})).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(whole.contains("max_scan_bytes") && whole.contains("line range"), "{whole}");
         assert_eq!(run(json!({"path": "big.txt", "start_line": 2, "end_line": 3})), Ok("line 2\nline 3\n".into()));
@@ -184,10 +184,10 @@ mod tests {
         );
         // The stale-file hash is of the whole file, not the part read.
         let hashes = ctx.file_hashes.lock().map(|h| h.values().next().cloned()).ok().flatten();
-        assert_eq!(hashes, Some(crate::tools::sha256(text.as_bytes())));
+        assert_eq!(hashes, Some(crate::sha256(text.as_bytes())));
         ctx.limits.scan_bytes = 1 << 20;
         ctx.limits.file_read_bytes = 200;
-        let cut = crate::tools::run_blocking(&ReadFile, json!({"path": "big.txt"}), &ctx).unwrap_or_default();
+        let cut = crate::run_blocking(&ReadFile, json!({"path": "big.txt"}), &ctx).unwrap_or_default();
         assert!(cut.starts_with("line 1\n") && cut.contains("max_file_read_bytes") && cut.len() <= 200, "{cut}");
     }
 }

@@ -9,7 +9,7 @@ use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::tools::{ToolCtx, ToolError, ToolExecutor, ToolFut, truncate_output};
+use crate::{ToolCtx, ToolError, ToolExecutor, ToolFut, truncate_output};
 
 pub struct WebFetch;
 
@@ -123,12 +123,12 @@ impl ToolExecutor for WebFetch {
         // It reaches the network: a URL can carry data out.
         true
     }
-    fn approval_summary(&self, args: &Value, _sandbox: &crate::tools::Sandbox) -> String {
+    fn approval_summary(&self, args: &Value, _sandbox: &crate::Sandbox) -> String {
         format!("fetch {}", args.get("url").and_then(Value::as_str).unwrap_or("?"))
     }
     fn execute<'a>(&'a self, args: Value, ctx: &'a ToolCtx) -> ToolFut<'a> {
         Box::pin(async move {
-            let args: Args = crate::tools::parse_args(args)?;
+            let args: Args = crate::parse_args(args)?;
             if !(args.url.starts_with("http://") || args.url.starts_with("https://")) {
                 return Err(ToolError::BadArgs { message: "only http:// and https:// URLs".into() });
             }
@@ -204,11 +204,8 @@ mod tests {
             WebFetch.execute(json!({"url": format!("http://{addr}/")}), &ctx).await
         });
         assert_eq!(out, Ok("Hello from loopback\n".into()));
-        let bad = crate::tools::run_blocking(
-            &WebFetch,
-            json!({"url": "file:///etc/passwd"}),
-            &ToolCtx::for_tests(dir.path(), 100),
-        );
+        let bad =
+            crate::run_blocking(&WebFetch, json!({"url": "file:///etc/passwd"}), &ToolCtx::for_tests(dir.path(), 100));
         assert!(matches!(bad, Err(ToolError::BadArgs { .. })));
     }
 }

@@ -6,7 +6,7 @@ use std::io::Write;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::tools::{DenialReason, ToolCtx, ToolError, ToolExecutor, ToolFut};
+use crate::{DenialReason, ToolCtx, ToolError, ToolExecutor, ToolFut};
 
 pub struct WriteFile;
 
@@ -38,7 +38,7 @@ impl ToolExecutor for WriteFile {
     fn is_side_effecting(&self) -> bool {
         true
     }
-    fn approval_summary(&self, args: &Value, _sandbox: &crate::tools::Sandbox) -> String {
+    fn approval_summary(&self, args: &Value, _sandbox: &crate::Sandbox) -> String {
         let path = args.get("path").and_then(Value::as_str).unwrap_or("?");
         let content = args.get("content").and_then(Value::as_str).unwrap_or("");
         let lines = content.lines().count();
@@ -48,7 +48,7 @@ impl ToolExecutor for WriteFile {
     }
     fn execute<'a>(&'a self, args: Value, ctx: &'a ToolCtx) -> ToolFut<'a> {
         Box::pin(async move {
-            let args: Args = crate::tools::parse_args(args)?;
+            let args: Args = crate::parse_args(args)?;
             let path = ctx.sandbox.resolve(&args.path).map_err(ToolError::SandboxViolation)?;
             // Git's own files are never written by a tool.
             if path.components().any(|c| c.as_os_str() == ".git") {
@@ -92,7 +92,7 @@ mod tests {
     use super::*;
 
     fn run(dir: &std::path::Path, args: Value) -> Result<String, ToolError> {
-        crate::tools::run_blocking(&WriteFile, args, &ToolCtx::for_tests(dir, 1000))
+        crate::run_blocking(&WriteFile, args, &ToolCtx::for_tests(dir, 1000))
     }
 
     #[test]

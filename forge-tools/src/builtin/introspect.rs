@@ -6,7 +6,7 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::tools::{ToolCtx, ToolError, ToolExecutor, ToolFut};
+use crate::{ToolCtx, ToolError, ToolExecutor, ToolFut};
 
 pub struct Introspect;
 
@@ -39,7 +39,7 @@ of session, tools, sandbox, limits, forge."
     }
     fn execute<'a>(&'a self, args: Value, ctx: &'a ToolCtx) -> ToolFut<'a> {
         Box::pin(async move {
-            let args: Args = crate::tools::parse_args(args)?;
+            let args: Args = crate::parse_args(args)?;
             let mut about = ctx.about.as_deref().cloned().unwrap_or_else(|| json!({}));
             if let Value::Object(map) = &mut about {
                 map.entry("forge").or_insert_with(|| json!({"version": env!("CARGO_PKG_VERSION")}));
@@ -64,7 +64,7 @@ of session, tools, sandbox, limits, forge."
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::run_blocking;
+    use crate::run_blocking;
 
     #[test]
     fn reports_what_the_session_gave_it_and_narrows_by_topic() {

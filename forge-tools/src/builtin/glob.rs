@@ -4,7 +4,7 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::tools::{ToolCtx, ToolError, ToolExecutor, ToolFut, truncate_output};
+use crate::{ToolCtx, ToolError, ToolExecutor, ToolFut, truncate_output};
 
 pub struct Glob;
 
@@ -42,7 +42,7 @@ impl ToolExecutor for Glob {
     }
     fn execute<'a>(&'a self, args: Value, ctx: &'a ToolCtx) -> ToolFut<'a> {
         Box::pin(async move {
-            let args: Args = crate::tools::parse_args(args)?;
+            let args: Args = crate::parse_args(args)?;
             let matcher = globset::GlobBuilder::new(&args.pattern)
                 .literal_separator(true)
                 .build()

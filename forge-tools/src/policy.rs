@@ -93,7 +93,7 @@ impl ApprovalPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::ToolRegistry;
+    use crate::ToolRegistry;
 
     #[test]
     fn side_effects_ask_reads_run_denylist_wins() {

@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use crate::tools::{RiskLevel, Sandbox, ToolCtx, ToolError, ToolExecutor, ToolFut, truncate_output};
+use crate::{RiskLevel, Sandbox, ToolCtx, ToolError, ToolExecutor, ToolFut, truncate_output};
 
 type Build = fn(&Value, &Sandbox) -> Result<Vec<String>, ToolError>;
 
@@ -284,7 +284,7 @@ mod tests {
     }
 
     fn run(dir: &std::path::Path, name: &str, args: Value) -> Result<String, ToolError> {
-        crate::tools::run_blocking(&tool(name), args, &ToolCtx::for_tests(dir, 100_000))
+        crate::run_blocking(&tool(name), args, &ToolCtx::for_tests(dir, 100_000))
     }
 
     #[test]

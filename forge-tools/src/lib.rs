@@ -3,6 +3,7 @@
 //! built-in tools.
 
 pub mod builtin;
+pub mod config;
 mod error;
 pub mod lp1;
 pub mod policy;
@@ -228,6 +229,11 @@ pub fn truncate_output(mut text: String, max: usize) -> String {
     text.truncate(end);
     text.push_str(&format!("\n[output truncated: {end} of {total} bytes shown]"));
     text
+}
+
+/// Milliseconds since the Unix epoch.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
 #[cfg(test)]

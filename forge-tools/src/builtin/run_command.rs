@@ -1,6 +1,6 @@
 //! `run_command`: a shell command in the session's working directory, in
 //! its own process group (a cancel or timeout kills all of it, and so does
-//! the daemon's death: see [`crate::tools::supervisor`]), with an
+//! the daemon's death: see [`crate::supervisor`]), with an
 //! environment cleaned of secrets, output capped, and stdout/stderr streamed
 //! to clients while it runs.
 
@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-use crate::tools::{RiskLevel, ToolCtx, ToolError, ToolExecutor, ToolFut, ToolOutput};
+use crate::{RiskLevel, ToolCtx, ToolError, ToolExecutor, ToolFut, ToolOutput};
 
 pub struct RunCommand;
 
@@ -71,15 +71,15 @@ impl ToolExecutor for RunCommand {
     fn timeout(&self) -> std::time::Duration {
         std::time::Duration::from_secs(300)
     }
-    fn approval_summary(&self, args: &Value, _sandbox: &crate::tools::Sandbox) -> String {
+    fn approval_summary(&self, args: &Value, _sandbox: &crate::Sandbox) -> String {
         format!("run in the working directory: {}", args.get("command").and_then(Value::as_str).unwrap_or("?"))
     }
     fn execute<'a>(&'a self, args: Value, ctx: &'a ToolCtx) -> ToolFut<'a> {
         Box::pin(async move {
-            let args: Args = crate::tools::parse_args(args)?;
+            let args: Args = crate::parse_args(args)?;
             let failed = |message: String| ToolError::ExecutionFailed { tool: "run_command".into(), message };
             // Under a supervisor that kills the group if the daemon dies.
-            let mut cmd = crate::tools::supervisor::command(&shell(), &args.command);
+            let mut cmd = crate::supervisor::command(&shell(), &args.command);
             cmd.current_dir(ctx.sandbox.cwd());
             cmd.env_clear();
             for (k, v) in std::env::vars_os() {

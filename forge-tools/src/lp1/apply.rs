@@ -59,7 +59,7 @@ pub fn apply_to_text(text: &str, patch: &FilePatch) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::lp1::parse;
+    use crate::lp1::parse;
 
     fn apply(text: &str, patch: &str) -> Result<String, String> {
         let p = parse(patch).map_err(|e| e.to_string())?;

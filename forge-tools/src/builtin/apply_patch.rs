@@ -7,9 +7,9 @@ use std::ffi::OsString;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::tools::lp1::{self, Patch};
-use crate::tools::sandbox::CheckedDir;
-use crate::tools::{Sandbox, ToolCtx, ToolError, ToolExecutor, ToolFut, sha256};
+use crate::lp1::{self, Patch};
+use crate::sandbox::CheckedDir;
+use crate::{Sandbox, ToolCtx, ToolError, ToolExecutor, ToolFut, sha256};
 
 pub struct ApplyPatch;
 
@@ -29,7 +29,7 @@ fn plan(patch: &Patch, sandbox: &Sandbox) -> Result<Plan, ToolError> {
     for f in &patch.files {
         let path = sandbox.resolve(&f.path).map_err(ToolError::SandboxViolation)?;
         if path.components().any(|c| c.as_os_str() == ".git") {
-            return Err(ToolError::SandboxViolation(crate::tools::DenialReason::Denied {
+            return Err(ToolError::SandboxViolation(crate::DenialReason::Denied {
                 path: f.path.clone(),
                 pattern: "**/.git/** (writes)".into(),
             }));
@@ -56,7 +56,7 @@ fn plan(patch: &Patch, sandbox: &Sandbox) -> Result<Plan, ToolError> {
 }
 
 fn parse(args: &Value, max_bytes: usize) -> Result<Patch, ToolError> {
-    let args: Args = crate::tools::parse_args(args.clone())?;
+    let args: Args = crate::parse_args(args.clone())?;
     if args.patch.len() > max_bytes {
         return Err(ToolError::BadArgs {
             message: format!(
@@ -193,7 +193,7 @@ match when a block occurs more than once. All files change or none."
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::builtin::read_file::ReadFile;
+    use crate::builtin::read_file::ReadFile;
 
     fn ctx(dir: &std::path::Path) -> ToolCtx {
         ToolCtx::for_tests(dir, 100_000)
