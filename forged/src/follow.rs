@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use forge_core::{EventFeed, FeedItem, LiveTap};
 
+use crate::conn::ConnState;
 use crate::rpc::item_text;
 
 /// Where one subscription's items go.
@@ -32,8 +33,10 @@ pub trait Outlet: Send + Sync {
 }
 
 /// Writes `feed`'s items to `out` until the feed ends (the session closed
-/// or was removed) or the subscriber is gone.
-pub async fn follow(mut feed: EventFeed, out: impl Outlet) {
+/// or was removed) or the subscriber is gone. Meanwhile `conn` counts as
+/// following a session (never closed to make room).
+pub async fn follow(mut feed: EventFeed, out: impl Outlet, conn: &Arc<ConnState>) {
+    let _following = conn.subscription();
     if let Some(tap) = out.tap() {
         feed.set_tap(tap);
     }

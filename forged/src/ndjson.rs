@@ -253,13 +253,10 @@ pub async fn serve(stream: UnixStream, server: ConnServer, methods: Methods) {
                 }
                 tracing::debug!(conn = server.conn_id(), session = %p.session, from_seq = ?p.from_seq, sub, "subscribed (JSON lines)");
                 let sub = Sub::new(sub, out.clone());
-                let following = server.conn().subscription();
+                let conn = server.conn().clone();
                 let handle = tasks.spawn({
                     let sub = sub.clone();
-                    async move {
-                        crate::follow::follow(feed, sub).await;
-                        drop(following);
-                    }
+                    async move { crate::follow::follow(feed, sub, &conn).await }
                 });
                 subscriptions.insert(sub.id, (handle, sub));
             }

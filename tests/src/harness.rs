@@ -30,6 +30,19 @@ pub fn bin(name: &str) -> PathBuf {
     p
 }
 
+/// Every file and directory under `dir`, recursively (links not followed).
+pub fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        out.push(p.clone());
+        if p.is_dir() && !p.is_symlink() {
+            out.extend(walk(&p));
+        }
+    }
+    out
+}
+
 /// One daemon with its own home and socket.
 pub struct Forge {
     pub home: tempfile::TempDir,

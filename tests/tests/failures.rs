@@ -1,7 +1,7 @@
 //! Every provider failure reaches the user as a clear error, and the
 //! session stays usable.
 
-use forge_tests::harness::Forge;
+use forge_tests::harness::{Forge, walk};
 use forge_tests::mock::{MockOptions, MockServer, token_text};
 
 async fn setup() -> (MockServer, Forge) {
@@ -63,23 +63,10 @@ async fn the_api_key_never_shows_in_errors_or_logs() {
     assert!(r.stderr.contains("ANTHROPIC_API_KEY"), "the error says which key to set: {}", r.stderr);
     forge.terminate().await;
     let mut everything = r.stderr.clone();
-    for entry in walk(forge.home.path()) {
+    for entry in walk(forge.home.path()).into_iter().filter(|p| p.is_file()) {
         everything.push_str(&String::from_utf8_lossy(&std::fs::read(entry).unwrap_or_default()));
     }
     assert!(!everything.contains("supersecret"), "the key leaked into output, logs or the store");
-}
-
-fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else if p.is_file() {
-            out.push(p);
-        }
-    }
-    out
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,10 +5,10 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 
-use forge_tests::harness::{Forge, bin};
+use forge_tests::harness::{Forge, bin, walk};
 use forge_tests::mock::{MockOptions, MockServer, token_text};
 
 /// `nobody`: an unprivileged user every Linux system has.
@@ -17,16 +17,6 @@ const NOBODY: u32 = 65534;
 fn is_root() -> bool {
     // SAFETY: geteuid cannot fail.
     unsafe { libc::geteuid() == 0 }
-}
-
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        out.push(p.clone());
-        if p.is_dir() && !p.is_symlink() {
-            walk(&p, out);
-        }
-    }
 }
 
 fn mode(p: &Path) -> u32 {
@@ -76,8 +66,7 @@ async fn forge_home_and_every_file_in_it_are_private() {
     let id = forge.new_session(&[]).await;
     let r = forge.ok(&["send", "-s", &id, "mock:tokens=5 mock:delay=5"]).await;
     assert_eq!(r.stdout.trim_end(), token_text(5).trim_end());
-    let mut files = Vec::new();
-    walk(&data, &mut files);
+    let files = walk(&data);
     assert!(files.iter().any(|p| p.ends_with("forge.db")), "{files:?}");
     assert!(files.iter().any(|p| p.parent().is_some_and(|d| d.ends_with("logs"))), "{files:?}");
     for p in std::iter::once(data.clone()).chain(files) {
@@ -128,8 +117,7 @@ async fn a_config_syntax_error_names_file_line_and_key_but_never_the_api_key() {
     assert!(stderr.contains("config.toml") && stderr.contains("line 5") && stderr.contains("anthropic"), "{stderr}");
     assert!(!stderr.contains("started forged"), "a daemon that failed to start is not announced: {stderr}");
     let mut everything = stderr.into_owned();
-    let mut files = Vec::new();
-    walk(&forge.data_dir(), &mut files);
+    let files = walk(&forge.data_dir());
     for f in files.iter().filter(|p| p.is_file() && !p.ends_with("config.toml")) {
         everything.push_str(&String::from_utf8_lossy(&std::fs::read(f).unwrap_or_default()));
     }

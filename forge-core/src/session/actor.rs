@@ -199,13 +199,8 @@ impl SessionActor {
         if let Some(row) = store.session(&self.row.id).await? {
             self.row = row;
         }
-        let nodes = match &self.row.head_id {
-            Some(head) => store.path_to(head).await?,
-            None => Vec::new(),
-        };
-        self.path = nodes.iter().filter_map(super::turn::chat_message).collect();
-        self.history_released = false;
         self.queue = store.queued(&self.row.id).await?.into();
+        self.read_history().await?;
         self.pipeline.reload(self.row.last_seq);
         Ok(())
     }
@@ -235,9 +230,14 @@ impl SessionActor {
     /// Reads the history again if it was released (nodes never go through
     /// the delta log, so SQLite has every one).
     async fn reload_history(&mut self) -> Result<(), EngineError> {
-        if !self.history_released {
-            return Ok(());
+        if self.history_released {
+            self.read_history().await?;
         }
+        Ok(())
+    }
+
+    /// The conversation on the current path, from the store.
+    async fn read_history(&mut self) -> Result<(), EngineError> {
         let nodes = match &self.row.head_id {
             Some(head) => self.shared.store.path_to(head).await?,
             None => Vec::new(),

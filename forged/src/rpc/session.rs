@@ -81,9 +81,8 @@ pub async fn subscribe(
         }
     };
     let sink = pending.accept().await?;
-    let _following = server.conn().subscription();
     tracing::debug!(conn = server.conn.id, session = feed.session_id(), ?from_seq, "subscribed");
-    crate::follow::follow(feed, WebSocket(sink)).await;
+    crate::follow::follow(feed, WebSocket(sink), server.conn()).await;
     Ok(())
 }
 
