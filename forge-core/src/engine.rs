@@ -19,7 +19,7 @@ use crate::ids::{new_id, now_ms};
 use crate::journal::{JournalWriter, ResetOutcome, StoreOp, WriteBatch};
 use crate::provider::{ProviderClient, ProviderKind};
 use crate::session::actor::SessionActor;
-use crate::session::pipeline::event_kind_name;
+use crate::session::machine::pipeline::event_kind_name;
 use crate::session::{SessionCmd, SessionHandle};
 use crate::store::{SessionRow, Store};
 
@@ -29,8 +29,8 @@ pub(crate) struct Shared {
     pub store: Store,
     pub writer: JournalWriter,
     pub providers: ProviderClient,
-    pub tools: crate::tools::ToolRegistry,
-    pub config: ForgeConfig,
+    pub tools: Arc<crate::tools::ToolRegistry>,
+    pub config: Arc<ForgeConfig>,
 }
 
 pub struct EngineOptions {
@@ -84,8 +84,9 @@ impl Engine {
         let (writer, _writer_thread) = JournalWriter::spawn(&db, opts.config.journal.durability)
             .map_err(|e| EngineError::internal(format!("cannot open {} for writing: {e}", db.display())))?;
         let providers = ProviderClient::new()?;
-        let tools = crate::tools::ToolRegistry::builtin();
-        let shared = Arc::new(Shared { db: db.clone(), store, writer, providers, tools, config: opts.config });
+        let tools = Arc::new(crate::tools::ToolRegistry::builtin());
+        let config = Arc::new(opts.config);
+        let shared = Arc::new(Shared { db: db.clone(), store, writer, providers, tools, config });
         let engine = Engine {
             inner: Arc::new(Inner {
                 shared,

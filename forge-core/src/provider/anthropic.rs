@@ -2,13 +2,9 @@
 //! `event:` names equal to the data's `type`).
 
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 
-use super::sse::{self, ParseError, Step, WireParser};
-use super::{
-    ChatRequest, ChatRole, ProviderError, ProviderEvent, ProviderSettings, args_object, pair_tool_results,
-    read_error_body,
-};
+use super::sse::{ParseError, Step, WireParser};
+use super::{ChatRequest, ChatRole, ProviderEvent, ProviderSettings, args_object, pair_tool_results};
 use forge_proto::Usage;
 
 const API_VERSION: &str = "2023-06-01";
@@ -59,26 +55,19 @@ fn body(req: &ChatRequest) -> Value {
     body
 }
 
-/// Streams one answer into `tx`; the caller sends the final `Done`/`Error`.
-pub(super) async fn stream(
+/// The request for one streamed answer.
+pub(super) fn request(
     http: &reqwest::Client,
     settings: &ProviderSettings,
     req: &ChatRequest,
-    tx: &mpsc::Sender<ProviderEvent>,
-) -> Result<(), ProviderError> {
+) -> reqwest::RequestBuilder {
     let url = format!("{}/v1/messages", settings.base_url);
-    let mut request =
+    let request =
         http.post(&url).header("anthropic-version", API_VERSION).header("accept", "text/event-stream").json(&body(req));
-    if let Some(key) = &settings.api_key {
-        request = request.header("x-api-key", key);
+    match &settings.api_key {
+        Some(key) => request.header("x-api-key", key),
+        None => request,
     }
-    let resp = request.send().await.map_err(|e| ProviderError::connect(settings, &e))?;
-    let status = resp.status();
-    if !status.is_success() {
-        let text = read_error_body(resp).await;
-        return Err(ProviderError::from_http(settings, &req.model, status.as_u16(), &text));
-    }
-    sse::drive(resp.bytes_stream(), settings, &mut AnthropicParser::default(), tx).await
 }
 
 /// The Anthropic Messages event stream, event by event.
@@ -212,7 +201,7 @@ event: message_stop\ndata: {\"type\":\"message_stop\"      }\n\n";
 
     #[test]
     fn tool_calls_text_and_usage_parse_identically_at_every_split() {
-        let (reference, ok) = run(&mut AnthropicParser::default(), TOOL_STREAM, usize::MAX);
+        let (reference, ok) = run(AnthropicParser::default(), TOOL_STREAM, usize::MAX);
         assert!(ok.is_ok(), "{ok:?}");
         assert_eq!(reference[0], ProviderEvent::TextDelta("I\u{2019}ll read \u{65e5}\u{672c}".into()));
         assert_eq!(
@@ -231,18 +220,18 @@ event: message_stop\ndata: {\"type\":\"message_stop\"      }\n\n";
             matches!(reference.last(), Some(ProviderEvent::Usage(u)) if u.input_tokens == 14 && u.output_tokens == 58)
         );
         for split in [1, 2, 3, 5, 7, 64] {
-            let (events, ok) = run(&mut AnthropicParser::default(), TOOL_STREAM, split);
+            let (events, ok) = run(AnthropicParser::default(), TOOL_STREAM, split);
             assert!(ok.is_ok());
             assert_eq!(events, reference, "split {split}");
         }
         let crlf = TOOL_STREAM.replace('\n', "\r\n");
-        assert_eq!(run(&mut AnthropicParser::default(), &crlf, 3).0, reference, "CRLF framing");
+        assert_eq!(run(AnthropicParser::default(), &crlf, 3).0, reference, "CRLF framing");
     }
 
     #[test]
     fn a_stream_cut_before_message_stop_is_an_error() {
         let cut = &TOOL_STREAM[..TOOL_STREAM.find("event: message_delta").unwrap_or(0)];
-        let (_, result) = run(&mut AnthropicParser::default(), cut, 5);
+        let (_, result) = run(AnthropicParser::default(), cut, 5);
         assert!(result.is_err());
     }
 

@@ -10,8 +10,6 @@ mod sse;
 
 use std::time::Duration;
 
-use tokio::sync::mpsc;
-
 use crate::config::{ForgeConfig, expand_env_vars};
 pub use crate::provider_kind::{ProviderKind, context_window};
 pub use crate::redact::redact_secrets;
@@ -218,12 +216,6 @@ impl ProviderSettings {
     }
 }
 
-/// Forwards one event to the session; fails when the session stopped
-/// listening (cancelled), which ends the stream.
-async fn emit(tx: &mpsc::Sender<ProviderEvent>, ev: ProviderEvent) -> Result<(), ProviderError> {
-    tx.send(ev).await.map_err(|_| ProviderError::internal("stream consumer went away"))
-}
-
 /// Reads at most 64 KiB of an error response.
 async fn read_error_body(resp: reqwest::Response) -> String {
     use futures::StreamExt;
@@ -260,22 +252,39 @@ impl ProviderClient {
         Ok(Self { http })
     }
 
-    /// Streams one completion into `tx`, ending with `Done` or `Error`.
-    /// Returns when the stream ends or `tx`'s receiver is dropped.
-    pub async fn run(&self, settings: ProviderSettings, req: ChatRequest, tx: mpsc::Sender<ProviderEvent>) {
-        if let Err(e) = settings.check_ready() {
-            let _ = tx.send(ProviderEvent::Error(e)).await;
-            return;
-        }
-        let result = match settings.kind {
-            ProviderKind::Claude => anthropic::stream(&self.http, &settings, &req, &tx).await,
-            ProviderKind::OpenAi => openai::stream(&self.http, &settings, &req, &tx).await,
-            ProviderKind::Gemini => Err(ProviderError::unsupported("Gemini is not available yet")),
+    /// One completion as a stream of events, ending with `Done` or
+    /// `Error`. Nothing is sent until it is first polled; dropping it
+    /// cancels the request.
+    pub fn stream(&self, settings: ProviderSettings, req: ChatRequest) -> ProviderStream {
+        use futures::StreamExt;
+        let http = self.http.clone();
+        let opened = async move {
+            settings.check_ready()?;
+            let request = match settings.kind {
+                ProviderKind::Claude => anthropic::request(&http, &settings, &req),
+                ProviderKind::OpenAi => openai::request(&http, &settings, &req),
+                ProviderKind::Gemini => return Err(ProviderError::unsupported("Gemini is not available yet")),
+            };
+            let resp = request.send().await.map_err(|e| ProviderError::connect(&settings, &e))?;
+            let status = resp.status();
+            if !status.is_success() {
+                let text = read_error_body(resp).await;
+                return Err(ProviderError::from_http(&settings, &req.model, status.as_u16(), &text));
+            }
+            let bytes = resp.bytes_stream();
+            Ok(match settings.kind {
+                ProviderKind::OpenAi => sse::events(bytes, settings, openai::OpenAiParser::default()).boxed(),
+                _ => sse::events(bytes, settings, anthropic::AnthropicParser::default()).boxed(),
+            })
         };
-        let last = match result {
-            Ok(()) => ProviderEvent::Done,
-            Err(e) => ProviderEvent::Error(e),
-        };
-        let _ = tx.send(last).await;
+        futures::stream::once(opened)
+            .flat_map(|opened| match opened {
+                Ok(events) => events,
+                Err(e) => futures::stream::iter([ProviderEvent::Error(e)]).boxed(),
+            })
+            .boxed()
     }
 }
+
+/// A provider's answer as it streams (see [`ProviderClient::stream`]).
+pub type ProviderStream = futures::stream::BoxStream<'static, ProviderEvent>;

@@ -3,12 +3,9 @@
 //! local servers (Ollama, llama.cpp, vLLM), whose quirks it tolerates.
 
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 
-use super::sse::{self, ParseError, Step, WireParser};
-use super::{
-    ChatRequest, ChatRole, ProviderError, ProviderEvent, ProviderSettings, pair_tool_results, read_error_body,
-};
+use super::sse::{ParseError, Step, WireParser};
+use super::{ChatRequest, ChatRole, ProviderEvent, ProviderSettings, pair_tool_results};
 use forge_proto::Usage;
 
 fn body(req: &ChatRequest, compat: bool) -> Value {
@@ -58,25 +55,18 @@ fn body(req: &ChatRequest, compat: bool) -> Value {
     body
 }
 
-/// Streams one answer into `tx`; the caller sends the final `Done`/`Error`.
-pub(super) async fn stream(
+/// The request for one streamed answer.
+pub(super) fn request(
     http: &reqwest::Client,
     settings: &ProviderSettings,
     req: &ChatRequest,
-    tx: &mpsc::Sender<ProviderEvent>,
-) -> Result<(), ProviderError> {
+) -> reqwest::RequestBuilder {
     let url = format!("{}/chat/completions", settings.base_url);
-    let mut request = http.post(&url).header("accept", "text/event-stream").json(&body(req, settings.custom_base_url));
-    if let Some(key) = &settings.api_key {
-        request = request.bearer_auth(key);
+    let request = http.post(&url).header("accept", "text/event-stream").json(&body(req, settings.custom_base_url));
+    match &settings.api_key {
+        Some(key) => request.bearer_auth(key),
+        None => request,
     }
-    let resp = request.send().await.map_err(|e| ProviderError::connect(settings, &e))?;
-    let status = resp.status();
-    if !status.is_success() {
-        let text = read_error_body(resp).await;
-        return Err(ProviderError::from_http(settings, &req.model, status.as_u16(), &text));
-    }
-    sse::drive(resp.bytes_stream(), settings, &mut OpenAiParser::default(), tx).await
 }
 
 /// The Chat Completions chunk stream, chunk by chunk.
@@ -208,7 +198,7 @@ mod tests {
     #[test]
     fn parallel_tool_calls_parse_identically_at_every_split() {
         let body = tool_stream();
-        let (reference, ok) = run(&mut OpenAiParser::default(), &body, usize::MAX);
+        let (reference, ok) = run(OpenAiParser::default(), &body, usize::MAX);
         assert!(ok.is_ok(), "{ok:?}");
         assert_eq!(
             reference[0],
@@ -223,7 +213,7 @@ mod tests {
         }));
         assert!(reference.contains(&ProviderEvent::StopReason("tool_calls".into())));
         for split in [1, 4, 9, 33] {
-            assert_eq!(run(&mut OpenAiParser::default(), &body, split).0, reference, "split {split}");
+            assert_eq!(run(OpenAiParser::default(), &body, split).0, reference, "split {split}");
         }
     }
 
@@ -235,7 +225,7 @@ mod tests {
             json!({"tool_calls":[{"index":0,"id":"b","function":{"name":"y","arguments":"{}"}}]}),
             json!("stop"),
         );
-        let (events, ok) = run(&mut OpenAiParser::default(), &body, 7);
+        let (events, ok) = run(OpenAiParser::default(), &body, 7);
         assert!(ok.is_ok(), "a finish_reason without [DONE] is a complete answer");
         assert!(events.contains(&ProviderEvent::ToolCallStart { index: 1, id: "b".into(), name: "y".into() }));
     }
@@ -244,7 +234,7 @@ mod tests {
     fn a_stream_cut_before_finishing_is_an_error() {
         let body = tool_stream();
         let cut = &body[..body.find("tool_calls\"}").unwrap_or(body.len() / 2)];
-        assert!(run(&mut OpenAiParser::default(), cut, 3).1.is_err());
+        assert!(run(OpenAiParser::default(), cut, 3).1.is_err());
     }
 
     #[test]

@@ -3,10 +3,11 @@
 //! pure, so tests feed them recorded streams split at any byte.
 
 use eventsource_stream::Eventsource;
-use futures::{Stream, StreamExt};
-use tokio::sync::mpsc;
+use std::collections::VecDeque;
 
-use super::{ProviderError, ProviderEvent, ProviderSettings, emit};
+use futures::{Stream, StreamExt};
+
+use super::{ProviderError, ProviderEvent, ProviderSettings};
 
 /// What a parser makes of one SSE event.
 #[derive(Debug, PartialEq)]
@@ -32,44 +33,93 @@ pub(super) trait WireParser {
     fn on_eof(&mut self, out: &mut Vec<ProviderEvent>) -> Result<(), ParseError>;
 }
 
-/// Parses `bytes` as SSE with `parser`, sending events to `tx` as they come.
-pub(super) async fn drive<S, E>(
+/// The events `parser` makes of `bytes` (read as SSE) as they come, ending
+/// with `Done` or `Error`.
+pub(super) fn events<S, E>(
     bytes: S,
-    settings: &ProviderSettings,
-    parser: &mut impl WireParser,
-    tx: &mpsc::Sender<ProviderEvent>,
-) -> Result<(), ProviderError>
+    settings: ProviderSettings,
+    parser: impl WireParser + Send + 'static,
+) -> impl Stream<Item = ProviderEvent> + Send + 'static
 where
-    S: Stream<Item = Result<bytes::Bytes, E>> + Unpin,
-    E: std::fmt::Display,
+    S: Stream<Item = Result<bytes::Bytes, E>> + Send + Unpin + 'static,
+    E: std::fmt::Display + Send + 'static,
 {
-    let into_error = |e: ParseError| match e {
-        ParseError::Broken(what) => ProviderError::stream_broken(settings, &what),
-        ParseError::Reported { error_type, message } => ProviderError::midstream(settings, &error_type, &message),
-    };
     let mut arrivals = super::arrivals::Arrivals::default();
     let bytes = bytes.inspect(move |chunk| {
         if let Ok(chunk) = chunk {
             arrivals.note(chunk);
         }
     });
-    let mut events = bytes.eventsource();
-    let mut out = Vec::new();
-    while let Some(item) = events.next().await {
-        let ev = item.map_err(|e| ProviderError::stream_broken(settings, &e.to_string()))?;
-        let step = parser.on_event(&ev.event, &ev.data, &mut out).map_err(into_error)?;
-        for e in out.drain(..) {
-            emit(tx, e).await?;
+    let state = Parsing {
+        events: bytes.eventsource(),
+        parser,
+        settings,
+        ready: VecDeque::new(),
+        out: Vec::new(),
+        ended: false,
+    };
+    futures::stream::unfold(state, |mut st| async move {
+        loop {
+            if let Some(ev) = st.ready.pop_front() {
+                return Some((ev, st));
+            }
+            if st.ended {
+                return None;
+            }
+            if let Some(end) = st.next_end().await {
+                // The last event: the stream ends after it.
+                st.ready.push_back(match end {
+                    Ok(()) => ProviderEvent::Done,
+                    Err(e) => ProviderEvent::Error(e),
+                });
+                st.ended = true;
+            }
         }
-        if step == Step::Finished {
-            return Ok(());
+    })
+}
+
+/// A stream being parsed: what has been parsed and not yet yielded waits
+/// in `ready`.
+struct Parsing<B, P> {
+    events: eventsource_stream::EventStream<B>,
+    parser: P,
+    settings: ProviderSettings,
+    ready: VecDeque<ProviderEvent>,
+    out: Vec<ProviderEvent>,
+    /// `Done` or `Error` is in `ready`: nothing more is read.
+    ended: bool,
+}
+
+impl<B, E, P> Parsing<B, P>
+where
+    B: Stream<Item = Result<bytes::Bytes, E>> + Unpin,
+    E: std::fmt::Display,
+    P: WireParser,
+{
+    /// Parses the next SSE event into `ready`; `Some` once the stream ends.
+    async fn next_end(&mut self) -> Option<Result<(), ProviderError>> {
+        let settings = &self.settings;
+        let into_error = |e: ParseError| match e {
+            ParseError::Broken(what) => ProviderError::stream_broken(settings, &what),
+            ParseError::Reported { error_type, message } => ProviderError::midstream(settings, &error_type, &message),
+        };
+        let step = match self.events.next().await {
+            Some(Ok(ev)) => self.parser.on_event(&ev.event, &ev.data, &mut self.out),
+            Some(Err(e)) => return Some(Err(ProviderError::stream_broken(settings, &e.to_string()))),
+            None => self.parser.on_eof(&mut self.out).map(|()| Step::Finished),
+        };
+        match step {
+            Ok(step) => {
+                self.ready.extend(self.out.drain(..));
+                (step == Step::Finished).then_some(Ok(()))
+            }
+            // What the failing event produced is not shown.
+            Err(e) => {
+                self.out.clear();
+                Some(Err(into_error(e)))
+            }
         }
     }
-    parser.on_eof(&mut out).map_err(into_error)?;
-    for e in out.drain(..) {
-        emit(tx, e).await?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -88,9 +138,9 @@ pub(super) mod testing {
     }
 
     /// Runs `parser` over `body` delivered in pieces of `split` bytes;
-    /// returns every event and the final result.
+    /// returns every event before the last, and how the stream ended.
     pub fn run(
-        parser: &mut impl WireParser,
+        parser: impl WireParser + Send + 'static,
         body: &str,
         split: usize,
     ) -> (Vec<ProviderEvent>, Result<(), ProviderError>) {
@@ -98,15 +148,13 @@ pub(super) mod testing {
             body.as_bytes().chunks(split.max(1)).map(|c| Ok(bytes::Bytes::copy_from_slice(c))).collect();
         let settings = ProviderSettings::for_tests();
         let rt = tokio::runtime::Builder::new_current_thread().build().unwrap_or_else(|e| panic!("{e}"));
-        rt.block_on(async {
-            let (tx, mut rx) = mpsc::channel(100_000);
-            let result = drive(futures::stream::iter(chunks), &settings, parser, &tx).await;
-            drop(tx);
-            let mut events = Vec::new();
-            while let Some(e) = rx.recv().await {
-                events.push(e);
-            }
-            (events, result)
-        })
+        let mut events: Vec<ProviderEvent> =
+            rt.block_on(events(futures::stream::iter(chunks), settings, parser).collect());
+        let end = match events.pop() {
+            Some(ProviderEvent::Done) => Ok(()),
+            Some(ProviderEvent::Error(e)) => Err(e),
+            other => panic!("a stream ends with Done or Error, not {other:?}"),
+        };
+        (events, end)
     }
 }

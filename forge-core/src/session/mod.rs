@@ -1,15 +1,13 @@
-//! Sessions: one actor task per live session owns all its mutable state
-//! (see [`actor`]); the rest of the daemon holds a [`SessionHandle`] and
-//! talks to it through a bounded command channel.
+//! Sessions: each live session is a state machine ([`machine::Session`])
+//! run by one task, its shell ([`actor`]), which does all its I/O; the rest
+//! of the daemon holds a [`SessionHandle`] and talks to it through a
+//! bounded command channel.
 
 pub(crate) mod actor;
 pub mod live;
-pub(crate) mod pipeline;
-mod recovery;
-mod state;
+mod load;
+pub(crate) mod machine;
 pub mod subscription;
-mod tools;
-mod turn;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -19,22 +17,26 @@ use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use crate::error::EngineError;
 
-/// Commands a session's actor accepts.
+/// Where a command's caller waits for its answer.
+pub(crate) type Reply<T> = oneshot::Sender<Result<T, EngineError>>;
+
+/// Commands a session accepts: one variant each, handled in one arm of
+/// `Session::on_command`.
 pub(crate) enum SessionCmd {
     Send {
         text: String,
         client: ClientRef,
-        reply: oneshot::Sender<Result<SendResult, EngineError>>,
+        reply: Reply<SendResult>,
     },
     Cancel {
         client: ClientRef,
         drop_queued: bool,
-        reply: oneshot::Sender<Result<CancelResult, EngineError>>,
+        reply: Reply<CancelResult>,
     },
     Rename {
         name: Option<String>,
         client: ClientRef,
-        reply: oneshot::Sender<Result<(), EngineError>>,
+        reply: Reply<()>,
     },
     Approve {
         decision: forge_proto::ApprovalDecision,
@@ -42,56 +44,41 @@ pub(crate) enum SessionCmd {
         call_ids: Option<Vec<String>>,
         indices: Option<Vec<u32>>,
         client: ClientRef,
-        reply: oneshot::Sender<Result<forge_proto::ApprovalResult, EngineError>>,
+        reply: Reply<forge_proto::ApprovalResult>,
     },
     ToolResult {
         call_id: String,
         output: String,
         is_error: bool,
         client: ClientRef,
-        reply: oneshot::Sender<Result<forge_proto::ToolResultAccepted, EngineError>>,
+        reply: Reply<forge_proto::ToolResultAccepted>,
     },
     Recover {
         action: forge_proto::RecoverAction,
         client: ClientRef,
-        reply: oneshot::Sender<Result<forge_proto::RecoverResult, EngineError>>,
+        reply: Reply<forge_proto::RecoverResult>,
     },
     Configure {
         provider: String,
         model: String,
         client: ClientRef,
-        reply: oneshot::Sender<Result<(), EngineError>>,
+        reply: Reply<()>,
     },
     Clear {
         client: ClientRef,
-        reply: oneshot::Sender<Result<(), EngineError>>,
+        reply: Reply<()>,
     },
     Context {
-        reply: oneshot::Sender<Result<forge_proto::ContextInfo, EngineError>>,
+        reply: Reply<forge_proto::ContextInfo>,
     },
     /// Removes the session; the actor exits after the removal is durable.
     Remove {
-        reply: oneshot::Sender<Result<(), EngineError>>,
+        reply: Reply<()>,
     },
     /// Cancels running work, persists, and exits.
     Shutdown {
         reply: oneshot::Sender<()>,
     },
-}
-
-impl SessionCmd {
-    /// Whether doing it reads the conversation (which a quiet session may
-    /// have let go of).
-    pub(crate) fn needs_history(&self) -> bool {
-        matches!(
-            self,
-            SessionCmd::Send { .. }
-                | SessionCmd::Context { .. }
-                | SessionCmd::Approve { .. }
-                | SessionCmd::ToolResult { .. }
-                | SessionCmd::Recover { .. }
-        )
-    }
 }
 
 /// An event as published to subscribers: already durable, already JSON.

@@ -1,13 +1,12 @@
-//! Turns: start one (user message, stream journal entry, provider task),
-//! take in the provider's events, seal the stream, and, once the seal is
-//! durable, make the answer history and commit the journal entry.
+//! Turns: start one (user message, stream journal entry, provider
+//! request), take in the provider's events, seal the stream, and, once the
+//! seal is durable, make the answer history and commit the journal entry.
 
 use forge_proto::{ClientRef, ErrorKind, EventKind, MessageStatus, Role};
-use tokio::sync::mpsc;
 
-use super::actor::{Effect, SessionActor};
 use super::pipeline::SealInfo;
 use super::state::{ActiveStream, OperationState};
+use super::{Effect, OnDurable, Session};
 use crate::error::EngineError;
 use crate::ids::{new_id, now_ms};
 use crate::journal::StoreOp;
@@ -17,12 +16,6 @@ use crate::provider::{
 use crate::store::NodeRow;
 use crate::store::rows::NodeMeta;
 
-/// The provider request in flight, polled by the actor. The mutex is never
-/// locked (the actor has `&mut`): it only makes the actor `Sync`.
-pub(super) type ProviderFuture = std::sync::Mutex<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>>;
-
-/// Provider events buffered between the provider request and the actor.
-const PROVIDER_CHANNEL: usize = 1024;
 const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 8192;
 
 /// What the model is told after an answer that did not finish, so it can
@@ -67,7 +60,7 @@ pub(super) fn request_messages(path: &[ChatMessage]) -> Vec<ChatMessage> {
 
 /// A history node as a message for the provider. Empty text is skipped
 /// (providers reject empty messages); unfinished answers carry a note.
-pub(super) fn chat_message(n: &NodeRow) -> Option<ChatMessage> {
+pub(crate) fn chat_message(n: &NodeRow) -> Option<ChatMessage> {
     let has_note = n.role == Role::Assistant && interruption_note(n.status).is_some();
     if n.text.is_empty() && n.meta.tool_calls.is_empty() && n.role != Role::Tool && !has_note {
         return None;
@@ -83,14 +76,14 @@ pub(super) fn chat_message(n: &NodeRow) -> Option<ChatMessage> {
     }
 }
 
-impl SessionActor {
+impl Session {
     fn provider_kind(&self) -> Result<ProviderKind, EngineError> {
         ProviderKind::parse(&self.row.provider)
             .ok_or_else(|| EngineError::new(ErrorKind::Config, format!("unknown provider \"{}\"", self.row.provider)))
     }
 
     pub(super) fn provider_settings(&self) -> Result<ProviderSettings, EngineError> {
-        Ok(ProviderSettings::resolve(self.provider_kind()?, &self.shared.config))
+        Ok(ProviderSettings::resolve(self.provider_kind()?, &self.config))
     }
 
     /// Records the user message, opens the stream journal entry and starts
@@ -141,47 +134,20 @@ impl SessionActor {
             created_ms,
         });
         self.pipeline.begin_stream();
-        let (tx, rx) = mpsc::channel(PROVIDER_CHANNEL);
         let request = ChatRequest {
             model: self.row.model.clone(),
             system: None,
             messages: request_messages(&self.path),
-            max_output_tokens: self.shared.config.app.max_output_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS),
-            tools: match self.shared.config.tools.mode.unwrap_or_default() {
-                crate::config::ToolMode::Enabled => self.shared.tools.specs(),
-                crate::config::ToolMode::ParseOnly => {
-                    let mut specs = self.shared.tools.specs();
-                    specs.extend(self.shared.config.tools.definitions.iter().map(|d| {
-                        crate::tools::ToolSpec {
-                            name: d.name.clone(),
-                            description: d.description.clone().unwrap_or_default(),
-                            parameters: d
-                                .parameters
-                                .as_ref()
-                                .and_then(|p| serde_json::to_value(p).ok())
-                                .unwrap_or_else(|| serde_json::json!({"type": "object"})),
-                        }
-                    }));
-                    specs
-                }
-                crate::config::ToolMode::Disabled => Vec::new(),
-            },
+            max_output_tokens: self.config.app.max_output_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS),
+            tools: self.tool_specs(),
         };
-        // The request runs inside this actor's task (polled in its select),
-        // not in a task of its own: a chunk reaches the journal one wake-up
-        // sooner, and dropping the future cancels the request.
-        let request_fut: ProviderFuture = match self.provider_settings() {
+        let failed = match self.provider_settings() {
             Ok(settings) => {
-                let providers = self.shared.providers.clone();
-                std::sync::Mutex::new(Box::pin(async move { providers.run(settings, request, tx).await }))
+                self.out.push(Effect::StartRequest(Box::new((settings, request))));
+                None
             }
-            Err(e) => {
-                let err = ProviderError::new(e.kind, e.message);
-                std::sync::Mutex::new(Box::pin(async move { drop(tx.send(ProviderEvent::Error(err)).await) }))
-            }
+            Err(e) => Some(ProviderError::new(e.kind, e.message)),
         };
-        self.provider = Some(request_fut);
-        self.provider_rx = Some(rx);
         self.state = OperationState::Streaming(ActiveStream {
             stream_id,
             message_id,
@@ -194,40 +160,37 @@ impl SessionActor {
             sealed: false,
             iteration,
         });
+        if let Some(e) = failed {
+            self.on_provider(ProviderEvent::Error(e));
+        }
     }
 
     /// Ingest: a provider event becomes a journal entry (not yet applied).
-    pub(super) fn on_provider(&mut self, ev: Option<ProviderEvent>) {
+    pub(super) fn on_provider(&mut self, ev: ProviderEvent) {
         let OperationState::Streaming(stream) = &mut self.state else {
             // A late event from a stream that already ended.
-            self.provider_rx = None;
             return;
         };
         if stream.sealed {
-            self.provider_rx = None;
             return;
         }
         match ev {
-            Some(ProviderEvent::TextDelta(text)) => {
+            ProviderEvent::TextDelta(text) => {
                 self.pipeline.delta(EventKind::TextDelta { text });
             }
-            Some(ProviderEvent::ThinkingDelta(text)) => {
+            ProviderEvent::ThinkingDelta(text) => {
                 self.pipeline.delta(EventKind::ThinkingDelta { text });
             }
-            Some(ProviderEvent::ToolCallStart { index, id, name }) => {
+            ProviderEvent::ToolCallStart { index, id, name } => {
                 self.pipeline.delta(EventKind::ToolCallStarted { index: index as u32, call_id: id, name });
             }
-            Some(ProviderEvent::ToolCallArgs { index, fragment }) => {
+            ProviderEvent::ToolCallArgs { index, fragment } => {
                 self.pipeline.delta(EventKind::ToolCallArgs { index: index as u32, fragment });
             }
-            Some(ProviderEvent::Usage(u)) => stream.usage = Some(u),
-            Some(ProviderEvent::StopReason(r)) => stream.stop_reason = Some(r),
-            Some(ProviderEvent::Done) => self.seal(MessageStatus::Complete, None),
-            Some(ProviderEvent::Error(e)) => self.seal(MessageStatus::Error, Some((e.kind, e.message))),
-            None => self.seal(
-                MessageStatus::Error,
-                Some((ErrorKind::Internal, "the provider stream ended without a result".into())),
-            ),
+            ProviderEvent::Usage(u) => stream.usage = Some(u),
+            ProviderEvent::StopReason(r) => stream.stop_reason = Some(r),
+            ProviderEvent::Done => self.seal(MessageStatus::Complete, None),
+            ProviderEvent::Error(e) => self.seal(MessageStatus::Error, Some((e.kind, e.message))),
         }
     }
 
@@ -245,13 +208,12 @@ impl SessionActor {
         true
     }
 
-    /// Ends ingest: the provider task stops and the seal is written after
-    /// every delta already taken in.
+    /// Ends ingest: the provider request stops and the seal is written
+    /// after every delta already taken in.
     fn seal(&mut self, outcome: MessageStatus, error: Option<(ErrorKind, String)>) {
         let OperationState::Streaming(stream) = &mut self.state else { return };
         stream.sealed = true;
-        self.provider = None;
-        self.provider_rx = None;
+        self.out.push(Effect::StopRequest);
         self.pipeline.op(StoreOp::StreamSeal {
             stream_id: stream.stream_id.clone(),
             outcome,
@@ -290,7 +252,7 @@ impl SessionActor {
         if tools {
             self.start_tool_loop(message_id, iteration, calls);
         } else {
-            self.pipeline.effect(Effect::TurnDone);
+            self.pipeline.effect(OnDurable::TurnDone);
         }
     }
 

@@ -77,7 +77,7 @@ impl OperationState {
 
 /// Folds a durable tool-call event into the calls collected so far (used
 /// for live streams and for recovery alike).
-pub(super) fn fold_tool_call(calls: &mut Vec<ToolCallRecord>, kind: &forge_proto::EventKind) {
+pub(crate) fn fold_tool_call(calls: &mut Vec<ToolCallRecord>, kind: &forge_proto::EventKind) {
     match kind {
         forge_proto::EventKind::ToolCallStarted { call_id, name, .. } => {
             calls.push(ToolCallRecord { id: call_id.clone(), name: name.clone(), arguments: String::new() });

@@ -17,24 +17,20 @@ use forge_proto::{
     RecoverAction, RecoverResult, RecoveryCall, Role, ToolCallRecord, ToolResultInfo,
 };
 use serde_json::Value;
-use tokio::task::JoinHandle;
 
-use super::actor::{Effect, SessionActor};
 use super::state::OperationState;
+use super::{Effect, OnDurable, Session, ToolEnd, ToolRun};
 use crate::error::EngineError;
 use crate::ids::{new_id, now_ms};
 use crate::journal::StoreOp;
 use crate::provider::ChatMessage;
 use crate::store::rows::NodeMeta;
 use crate::tools::policy::{ApprovalPolicy, Decision};
-use crate::tools::{Sandbox, ToolCtx, ToolError, ToolExecutor, ToolLimits, ToolOutput, truncate_output};
+use crate::tools::{Sandbox, ToolCtx, ToolError, ToolExecutor, ToolLimits, ToolOutput, ToolSpec, truncate_output};
 
 /// Tool batches one user turn may run before it is stopped.
 const DEFAULT_MAX_ITERATIONS: u32 = 20;
 const DEFAULT_MAX_CALLS_PER_BATCH: usize = 16;
-/// Output pieces buffered between a running tool and the session; a tool
-/// that outruns it loses live pieces, never its result.
-const OUTPUT_CHANNEL: usize = 256;
 const DEFAULT_MAX_ARGS_BYTES: usize = 256 * 1024;
 
 pub(super) struct PlannedCall {
@@ -59,21 +55,18 @@ impl ToolLoop {
     }
 }
 
+/// The call the shell runs (see `Effect::RunTool`).
 pub(super) struct RunningCall {
     pub id: String,
     pub name: String,
-    pub task: JoinHandle<Result<String, ToolError>>,
-    /// Output the tool streams while it runs.
-    pub output: tokio::sync::mpsc::Receiver<ToolOutput>,
 }
 
-impl SessionActor {
+impl Session {
     /// What `introspect` reports, as of now.
     pub(super) fn introspection(&self) -> Value {
-        let config = &self.shared.config;
+        let config = &self.config;
         let policy = ApprovalPolicy::from_config(config.tools.approval.as_ref());
         let tools: Vec<Value> = self
-            .shared
             .tools
             .iter()
             .map(|t| {
@@ -117,32 +110,55 @@ impl SessionActor {
         })
     }
 
+    /// The tools the model is offered, as `[tools] mode` says.
+    pub(super) fn tool_specs(&self) -> Vec<ToolSpec> {
+        match self.config.tools.mode.unwrap_or_default() {
+            crate::config::ToolMode::Enabled => self.tools.specs(),
+            crate::config::ToolMode::ParseOnly => {
+                let mut specs = self.tools.specs();
+                specs.extend(self.config.tools.definitions.iter().map(|d| {
+                    ToolSpec {
+                        name: d.name.clone(),
+                        description: d.description.clone().unwrap_or_default(),
+                        parameters: d
+                            .parameters
+                            .as_ref()
+                            .and_then(|p| serde_json::to_value(p).ok())
+                            .unwrap_or_else(|| serde_json::json!({"type": "object"})),
+                    }
+                }));
+                specs
+            }
+            crate::config::ToolMode::Disabled => Vec::new(),
+        }
+    }
+
     fn tool_limits(&self) -> ToolLimits {
-        ToolLimits::from_config(&self.shared.config.tools)
+        ToolLimits::from_config(&self.config.tools)
     }
 
     fn max_iterations(&self) -> u32 {
-        self.shared.config.tools.max_tool_iterations_per_user_turn.unwrap_or(DEFAULT_MAX_ITERATIONS)
+        self.config.tools.max_tool_iterations_per_user_turn.unwrap_or(DEFAULT_MAX_ITERATIONS)
     }
 
     /// Plans the calls of a durable answer and starts the loop (or, in
     /// parse-only mode, waits for a client to supply the results).
     pub(super) fn start_tool_loop(&mut self, message_id: String, iteration: u32, calls: Vec<ToolCallRecord>) {
-        if self.shared.config.tools.mode == Some(crate::config::ToolMode::ParseOnly) {
+        if self.config.tools.mode == Some(crate::config::ToolMode::ParseOnly) {
             self.pipeline.event(None, EventKind::AwaitingToolResults { calls: calls.clone() });
             self.state = OperationState::AwaitingToolResults { message_id, iteration, pending: calls };
             return;
         }
         let mut seen = HashSet::new();
         let over_limit = iteration + 1 > self.max_iterations();
-        let tools_cfg = &self.shared.config.tools;
+        let tools_cfg = &self.config.tools;
         let max_calls = tools_cfg.max_tool_calls_per_batch.unwrap_or(DEFAULT_MAX_CALLS_PER_BATCH);
         let max_args = tools_cfg.max_tool_args_bytes.unwrap_or(DEFAULT_MAX_ARGS_BYTES);
         let pending = calls
             .into_iter()
             .enumerate()
             .map(|(i, c)| {
-                let disabled = self.shared.config.tools.mode == Some(crate::config::ToolMode::Disabled);
+                let disabled = self.config.tools.mode == Some(crate::config::ToolMode::Disabled);
                 let action = if disabled {
                     Err(ToolError::ExecutionFailed {
                         tool: c.name.clone(),
@@ -168,7 +184,7 @@ impl SessionActor {
                 } else if !seen.insert(c.id.clone()) {
                     Err(ToolError::DuplicateToolCallId { id: c.id.clone() })
                 } else {
-                    match self.shared.tools.get(&c.name) {
+                    match self.tools.get(&c.name) {
                         None => Err(ToolError::UnknownTool { name: c.name.clone() }),
                         Some(tool) => serde_json::from_str::<Value>(if c.arguments.trim().is_empty() { "{}" } else { &c.arguments })
                             .map_err(|e| ToolError::BadArgs { message: format!("the arguments are not JSON: {e}") })
@@ -182,7 +198,7 @@ impl SessionActor {
         let asks = self.apply_policy(&mut l);
         if asks.is_empty() {
             self.state = OperationState::ToolLoop(l);
-            self.pipeline.effect(Effect::NextTool);
+            self.pipeline.effect(OnDurable::NextTool);
             return;
         }
         let approval_id = new_id("a");
@@ -200,7 +216,7 @@ impl SessionActor {
     /// Applies the approval policy to a planned batch: denied calls become
     /// error results; the calls that need a decision are returned.
     fn apply_policy(&self, l: &mut ToolLoop) -> Vec<ApprovalCall> {
-        let policy = ApprovalPolicy::from_config(self.shared.config.tools.approval.as_ref());
+        let policy = ApprovalPolicy::from_config(self.config.tools.approval.as_ref());
         let mut asks = Vec::new();
         for call in l.pending.iter_mut() {
             let Ok((tool, args)) = &call.action else { continue };
@@ -217,7 +233,7 @@ impl SessionActor {
                     name: call.name.clone(),
                     arguments: args.to_string(),
                     risk: format!("{:?}", tool.risk_level()).to_lowercase(),
-                    summary: tool.approval_summary(args, &sandbox_for(&self.row.cwd, &self.shared.config)),
+                    summary: tool.approval_summary(args, &sandbox_for(&self.row.cwd, &self.config)),
                 }),
             }
         }
@@ -226,12 +242,7 @@ impl SessionActor {
 
     /// After a restart: the batch waited for a decision, and still does.
     pub(super) fn restore_pending_approval(&mut self, message_id: String, approval_id: String) {
-        let Some(last) =
-            self.path.iter().rposition(|m| m.role == crate::provider::ChatRole::Assistant && !m.tool_calls.is_empty())
-        else {
-            return;
-        };
-        let calls = self.path[last].tool_calls.clone();
+        let Some((_, calls)) = self.last_tool_calls() else { return };
         self.start_tool_loop(message_id, 0, calls);
         // start_tool_loop queued a fresh request; keep the original id
         // instead, so answers given to it still apply.
@@ -304,7 +315,7 @@ impl SessionActor {
                 denied: denied.clone(),
             },
         );
-        self.pipeline.effect(Effect::NextTool);
+        self.pipeline.effect(OnDurable::NextTool);
         Ok(ApprovalResult { session_id: self.row.id.clone(), approval_id, approved, denied })
     }
 
@@ -316,7 +327,7 @@ impl SessionActor {
             Some(PlannedCall { id, name, action: Err(e) }) => self.record_result(&id, &name, Err(e)),
             Some(PlannedCall { id, name, action: Ok((tool, args)) }) => {
                 self.pipeline.event(None, EventKind::ToolRunning { call_id: id.clone(), name: name.clone() });
-                self.pipeline.effect(Effect::RunTool(PlannedCall { id, name, action: Ok((tool, args)) }));
+                self.pipeline.effect(OnDurable::RunTool(PlannedCall { id, name, action: Ok((tool, args)) }));
             }
             None => {
                 let (message_id, iteration) = (l.message_id.clone(), l.iteration);
@@ -340,24 +351,18 @@ impl SessionActor {
             return;
         }
         let Ok((tool, args)) = call.action else { return };
-        let (output_tx, output) = tokio::sync::mpsc::channel(OUTPUT_CHANNEL);
         let ctx = ToolCtx {
-            sandbox: sandbox_for(&self.row.cwd, &self.shared.config),
+            sandbox: sandbox_for(&self.row.cwd, &self.config),
             call_id: call.id.clone(),
             limits: self.tool_limits(),
-            output: Some(output_tx),
+            output: None,
             file_hashes: self.file_hashes.clone(),
             about: (tool.name() == "introspect").then(|| Arc::new(self.introspection())),
         };
-        let timeout = timeout_for(tool.as_ref(), &self.shared.config);
-        let task = tokio::spawn(async move {
-            match tokio::time::timeout(timeout, tool.execute(args, &ctx)).await {
-                Ok(r) => r,
-                Err(_) => Err(ToolError::Timeout { tool: tool.name().into(), elapsed: timeout }),
-            }
-        });
+        let timeout = timeout_for(tool.as_ref(), &self.config);
+        self.out.push(Effect::RunTool(Box::new(ToolRun { tool, args, ctx, timeout })));
         if let OperationState::ToolLoop(l) = &mut self.state {
-            l.running = Some(RunningCall { id: call.id, name: call.name, task, output });
+            l.running = Some(RunningCall { id: call.id, name: call.name });
         }
     }
 
@@ -370,20 +375,17 @@ impl SessionActor {
         self.pipeline.tool_output(call_id, out.stream, out.text);
     }
 
-    /// The running call finished (or its task died).
-    pub(super) fn on_tool_done(&mut self, result: Result<Result<String, ToolError>, tokio::task::JoinError>) {
+    /// The running call ended.
+    pub(super) fn on_tool_done(&mut self, end: ToolEnd) {
         let OperationState::ToolLoop(l) = &mut self.state else { return };
-        let Some(mut running) = l.running.take() else { return };
-        // Output still buffered comes before the result.
-        while let Ok(out) = running.output.try_recv() {
-            self.pipeline.tool_output(running.id.clone(), out.stream, out.text);
-        }
-        let result = result.unwrap_or_else(|e| {
-            Err(ToolError::ExecutionFailed {
-                tool: running.name.clone(),
-                message: if e.is_panic() { "the tool panicked".into() } else { "the tool was stopped".into() },
-            })
-        });
+        let Some(running) = l.running.take() else { return };
+        let stopped =
+            |message: &str| ToolError::ExecutionFailed { tool: running.name.clone(), message: message.into() };
+        let result = match end {
+            ToolEnd::Finished(result) => result,
+            ToolEnd::Panicked => Err(stopped("the tool panicked")),
+            ToolEnd::Stopped => Err(stopped("the tool was stopped")),
+        };
         self.record_result(&running.id, &running.name, result);
     }
 
@@ -395,7 +397,7 @@ impl SessionActor {
             Err(e) => (format!("error: {e}"), true),
         };
         self.write_result(call_id, name, output, is_error, None);
-        self.pipeline.effect(Effect::NextTool);
+        self.pipeline.effect(OnDurable::NextTool);
     }
 
     /// Cancels the tool loop: the running call is stopped, it and the
@@ -406,7 +408,7 @@ impl SessionActor {
         l.approval = None;
         let mut unanswered: Vec<(String, String)> = Vec::new();
         if let Some(r) = l.running.take() {
-            r.task.abort();
+            self.out.push(Effect::StopTool);
             unanswered.push((r.id, r.name));
         }
         unanswered.extend(l.pending.drain(..).map(|c| (c.id, c.name)));
@@ -472,7 +474,7 @@ impl SessionActor {
             ));
         };
         let (message_id, calls) = (message_id.clone(), calls.clone());
-        let side_effecting = |name: &str| self.shared.tools.get(name).is_some_and(|t| t.is_side_effecting());
+        let side_effecting = |name: &str| self.tools.get(name).is_some_and(|t| t.is_side_effecting());
         let (rerun, not_rerun): (Vec<RecoveryCall>, Vec<RecoveryCall>) = match action {
             RecoverAction::Discard => (Vec::new(), calls),
             RecoverAction::Resume => calls.into_iter().partition(|c| !(c.interrupted && side_effecting(&c.name))),
@@ -561,7 +563,7 @@ impl SessionActor {
                 recovered: None,
             },
         );
-        self.pipeline.effect(Effect::TurnDone);
+        self.pipeline.effect(OnDurable::TurnDone);
     }
 }
 

@@ -1,0 +1,155 @@
+//! What the shell reads from the store for a session: its durable state
+//! and what it left unfinished ([`Durable`]), and its history. The session
+//! machine decides what to make of it.
+
+use std::collections::HashSet;
+
+use forge_proto::{EventKind, SessionEvent, ToolCallRecord};
+
+use super::machine::{Durable, RecoveredStream, Unfinished, chat_message};
+use crate::engine::Shared;
+use crate::error::EngineError;
+use crate::provider::ChatMessage;
+use crate::store::{SessionRow, Store, StreamRow};
+
+/// The session's durable state (`row` if the store has no newer one);
+/// what it left unfinished only if `recovering`.
+pub(super) async fn durable(shared: &Shared, row: SessionRow, recovering: bool) -> Result<Durable, EngineError> {
+    let store = &shared.store;
+    let row = store.session(&row.id).await?.unwrap_or(row);
+    let queue = store.queued(&row.id).await?;
+    let path = history(store, row.head_id.as_deref()).await?;
+    let unfinished = if recovering { unfinished(shared, &row.id).await? } else { Unfinished::Nothing };
+    Ok(Durable { row, queue, path, unfinished })
+}
+
+/// The conversation on the path to `head`. (Nodes never go through the
+/// delta log, so SQLite has every one.)
+pub(super) async fn history(store: &Store, head: Option<&str>) -> Result<Vec<ChatMessage>, EngineError> {
+    let nodes = match head {
+        Some(head) => store.path_to(head).await?,
+        None => Vec::new(),
+    };
+    Ok(nodes.iter().filter_map(chat_message).collect())
+}
+
+/// What the session's journal says was not finished, most specific first.
+async fn unfinished(shared: &Shared, id: &str) -> Result<Unfinished, EngineError> {
+    let store = &shared.store;
+    let streams = store.open_streams(id).await?;
+    if !streams.is_empty() {
+        // Deltas acked through the delta log must be in SQLite to be read.
+        shared.writer.sync().await;
+        let mut recovered = Vec::with_capacity(streams.len());
+        for row in streams {
+            let (text, tool_calls) = streamed(store, id, &row).await?;
+            recovered.push(RecoveredStream { row, text, tool_calls });
+        }
+        return Ok(Unfinished::Streams(recovered));
+    }
+    let Some(message_id) = store.unfinished_turn(id).await? else { return Ok(Unfinished::Nothing) };
+    if awaiting_tool_results(store, id).await? {
+        return Ok(Unfinished::AwaitingToolResults { message_id });
+    }
+    shared.writer.sync().await;
+    if let Some(approval_id) = pending_approval_id(store, id).await? {
+        return Ok(Unfinished::PendingApproval { message_id, approval_id });
+    }
+    let started = started_tool_calls(store, id).await?;
+    let announced = recovery_announced(store, id).await?;
+    Ok(Unfinished::ToolCalls { message_id, started, announced })
+}
+
+/// Parse-only: the turn waits for results a client supplies.
+async fn awaiting_tool_results(store: &Store, id: &str) -> Result<bool, EngineError> {
+    let waiting = store.last_seq_of_kind(id, "awaiting_tool_results").await?;
+    let resumed = store.last_seq_of_kind(id, "stream_resumed").await?;
+    let started = store.last_seq_of_kind(id, "turn_started").await?;
+    Ok(waiting > resumed.max(started))
+}
+
+/// The id of an approval requested and not yet answered.
+async fn pending_approval_id(store: &Store, id: &str) -> Result<Option<String>, EngineError> {
+    let requested = store.last_seq_of_kind(id, "approval_requested").await?;
+    let resolved = store.last_seq_of_kind(id, "approval_resolved").await?;
+    if requested == 0 || resolved > requested {
+        return Ok(None);
+    }
+    let page = store.events_after(id, requested - 1, 1).await?;
+    Ok(page.first().and_then(|(_, body)| match serde_json::from_str::<SessionEvent>(body).ok()?.kind {
+        EventKind::ApprovalRequested { approval_id, .. } => Some(approval_id),
+        _ => None,
+    }))
+}
+
+/// Each event of the session after `from`, in order, until `take` says
+/// it has seen enough (returns false).
+async fn each_event_after(
+    store: &Store,
+    id: &str,
+    from: u64,
+    mut take: impl FnMut(EventKind) -> bool,
+) -> Result<(), EngineError> {
+    let mut after = from;
+    loop {
+        let page = store.events_after(id, after, 1000).await?;
+        let Some((last, _)) = page.last() else { return Ok(()) };
+        after = *last;
+        for (_, body) in &page {
+            if let Ok(ev) = serde_json::from_str::<SessionEvent>(body)
+                && !take(ev.kind)
+            {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// Calls with `tool_running` since the turn's last answer.
+async fn started_tool_calls(store: &Store, id: &str) -> Result<HashSet<String>, EngineError> {
+    let from = store.last_seq_of_kind(id, "turn_started").await?;
+    let mut started = HashSet::new();
+    each_event_after(store, id, from, |kind| {
+        if let EventKind::ToolRunning { call_id, .. } = kind {
+            started.insert(call_id);
+        }
+        true
+    })
+    .await?;
+    Ok(started)
+}
+
+/// True if the newest tool event already is the `tool_recovery` notice
+/// (a second restart must not announce it again).
+async fn recovery_announced(store: &Store, id: &str) -> Result<bool, EngineError> {
+    let notice = store.last_seq_of_kind(id, "tool_recovery").await?;
+    let mut newest = 0;
+    for kind in ["turn_started", "tool_running", "tool_result", "stream_resumed", "approval_resolved"] {
+        newest = newest.max(store.last_seq_of_kind(id, kind).await?);
+    }
+    Ok(notice > newest)
+}
+
+/// The stream's text and tool calls: its persisted deltas, in order. They
+/// follow the stream's `turn_started`; the next turn's events (if any)
+/// end them.
+async fn streamed(store: &Store, id: &str, stream: &StreamRow) -> Result<(String, Vec<ToolCallRecord>), EngineError> {
+    let mut text = String::new();
+    let mut calls = Vec::new();
+    each_event_after(store, id, stream.first_seq, |kind| match kind {
+        EventKind::TextDelta { text: t } => {
+            text.push_str(&t);
+            true
+        }
+        EventKind::TurnStarted { .. }
+        | EventKind::TurnFinished { .. }
+        | EventKind::ToolRunning { .. }
+        | EventKind::ToolResult { .. } => false,
+        other => {
+            super::machine::fold_tool_call(&mut calls, &other);
+            true
+        }
+    })
+    .await?;
+    Ok((text, calls))
+}

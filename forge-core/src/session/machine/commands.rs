@@ -1,0 +1,274 @@
+//! Client commands: one arm each in [`Session::on_command`], which admits
+//! the command (a blocked journal or an unreadable history refuses it) and
+//! hands it to its handler. A handler answers through a [`Responder`] kept
+//! with the batch its effects go into, or at once with an error.
+
+use forge_proto::{CancelResult, ClientRef, ErrorKind, EventKind, SendResult};
+use tokio::sync::oneshot;
+
+use super::state::OperationState;
+use super::{Answer, Effect, Exit, OnDurable, Responder, Session};
+use crate::error::EngineError;
+use crate::ids::new_id;
+use crate::journal::StoreOp;
+use crate::session::{Reply, SessionCmd};
+use crate::store::QueuedRow;
+
+/// What a command needs of the session to be done.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Access {
+    /// It only reads (answered even while the journal is blocked).
+    Read,
+    /// It writes to the journal.
+    Write,
+}
+
+impl Session {
+    pub(super) fn on_command(&mut self, cmd: SessionCmd) {
+        match cmd {
+            SessionCmd::Send { text, client, reply } => {
+                if let Some(reply) = self.admit(reply, Access::Write) {
+                    self.on_send(text, client, reply);
+                }
+            }
+            SessionCmd::Cancel { client, drop_queued, reply } => {
+                if let Some(reply) = self.admit(reply, Access::Write) {
+                    self.on_cancel(client, drop_queued, reply);
+                }
+            }
+            SessionCmd::Rename { name, client, reply } => {
+                if let Some(reply) = self.admit(reply, Access::Write) {
+                    self.on_rename(name, client, reply);
+                }
+            }
+            SessionCmd::Configure { provider, model, client, reply } => {
+                if let Some(reply) = self.admit(reply, Access::Write) {
+                    self.on_configure(provider, model, client, reply);
+                }
+            }
+            SessionCmd::Clear { client, reply } => {
+                if let Some(reply) = self.admit(reply, Access::Write) {
+                    self.on_clear(client, reply);
+                }
+            }
+            SessionCmd::Context { reply } => {
+                if let Some(reply) = self.admit(reply, Access::Read) {
+                    self.out.push(Effect::Reply(Answer::now(reply, Ok(self.context_info()))));
+                }
+            }
+            SessionCmd::Remove { reply } => {
+                if let Some(reply) = self.admit(reply, Access::Write) {
+                    self.on_remove(reply);
+                }
+            }
+            SessionCmd::Approve { decision, approval_id, call_ids, indices, client, reply } => {
+                if let Some(reply) = self.admit(reply, Access::Write) {
+                    let result = self.on_approval(decision, approval_id, call_ids, indices, client);
+                    self.reply_when_durable(reply, result);
+                }
+            }
+            SessionCmd::ToolResult { call_id, output, is_error, client, reply } => {
+                if let Some(reply) = self.admit(reply, Access::Write) {
+                    let result = self.on_tool_result(call_id, output, is_error, client);
+                    self.reply_when_durable(reply, result);
+                }
+            }
+            SessionCmd::Recover { action, client, reply } => {
+                if let Some(reply) = self.admit(reply, Access::Write) {
+                    let result = self.on_recover(action, Some(client));
+                    self.reply_when_durable(reply, result);
+                }
+            }
+            SessionCmd::Shutdown { reply } => self.begin_shutdown(Some(reply)),
+        }
+    }
+
+    /// The reply, if the command may be done now; otherwise it is answered
+    /// with why not.
+    fn admit<T: Send + Sync + 'static>(&mut self, reply: Reply<T>, access: Access) -> Option<Reply<T>> {
+        let refusal = match (&self.state, &self.unreadable) {
+            (_, Some(e)) => e.clone(),
+            (OperationState::PersistenceBlocked { reason }, None) if access == Access::Write => {
+                EngineError::blocked(reason)
+            }
+            _ => return Some(reply),
+        };
+        self.out.push(Effect::Reply(Answer::now(reply, Err(refusal))));
+        None
+    }
+
+    /// Answers `reply` with `result`: a success once the batch carrying the
+    /// command's effects is durable, an error at once.
+    fn reply_when_durable<T: Send + Sync + 'static>(&mut self, reply: Reply<T>, result: Result<T, EngineError>) {
+        match result {
+            Ok(value) => self.pipeline.effect(OnDurable::Reply(Responder::with(reply, value))),
+            Err(e) => self.out.push(Effect::Reply(Answer::now(reply, Err(e)))),
+        }
+    }
+
+    fn busy(&self, what: &str) -> EngineError {
+        EngineError::new(ErrorKind::SessionBusy, format!("session {} is running a turn; {what}", self.row.id))
+    }
+
+    fn on_send(&mut self, text: String, client: ClientRef, reply: Reply<SendResult>) {
+        if text.trim().is_empty() {
+            let err = EngineError::new(ErrorKind::InvalidParams, "the message is empty");
+            return self.out.push(Effect::Reply(Answer::now(reply, Err(err))));
+        }
+        if let Err(e) = self.provider_settings().and_then(|s| s.check_ready().map_err(EngineError::from)) {
+            return self.out.push(Effect::Reply(Answer::now(reply, Err(e))));
+        }
+        let message_id = new_id("m");
+        if matches!(self.state, OperationState::Idle) {
+            let event_index = self.start_turn(message_id.clone(), text, client);
+            let responder = self.send_reply(reply, message_id, None, event_index);
+            return self.pipeline.effect(OnDurable::Reply(responder));
+        }
+        let position = self.queue.len() as u32 + 1;
+        let created_ms = crate::ids::now_ms();
+        self.queue.push_back(QueuedRow {
+            session_id: self.row.id.clone(),
+            message_id: message_id.clone(),
+            text: text.clone(),
+            client: Some(client.clone()),
+            created_ms,
+        });
+        self.pipeline.op(StoreOp::QueuePush {
+            session_id: self.row.id.clone(),
+            message_id: message_id.clone(),
+            text: text.clone(),
+            client: Some(client.clone()),
+            created_ms,
+        });
+        let event_index = self
+            .pipeline
+            .event(Some(client), EventKind::MessageQueued { message_id: message_id.clone(), text, position });
+        let responder = self.send_reply(reply, message_id, Some(position), event_index);
+        self.pipeline.effect(OnDurable::Reply(responder));
+    }
+
+    /// The answer to `session.send`: the seq of the event it reported
+    /// (`turn_started` or `message_queued`) is known once the batch is cut.
+    fn send_reply(
+        &self,
+        reply: Reply<SendResult>,
+        message_id: String,
+        queue_position: Option<u32>,
+        event_index: usize,
+    ) -> Responder {
+        let session_id = self.row.id.clone();
+        Responder::from_seqs(reply, move |seqs| SendResult {
+            session_id,
+            message_id,
+            seq: seqs.get(event_index).copied().flatten().unwrap_or(0),
+            queued: queue_position.is_some(),
+            queue_position,
+        })
+    }
+
+    fn on_cancel(&mut self, client: ClientRef, drop_queued: bool, reply: Reply<CancelResult>) {
+        let mut dropped = 0;
+        if drop_queued && !self.queue.is_empty() {
+            dropped = self.queue.len() as u32;
+            self.queue.clear();
+            self.pipeline.op(StoreOp::QueueClear { session_id: self.row.id.clone() });
+            self.pipeline.event(Some(client.clone()), EventKind::QueueCleared { dropped });
+        }
+        let cancelled = self.cancel_stream(Some(client.clone()), None)
+            || self.cancel_tools(Some(client.clone()), None)
+            || (matches!(self.state, OperationState::ToolRecovery { .. })
+                && self.on_recover(forge_proto::RecoverAction::Discard, Some(client)).is_ok());
+        let result = CancelResult { session_id: self.row.id.clone(), cancelled, dropped_queued: dropped };
+        self.pipeline.effect(OnDurable::Reply(Responder::with(reply, result)));
+    }
+
+    fn on_rename(&mut self, name: Option<String>, client: ClientRef, reply: Reply<()>) {
+        self.row.name = name.clone();
+        self.pipeline.op(StoreOp::RenameSession { id: self.row.id.clone(), name: name.clone() });
+        self.pipeline.event(Some(client), EventKind::SessionRenamed { name });
+        self.pipeline.effect(OnDurable::Reply(Responder::with(reply, ())));
+    }
+
+    fn on_configure(&mut self, provider: String, model: String, client: ClientRef, reply: Reply<()>) {
+        self.row.provider = provider.clone();
+        self.row.model = model.clone();
+        self.pipeline.op(StoreOp::SetModel {
+            session_id: self.row.id.clone(),
+            provider: provider.clone(),
+            model: model.clone(),
+        });
+        self.pipeline.event(Some(client), EventKind::SessionConfigured { provider, model });
+        self.pipeline.effect(OnDurable::Reply(Responder::with(reply, ())));
+    }
+
+    fn on_clear(&mut self, client: ClientRef, reply: Reply<()>) {
+        if !matches!(self.state, OperationState::Idle) {
+            let err = self.busy("cancel it first, then clear");
+            return self.out.push(Effect::Reply(Answer::now(reply, Err(err))));
+        }
+        self.path.clear();
+        self.row.head_id = None;
+        self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: None });
+        self.pipeline.event(Some(client), EventKind::HistoryCleared {});
+        self.pipeline.effect(OnDurable::Reply(Responder::with(reply, ())));
+    }
+
+    fn on_remove(&mut self, reply: Reply<()>) {
+        if !matches!(self.state, OperationState::Idle) {
+            let err = self.busy(&format!("cancel it first (`forgectl cancel {}`)", self.row.id));
+            return self.out.push(Effect::Reply(Answer::now(reply, Err(err))));
+        }
+        self.pipeline.op(StoreOp::RemoveSession { id: self.row.id.clone() });
+        self.pipeline.effect(OnDurable::Reply(Responder::with(reply, ())));
+        self.pipeline.effect(OnDurable::Removed);
+    }
+
+    /// Cancels running work and stops once everything is durable.
+    pub(super) fn begin_shutdown(&mut self, reply: Option<oneshot::Sender<()>>) {
+        const REASON: &str = "cancelled because forged shut down";
+        // A batch waiting for approval runs nothing: it stays pending and is
+        // restored when the daemon starts again.
+        let awaiting = matches!(&self.state, OperationState::ToolLoop(l) if l.awaiting_approval());
+        if !self.cancel_stream(None, Some(REASON)) && !awaiting {
+            self.cancel_tools(None, Some(REASON));
+        }
+        match &mut self.exit {
+            Some(Exit::Shutdown(replies)) => replies.extend(reply),
+            _ => self.exit = Some(Exit::Shutdown(reply.into_iter().collect())),
+        }
+    }
+
+    /// Starts the next queued message if the session is idle.
+    pub(super) fn start_next_queued(&mut self) {
+        if !matches!(self.state, OperationState::Idle) || self.exit.is_some() {
+            return;
+        }
+        if let Some(q) = self.queue.pop_front() {
+            self.pipeline
+                .op(StoreOp::QueueRemove { session_id: self.row.id.clone(), message_id: q.message_id.clone() });
+            let client = q.client.unwrap_or_else(ClientRef::daemon);
+            self.start_turn(q.message_id, q.text, client);
+        }
+    }
+
+    /// What `session.context` reports: the path's size against the model's window.
+    fn context_info(&self) -> forge_proto::ContextInfo {
+        let chars: usize = self
+            .path
+            .iter()
+            .map(|m| {
+                m.text.chars().count() + m.tool_calls.iter().map(|c| c.arguments.len() + c.name.len()).sum::<usize>()
+            })
+            .sum();
+        forge_proto::ContextInfo {
+            session_id: self.row.id.clone(),
+            provider: self.row.provider.clone(),
+            model: self.row.model.clone(),
+            messages: self.path.len() as u64,
+            chars: chars as u64,
+            estimated_tokens: chars.div_ceil(4) as u64,
+            context_window: crate::provider::context_window(&self.row.model),
+            last_input_tokens: None,
+        }
+    }
+}

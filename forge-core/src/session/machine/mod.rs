@@ -1,0 +1,540 @@
+//! The session as a state machine, free of I/O.
+//!
+//! A [`Session`] owns everything about one session that changes: its row,
+//! the conversation path, the operation state, the queue and the journal
+//! pipeline. The shell ([`super::actor`]) feeds it one [`Event`] at a time
+//! through [`Session::handle`] and carries out the [`Effect`]s it hands
+//! back: write a batch, publish a durable event, start or stop the provider
+//! request, run or stop a tool, answer a caller, arm a timer, read the
+//! store. Nothing here awaits, spawns, or touches a socket or the store, so
+//! the tests (`tests.rs`) drive whole turns by feeding events.
+//!
+//! Everything that happens goes through the [`Pipeline`]: ingested into the
+//! outbox, cut into a numbered batch (`Effect::Write`), and applied and
+//! published only with the writer's [`PersistedProof`] from its ack.
+//!
+//! - [`commands`]: what each client command does.
+//! - [`turn`]: a turn's stream, from the user message to the answer.
+//! - [`tools`]: the tool loop of a turn, approvals included.
+//! - [`recovery`]: what the store says was left unfinished.
+
+mod commands;
+pub(crate) mod pipeline;
+mod recovery;
+mod state;
+#[cfg(test)]
+mod tests;
+mod tools;
+mod turn;
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use forge_proto::{EventKind, JournalHealth};
+use tokio::sync::oneshot;
+
+use self::pipeline::{AckOutcome, Entry, MAX_PERSISTED_APPLIES_PER_TICK, Persisted, Pipeline};
+use self::state::OperationState;
+use super::{SessionCmd, Snapshot};
+use crate::config::ForgeConfig;
+use crate::error::EngineError;
+use crate::journal::{HealthState, JournalAck, PersistedProof, WriteBatch};
+use crate::provider::{ChatMessage, ChatRequest, ProviderEvent, ProviderSettings};
+use crate::store::{QueuedRow, SessionRow};
+use crate::tools::{ToolCtx, ToolError, ToolExecutor, ToolOutput, ToolRegistry};
+
+pub(crate) use recovery::{Durable, RecoveredStream, RecoveryCause, Unfinished};
+pub(crate) use state::fold_tool_call;
+pub(crate) use turn::chat_message;
+
+/// Provider events a burst may hold (see `Event::Provider`): the shell
+/// takes no more before it looks at its other inputs again.
+pub(crate) const MAX_INCOMING_EVENTS_PER_TICK: usize = 256;
+
+/// A session with nothing to do lets go of its history after this long
+/// (it is read again from the store for the next command).
+const RELEASE_HISTORY_AFTER: Duration = Duration::from_secs(10);
+
+/// Everything that can happen to a session, one at a time.
+pub(crate) enum Event {
+    /// A client's command.
+    Command(SessionCmd),
+    /// The history was read again for this command (after `Effect::ReadHistory`).
+    HistoryRead { history: Result<Vec<ChatMessage>, EngineError>, then: SessionCmd },
+    /// Every handle is gone: shut down.
+    Orphaned,
+    /// The journal answered the batch in flight.
+    Ack(JournalAck),
+    /// The journal's health changed.
+    Health(HealthState),
+    /// Apply durable entries, a bounded number (while `has_work_to_apply`).
+    Apply,
+    /// Provider events as they came, in order (at most
+    /// [`MAX_INCOMING_EVENTS_PER_TICK`]).
+    Provider(Vec<ProviderEvent>),
+    /// A piece of the running tool's output.
+    ToolOutput(ToolOutput),
+    /// The running tool ended; `rest` is output it left in the buffer.
+    ToolDone { rest: Vec<ToolOutput>, end: ToolEnd },
+    /// A timer armed with `Effect::Arm` fired.
+    Timer(Timer),
+    /// What the store holds for this session (at start, and after `Effect::Reload`).
+    Loaded { durable: Result<Box<Durable>, EngineError>, cause: RecoveryCause },
+}
+
+/// How a tool's run ended.
+pub(crate) enum ToolEnd {
+    Finished(Result<String, ToolError>),
+    Panicked,
+    /// Its task was stopped from outside.
+    Stopped,
+}
+
+/// Something for the shell to do, in the order given.
+pub(crate) enum Effect {
+    /// Write this batch; its ack comes back as `Event::Ack`.
+    Write { seq: u64, batch: WriteBatch },
+    /// Show a durable event to followers. The proof says it is on disk.
+    Publish { seq: u64, json: Arc<str>, proof: Arc<PersistedProof> },
+    /// Start the provider request for the stream just opened; its events
+    /// come back as `Event::Provider`.
+    StartRequest(Box<(ProviderSettings, ChatRequest)>),
+    /// Drop the provider request: the stream is sealed.
+    StopRequest,
+    /// Run a tool call; its output and end come back as `Event::ToolOutput`
+    /// and `Event::ToolDone`.
+    RunTool(Box<ToolRun>),
+    /// Stop the running tool: its result is decided already.
+    StopTool,
+    /// Answer a caller.
+    Reply(Answer),
+    /// Send `Event::Timer` after this long (arming it again moves it).
+    Arm(Timer, Duration),
+    /// Read the history up to `head` from the store, then handle the
+    /// command (`Event::HistoryRead`).
+    ReadHistory { head: Option<String>, then: SessionCmd },
+    /// Read the durable state again, the journal being writable after a
+    /// block (`Event::Loaded`); `row` is the session as last known.
+    Reload { row: Box<SessionRow>, cause: RecoveryCause },
+}
+
+/// The session's timers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Timer {
+    /// Quiet long enough to let go of the history.
+    ReleaseHistory,
+}
+
+/// A tool call to run, with everything it runs with.
+pub(crate) struct ToolRun {
+    pub tool: Arc<dyn ToolExecutor>,
+    pub args: serde_json::Value,
+    /// The shell adds the output channel.
+    pub ctx: ToolCtx,
+    pub timeout: Duration,
+}
+
+/// A caller's answer, ready to send.
+pub(crate) struct Answer(Box<dyn FnOnce() + Send + Sync>);
+
+impl Answer {
+    pub(crate) fn send(self) {
+        (self.0)()
+    }
+
+    /// `result` for `reply`, now.
+    pub(crate) fn now<T: Send + Sync + 'static>(reply: super::Reply<T>, result: Result<T, EngineError>) -> Self {
+        Answer(Box::new(move || drop(reply.send(result))))
+    }
+}
+
+/// A caller waiting for the answer to its command, given once the batch
+/// that carries the command's effects is durable (or failed). One type for
+/// every command: a command's reply is made where the command is handled.
+struct Responder(Box<dyn FnOnce(Outcome<'_>) + Send + Sync>);
+
+/// How a batch ended, for its responders: the session seqs its events got
+/// (by outbox index), or the error that stopped it.
+type Outcome<'a> = Result<&'a [Option<u64>], EngineError>;
+
+impl Responder {
+    /// Answers `reply` with `value` once the batch is durable.
+    pub(crate) fn with<T: Send + Sync + 'static>(reply: super::Reply<T>, value: T) -> Self {
+        Responder(Box::new(move |outcome| drop(reply.send(outcome.map(|_| value)))))
+    }
+
+    /// Answers `reply` with what `make` builds from the session seqs the
+    /// batch's events got (by outbox index), once it is durable.
+    pub(crate) fn from_seqs<T: Send + Sync + 'static>(
+        reply: super::Reply<T>,
+        make: impl FnOnce(&[Option<u64>]) -> T + Send + Sync + 'static,
+    ) -> Self {
+        Responder(Box::new(move |outcome| drop(reply.send(outcome.map(make)))))
+    }
+
+    /// The answer for how the batch ended.
+    fn answer(self, outcome: Outcome<'_>) -> Answer {
+        let seqs = outcome.map(<[Option<u64>]>::to_vec);
+        Answer(Box::new(move || (self.0)(seqs.as_deref().map_err(Clone::clone))))
+    }
+}
+
+/// What to do once a batch is durable: the continuations the pipeline
+/// keeps with the batch.
+enum OnDurable {
+    /// Answer a command's caller.
+    Reply(Responder),
+    /// The finished turn is durable: go idle and start the next queued one.
+    TurnDone,
+    /// Recovery is durable: start the next queued message, if idle.
+    StartQueued,
+    /// The session's removal is durable: stop.
+    Removed,
+    /// The last tool step is durable: take the next one.
+    NextTool,
+    /// `tool_running` for this call is durable: run it.
+    RunTool(tools::PlannedCall),
+}
+
+enum Exit {
+    Removed,
+    Shutdown(Vec<oneshot::Sender<()>>),
+}
+
+/// Whether the conversation is in memory.
+enum History {
+    /// Held; `release_armed` once the quiet timer runs.
+    Held { release_armed: bool },
+    /// Let go of while quiet; read again before the next command.
+    Released,
+}
+
+pub(crate) struct Session {
+    config: Arc<ForgeConfig>,
+    tools: Arc<ToolRegistry>,
+    row: SessionRow,
+    /// The conversation on the current path, as sent to the provider.
+    path: Vec<ChatMessage>,
+    history: History,
+    state: OperationState,
+    queue: VecDeque<QueuedRow>,
+    pipeline: Pipeline<OnDurable>,
+    /// What the model last read or wrote of each file (stale-file checks).
+    file_hashes: crate::tools::FileHashes,
+    exit: Option<Exit>,
+    /// Why the history could not be read for the command being handled.
+    unreadable: Option<EngineError>,
+    /// Effects of the event being handled.
+    out: Vec<Effect>,
+}
+
+impl Session {
+    /// A session as its row says, before its durable state is loaded
+    /// (`Event::Loaded`).
+    pub(crate) fn new(config: Arc<ForgeConfig>, tools: Arc<ToolRegistry>, row: SessionRow) -> Self {
+        Session {
+            config,
+            tools,
+            pipeline: Pipeline::new(row.id.clone(), row.last_seq),
+            row,
+            path: Vec::new(),
+            history: History::Held { release_armed: false },
+            state: OperationState::Idle,
+            queue: VecDeque::new(),
+            file_hashes: Default::default(),
+            exit: None,
+            unreadable: None,
+            out: Vec::new(),
+        }
+    }
+
+    /// What each event does: the one place the session dispatches. The
+    /// effects are appended to `effects`, for the shell to carry out.
+    pub(crate) fn handle(&mut self, event: Event, effects: &mut Vec<Effect>) {
+        match event {
+            Event::Command(cmd) if matches!(self.history, History::Released) => {
+                self.out.push(Effect::ReadHistory { head: self.row.head_id.clone(), then: cmd });
+            }
+            Event::Command(cmd) => self.on_command(cmd),
+            Event::HistoryRead { history, then } => {
+                match history {
+                    Ok(path) => {
+                        self.path = path;
+                        self.history = History::Held { release_armed: false };
+                    }
+                    Err(e) => self.unreadable = Some(e),
+                }
+                self.on_command(then);
+                self.unreadable = None;
+            }
+            Event::Orphaned => self.begin_shutdown(None),
+            Event::Ack(ack) => self.on_ack(ack),
+            Event::Health(state) => self.on_health(state),
+            Event::Apply => self.apply_persisted(),
+            Event::Provider(burst) => {
+                for ev in burst {
+                    self.on_provider(ev);
+                }
+            }
+            Event::ToolOutput(out) => self.on_tool_output(out),
+            Event::ToolDone { rest, end } => {
+                // Output still buffered comes before the result.
+                for out in rest {
+                    self.on_tool_output(out);
+                }
+                self.on_tool_done(end);
+            }
+            Event::Timer(Timer::ReleaseHistory) => self.release_history(),
+            Event::Loaded { durable, cause } => self.on_loaded(durable, cause),
+        }
+        self.cut_batch();
+        self.arm_release();
+        effects.append(&mut self.out);
+    }
+
+    /// What list and show report without asking the session.
+    pub(crate) fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            state: self.state.kind(),
+            queued: self.queue.len() as u32,
+            last_seq: self.pipeline.applied_seq(),
+            approval: match &self.state {
+                OperationState::ToolLoop(l) => l.approval.clone(),
+                _ => None,
+            },
+        }
+    }
+
+    pub(crate) fn id(&self) -> &str {
+        &self.row.id
+    }
+
+    /// Durable entries wait to be applied (`Event::Apply`).
+    pub(crate) fn has_work_to_apply(&self) -> bool {
+        self.pipeline.has_work_to_apply()
+    }
+
+    /// A batch is written and not yet acknowledged.
+    pub(crate) fn has_in_flight(&self) -> bool {
+        self.pipeline.has_in_flight()
+    }
+
+    /// Asked to stop: no more commands are taken.
+    pub(crate) fn is_exiting(&self) -> bool {
+        self.exit.is_some()
+    }
+
+    /// Asked to stop and done: everything is durable (or can never be).
+    pub(crate) fn is_done(&self) -> bool {
+        self.exit.is_some() && (self.pipeline.is_idle() || self.is_blocked())
+    }
+
+    /// Who waits for the session to have stopped.
+    pub(crate) fn into_shutdown_replies(self) -> Vec<oneshot::Sender<()>> {
+        match self.exit {
+            Some(Exit::Shutdown(replies)) => replies,
+            _ => Vec::new(),
+        }
+    }
+
+    fn is_blocked(&self) -> bool {
+        matches!(self.state, OperationState::PersistenceBlocked { .. })
+    }
+
+    // ----- the journal -----
+
+    /// Cuts the outbox into the next batch if no write is in flight.
+    fn cut_batch(&mut self) {
+        if self.is_blocked() {
+            return;
+        }
+        if let Some((seq, batch)) = self.pipeline.take_batch() {
+            self.out.push(Effect::Write { seq, batch });
+        }
+    }
+
+    fn on_ack(&mut self, ack: JournalAck) {
+        tracing::trace!(session = %self.row.id, batch = ack.seq, ok = ack.result.is_ok(), "journal ack");
+        match self.pipeline.on_ack(ack) {
+            Ok(AckOutcome::Persisted) => {}
+            Ok(AckOutcome::Failed { reason, effects }) => {
+                let err = EngineError::blocked(&reason);
+                self.fail(effects, &err);
+                self.block(reason);
+            }
+            Err(violation) => {
+                tracing::error!(session = %self.row.id, %violation, "journal invariant violated");
+                self.block(format!("internal invariant violated: {violation}"));
+            }
+        }
+    }
+
+    /// Applies durable entries, within the per-tick budget.
+    fn apply_persisted(&mut self) {
+        for _ in 0..MAX_PERSISTED_APPLIES_PER_TICK {
+            if let Some((seqs, continuations)) = self.pipeline.next_effects() {
+                for c in continuations {
+                    self.on_durable(c, &seqs);
+                }
+                continue;
+            }
+            match self.pipeline.next_persisted() {
+                Some(Ok(p)) => self.apply(p),
+                Some(Err(violation)) => {
+                    tracing::error!(session = %self.row.id, %violation, "journal invariant violated");
+                    self.block(format!("internal invariant violated: {violation}"));
+                    return;
+                }
+                None => break,
+            }
+        }
+    }
+
+    /// One durable entry: update the state it concerns, then publish it.
+    /// Only a [`Persisted`] envelope, which carries the writer's proof,
+    /// can get here.
+    fn apply(&mut self, p: Persisted) {
+        if let Entry::Seal { info, .. } = &p.entry {
+            self.on_sealed(info.clone());
+            return;
+        }
+        if let (Entry::Event { kind, .. }, OperationState::Streaming(s)) = (&p.entry, &mut self.state) {
+            match kind {
+                EventKind::TextDelta { text } => s.text.push_str(text),
+                other => state::fold_tool_call(&mut s.tool_calls, other),
+            }
+        }
+        if let (Some(seq), Some(json)) = (p.seq, p.json) {
+            self.row.last_seq = seq;
+            self.out.push(Effect::Publish { seq, json, proof: p.proof });
+        }
+    }
+
+    fn on_durable(&mut self, c: OnDurable, seqs: &[Option<u64>]) {
+        match c {
+            OnDurable::Reply(responder) => self.out.push(Effect::Reply(responder.answer(Ok(seqs)))),
+            OnDurable::TurnDone => {
+                if matches!(self.state, OperationState::Finishing) {
+                    self.state = OperationState::Idle;
+                }
+                self.start_next_queued();
+            }
+            OnDurable::StartQueued => self.start_next_queued(),
+            OnDurable::Removed => self.exit = Some(Exit::Removed),
+            OnDurable::NextTool => self.next_tool(),
+            OnDurable::RunTool(call) => self.run_tool(call),
+        }
+    }
+
+    /// Tells the callers among `continuations` that their command failed.
+    fn fail(&mut self, continuations: Vec<OnDurable>, err: &EngineError) {
+        for c in continuations {
+            if let OnDurable::Reply(responder) = c {
+                self.out.push(Effect::Reply(responder.answer(Err(err.clone()))));
+            }
+        }
+    }
+
+    fn on_health(&mut self, state: HealthState) {
+        match (&self.state, state.health) {
+            (OperationState::PersistenceBlocked { .. }, JournalHealth::Healthy) => {
+                // The store is writable again: start over from what is
+                // durable, recovering the stream the failure interrupted.
+                tracing::info!(session = %self.row.id, "journal healthy again: reloading the session");
+                // Nothing runs until the reload (which the shell does at
+                // once) has recovered what the failure interrupted.
+                self.state = OperationState::Idle;
+                let row = Box::new(self.row.clone());
+                self.out.push(Effect::Reload { row, cause: RecoveryCause::StoreFailure });
+            }
+            (OperationState::PersistenceBlocked { .. }, _) => {}
+            (_, JournalHealth::Blocked) => {
+                self.block(state.reason.unwrap_or_else(|| "the store cannot be written".into()));
+            }
+            _ => {}
+        }
+    }
+
+    /// The durable state is read: take it, and recover what it says was
+    /// left unfinished (unless the journal is blocked: then recovery waits
+    /// for the reset, which reloads).
+    fn on_loaded(&mut self, durable: Result<Box<Durable>, EngineError>, cause: RecoveryCause) {
+        let durable = match durable {
+            Ok(d) => *d,
+            Err(e) => return self.block(format!("reloading after a reset failed: {e}")),
+        };
+        self.row = durable.row;
+        self.queue = durable.queue.into();
+        self.path = durable.path;
+        self.history = History::Held { release_armed: false };
+        self.pipeline.reload(self.row.last_seq);
+        if self.is_blocked() {
+            return;
+        }
+        self.recover(durable.unfinished, cause);
+        // The next queued message waits until recovery is durable.
+        if self.pipeline.is_idle() {
+            self.start_next_queued();
+        } else {
+            self.pipeline.effect(OnDurable::StartQueued);
+        }
+    }
+
+    /// Fail closed: stop all work, refuse new work, tell every waiter.
+    fn block(&mut self, reason: String) {
+        if self.is_blocked() {
+            return;
+        }
+        tracing::error!(session = %self.row.id, %reason, "session blocked: persistence failed");
+        if let OperationState::Streaming(_) = &self.state {
+            self.out.push(Effect::StopRequest);
+        }
+        if let OperationState::ToolLoop(l) = &mut self.state
+            && l.running.take().is_some()
+        {
+            self.out.push(Effect::StopTool);
+        }
+        let err = EngineError::blocked(&reason);
+        let abandoned = self.pipeline.abandon();
+        self.fail(abandoned, &err);
+        self.state = OperationState::PersistenceBlocked { reason };
+    }
+
+    // ----- history held in memory -----
+
+    /// Nothing running, waiting or being written: the history is not
+    /// needed until the next command.
+    fn is_quiet(&self) -> bool {
+        matches!(self.state, OperationState::Idle)
+            && self.queue.is_empty()
+            && self.pipeline.is_idle()
+            && self.exit.is_none()
+    }
+
+    /// Arms the quiet timer once the session has nothing to do.
+    fn arm_release(&mut self) {
+        if let History::Held { release_armed: false } = self.history
+            && self.is_quiet()
+        {
+            self.history = History::Held { release_armed: true };
+            self.out.push(Effect::Arm(Timer::ReleaseHistory, RELEASE_HISTORY_AFTER));
+        }
+    }
+
+    /// Lets go of the conversation held for the next request: a daemon
+    /// that has streamed for hours must not keep every session's whole
+    /// history in memory. The store has it.
+    fn release_history(&mut self) {
+        if !matches!(self.history, History::Held { .. }) {
+            return;
+        }
+        if !self.is_quiet() {
+            self.history = History::Held { release_armed: false };
+            return;
+        }
+        self.path = Vec::new();
+        self.history = History::Released;
+        tracing::debug!(session = %self.row.id, "quiet: released the history held in memory");
+    }
+}

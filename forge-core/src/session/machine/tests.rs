@@ -1,0 +1,546 @@
+//! The session machine driven by events alone: no runtime, socket or
+//! SQLite. A small journal here acknowledges (or fails) each batch the
+//! session writes; every test asserts what a client would see: the events
+//! published, the answers to commands, the state in `forgectl ps`.
+
+use std::sync::Arc;
+
+use forge_proto::{
+    ApprovalDecision, ClientRef, ErrorKind, EventKind, MessageStatus, OperationStateKind, RecoverAction, RecoveryBadge,
+    SessionEvent,
+};
+use tokio::sync::oneshot;
+
+use super::pipeline::event_kind_name;
+use super::*;
+use crate::journal::{PersistError, StoreOp};
+use crate::session::Reply;
+use crate::store::StreamRow;
+
+/// A session and the world around it, as the shell would be.
+struct Harness {
+    s: Session,
+    /// Effects not yet carried out.
+    fx: Vec<Effect>,
+    /// Batches written and not yet acknowledged.
+    written: Vec<(u64, WriteBatch)>,
+    /// Every batch acknowledged as durable, in order.
+    durable: Vec<WriteBatch>,
+    /// Published events, in order.
+    published: Vec<SessionEvent>,
+    /// Provider requests started, and whether one is open now.
+    requests: Vec<ChatRequest>,
+    request_open: bool,
+    /// Tools started, and whether one runs now.
+    tool_runs: Vec<String>,
+    tool_running: bool,
+    timers: Vec<Timer>,
+}
+
+fn row() -> SessionRow {
+    SessionRow {
+        id: "s1".into(),
+        name: None,
+        cwd: std::env::temp_dir().display().to_string(),
+        provider: "claude".into(),
+        model: "claude-test".into(),
+        created_ms: 0,
+        updated_ms: 0,
+        head_id: None,
+        last_seq: 0,
+    }
+}
+
+fn config() -> ForgeConfig {
+    let mut config = ForgeConfig::default();
+    config.api_keys.anthropic = Some("test-key".into());
+    config
+}
+
+fn client() -> ClientRef {
+    ClientRef::daemon()
+}
+
+impl Harness {
+    /// A fresh idle session (nothing unfinished).
+    fn new() -> Self {
+        Self::loaded(Unfinished::Nothing, Vec::new())
+    }
+
+    /// A session loaded with `unfinished` and history `path`.
+    fn loaded(unfinished: Unfinished, path: Vec<ChatMessage>) -> Self {
+        let s = Session::new(Arc::new(config()), Arc::new(ToolRegistry::builtin()), row());
+        let mut h = Harness {
+            s,
+            fx: Vec::new(),
+            written: Vec::new(),
+            durable: Vec::new(),
+            published: Vec::new(),
+            requests: Vec::new(),
+            request_open: false,
+            tool_runs: Vec::new(),
+            tool_running: false,
+            timers: Vec::new(),
+        };
+        let durable = Durable { row: row(), queue: Vec::new(), path, unfinished };
+        h.feed(Event::Loaded { durable: Ok(Box::new(durable)), cause: RecoveryCause::Restart });
+        h
+    }
+
+    /// Hands the session one event and carries out its effects, except
+    /// that batches stay written and unacknowledged.
+    fn feed(&mut self, event: Event) {
+        self.s.handle(event, &mut self.fx);
+        for effect in std::mem::take(&mut self.fx) {
+            match effect {
+                Effect::Write { seq, batch } => self.written.push((seq, batch)),
+                Effect::Publish { json, .. } => {
+                    let ev = serde_json::from_str(&json).unwrap_or_else(|e| panic!("published JSON: {e}"));
+                    self.published.push(ev);
+                }
+                Effect::StartRequest(request) => {
+                    self.requests.push(request.1);
+                    self.request_open = true;
+                }
+                Effect::StopRequest => self.request_open = false,
+                Effect::RunTool(run) => {
+                    self.tool_runs.push(run.tool.name().to_string());
+                    self.tool_running = true;
+                }
+                Effect::StopTool => self.tool_running = false,
+                Effect::Reply(answer) => answer.send(),
+                Effect::Arm(timer, _) => self.timers.push(timer),
+                Effect::ReadHistory { then, .. } => {
+                    self.feed(Event::HistoryRead { history: Ok(vec![ChatMessage::user("from the store")]), then })
+                }
+                Effect::Reload { row, cause } => {
+                    let durable =
+                        Durable { row: *row, queue: Vec::new(), path: Vec::new(), unfinished: Unfinished::Nothing };
+                    self.feed(Event::Loaded { durable: Ok(Box::new(durable)), cause });
+                }
+            }
+        }
+    }
+
+    /// Acknowledges the batch in flight as durable and applies it.
+    fn ack(&mut self) {
+        let (seq, batch) = self.written.remove(0);
+        self.durable.push(batch);
+        self.feed(Event::Ack(JournalAck { seq, result: Ok(PersistedProof::for_tests(seq)) }));
+        while self.s.has_work_to_apply() {
+            self.feed(Event::Apply);
+        }
+    }
+
+    /// Acknowledges every write until the session has nothing in flight.
+    fn settle(&mut self) {
+        while !self.written.is_empty() {
+            self.ack();
+        }
+    }
+
+    fn fail_write(&mut self) {
+        let (seq, _) = self.written.remove(0);
+        let result = Err(PersistError::Blocked("disk full".into()));
+        self.feed(Event::Ack(JournalAck { seq, result }));
+    }
+
+    fn command<T>(&mut self, make: impl FnOnce(Reply<T>) -> SessionCmd) -> oneshot::Receiver<Result<T, EngineError>> {
+        let (reply, rx) = oneshot::channel();
+        self.feed(Event::Command(make(reply)));
+        rx
+    }
+
+    fn send(&mut self, text: &str) -> oneshot::Receiver<Result<forge_proto::SendResult, EngineError>> {
+        self.command(|reply| SessionCmd::Send { text: text.into(), client: client(), reply })
+    }
+
+    /// Sends a message whose answer the test does not look at.
+    fn say(&mut self, text: &str) {
+        drop(self.send(text));
+    }
+
+    fn provider(&mut self, events: Vec<ProviderEvent>) {
+        self.feed(Event::Provider(events));
+    }
+
+    fn names(&self) -> Vec<&'static str> {
+        self.published.iter().map(|e| event_kind_name(&e.kind)).collect()
+    }
+
+    fn state(&self) -> OperationStateKind {
+        self.s.snapshot().state
+    }
+
+    /// The store ops of every durable batch, flattened.
+    fn durable_ops(&self) -> impl Iterator<Item = &StoreOp> {
+        self.durable.iter().flat_map(|b| b.ops.iter())
+    }
+}
+
+/// The answer a command got, which must have come.
+fn answered<T>(mut rx: oneshot::Receiver<Result<T, EngineError>>) -> Result<T, EngineError> {
+    rx.try_recv().unwrap_or_else(|e| panic!("no answer yet: {e}"))
+}
+
+fn text(t: &str) -> ProviderEvent {
+    ProviderEvent::TextDelta(t.into())
+}
+
+fn tool_call(index: usize, id: &str, name: &str, args: &str) -> Vec<ProviderEvent> {
+    vec![
+        ProviderEvent::ToolCallStart { index, id: id.into(), name: name.into() },
+        ProviderEvent::ToolCallArgs { index, fragment: args.into() },
+    ]
+}
+
+fn finished(h: &Harness) -> (MessageStatus, Option<String>) {
+    h.published
+        .iter()
+        .rev()
+        .find_map(|e| match &e.kind {
+            EventKind::TurnFinished { status, error_kind, .. } => Some((*status, error_kind.clone())),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no turn_finished in {:?}", h.names()))
+}
+
+#[test]
+fn a_turn_streams_into_an_answer_and_the_session_goes_idle() {
+    let mut h = Harness::new();
+    let reply = h.send("hello");
+    assert_eq!(h.requests.len(), 1, "the request starts at once, before the write");
+    assert_eq!(h.requests[0].messages, vec![ChatMessage::user("hello")]);
+    h.settle();
+    let sent = answered(reply).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((sent.seq, sent.queued), (1, false));
+    assert_eq!(h.state(), OperationStateKind::Streaming);
+
+    h.provider(vec![text("Hi "), text("there"), ProviderEvent::Done]);
+    assert!(!h.request_open, "the request is dropped once the stream ends");
+    h.settle();
+    assert_eq!(h.names(), ["turn_started", "text_delta", "turn_finished"]);
+    assert_eq!(finished(&h), (MessageStatus::Complete, None));
+    assert_eq!(h.state(), OperationStateKind::Idle);
+    // The answer is history: the next request carries it.
+    h.say("again");
+    assert_eq!(h.requests[1].messages[1], ChatMessage::assistant("Hi there", Vec::new()));
+}
+
+/// Seed 004: no event reaches apply (or a client) without the writer's proof.
+#[test]
+fn nothing_is_published_before_its_batch_is_durable() {
+    let mut h = Harness::new();
+    let reply = h.send("hello");
+    assert!(h.published.is_empty(), "turn_started waits for its ack");
+    assert!(reply.is_empty(), "so does the answer to send");
+    h.ack();
+    h.provider(vec![text("partial")]);
+    assert_eq!(h.names(), ["turn_started"], "the delta is written, not shown");
+    assert_eq!(h.written.len(), 1);
+    h.ack();
+    assert_eq!(h.names(), ["turn_started", "text_delta"]);
+}
+
+/// Seed 004: a cancel is taken at once under a flood of deltas, and is the
+/// very next thing written after them.
+#[test]
+fn cancel_is_answered_promptly_under_a_delta_flood() {
+    let mut h = Harness::new();
+    h.say("flood me");
+    h.settle();
+    h.provider(vec![text("first ")]);
+    assert_eq!(h.written.len(), 1, "one write in flight");
+    for _ in 0..1000 {
+        h.provider((0..MAX_INCOMING_EVENTS_PER_TICK).map(|_| text("x")).collect());
+    }
+    let cancel = h.command(|reply| SessionCmd::Cancel { client: client(), drop_queued: false, reply });
+    assert!(!h.request_open, "the request stops at once");
+    let mut writes = 0;
+    while !h.written.is_empty() {
+        h.ack();
+        writes += 1;
+    }
+    assert!(writes <= 3, "256,000 deltas and the cancel took {writes} writes");
+    let result = answered(cancel).unwrap_or_else(|e| panic!("{e}"));
+    assert!(result.cancelled);
+    assert_eq!(finished(&h).0, MessageStatus::Cancelled);
+    let streamed: usize = h
+        .published
+        .iter()
+        .map(|e| match &e.kind {
+            EventKind::TextDelta { text } => text.len(),
+            _ => 0,
+        })
+        .sum();
+    assert_eq!(streamed, "first ".len() + 256_000, "every delta taken in before the cancel is kept");
+    assert_eq!(h.state(), OperationStateKind::Idle);
+}
+
+/// Seed 004: a failed write blocks the session, stops its work, tells every
+/// waiter, and refuses new work until the journal is healthy again.
+#[test]
+fn a_failed_write_blocks_the_session_until_the_journal_recovers() {
+    let mut h = Harness::new();
+    h.say("hello");
+    h.settle();
+    h.provider(vec![text("part")]);
+    let rename = h.command(|reply| SessionCmd::Rename { name: Some("n".into()), client: client(), reply });
+    h.fail_write();
+    assert_eq!(h.state(), OperationStateKind::PersistenceBlocked);
+    assert!(!h.request_open, "the stream stops");
+    assert!(h.written.is_empty(), "nothing more is written");
+    assert_eq!(h.names(), ["turn_started"], "nothing of the failed batch is shown");
+    let err = h.command(|reply| SessionCmd::Rename { name: None, client: client(), reply });
+    assert_eq!(answered(err).err().map(|e| e.kind), Some(ErrorKind::PersistenceBlocked));
+    // The rename was in the batch after the failed one: told as well.
+    assert_eq!(answered(rename).err().map(|e| e.kind), Some(ErrorKind::PersistenceBlocked));
+    let send = h.send("more");
+    assert_eq!(answered(send).err().map(|e| e.kind), Some(ErrorKind::PersistenceBlocked));
+    let context = h.command(|reply| SessionCmd::Context { reply });
+    assert!(answered(context).is_ok(), "a read is still answered");
+
+    let healthy = HealthState { health: JournalHealth::Healthy, reason: None, since_ms: 0 };
+    h.feed(Event::Health(healthy));
+    assert_eq!(h.state(), OperationStateKind::Idle, "reloaded from the store");
+    let send = h.send("after the reset");
+    h.settle();
+    assert!(answered(send).is_ok());
+}
+
+/// Seed 004: acks must come back in order; anything else blocks.
+#[test]
+fn an_unexpected_ack_blocks_rather_than_guesses() {
+    let mut h = Harness::new();
+    h.say("hello");
+    h.feed(Event::Ack(JournalAck { seq: 99, result: Ok(PersistedProof::for_tests(99)) }));
+    assert_eq!(h.state(), OperationStateKind::PersistenceBlocked);
+    assert!(h.published.is_empty());
+}
+
+#[test]
+fn a_message_sent_during_a_turn_waits_and_starts_when_it_ends() {
+    let mut h = Harness::new();
+    h.say("first");
+    h.settle();
+    let queued = h.send("second");
+    h.settle();
+    let queued = answered(queued).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(queued.queue_position, Some(1));
+    assert_eq!(h.s.snapshot().queued, 1);
+    h.provider(vec![text("one"), ProviderEvent::Done]);
+    h.settle();
+    assert_eq!(h.requests.len(), 2, "the queued message went out");
+    assert_eq!(h.requests[1].messages.last(), Some(&ChatMessage::user("second")));
+    assert_eq!(h.names(), ["turn_started", "message_queued", "text_delta", "turn_finished", "turn_started"]);
+}
+
+#[test]
+fn a_tool_runs_only_after_its_announcement_is_durable_and_the_turn_continues_with_its_result() {
+    let mut h = Harness::new();
+    h.say("read it");
+    h.settle();
+    let mut events = tool_call(0, "c1", "read_file", r#"{"path":"a.rs"}"#);
+    events.push(ProviderEvent::Done);
+    h.provider(events);
+    h.ack();
+    assert!(h.tool_runs.is_empty(), "the answer is durable; tool_running is not yet");
+    h.settle();
+    assert_eq!(h.tool_runs, ["read_file"]);
+    assert_eq!(h.state(), OperationStateKind::ExecutingTools);
+    h.feed(Event::ToolOutput(ToolOutput { stream: "stdout", text: "reading".into() }));
+    h.feed(Event::ToolDone { rest: Vec::new(), end: ToolEnd::Finished(Ok("fn main() {}".into())) });
+    h.settle();
+    assert_eq!(
+        h.names(),
+        [
+            "turn_started",
+            "tool_call_started",
+            "tool_call_args",
+            "tool_running",
+            "tool_output",
+            "tool_result",
+            "stream_resumed"
+        ]
+    );
+    assert_eq!(h.requests.len(), 2, "the model continues with the result");
+    assert_eq!(h.requests[1].messages.last(), Some(&ChatMessage::tool_result("c1", "fn main() {}", false)));
+    h.provider(vec![text("done"), ProviderEvent::Done]);
+    h.settle();
+    assert_eq!(finished(&h).0, MessageStatus::Complete);
+    assert_eq!(h.state(), OperationStateKind::Idle);
+}
+
+#[test]
+fn a_panicking_tool_is_an_error_result_not_a_dead_session() {
+    let mut h = Harness::new();
+    h.say("read it");
+    h.settle();
+    let mut events = tool_call(0, "c1", "read_file", r#"{"path":"a.rs"}"#);
+    events.push(ProviderEvent::Done);
+    h.provider(events);
+    h.settle();
+    h.feed(Event::ToolDone { rest: Vec::new(), end: ToolEnd::Panicked });
+    h.settle();
+    let result = h.published.iter().find_map(|e| match &e.kind {
+        EventKind::ToolResult { is_error, output, .. } => Some((*is_error, output.clone())),
+        _ => None,
+    });
+    assert_eq!(result, Some((true, "error: read_file failed: the tool panicked".into())));
+    assert_eq!(h.requests.len(), 2);
+}
+
+#[test]
+fn a_side_effecting_call_waits_for_approval_and_a_denial_is_a_result_the_model_sees() {
+    let mut h = Harness::new();
+    h.say("write it");
+    h.settle();
+    let mut events = tool_call(0, "c1", "write_file", r#"{"path":"a.rs","content":"x"}"#);
+    events.push(ProviderEvent::Done);
+    h.provider(events);
+    h.settle();
+    assert_eq!(h.state(), OperationStateKind::AwaitingApproval);
+    let pending = h.s.snapshot().approval.unwrap_or_else(|| panic!("an approval waits"));
+    assert_eq!(pending.calls[0].call_id, "c1");
+    assert!(h.tool_runs.is_empty());
+
+    let wrong = h.command(|reply| SessionCmd::Approve {
+        decision: ApprovalDecision::ApproveAll,
+        approval_id: Some("not-it".into()),
+        call_ids: None,
+        indices: None,
+        client: client(),
+        reply,
+    });
+    assert_eq!(answered(wrong).err().map(|e| e.kind), Some(ErrorKind::ApprovalNotPending));
+    let deny = h.command(|reply| SessionCmd::Approve {
+        decision: ApprovalDecision::DenyAll,
+        approval_id: Some(pending.approval_id.clone()),
+        call_ids: None,
+        indices: None,
+        client: client(),
+        reply,
+    });
+    h.settle();
+    assert_eq!(answered(deny).map(|r| r.denied).ok(), Some(vec!["c1".to_string()]));
+    assert!(h.tool_runs.is_empty(), "a denied call never runs");
+    let last = h.requests.last().and_then(|r| r.messages.last().cloned());
+    assert_eq!(last, Some(ChatMessage::tool_result("c1", "error: write_file failed: denied by the user", true)));
+}
+
+/// Seed 004: a tool call followed by a stream error runs nothing.
+#[test]
+fn a_stream_error_after_a_tool_call_runs_no_tool() {
+    let mut h = Harness::new();
+    h.say("go");
+    h.settle();
+    let mut events = tool_call(0, "c1", "read_file", r#"{"path":"a.rs"}"#);
+    events.push(ProviderEvent::Error(crate::provider::ProviderError::internal("overloaded")));
+    h.provider(events);
+    h.settle();
+    assert!(h.tool_runs.is_empty());
+    assert_eq!(finished(&h).0, MessageStatus::Error);
+    assert_eq!(h.state(), OperationStateKind::Idle);
+}
+
+fn open_stream(text: &str) -> RecoveredStream {
+    RecoveredStream {
+        row: StreamRow {
+            stream_id: "t1".into(),
+            session_id: "s1".into(),
+            message_id: "m1".into(),
+            provider: "claude".into(),
+            model: "claude-test".into(),
+            first_seq: 1,
+            state: "open".into(),
+            outcome: None,
+            error: None,
+            error_kind: None,
+            stop_reason: None,
+            usage: None,
+        },
+        text: text.into(),
+        tool_calls: Vec::new(),
+    }
+}
+
+/// Seed 004: recovery turns an interrupted stream into one answer, the
+/// node and the journal commit in one batch.
+#[test]
+fn an_interrupted_stream_is_recovered_once_in_one_batch() {
+    let mut h = Harness::loaded(Unfinished::Streams(vec![open_stream("half an ans")]), vec![ChatMessage::user("q")]);
+    assert_eq!(h.written.len(), 1);
+    let ops = &h.written[0].1.ops;
+    let node = ops.iter().position(|op| matches!(op, StoreOp::InsertNode { text, .. } if text == "half an ans"));
+    let commit = ops.iter().position(|op| matches!(op, StoreOp::StreamCommit { .. }));
+    assert!(node.is_some() && commit.is_some(), "the answer and the commit are one batch");
+    h.settle();
+    let recovered = h.published.iter().find_map(|e| match &e.kind {
+        EventKind::TurnFinished { recovered, status, .. } => Some((*recovered, *status)),
+        _ => None,
+    });
+    assert_eq!(recovered, Some((Some(RecoveryBadge::Incomplete), MessageStatus::Interrupted)));
+    assert_eq!(h.state(), OperationStateKind::Idle);
+    assert_eq!(h.durable_ops().filter(|op| matches!(op, StoreOp::StreamCommit { .. })).count(), 1);
+}
+
+/// Seed 004: a second restart does not announce a tool recovery again, and
+/// nothing runs until a client decides.
+#[test]
+fn tool_recovery_is_announced_once_and_waits_for_a_decision() {
+    let path = vec![
+        ChatMessage::user("q"),
+        ChatMessage::assistant(
+            "",
+            vec![forge_proto::ToolCallRecord {
+                id: "c1".into(),
+                name: "write_file".into(),
+                arguments: r#"{"path":"a","content":"b"}"#.into(),
+            }],
+        ),
+    ];
+    let unfinished =
+        |announced| Unfinished::ToolCalls { message_id: "m1".into(), started: ["c1".to_string()].into(), announced };
+    let mut h = Harness::loaded(unfinished(false), path.clone());
+    h.settle();
+    assert_eq!(h.names(), ["tool_recovery"]);
+    assert_eq!(h.state(), OperationStateKind::ToolRecovery);
+    assert!(h.tool_runs.is_empty());
+
+    let mut again = Harness::loaded(unfinished(true), path);
+    again.settle();
+    assert!(again.names().is_empty(), "already announced");
+    let decision =
+        again.command(|reply| SessionCmd::Recover { action: RecoverAction::Resume, client: client(), reply });
+    again.settle();
+    let result = answered(decision).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(result.not_rerun, ["c1"], "a side-effecting call that had started is not run again");
+    assert!(again.tool_runs.is_empty());
+}
+
+#[test]
+fn a_quiet_session_lets_go_of_its_history_and_reads_it_back_for_the_next_command() {
+    let mut h = Harness::new();
+    assert_eq!(h.timers, [Timer::ReleaseHistory]);
+    h.feed(Event::Timer(Timer::ReleaseHistory));
+    let context = h.command(|reply| SessionCmd::Context { reply });
+    assert_eq!(answered(context).map(|c| c.messages).ok(), Some(1), "read back from the store");
+}
+
+#[test]
+fn shutdown_cancels_the_stream_and_stops_once_it_is_durable() {
+    let mut h = Harness::new();
+    h.say("long task");
+    h.settle();
+    h.provider(vec![text("some")]);
+    let (reply, mut stopped) = oneshot::channel();
+    h.feed(Event::Command(SessionCmd::Shutdown { reply }));
+    assert!(!h.request_open);
+    assert!(!h.s.is_done(), "not before the cancel is durable");
+    h.settle();
+    assert!(h.s.is_done());
+    assert_eq!(finished(&h).1.as_deref(), Some("shutting_down"));
+    let replies = h.s.into_shutdown_replies();
+    assert_eq!(replies.len(), 1);
+    assert!(stopped.try_recv().is_err(), "the shell answers once the task ends");
+}
