@@ -47,6 +47,8 @@ pub(crate) struct SessionActor {
     session: Session,
     /// The machine's effects, carried out in order (kept to reuse).
     effects: Vec<Effect>,
+    /// Events effects brought back, handled before the next wake-up.
+    brought_back: VecDeque<Event>,
     commands: mpsc::Receiver<SessionCmd>,
     acks_tx: mpsc::Sender<JournalAck>,
     acks: mpsc::Receiver<JournalAck>,
@@ -110,6 +112,7 @@ impl SessionActor {
             session: Session::new(shared.config.clone(), shared.tools.clone(), row),
             shared,
             effects: Vec::new(),
+            brought_back: VecDeque::new(),
             commands,
             acks_tx,
             acks,
@@ -181,12 +184,14 @@ impl SessionActor {
     /// events those bring back at once (an inline write's ack, a store
     /// read), until none is left.
     async fn handle(&mut self, event: Event) {
-        let mut next = VecDeque::from([event]);
-        while let Some(event) = next.pop_front() {
+        let mut event = Some(event);
+        while let Some(next) = event.take().or_else(|| self.brought_back.pop_front()) {
             let mut effects = std::mem::take(&mut self.effects);
-            self.session.handle(event, &mut effects);
+            self.session.handle(next, &mut effects);
             for effect in effects.drain(..) {
-                next.extend(self.execute(effect).await);
+                if let Some(back) = self.execute(effect).await {
+                    self.brought_back.push_back(back);
+                }
             }
             self.effects = effects;
         }

@@ -253,7 +253,11 @@ impl Session {
     /// effects are appended to `effects`, for the shell to carry out.
     pub(crate) fn handle(&mut self, event: Event, effects: &mut Vec<Effect>) {
         match event {
-            Event::Command(cmd) if matches!(self.history, History::Released) => {
+            // Stopping needs no history: a daemon shutting down does not
+            // read every quiet session's back from the store.
+            Event::Command(cmd)
+                if matches!(self.history, History::Released) && !matches!(cmd, SessionCmd::Shutdown { .. }) =>
+            {
                 self.out.push(Effect::ReadHistory { head: self.row.head_id.clone(), then: cmd });
             }
             Event::Command(cmd) => self.on_command(cmd),

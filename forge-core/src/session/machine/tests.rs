@@ -160,6 +160,20 @@ impl Harness {
         drop(self.send(text));
     }
 
+    /// A turn whose stream is open and durable.
+    fn streaming(&mut self) {
+        self.say("go");
+        self.settle();
+    }
+
+    /// A turn whose answer asks for one tool call (not yet durable).
+    fn answer_calling(&mut self, name: &str, args: &str) {
+        self.streaming();
+        let mut events = tool_call(0, "c1", name, args);
+        events.push(ProviderEvent::Done);
+        self.provider(events);
+    }
+
     fn provider(&mut self, events: Vec<ProviderEvent>) {
         self.feed(Event::Provider(events));
     }
@@ -338,11 +352,7 @@ fn a_message_sent_during_a_turn_waits_and_starts_when_it_ends() {
 #[test]
 fn a_tool_runs_only_after_its_announcement_is_durable_and_the_turn_continues_with_its_result() {
     let mut h = Harness::new();
-    h.say("read it");
-    h.settle();
-    let mut events = tool_call(0, "c1", "read_file", r#"{"path":"a.rs"}"#);
-    events.push(ProviderEvent::Done);
-    h.provider(events);
+    h.answer_calling("read_file", r#"{"path":"a.rs"}"#);
     h.ack();
     assert!(h.tool_runs.is_empty(), "the answer is durable; tool_running is not yet");
     h.settle();
@@ -374,11 +384,7 @@ fn a_tool_runs_only_after_its_announcement_is_durable_and_the_turn_continues_wit
 #[test]
 fn a_panicking_tool_is_an_error_result_not_a_dead_session() {
     let mut h = Harness::new();
-    h.say("read it");
-    h.settle();
-    let mut events = tool_call(0, "c1", "read_file", r#"{"path":"a.rs"}"#);
-    events.push(ProviderEvent::Done);
-    h.provider(events);
+    h.answer_calling("read_file", r#"{"path":"a.rs"}"#);
     h.settle();
     h.feed(Event::ToolDone { rest: Vec::new(), end: ToolEnd::Panicked });
     h.settle();
@@ -393,11 +399,7 @@ fn a_panicking_tool_is_an_error_result_not_a_dead_session() {
 #[test]
 fn a_side_effecting_call_waits_for_approval_and_a_denial_is_a_result_the_model_sees() {
     let mut h = Harness::new();
-    h.say("write it");
-    h.settle();
-    let mut events = tool_call(0, "c1", "write_file", r#"{"path":"a.rs","content":"x"}"#);
-    events.push(ProviderEvent::Done);
-    h.provider(events);
+    h.answer_calling("write_file", r#"{"path":"a.rs","content":"x"}"#);
     h.settle();
     assert_eq!(h.state(), OperationStateKind::AwaitingApproval);
     let pending = h.s.snapshot().approval.unwrap_or_else(|| panic!("an approval waits"));
@@ -432,8 +434,7 @@ fn a_side_effecting_call_waits_for_approval_and_a_denial_is_a_result_the_model_s
 #[test]
 fn a_stream_error_after_a_tool_call_runs_no_tool() {
     let mut h = Harness::new();
-    h.say("go");
-    h.settle();
+    h.streaming();
     let mut events = tool_call(0, "c1", "read_file", r#"{"path":"a.rs"}"#);
     events.push(ProviderEvent::Error(crate::provider::ProviderError::internal("overloaded")));
     h.provider(events);
