@@ -199,9 +199,7 @@ impl ProviderSettings {
     /// Checks that a request can be made at all; the error says what to set.
     pub fn check_ready(&self) -> Result<(), ProviderError> {
         match self.kind {
-            ProviderKind::Gemini => Err(ProviderError::unsupported(
-                "Gemini streaming is not available in this version of Forge yet; use --provider claude or openai",
-            )),
+            ProviderKind::Gemini => Err(ProviderError::unsupported(GEMINI_NOT_YET)),
             _ if self.api_key.is_none() && !self.custom_base_url => Err(ProviderError::missing_key(self.kind)),
             _ => Ok(()),
         }
@@ -260,10 +258,11 @@ impl ProviderClient {
         let http = self.http.clone();
         let opened = async move {
             settings.check_ready()?;
-            let request = match settings.kind {
-                ProviderKind::Claude => anthropic::request(&http, &settings, &req),
-                ProviderKind::OpenAi => openai::request(&http, &settings, &req),
-                ProviderKind::Gemini => return Err(ProviderError::unsupported("Gemini is not available yet")),
+            let (request, wire) = match settings.kind {
+                ProviderKind::Claude => (anthropic::request(&http, &settings, &req), Wire::Anthropic),
+                ProviderKind::OpenAi => (openai::request(&http, &settings, &req), Wire::OpenAi),
+                // check_ready said why not already.
+                ProviderKind::Gemini => return Err(ProviderError::unsupported(GEMINI_NOT_YET)),
             };
             let resp = request.send().await.map_err(|e| ProviderError::connect(&settings, &e))?;
             let status = resp.status();
@@ -272,9 +271,9 @@ impl ProviderClient {
                 return Err(ProviderError::from_http(&settings, &req.model, status.as_u16(), &text));
             }
             let bytes = resp.bytes_stream();
-            Ok(match settings.kind {
-                ProviderKind::OpenAi => sse::events(bytes, settings, openai::OpenAiParser::default()).boxed(),
-                _ => sse::events(bytes, settings, anthropic::AnthropicParser::default()).boxed(),
+            Ok(match wire {
+                Wire::Anthropic => sse::events(bytes, settings, anthropic::AnthropicParser::default()).boxed(),
+                Wire::OpenAi => sse::events(bytes, settings, openai::OpenAiParser::default()).boxed(),
             })
         };
         futures::stream::once(opened)
@@ -285,6 +284,15 @@ impl ProviderClient {
             .boxed()
     }
 }
+
+/// The wire formats Forge streams.
+enum Wire {
+    Anthropic,
+    OpenAi,
+}
+
+const GEMINI_NOT_YET: &str =
+    "Gemini streaming is not available in this version of Forge yet; use --provider claude or openai";
 
 /// A provider's answer as it streams (see [`ProviderClient::stream`]).
 pub type ProviderStream = futures::stream::BoxStream<'static, ProviderEvent>;

@@ -63,7 +63,8 @@ pub(crate) struct SessionActor {
     last_batch_at: Instant,
     /// When to have the writer move this session's inline-acked events
     /// from its delta log into SQLite: shortly after, not while the event
-    /// is still on its way to clients. One timer, reset when armed.
+    /// is still on its way to clients. One timer, set when a write goes
+    /// inline and it is not already running.
     apply_deltas_at: Pin<Box<tokio::time::Sleep>>,
     apply_deltas_armed: bool,
 }
@@ -158,8 +159,9 @@ impl SessionActor {
     }
 
     /// Waits for the next thing to happen, most urgent first: durable
-    /// entries to apply, journal acks and health, commands, timers, then
-    /// the running tool and the provider.
+    /// entries to apply, journal acks and health, commands, timers (the
+    /// session's, and the shell's own for the delta log), then the running
+    /// tool and the provider.
     async fn next_event(&mut self) -> Wake {
         if self.session.has_work_to_apply() {
             return Wake::Event(Event::Apply);
@@ -208,7 +210,12 @@ impl SessionActor {
                 self.request = Some(Request(std::sync::Mutex::new(stream)));
             }
             Effect::StopRequest => self.request = None,
-            Effect::RunTool(run) => self.tool = Some(spawn_tool(*run)),
+            Effect::RunTool(run) => {
+                // One call at a time; a task left over would only leak.
+                if let Some(old) = self.tool.replace(spawn_tool(*run)) {
+                    old.task.abort();
+                }
+            }
             Effect::StopTool => {
                 if let Some(tool) = self.tool.take() {
                     tool.task.abort();
@@ -300,10 +307,11 @@ impl SessionActor {
             self.request = None;
             return vec![ended()];
         };
+        let last = |ev: &ProviderEvent| matches!(ev, ProviderEvent::Done | ProviderEvent::Error(_));
         let mut burst = vec![first];
         let Some(Request(stream)) = self.request.as_mut() else { return burst };
         let stream = stream.get_mut().unwrap_or_else(|p| p.into_inner());
-        while burst.len() < MAX_INCOMING_EVENTS_PER_TICK {
+        while burst.len() < MAX_INCOMING_EVENTS_PER_TICK && !burst.last().is_some_and(last) {
             match stream.next().now_or_never() {
                 Some(Some(ev)) => burst.push(ev),
                 Some(None) => {

@@ -158,11 +158,14 @@ impl EventFeed {
                             self.phase = Phase::Replay;
                             self.buffer.push_back((ev.seq, ev.json));
                             self.writer.sync().await;
-                            let page = self
-                                .store
-                                .events_after(&self.session_id, self.next_seq - 1, (ev.seq - self.next_seq) as u32)
-                                .await
-                                .unwrap_or_default();
+                            let gap = (ev.seq - self.next_seq) as u32;
+                            let Ok(page) = self.store.events_after(&self.session_id, self.next_seq - 1, gap).await
+                            else {
+                                // The gap could not be read: never skip it;
+                                // start over from the store as after a lag.
+                                self.buffer.clear();
+                                return Some(FeedItem::Lagged { resume_seq: self.next_seq });
+                            };
                             let mut items: VecDeque<(u64, Arc<str>)> =
                                 page.into_iter().map(|(s, b)| (s, Arc::from(b))).collect();
                             items.extend(self.buffer.drain(..));

@@ -7,7 +7,7 @@ use forge_proto::{CancelResult, ClientRef, ErrorKind, EventKind, SendResult};
 use tokio::sync::oneshot;
 
 use super::state::OperationState;
-use super::{Answer, Effect, Exit, OnDurable, Responder, Session};
+use super::{Effect, Exit, OnDurable, ReadyReply, Responder, Session};
 use crate::error::EngineError;
 use crate::ids::new_id;
 use crate::journal::StoreOp;
@@ -53,7 +53,7 @@ impl Session {
             }
             SessionCmd::Context { reply } => {
                 if let Some(reply) = self.admit(reply, Access::Read) {
-                    self.out.push(Effect::Reply(Answer::now(reply, Ok(self.context_info()))));
+                    self.out.push(Effect::Reply(ReadyReply::now(reply, Ok(self.context_info()))));
                 }
             }
             SessionCmd::Remove { reply } => {
@@ -93,7 +93,7 @@ impl Session {
             }
             _ => return Some(reply),
         };
-        self.out.push(Effect::Reply(Answer::now(reply, Err(refusal))));
+        self.out.push(Effect::Reply(ReadyReply::now(reply, Err(refusal))));
         None
     }
 
@@ -102,7 +102,7 @@ impl Session {
     fn reply_when_durable<T: Send + Sync + 'static>(&mut self, reply: Reply<T>, result: Result<T, EngineError>) {
         match result {
             Ok(value) => self.pipeline.effect(OnDurable::Reply(Responder::with(reply, value))),
-            Err(e) => self.out.push(Effect::Reply(Answer::now(reply, Err(e)))),
+            Err(e) => self.out.push(Effect::Reply(ReadyReply::now(reply, Err(e)))),
         }
     }
 
@@ -113,10 +113,10 @@ impl Session {
     fn on_send(&mut self, text: String, client: ClientRef, reply: Reply<SendResult>) {
         if text.trim().is_empty() {
             let err = EngineError::new(ErrorKind::InvalidParams, "the message is empty");
-            return self.out.push(Effect::Reply(Answer::now(reply, Err(err))));
+            return self.out.push(Effect::Reply(ReadyReply::now(reply, Err(err))));
         }
         if let Err(e) = self.provider_settings().and_then(|s| s.check_ready().map_err(EngineError::from)) {
-            return self.out.push(Effect::Reply(Answer::now(reply, Err(e))));
+            return self.out.push(Effect::Reply(ReadyReply::now(reply, Err(e))));
         }
         let message_id = new_id("m");
         if matches!(self.state, OperationState::Idle) {
@@ -204,7 +204,7 @@ impl Session {
     fn on_clear(&mut self, client: ClientRef, reply: Reply<()>) {
         if !matches!(self.state, OperationState::Idle) {
             let err = self.busy("cancel it first, then clear");
-            return self.out.push(Effect::Reply(Answer::now(reply, Err(err))));
+            return self.out.push(Effect::Reply(ReadyReply::now(reply, Err(err))));
         }
         self.path.clear();
         self.row.head_id = None;
@@ -216,7 +216,7 @@ impl Session {
     fn on_remove(&mut self, reply: Reply<()>) {
         if !matches!(self.state, OperationState::Idle) {
             let err = self.busy(&format!("cancel it first (`forgectl cancel {}`)", self.row.id));
-            return self.out.push(Effect::Reply(Answer::now(reply, Err(err))));
+            return self.out.push(Effect::Reply(ReadyReply::now(reply, Err(err))));
         }
         self.pipeline.op(StoreOp::RemoveSession { id: self.row.id.clone() });
         self.pipeline.effect(OnDurable::Reply(Responder::with(reply, ())));

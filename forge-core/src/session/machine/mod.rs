@@ -108,7 +108,7 @@ pub(crate) enum Effect {
     /// Stop the running tool: its result is decided already.
     StopTool,
     /// Answer a caller.
-    Reply(Answer),
+    Reply(ReadyReply),
     /// Send `Event::Timer` after this long (arming it again moves it).
     Arm(Timer, Duration),
     /// Read the history up to `head` from the store, then handle the
@@ -136,16 +136,16 @@ pub(crate) struct ToolRun {
 }
 
 /// A caller's answer, ready to send.
-pub(crate) struct Answer(Box<dyn FnOnce() + Send + Sync>);
+pub(crate) struct ReadyReply(Box<dyn FnOnce() + Send + Sync>);
 
-impl Answer {
+impl ReadyReply {
     pub(crate) fn send(self) {
         (self.0)()
     }
 
     /// `result` for `reply`, now.
     pub(crate) fn now<T: Send + Sync + 'static>(reply: super::Reply<T>, result: Result<T, EngineError>) -> Self {
-        Answer(Box::new(move || drop(reply.send(result))))
+        ReadyReply(Box::new(move || drop(reply.send(result))))
     }
 }
 
@@ -174,9 +174,9 @@ impl Responder {
     }
 
     /// The answer for how the batch ended.
-    fn answer(self, outcome: Outcome<'_>) -> Answer {
+    fn answer(self, outcome: Outcome<'_>) -> ReadyReply {
         let seqs = outcome.map(<[Option<u64>]>::to_vec);
-        Answer(Box::new(move || (self.0)(seqs.as_deref().map_err(Clone::clone))))
+        ReadyReply(Box::new(move || (self.0)(seqs.as_deref().map_err(Clone::clone))))
     }
 }
 
@@ -304,7 +304,7 @@ impl Session {
             queued: self.queue.len() as u32,
             last_seq: self.pipeline.applied_seq(),
             approval: match &self.state {
-                OperationState::ToolLoop(l) => l.approval.clone(),
+                OperationState::ToolLoop(l) if self.pipeline.applied_seq() >= l.approval_seq => l.approval.clone(),
                 _ => None,
             },
         }
@@ -425,7 +425,9 @@ impl Session {
                 self.start_next_queued();
             }
             OnDurable::StartQueued => self.start_next_queued(),
-            OnDurable::Removed => self.exit = Some(Exit::Removed),
+            // Whoever asked it to shut down is still answered.
+            OnDurable::Removed if self.exit.is_none() => self.exit = Some(Exit::Removed),
+            OnDurable::Removed => {}
             OnDurable::NextTool => self.next_tool(),
             OnDurable::RunTool(call) => self.run_tool(call),
         }

@@ -75,7 +75,7 @@ impl<F> Outbox<F> {
 struct InFlight<F> {
     batch_seq: u64,
     seqs: Vec<Option<u64>>,
-    /// (session seq for events, entry)
+    /// (session seq for events, entry, its JSON for events)
     entries: Vec<(Option<u64>, Entry, Option<Arc<str>>)>,
     effects: Vec<F>,
 }

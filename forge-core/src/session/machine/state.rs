@@ -1,6 +1,6 @@
-//! The session's operation state machine (the seeds' `OperationState`).
-//! Each variant holds exactly the data that state needs, so a stream
-//! without an abort handle, or two streams at once, cannot be represented.
+//! The session's operation state (the seeds' `OperationState`). Each
+//! variant holds exactly the data that state needs, so two streams at
+//! once, or a tool loop without its calls, cannot be represented.
 
 use forge_proto::{OperationStateKind, ToolCallRecord, Usage};
 
@@ -40,8 +40,9 @@ pub(super) enum OperationState {
         message_id: String,
         calls: Vec<forge_proto::RecoveryCall>,
     },
-    /// The answer and `turn_finished` are written but not yet acknowledged;
-    /// the next turn starts only once they are durable.
+    /// Between two steps: the answer and `turn_finished` are written but
+    /// not yet durable (the next turn starts only then), or the answer's
+    /// tool calls are about to be planned.
     Finishing,
     /// The store cannot be written; all new work is refused until a reset.
     PersistenceBlocked {
@@ -62,8 +63,8 @@ impl OperationState {
         }
     }
 
-    /// Leaves the streaming state for `Finishing`, returning the stream.
-    /// (The actor drops the provider request with it.)
+    /// Leaves the streaming state for `Finishing`, returning the stream
+    /// (its request was dropped when it was sealed).
     pub fn take_stream(&mut self) -> Option<ActiveStream> {
         match std::mem::replace(self, Self::Finishing) {
             Self::Streaming(s) => Some(s),

@@ -545,3 +545,51 @@ fn shutdown_cancels_the_stream_and_stops_once_it_is_durable() {
     assert_eq!(replies.len(), 1);
     assert!(stopped.try_recv().is_err(), "the shell answers once the task ends");
 }
+
+#[test]
+fn a_call_cancelled_before_it_runs_still_gets_its_result_and_never_runs() {
+    let mut h = Harness::new();
+    h.answer_calling("read_file", r#"{"path":"a.rs"}"#);
+    h.ack(); // the stream's end: the answer with the call is written
+    h.ack(); // the answer is durable: tool_running is written
+    assert!(h.names().contains(&"tool_call_args") && !h.names().contains(&"tool_running"));
+    assert_eq!(h.written.len(), 1, "tool_running in flight");
+    let cancel = h.command(|reply| SessionCmd::Cancel { client: client(), drop_queued: false, reply });
+    h.settle();
+    assert!(answered(cancel).is_ok_and(|r| r.cancelled));
+    assert!(h.tool_runs.is_empty(), "cancelled before it ran: it never runs");
+    let results: Vec<_> = h
+        .published
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::ToolResult { call_id, is_error, .. } => Some((call_id.clone(), *is_error)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results, [("c1".to_string(), true)], "the announced call is answered");
+    assert_eq!(finished(&h).0, MessageStatus::Cancelled);
+}
+
+#[test]
+fn an_approval_is_shown_only_once_its_request_is_durable() {
+    let mut h = Harness::new();
+    h.answer_calling("write_file", r#"{"path":"a.rs","content":"x"}"#);
+    h.ack(); // the stream's end: the answer and approval_requested are written
+    assert_eq!(h.written.len(), 1);
+    assert!(h.s.snapshot().approval.is_none(), "not shown while its request could still be lost");
+    h.settle();
+    assert!(h.names().contains(&"approval_requested"));
+    assert!(h.s.snapshot().approval.is_some());
+}
+
+#[test]
+fn removing_a_session_while_shutting_down_still_answers_the_shutdown() {
+    let mut h = Harness::new();
+    let remove = h.command(|reply| SessionCmd::Remove { reply });
+    let (reply, _stopped) = oneshot::channel();
+    h.feed(Event::Command(SessionCmd::Shutdown { reply }));
+    h.settle();
+    assert!(answered(remove).is_ok());
+    assert!(h.s.is_done());
+    assert_eq!(h.s.into_shutdown_replies().len(), 1);
+}

@@ -44,9 +44,14 @@ pub(super) struct ToolLoop {
     pub message_id: String,
     pub iteration: u32,
     pub pending: VecDeque<PlannedCall>,
+    /// The call announced with `tool_running` (and, once that is durable,
+    /// run by the shell): it gets a result whatever happens.
     pub running: Option<RunningCall>,
     /// Set while the batch waits for a user's decision.
     pub approval: Option<PendingApproval>,
+    /// The session seq of `approval_requested`: the approval is shown
+    /// (in `ps`, `approval.list`) only once that is durable.
+    pub approval_seq: u64,
 }
 
 impl ToolLoop {
@@ -55,7 +60,7 @@ impl ToolLoop {
     }
 }
 
-/// The call the shell runs (see `Effect::RunTool`).
+/// The call in progress (see `Effect::RunTool`).
 pub(super) struct RunningCall {
     pub id: String,
     pub name: String,
@@ -194,7 +199,7 @@ impl Session {
                 PlannedCall { id: c.id, name: c.name, action }
             })
             .collect();
-        let mut l = ToolLoop { message_id, iteration, pending, running: None, approval: None };
+        let mut l = ToolLoop { message_id, iteration, pending, running: None, approval: None, approval_seq: 0 };
         let asks = self.apply_policy(&mut l);
         if asks.is_empty() {
             self.state = OperationState::ToolLoop(l);
@@ -202,8 +207,10 @@ impl Session {
             return;
         }
         let approval_id = new_id("a");
-        self.pipeline
+        let index = self
+            .pipeline
             .event(None, EventKind::ApprovalRequested { approval_id: approval_id.clone(), calls: asks.clone() });
+        l.approval_seq = self.pipeline.seq_of_outbox_index(index);
         l.approval = Some(PendingApproval {
             session_id: self.row.id.clone(),
             session_name: self.row.name.clone(),
@@ -251,6 +258,8 @@ impl Session {
             && let Some(a) = &mut l.approval
         {
             a.approval_id = approval_id;
+            // Durable already: shown at once.
+            l.approval_seq = 0;
         }
     }
 
@@ -327,6 +336,9 @@ impl Session {
             Some(PlannedCall { id, name, action: Err(e) }) => self.record_result(&id, &name, Err(e)),
             Some(PlannedCall { id, name, action: Ok((tool, args)) }) => {
                 self.pipeline.event(None, EventKind::ToolRunning { call_id: id.clone(), name: name.clone() });
+                // In progress from now: a cancel before it runs still
+                // answers it.
+                l.running = Some(RunningCall { id: id.clone(), name: name.clone() });
                 self.pipeline.effect(OnDurable::RunTool(PlannedCall { id, name, action: Ok((tool, args)) }));
             }
             None => {
@@ -347,7 +359,9 @@ impl Session {
 
     /// `tool_running` is durable: now the call may run.
     pub(super) fn run_tool(&mut self, call: PlannedCall) {
-        if !matches!(self.state, OperationState::ToolLoop(_)) {
+        // Cancelled meanwhile: the call has its result already.
+        let OperationState::ToolLoop(l) = &self.state else { return };
+        if l.running.as_ref().is_none_or(|r| r.id != call.id) {
             return;
         }
         let Ok((tool, args)) = call.action else { return };
@@ -361,9 +375,6 @@ impl Session {
         };
         let timeout = timeout_for(tool.as_ref(), &self.config);
         self.out.push(Effect::RunTool(Box::new(ToolRun { tool, args, ctx, timeout })));
-        if let OperationState::ToolLoop(l) = &mut self.state {
-            l.running = Some(RunningCall { id: call.id, name: call.name });
-        }
     }
 
     /// Live output of the running call, shown to clients as it comes
