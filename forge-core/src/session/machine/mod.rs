@@ -7,7 +7,10 @@
 //! back: write a batch, publish a durable event, start or stop the provider
 //! request, run or stop a tool, answer a caller, arm a timer, read the
 //! store. Nothing here awaits, spawns, or touches a socket or the store, so
-//! the tests (`tests.rs`) drive whole turns by feeding events.
+//! the tests (`tests.rs`) drive whole turns by feeding events. (The one
+//! exception is the tools' own synchronous checks made while planning a
+//! call: the sandbox resolving the working directory, and the diff an
+//! `apply_patch` approval shows, which reads the files it would change.)
 //!
 //! Everything that happens goes through the [`Pipeline`]: ingested into the
 //! outbox, cut into a numbered batch (`Effect::Write`), and applied and
