@@ -80,6 +80,15 @@ Ctrl-C cancels the turn (the partial answer is kept, marked cancelled).")]
         /// Session id, id prefix or name
         session: String,
     },
+    /// Show how much of the model's context window a session uses, or
+    /// (--system) the system prompt its requests carry
+    Context {
+        /// Session id, id prefix or name
+        session: String,
+        /// Print the system prompt instead (as sent, byte for byte)
+        #[arg(long)]
+        system: bool,
+    },
     /// Cancel the running turn of a session (the partial answer is kept)
     Cancel {
         /// Session id, id prefix or name
@@ -166,6 +175,7 @@ fn main() -> ExitCode {
             Command::Session(c) => cmd::session::run(&g, c).await,
             Command::Ps => cmd::session::run(&g, cmd::session::SessionCmd::List).await,
             Command::History { session } => cmd::session::history(&g, &session).await,
+            Command::Context { session, system } => cmd::session::context(&g, &session, system).await,
             Command::Cancel { session, drop_queued } => cmd::misc::cancel(&g, &session, drop_queued).await,
             Command::Status => cmd::misc::status(&g).await,
             Command::Approvals => cmd::approvals::list(&g).await,

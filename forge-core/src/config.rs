@@ -56,6 +56,11 @@ pub struct AppConfig {
     pub model: Option<String>,
     pub tui: Option<String>,
     pub max_output_tokens: Option<u32>,
+    /// A file whose text replaces Forge's system prompt (`{{cwd}}` and the
+    /// other placeholders are filled in).
+    pub system_prompt_file: Option<String>,
+    /// Text added at the end of the system prompt.
+    pub system_prompt_append: Option<String>,
     pub ascii_only: Option<bool>,
     pub high_contrast: Option<bool>,
     pub reduced_motion: Option<bool>,

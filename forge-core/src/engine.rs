@@ -31,6 +31,8 @@ pub(crate) struct Shared {
     pub providers: ProviderClient,
     pub tools: Arc<crate::tools::ToolRegistry>,
     pub config: Arc<ForgeConfig>,
+    /// The system prompt's template (rendered per session).
+    pub prompt: Arc<crate::prompt::PromptTemplate>,
 }
 
 pub struct EngineOptions {
@@ -85,8 +87,9 @@ impl Engine {
             .map_err(|e| EngineError::internal(format!("cannot open {} for writing: {e}", db.display())))?;
         let providers = ProviderClient::new()?;
         let tools = Arc::new(crate::tools::ToolRegistry::builtin());
+        let prompt = Arc::new(crate::prompt::PromptTemplate::load(&opts.config, &opts.home)?);
         let config = Arc::new(opts.config);
-        let shared = Arc::new(Shared { db: db.clone(), store, writer, providers, tools, config });
+        let shared = Arc::new(Shared { db: db.clone(), store, writer, providers, tools, config, prompt });
         let engine = Engine {
             inner: Arc::new(Inner {
                 shared,
@@ -353,9 +356,11 @@ impl Engine {
         self.session_info(&handle.id).await
     }
 
-    pub async fn context(&self, selector: &str) -> Result<forge_proto::ContextInfo, EngineError> {
+    /// How much of the model's window the session uses; with `system`, the
+    /// system prompt its requests carry too.
+    pub async fn context(&self, selector: &str, system: bool) -> Result<forge_proto::ContextInfo, EngineError> {
         let handle = self.handle_for(selector).await?;
-        handle.request(|reply| SessionCmd::Context { reply }).await
+        handle.request(|reply| SessionCmd::Context { system, reply }).await
     }
 
     /// The tools and what the approval policy does with each.

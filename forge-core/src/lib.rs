@@ -9,6 +9,7 @@ pub mod engine;
 pub mod error;
 pub mod ids;
 pub mod journal;
+pub mod prompt;
 pub mod provider;
 pub mod provider_kind;
 pub mod redact;

@@ -68,9 +68,10 @@ pub trait ForgeApi {
     #[method(name = "session.clear", param_kind = map)]
     async fn session_clear(&self, session: String) -> RpcResult<SessionInfo>;
 
-    /// How much of the model's context window the session's path uses.
+    /// How much of the model's context window the session's path uses;
+    /// `system: true` adds the system prompt its requests carry.
     #[method(name = "session.context", param_kind = map)]
-    async fn session_context(&self, session: String) -> RpcResult<ContextInfo>;
+    async fn session_context(&self, session: String, system: Option<bool>) -> RpcResult<ContextInfo>;
 
     /// The tools the model may call, with their risk and approval rule.
     #[method(name = "tools.list", param_kind = map)]

@@ -451,4 +451,8 @@ pub struct ContextInfo {
     pub context_window: Option<u64>,
     /// Tokens the provider reported for the last request, when known.
     pub last_input_tokens: Option<u64>,
+    /// The system prompt every request of the session carries, when asked
+    /// for (`system: true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_prompt: Option<String>,
 }

@@ -62,6 +62,25 @@ impl Sandbox {
         Self { cwd, roots: root_paths, aliases, patterns: kept, denied, allow_absolute }
     }
 
+    /// The sandbox of a session working in `cwd`, as `[tools.sandbox]` says.
+    pub fn for_session(cwd: &Path, config: Option<&crate::config::ToolSandboxConfig>) -> Self {
+        let roots = config.and_then(|s| s.allowed_roots.clone()).unwrap_or_default();
+        let denied = config.and_then(|s| s.denied_patterns.clone()).unwrap_or_default();
+        let defaults = config.and_then(|s| s.include_default_denies).unwrap_or(true);
+        let absolute = config.and_then(|s| s.allow_absolute).unwrap_or(false);
+        Sandbox::new(cwd, &roots, &denied, defaults, absolute)
+    }
+
+    /// The roots the tools may reach (absolute).
+    pub fn roots(&self) -> &[PathBuf] {
+        &self.roots
+    }
+
+    /// The deny patterns in force.
+    pub fn denied_patterns(&self) -> &[String] {
+        &self.patterns
+    }
+
     pub fn cwd(&self) -> &Path {
         &self.cwd
     }

@@ -369,7 +369,7 @@ fn perform(action: Action, client: &Arc<Client>, session: &str, app: &mut App, t
         }
         Action::Context => {
             tokio::spawn(async move {
-                let text = match c.session_context(s).await {
+                let text = match c.session_context(s, None).await {
                     Ok(ctx) => {
                         let window = ctx
                             .context_window

@@ -119,6 +119,28 @@ pub async fn run(g: &Global, c: SessionCmd) -> Result<(), Failure> {
     Ok(())
 }
 
+pub async fn context(g: &Global, session: &str, system: bool) -> Result<(), Failure> {
+    let conn = daemon(g).await?;
+    let c = conn.client.session_context(session.to_string(), Some(system)).await?;
+    if g.json {
+        json_line(&c);
+        return Ok(());
+    }
+    if system {
+        print!("{}", c.system_prompt.unwrap_or_default());
+        return Ok(());
+    }
+    let window = match c.context_window {
+        Some(w) if w > 0 => format!(" of {w} ({:.1}%)", c.estimated_tokens as f64 * 100.0 / w as f64),
+        _ => " (window unknown for this model)".into(),
+    };
+    println!(
+        "session {}: {} messages, {} characters, about {} tokens{window}; model {}/{}",
+        c.session_id, c.messages, c.chars, c.estimated_tokens, c.provider, c.model
+    );
+    Ok(())
+}
+
 pub async fn history(g: &Global, session: &str) -> Result<(), Failure> {
     let conn = daemon(g).await?;
     let h = conn.client.session_history(session.to_string()).await?;

@@ -109,8 +109,10 @@ impl SessionActor {
         let durable = load::durable(&shared, row.clone(), !blocked).await?;
         // One batch in flight at a time: room for its ack and a stray one.
         let (acks_tx, acks) = mpsc::channel(4);
+        let env = crate::prompt::PromptEnv::detect(&row.cwd, &shared.config, &shared.tools, crate::ids::now_ms());
+        let system_prompt: Arc<str> = shared.prompt.render(&env).into();
         let mut actor = SessionActor {
-            session: Session::new(shared.config.clone(), shared.tools.clone(), row),
+            session: Session::new(shared.config.clone(), shared.tools.clone(), row, system_prompt),
             shared,
             effects: Vec::new(),
             brought_back: VecDeque::new(),

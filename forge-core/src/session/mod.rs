@@ -69,6 +69,8 @@ pub(crate) enum SessionCmd {
         reply: Reply<()>,
     },
     Context {
+        /// Include the system prompt.
+        system: bool,
         reply: Reply<forge_proto::ContextInfo>,
     },
     /// Removes the session; the actor exits after the removal is durable.

@@ -25,7 +25,7 @@ impl ToolExecutor for CurrentDate {
 }
 
 /// Unix ms as `YYYY-MM-DDTHH:MM:SSZ` (Howard Hinnant's civil-from-days).
-fn iso8601(ms: i64) -> String {
+pub fn iso8601(ms: i64) -> String {
     let secs = ms.div_euclid(1000);
     let z = secs.div_euclid(86_400) + 719_468;
     let rem = secs.rem_euclid(86_400);

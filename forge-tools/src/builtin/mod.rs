@@ -1,12 +1,12 @@
 //! The built-in tools.
 
 mod apply_patch;
-mod current_date;
+pub mod current_date;
 mod git;
 mod glob;
 mod introspect;
 pub(crate) mod read_file;
-mod run_command;
+pub mod run_command;
 mod search;
 mod web_fetch;
 mod write_file;

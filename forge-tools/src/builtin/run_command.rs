@@ -26,8 +26,9 @@ fn is_secret(name: &str) -> bool {
     ["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"].iter().any(|w| upper.contains(w))
 }
 
-/// The shell: `$SHELL` if it is a POSIX-style one, else `/bin/sh`.
-fn shell() -> String {
+/// The shell commands run in: `$SHELL` if it is a POSIX-style one, else
+/// `/bin/sh`.
+pub fn shell() -> String {
     match std::env::var("SHELL") {
         Ok(s) if ["/bash", "/zsh", "/sh", "/dash", "/ksh"].iter().any(|n| s.ends_with(n)) => s,
         _ => "/bin/sh".into(),

@@ -133,8 +133,8 @@ impl ForgeApiServer for ConnServer {
         self.engine().clear(&session, self.client_ref()).await.map_err(to_rpc)
     }
 
-    async fn session_context(&self, session: String) -> RpcResult<forge_proto::ContextInfo> {
-        self.engine().context(&session).await.map_err(to_rpc)
+    async fn session_context(&self, session: String, system: Option<bool>) -> RpcResult<forge_proto::ContextInfo> {
+        self.engine().context(&session, system.unwrap_or(false)).await.map_err(to_rpc)
     }
 
     async fn tools_list(&self) -> RpcResult<Vec<forge_proto::ToolInfo>> {

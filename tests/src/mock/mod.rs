@@ -322,7 +322,18 @@ async fn handle(
         return Ok(full(StatusCode::UNAUTHORIZED, "application/json", error_body(wire, 401), &[]));
     }
 
-    let messages = body.get("messages").and_then(Value::as_array).cloned().unwrap_or_default();
+    // The conversation: a system prompt sent as a message (OpenAI's
+    // `system` / `developer` roles) is not part of it.
+    let messages: Vec<Value> = body
+        .get("messages")
+        .and_then(Value::as_array)
+        .map(|all| {
+            all.iter()
+                .filter(|m| !matches!(m.get("role").and_then(Value::as_str), Some("system" | "developer")))
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
     let last_user = messages
         .iter()
         .rev()

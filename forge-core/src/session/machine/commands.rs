@@ -51,9 +51,9 @@ impl Session {
                     self.on_clear(client, reply);
                 }
             }
-            SessionCmd::Context { reply } => {
+            SessionCmd::Context { system, reply } => {
                 if let Some(reply) = self.admit(reply, Access::Read) {
-                    self.out.push(Effect::Reply(ReadyReply::now(reply, Ok(self.context_info()))));
+                    self.out.push(Effect::Reply(ReadyReply::now(reply, Ok(self.context_info(system)))));
                 }
             }
             SessionCmd::Remove { reply } => {
@@ -252,7 +252,7 @@ impl Session {
     }
 
     /// What `session.context` reports: the path's size against the model's window.
-    fn context_info(&self) -> forge_proto::ContextInfo {
+    fn context_info(&self, system: bool) -> forge_proto::ContextInfo {
         let chars: usize = self
             .path
             .iter()
@@ -269,6 +269,7 @@ impl Session {
             estimated_tokens: chars.div_ceil(4) as u64,
             context_window: crate::provider::context_window(&self.row.model),
             last_input_tokens: None,
+            system_prompt: system.then(|| self.system_prompt.to_string()),
         }
     }
 }

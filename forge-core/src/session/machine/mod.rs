@@ -226,6 +226,9 @@ pub(crate) struct Session {
     /// What the model last read or wrote of each file (stale-file checks).
     file_hashes: crate::tools::FileHashes,
     exit: Option<Exit>,
+    /// The system prompt, rendered when the session started: the same
+    /// bytes on every request, so prompt caches hit.
+    system_prompt: Arc<str>,
     /// Why the history could not be read for the command being handled.
     unreadable: Option<EngineError>,
     /// Effects of the event being handled.
@@ -235,7 +238,12 @@ pub(crate) struct Session {
 impl Session {
     /// A session as its row says, before its durable state is loaded
     /// (`Event::Loaded`).
-    pub(crate) fn new(config: Arc<ForgeConfig>, tools: Arc<ToolRegistry>, row: SessionRow) -> Self {
+    pub(crate) fn new(
+        config: Arc<ForgeConfig>,
+        tools: Arc<ToolRegistry>,
+        row: SessionRow,
+        system_prompt: Arc<str>,
+    ) -> Self {
         Session {
             config,
             tools,
@@ -247,6 +255,7 @@ impl Session {
             queue: VecDeque::new(),
             file_hashes: Default::default(),
             exit: None,
+            system_prompt,
             unreadable: None,
             out: Vec::new(),
         }

@@ -69,7 +69,7 @@ impl Harness {
 
     /// A session loaded with `unfinished` and history `path`.
     fn loaded(unfinished: Unfinished, path: Vec<ChatMessage>) -> Self {
-        let s = Session::new(Arc::new(config()), Arc::new(ToolRegistry::builtin()), row());
+        let s = Session::new(Arc::new(config()), Arc::new(ToolRegistry::builtin()), row(), "Be a test.".into());
         let mut h = Harness {
             s,
             fx: Vec::new(),
@@ -311,7 +311,7 @@ fn a_failed_write_blocks_the_session_until_the_journal_recovers() {
     assert_eq!(answered(rename).err().map(|e| e.kind), Some(ErrorKind::PersistenceBlocked));
     let send = h.send("more");
     assert_eq!(answered(send).err().map(|e| e.kind), Some(ErrorKind::PersistenceBlocked));
-    let context = h.command(|reply| SessionCmd::Context { reply });
+    let context = h.command(|reply| SessionCmd::Context { system: false, reply });
     assert!(answered(context).is_ok(), "a read is still answered");
 
     let healthy = HealthState { health: JournalHealth::Healthy, reason: None, since_ms: 0 };
@@ -524,7 +524,7 @@ fn a_quiet_session_lets_go_of_its_history_and_reads_it_back_for_the_next_command
     let mut h = Harness::new();
     assert_eq!(h.timers, [Timer::ReleaseHistory]);
     h.feed(Event::Timer(Timer::ReleaseHistory));
-    let context = h.command(|reply| SessionCmd::Context { reply });
+    let context = h.command(|reply| SessionCmd::Context { system: false, reply });
     assert_eq!(answered(context).map(|c| c.messages).ok(), Some(1), "read back from the store");
 }
 

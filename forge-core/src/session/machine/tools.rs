@@ -593,10 +593,5 @@ fn timeout_for(tool: &dyn ToolExecutor, config: &crate::config::ForgeConfig) -> 
 
 /// The sandbox for a session's tools, from `[tools.sandbox]`.
 fn sandbox_for(cwd: &str, config: &crate::config::ForgeConfig) -> Sandbox {
-    let sb = config.tools.sandbox.clone();
-    let roots = sb.as_ref().and_then(|s| s.allowed_roots.clone()).unwrap_or_default();
-    let denied = sb.as_ref().and_then(|s| s.denied_patterns.clone()).unwrap_or_default();
-    let defaults = sb.as_ref().and_then(|s| s.include_default_denies).unwrap_or(true);
-    let absolute = sb.as_ref().and_then(|s| s.allow_absolute).unwrap_or(false);
-    Sandbox::new(std::path::Path::new(cwd), &roots, &denied, defaults, absolute)
+    Sandbox::for_session(std::path::Path::new(cwd), config.tools.sandbox.as_ref())
 }

@@ -136,7 +136,7 @@ impl Session {
         self.pipeline.begin_stream();
         let request = ChatRequest {
             model: self.row.model.clone(),
-            system: None,
+            system: Some(self.system_prompt.to_string()).filter(|s| !s.is_empty()),
             messages: request_messages(&self.path),
             max_output_tokens: self.config.app.max_output_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS),
             tools: self.tool_specs(),
