@@ -207,6 +207,15 @@ impl Transcript {
                 self.end_text(&mut out);
                 let _ = writeln!(out, "[{}] assistant (continuing with tool results):", ev.seq);
             }
+            EventKind::Retrying { attempt, max_attempts, delay_ms, reason, .. } => {
+                self.end_text(&mut out);
+                let _ = writeln!(
+                    out,
+                    "[{}] {}",
+                    ev.seq,
+                    forge_client::retrying_line(*attempt, *max_attempts, *delay_ms, reason)
+                );
+            }
             EventKind::CancelRequested {} => {
                 self.end_text(&mut out);
                 let _ = writeln!(out, "[{}] cancel requested by {who}", ev.seq);

@@ -56,6 +56,9 @@ pub struct AppConfig {
     pub model: Option<String>,
     pub tui: Option<String>,
     pub max_output_tokens: Option<u32>,
+    /// Retries of a provider request that failed before any output with a
+    /// transient error (default 4).
+    pub max_retries: Option<u32>,
     /// A file whose text replaces Forge's system prompt (`{{cwd}}` and the
     /// other placeholders are filled in).
     pub system_prompt_file: Option<String>,

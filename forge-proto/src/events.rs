@@ -125,6 +125,18 @@ pub enum EventKind {
     StreamResumed {
         iteration: u32,
     },
+    /// The provider request failed before any output with an error worth
+    /// retrying (rate limit, overload, unavailable, unreachable): attempt
+    /// `attempt` of `max_attempts` starts after `delay_ms`.
+    Retrying {
+        attempt: u32,
+        max_attempts: u32,
+        delay_ms: u64,
+        /// In a few words: `overloaded`, `rate limited`, ...
+        reason: String,
+        /// The full error of the attempt that failed.
+        error: String,
+    },
     /// A client asked to cancel the running turn.
     CancelRequested {},
     /// The turn ended. `assistant_id` is the history node holding the answer

@@ -429,6 +429,9 @@ fn draw_status(frame: &mut Frame, app: &App, theme: &Theme, area: Rect) {
             spans.push(Span::styled(format!("{}session removed", g.separator), theme.style(Part::Error)))
         }
     }
+    if let Some(retrying) = &t.retrying {
+        spans.push(Span::styled(format!("{}{retrying}", g.separator), theme.style(Part::Warn)));
+    }
     if matches!(app.scroll, ScrollState::Manual { .. }) {
         spans.push(Span::styled(format!("{}scrolled (G: follow)", g.separator), theme.style(Part::Dim)));
     }

@@ -85,6 +85,8 @@ pub struct Transcript {
     pub name: Option<String>,
     pub cwd: String,
     pub last_seq: u64,
+    /// The provider request waits to be tried again (for the status line).
+    pub retrying: Option<String>,
     /// Bumped whenever items are removed or reordered (not when they only
     /// grow or are appended): caches keyed by position start over.
     pub generation: u64,
@@ -101,6 +103,10 @@ impl Transcript {
         }
         self.last_seq = ev.seq;
         let from = ev.client.as_ref().map(|c| c.name.clone());
+        // Output, or the turn's end, means the retry is over.
+        if !matches!(ev.kind, EventKind::Retrying { .. } | EventKind::CancelRequested {}) {
+            self.retrying = None;
+        }
         match &ev.kind {
             EventKind::SessionCreated { name, cwd, provider, model } => {
                 self.name = name.clone();
@@ -238,6 +244,11 @@ impl Transcript {
                         self.awaiting_results = None;
                     }
                 }
+            }
+            EventKind::Retrying { attempt, max_attempts, delay_ms, reason, .. } => {
+                let line = forge_client::retrying_line(*attempt, *max_attempts, *delay_ms, reason);
+                self.items.push(DisplayItem::Notice { level: Level::Warn, text: line.clone() });
+                self.retrying = Some(line);
             }
             EventKind::CancelRequested {} => {
                 let who = from.map(|f| format!(" by {f}")).unwrap_or_default();

@@ -4,11 +4,39 @@
 use forge_tests::harness::{Forge, walk};
 use forge_tests::mock::{MockOptions, MockServer, token_text};
 
+/// A daemon that reports the first failure (no retries: each case is
+/// about what the user is told).
 async fn setup() -> (MockServer, Forge) {
     let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
     let mut forge = Forge::new(&mock);
+    forge.write_config("[app]\nmax_retries = 0\n");
     forge.start().await;
     (mock, forge)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_provider_is_retried_and_every_client_sees_the_retries() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    for provider in ["claude", "openai"] {
+        let id = forge.new_session(&["--provider", provider]).await;
+        let msg = format!("mock:status=529 mock:fail=2 mock:retry_after=0 mock:tokens=4 {provider}");
+        let r = forge.ok(&["send", "-s", &id, &msg]).await;
+        assert_eq!(r.stdout.trim_end(), token_text(4).trim_end(), "{provider}: the answer after two overloads");
+        assert!(r.stderr.contains("retrying in 0.0s (attempt 2/5): overloaded"), "{provider}: {}", r.stderr);
+        assert!(r.stderr.contains("(attempt 3/5)"), "{provider}: {}", r.stderr);
+        let events = forge.ok(&["--json", "attach", &id, "--until-idle"]).await.json_lines();
+        let retries: Vec<_> = events.iter().filter(|e| e["kind"] == "retrying").collect();
+        assert_eq!(retries.len(), 2, "{provider}: {events:?}");
+        assert!(retries[0]["error"].as_str().unwrap_or_default().contains("Overloaded"), "{:?}", retries[0]);
+        let finished = events.iter().rev().find(|e| e["kind"] == "turn_finished").cloned().unwrap_or_default();
+        assert_eq!(finished["status"], "complete", "{provider}: {finished}");
+        let h = forge.ok(&["--json", "history", &id]).await.json_lines();
+        assert_eq!(h.len(), 2, "{provider}: one question, one answer: {h:?}");
+    }
+    let attempts = mock.requests().len();
+    assert_eq!(attempts, 6, "three attempts per provider");
 }
 
 /// (directive, expected error kind, words the message must contain)

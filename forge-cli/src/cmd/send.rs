@@ -177,6 +177,9 @@ pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
                 }
                 eprintln!("  answer with: forgectl tool-result {} CALL_ID [--error] OUTPUT", sent.session_id);
             }
+            EventKind::Retrying { attempt, max_attempts, delay_ms, reason, .. } if in_turn && !g.json => {
+                eprintln!("forgectl: {}", forge_client::retrying_line(*attempt, *max_attempts, *delay_ms, reason));
+            }
             EventKind::ToolRunning { name, .. } if in_turn && !g.json => {
                 if !ends_with_newline {
                     let _ = writeln!(stdout);

@@ -1,6 +1,8 @@
 //! Provider failures, classified for users and scripts, with secrets
 //! scrubbed from every message.
 
+use std::time::Duration;
+
 use forge_proto::ErrorKind;
 
 use super::{ProviderKind, ProviderSettings};
@@ -11,11 +13,43 @@ use crate::redact::redact_secrets;
 pub struct ProviderError {
     pub kind: ErrorKind,
     pub message: String,
+    /// Set when trying again may work (if nothing was streamed yet).
+    pub retry: Option<RetryHint>,
+}
+
+/// Why, and when, a failed request may be tried again.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetryHint {
+    /// In a few words: `overloaded`, `rate limited`, ...
+    pub reason: String,
+    /// How long the provider asked to wait (`retry-after`).
+    pub after: Option<Duration>,
+}
+
+impl RetryHint {
+    fn new(reason: impl Into<String>, after: Option<Duration>) -> Option<Self> {
+        Some(RetryHint { reason: reason.into(), after })
+    }
+}
+
+/// A `retry-after` header: seconds, or an HTTP date.
+pub(super) fn parse_retry_after(value: &str) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(secs) = value.parse::<f64>() {
+        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs.min(86_400.0)));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(at.duration_since(std::time::SystemTime::now()).unwrap_or(Duration::ZERO))
 }
 
 impl ProviderError {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Self { kind, message: message.into() }
+        Self { kind, message: message.into(), retry: None }
+    }
+
+    fn retrying(mut self, retry: Option<RetryHint>) -> Self {
+        self.retry = retry;
+        self
     }
 
     pub fn internal(message: impl Into<String>) -> Self {
@@ -36,7 +70,13 @@ impl ProviderError {
     }
 
     /// A failed HTTP response, turned into a message in the seed's format.
-    pub(super) fn from_http(settings: &ProviderSettings, model: &str, status: u16, body: &str) -> Self {
+    pub(super) fn from_http(
+        settings: &ProviderSettings,
+        model: &str,
+        status: u16,
+        body: &str,
+        retry_after: Option<Duration>,
+    ) -> Self {
         let detail = extract_error_message(body);
         let detail = redact_secrets(&detail, &settings.secrets());
         // Our sentences end with their own full stop.
@@ -63,7 +103,14 @@ impl ProviderError {
             }
             _ => format!("{name} rejected the request for model {model} (HTTP {status}): {detail}"),
         };
-        Self::new(kind, message)
+        let retry = match status {
+            429 => RetryHint::new("rate limited", retry_after),
+            529 => RetryHint::new("overloaded", retry_after),
+            _ if body.contains("overloaded_error") => RetryHint::new("overloaded", retry_after),
+            500 | 502 | 503 | 504 => RetryHint::new(format!("unavailable (HTTP {status})"), retry_after),
+            _ => None,
+        };
+        Self::new(kind, message).retrying(retry)
     }
 
     pub(super) fn connect(settings: &ProviderSettings, err: &reqwest::Error) -> Self {
@@ -72,6 +119,7 @@ impl ProviderError {
             ErrorKind::ProviderUnreachable,
             format!("cannot reach {} at {}: {text}", settings.kind.display_name(), settings.base_url),
         )
+        .retrying(RetryHint::new("unreachable", None))
     }
 
     pub(super) fn stream_broken(settings: &ProviderSettings, what: &str) -> Self {
@@ -88,10 +136,17 @@ impl ProviderError {
             "authentication_error" | "permission_error" => ErrorKind::ProviderAuth,
             _ => ErrorKind::ProviderError,
         };
+        let retry = match error_type {
+            "overloaded_error" => RetryHint::new("overloaded", None),
+            "rate_limit_error" | "rate_limit_exceeded" => RetryHint::new("rate limited", None),
+            "api_error" | "server_error" | "timeout_error" => RetryHint::new("unavailable", None),
+            _ => None,
+        };
         Self::new(
             kind,
             format!("{} reported an error mid-stream ({error_type}): {message}", settings.kind.display_name()),
         )
+        .retrying(retry)
     }
 }
 
@@ -152,8 +207,25 @@ mod tests {
         let body = r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded."}}"#;
         let settings = ProviderSettings::for_tests();
         for status in [429, 503, 400, 401] {
-            let e = ProviderError::from_http(&settings, "m", status, body);
+            let e = ProviderError::from_http(&settings, "m", status, body, None);
             assert!(!e.message.contains("Overloaded.."), "{}", e.message);
         }
+    }
+
+    #[test]
+    fn transient_statuses_may_be_retried_and_retry_after_is_read() {
+        let settings = ProviderSettings::for_tests();
+        let reason = |status: u16| ProviderError::from_http(&settings, "m", status, "{}", None).retry.map(|r| r.reason);
+        assert_eq!(reason(529).as_deref(), Some("overloaded"));
+        assert_eq!(reason(429).as_deref(), Some("rate limited"));
+        assert_eq!(reason(503).as_deref(), Some("unavailable (HTTP 503)"));
+        assert_eq!(reason(400), None);
+        assert_eq!(reason(401), None);
+        assert_eq!(parse_retry_after("3"), Some(Duration::from_secs(3)));
+        assert_eq!(parse_retry_after("1.5"), Some(Duration::from_millis(1500)));
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), Some(Duration::ZERO), "a date past");
+        let later = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(30));
+        assert!(parse_retry_after(&later).is_some_and(|d| d > Duration::from_secs(25)));
+        assert_eq!(parse_retry_after("soon"), None);
     }
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 use crate::config::{ForgeConfig, expand_env_vars};
 pub use crate::provider_kind::{ProviderKind, context_window};
 pub use crate::redact::redact_secrets;
-pub use errors::ProviderError;
+pub use errors::{ProviderError, RetryHint};
 use forge_proto::{ToolCallRecord, Usage};
 
 use crate::tools::ToolSpec;
@@ -267,8 +267,13 @@ impl ProviderClient {
             let resp = request.send().await.map_err(|e| ProviderError::connect(&settings, &e))?;
             let status = resp.status();
             if !status.is_success() {
+                let retry_after = resp
+                    .headers()
+                    .get(reqwest::header::RETRY_AFTER)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(errors::parse_retry_after);
                 let text = read_error_body(resp).await;
-                return Err(ProviderError::from_http(&settings, &req.model, status.as_u16(), &text));
+                return Err(ProviderError::from_http(&settings, &req.model, status.as_u16(), &text, retry_after));
             }
             let bytes = resp.bytes_stream();
             Ok(match wire {

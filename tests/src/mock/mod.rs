@@ -35,7 +35,10 @@ Directives: words in the last user message script the reply (removed from any ec
   mock:tool=NAME:JSON       the same with these arguments (JSON without spaces)
   mock:sleep=S              a run_command call runs `echo started; sleep S`
   mock:status=CODE          answer HTTP CODE with the provider's error body
-                            (429 also sends retry-after)
+                            (429 also sends retry-after: 1)
+  mock:fail=N               ...only the first N times this message is sent
+                            (`mock:status=529 mock:fail=2`: two overloads, then an answer)
+  mock:retry_after=S        send retry-after: S with the error
   mock:midstream_error=N    after N text chunks, report an error inside the stream
   mock:drop=N               after N text chunks, cut the connection
   mock:malformed=N          after N text chunks, send an SSE event that is not JSON
@@ -206,6 +209,9 @@ struct Script {
     tokens: Option<usize>,
     delay_ms: u64,
     status: Option<u16>,
+    /// `status` only for the first N requests carrying this message.
+    fail_first: Option<u64>,
+    retry_after: Option<u64>,
     midstream_error: Option<usize>,
     drop_after: Option<usize>,
     malformed_after: Option<usize>,
@@ -239,6 +245,8 @@ fn parse_script(text: &str, opts: &MockOptions) -> Script {
             ("tokens", Some(n)) => s.tokens = Some(n as usize),
             ("delay", Some(n)) => s.delay_ms = n,
             ("status", Some(n)) => s.status = Some(n as u16),
+            ("fail", Some(n)) => s.fail_first = Some(n),
+            ("retry_after", Some(n)) => s.retry_after = Some(n),
             ("midstream_error", Some(n)) => s.midstream_error = Some(n as usize),
             ("drop", Some(n)) => s.drop_after = Some(n as usize),
             ("malformed", Some(n)) => s.malformed_after = Some(n as usize),
@@ -249,6 +257,16 @@ fn parse_script(text: &str, opts: &MockOptions) -> Script {
         }
     }
     s
+}
+
+/// The text of the last user message of a request body.
+fn last_user_text(body: &Value) -> String {
+    body.get("messages")
+        .and_then(Value::as_array)
+        .and_then(|all| all.iter().rev().find(|m| m.get("role").and_then(Value::as_str) == Some("user")))
+        .and_then(|m| m.get("content"))
+        .map(content_text)
+        .unwrap_or_default()
 }
 
 fn full(status: StatusCode, content_type: &str, body: String, extra: &[(&str, &str)]) -> Response<Body> {
@@ -334,13 +352,7 @@ async fn handle(
                 .collect()
         })
         .unwrap_or_default();
-    let last_user = messages
-        .iter()
-        .rev()
-        .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))
-        .and_then(|m| m.get("content"))
-        .map(content_text)
-        .unwrap_or_default();
+    let last_user = last_user_text(&body);
     // After tool results the mock answers them instead of following the
     // directives again (which would call the tools forever).
     let results = tool_results(&messages);
@@ -350,10 +362,15 @@ async fn handle(
         script.tokens = None;
         script.status = None;
     }
-    if let Some(status) = script.status {
-        let extra: &[(&str, &str)] = if status == 429 { &[("retry-after", "1")] } else { &[] };
+    // How many times this message has come (this request included).
+    let sent = recorded.lock().map(|r| r.iter().filter(|q| last_user_text(&q.body) == last_user).count()).unwrap_or(1);
+    if let Some(status) = script.status
+        && script.fail_first.is_none_or(|n| sent as u64 <= n)
+    {
+        let after = script.retry_after.or((status == 429).then_some(1)).map(|s| s.to_string());
+        let extra: Vec<(&str, &str)> = after.iter().map(|a| ("retry-after", a.as_str())).collect();
         let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        return Ok(full(code, "application/json", error_body(wire, status), extra));
+        return Ok(full(code, "application/json", error_body(wire, status), &extra));
     }
     let chunks: Vec<String> = match (script.tokens, &results) {
         (_, Some(results)) => {

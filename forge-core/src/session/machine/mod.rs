@@ -127,6 +127,8 @@ pub(crate) enum Effect {
 pub(crate) enum Timer {
     /// Quiet long enough to let go of the history.
     ReleaseHistory,
+    /// Time to try the provider request again.
+    Retry,
 }
 
 /// A tool call to run, with everything it runs with.
@@ -302,6 +304,7 @@ impl Session {
                 self.on_tool_done(end);
             }
             Event::Timer(Timer::ReleaseHistory) => self.release_history(),
+            Event::Timer(Timer::Retry) => self.retry_request(),
             Event::Loaded { durable, cause } => self.on_loaded(durable, cause),
         }
         self.cut_batch();

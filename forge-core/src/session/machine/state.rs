@@ -22,6 +22,13 @@ pub(super) struct ActiveStream {
     pub sealed: bool,
     /// 0 for the turn's first stream, then one more after each tool batch.
     pub iteration: u32,
+    /// Anything was taken in from the provider: a failure is no longer
+    /// retried (the partial answer is kept instead).
+    pub output_seen: bool,
+    /// The request's attempt, from 1; after a transient failure the
+    /// stream waits for `Timer::Retry` and tries again.
+    pub attempt: u32,
+    pub waiting_to_retry: bool,
 }
 
 pub(super) enum OperationState {

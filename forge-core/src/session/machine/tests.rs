@@ -593,3 +593,91 @@ fn removing_a_session_while_shutting_down_still_answers_the_shutdown() {
     assert!(h.s.is_done());
     assert_eq!(h.s.into_shutdown_replies().len(), 1);
 }
+
+fn transient(after: Option<std::time::Duration>) -> ProviderEvent {
+    ProviderEvent::Error(crate::provider::ProviderError {
+        kind: ErrorKind::ProviderUnavailable,
+        message: "Claude is unavailable (HTTP 529): overloaded_error: Overloaded. Try again shortly.".into(),
+        retry: Some(crate::provider::RetryHint { reason: "overloaded".into(), after }),
+    })
+}
+
+fn retries(h: &Harness) -> Vec<(u32, u32, u64)> {
+    h.published
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Retrying { attempt, max_attempts, delay_ms, .. } => Some((*attempt, *max_attempts, *delay_ms)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_transient_failure_before_any_output_is_retried_after_a_backoff() {
+    let mut h = Harness::new();
+    h.streaming();
+    h.provider(vec![transient(None)]);
+    assert!(!h.request_open);
+    h.settle();
+    let r = retries(&h);
+    assert_eq!(r.len(), 1);
+    assert_eq!((r[0].0, r[0].1), (2, 5), "attempt 2 of 1 + 4 retries");
+    assert!((2000..=2500).contains(&r[0].2), "2 s and up to a quarter of jitter: {}", r[0].2);
+    assert_eq!(h.timers.last(), Some(&Timer::Retry));
+    assert_eq!(h.state(), OperationStateKind::Streaming);
+    h.feed(Event::Timer(Timer::Retry));
+    assert_eq!(h.requests.len(), 2, "the same request again");
+    assert_eq!(h.requests[0].messages, h.requests[1].messages);
+    h.provider(vec![text("fine"), ProviderEvent::Done]);
+    h.settle();
+    assert_eq!(finished(&h).0, MessageStatus::Complete);
+}
+
+#[test]
+fn retry_after_is_honoured_and_the_backoff_doubles_until_the_last_attempt() {
+    let mut h = Harness::new();
+    h.streaming();
+    h.provider(vec![transient(Some(std::time::Duration::from_secs(7)))]);
+    h.feed(Event::Timer(Timer::Retry));
+    for _ in 0..4 {
+        h.provider(vec![transient(None)]);
+        h.feed(Event::Timer(Timer::Retry));
+    }
+    h.settle();
+    let delays: Vec<u64> = retries(&h).iter().map(|r| r.2).collect();
+    assert_eq!(delays.len(), 4, "four retries, then the error stands: {delays:?}");
+    assert_eq!(delays[0], 7000, "retry-after");
+    for (d, base) in delays[1..].iter().zip([4000, 8000, 16000]) {
+        assert!((base..=base * 5 / 4).contains(d), "{delays:?}");
+    }
+    assert_eq!(h.requests.len(), 5);
+    let error = h.published.iter().rev().find_map(|e| match &e.kind {
+        EventKind::TurnFinished { error, .. } => error.clone(),
+        _ => None,
+    });
+    assert!(error.unwrap_or_default().ends_with("(gave up after 5 attempts)"));
+}
+
+#[test]
+fn a_failure_after_output_is_not_retried_and_keeps_the_partial_answer() {
+    let mut h = Harness::new();
+    h.streaming();
+    h.provider(vec![text("half"), transient(None)]);
+    h.settle();
+    assert!(retries(&h).is_empty());
+    assert_eq!(finished(&h).0, MessageStatus::Error);
+    assert_eq!(h.requests.len(), 1);
+}
+
+#[test]
+fn a_cancel_while_waiting_to_retry_ends_the_turn_and_nothing_is_sent_again() {
+    let mut h = Harness::new();
+    h.streaming();
+    h.provider(vec![transient(None)]);
+    let cancel = h.command(|reply| SessionCmd::Cancel { client: client(), drop_queued: false, reply });
+    h.settle();
+    assert!(answered(cancel).is_ok_and(|r| r.cancelled));
+    h.feed(Event::Timer(Timer::Retry));
+    assert_eq!(h.requests.len(), 1);
+    assert_eq!(finished(&h).0, MessageStatus::Cancelled);
+}

@@ -2,11 +2,13 @@
 //! request), take in the provider's events, seal the stream, and, once the
 //! seal is durable, make the answer history and commit the journal entry.
 
+use std::time::Duration;
+
 use forge_proto::{ClientRef, ErrorKind, EventKind, MessageStatus, Role};
 
 use super::pipeline::SealInfo;
 use super::state::{ActiveStream, OperationState};
-use super::{Effect, OnDurable, Session};
+use super::{Effect, OnDurable, Session, Timer};
 use crate::error::EngineError;
 use crate::ids::{new_id, now_ms};
 use crate::journal::StoreOp;
@@ -17,6 +19,12 @@ use crate::store::NodeRow;
 use crate::store::rows::NodeMeta;
 
 const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 8192;
+const DEFAULT_MAX_RETRIES: u32 = 4;
+/// The first retry's wait; it doubles for each one after, up to the cap.
+const RETRY_BASE: Duration = Duration::from_secs(2);
+const RETRY_CAP: Duration = Duration::from_secs(60);
+/// A `retry-after` longer than this is not waited for: the error stands.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(120);
 
 /// What the model is told after an answer that did not finish, so it can
 /// continue honestly instead of believing it said everything.
@@ -134,20 +142,7 @@ impl Session {
             created_ms,
         });
         self.pipeline.begin_stream();
-        let request = ChatRequest {
-            model: self.row.model.clone(),
-            system: Some(self.system_prompt.to_string()).filter(|s| !s.is_empty()),
-            messages: request_messages(&self.path),
-            max_output_tokens: self.config.app.max_output_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS),
-            tools: self.tool_specs(),
-        };
-        let failed = match self.provider_settings() {
-            Ok(settings) => {
-                self.out.push(Effect::StartRequest(Box::new((settings, request))));
-                None
-            }
-            Err(e) => Some(ProviderError::new(e.kind, e.message)),
-        };
+        let failed = self.start_request().err();
         self.state = OperationState::Streaming(ActiveStream {
             stream_id,
             message_id,
@@ -159,20 +154,107 @@ impl Session {
             stop_reason: None,
             sealed: false,
             iteration,
+            output_seen: false,
+            attempt: 1,
+            waiting_to_retry: false,
         });
         if let Some(e) = failed {
             self.on_provider(ProviderEvent::Error(e));
         }
     }
 
+    /// Starts the provider request for the path as it is now.
+    fn start_request(&mut self) -> Result<(), ProviderError> {
+        let request = ChatRequest {
+            model: self.row.model.clone(),
+            system: Some(self.system_prompt.to_string()).filter(|s| !s.is_empty()),
+            messages: request_messages(&self.path),
+            max_output_tokens: self.config.app.max_output_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS),
+            tools: self.tool_specs(),
+        };
+        let settings = self.provider_settings().map_err(|e| ProviderError::new(e.kind, e.message))?;
+        self.out.push(Effect::StartRequest(Box::new((settings, request))));
+        Ok(())
+    }
+
+    /// After a transient failure before any output: how long to wait
+    /// before the next attempt, if there is one. Backoff doubles from
+    /// [`RETRY_BASE`] with up to a quarter of jitter; a `retry-after` the
+    /// provider sent is honoured instead (unless it asks for too long).
+    fn retry_delay(max_retries: u32, stream: &ActiveStream, error: &ProviderError) -> Option<Duration> {
+        let hint = error.retry.as_ref()?;
+        let max_attempts = max_retries + 1;
+        if stream.output_seen || stream.attempt >= max_attempts {
+            return None;
+        }
+        if let Some(after) = hint.after {
+            return (after <= MAX_RETRY_AFTER).then_some(after);
+        }
+        let backoff = RETRY_BASE.saturating_mul(1 << (stream.attempt - 1).min(16)).min(RETRY_CAP);
+        // Jitter from the stream's (random) id: sessions retrying at once
+        // spread out, and a test can replay it.
+        let seed = stream.stream_id.bytes().fold(u64::from(stream.attempt), |h, b| h.wrapping_mul(31) ^ u64::from(b));
+        Some(backoff + backoff.mul_f64((seed % 1000) as f64 / 4000.0))
+    }
+
+    fn max_retries(&self) -> u32 {
+        self.config.app.max_retries.unwrap_or(DEFAULT_MAX_RETRIES)
+    }
+
+    /// A transient failure before any output: tell every client, and try
+    /// again after `delay` (`Timer::Retry`).
+    fn schedule_retry(&mut self, error: ProviderError, delay: Duration) {
+        let max_attempts = self.max_retries() + 1;
+        let OperationState::Streaming(stream) = &mut self.state else { return };
+        stream.attempt += 1;
+        stream.waiting_to_retry = true;
+        let reason = error.retry.map(|r| r.reason).unwrap_or_default();
+        tracing::info!(session = %self.row.id, attempt = stream.attempt, ?delay, %reason, "retrying the provider request");
+        self.pipeline.event(
+            None,
+            EventKind::Retrying {
+                attempt: stream.attempt,
+                max_attempts,
+                delay_ms: delay.as_millis() as u64,
+                reason,
+                error: error.message,
+            },
+        );
+        self.out.push(Effect::StopRequest);
+        self.out.push(Effect::Arm(Timer::Retry, delay));
+    }
+
+    /// `Timer::Retry`: the next attempt, unless the stream ended meanwhile
+    /// (cancelled, or the session stopped).
+    pub(super) fn retry_request(&mut self) {
+        let OperationState::Streaming(stream) = &mut self.state else { return };
+        if stream.sealed || !stream.waiting_to_retry {
+            return;
+        }
+        stream.waiting_to_retry = false;
+        if let Err(e) = self.start_request() {
+            self.on_provider(ProviderEvent::Error(e));
+        }
+    }
+
     /// Ingest: a provider event becomes a journal entry (not yet applied).
     pub(super) fn on_provider(&mut self, ev: ProviderEvent) {
+        let max_retries = self.max_retries();
         let OperationState::Streaming(stream) = &mut self.state else {
             // A late event from a stream that already ended.
             return;
         };
         if stream.sealed {
             return;
+        }
+        if matches!(
+            ev,
+            ProviderEvent::TextDelta(_)
+                | ProviderEvent::ThinkingDelta(_)
+                | ProviderEvent::ToolCallStart { .. }
+                | ProviderEvent::ToolCallArgs { .. }
+        ) {
+            stream.output_seen = true;
         }
         match ev {
             ProviderEvent::TextDelta(text) => {
@@ -190,7 +272,17 @@ impl Session {
             ProviderEvent::Usage(u) => stream.usage = Some(u),
             ProviderEvent::StopReason(r) => stream.stop_reason = Some(r),
             ProviderEvent::Done => self.seal(MessageStatus::Complete, None),
-            ProviderEvent::Error(e) => self.seal(MessageStatus::Error, Some((e.kind, e.message))),
+            ProviderEvent::Error(e) => {
+                let attempt = stream.attempt;
+                match Self::retry_delay(max_retries, stream, &e) {
+                    Some(delay) => self.schedule_retry(e, delay),
+                    None if attempt > 1 => {
+                        let message = format!("{} (gave up after {attempt} attempts)", e.message);
+                        self.seal(MessageStatus::Error, Some((e.kind, message)))
+                    }
+                    None => self.seal(MessageStatus::Error, Some((e.kind, e.message))),
+                }
+            }
         }
     }
 
