@@ -114,8 +114,12 @@ async fn an_unreachable_provider_is_a_clear_error() {
     // A port nothing listens on.
     let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap_or(9);
     forge.set_env("OPENAI_BASE_URL", &format!("http://127.0.0.1:{port}/v1"));
+    // One retry (after about 2 s), not the default four.
+    forge.write_config("[app]\nmax_retries = 1\n");
     forge.start().await;
     let r = forge.ctl(&["send", "--provider", "openai", "hello"]).await;
     assert_eq!(r.code, 4, "{}", r.stderr);
     assert!(r.stderr.contains("cannot reach OpenAI"), "{}", r.stderr);
+    assert!(r.stderr.contains("(attempt 2/2): unreachable"), "the retry is shown: {}", r.stderr);
+    assert!(r.stderr.contains("gave up after 2 attempts"), "{}", r.stderr);
 }
