@@ -89,6 +89,13 @@ Ctrl-C cancels the turn (the partial answer is kept, marked cancelled).")]
         #[arg(long)]
         system: bool,
     },
+    /// List the models Forge knows: context window and most output tokens
+    /// (add local models with [[models]] in config.toml)
+    Models {
+        /// Only this provider's (claude, openai, gemini)
+        #[arg(long)]
+        provider: Option<String>,
+    },
     /// Cancel the running turn of a session (the partial answer is kept)
     Cancel {
         /// Session id, id prefix or name
@@ -178,6 +185,7 @@ fn main() -> ExitCode {
             Command::Context { session, system } => cmd::session::context(&g, &session, system).await,
             Command::Cancel { session, drop_queued } => cmd::misc::cancel(&g, &session, drop_queued).await,
             Command::Status => cmd::misc::status(&g).await,
+            Command::Models { provider } => cmd::misc::models(&g, provider).await,
             Command::Approvals => cmd::approvals::list(&g).await,
             Command::ToolResult { session, call_id, error, output } => {
                 cmd::approvals::tool_result(&g, &session, call_id, error, output).await

@@ -47,6 +47,20 @@ pub struct ForgeConfig {
     pub tools: ToolsConfig,
     #[serde(default)]
     pub journal: JournalConfig,
+    /// Models the built-in catalog does not know (local servers' above all).
+    #[serde(default)]
+    pub models: Vec<ModelConfig>,
+}
+
+/// A `[[models]]` entry.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    pub name: String,
+    /// claude, openai or gemini (the wire format it speaks).
+    pub provider: String,
+    pub context_window: u64,
+    pub max_output_tokens: u32,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -183,7 +197,7 @@ impl ForgeConfig {
                 ),
             });
         }
-        Ok(())
+        crate::catalog::validate(self).map_err(|e| ConfigError::Value { path: path.to_path_buf(), message: e.message })
     }
 }
 

@@ -363,6 +363,29 @@ impl Engine {
         handle.request(|reply| SessionCmd::Context { system, reply }).await
     }
 
+    /// The models Forge knows, optionally of one provider.
+    pub fn models(&self, provider: Option<&str>) -> Result<Vec<forge_proto::ModelInfo>, EngineError> {
+        let provider = match provider {
+            None => None,
+            Some(p) => Some(ProviderKind::parse(p).ok_or_else(|| {
+                EngineError::new(
+                    ErrorKind::InvalidParams,
+                    format!("unknown provider \"{p}\"; use claude (or anthropic), openai or gemini"),
+                )
+            })?),
+        };
+        Ok(crate::catalog::list(&self.shared().config, provider)
+            .into_iter()
+            .map(|m| forge_proto::ModelInfo {
+                name: m.name,
+                provider: m.provider.as_str().to_string(),
+                context_window: m.context_window,
+                max_output_tokens: m.max_output_tokens,
+                source: m.source.as_str().to_string(),
+            })
+            .collect())
+    }
+
     /// The tools and what the approval policy does with each.
     pub fn tools(&self) -> Vec<forge_proto::ToolInfo> {
         let policy = crate::tools::policy::ApprovalPolicy::from_config(self.shared().config.tools.approval.as_ref());

@@ -1,4 +1,4 @@
-//! The providers Forge knows by name, and what is known of their models.
+//! The providers Forge knows by name (their models are in `catalog.rs`).
 //! A leaf module: the configuration and the provider clients both use it.
 
 /// The providers Forge knows by name.
@@ -7,22 +7,6 @@ pub enum ProviderKind {
     Claude,
     OpenAi,
     Gemini,
-}
-
-/// The context window of well-known model families, in tokens.
-pub fn context_window(model: &str) -> Option<u64> {
-    let m = model.to_ascii_lowercase();
-    if m.starts_with("claude") {
-        Some(200_000)
-    } else if m.starts_with("gpt-5") || m.starts_with("gpt-4.1") {
-        Some(400_000)
-    } else if m.starts_with("gpt-4o") || m.starts_with("o3") || m.starts_with("o4") {
-        Some(128_000)
-    } else if m.starts_with("gemini") {
-        Some(1_048_576)
-    } else {
-        None
-    }
 }
 
 impl ProviderKind {

@@ -73,6 +73,11 @@ pub trait ForgeApi {
     #[method(name = "session.context", param_kind = map)]
     async fn session_context(&self, session: String, system: Option<bool>) -> RpcResult<ContextInfo>;
 
+    /// The models Forge knows (built in and from `[[models]]`), optionally
+    /// of one provider.
+    #[method(name = "models.list", param_kind = map)]
+    async fn models_list(&self, provider: Option<String>) -> RpcResult<Vec<ModelInfo>>;
+
     /// The tools the model may call, with their risk and approval rule.
     #[method(name = "tools.list", param_kind = map)]
     async fn tools_list(&self) -> RpcResult<Vec<ToolInfo>>;

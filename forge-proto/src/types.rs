@@ -436,6 +436,19 @@ pub struct ToolInfo {
     pub approval: String,
 }
 
+/// A model, as `models.list` reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelInfo {
+    pub name: String,
+    /// `claude`, `openai` or `gemini`.
+    pub provider: String,
+    pub context_window: u64,
+    pub max_output_tokens: u32,
+    /// `builtin` (Forge's table of current models) or `config` (a
+    /// `[[models]]` entry).
+    pub source: String,
+}
+
 /// `session.context`: how much of the model's context the session uses.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ContextInfo {

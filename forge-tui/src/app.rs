@@ -76,7 +76,8 @@ impl ModalEffect {
 /// A model the picker offers: (provider, model).
 pub type ModelChoice = (String, String);
 
-/// The models the picker lists; `/model NAME` takes any other.
+/// The models the picker lists until the daemon's catalog arrives
+/// (`models.list`); `/model NAME` takes any other.
 pub const MODELS: &[(&str, &str)] = &[
     ("claude", "claude-sonnet-4-6"),
     ("claude", "claude-opus-4-6"),

@@ -47,6 +47,8 @@ enum Msg {
     SessionGone(String),
     /// A message the daemon refused: back into the draft.
     SendFailed(String, String),
+    /// The daemon's model catalog, for the picker.
+    Models(Vec<forge_proto::ModelInfo>),
 }
 
 type Term = Terminal<CrosstermBackend<Stdout>>;
@@ -109,6 +111,15 @@ async fn run_loop(
 ) -> anyhow::Result<()> {
     let (tx, mut rx) = mpsc::channel::<Msg>(4096);
     spawn_follow(socket.clone(), session.to_string(), 1, tx.clone());
+    {
+        // The picker lists what the daemon's catalog knows (`forgectl models`).
+        let (client, tx) = (client.clone(), tx.clone());
+        tokio::spawn(async move {
+            if let Ok(models) = client.models_list(None).await {
+                let _ = tx.send(Msg::Models(models)).await;
+            }
+        });
+    }
     let mut cache = RenderCache::default();
     let mut tick = tokio::time::interval(FRAME);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -198,6 +209,10 @@ fn apply(
             app.notify(Level::Info, "reconnected to forged");
         }
         Msg::Notice(level, text) => app.notify(level, text),
+        Msg::Models(models) if !models.is_empty() => {
+            app.models = models.into_iter().map(|m| (m.provider, m.name)).collect();
+        }
+        Msg::Models(_) => {}
         Msg::SessionGone(text) => {
             app.connection = Connection::Gone;
             app.notify(Level::Error, text);

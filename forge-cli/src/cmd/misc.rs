@@ -24,6 +24,22 @@ pub async fn cancel(g: &Global, session: &str, drop_queued: bool) -> Result<(), 
     Ok(())
 }
 
+pub async fn models(g: &Global, provider: Option<String>) -> Result<(), Failure> {
+    let conn = daemon(g).await?;
+    let models = conn.client.models_list(provider).await?;
+    if g.json {
+        for m in &models {
+            json_line(m);
+        }
+        return Ok(());
+    }
+    println!("{:<28} {:<8} {:>10} {:>11}  SOURCE", "MODEL", "PROVIDER", "CONTEXT", "MAX OUTPUT");
+    for m in &models {
+        println!("{:<28} {:<8} {:>10} {:>11}  {}", m.name, m.provider, m.context_window, m.max_output_tokens, m.source);
+    }
+    Ok(())
+}
+
 pub async fn status(g: &Global) -> Result<(), Failure> {
     let conn = daemon(g).await?;
     let s = conn.client.daemon_status().await?;

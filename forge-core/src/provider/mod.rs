@@ -11,7 +11,7 @@ mod sse;
 use std::time::Duration;
 
 use crate::config::{ForgeConfig, expand_env_vars};
-pub use crate::provider_kind::{ProviderKind, context_window};
+pub use crate::provider_kind::ProviderKind;
 pub use crate::redact::redact_secrets;
 pub use errors::{ProviderError, RetryHint};
 use forge_proto::{ToolCallRecord, Usage};

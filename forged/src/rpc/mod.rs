@@ -137,6 +137,10 @@ impl ForgeApiServer for ConnServer {
         self.engine().context(&session, system.unwrap_or(false)).await.map_err(to_rpc)
     }
 
+    async fn models_list(&self, provider: Option<String>) -> RpcResult<Vec<forge_proto::ModelInfo>> {
+        self.engine().models(provider.as_deref()).map_err(to_rpc)
+    }
+
     async fn tools_list(&self) -> RpcResult<Vec<forge_proto::ToolInfo>> {
         Ok(self.engine().tools())
     }

@@ -8,6 +8,7 @@ use tokio::sync::oneshot;
 
 use super::state::OperationState;
 use super::{Effect, Exit, OnDurable, ReadyReply, Responder, Session};
+use crate::catalog::Source;
 use crate::error::EngineError;
 use crate::ids::new_id;
 use crate::journal::StoreOp;
@@ -267,7 +268,7 @@ impl Session {
             messages: self.path.len() as u64,
             chars: chars as u64,
             estimated_tokens: chars.div_ceil(4) as u64,
-            context_window: crate::provider::context_window(&self.row.model),
+            context_window: self.model_info().filter(|m| m.source != Source::Default).map(|m| m.context_window),
             last_input_tokens: None,
             system_prompt: system.then(|| self.system_prompt.to_string()),
         }

@@ -85,7 +85,7 @@ pub(crate) fn chat_message(n: &NodeRow) -> Option<ChatMessage> {
 }
 
 impl Session {
-    fn provider_kind(&self) -> Result<ProviderKind, EngineError> {
+    pub(super) fn provider_kind(&self) -> Result<ProviderKind, EngineError> {
         ProviderKind::parse(&self.row.provider)
             .ok_or_else(|| EngineError::new(ErrorKind::Config, format!("unknown provider \"{}\"", self.row.provider)))
     }
@@ -163,14 +163,37 @@ impl Session {
         }
     }
 
-    /// Starts the provider request for the path as it is now.
+    /// What the catalog knows of the session's model.
+    pub(super) fn model_info(&self) -> Option<crate::catalog::ModelInfo> {
+        let kind = self.provider_kind().ok()?;
+        Some(crate::catalog::lookup(&self.config, kind, &self.row.model))
+    }
+
+    /// Starts the provider request for the path as it is now. It asks for
+    /// `[app] max_output_tokens` (8192 by default), clamped to the model's
+    /// limit and to what its window has left after the input.
     fn start_request(&mut self) -> Result<(), ProviderError> {
+        let messages = request_messages(&self.path);
+        let tools = self.tool_specs();
+        let requested = self.config.app.max_output_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS);
+        let max_output_tokens = match self.model_info() {
+            Some(model) => {
+                let input: usize = self.system_prompt.len()
+                    + messages
+                        .iter()
+                        .map(|m| m.text.len() + m.tool_calls.iter().map(|c| c.arguments.len()).sum::<usize>())
+                        .sum::<usize>()
+                    + tools.iter().map(|t| t.description.len() + t.parameters.to_string().len()).sum::<usize>();
+                crate::catalog::effective_max_output(requested, &model, crate::catalog::estimate_tokens(input))
+            }
+            None => requested,
+        };
         let request = ChatRequest {
             model: self.row.model.clone(),
             system: Some(self.system_prompt.to_string()).filter(|s| !s.is_empty()),
-            messages: request_messages(&self.path),
-            max_output_tokens: self.config.app.max_output_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS),
-            tools: self.tool_specs(),
+            messages,
+            max_output_tokens,
+            tools,
         };
         let settings = self.provider_settings().map_err(|e| ProviderError::new(e.kind, e.message))?;
         self.out.push(Effect::StartRequest(Box::new((settings, request))));

@@ -1,0 +1,214 @@
+//! The model catalog: what Forge knows of each model (context window, most
+//! output tokens) for the current models of each provider, families by
+//! prefix, `[[models]]` entries from the configuration for local models, and
+//! a conservative default for anything else. Also the rule that sizes a
+//! request's output: the smallest of what was asked for, the model's limit
+//! and what is left of its window, never below 1.
+
+use forge_proto::ErrorKind;
+
+use crate::config::ForgeConfig;
+use crate::error::EngineError;
+use crate::provider_kind::ProviderKind;
+
+/// What Forge knows of a model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelInfo {
+    pub name: String,
+    pub provider: ProviderKind,
+    pub context_window: u64,
+    pub max_output_tokens: u32,
+    pub source: Source,
+}
+
+/// Where a model's figures come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// Forge's own table of current models.
+    Builtin,
+    /// A `[[models]]` entry.
+    Config,
+    /// The model's family (its name's prefix).
+    Family,
+    /// Nothing known: conservative figures.
+    Default,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Builtin => "builtin",
+            Source::Config => "config",
+            Source::Family => "family",
+            Source::Default => "default",
+        }
+    }
+}
+
+use ProviderKind::{Claude, Gemini, OpenAi};
+
+/// Current models: (name, provider, context window, max output tokens).
+/// Figures from the vendors' model pages (2026); treat them as defaults
+/// that `[[models]]` can override.
+const KNOWN: &[(&str, ProviderKind, u64, u32)] = &[
+    ("claude-opus-5", Claude, 1_000_000, 128_000),
+    ("claude-sonnet-5", Claude, 1_000_000, 128_000),
+    ("claude-fable-5", Claude, 1_000_000, 128_000),
+    ("claude-opus-4-7", Claude, 1_000_000, 128_000),
+    ("claude-opus-4-6", Claude, 1_000_000, 128_000),
+    ("claude-sonnet-4-6", Claude, 1_000_000, 64_000),
+    ("claude-haiku-4-5", Claude, 200_000, 64_000),
+    ("gpt-5.5", OpenAi, 1_050_000, 128_000),
+    ("gpt-5.4", OpenAi, 1_000_000, 128_000),
+    ("gpt-5.4-mini", OpenAi, 400_000, 128_000),
+    ("gpt-5.2", OpenAi, 400_000, 128_000),
+    ("gpt-5.1", OpenAi, 400_000, 128_000),
+    ("gpt-5", OpenAi, 400_000, 128_000),
+    ("gemini-3.5-pro", Gemini, 1_048_576, 65_536),
+    ("gemini-3.5-flash", Gemini, 1_048_576, 65_536),
+    ("gemini-3.1-pro-preview", Gemini, 1_048_576, 65_536),
+    ("gemini-3-flash-preview", Gemini, 1_048_576, 65_536),
+];
+
+/// Families by name prefix, for models not in the table.
+const FAMILIES: &[(&str, u64, u32)] = &[
+    ("claude", 200_000, 64_000),
+    ("gpt-5", 400_000, 128_000),
+    ("gpt-4.1", 1_000_000, 32_768),
+    ("gpt-4o", 128_000, 16_384),
+    ("o3", 200_000, 100_000),
+    ("o4", 200_000, 100_000),
+    ("gemini", 1_048_576, 65_536),
+];
+
+/// For a model nothing is known of (a local server's, say): small enough
+/// not to overrun it. A `[[models]]` entry gives the real figures.
+const UNKNOWN: (u64, u32) = (32_768, 4_096);
+
+/// Checks the `[[models]]` entries: a known provider, figures above zero.
+pub fn validate(config: &ForgeConfig) -> Result<(), EngineError> {
+    for (i, m) in config.models.iter().enumerate() {
+        let which = format!("[[models]] entry {} (`{}`)", i + 1, m.name);
+        let bad = |what: String| Err(EngineError::new(ErrorKind::Config, format!("{which}: {what}")));
+        if m.name.trim().is_empty() {
+            return bad("`name` is empty".into());
+        }
+        if ProviderKind::parse(&m.provider).is_none() {
+            return bad(format!("unknown provider \"{}\"; use claude, openai or gemini", m.provider));
+        }
+        if m.context_window == 0 || m.max_output_tokens == 0 {
+            return bad("`context_window` and `max_output_tokens` must be at least 1".into());
+        }
+    }
+    if config.app.max_output_tokens == Some(0) {
+        return Err(EngineError::new(ErrorKind::Config, "[app] max_output_tokens must be at least 1"));
+    }
+    Ok(())
+}
+
+/// What is known of `model` at `provider`: a `[[models]]` entry first,
+/// then the built-in table, the family, or the conservative default.
+pub fn lookup(config: &ForgeConfig, provider: ProviderKind, model: &str) -> ModelInfo {
+    let info = |context_window, max_output_tokens, source| ModelInfo {
+        name: model.to_string(),
+        provider,
+        context_window,
+        max_output_tokens,
+        source,
+    };
+    if let Some(m) =
+        config.models.iter().find(|m| m.name == model && ProviderKind::parse(&m.provider) == Some(provider))
+    {
+        return info(m.context_window, m.max_output_tokens, Source::Config);
+    }
+    if let Some((_, _, window, out)) = KNOWN.iter().find(|(name, p, _, _)| *name == model && *p == provider) {
+        return info(*window, *out, Source::Builtin);
+    }
+    let lower = model.to_ascii_lowercase();
+    match FAMILIES.iter().find(|(prefix, _, _)| lower.starts_with(prefix)) {
+        Some((_, window, out)) => info(*window, *out, Source::Family),
+        None => info(UNKNOWN.0, UNKNOWN.1, Source::Default),
+    }
+}
+
+/// Every model the catalog names (built-in and configured), optionally of
+/// one provider.
+pub fn list(config: &ForgeConfig, provider: Option<ProviderKind>) -> Vec<ModelInfo> {
+    let configured = config.models.iter().filter_map(|m| {
+        let p = ProviderKind::parse(&m.provider)?;
+        Some(lookup(config, p, &m.name))
+    });
+    let builtin = KNOWN.iter().map(|(name, p, _, _)| lookup(config, *p, name));
+    let mut all: Vec<ModelInfo> = configured.collect();
+    for m in builtin {
+        if !all.iter().any(|c| c.name == m.name && c.provider == m.provider) {
+            all.push(m);
+        }
+    }
+    all.retain(|m| provider.is_none_or(|p| p == m.provider));
+    all
+}
+
+/// The output tokens a request may ask for: what was asked (`requested`),
+/// no more than the model gives or than what is left of its window after
+/// `input_tokens`, and never below 1.
+pub fn effective_max_output(requested: u32, model: &ModelInfo, input_tokens: u64) -> u32 {
+    let left = model.context_window.saturating_sub(input_tokens);
+    let left = u32::try_from(left).unwrap_or(u32::MAX);
+    requested.min(model.max_output_tokens).min(left).max(1)
+}
+
+/// A cautious count of the tokens in `bytes` of text, code or JSON (about
+/// 3.5 bytes a token: it over-counts rather than under-counts).
+pub fn estimate_tokens(bytes: usize) -> u64 {
+    (bytes as u64 * 2).div_ceil(7)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A configuration as written, not yet validated.
+    fn config(text: &str) -> ForgeConfig {
+        toml::from_str(text).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn a_configured_model_comes_first_then_the_table_the_family_and_the_default() {
+        let c = config(
+            "[[models]]\nname = \"llama3.2\"\nprovider = \"openai\"\ncontext_window = 8192\nmax_output_tokens = 1024\n",
+        );
+        let llama = lookup(&c, OpenAi, "llama3.2");
+        assert_eq!((llama.context_window, llama.max_output_tokens, llama.source), (8192, 1024, Source::Config));
+        assert_eq!(lookup(&c, Claude, "claude-haiku-4-5").source, Source::Builtin);
+        assert_eq!(lookup(&c, Claude, "claude-next-9").source, Source::Family);
+        let unknown = lookup(&c, OpenAi, "qwen-coder");
+        assert_eq!((unknown.context_window, unknown.source), (32_768, Source::Default));
+        assert!(list(&c, Some(OpenAi)).iter().any(|m| m.name == "llama3.2"));
+        assert!(list(&c, Some(Gemini)).iter().all(|m| m.provider == Gemini));
+    }
+
+    #[test]
+    fn output_is_clamped_to_the_model_and_the_window_and_never_below_one() {
+        let small = ModelInfo {
+            name: "m".into(),
+            provider: OpenAi,
+            context_window: 8192,
+            max_output_tokens: 1024,
+            source: Source::Config,
+        };
+        assert_eq!(effective_max_output(8192, &small, 100), 1024, "the model's limit");
+        assert_eq!(effective_max_output(512, &small, 100), 512, "what was asked");
+        assert_eq!(effective_max_output(8192, &small, 7800), 392, "what is left of the window");
+        assert_eq!(effective_max_output(8192, &small, 9000), 1, "never below 1");
+    }
+
+    #[test]
+    fn bad_entries_are_refused_with_their_place() {
+        let c = config("[[models]]\nname = \"x\"\nprovider = \"acme\"\ncontext_window = 1\nmax_output_tokens = 1\n");
+        let err = validate(&c).err().map(|e| e.message).unwrap_or_default();
+        assert!(err.contains("entry 1") && err.contains("acme"), "{err}");
+        let c = config("[app]\nmax_output_tokens = 0\n");
+        assert!(validate(&c).is_err());
+    }
+}
