@@ -95,8 +95,8 @@ impl PromptEnv {
     /// Looks at the session's environment now (its directory, git, the
     /// configuration in force).
     pub fn detect(cwd: &str, config: &ForgeConfig, tools: &ToolRegistry, now_ms: i64) -> Self {
-        let sandbox = Sandbox::for_session(Path::new(cwd), config.tools.sandbox.as_ref());
-        let roots: Vec<String> = sandbox.roots().iter().map(|r| r.display().to_string()).collect();
+        let (roots, denied) = Sandbox::outline(Path::new(cwd), config.tools.sandbox.as_ref());
+        let roots: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
         let approval = config.tools.approval.as_ref();
         let policy = ApprovalPolicy::from_config(approval);
         let (mut ask, mut refused) = (Vec::new(), Vec::new());
@@ -117,7 +117,7 @@ impl PromptEnv {
         PromptEnv {
             cwd: cwd.to_string(),
             roots: roots.join(", "),
-            denied: sandbox.denied_patterns().join(" "),
+            denied: denied.join(" "),
             os: format!("{} ({})", std::env::consts::OS, std::env::consts::ARCH),
             shell: crate::tools::builtin::run_command::shell(),
             date: format!("{} (UTC)", date.get(..10).unwrap_or(&date)),

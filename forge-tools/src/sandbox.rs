@@ -13,6 +13,36 @@ use super::DenialReason;
 pub const DEFAULT_DENIES: &[&str] =
     &["**/.ssh/**", "**/.gnupg/**", "**/id_rsa*", "**/*.pem", "**/*.key", "**/.env*", "**/secrets/**"];
 
+/// The working directory resolved, the roots under it (absolute; the
+/// directory itself when none is given), and the paths a client may give
+/// for them when they differ (a symlinked directory).
+fn resolve_roots(given_cwd: &Path, roots: &[String]) -> (PathBuf, Vec<PathBuf>, Vec<(PathBuf, PathBuf)>) {
+    let cwd = given_cwd.canonicalize().unwrap_or_else(|_| given_cwd.to_path_buf());
+    let mut aliases: Vec<(PathBuf, PathBuf)> = roots
+        .iter()
+        .filter_map(|r| Some((given_cwd.join(r), cwd.join(r).canonicalize().ok()?)))
+        .filter(|(given, real)| given != real)
+        .collect();
+    if given_cwd != cwd {
+        aliases.push((given_cwd.to_path_buf(), cwd.clone()));
+    }
+    let mut root_paths: Vec<PathBuf> =
+        roots.iter().map(|r| cwd.join(r)).filter_map(|r| r.canonicalize().ok()).collect();
+    if root_paths.is_empty() {
+        root_paths.push(cwd.clone());
+    }
+    (cwd, root_paths, aliases)
+}
+
+/// The configured deny patterns, then the defaults if they are on.
+fn pattern_list(denied: &[String], include_defaults: bool) -> Vec<String> {
+    let mut patterns: Vec<String> = denied.to_vec();
+    if include_defaults {
+        patterns.extend(DEFAULT_DENIES.iter().map(|s| s.to_string()));
+    }
+    patterns
+}
+
 #[derive(Debug, Clone)]
 pub struct Sandbox {
     cwd: PathBuf,
@@ -27,30 +57,10 @@ pub struct Sandbox {
 impl Sandbox {
     /// `roots` relative to `cwd`; empty means `cwd` alone.
     pub fn new(cwd: &Path, roots: &[String], denied: &[String], include_defaults: bool, allow_absolute: bool) -> Self {
-        let given_cwd = cwd;
-        let cwd = cwd.canonicalize().unwrap_or_else(|_| cwd.to_path_buf());
-        // Each root as the user spelled it (through a linked directory,
-        // say) and as it really is: a model may use either.
-        let mut aliases: Vec<(PathBuf, PathBuf)> = roots
-            .iter()
-            .filter_map(|r| Some((given_cwd.join(r), cwd.join(r).canonicalize().ok()?)))
-            .filter(|(given, real)| given != real)
-            .collect();
-        if given_cwd != cwd {
-            aliases.push((given_cwd.to_path_buf(), cwd.clone()));
-        }
-        let mut root_paths: Vec<PathBuf> =
-            roots.iter().map(|r| cwd.join(r)).filter_map(|r| r.canonicalize().ok()).collect();
-        if root_paths.is_empty() {
-            root_paths.push(cwd.clone());
-        }
-        let mut patterns: Vec<String> = denied.to_vec();
-        if include_defaults {
-            patterns.extend(DEFAULT_DENIES.iter().map(|s| s.to_string()));
-        }
+        let (cwd, root_paths, aliases) = resolve_roots(cwd, roots);
         let mut builder = GlobSetBuilder::new();
         let mut kept = Vec::new();
-        for p in patterns {
+        for p in pattern_list(denied, include_defaults) {
             if let Ok(g) = Glob::new(&p) {
                 builder.add(g);
                 kept.push(p);
@@ -71,14 +81,14 @@ impl Sandbox {
         Sandbox::new(cwd, &roots, &denied, defaults, absolute)
     }
 
-    /// The roots the tools may reach (absolute).
-    pub fn roots(&self) -> &[PathBuf] {
-        &self.roots
-    }
-
-    /// The deny patterns in force.
-    pub fn denied_patterns(&self) -> &[String] {
-        &self.patterns
+    /// The roots (absolute) and deny patterns a session's sandbox has, to
+    /// describe them: without compiling the patterns, which costs memory.
+    pub fn outline(cwd: &Path, config: Option<&crate::config::ToolSandboxConfig>) -> (Vec<PathBuf>, Vec<String>) {
+        let roots = config.and_then(|s| s.allowed_roots.clone()).unwrap_or_default();
+        let denied = config.and_then(|s| s.denied_patterns.clone()).unwrap_or_default();
+        let defaults = config.and_then(|s| s.include_default_denies).unwrap_or(true);
+        let (_, roots, _) = resolve_roots(cwd, &roots);
+        (roots, pattern_list(&denied, defaults))
     }
 
     pub fn cwd(&self) -> &Path {
