@@ -287,3 +287,29 @@ async fn tool_calls_run_and_the_model_continues_with_their_results() {
         assert_eq!(kinds.iter().filter(|k| **k == "turn_finished").count(), 1, "one turn");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thinking_is_kept_apart_from_the_answer_and_shown_on_request() {
+    let (_mock, forge) = setup().await;
+    for provider in ["claude", "openai"] {
+        let id = forge.new_session(&["--provider", provider]).await;
+        let quiet = forge.ok(&["send", "-s", &id, "mock:thinking=3 mock:tokens=4 think first"]).await;
+        assert_eq!(quiet.stdout, format!("{}\n", token_text(4)), "{provider}: stdout is the answer alone");
+        assert!(!quiet.stderr.contains("thought0"), "{provider}: thinking only on request: {}", quiet.stderr);
+        let shown = forge.ok(&["send", "-s", &id, "--thinking", "mock:thinking=3 mock:tokens=4 again"]).await;
+        assert_eq!(shown.stdout, format!("{}\n", token_text(4)), "{provider}");
+        assert!(
+            shown.stderr.contains("forgectl: thinking: thought0 thought1 thought2 \n"),
+            "{provider}: thinking on stderr: {}",
+            shown.stderr
+        );
+        let events = forge.ok(&["--json", "attach", &id, "--until-idle"]).await.json_lines();
+        let thought: String =
+            events.iter().filter(|e| e["kind"] == "thinking_delta").filter_map(|e| e["text"].as_str()).collect();
+        assert_eq!(
+            thought,
+            "thought0 thought1 thought2 ".repeat(2),
+            "{provider}: thinking is journaled as its own kind"
+        );
+    }
+}

@@ -27,6 +27,10 @@ pub struct SendArgs {
     /// denylist or the sandbox forbids)
     #[arg(long)]
     auto_approve: bool,
+    /// Also print the model's thinking, on stderr (the answer alone goes
+    /// to stdout)
+    #[arg(long)]
+    thinking: bool,
     /// The message; `-` reads it from stdin
     #[arg(required = true, num_args = 1.., value_name = "MESSAGE")]
     message: Vec<String>,
@@ -86,6 +90,8 @@ pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
 
     let mut sub = Follow::start(&conn, sent.session_id.clone(), Some(sent.seq)).await?;
     let mut in_turn = false;
+    // Thinking is being printed on stderr: end its line before anything else.
+    let mut thinking_shown = false;
     let mut interrupted = false;
     let mut stdout = std::io::stdout();
     let mut ends_with_newline = true;
@@ -135,7 +141,17 @@ pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
         }
         match &ev.kind {
             EventKind::TurnStarted { message_id, .. } if *message_id == sent.message_id => in_turn = true,
+            EventKind::ThinkingDelta { text } if in_turn && a.thinking && !g.json => {
+                if !thinking_shown {
+                    eprint!("forgectl: thinking: ");
+                    thinking_shown = true;
+                }
+                eprint!("{text}");
+            }
             EventKind::TextDelta { text } if in_turn && !g.json => {
+                if std::mem::take(&mut thinking_shown) {
+                    eprintln!();
+                }
                 let _ = stdout.write_all(text.as_bytes());
                 let _ = stdout.flush();
                 ends_with_newline = text.ends_with('\n');
@@ -192,6 +208,9 @@ pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
                 eprintln!("forgectl: tool {name} {verdict}: {}", crate::output::first_line(output, 100));
             }
             EventKind::TurnFinished { message_id, status, error, .. } if *message_id == sent.message_id => {
+                if std::mem::take(&mut thinking_shown) {
+                    eprintln!();
+                }
                 if !g.json && !ends_with_newline {
                     let _ = writeln!(stdout);
                 }

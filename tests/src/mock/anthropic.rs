@@ -25,24 +25,41 @@ impl Format for Anthropic {
         true
     }
 
-    fn start(&self, model: &str) -> Vec<String> {
+    fn start(&self, model: &str, thinking: &[String]) -> Vec<String> {
         let start = json!({"type":"message_start","message":{"id":"msg_mock","type":"message","role":"assistant",
             "model":model,"content":[],"stop_reason":null,"stop_sequence":null,
             "usage":{"input_tokens":12,"output_tokens":1}}});
-        vec![
-            sse(Some("message_start"), &start),
-            sse(
+        let mut out = vec![sse(Some("message_start"), &start)];
+        if !thinking.is_empty() {
+            out.push(sse(
                 Some("content_block_start"),
-                &json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}),
-            ),
-            "event: ping\ndata: {\"type\": \"ping\"}\n\n".to_string(),
-        ]
+                &json!({"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}),
+            ));
+            for piece in thinking {
+                out.push(sse(
+                    Some("content_block_delta"),
+                    &json!({"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":piece}}),
+                ));
+            }
+            out.push(sse(
+                Some("content_block_delta"),
+                &json!({"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"EqQBCgIYAhIM-mock-signature"}}),
+            ));
+            out.push(sse(Some("content_block_stop"), &json!({"type":"content_block_stop","index":0})));
+        }
+        let text = usize::from(!thinking.is_empty());
+        out.push(sse(
+            Some("content_block_start"),
+            &json!({"type":"content_block_start","index":text,"content_block":{"type":"text","text":""}}),
+        ));
+        out.push("event: ping\ndata: {\"type\": \"ping\"}\n\n".to_string());
+        out
     }
 
-    fn text(&self, _model: &str, chunk: &str) -> String {
+    fn text(&self, _model: &str, block: usize, chunk: &str) -> String {
         sse(
             Some("content_block_delta"),
-            &json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":chunk}}),
+            &json!({"type":"content_block_delta","index":block,"delta":{"type":"text_delta","text":chunk}}),
         )
     }
 
@@ -50,12 +67,12 @@ impl Format for Anthropic {
         sse(Some("error"), &json!({"type":"error","error":{"type":"overloaded_error","message":"Overloaded (mock)"}}))
     }
 
-    fn text_end(&self) -> Vec<String> {
-        vec![sse(Some("content_block_stop"), &json!({"type":"content_block_stop","index":0}))]
+    fn text_end(&self, block: usize) -> Vec<String> {
+        vec![sse(Some("content_block_stop"), &json!({"type":"content_block_stop","index":block}))]
     }
 
-    fn tool_call(&self, _model: &str, k: usize, id: &str, name: &str, args: &str) -> Vec<String> {
-        let index = k + 1;
+    fn tool_call(&self, _model: &str, block: usize, _k: usize, id: &str, name: &str, args: &str) -> Vec<String> {
+        let index = block;
         let mut out = vec![sse(
             Some("content_block_start"),
             &json!({"type":"content_block_start","index":index,"content_block":{"type":"tool_use","id":id,"name":name,"input":{}}}),

@@ -39,6 +39,8 @@ Directives: words in the last user message script the reply (removed from any ec
   mock:fail=N               ...only the first N times this message is sent
                             (`mock:status=529 mock:fail=2`: two overloads, then an answer)
   mock:retry_after=S        send retry-after: S with the error
+  mock:thinking=N           think N pieces `thought0 thought1 ...` before answering
+                            (a signed thinking block; reasoning_content for OpenAI)
   mock:midstream_error=N    after N text chunks, report an error inside the stream
   mock:drop=N               after N text chunks, cut the connection
   mock:malformed=N          after N text chunks, send an SSE event that is not JSON
@@ -101,15 +103,19 @@ trait Format: Sync {
     /// Whether a request without a key is refused (OpenAI-compatible local
     /// servers take none).
     fn key_required(&self) -> bool;
-    /// Events before the first text chunk.
-    fn start(&self, model: &str) -> Vec<String>;
-    fn text(&self, model: &str, chunk: &str) -> String;
+    /// Events before the first text chunk: the thinking (`thinking`, in
+    /// pieces; a content block of its own before the text where the format
+    /// has blocks), then the start of the text.
+    fn start(&self, model: &str, thinking: &[String]) -> Vec<String>;
+    /// A text chunk; `block` is the text's content block (after thinking).
+    fn text(&self, model: &str, block: usize, chunk: &str) -> String;
     /// An error reported inside the stream.
     fn midstream_error(&self) -> String;
     /// Events after the last text chunk.
-    fn text_end(&self) -> Vec<String>;
-    /// The `k`-th tool call, its arguments in small fragments.
-    fn tool_call(&self, model: &str, k: usize, id: &str, name: &str, args: &str) -> Vec<String>;
+    fn text_end(&self, block: usize) -> Vec<String>;
+    /// The `k`-th tool call (content block `block`), its arguments in
+    /// small fragments.
+    fn tool_call(&self, model: &str, block: usize, k: usize, id: &str, name: &str, args: &str) -> Vec<String>;
     fn finish(&self, model: &str, tool_use: bool, output_tokens: usize) -> Vec<String>;
 }
 
@@ -209,6 +215,8 @@ struct Script {
     tokens: Option<usize>,
     delay_ms: u64,
     status: Option<u16>,
+    /// Thinking pieces before the answer.
+    thinking: Option<usize>,
     /// `status` only for the first N requests carrying this message.
     fail_first: Option<u64>,
     retry_after: Option<u64>,
@@ -246,6 +254,7 @@ fn parse_script(text: &str, opts: &MockOptions) -> Script {
             ("delay", Some(n)) => s.delay_ms = n,
             ("status", Some(n)) => s.status = Some(n as u16),
             ("fail", Some(n)) => s.fail_first = Some(n),
+            ("thinking", Some(n)) => s.thinking = Some(n.min(10_000) as usize),
             ("retry_after", Some(n)) => s.retry_after = Some(n),
             ("midstream_error", Some(n)) => s.midstream_error = Some(n as usize),
             ("drop", Some(n)) => s.drop_after = Some(n as usize),
@@ -530,7 +539,10 @@ async fn stream_reply(
     let format = wire.format();
     let delay = Duration::from_millis(script.delay_ms);
     let total = chunks.len();
-    for (i, event) in format.start(&model).into_iter().enumerate() {
+    let thinking: Vec<String> = (0..script.thinking.unwrap_or(0)).map(|i| format!("thought{i} ")).collect();
+    // Content blocks: the thinking (if any), the text, then each tool call.
+    let text_block = usize::from(!thinking.is_empty());
+    for (i, event) in format.start(&model, &thinking).into_iter().enumerate() {
         if !w.write(event).await && i == 0 {
             return;
         }
@@ -552,7 +564,7 @@ async fn stream_reply(
             tokio::time::sleep(delay).await;
         }
         let chunk = if script.stamp { STAMP_PLACEHOLDER } else { chunk };
-        if !w.write(format.text(&model, chunk)).await {
+        if !w.write(format.text(&model, text_block, chunk)).await {
             return;
         }
         if i == 0
@@ -561,7 +573,7 @@ async fn stream_reply(
             log_now(path);
         }
     }
-    for event in format.text_end() {
+    for event in format.text_end(text_block) {
         let _ = w.write(event).await;
     }
     for (k, (name, given)) in script.tools.iter().enumerate() {
@@ -570,7 +582,7 @@ async fn stream_reply(
             ("run_command", Some(secs), None) => format!("{{\"command\": \"echo started; sleep {secs}\"}}"),
             _ => tool_args(k, name),
         };
-        for event in format.tool_call(&model, k, &format!("call_mock_{k}"), name, &args) {
+        for event in format.tool_call(&model, text_block + 1 + k, k, &format!("call_mock_{k}"), name, &args) {
             let _ = w.write(event).await;
         }
     }

@@ -23,13 +23,23 @@ impl Format for OpenAi {
         false
     }
 
-    fn start(&self, model: &str) -> Vec<String> {
+    fn start(&self, model: &str, thinking: &[String]) -> Vec<String> {
         let first = json!({"id":ID,"object":"chat.completion.chunk","created":1,"model":model,
             "choices":[{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}],"usage":null});
-        vec![sse(None, &first)]
+        let mut out = vec![sse(None, &first)];
+        // As OpenAI-compatible servers (vLLM, llama.cpp, DeepSeek) stream
+        // reasoning.
+        for piece in thinking {
+            out.push(sse(
+                None,
+                &json!({"id":ID,"object":"chat.completion.chunk","created":1,"model":model,
+                    "choices":[{"index":0,"delta":{"reasoning_content":piece},"logprobs":null,"finish_reason":null}],"usage":null}),
+            ));
+        }
+        out
     }
 
-    fn text(&self, model: &str, chunk: &str) -> String {
+    fn text(&self, model: &str, _block: usize, chunk: &str) -> String {
         sse(
             None,
             &json!({"id":ID,"object":"chat.completion.chunk","created":1,"model":model,
@@ -41,11 +51,11 @@ impl Format for OpenAi {
         sse(None, &json!({"error":{"message":"The server had an error (mock)","type":"server_error","code":null}}))
     }
 
-    fn text_end(&self) -> Vec<String> {
+    fn text_end(&self, _block: usize) -> Vec<String> {
         Vec::new()
     }
 
-    fn tool_call(&self, model: &str, k: usize, id: &str, name: &str, args: &str) -> Vec<String> {
+    fn tool_call(&self, model: &str, _block: usize, k: usize, id: &str, name: &str, args: &str) -> Vec<String> {
         let first = json!({"id":ID,"object":"chat.completion.chunk","created":1,"model":model,
             "choices":[{"index":0,"delta":{"tool_calls":[{"index":k,"id":id,"type":"function","function":{"name":name,"arguments":""}}]},"finish_reason":null}]});
         let mut out = vec![sse(None, &first)];
