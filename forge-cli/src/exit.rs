@@ -32,7 +32,7 @@ impl Failure {
         }
         eprintln!("forgectl: {}", self.message);
         if json {
-            println!("{}", serde_json::json!({"type": "error", "error": {"kind": self.kind, "message": self.message}}));
+            outln!("{}", serde_json::json!({"type": "error", "error": {"kind": self.kind, "message": self.message}}));
         }
     }
 }

@@ -1,6 +1,26 @@
 //! `forgectl`: the scripting CLI for the Forge daemon, and the universal
 //! adapter for editors (`forgectl attach --json` prints JSON Lines).
 
+/// `println!` for stdout that stops quietly once the reader is gone
+/// (`forgectl ... | head`) instead of panicking.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let r = writeln!(std::io::stdout(), $($arg)*);
+        $crate::output::stdout_result(r);
+    }};
+}
+
+/// `print!` for stdout, as [`outln`].
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let mut stdout = std::io::stdout();
+        let r = write!(stdout, $($arg)*).and_then(|()| stdout.flush());
+        $crate::output::stdout_result(r);
+    }};
+}
+
 mod cmd;
 mod connect;
 mod exit;

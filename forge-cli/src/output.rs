@@ -8,8 +8,8 @@ use forge_proto::{ClientRef, EventKind, SessionEvent, SessionInfo};
 pub fn json_line<T: serde::Serialize>(value: &T) {
     if let Ok(s) = serde_json::to_string(value) {
         let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{s}");
-        let _ = out.flush();
+        stdout_result(writeln!(out, "{s}"));
+        stdout_result(out.flush());
     }
 }
 
@@ -23,15 +23,22 @@ pub fn client_label(c: &Option<ClientRef>) -> String {
 
 pub fn session_table(sessions: &[SessionInfo]) {
     if sessions.is_empty() {
-        println!("no sessions (start one with `forgectl send \"...\"`)");
+        outln!("no sessions (start one with `forgectl send \"...\"`)");
         return;
     }
-    println!(
+    outln!(
         "{:<14} {:<16} {:<18} {:<10} {:>7} {:>6} {:>5}  {:<28} UPDATED",
-        "ID", "NAME", "STATE", "WAITING", "CLIENTS", "QUEUED", "MSGS", "PROVIDER/MODEL"
+        "ID",
+        "NAME",
+        "STATE",
+        "WAITING",
+        "CLIENTS",
+        "QUEUED",
+        "MSGS",
+        "PROVIDER/MODEL"
     );
     for s in sessions {
-        println!(
+        outln!(
             "{:<14} {:<16} {:<18} {:<10} {:>7} {:>6} {:>5}  {:<28} {}",
             s.id,
             truncate(s.name.as_deref().unwrap_or("-"), 16),
@@ -47,18 +54,18 @@ pub fn session_table(sessions: &[SessionInfo]) {
 }
 
 pub fn session_details(s: &SessionInfo) {
-    println!("id:        {}", s.id);
-    println!("name:      {}", s.name.as_deref().unwrap_or("-"));
-    println!("state:     {} (waiting on {})", s.state.as_str(), s.waiting_on);
-    println!("provider:  {}", s.provider);
-    println!("model:     {}", s.model);
-    println!("cwd:       {}", s.cwd);
-    println!("created:   {}", format_ms(s.created_ms));
-    println!("updated:   {}", format_ms(s.updated_ms));
-    println!("messages:  {}", s.message_count);
-    println!("queued:    {}", s.queued_messages);
-    println!("clients:   {}", s.attached_clients);
-    println!("last seq:  {}", s.last_seq);
+    outln!("id:        {}", s.id);
+    outln!("name:      {}", s.name.as_deref().unwrap_or("-"));
+    outln!("state:     {} (waiting on {})", s.state.as_str(), s.waiting_on);
+    outln!("provider:  {}", s.provider);
+    outln!("model:     {}", s.model);
+    outln!("cwd:       {}", s.cwd);
+    outln!("created:   {}", format_ms(s.created_ms));
+    outln!("updated:   {}", format_ms(s.updated_ms));
+    outln!("messages:  {}", s.message_count);
+    outln!("queued:    {}", s.queued_messages);
+    outln!("clients:   {}", s.attached_clients);
+    outln!("last seq:  {}", s.last_seq);
 }
 
 /// The first line of `s`, at most `max` characters, marked when cut.
@@ -93,7 +100,7 @@ impl Transcript {
 
     fn end_text(&mut self, out: &mut impl Write) {
         if self.mid_text {
-            let _ = writeln!(out);
+            stdout_result(writeln!(out));
             self.mid_text = false;
         }
     }
@@ -105,74 +112,99 @@ impl Transcript {
             EventKind::SessionCreated { name, cwd, provider, model } => {
                 self.end_text(&mut out);
                 let name = name.as_deref().map(|n| format!(" \"{n}\"")).unwrap_or_default();
-                let _ = writeln!(out, "[{}] session{name} created by {who}: {provider}/{model} in {cwd}", ev.seq);
+                stdout_result(writeln!(
+                    out,
+                    "[{}] session{name} created by {who}: {provider}/{model} in {cwd}",
+                    ev.seq
+                ));
             }
             EventKind::SessionRenamed { name } => {
                 self.end_text(&mut out);
-                let _ = writeln!(out, "[{}] renamed to {} by {who}", ev.seq, name.as_deref().unwrap_or("(no name)"));
+                stdout_result(writeln!(
+                    out,
+                    "[{}] renamed to {} by {who}",
+                    ev.seq,
+                    name.as_deref().unwrap_or("(no name)")
+                ));
             }
             EventKind::SessionConfigured { provider, model } => {
                 self.end_text(&mut out);
-                let _ = writeln!(out, "[{}] now using {provider}/{model} (set by {who})", ev.seq);
+                stdout_result(writeln!(out, "[{}] now using {provider}/{model} (set by {who})", ev.seq));
             }
             EventKind::HistoryCleared {} => {
                 self.end_text(&mut out);
-                let _ = writeln!(out, "[{}] conversation cleared by {who}", ev.seq);
+                stdout_result(writeln!(out, "[{}] conversation cleared by {who}", ev.seq));
             }
             EventKind::MessageQueued { text, position, .. } => {
                 self.end_text(&mut out);
-                let _ = writeln!(out, "[{}] queued #{position} by {who}: {text}", ev.seq);
+                stdout_result(writeln!(out, "[{}] queued #{position} by {who}: {text}", ev.seq));
             }
             EventKind::TurnStarted { text, model, .. } => {
                 self.end_text(&mut out);
-                let _ = writeln!(out, "[{}] user ({who}):", ev.seq);
+                stdout_result(writeln!(out, "[{}] user ({who}):", ev.seq));
                 for line in text.lines() {
-                    let _ = writeln!(out, "  {line}");
+                    stdout_result(writeln!(out, "  {line}"));
                 }
-                let _ = writeln!(out, "[{}] assistant ({model}):", ev.seq);
+                stdout_result(writeln!(out, "[{}] assistant ({model}):", ev.seq));
             }
             EventKind::TextDelta { text } => {
-                let _ = write!(out, "{text}");
+                stdout_result(write!(out, "{text}"));
                 self.mid_text = !text.ends_with('\n');
             }
             EventKind::ThinkingDelta { .. } | EventKind::ToolCallArgs { .. } => {}
             EventKind::ToolCallStarted { name, call_id, .. } => {
                 self.end_text(&mut out);
-                let _ = writeln!(out, "[{}] tool call {name} ({call_id})", ev.seq);
+                stdout_result(writeln!(out, "[{}] tool call {name} ({call_id})", ev.seq));
             }
             EventKind::ApprovalRequested { calls, .. } => {
                 self.end_text(&mut out);
-                let _ = writeln!(out, "[{}] approval needed for {} tool call(s):", ev.seq, calls.len());
+                stdout_result(writeln!(out, "[{}] approval needed for {} tool call(s):", ev.seq, calls.len()));
                 for (i, c) in calls.iter().enumerate() {
-                    let _ = writeln!(out, "  #{} {} (risk {}): {}", i + 1, c.name, c.risk, first_line(&c.summary, 100));
+                    stdout_result(writeln!(
+                        out,
+                        "  #{} {} (risk {}): {}",
+                        i + 1,
+                        c.name,
+                        c.risk,
+                        first_line(&c.summary, 100)
+                    ));
                 }
             }
             EventKind::ApprovalResolved { approved, denied, .. } => {
                 self.end_text(&mut out);
-                let _ = writeln!(
+                stdout_result(writeln!(
                     out,
                     "[{}] approval answered by {who}: {} approved, {} denied",
                     ev.seq,
                     approved.len(),
                     denied.len()
-                );
+                ));
             }
             EventKind::AwaitingToolResults { calls } => {
                 self.end_text(&mut out);
-                let _ = writeln!(out, "[{}] waiting for {} tool result(s) (parse-only mode):", ev.seq, calls.len());
+                stdout_result(writeln!(
+                    out,
+                    "[{}] waiting for {} tool result(s) (parse-only mode):",
+                    ev.seq,
+                    calls.len()
+                ));
                 for c in calls {
-                    let _ = writeln!(out, "  {} {}({})", c.id, c.name, c.arguments);
+                    stdout_result(writeln!(out, "  {} {}({})", c.id, c.name, c.arguments));
                 }
-                let _ = writeln!(out, "  answer with: forgectl tool-result {} CALL_ID [--error] OUTPUT", ev.session_id);
+                stdout_result(writeln!(
+                    out,
+                    "  answer with: forgectl tool-result {} CALL_ID [--error] OUTPUT",
+                    ev.session_id
+                ));
             }
             EventKind::ToolRecovery { calls } => {
                 self.end_text(&mut out);
-                let _ = writeln!(
+                stdout_result(writeln!(
                     out,
                     "[{}] forged stopped during this turn's tool calls; {} unfinished:",
                     ev.seq,
                     calls.len()
-                );
+                ));
                 for c in calls {
                     let how = match (c.interrupted, c.name.as_str()) {
                         (true, "run_command") => "was running; its processes were stopped with forged",
@@ -186,44 +218,44 @@ impl Transcript {
                             .unwrap_or_default(),
                         _ => String::new(),
                     };
-                    let _ = writeln!(out, "  {}{what} ({how})", c.name);
+                    stdout_result(writeln!(out, "  {}{what} ({how})", c.name));
                 }
-                let _ = writeln!(out, "  decide with: forgectl recover {} --resume | --discard", ev.session_id);
+                stdout_result(writeln!(out, "  decide with: forgectl recover {} --resume | --discard", ev.session_id));
             }
             EventKind::ToolOutput { text, .. } => {
-                let _ = write!(out, "{text}");
+                stdout_result(write!(out, "{text}"));
                 self.mid_text = !text.ends_with('\n');
             }
             EventKind::ToolRunning { name, call_id } => {
                 self.end_text(&mut out);
-                let _ = writeln!(out, "[{}] running {name} ({call_id})", ev.seq);
+                stdout_result(writeln!(out, "[{}] running {name} ({call_id})", ev.seq));
             }
             EventKind::ToolResult { name, is_error, output, .. } => {
                 self.end_text(&mut out);
                 let verdict = if *is_error { "failed" } else { "done" };
-                let _ = writeln!(out, "[{}] {name} {verdict}: {}", ev.seq, first_line(output, 120));
+                stdout_result(writeln!(out, "[{}] {name} {verdict}: {}", ev.seq, first_line(output, 120)));
             }
             EventKind::StreamResumed { .. } => {
                 self.end_text(&mut out);
-                let _ = writeln!(out, "[{}] assistant (continuing with tool results):", ev.seq);
+                stdout_result(writeln!(out, "[{}] assistant (continuing with tool results):", ev.seq));
             }
             EventKind::Retrying { attempt, max_attempts, delay_ms, reason, .. } => {
                 self.end_text(&mut out);
-                let _ = writeln!(
+                stdout_result(writeln!(
                     out,
                     "[{}] {}",
                     ev.seq,
                     forge_client::retrying_line(*attempt, *max_attempts, *delay_ms, reason)
-                );
+                ));
             }
             EventKind::CancelRequested {} => {
                 self.end_text(&mut out);
-                let _ = writeln!(out, "[{}] cancel requested by {who}", ev.seq);
+                stdout_result(writeln!(out, "[{}] cancel requested by {who}", ev.seq));
             }
             EventKind::TurnFinished { status, error, usage, recovered, .. } => {
                 self.end_text(&mut out);
                 if let Some(r) = recovered {
-                    let _ = writeln!(out, "[{}] recovered by forged after a stop ({r:?})", ev.seq);
+                    stdout_result(writeln!(out, "[{}] recovered by forged after a stop ({r:?})", ev.seq));
                 }
                 let usage = usage
                     .as_ref()
@@ -231,26 +263,26 @@ impl Transcript {
                     .unwrap_or_default();
                 match error {
                     Some(e) => {
-                        let _ = writeln!(out, "[{}] turn {}: {e}", ev.seq, status.as_str());
+                        stdout_result(writeln!(out, "[{}] turn {}: {e}", ev.seq, status.as_str()));
                     }
                     None => {
-                        let _ = writeln!(out, "[{}] turn {}{usage}", ev.seq, status.as_str());
+                        stdout_result(writeln!(out, "[{}] turn {}{usage}", ev.seq, status.as_str()));
                     }
                 }
             }
             EventKind::QueueCleared { dropped } => {
                 self.end_text(&mut out);
-                let _ = writeln!(out, "[{}] {dropped} queued message(s) dropped by {who}", ev.seq);
+                stdout_result(writeln!(out, "[{}] {dropped} queued message(s) dropped by {who}", ev.seq));
             }
             EventKind::Unknown => {}
         }
-        let _ = out.flush();
+        stdout_result(out.flush());
     }
 
     pub fn finish(&mut self) {
         let mut out = std::io::stdout().lock();
         self.end_text(&mut out);
-        let _ = out.flush();
+        stdout_result(out.flush());
     }
 }
 
@@ -306,8 +338,18 @@ pub fn approval_prompt(session: &str, calls: &[forge_proto::ApprovalCall], to_st
         numbers.join(" ")
     ));
     if to_stdout {
-        println!("{text}");
+        outln!("{text}");
     } else {
         eprintln!("forgectl: {text}");
+    }
+}
+
+/// What a write to stdout came to: a reader that went away (`| head`)
+/// ends forgectl quietly, as it would with nothing more to say.
+pub fn stdout_result(r: std::io::Result<()>) {
+    if let Err(e) = r
+        && e.kind() == std::io::ErrorKind::BrokenPipe
+    {
+        std::process::exit(0);
     }
 }

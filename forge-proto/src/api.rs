@@ -5,6 +5,7 @@
 //! A session argument (`session`) accepts a full id, a unique id prefix, or
 //! the session's name.
 
+#[cfg_attr(not(feature = "server"), allow(unused_imports))]
 use jsonrpsee::core::SubscriptionResult;
 use jsonrpsee::proc_macros::rpc;
 use jsonrpsee::types::ErrorObjectOwned;

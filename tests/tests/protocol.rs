@@ -149,3 +149,26 @@ async fn model_switch_clear_context_and_tool_list_work_for_every_client() {
     assert_eq!(approval("read_file"), Some(json!("run")));
     assert_eq!(approval("write_file"), Some(json!("ask")));
 }
+
+/// `forgectl ... | head`: once the reader is gone, forgectl stops quietly
+/// (no panic), even a follower that would otherwise wait forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_stdout_ends_forgectl_quietly() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    let id = forge.new_session(&[]).await;
+    forge.ok(&["send", "-s", &id, "mock:tokens=50 hi"]).await;
+    for args in [vec!["models"], vec!["attach", id.as_str(), "--from", "1"], vec!["history", id.as_str()]] {
+        let mut child = forge.ctl_cmd(&args).spawn().unwrap_or_else(|e| panic!("{e}"));
+        // The reader goes away before forgectl has written anything.
+        drop(child.stdout.take());
+        let out = tokio::time::timeout(std::time::Duration::from_secs(10), child.wait_with_output())
+            .await
+            .unwrap_or_else(|_| panic!("{args:?}: forgectl kept running with no reader"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+    }
+}

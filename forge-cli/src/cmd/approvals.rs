@@ -19,11 +19,11 @@ pub async fn list(g: &Global) -> Result<(), Failure> {
         return Ok(());
     }
     if pending.is_empty() {
-        println!("no pending approvals");
+        outln!("no pending approvals");
     }
     for p in &pending {
         let name = p.session_name.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
-        println!("session {}{name}, approval {}:", p.session_id, p.approval_id);
+        outln!("session {}{name}, approval {}:", p.session_id, p.approval_id);
         approval_prompt(&p.session_id, &p.calls, true);
     }
     Ok(())
@@ -37,7 +37,7 @@ pub async fn approve(g: &Global, session: &str, all: bool, calls: Vec<u32>) -> R
     if g.json {
         json_line(&r);
     } else {
-        println!("approved {} call(s), denied {} in session {}", r.approved.len(), r.denied.len(), r.session_id);
+        outln!("approved {} call(s), denied {} in session {}", r.approved.len(), r.denied.len(), r.session_id);
     }
     Ok(())
 }
@@ -48,7 +48,7 @@ pub async fn deny(g: &Global, session: &str) -> Result<(), Failure> {
     if g.json {
         json_line(&r);
     } else {
-        println!("denied {} call(s) in session {}", r.denied.len(), r.session_id);
+        outln!("denied {} call(s) in session {}", r.denied.len(), r.session_id);
     }
     Ok(())
 }
@@ -60,14 +60,14 @@ pub async fn recover(g: &Global, session: &str, resume: bool) -> Result<(), Fail
     if g.json {
         json_line(&r);
     } else if resume {
-        println!(
+        outln!(
             "resuming session {}: {} call(s) will run, {} answered as interrupted",
             r.session_id,
             r.rerun.len(),
             r.not_rerun.len()
         );
     } else {
-        println!("discarded {} call(s) in session {}", r.not_rerun.len(), r.session_id);
+        outln!("discarded {} call(s) in session {}", r.not_rerun.len(), r.session_id);
     }
     Ok(())
 }
@@ -92,9 +92,9 @@ pub async fn tool_result(
     if g.json {
         json_line(&r);
     } else if r.remaining.is_empty() {
-        println!("result recorded; the model continues");
+        outln!("result recorded; the model continues");
     } else {
-        println!("result recorded; still waiting for: {}", r.remaining.join(", "));
+        outln!("result recorded; still waiting for: {}", r.remaining.join(", "));
     }
     Ok(())
 }

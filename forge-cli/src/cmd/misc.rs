@@ -14,12 +14,12 @@ pub async fn cancel(g: &Global, session: &str, drop_queued: bool) -> Result<(), 
     if g.json {
         json_line(&r);
     } else if r.cancelled {
-        println!("cancelled the running turn of {}", r.session_id);
+        outln!("cancelled the running turn of {}", r.session_id);
     } else {
-        println!("session {} had no running turn", r.session_id);
+        outln!("session {} had no running turn", r.session_id);
     }
     if !g.json && r.dropped_queued > 0 {
-        println!("dropped {} queued message(s)", r.dropped_queued);
+        outln!("dropped {} queued message(s)", r.dropped_queued);
     }
     Ok(())
 }
@@ -33,9 +33,9 @@ pub async fn models(g: &Global, provider: Option<String>) -> Result<(), Failure>
         }
         return Ok(());
     }
-    println!("{:<28} {:<8} {:>10} {:>11}  SOURCE", "MODEL", "PROVIDER", "CONTEXT", "MAX OUTPUT");
+    outln!("{:<28} {:<8} {:>10} {:>11}  SOURCE", "MODEL", "PROVIDER", "CONTEXT", "MAX OUTPUT");
     for m in &models {
-        println!("{:<28} {:<8} {:>10} {:>11}  {}", m.name, m.provider, m.context_window, m.max_output_tokens, m.source);
+        outln!("{:<28} {:<8} {:>10} {:>11}  {}", m.name, m.provider, m.context_window, m.max_output_tokens, m.source);
     }
     Ok(())
 }
@@ -48,15 +48,15 @@ pub async fn status(g: &Global) -> Result<(), Failure> {
         return Ok(());
     }
     let up = s.uptime_ms / 1000;
-    println!("forged {} (protocol {}), pid {}", s.version, s.protocol_version, s.pid);
-    println!("uptime:    {}h{:02}m{:02}s", up / 3600, (up % 3600) / 60, up % 60);
-    println!("socket:    {}", s.socket);
-    println!("home:      {}", s.home);
-    println!("sessions:  {} ({} active)", s.sessions, s.active_sessions);
-    println!("clients:   {}", s.clients);
+    outln!("forged {} (protocol {}), pid {}", s.version, s.protocol_version, s.pid);
+    outln!("uptime:    {}h{:02}m{:02}s", up / 3600, (up % 3600) / 60, up % 60);
+    outln!("socket:    {}", s.socket);
+    outln!("home:      {}", s.home);
+    outln!("sessions:  {} ({} active)", s.sessions, s.active_sessions);
+    outln!("clients:   {}", s.clients);
     match &s.journal_reason {
-        Some(r) => println!("journal:   {} ({r})", health_word(s.journal)),
-        None => println!("journal:   {}", health_word(s.journal)),
+        Some(r) => outln!("journal:   {} ({r})", health_word(s.journal)),
+        None => outln!("journal:   {}", health_word(s.journal)),
     }
     Ok(())
 }
@@ -86,9 +86,9 @@ pub async fn journal(g: &Global, action: Option<JournalAction>) -> Result<(), Fa
             let st = conn.client.journal_reset().await?;
             if !g.json {
                 if let Some(note) = &st.restored {
-                    println!("journal reset: {note}");
+                    outln!("journal reset: {note}");
                 }
-                println!("journal reset: the store is writable again");
+                outln!("journal reset: the store is writable again");
             }
             st
         }
@@ -97,20 +97,20 @@ pub async fn journal(g: &Global, action: Option<JournalAction>) -> Result<(), Fa
         json_line(&st);
         return Ok(());
     }
-    println!("health:        {}", health_word(st.health));
+    outln!("health:        {}", health_word(st.health));
     if let Some(r) = &st.reason {
-        println!("reason:        {r}");
+        outln!("reason:        {r}");
     }
-    println!("since:         {}", crate::output::format_ms(st.since_ms));
-    println!("durability:    {}", st.durability);
-    println!("database:      {} ({} KiB, WAL {} KiB)", st.path, st.db_bytes / 1024, st.wal_bytes / 1024);
-    println!("transactions:  {}", st.transactions);
-    println!("batches:       {} (largest group commit: {} batches)", st.batches, st.largest_group);
-    println!("rows written:  {}", st.rows);
-    println!("events stored: {}", st.events);
-    println!("open streams:  {}", st.open_streams);
-    println!("failed commits:{:>4}", st.failed_commits);
-    println!("last commit:   {} us", st.last_commit_us);
+    outln!("since:         {}", crate::output::format_ms(st.since_ms));
+    outln!("durability:    {}", st.durability);
+    outln!("database:      {} ({} KiB, WAL {} KiB)", st.path, st.db_bytes / 1024, st.wal_bytes / 1024);
+    outln!("transactions:  {}", st.transactions);
+    outln!("batches:       {} (largest group commit: {} batches)", st.batches, st.largest_group);
+    outln!("rows written:  {}", st.rows);
+    outln!("events stored: {}", st.events);
+    outln!("open streams:  {}", st.open_streams);
+    outln!("failed commits:{:>4}", st.failed_commits);
+    outln!("last commit:   {} us", st.last_commit_us);
     Ok(())
 }
 
@@ -122,7 +122,7 @@ pub async fn shutdown(g: &Global) -> Result<(), Failure> {
         Ok(c) => c,
         Err(f) if f.code == UNREACHABLE => {
             if !g.json {
-                println!("no forged is running on {}", socket.display());
+                outln!("no forged is running on {}", socket.display());
             }
             return Ok(());
         }
@@ -146,7 +146,7 @@ pub async fn shutdown(g: &Global) -> Result<(), Failure> {
     if g.json {
         json_line(&serde_json::json!({"type": "shutdown", "pid": pid}));
     } else {
-        println!("forged (pid {pid}) stopped");
+        outln!("forged (pid {pid}) stopped");
     }
     Ok(())
 }

@@ -152,8 +152,7 @@ pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
                 if std::mem::take(&mut thinking_shown) {
                     eprintln!();
                 }
-                let _ = stdout.write_all(text.as_bytes());
-                let _ = stdout.flush();
+                crate::output::stdout_result(stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()));
                 ends_with_newline = text.ends_with('\n');
             }
             EventKind::ApprovalRequested { approval_id, calls } if in_turn => {

@@ -76,7 +76,7 @@ pub async fn run(g: &Global, c: SessionCmd) -> Result<(), Failure> {
             if g.json {
                 json_line(&info);
             } else {
-                println!("{}", info.id);
+                outln!("{}", info.id);
             }
         }
         SessionCmd::List => {
@@ -102,7 +102,7 @@ pub async fn run(g: &Global, c: SessionCmd) -> Result<(), Failure> {
             if g.json {
                 json_line(&info);
             } else {
-                println!("{} {}", info.id, info.name.as_deref().unwrap_or("(no name)"));
+                outln!("{} {}", info.id, info.name.as_deref().unwrap_or("(no name)"));
             }
         }
         SessionCmd::Rm { sessions } => {
@@ -111,7 +111,7 @@ pub async fn run(g: &Global, c: SessionCmd) -> Result<(), Failure> {
                 if g.json {
                     json_line(&r);
                 } else {
-                    println!("removed {}", r.session_id);
+                    outln!("removed {}", r.session_id);
                 }
             }
         }
@@ -127,16 +127,21 @@ pub async fn context(g: &Global, session: &str, system: bool) -> Result<(), Fail
         return Ok(());
     }
     if system {
-        print!("{}", c.system_prompt.unwrap_or_default());
+        out!("{}", c.system_prompt.unwrap_or_default());
         return Ok(());
     }
     let window = match c.context_window {
         Some(w) if w > 0 => format!(" of {w} ({:.1}%)", c.estimated_tokens as f64 * 100.0 / w as f64),
         _ => " (window unknown for this model)".into(),
     };
-    println!(
+    outln!(
         "session {}: {} messages, {} characters, about {} tokens{window}; model {}/{}",
-        c.session_id, c.messages, c.chars, c.estimated_tokens, c.provider, c.model
+        c.session_id,
+        c.messages,
+        c.chars,
+        c.estimated_tokens,
+        c.provider,
+        c.model
     );
     Ok(())
 }
@@ -151,7 +156,7 @@ pub async fn history(g: &Global, session: &str) -> Result<(), Failure> {
         return Ok(());
     }
     if h.messages.is_empty() {
-        println!("session {} has no messages yet", h.session_id);
+        outln!("session {} has no messages yet", h.session_id);
     }
     for m in &h.messages {
         let who = match m.role {
@@ -177,15 +182,15 @@ pub async fn history(g: &Global, session: &str) -> Result<(), Failure> {
             };
             badge.push_str(&format!(" [recovered: {word}]"));
         }
-        println!("--- {who}{badge} {}", crate::output::format_ms(m.created_ms));
-        println!("{}", m.text);
+        outln!("--- {who}{badge} {}", crate::output::format_ms(m.created_ms));
+        outln!("{}", m.text);
         for c in &m.tool_calls {
-            println!("  -> tool call {}({}) [{}]", c.name, c.arguments, c.id);
+            outln!("  -> tool call {}({}) [{}]", c.name, c.arguments, c.id);
         }
         if let Some(e) = &m.error
             && m.status != MessageStatus::Complete
         {
-            println!("    ({e})");
+            outln!("    ({e})");
         }
     }
     Ok(())
