@@ -34,6 +34,25 @@ fn resolve_roots(given_cwd: &Path, roots: &[String]) -> (PathBuf, Vec<PathBuf>, 
     (cwd, root_paths, aliases)
 }
 
+/// `[tools.sandbox]` with its defaults filled in.
+struct Settings {
+    roots: Vec<String>,
+    denied: Vec<String>,
+    defaults: bool,
+    absolute: bool,
+}
+
+impl From<Option<&crate::config::ToolSandboxConfig>> for Settings {
+    fn from(config: Option<&crate::config::ToolSandboxConfig>) -> Self {
+        Settings {
+            roots: config.and_then(|s| s.allowed_roots.clone()).unwrap_or_default(),
+            denied: config.and_then(|s| s.denied_patterns.clone()).unwrap_or_default(),
+            defaults: config.and_then(|s| s.include_default_denies).unwrap_or(true),
+            absolute: config.and_then(|s| s.allow_absolute).unwrap_or(false),
+        }
+    }
+}
+
 /// The configured deny patterns, then the defaults if they are on.
 fn pattern_list(denied: &[String], include_defaults: bool) -> Vec<String> {
     let mut patterns: Vec<String> = denied.to_vec();
@@ -74,21 +93,16 @@ impl Sandbox {
 
     /// The sandbox of a session working in `cwd`, as `[tools.sandbox]` says.
     pub fn for_session(cwd: &Path, config: Option<&crate::config::ToolSandboxConfig>) -> Self {
-        let roots = config.and_then(|s| s.allowed_roots.clone()).unwrap_or_default();
-        let denied = config.and_then(|s| s.denied_patterns.clone()).unwrap_or_default();
-        let defaults = config.and_then(|s| s.include_default_denies).unwrap_or(true);
-        let absolute = config.and_then(|s| s.allow_absolute).unwrap_or(false);
-        Sandbox::new(cwd, &roots, &denied, defaults, absolute)
+        let s = Settings::from(config);
+        Sandbox::new(cwd, &s.roots, &s.denied, s.defaults, s.absolute)
     }
 
     /// The roots (absolute) and deny patterns a session's sandbox has, to
     /// describe them: without compiling the patterns, which costs memory.
     pub fn outline(cwd: &Path, config: Option<&crate::config::ToolSandboxConfig>) -> (Vec<PathBuf>, Vec<String>) {
-        let roots = config.and_then(|s| s.allowed_roots.clone()).unwrap_or_default();
-        let denied = config.and_then(|s| s.denied_patterns.clone()).unwrap_or_default();
-        let defaults = config.and_then(|s| s.include_default_denies).unwrap_or(true);
-        let (_, roots, _) = resolve_roots(cwd, &roots);
-        (roots, pattern_list(&denied, defaults))
+        let s = Settings::from(config);
+        let (_, roots, _) = resolve_roots(cwd, &s.roots);
+        (roots, pattern_list(&s.denied, s.defaults))
     }
 
     pub fn cwd(&self) -> &Path {

@@ -371,10 +371,14 @@ async fn handle(
         script.tokens = None;
         script.status = None;
     }
-    // How many times this message has come (this request included).
-    let sent = recorded.lock().map(|r| r.iter().filter(|q| last_user_text(&q.body) == last_user).count()).unwrap_or(1);
+    // With `mock:fail=N`: how many times this message has come (this
+    // request included).
+    let sent = |n: u64| {
+        let seen = recorded.lock().map(|r| r.iter().filter(|q| last_user_text(&q.body) == last_user).count());
+        seen.unwrap_or(1) as u64 <= n
+    };
     if let Some(status) = script.status
-        && script.fail_first.is_none_or(|n| sent as u64 <= n)
+        && script.fail_first.is_none_or(sent)
     {
         let after = script.retry_after.or((status == 429).then_some(1)).map(|s| s.to_string());
         let extra: Vec<(&str, &str)> = after.iter().map(|a| ("retry-after", a.as_str())).collect();

@@ -231,6 +231,9 @@ pub(crate) struct Session {
     /// The system prompt, rendered when the session started: the same
     /// bytes on every request, so prompt caches hit.
     system_prompt: Arc<str>,
+    /// The bytes the tool definitions add to every request (they do not
+    /// change during a session), for sizing its output.
+    tools_bytes: usize,
     /// Why the history could not be read for the command being handled.
     unreadable: Option<EngineError>,
     /// Effects of the event being handled.
@@ -246,7 +249,7 @@ impl Session {
         row: SessionRow,
         system_prompt: Arc<str>,
     ) -> Self {
-        Session {
+        let mut session = Session {
             config,
             tools,
             pipeline: Pipeline::new(row.id.clone(), row.last_seq),
@@ -258,9 +261,13 @@ impl Session {
             file_hashes: Default::default(),
             exit: None,
             system_prompt,
+            tools_bytes: 0,
             unreadable: None,
             out: Vec::new(),
-        }
+        };
+        session.tools_bytes =
+            session.tool_specs().iter().map(|t| t.description.len() + t.parameters.to_string().len()).sum();
+        session
     }
 
     /// What each event does: the one place the session dispatches. The

@@ -183,7 +183,7 @@ impl Session {
                         .iter()
                         .map(|m| m.text.len() + m.tool_calls.iter().map(|c| c.arguments.len()).sum::<usize>())
                         .sum::<usize>()
-                    + tools.iter().map(|t| t.description.len() + t.parameters.to_string().len()).sum::<usize>();
+                    + self.tools_bytes;
                 crate::catalog::effective_max_output(requested, &model, crate::catalog::estimate_tokens(input))
             }
             None => requested,
