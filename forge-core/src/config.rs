@@ -110,6 +110,9 @@ pub struct AnthropicConfig {
 #[serde(deny_unknown_fields)]
 pub struct OpenAiConfig {
     pub base_url: Option<String>,
+    /// `responses` or `chat`; unset: Responses for OpenAI's own endpoint,
+    /// Chat Completions for any other `base_url`.
+    pub wire_api: Option<String>,
     pub reasoning_effort: Option<String>,
     pub verbosity: Option<String>,
     pub truncation: Option<String>,
@@ -194,6 +197,32 @@ impl ForgeConfig {
                 path: path.to_path_buf(),
                 message: format!(
                     "[app] provider = \"{p}\" is not a provider; use \"claude\" (or \"anthropic\"), \"openai\" or \"gemini\""
+                ),
+            });
+        }
+        let one_of = |section: &str, key: &str, value: &Option<String>, allowed: &[&str]| match value {
+            Some(v) if !allowed.contains(&v.as_str()) => Err(ConfigError::Value {
+                path: path.to_path_buf(),
+                message: format!("[{section}] {key} = \"{v}\" is not one of {}", allowed.join(", ")),
+            }),
+            _ => Ok(()),
+        };
+        one_of("openai", "wire_api", &self.openai.wire_api, &["responses", "chat"])?;
+        one_of(
+            "openai",
+            "reasoning_effort",
+            &self.openai.reasoning_effort,
+            &["none", "minimal", "low", "medium", "high", "xhigh"],
+        )?;
+        one_of("openai", "verbosity", &self.openai.verbosity, &["low", "medium", "high"])?;
+        one_of("openai", "truncation", &self.openai.truncation, &["auto", "none", "preserve", "disabled"])?;
+        if let Some(b) = self.anthropic.thinking_budget_tokens
+            && b < 1024
+        {
+            return Err(ConfigError::Value {
+                path: path.to_path_buf(),
+                message: format!(
+                    "[anthropic] thinking_budget_tokens = {b} is below 1024, the least the API takes; raise it or set thinking_enabled = false"
                 ),
             });
         }

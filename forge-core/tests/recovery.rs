@@ -82,6 +82,7 @@ async fn crashed_session(home: &std::path::Path, id: &str, text: &[&str], seal: 
             error_kind: None,
             stop_reason: None,
             usage: None,
+            reasoning: Vec::new(),
             sealed_ms: 2,
         });
     }

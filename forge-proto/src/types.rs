@@ -197,6 +197,10 @@ impl MessageStatus {
     }
 }
 
+/// Tokens of one provider response. `input_tokens` counts the input that
+/// was neither read from nor written to the provider's cache, so the whole
+/// input is `input_tokens + cache_read_tokens + cache_write_tokens` for
+/// every provider. `output_tokens` includes `reasoning_tokens`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     pub input_tokens: u64,
@@ -205,6 +209,19 @@ pub struct Usage {
     pub cache_read_tokens: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cache_write_tokens: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reasoning_tokens: u64,
+}
+
+impl Usage {
+    /// Adds another response's tokens (a turn's, a session's totals).
+    pub fn add(&mut self, other: &Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cache_read_tokens += other.cache_read_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
+        self.reasoning_tokens += other.reasoning_tokens;
+    }
 }
 
 fn is_zero(v: &u64) -> bool {

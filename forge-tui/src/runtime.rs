@@ -38,7 +38,7 @@ pub fn client_info() -> ClientInfo {
 
 /// What the background tasks tell the loop.
 enum Msg {
-    Item(SubscriptionItem),
+    Item(Box<SubscriptionItem>),
     /// The subscription ended: the daemon went away or closed it.
     Ended(String),
     Reconnected(Arc<Client>),
@@ -192,13 +192,15 @@ fn apply(
     tx: &mpsc::Sender<Msg>,
 ) {
     match msg {
-        Msg::Item(SubscriptionItem::Event(ev)) => app.on_event(&ev),
-        Msg::Item(SubscriptionItem::Live { .. }) => app.replaying = false,
-        Msg::Item(SubscriptionItem::Journal { health, reason }) => app.journal = (health, reason),
-        Msg::Item(SubscriptionItem::Closed { reason }) => {
-            app.notify(Level::Warn, format!("the daemon closed this session's stream: {reason}"));
-        }
-        Msg::Item(_) => {}
+        Msg::Item(item) => match *item {
+            SubscriptionItem::Event(ev) => app.on_event(&ev),
+            SubscriptionItem::Live { .. } => app.replaying = false,
+            SubscriptionItem::Journal { health, reason } => app.journal = (health, reason),
+            SubscriptionItem::Closed { reason } => {
+                app.notify(Level::Warn, format!("the daemon closed this session's stream: {reason}"));
+            }
+            _ => {}
+        },
         Msg::Ended(reason) => {
             app.connection = Connection::Lost { reason };
             spawn_reconnect(socket.to_path_buf(), session.to_string(), app.transcript.last_seq + 1, tx.clone());
@@ -233,11 +235,11 @@ fn spawn_follow(socket: PathBuf, session: String, from_seq: u64, tx: mpsc::Sende
             Ok(mut follow) => loop {
                 match follow.next().await {
                     Some(Ok(SubscriptionItem::Closed { reason })) => {
-                        let _ = tx.send(Msg::Item(SubscriptionItem::Closed { reason: reason.clone() })).await;
+                        let _ = tx.send(Msg::Item(Box::new(SubscriptionItem::Closed { reason: reason.clone() }))).await;
                         break reason;
                     }
                     Some(Ok(item)) => {
-                        if tx.send(Msg::Item(item)).await.is_err() {
+                        if tx.send(Msg::Item(Box::new(item))).await.is_err() {
                             return;
                         }
                     }

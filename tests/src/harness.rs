@@ -53,14 +53,16 @@ pub struct Forge {
 }
 
 impl Forge {
-    /// A daemon environment pointed at `mock` for both wire formats, with
+    /// A daemon environment pointed at `mock` for every provider, with
     /// keys the mock accepts. Not started yet.
     pub fn new(mock: &MockServer) -> Forge {
         let mut f = Self::bare();
         f.set_env("ANTHROPIC_BASE_URL", &mock.anthropic_url());
         f.set_env("OPENAI_BASE_URL", &mock.openai_url());
+        f.set_env("GEMINI_BASE_URL", &mock.gemini_url());
         f.set_env("ANTHROPIC_API_KEY", "mock-key-anthropic");
         f.set_env("OPENAI_API_KEY", "mock-key-openai");
+        f.set_env("GEMINI_API_KEY", "mock-key-gemini");
         f
     }
 

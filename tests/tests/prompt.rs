@@ -27,12 +27,13 @@ async fn every_request_carries_the_same_system_prompt_and_context_shows_it() {
     forge.ok(&["send", "-s", &id, "mock:tokens=3 two"]).await;
 
     let reqs = mock.requests();
-    let system = reqs[0].body["system"].as_str().unwrap_or_default().to_string();
+    let system = reqs[0].body["system"][0]["text"].as_str().unwrap_or_default().to_string();
     assert!(system.contains("You are Forge, a coding agent"), "{system}");
     assert!(system.contains(&format!("Working directory: {cwd}")), "{system}");
     assert!(system.contains("on branch trunk"), "{system}");
     assert!(system.contains("wait for the user's approval: ") && system.contains("write_file"), "{system}");
-    assert_eq!(reqs[1].body["system"].as_str(), Some(system.as_str()), "byte-stable across turns");
+    assert_eq!(reqs[1].body["system"], reqs[0].body["system"], "byte-stable across turns, cache mark included");
+    assert_eq!(reqs[1].body["tools"], reqs[0].body["tools"], "so are the tool definitions");
 
     let shown = forge.ok(&["context", &id, "--system"]).await.stdout;
     assert_eq!(shown, system, "forgectl context --system shows what was sent");
@@ -51,7 +52,7 @@ async fn the_prompt_can_be_replaced_or_extended_and_a_missing_file_stops_the_dae
     forge.start().await;
     let id = forge.new_session(&["--cwd", "/"]).await;
     forge.ok(&["send", "-s", &id, "mock:tokens=2 hi"]).await;
-    let system = mock.requests()[0].body["system"].as_str().unwrap_or_default().to_string();
+    let system = mock.requests()[0].body["system"][0]["text"].as_str().unwrap_or_default().to_string();
     assert_eq!(system, "You review code in /.\n\nAnswer briefly.\n");
     forge.terminate().await;
 

@@ -153,7 +153,7 @@ async fn a_stream_killed_midway_is_recovered_as_an_interrupted_message() {
     let msgs = last.body["messages"].as_array().cloned().unwrap_or_default();
     assert_eq!(msgs.len(), 3);
     assert_eq!(msgs[1]["role"], "assistant");
-    let content = msgs[1]["content"].as_str().unwrap_or_default();
+    let content = msgs[1]["content"][0]["text"].as_str().unwrap_or_default();
     assert!(content.starts_with(recovered), "the model can continue from the partial answer");
     assert!(
         content.contains("interrupted"),

@@ -88,6 +88,7 @@ pub enum StoreOp {
         error_kind: Option<String>,
         stop_reason: Option<String>,
         usage: Option<Usage>,
+        reasoning: Vec<crate::provider::Reasoning>,
         sealed_ms: i64,
     },
     /// The answer is history: prune the journal entry.
@@ -179,19 +180,22 @@ impl StoreOp {
                  VALUES (?, ?, ?, ?, ?, ?, 'open', ?)",
                 &[stream_id, session_id, message_id, provider, model, &(*first_seq as i64), created_ms],
             ),
-            StoreOp::StreamSeal { stream_id, outcome, error, error_kind, stop_reason, usage, sealed_ms } => run(
-                "UPDATE streams SET state = 'sealed', outcome = ?, error = ?, error_kind = ?, stop_reason = ?, usage = ?, sealed_ms = ? \
+            StoreOp::StreamSeal { stream_id, outcome, error, error_kind, stop_reason, usage, reasoning, sealed_ms } => {
+                run(
+                    "UPDATE streams SET state = 'sealed', outcome = ?, error = ?, error_kind = ?, stop_reason = ?, usage = ?, reasoning = ?, sealed_ms = ? \
                  WHERE stream_id = ? AND state = 'open'",
-                &[
-                    &enum_str(outcome),
-                    error,
-                    error_kind,
-                    stop_reason,
-                    &usage.as_ref().and_then(|u| serde_json::to_string(u).ok()),
-                    sealed_ms,
-                    stream_id,
-                ],
-            ),
+                    &[
+                        &enum_str(outcome),
+                        error,
+                        error_kind,
+                        stop_reason,
+                        &usage.as_ref().and_then(|u| serde_json::to_string(u).ok()),
+                        &(!reasoning.is_empty()).then(|| serde_json::to_string(reasoning).ok()).flatten(),
+                        sealed_ms,
+                        stream_id,
+                    ],
+                )
+            }
             StoreOp::StreamCommit { stream_id } => run("DELETE FROM streams WHERE stream_id = ?", &[stream_id]),
         }
     }

@@ -84,6 +84,8 @@ impl ProviderError {
         let name = settings.kind.display_name();
         let kind = match status {
             401 | 403 => ErrorKind::ProviderAuth,
+            // Gemini refuses a bad key with 400.
+            400 if body.contains("API_KEY_INVALID") => ErrorKind::ProviderAuth,
             429 => ErrorKind::ProviderRateLimited,
             408 | 500..=599 => ErrorKind::ProviderUnavailable,
             _ => ErrorKind::ProviderError,
@@ -130,16 +132,22 @@ impl ProviderError {
     /// An error the provider reported inside an otherwise good stream.
     pub(super) fn midstream(settings: &ProviderSettings, error_type: &str, message: &str) -> Self {
         let message = redact_secrets(message, &settings.secrets());
+        // Anthropic and OpenAI error types, and Gemini's RPC statuses.
         let kind = match error_type {
-            "overloaded_error" | "api_error" | "server_error" | "timeout_error" => ErrorKind::ProviderUnavailable,
-            "rate_limit_error" | "rate_limit_exceeded" => ErrorKind::ProviderRateLimited,
-            "authentication_error" | "permission_error" => ErrorKind::ProviderAuth,
+            "overloaded_error" | "api_error" | "server_error" | "timeout_error" | "UNAVAILABLE" | "INTERNAL"
+            | "DEADLINE_EXCEEDED" => ErrorKind::ProviderUnavailable,
+            "rate_limit_error" | "rate_limit_exceeded" | "RESOURCE_EXHAUSTED" => ErrorKind::ProviderRateLimited,
+            "authentication_error" | "permission_error" | "PERMISSION_DENIED" | "UNAUTHENTICATED" => {
+                ErrorKind::ProviderAuth
+            }
             _ => ErrorKind::ProviderError,
         };
         let retry = match error_type {
-            "overloaded_error" => RetryHint::new("overloaded", None),
-            "rate_limit_error" | "rate_limit_exceeded" => RetryHint::new("rate limited", None),
-            "api_error" | "server_error" | "timeout_error" => RetryHint::new("unavailable", None),
+            "overloaded_error" | "UNAVAILABLE" => RetryHint::new("overloaded", None),
+            "rate_limit_error" | "rate_limit_exceeded" | "RESOURCE_EXHAUSTED" => RetryHint::new("rate limited", None),
+            "api_error" | "server_error" | "timeout_error" | "INTERNAL" | "DEADLINE_EXCEEDED" => {
+                RetryHint::new("unavailable", None)
+            }
             _ => None,
         };
         Self::new(
@@ -170,7 +178,8 @@ fn extract_error_message(body: &str) -> String {
     if let Ok(v) = serde_json::from_str::<serde_json::Value>(body) {
         let err = v.get("error").unwrap_or(&v);
         if let Some(m) = err.get("message").and_then(|m| m.as_str()) {
-            let ty = err.get("type").and_then(|t| t.as_str());
+            // Gemini names the kind in `status`.
+            let ty = err.get("type").or_else(|| err.get("status")).and_then(|t| t.as_str());
             return match ty {
                 Some(ty) => format!("{ty}: {m}"),
                 None => m.to_string(),

@@ -5,7 +5,9 @@
 mod anthropic;
 mod arrivals;
 mod errors;
+mod gemini;
 mod openai;
+mod responses;
 mod sse;
 
 use std::time::Duration;
@@ -15,6 +17,7 @@ pub use crate::provider_kind::ProviderKind;
 pub use crate::redact::redact_secrets;
 pub use errors::{ProviderError, RetryHint};
 use forge_proto::{ToolCallRecord, Usage};
+use serde::{Deserialize, Serialize};
 
 use crate::tools::ToolSpec;
 
@@ -27,14 +30,55 @@ pub struct ChatMessage {
     pub tool_calls: Vec<ToolCallRecord>,
     /// For a tool result: the call it answers, and whether it failed.
     pub tool_result: Option<(String, bool)>,
+    /// What the provider that wrote this answer needs back to continue
+    /// (thinking signatures, reasoning items); each wire format sends only
+    /// its own kind and leaves the others out.
+    pub reasoning: Vec<Reasoning>,
+}
+
+/// What a provider needs to be sent back, exactly as it came, to continue
+/// a conversation after an answer. Kept in the answer's history node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Reasoning {
+    /// An Anthropic `thinking` block and the signature that vouches for it.
+    Thinking { thinking: String, signature: String },
+    /// An Anthropic `redacted_thinking` block (encrypted by the provider).
+    RedactedThinking { data: String },
+    /// An OpenAI Responses reasoning item; with `store: false` its
+    /// encrypted content is what carries the reasoning to the next request.
+    OpenAiReasoning {
+        id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        encrypted_content: Option<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        summary: Vec<String>,
+    },
+    /// A Gemini `thoughtSignature`, on the part it came with: tool call
+    /// number `call`, or the text when `None`.
+    GeminiSignature {
+        signature: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call: Option<usize>,
+    },
 }
 
 impl ChatMessage {
     pub fn user(text: impl Into<String>) -> Self {
-        Self { role: ChatRole::User, text: text.into(), tool_calls: Vec::new(), tool_result: None }
+        Self {
+            role: ChatRole::User,
+            text: text.into(),
+            tool_calls: Vec::new(),
+            tool_result: None,
+            reasoning: Vec::new(),
+        }
     }
     pub fn assistant(text: impl Into<String>, tool_calls: Vec<ToolCallRecord>) -> Self {
-        Self { role: ChatRole::Assistant, text: text.into(), tool_calls, tool_result: None }
+        Self { role: ChatRole::Assistant, text: text.into(), tool_calls, tool_result: None, reasoning: Vec::new() }
+    }
+    pub fn with_reasoning(mut self, reasoning: Vec<Reasoning>) -> Self {
+        self.reasoning = reasoning;
+        self
     }
     pub fn tool_result(call_id: impl Into<String>, text: impl Into<String>, is_error: bool) -> Self {
         Self {
@@ -42,6 +86,7 @@ impl ChatMessage {
             text: text.into(),
             tool_calls: Vec::new(),
             tool_result: Some((call_id.into(), is_error)),
+            reasoning: Vec::new(),
         }
     }
 }
@@ -125,6 +170,9 @@ pub enum ProviderEvent {
         index: usize,
         fragment: String,
     },
+    /// A finished thinking block's signature, a redacted block, a
+    /// reasoning item: to be kept with the answer and sent back.
+    Reasoning(Reasoning),
     Usage(Usage),
     StopReason(String),
     Done,
@@ -141,7 +189,69 @@ pub struct ProviderSettings {
     /// True when the user pointed the provider at their own server: a key is
     /// then optional (local OpenAI-compatible servers accept none).
     pub custom_base_url: bool,
+    pub options: WireOptions,
 }
+
+/// What config.toml asks of requests, per provider section.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WireOptions {
+    /// `[anthropic] cache_enabled`: cache_control breakpoints.
+    pub anthropic_cache: bool,
+    /// `[anthropic] thinking_budget_tokens` when `thinking_enabled`.
+    pub anthropic_thinking_budget: Option<u32>,
+    /// `[openai] wire_api`: Responses (true) or Chat Completions.
+    pub openai_responses: bool,
+    pub reasoning_effort: Option<String>,
+    pub verbosity: Option<String>,
+    /// As the Responses API takes it: `auto` or `disabled`.
+    pub truncation: Option<String>,
+    /// `[google] thinking_enabled`: thought summaries streamed as thinking.
+    pub gemini_thinking: bool,
+}
+
+impl WireOptions {
+    fn from_config(kind: ProviderKind, cfg: &ForgeConfig, custom_base_url: bool) -> Self {
+        match kind {
+            ProviderKind::Claude => Self {
+                anthropic_cache: cfg.anthropic.cache_enabled.unwrap_or(true),
+                anthropic_thinking_budget: cfg
+                    .anthropic
+                    .thinking_enabled
+                    .unwrap_or(false)
+                    .then(|| cfg.anthropic.thinking_budget_tokens.unwrap_or(DEFAULT_THINKING_BUDGET)),
+                ..Self::default()
+            },
+            ProviderKind::OpenAi => Self {
+                openai_responses: match cfg.openai.wire_api.as_deref() {
+                    Some(w) => w == "responses",
+                    None => !custom_base_url,
+                },
+                reasoning_effort: cfg.openai.reasoning_effort.clone(),
+                verbosity: cfg.openai.verbosity.clone(),
+                truncation: cfg.openai.truncation.as_deref().map(|t| match t {
+                    "auto" => "auto".to_string(),
+                    // `none` and `preserve`: never drop anything; Forge
+                    // decides what a request holds.
+                    _ => "disabled".to_string(),
+                }),
+                ..Self::default()
+            },
+            ProviderKind::Gemini => {
+                Self { gemini_thinking: cfg.google.thinking_enabled.unwrap_or(true), ..Self::default() }
+            }
+        }
+    }
+
+    /// Output tokens the request adds for thinking (Anthropic counts its
+    /// budget inside `max_tokens`).
+    pub fn thinking_tokens(&self) -> u32 {
+        self.anthropic_thinking_budget.unwrap_or(0)
+    }
+}
+
+/// `[anthropic] thinking_budget_tokens` when thinking is on and no budget
+/// is given.
+pub const DEFAULT_THINKING_BUDGET: u32 = 10_000;
 
 impl std::fmt::Debug for ProviderSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -156,7 +266,13 @@ impl std::fmt::Debug for ProviderSettings {
 impl ProviderSettings {
     #[cfg(test)]
     pub(crate) fn for_tests() -> Self {
-        Self { kind: ProviderKind::Claude, base_url: "http://127.0.0.1:9".into(), api_key: None, custom_base_url: true }
+        Self {
+            kind: ProviderKind::Claude,
+            base_url: "http://127.0.0.1:9".into(),
+            api_key: None,
+            custom_base_url: true,
+            options: WireOptions::default(),
+        }
     }
 
     /// Settings from the config file, then the environment.
@@ -176,7 +292,9 @@ impl ProviderSettings {
             ProviderKind::OpenAi => {
                 (cfg.openai.base_url.as_deref(), Some("OPENAI_BASE_URL"), "https://api.openai.com/v1")
             }
-            ProviderKind::Gemini => (cfg.google.base_url.as_deref(), None, "https://generativelanguage.googleapis.com"),
+            ProviderKind::Gemini => {
+                (cfg.google.base_url.as_deref(), Some("GEMINI_BASE_URL"), "https://generativelanguage.googleapis.com")
+            }
         };
         let custom = cfg_url
             .map(expand_env_vars)
@@ -184,7 +302,8 @@ impl ProviderSettings {
             .filter(|u| !u.trim().is_empty());
         let custom_base_url = custom.is_some();
         let base_url = custom.unwrap_or_else(|| default.to_string()).trim_end_matches('/').to_string();
-        Self { kind, base_url, api_key, custom_base_url }
+        let options = WireOptions::from_config(kind, cfg, custom_base_url);
+        Self { kind, base_url, api_key, custom_base_url, options }
     }
 
     pub fn has_key(&self) -> bool {
@@ -198,11 +317,10 @@ impl ProviderSettings {
 
     /// Checks that a request can be made at all; the error says what to set.
     pub fn check_ready(&self) -> Result<(), ProviderError> {
-        match self.kind {
-            ProviderKind::Gemini => Err(ProviderError::unsupported(GEMINI_NOT_YET)),
-            _ if self.api_key.is_none() && !self.custom_base_url => Err(ProviderError::missing_key(self.kind)),
-            _ => Ok(()),
+        if self.api_key.is_none() && !self.custom_base_url {
+            return Err(ProviderError::missing_key(self.kind));
         }
+        Ok(())
     }
 
     fn config_hint(&self) -> String {
@@ -258,11 +376,12 @@ impl ProviderClient {
         let http = self.http.clone();
         let opened = async move {
             settings.check_ready()?;
-            let (request, wire) = match settings.kind {
-                ProviderKind::Claude => (anthropic::request(&http, &settings, &req), Wire::Anthropic),
-                ProviderKind::OpenAi => (openai::request(&http, &settings, &req), Wire::OpenAi),
-                // check_ready said why not already.
-                ProviderKind::Gemini => return Err(ProviderError::unsupported(GEMINI_NOT_YET)),
+            let wire = Wire::of(&settings);
+            let request = match wire {
+                Wire::Anthropic => anthropic::request(&http, &settings, &req),
+                Wire::OpenAiChat => openai::request(&http, &settings, &req),
+                Wire::OpenAiResponses => responses::request(&http, &settings, &req),
+                Wire::Gemini => gemini::request(&http, &settings, &req),
             };
             let resp = request.send().await.map_err(|e| ProviderError::connect(&settings, &e))?;
             let status = resp.status();
@@ -278,7 +397,9 @@ impl ProviderClient {
             let bytes = resp.bytes_stream();
             Ok(match wire {
                 Wire::Anthropic => sse::events(bytes, settings, anthropic::AnthropicParser::default()).boxed(),
-                Wire::OpenAi => sse::events(bytes, settings, openai::OpenAiParser::default()).boxed(),
+                Wire::OpenAiChat => sse::events(bytes, settings, openai::OpenAiParser::default()).boxed(),
+                Wire::OpenAiResponses => sse::events(bytes, settings, responses::ResponsesParser::default()).boxed(),
+                Wire::Gemini => sse::events(bytes, settings, gemini::GeminiParser::default()).boxed(),
             })
         };
         futures::stream::once(opened)
@@ -291,13 +412,33 @@ impl ProviderClient {
 }
 
 /// The wire formats Forge streams.
-enum Wire {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wire {
     Anthropic,
-    OpenAi,
+    OpenAiChat,
+    OpenAiResponses,
+    Gemini,
 }
 
-const GEMINI_NOT_YET: &str =
-    "Gemini streaming is not available in this version of Forge yet; use --provider claude or openai";
+impl Wire {
+    pub fn of(settings: &ProviderSettings) -> Self {
+        match settings.kind {
+            ProviderKind::Claude => Self::Anthropic,
+            ProviderKind::OpenAi if settings.options.openai_responses => Self::OpenAiResponses,
+            ProviderKind::OpenAi => Self::OpenAiChat,
+            ProviderKind::Gemini => Self::Gemini,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Anthropic => "anthropic-messages",
+            Self::OpenAiChat => "openai-chat",
+            Self::OpenAiResponses => "openai-responses",
+            Self::Gemini => "gemini",
+        }
+    }
+}
 
 /// A provider's answer as it streams (see [`ProviderClient::stream`]).
 pub type ProviderStream = futures::stream::BoxStream<'static, ProviderEvent>;

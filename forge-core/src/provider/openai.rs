@@ -111,15 +111,14 @@ impl WireParser for OpenAiParser {
             }
         }
         if let Some(u) = chunk.get("usage").filter(|u| u.is_object()) {
-            let get = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
+            let get = |k: &str| u.pointer(k).and_then(Value::as_u64).unwrap_or(0);
+            let cached = get("/prompt_tokens_details/cached_tokens");
             out.push(ProviderEvent::Usage(Usage {
-                input_tokens: get("prompt_tokens"),
-                output_tokens: get("completion_tokens"),
-                cache_read_tokens: u
-                    .pointer("/prompt_tokens_details/cached_tokens")
-                    .and_then(Value::as_u64)
-                    .unwrap_or(0),
+                input_tokens: get("/prompt_tokens").saturating_sub(cached),
+                output_tokens: get("/completion_tokens"),
+                cache_read_tokens: cached,
                 cache_write_tokens: 0,
+                reasoning_tokens: get("/completion_tokens_details/reasoning_tokens"),
             }));
         }
         Ok(Step::Continue)

@@ -192,7 +192,7 @@ impl Store {
     /// Stream journal entries of a session not yet committed, oldest first.
     pub async fn open_streams(&self, session: &str) -> Result<Vec<StreamRow>, StoreError> {
         let rows = sqlx::query(
-            "SELECT stream_id, session_id, message_id, provider, model, first_seq, state, outcome, error, error_kind, stop_reason, usage
+            "SELECT stream_id, session_id, message_id, provider, model, first_seq, state, outcome, error, error_kind, stop_reason, usage, reasoning
              FROM streams WHERE session_id = ? ORDER BY first_seq",
         )
         .bind(session)

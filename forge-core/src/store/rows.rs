@@ -59,6 +59,9 @@ pub struct NodeMeta {
     pub tool_calls: Vec<ToolCallRecord>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_result: Option<ToolResultInfo>,
+    /// Thinking signatures and reasoning items, sent back to the provider.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasoning: Vec<crate::provider::Reasoning>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -158,6 +161,7 @@ pub struct StreamRow {
     pub error_kind: Option<String>,
     pub stop_reason: Option<String>,
     pub usage: Option<String>,
+    pub reasoning: Option<String>,
 }
 
 impl StreamRow {
@@ -176,6 +180,7 @@ impl StreamRow {
             error_kind: r.try_get("error_kind")?,
             stop_reason: r.try_get("stop_reason")?,
             usage: r.try_get("usage")?,
+            reasoning: r.try_get("reasoning")?,
         })
     }
 }

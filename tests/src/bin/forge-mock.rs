@@ -8,7 +8,7 @@ use forge_tests::mock::{DIRECTIVES, MockOptions, MockServer};
 #[derive(Parser)]
 #[command(
     name = "forge-mock",
-    about = "Mock LLM provider (Anthropic Messages + OpenAI Chat SSE) on loopback: try Forge without a key",
+    about = "Mock LLM provider (Anthropic Messages, OpenAI Chat and Responses, Gemini; all SSE) on loopback: try Forge without a key",
     after_help = DIRECTIVES
 )]
 struct Args {
@@ -34,6 +34,7 @@ async fn main() -> anyhow::Result<()> {
     println!("forge-mock listening on http://{}", server.addr);
     println!("ANTHROPIC_BASE_URL={}", server.anthropic_url());
     println!("OPENAI_BASE_URL={}", server.openai_url());
+    println!("GEMINI_BASE_URL={}", server.gemini_url());
     std::future::pending::<()>().await;
     Ok(())
 }

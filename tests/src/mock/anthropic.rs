@@ -9,7 +9,7 @@ use super::{Format, pieces, sse};
 pub(super) struct Anthropic;
 
 impl Format for Anthropic {
-    fn error_body(&self, ty: &str, message: &str) -> String {
+    fn error_body(&self, _status: u16, ty: &str, message: &str) -> String {
         json!({"type":"error","error":{"type":ty,"message":message},"request_id":"req_mock"}).to_string()
     }
 
@@ -87,7 +87,7 @@ impl Format for Anthropic {
         out
     }
 
-    fn finish(&self, _model: &str, tool_use: bool, output_tokens: usize) -> Vec<String> {
+    fn finish(&self, _model: &str, tool_use: bool, output_tokens: usize, _thinking: usize) -> Vec<String> {
         let stop = if tool_use { "tool_use" } else { "end_turn" };
         vec![
             sse(

@@ -1,5 +1,6 @@
-//! An in-tree mock LLM server speaking the Anthropic Messages and OpenAI
-//! Chat Completions streaming wire formats over loopback.
+//! An in-tree mock LLM server speaking the four streaming wire formats
+//! Forge uses over loopback: Anthropic Messages, OpenAI Chat Completions,
+//! OpenAI Responses and Gemini `streamGenerateContent`.
 //!
 //! What it answers is scripted by directives in the last user message, so
 //! tests (and the demo) drive it through the real client:
@@ -40,7 +41,9 @@ Directives: words in the last user message script the reply (removed from any ec
                             (`mock:status=529 mock:fail=2`: two overloads, then an answer)
   mock:retry_after=S        send retry-after: S with the error
   mock:thinking=N           think N pieces `thought0 thought1 ...` before answering
-                            (a signed thinking block; reasoning_content for OpenAI)
+                            (Anthropic: a signed thinking block; Chat: reasoning_content;
+                            Responses: a reasoning summary with encrypted content;
+                            Gemini: thought parts; calls and text signed)
   mock:midstream_error=N    after N text chunks, report an error inside the stream
   mock:drop=N               after N text chunks, cut the connection
   mock:malformed=N          after N text chunks, send an SSE event that is not JSON
@@ -51,13 +54,15 @@ the question and counts the messages it was sent. After tool results, it says
 what they were. The key `bad-key` is refused with 401.
 
 Try it without a key:
-  forge-mock --delay-ms 30 &        # prints ANTHROPIC_BASE_URL=... and OPENAI_BASE_URL=...
+  forge-mock --delay-ms 30 &        # prints ANTHROPIC_BASE_URL=, OPENAI_BASE_URL=, GEMINI_BASE_URL=
   export ANTHROPIC_BASE_URL=<printed> ANTHROPIC_API_KEY=mock
   forgectl send \"hello mock:tokens=50\"
   forgectl send \"mock:tool=write_file make a file\"   # then: forgectl approve SESSION --all";
 
 mod anthropic;
+pub mod gemini;
 mod openai;
+mod responses;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -81,6 +86,8 @@ type Body = BoxBody<Bytes, std::io::Error>;
 pub enum Wire {
     Anthropic,
     OpenAi,
+    Responses,
+    Gemini,
 }
 
 impl Wire {
@@ -88,6 +95,86 @@ impl Wire {
         match self {
             Wire::Anthropic => &anthropic::Anthropic,
             Wire::OpenAi => &openai::OpenAi,
+            Wire::Responses => &responses::Responses,
+            Wire::Gemini => &gemini::Gemini,
+        }
+    }
+}
+
+/// What the mock reads of a request, whatever its wire format.
+#[derive(Debug, Default)]
+struct Conversation {
+    /// Messages of the conversation (system prompts excluded).
+    count: usize,
+    /// The text of the last user message.
+    last_user: String,
+    /// The tool results the request ends with, if it ends with any.
+    results: Option<Vec<String>>,
+}
+
+fn role(v: &Value) -> Option<&str> {
+    v.get("role").and_then(Value::as_str)
+}
+
+fn conversation(wire: Wire, body: &Value) -> Conversation {
+    let list = |key: &str| body.get(key).and_then(Value::as_array).cloned().unwrap_or_default();
+    match wire {
+        Wire::Anthropic | Wire::OpenAi => {
+            // A system prompt sent as a message (OpenAI's `system` /
+            // `developer` roles) is not part of the conversation.
+            let messages: Vec<Value> =
+                list("messages").into_iter().filter(|m| !matches!(role(m), Some("system" | "developer"))).collect();
+            Conversation { count: messages.len(), last_user: last_user_text(body), results: tool_results(&messages) }
+        }
+        Wire::Responses => {
+            let items = list("input");
+            let trailing: Vec<String> = items
+                .iter()
+                .rev()
+                .take_while(|i| i.get("type").and_then(Value::as_str) == Some("function_call_output"))
+                .map(|i| i.get("output").map(content_text).unwrap_or_default())
+                .collect();
+            Conversation {
+                count: items
+                    .iter()
+                    .filter(|i| {
+                        matches!(role(i), Some("user" | "assistant"))
+                            || i.get("type").and_then(Value::as_str) == Some("function_call_output")
+                    })
+                    .count(),
+                last_user: items
+                    .iter()
+                    .rev()
+                    .find(|i| role(i) == Some("user"))
+                    .and_then(|i| i.get("content"))
+                    .map(content_text)
+                    .unwrap_or_default(),
+                results: (!trailing.is_empty()).then(|| trailing.into_iter().rev().collect()),
+            }
+        }
+        Wire::Gemini => {
+            let contents = list("contents");
+            let responses = |c: &Value| -> Vec<String> {
+                c.get("parts")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|p| p.pointer("/functionResponse/response"))
+                    .map(|r| r.get("output").or_else(|| r.get("error")).map(content_text).unwrap_or_default())
+                    .collect()
+            };
+            let results = contents.last().filter(|c| role(c) == Some("user")).map(responses).filter(|r| !r.is_empty());
+            Conversation {
+                count: contents.len(),
+                last_user: contents
+                    .iter()
+                    .rev()
+                    .find(|c| role(c) == Some("user") && responses(c).is_empty())
+                    .and_then(|c| c.get("parts"))
+                    .map(content_text)
+                    .unwrap_or_default(),
+                results,
+            }
         }
     }
 }
@@ -96,7 +183,11 @@ impl Wire {
 /// the SSE events of each part of a reply (split at the format's own
 /// boundaries, so that a reply is these in order).
 trait Format: Sync {
-    fn error_body(&self, error_type: &str, message: &str) -> String;
+    fn error_body(&self, status: u16, error_type: &str, message: &str) -> String;
+    /// The status a refused key gets.
+    fn auth_status(&self) -> u16 {
+        401
+    }
     /// The key the request carries; `Err` for a request the API refuses
     /// outright (a missing required header).
     fn api_key(&self, header: &dyn Fn(&str) -> Option<String>) -> Result<Option<String>, ()>;
@@ -116,7 +207,9 @@ trait Format: Sync {
     /// The `k`-th tool call (content block `block`), its arguments in
     /// small fragments.
     fn tool_call(&self, model: &str, block: usize, k: usize, id: &str, name: &str, args: &str) -> Vec<String>;
-    fn finish(&self, model: &str, tool_use: bool, output_tokens: usize) -> Vec<String>;
+    /// The end of the reply: stop reason and usage (`thinking`: the
+    /// thinking pieces, counted as reasoning tokens where the format does).
+    fn finish(&self, model: &str, tool_use: bool, output_tokens: usize, thinking: usize) -> Vec<String>;
 }
 
 /// One request the mock received.
@@ -175,9 +268,15 @@ impl MockServer {
         format!("http://{}", self.addr)
     }
 
-    /// Base URL for OpenAI (`OPENAI_BASE_URL`).
+    /// Base URL for OpenAI (`OPENAI_BASE_URL`): Chat Completions and
+    /// Responses.
     pub fn openai_url(&self) -> String {
         format!("http://{}/v1", self.addr)
+    }
+
+    /// Base URL for Gemini (`GEMINI_BASE_URL`, the root without `/v1beta`).
+    pub fn gemini_url(&self) -> String {
+        format!("http://{}", self.addr)
     }
 
     pub fn requests(&self) -> Vec<Recorded> {
@@ -299,7 +398,7 @@ fn error_body(wire: Wire, status: u16) -> String {
         529 => ("overloaded_error", "Overloaded (mock)"),
         _ => ("api_error", "Unexpected error (mock)."),
     };
-    wire.format().error_body(ty, msg)
+    wire.format().error_body(status, ty, msg)
 }
 
 async fn handle(
@@ -314,9 +413,16 @@ async fn handle(
                     <body><h1>Forge mock page</h1><p>Served on loopback.</p></body></html>";
         return Ok(full(StatusCode::OK, "text/html; charset=utf-8", html.to_string(), &[]));
     }
+    // Gemini names the model in the path: /v1beta/models/{model}:streamGenerateContent.
+    let gemini_model = path
+        .strip_prefix("/v1beta/models/")
+        .and_then(|rest| rest.strip_suffix(":streamGenerateContent"))
+        .map(str::to_string);
     let wire = match path.as_str() {
         "/v1/messages" => Wire::Anthropic,
         "/v1/chat/completions" | "/chat/completions" => Wire::OpenAi,
+        "/v1/responses" | "/responses" => Wire::Responses,
+        _ if gemini_model.is_some() => Wire::Gemini,
         _ => {
             return Ok(full(
                 StatusCode::NOT_FOUND,
@@ -346,25 +452,15 @@ async fn handle(
         return Ok(full(StatusCode::BAD_REQUEST, "application/json", error_body(wire, 400), &[]));
     };
     if key.as_deref() == Some("bad-key") || (wire.format().key_required() && key.is_none()) {
-        return Ok(full(StatusCode::UNAUTHORIZED, "application/json", error_body(wire, 401), &[]));
+        let status = wire.format().auth_status();
+        let body = wire.format().error_body(status, "authentication_error", "invalid x-api-key (mock)");
+        let code = StatusCode::from_u16(status).unwrap_or(StatusCode::UNAUTHORIZED);
+        return Ok(full(code, "application/json", body, &[]));
     }
 
-    // The conversation: a system prompt sent as a message (OpenAI's
-    // `system` / `developer` roles) is not part of it.
-    let messages: Vec<Value> = body
-        .get("messages")
-        .and_then(Value::as_array)
-        .map(|all| {
-            all.iter()
-                .filter(|m| !matches!(m.get("role").and_then(Value::as_str), Some("system" | "developer")))
-                .cloned()
-                .collect()
-        })
-        .unwrap_or_default();
-    let last_user = last_user_text(&body);
+    let Conversation { count, last_user, results } = conversation(wire, &body);
     // After tool results the mock answers them instead of following the
     // directives again (which would call the tools forever).
-    let results = tool_results(&messages);
     let mut script = parse_script(&last_user, &opts);
     if results.is_some() {
         script.tools.clear();
@@ -374,7 +470,8 @@ async fn handle(
     // With `mock:fail=N`: how many times this message has come (this
     // request included).
     let sent = |n: u64| {
-        let seen = recorded.lock().map(|r| r.iter().filter(|q| last_user_text(&q.body) == last_user).count());
+        let seen =
+            recorded.lock().map(|r| r.iter().filter(|q| conversation(q.wire, &q.body).last_user == last_user).count());
         seen.unwrap_or(1) as u64 <= n
     };
     if let Some(status) = script.status
@@ -396,12 +493,14 @@ async fn handle(
             let text = format!(
                 "This is Forge's built-in mock provider on loopback, not a real model. You said: \u{201c}{question}\u{201d}. \
                  I was sent {} message(s) of conversation.",
-                messages.len()
+                count
             );
             split_words(&text)
         }
     };
-    let model = body.get("model").and_then(Value::as_str).unwrap_or("mock-model").to_string();
+    let model = gemini_model
+        .or_else(|| body.get("model").and_then(Value::as_str).map(str::to_string))
+        .unwrap_or_else(|| "mock-model".to_string());
     let (tx, rx) = mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(64);
     let stamp = script.stamp;
     tokio::spawn(stream_reply(wire, model, chunks, script, tx, opts.first_byte_log.clone()));
@@ -590,7 +689,7 @@ async fn stream_reply(
             let _ = w.write(event).await;
         }
     }
-    for event in format.finish(&model, !script.tools.is_empty(), total) {
+    for event in format.finish(&model, !script.tools.is_empty(), total, thinking.len()) {
         let _ = w.write(event).await;
     }
 }

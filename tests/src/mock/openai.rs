@@ -11,7 +11,7 @@ pub(super) struct OpenAi;
 const ID: &str = "chatcmpl-mock";
 
 impl Format for OpenAi {
-    fn error_body(&self, ty: &str, message: &str) -> String {
+    fn error_body(&self, _status: u16, ty: &str, message: &str) -> String {
         json!({"error":{"message":message,"type":ty,"param":null,"code":ty}}).to_string()
     }
 
@@ -67,7 +67,7 @@ impl Format for OpenAi {
         out
     }
 
-    fn finish(&self, model: &str, tool_use: bool, output_tokens: usize) -> Vec<String> {
+    fn finish(&self, model: &str, tool_use: bool, output_tokens: usize, _thinking: usize) -> Vec<String> {
         let finish = if tool_use { "tool_calls" } else { "stop" };
         vec![
             sse(

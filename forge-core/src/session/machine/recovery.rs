@@ -168,6 +168,7 @@ impl Session {
             model: stream.model,
             usage,
             stop_reason: stream.stop_reason,
+            reasoning: stream.reasoning.as_deref().and_then(|r| serde_json::from_str(r).ok()).unwrap_or_default(),
             error_kind,
             error,
             recovered: Some(badge),

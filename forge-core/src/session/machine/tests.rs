@@ -459,6 +459,7 @@ fn open_stream(text: &str) -> RecoveredStream {
             error_kind: None,
             stop_reason: None,
             usage: None,
+            reasoning: None,
         },
         text: text.into(),
         tool_calls: Vec::new(),

@@ -75,7 +75,10 @@ pub(crate) fn chat_message(n: &NodeRow) -> Option<ChatMessage> {
     }
     match n.role {
         Role::User => Some(ChatMessage::user(n.text.clone())),
-        Role::Assistant => Some(ChatMessage::assistant(answer_text(&n.text, n.status), n.meta.tool_calls.clone())),
+        Role::Assistant => Some(
+            ChatMessage::assistant(answer_text(&n.text, n.status), n.meta.tool_calls.clone())
+                .with_reasoning(n.meta.reasoning.clone()),
+        ),
         Role::Tool => {
             let r = n.meta.tool_result.as_ref()?;
             Some(ChatMessage::tool_result(r.call_id.clone(), n.text.clone(), r.is_error))
@@ -152,6 +155,7 @@ impl Session {
             tool_calls: Vec::new(),
             usage: None,
             stop_reason: None,
+            reasoning: Vec::new(),
             sealed: false,
             iteration,
             output_seen: false,
@@ -173,9 +177,17 @@ impl Session {
     /// `[app] max_output_tokens` (8192 by default), clamped to the model's
     /// limit and to what its window has left after the input.
     fn start_request(&mut self) -> Result<(), ProviderError> {
+        let settings = self.provider_settings().map_err(|e| ProviderError::new(e.kind, e.message))?;
         let messages = request_messages(&self.path);
         let tools = self.tool_specs();
-        let requested = self.config.app.max_output_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS);
+        // Thinking counts inside the output tokens where the API says so:
+        // its budget comes on top of what the answer may take.
+        let requested = self
+            .config
+            .app
+            .max_output_tokens
+            .unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS)
+            .saturating_add(settings.options.thinking_tokens());
         let max_output_tokens = match self.model_info() {
             Some(model) => {
                 let input: usize = self.system_prompt.len()
@@ -195,7 +207,6 @@ impl Session {
             max_output_tokens,
             tools,
         };
-        let settings = self.provider_settings().map_err(|e| ProviderError::new(e.kind, e.message))?;
         self.out.push(Effect::StartRequest(Box::new((settings, request))));
         Ok(())
     }
@@ -292,6 +303,7 @@ impl Session {
             ProviderEvent::ToolCallArgs { index, fragment } => {
                 self.pipeline.delta(EventKind::ToolCallArgs { index: index as u32, fragment });
             }
+            ProviderEvent::Reasoning(r) => stream.reasoning.push(r),
             ProviderEvent::Usage(u) => stream.usage = Some(u),
             ProviderEvent::StopReason(r) => stream.stop_reason = Some(r),
             ProviderEvent::Done => self.seal(MessageStatus::Complete, None),
@@ -336,6 +348,7 @@ impl Session {
             error_kind: error.as_ref().map(|(k, _)| k.as_str().to_string()),
             stop_reason: stream.stop_reason.clone(),
             usage: stream.usage.clone(),
+            reasoning: stream.reasoning.clone(),
             sealed_ms: now_ms(),
         });
         self.pipeline.seal(SealInfo { outcome, error });
@@ -359,6 +372,7 @@ impl Session {
             model: stream.model,
             usage: stream.usage,
             stop_reason: stream.stop_reason,
+            reasoning: stream.reasoning,
             error_kind: info.error.as_ref().map(|(k, _)| k.as_str().to_string()),
             error: info.error.map(|(_, m)| m),
             recovered: None,
@@ -399,11 +413,13 @@ impl Session {
                     recovered: a.recovered,
                     tool_calls: a.tool_calls.clone(),
                     tool_result: None,
+                    reasoning: a.reasoning.clone(),
                 },
             });
             self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: Some(id.clone()) });
             self.row.head_id = Some(id.clone());
-            self.path.push(ChatMessage::assistant(answer_text(&a.text, a.status), a.tool_calls));
+            self.path
+                .push(ChatMessage::assistant(answer_text(&a.text, a.status), a.tool_calls).with_reasoning(a.reasoning));
             Some(id)
         };
         self.pipeline.op(StoreOp::StreamCommit { stream_id: a.stream_id });
@@ -439,6 +455,7 @@ pub(super) struct Answer {
     pub model: String,
     pub usage: Option<forge_proto::Usage>,
     pub stop_reason: Option<String>,
+    pub reasoning: Vec<crate::provider::Reasoning>,
     pub error_kind: Option<String>,
     pub error: Option<String>,
     pub recovered: Option<forge_proto::RecoveryBadge>,

@@ -1,0 +1,322 @@
+//! Gemini, streamed (`POST {base}/v1beta/models/{model}:streamGenerateContent?alt=sse`,
+//! data-only SSE, often CRLF-framed, ending at EOF after the chunk that
+//! carries `finishReason`).
+
+use std::collections::HashMap;
+
+use serde_json::{Value, json};
+
+use super::sse::{ParseError, Step, WireParser};
+use super::{
+    ChatRequest, ChatRole, ProviderEvent, ProviderSettings, Reasoning, WireOptions, args_object, pair_tool_results,
+};
+use forge_proto::Usage;
+
+/// Ids Forge gives calls that came without one (Gemini often sends none);
+/// they are not echoed back to the API.
+const LOCAL_ID: &str = "gemini-call-";
+
+fn body(req: &ChatRequest, opts: &WireOptions) -> Value {
+    let mut contents: Vec<Value> = Vec::new();
+    // A function response names the function: the call's name by its id.
+    let mut names: HashMap<&str, &str> = HashMap::new();
+    let paired = pair_tool_results(&req.messages);
+    for m in &paired {
+        for c in &m.tool_calls {
+            names.insert(&c.id, &c.name);
+        }
+    }
+    for m in &paired {
+        let (role, parts) = match m.role {
+            ChatRole::User => ("user", vec![json!({"text": m.text})]),
+            ChatRole::Assistant => {
+                let signature = |call: Option<usize>| {
+                    m.reasoning.iter().find_map(|r| match r {
+                        Reasoning::GeminiSignature { signature, call: c } if *c == call => Some(signature.clone()),
+                        _ => None,
+                    })
+                };
+                let mut parts = Vec::new();
+                if !m.text.is_empty() {
+                    let mut part = json!({"text": m.text});
+                    if let Some(s) = signature(None) {
+                        part["thoughtSignature"] = json!(s);
+                    }
+                    parts.push(part);
+                }
+                for (i, c) in m.tool_calls.iter().enumerate() {
+                    let mut call = json!({"name": c.name, "args": args_object(&c.arguments)});
+                    if !c.id.starts_with(LOCAL_ID) {
+                        call["id"] = json!(c.id);
+                    }
+                    let mut part = json!({"functionCall": call});
+                    if let Some(s) = signature(Some(i)) {
+                        part["thoughtSignature"] = json!(s);
+                    }
+                    parts.push(part);
+                }
+                ("model", parts)
+            }
+            ChatRole::Tool => {
+                let (id, is_error) = m.tool_result.clone().unwrap_or_default();
+                let key = if is_error { "error" } else { "output" };
+                let mut response = json!({
+                    "name": names.get(id.as_str()).copied().unwrap_or("unknown"),
+                    "response": {key: m.text},
+                });
+                if !id.starts_with(LOCAL_ID) {
+                    response["id"] = json!(id);
+                }
+                ("user", vec![json!({"functionResponse": response})])
+            }
+        };
+        if parts.is_empty() {
+            continue;
+        }
+        // One turn per role change: the responses to parallel calls go
+        // together, as the API wants them.
+        match contents.last_mut() {
+            Some(last) if last["role"] == role => {
+                if let Some(existing) = last["parts"].as_array_mut() {
+                    existing.extend(parts);
+                }
+            }
+            _ => contents.push(json!({"role": role, "parts": parts})),
+        }
+    }
+    let mut generation = json!({"maxOutputTokens": req.max_output_tokens});
+    if opts.gemini_thinking {
+        generation["thinkingConfig"] = json!({"includeThoughts": true});
+    }
+    let mut body = json!({"contents": contents, "generationConfig": generation});
+    if let Some(system) = &req.system {
+        body["systemInstruction"] = json!({"parts": [{"text": system}]});
+    }
+    if !req.tools.is_empty() {
+        let declarations: Vec<Value> = req
+            .tools
+            .iter()
+            .map(|t| json!({"name": t.name, "description": t.description, "parametersJsonSchema": t.parameters}))
+            .collect();
+        body["tools"] = json!([{"functionDeclarations": declarations}]);
+    }
+    body
+}
+
+/// The request for one streamed answer.
+pub(super) fn request(
+    http: &reqwest::Client,
+    settings: &ProviderSettings,
+    req: &ChatRequest,
+) -> reqwest::RequestBuilder {
+    let url = format!("{}/v1beta/models/{}:streamGenerateContent?alt=sse", settings.base_url, req.model);
+    let request = http.post(&url).header("accept", "text/event-stream").json(&body(req, &settings.options));
+    match &settings.api_key {
+        Some(key) => request.header("x-goog-api-key", key),
+        None => request,
+    }
+}
+
+/// The Gemini chunk stream, chunk by chunk.
+#[derive(Default)]
+pub(super) struct GeminiParser {
+    calls: usize,
+    finish: Option<String>,
+    usage: Option<Usage>,
+}
+
+impl WireParser for GeminiParser {
+    fn on_event(&mut self, _event: &str, data: &str, out: &mut Vec<ProviderEvent>) -> Result<Step, ParseError> {
+        let data = data.trim();
+        if data.is_empty() {
+            return Ok(Step::Continue);
+        }
+        let chunk: Value =
+            serde_json::from_str(data).map_err(|e| ParseError::Broken(format!("malformed chunk ({e})")))?;
+        if let Some(err) = chunk.get("error").filter(|e| e.is_object()) {
+            let status = err.get("status").and_then(Value::as_str).unwrap_or("error");
+            let message = err.get("message").and_then(Value::as_str).unwrap_or("unknown error");
+            return Err(ParseError::Reported { error_type: status.into(), message: message.into() });
+        }
+        if let Some(reason) = chunk.pointer("/promptFeedback/blockReason").and_then(Value::as_str) {
+            return Err(ParseError::Reported {
+                error_type: "blocked".into(),
+                message: format!("Gemini blocked the prompt ({reason})"),
+            });
+        }
+        let candidate = chunk.pointer("/candidates/0").unwrap_or(&Value::Null);
+        for part in candidate.pointer("/content/parts").and_then(Value::as_array).into_iter().flatten() {
+            let mut call = None;
+            if let Some(fc) = part.get("functionCall") {
+                let index = self.calls;
+                self.calls += 1;
+                call = Some(index);
+                let id = fc
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .filter(|i| !i.is_empty())
+                    .map(str::to_string)
+                    .unwrap_or_else(|| crate::ids::new_id(LOCAL_ID));
+                let name = fc.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
+                out.push(ProviderEvent::ToolCallStart { index, id, name });
+                let args = fc.get("args").filter(|a| a.is_object()).cloned().unwrap_or_else(|| json!({}));
+                out.push(ProviderEvent::ToolCallArgs { index, fragment: args.to_string() });
+            } else if let Some(text) = part.get("text").and_then(Value::as_str).filter(|t| !t.is_empty()) {
+                let thought = part.get("thought").and_then(Value::as_bool).unwrap_or(false);
+                out.push(if thought {
+                    ProviderEvent::ThinkingDelta(text.to_string())
+                } else {
+                    ProviderEvent::TextDelta(text.to_string())
+                });
+            }
+            if let Some(signature) = part.get("thoughtSignature").and_then(Value::as_str) {
+                out.push(ProviderEvent::Reasoning(Reasoning::GeminiSignature { signature: signature.into(), call }));
+            }
+        }
+        if let Some(u) = chunk.get("usageMetadata").filter(|u| u.is_object()) {
+            // Cumulative so far: the last one counts.
+            let get = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
+            let cached = get("cachedContentTokenCount");
+            let thoughts = get("thoughtsTokenCount");
+            self.usage = Some(Usage {
+                input_tokens: (get("promptTokenCount") + get("toolUsePromptTokenCount")).saturating_sub(cached),
+                output_tokens: get("candidatesTokenCount") + thoughts,
+                cache_read_tokens: cached,
+                cache_write_tokens: 0,
+                reasoning_tokens: thoughts,
+            });
+        }
+        if let Some(reason) = candidate.get("finishReason").and_then(Value::as_str) {
+            self.finish = Some(match reason {
+                // STOP also ends an answer that calls tools.
+                "STOP" if self.calls > 0 => "tool_calls".into(),
+                "STOP" => "stop".into(),
+                "MAX_TOKENS" => "max_tokens".into(),
+                other => other.to_ascii_lowercase(),
+            });
+        }
+        Ok(Step::Continue)
+    }
+
+    fn on_eof(&mut self, out: &mut Vec<ProviderEvent>) -> Result<(), ParseError> {
+        let Some(reason) = self.finish.take() else {
+            return Err(ParseError::Broken("the connection closed before the answer finished".into()));
+        };
+        out.extend(self.usage.take().map(ProviderEvent::Usage));
+        out.push(ProviderEvent::StopReason(reason));
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::ChatMessage;
+    use crate::provider::sse::testing::{run, tool_args};
+
+    fn chunk(v: Value) -> String {
+        format!("data: {v}\r\n\r\n")
+    }
+
+    /// A thought part, text in two chunks, then two parallel calls (the
+    /// first signed) with the finish reason and usage, CRLF-framed.
+    fn stream() -> String {
+        let mut s = chunk(
+            json!({"candidates":[{"content":{"parts":[{"text":"Plan: read.","thought":true}],"role":"model"},"index":0}],
+            "usageMetadata":{"promptTokenCount":16,"totalTokenCount":16}}),
+        );
+        s += &chunk(json!({"candidates":[{"content":{"parts":[{"text":"Reading "}],"role":"model"},"index":0}]}));
+        s += &chunk(
+            json!({"candidates":[{"content":{"parts":[{"text":"\u{65e5}\u{672c}"}],"role":"model"},"index":0}]}),
+        );
+        s += &chunk(json!({"candidates":[{"content":{"parts":[
+                {"functionCall":{"name":"read_file","args":{"path":"a.rs"}},"thoughtSignature":"c2ln"},
+                {"functionCall":{"name":"glob","args":{"pattern":"*"}}}],"role":"model"},
+              "finishReason":"STOP","index":0}],
+            "usageMetadata":{"promptTokenCount":16,"cachedContentTokenCount":4,"candidatesTokenCount":9,"thoughtsTokenCount":5,"totalTokenCount":30},
+            "modelVersion":"gemini-3.5-flash"}));
+        s
+    }
+
+    #[test]
+    fn thoughts_text_calls_and_signatures_parse_identically_at_every_split() {
+        let body = stream();
+        let (reference, ok) = run(GeminiParser::default(), &body, usize::MAX);
+        assert!(ok.is_ok(), "{ok:?}");
+        assert_eq!(reference[0], ProviderEvent::ThinkingDelta("Plan: read.".into()));
+        assert_eq!(reference[1], ProviderEvent::TextDelta("Reading ".into()));
+        assert!(matches!(&reference[3], ProviderEvent::ToolCallStart { index: 0, name, .. } if name == "read_file"));
+        assert_eq!(serde_json::from_str::<Value>(&tool_args(&reference, 0)).ok(), Some(json!({"path": "a.rs"})));
+        assert!(reference.contains(&ProviderEvent::Reasoning(Reasoning::GeminiSignature {
+            signature: "c2ln".into(),
+            call: Some(0)
+        })));
+        assert!(reference.contains(&ProviderEvent::StopReason("tool_calls".into())));
+        assert!(reference.iter().any(|e| matches!(e, ProviderEvent::Usage(u)
+            if u.input_tokens == 12 && u.cache_read_tokens == 4 && u.output_tokens == 14 && u.reasoning_tokens == 5)));
+        // Split anywhere, CRLF included; the generated call ids differ.
+        let shape = |events: Vec<ProviderEvent>| -> Vec<ProviderEvent> {
+            events
+                .into_iter()
+                .map(|e| match e {
+                    ProviderEvent::ToolCallStart { index, name, .. } => {
+                        ProviderEvent::ToolCallStart { index, id: String::new(), name }
+                    }
+                    other => other,
+                })
+                .collect()
+        };
+        let reference = shape(reference);
+        for split in [1, 2, 3, 17, 64] {
+            assert_eq!(shape(run(GeminiParser::default(), &body, split).0), reference, "split {split}");
+        }
+    }
+
+    #[test]
+    fn errors_blocks_and_cuts_are_errors() {
+        let err = chunk(json!({"error":{"code":503,"message":"The model is overloaded.","status":"UNAVAILABLE"}}));
+        let (_, end) = run(GeminiParser::default(), &err, 5);
+        assert!(end.is_err_and(|e| e.retry.is_some() && e.message.contains("overloaded")));
+        let blocked = chunk(json!({"promptFeedback":{"blockReason":"SAFETY"}}));
+        assert!(run(GeminiParser::default(), &blocked, 5).1.is_err_and(|e| e.message.contains("SAFETY")));
+        let body = stream();
+        let cut = &body[..body.rfind("data:").unwrap_or(0)];
+        assert!(run(GeminiParser::default(), cut, 9).1.is_err(), "EOF without finishReason is a truncation");
+    }
+
+    #[test]
+    fn the_request_sends_signatures_back_and_names_function_responses() {
+        let call = |id: &str, name: &str| forge_proto::ToolCallRecord {
+            id: id.into(),
+            name: name.into(),
+            arguments: "{\"path\":\"a\"}".into(),
+        };
+        let answer = ChatMessage::assistant("reading", vec![call("gemini-call-1", "read_file"), call("g2", "glob")])
+            .with_reasoning(vec![Reasoning::GeminiSignature { signature: "c2ln".into(), call: Some(0) }]);
+        let req = ChatRequest {
+            model: "gemini-3.5-flash".into(),
+            system: Some("be Forge".into()),
+            messages: vec![
+                ChatMessage::user("go"),
+                answer,
+                ChatMessage::tool_result("gemini-call-1", "contents", false),
+                ChatMessage::tool_result("g2", "no match", true),
+            ],
+            max_output_tokens: 100,
+            tools: crate::tools::ToolRegistry::builtin().specs(),
+        };
+        let b = body(&req, &WireOptions { gemini_thinking: true, ..Default::default() });
+        assert_eq!(b["systemInstruction"]["parts"][0]["text"], "be Forge");
+        assert_eq!(b["generationConfig"]["thinkingConfig"]["includeThoughts"], true);
+        let c = &b["contents"];
+        assert_eq!(c[1]["role"], "model");
+        assert_eq!(c[1]["parts"][1]["thoughtSignature"], "c2ln");
+        assert!(c[1]["parts"][1]["functionCall"].get("id").is_none(), "a local id is not sent");
+        assert_eq!(c[1]["parts"][2]["functionCall"]["id"], "g2");
+        assert_eq!(c[2]["role"], "user");
+        assert_eq!(c[2]["parts"][0]["functionResponse"]["name"], "read_file");
+        assert_eq!(c[2]["parts"][1]["functionResponse"]["response"]["error"], "no match");
+        assert_eq!(c.as_array().map(Vec::len), Some(3), "parallel responses share one turn");
+        assert!(b["tools"][0]["functionDeclarations"][0]["parametersJsonSchema"].is_object());
+    }
+}

@@ -1,0 +1,129 @@
+//! Every wire format through the real daemon against the mock: the exact
+//! answer streams, thinking is kept apart, and what a provider needs to
+//! continue (signatures, encrypted reasoning) goes back with tool results.
+
+use forge_tests::harness::Forge;
+use forge_tests::mock::{MockOptions, MockServer, Recorded, Wire, token_text};
+use serde_json::Value;
+
+async fn start(mock: &MockServer, config: &str) -> Forge {
+    let mut forge = Forge::new(mock);
+    forge.write_config(config);
+    forge.start().await;
+    forge
+}
+
+fn project() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(dir.path().join("src")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.path().join("src/file0.rs"), "fn main() {}\n").unwrap_or_else(|e| panic!("{e}"));
+    dir
+}
+
+fn last_of(mock: &MockServer, wire: Wire) -> Recorded {
+    mock.requests().into_iter().rev().find(|r| r.wire == wire).unwrap_or_else(|| panic!("no {wire:?} request"))
+}
+
+/// A thinking turn with a tool call: the answer streams exactly, and the
+/// request that carries the tool result is returned to `check`.
+async fn thinking_tool_turn(forge: &Forge, mock: &MockServer, provider: &str, cwd: &str, wire: Wire) -> Value {
+    let id = forge.new_session(&["--provider", provider, "--cwd", cwd]).await;
+    let plain = forge.ok(&["send", "-s", &id, "mock:tokens=40 hello"]).await;
+    assert_eq!(plain.stdout, format!("{}\n", token_text(40)), "{provider}: the exact text");
+
+    let r =
+        forge.ok(&["send", "-s", &id, "--thinking", "mock:thinking=2 mock:tokens=3 mock:tool=read_file look"]).await;
+    assert!(r.stdout.starts_with(&token_text(3)), "{provider}: {}", r.stdout);
+    assert!(r.stdout.contains("The mock received 1 tool result(s): fn main() {}"), "{provider}: {}", r.stdout);
+    assert!(r.stderr.contains("thought0 thought1"), "{provider}: thinking on stderr: {}", r.stderr);
+    assert!(!r.stdout.contains("thought0"), "{provider}: thinking is not in the answer");
+    last_of(mock, wire).body
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_wire_format_streams_exactly_and_continues_tool_calls_with_what_it_needs() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let forge = start(
+        &mock,
+        "[anthropic]\nthinking_enabled = true\nthinking_budget_tokens = 2048\n[openai]\nwire_api = \"responses\"\nreasoning_effort = \"low\"\n",
+    )
+    .await;
+    let dir = project();
+    let cwd = dir.path().display().to_string();
+
+    // Claude with thinking: the signed block goes back first, unmodified.
+    let body = thinking_tool_turn(&forge, &mock, "claude", &cwd, Wire::Anthropic).await;
+    assert_eq!(body["thinking"]["type"], "enabled");
+    assert_eq!(body["thinking"]["budget_tokens"], 2048);
+    let answer = body["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "assistant"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(answer["content"][0]["type"], "thinking", "{answer}");
+    assert_eq!(answer["content"][0]["thinking"], "thought0 thought1 ");
+    assert_eq!(answer["content"][0]["signature"], "EqQBCgIYAhIM-mock-signature");
+    let breakpoints = body.to_string().matches("cache_control").count();
+    assert!((1..=4).contains(&breakpoints), "cache breakpoints: {breakpoints}");
+    assert!(body["system"][0]["cache_control"].is_object(), "the system prompt is cached");
+
+    // OpenAI Responses: stateless, encrypted reasoning carried back.
+    let body = thinking_tool_turn(&forge, &mock, "openai", &cwd, Wire::Responses).await;
+    assert_eq!(body["store"], false);
+    assert_eq!(body["reasoning"]["effort"], "low");
+    assert!(body["instructions"].as_str().is_some_and(|s| s.contains("Forge")), "the system prompt");
+    let input = body["input"].as_array().cloned().unwrap_or_default();
+    let reasoning = input.iter().find(|i| i["type"] == "reasoning").cloned().unwrap_or_default();
+    assert_eq!(reasoning["encrypted_content"], "gAAAA-mock-encrypted-reasoning", "{body}");
+    let kinds: Vec<&str> = input.iter().filter_map(|i| i["type"].as_str()).collect();
+    assert!(kinds.ends_with(&["reasoning", "message", "function_call", "function_call_output"]), "{kinds:?}");
+
+    // Gemini: the call's thought signature goes back on the call.
+    let body = thinking_tool_turn(&forge, &mock, "gemini", &cwd, Wire::Gemini).await;
+    assert!(last_of(&mock, Wire::Gemini).path.contains("/v1beta/models/gemini-"), "the model is in the path");
+    let model_turn = body["contents"]
+        .as_array()
+        .and_then(|c| c.iter().rev().find(|c| c["role"] == "model"))
+        .cloned()
+        .unwrap_or_default();
+    let call = model_turn["parts"]
+        .as_array()
+        .and_then(|p| p.iter().find(|p| p.get("functionCall").is_some()))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(call["thoughtSignature"], forge_tests::mock::gemini::CALL_SIGNATURE, "{model_turn}");
+    assert_eq!(
+        body["contents"].as_array().and_then(|c| c.last()).map(|c| c["parts"][0]["functionResponse"]["name"].clone()),
+        Some(Value::from("read_file"))
+    );
+    assert!(body["systemInstruction"]["parts"][0]["text"].as_str().is_some_and(|s| s.contains("Forge")));
+
+    // The thinking of every provider is journaled as thinking, and the
+    // signatures stay in history (not shown as text).
+    let sessions = forge.ok(&["--json", "ps"]).await.json_lines();
+    assert!(sessions.len() >= 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openai_compatible_servers_get_chat_completions_by_default() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    // OPENAI_BASE_URL points at the mock: not OpenAI's own endpoint.
+    let forge = start(&mock, "").await;
+    let r = forge.ok(&["send", "--provider", "openai", "mock:tokens=25 hi"]).await;
+    assert_eq!(r.stdout, format!("{}\n", token_text(25)));
+    let req = last_of(&mock, Wire::OpenAi);
+    assert_eq!(req.path, "/v1/chat/completions");
+    assert!(mock.requests().iter().all(|r| r.wire != Wire::Responses));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_gemini_key_says_which_key_to_set() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.set_env("GEMINI_API_KEY", "bad-key");
+    forge.start().await;
+    let r = forge.ctl(&["send", "--provider", "gemini", "hello"]).await;
+    assert_ne!(r.code, 0, "a refused key fails the turn");
+    assert!(r.stderr.contains("GEMINI_API_KEY"), "{}", r.stderr);
+    assert!(!r.stderr.contains("bad-key"), "the key is never shown: {}", r.stderr);
+}
