@@ -116,6 +116,18 @@ Ctrl-C cancels the turn (the partial answer is kept, marked cancelled).")]
         #[arg(long)]
         provider: Option<String>,
     },
+    /// Tokens and estimated cost (USD, from the catalog's list prices) per
+    /// session, working directory and model
+    #[command(
+        after_help = "Examples:\n  forgectl usage                    # everything\n  forgectl usage --since 7d         # the last 7 days (also 24h, 30m, 2w)\n  forgectl usage --since 2026-11-01 # from a date (UTC), or 2026-11-01T09:30\n  forgectl usage my-session --json"
+    )]
+    Usage {
+        /// Only this session (id, id prefix or name)
+        session: Option<String>,
+        /// Only responses since DATE: YYYY-MM-DD, YYYY-MM-DDTHH:MM[:SS] (UTC), or an age: 30m, 24h, 7d, 2w
+        #[arg(long, value_name = "DATE")]
+        since: Option<String>,
+    },
     /// Cancel the running turn of a session (the partial answer is kept)
     Cancel {
         /// Session id, id prefix or name
@@ -206,6 +218,7 @@ fn main() -> ExitCode {
             Command::Cancel { session, drop_queued } => cmd::misc::cancel(&g, &session, drop_queued).await,
             Command::Status => cmd::misc::status(&g).await,
             Command::Models { provider } => cmd::misc::models(&g, provider).await,
+            Command::Usage { session, since } => cmd::misc::usage(&g, session, since).await,
             Command::Approvals => cmd::approvals::list(&g).await,
             Command::ToolResult { session, call_id, error, output } => {
                 cmd::approvals::tool_result(&g, &session, call_id, error, output).await

@@ -66,6 +66,24 @@ pub fn session_details(s: &SessionInfo) {
     outln!("queued:    {}", s.queued_messages);
     outln!("clients:   {}", s.attached_clients);
     outln!("last seq:  {}", s.last_seq);
+    if let Some(u) = &s.usage {
+        let t = &u.tokens;
+        outln!(
+            "tokens:    {} in ({} from cache, {} written to it), {} out ({} reasoning), {} responses",
+            t.input_tokens + t.cache_read_tokens + t.cache_write_tokens,
+            t.cache_read_tokens,
+            t.cache_write_tokens,
+            t.output_tokens,
+            t.reasoning_tokens,
+            u.responses
+        );
+        let unpriced = if u.unpriced > 0 {
+            format!(" ({} responses of models without a known price)", u.unpriced)
+        } else {
+            String::new()
+        };
+        outln!("cost:      {} estimated{unpriced}", forge_client::usd(u.cost_usd));
+    }
 }
 
 /// The first line of `s`, at most `max` characters, marked when cut.
@@ -252,6 +270,18 @@ impl Transcript {
                 self.end_text(&mut out);
                 stdout_result(writeln!(out, "[{}] cancel requested by {who}", ev.seq));
             }
+            EventKind::Usage { usage, cost_usd, session, .. } => {
+                self.end_text(&mut out);
+                let cost = cost_usd.map(forge_client::usd).unwrap_or_else(|| "cost unknown".into());
+                stdout_result(writeln!(
+                    out,
+                    "[{}] usage: {} in, {} out tokens, {cost}; session {}",
+                    ev.seq,
+                    usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens,
+                    usage.output_tokens,
+                    forge_client::cost_words(session)
+                ));
+            }
             EventKind::TurnFinished { status, error, usage, recovered, .. } => {
                 self.end_text(&mut out);
                 if let Some(r) = recovered {
@@ -287,9 +317,66 @@ impl Transcript {
 }
 
 /// UTC timestamps without a date-time dependency.
-pub use chrono_lite::format_ms;
+pub use chrono_lite::{format_ms, parse_since};
 
 mod chrono_lite {
+    /// `--since`: a UTC date (`2026-11-01`), date and time
+    /// (`2026-11-01T09:30[:15][Z]`), or an age before `now_ms` (`30m`,
+    /// `24h`, `7d`, `2w`), as Unix ms.
+    pub fn parse_since(s: &str, now_ms: i64) -> Option<i64> {
+        let s = s.trim();
+        if let Some(unit) = s.chars().last().filter(|c| c.is_ascii_alphabetic())
+            && s.len() > 1
+            && s[..s.len() - 1].chars().all(|c| c.is_ascii_digit())
+        {
+            let n: i64 = s[..s.len() - 1].parse().ok()?;
+            let secs = match unit {
+                'm' => 60,
+                'h' => 3600,
+                'd' => 86_400,
+                'w' => 7 * 86_400,
+                _ => return None,
+            };
+            return Some(now_ms - n.checked_mul(secs * 1000)?);
+        }
+        let s = s.trim_end_matches('Z');
+        let (date, time) = match s.split_once(['T', ' ']) {
+            Some((d, t)) => (d, Some(t)),
+            None => (s, None),
+        };
+        let mut d = date.split('-').map(|p| p.parse::<i64>().ok());
+        let (y, m, day) = (d.next()??, d.next()??, d.next()??);
+        if d.next().is_some() || !(1..=12).contains(&m) || !(1..=31).contains(&day) {
+            return None;
+        }
+        let mut secs = days_from_civil(y, m, day) * 86_400;
+        if let Some(t) = time {
+            let parts: Vec<i64> = t.split(':').map(|p| p.parse().ok()).collect::<Option<_>>()?;
+            let (h, min, sec) = match parts.as_slice() {
+                [h, m] => (*h, *m, 0),
+                [h, m, s] => (*h, *m, *s),
+                _ => return None,
+            };
+            if h > 23 || min > 59 || sec > 60 {
+                return None;
+            }
+            secs += h * 3600 + min * 60 + sec;
+        }
+        Some(secs * 1000)
+    }
+
+    /// Howard Hinnant's days-from-civil algorithm (the inverse of
+    /// `civil_from_days`).
+    fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+        let y = if m <= 2 { y - 1 } else { y };
+        let era = y.div_euclid(400);
+        let yoe = y - era * 400;
+        let mp = if m > 2 { m - 3 } else { m + 9 };
+        let doy = (153 * mp + 2) / 5 + d - 1;
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+        era * 146_097 + doe - 719_468
+    }
+
     pub fn format_ms(ms: i64) -> String {
         let secs = ms.div_euclid(1000);
         let days = secs.div_euclid(86_400);
@@ -318,6 +405,20 @@ mod chrono_lite {
         fn formats_utc() {
             assert_eq!(super::format_ms(0), "1970-01-01 00:00:00Z");
             assert_eq!(super::format_ms(1_795_321_771_979), "2026-11-22 04:29:31Z");
+        }
+
+        #[test]
+        fn since_takes_dates_times_and_ages() {
+            let now = 1_795_321_771_979;
+            assert_eq!(super::parse_since("2026-11-22", now), Some(1_795_305_600_000));
+            assert_eq!(super::parse_since("2026-11-22T04:29:31Z", now), Some(1_795_321_771_000));
+            assert_eq!(super::parse_since("2026-11-22T04:29", now), Some(1_795_321_740_000));
+            assert_eq!(super::parse_since("1970-01-01", now), Some(0));
+            assert_eq!(super::parse_since("7d", now), Some(now - 7 * 86_400_000));
+            assert_eq!(super::parse_since("30m", now), Some(now - 1_800_000));
+            for bad in ["yesterday", "2026-13-01", "7y", "2026-11-22T25:00", "", "d"] {
+                assert_eq!(super::parse_since(bad, now), None, "{bad}");
+            }
         }
     }
 }

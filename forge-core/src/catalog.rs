@@ -1,24 +1,34 @@
 //! The model catalog: what Forge knows of each model (context window, most
-//! output tokens) for the current models of each provider, families by
+//! output tokens, list prices) for the current models of each provider, families by
 //! prefix, `[[models]]` entries from the configuration for local models, and
 //! a conservative default for anything else. Also the rule that sizes a
 //! request's output: the smallest of what was asked for, the model's limit
 //! and what is left of its window, never below 1.
 
-use forge_proto::ErrorKind;
+pub use forge_proto::Price;
+use forge_proto::{ErrorKind, Usage};
 
 use crate::config::ForgeConfig;
 use crate::error::EngineError;
 use crate::provider_kind::ProviderKind;
 
 /// What Forge knows of a model.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ModelInfo {
     pub name: String,
     pub provider: ProviderKind,
     pub context_window: u64,
     pub max_output_tokens: u32,
     pub source: Source,
+    /// List prices, when known (a family or an unknown model has none).
+    pub price: Option<Price>,
+}
+
+impl ModelInfo {
+    /// What `usage` cost, when the price is known.
+    pub fn cost(&self, usage: &Usage) -> Option<f64> {
+        self.price.map(|p| p.cost(usage))
+    }
 }
 
 /// Where a model's figures come from.
@@ -47,27 +57,35 @@ impl Source {
 
 use ProviderKind::{Claude, Gemini, OpenAi};
 
-/// Current models: (name, provider, context window, max output tokens).
-/// Figures from the vendors' model pages (2026); treat them as defaults
-/// that `[[models]]` can override.
-const KNOWN: &[(&str, ProviderKind, u64, u32)] = &[
-    ("claude-opus-5", Claude, 1_000_000, 128_000),
-    ("claude-sonnet-5", Claude, 1_000_000, 128_000),
-    ("claude-fable-5", Claude, 1_000_000, 128_000),
-    ("claude-opus-4-7", Claude, 1_000_000, 128_000),
-    ("claude-opus-4-6", Claude, 1_000_000, 128_000),
-    ("claude-sonnet-4-6", Claude, 1_000_000, 64_000),
-    ("claude-haiku-4-5", Claude, 200_000, 64_000),
-    ("gpt-5.5", OpenAi, 1_050_000, 128_000),
-    ("gpt-5.4", OpenAi, 1_000_000, 128_000),
-    ("gpt-5.4-mini", OpenAi, 400_000, 128_000),
-    ("gpt-5.2", OpenAi, 400_000, 128_000),
-    ("gpt-5.1", OpenAi, 400_000, 128_000),
-    ("gpt-5", OpenAi, 400_000, 128_000),
-    ("gemini-3.5-pro", Gemini, 1_048_576, 65_536),
-    ("gemini-3.5-flash", Gemini, 1_048_576, 65_536),
-    ("gemini-3.1-pro-preview", Gemini, 1_048_576, 65_536),
-    ("gemini-3-flash-preview", Gemini, 1_048_576, 65_536),
+/// USD per million tokens: input, output, cache read, cache write.
+const fn usd(input: f64, output: f64, cache_read: f64, cache_write: f64) -> Option<Price> {
+    Some(Price { input, output, cache_read, cache_write })
+}
+
+/// Current models: (name, provider, context window, max output tokens,
+/// list price). Figures from the vendors' model and pricing pages (2026;
+/// standard tier, 5-minute cache writes, prompts under any long-context
+/// surcharge); treat them as defaults that `[[models]]` can override. A
+/// model whose price was not published when this was written has none:
+/// its cost shows as unknown rather than as a guess.
+const KNOWN: &[(&str, ProviderKind, u64, u32, Option<Price>)] = &[
+    ("claude-opus-5", Claude, 1_000_000, 128_000, usd(5.0, 25.0, 0.5, 6.25)),
+    ("claude-sonnet-5", Claude, 1_000_000, 128_000, usd(2.0, 10.0, 0.2, 2.5)),
+    ("claude-fable-5", Claude, 1_000_000, 128_000, usd(10.0, 50.0, 1.0, 12.5)),
+    ("claude-opus-4-7", Claude, 1_000_000, 128_000, usd(5.0, 25.0, 0.5, 6.25)),
+    ("claude-opus-4-6", Claude, 1_000_000, 128_000, usd(5.0, 25.0, 0.5, 6.25)),
+    ("claude-sonnet-4-6", Claude, 1_000_000, 64_000, usd(3.0, 15.0, 0.3, 3.75)),
+    ("claude-haiku-4-5", Claude, 200_000, 64_000, usd(1.0, 5.0, 0.1, 1.25)),
+    ("gpt-5.5", OpenAi, 1_050_000, 128_000, None),
+    ("gpt-5.4", OpenAi, 1_000_000, 128_000, usd(2.5, 15.0, 0.25, 0.0)),
+    ("gpt-5.4-mini", OpenAi, 400_000, 128_000, usd(0.75, 4.5, 0.075, 0.0)),
+    ("gpt-5.2", OpenAi, 400_000, 128_000, usd(1.75, 14.0, 0.175, 0.0)),
+    ("gpt-5.1", OpenAi, 400_000, 128_000, usd(1.25, 10.0, 0.125, 0.0)),
+    ("gpt-5", OpenAi, 400_000, 128_000, usd(1.25, 10.0, 0.125, 0.0)),
+    ("gemini-3.5-pro", Gemini, 1_048_576, 65_536, None),
+    ("gemini-3.5-flash", Gemini, 1_048_576, 65_536, usd(1.5, 9.0, 0.15, 0.0)),
+    ("gemini-3.1-pro-preview", Gemini, 1_048_576, 65_536, usd(2.0, 12.0, 0.2, 0.0)),
+    ("gemini-3-flash-preview", Gemini, 1_048_576, 65_536, usd(0.5, 3.0, 0.05, 0.0)),
 ];
 
 /// Families by name prefix, for models not in the table.
@@ -99,6 +117,13 @@ pub fn validate(config: &ForgeConfig) -> Result<(), EngineError> {
         if m.context_window == 0 || m.max_output_tokens == 0 {
             return bad("`context_window` and `max_output_tokens` must be at least 1".into());
         }
+        let prices = [m.input_price, m.output_price, m.cache_read_price, m.cache_write_price];
+        if prices.iter().flatten().any(|p| !p.is_finite() || *p < 0.0) {
+            return bad("prices must be numbers of US dollars per million tokens, 0 or more".into());
+        }
+        if m.output_price.is_some() != m.input_price.is_some() {
+            return bad("give both `input_price` and `output_price` (USD per million tokens), or neither".into());
+        }
     }
     if config.app.max_output_tokens == Some(0) {
         return Err(EngineError::new(ErrorKind::Config, "[app] max_output_tokens must be at least 1"));
@@ -109,25 +134,37 @@ pub fn validate(config: &ForgeConfig) -> Result<(), EngineError> {
 /// What is known of `model` at `provider`: a `[[models]]` entry first,
 /// then the built-in table, the family, or the conservative default.
 pub fn lookup(config: &ForgeConfig, provider: ProviderKind, model: &str) -> ModelInfo {
-    let info = |context_window, max_output_tokens, source| ModelInfo {
+    let info = |context_window, max_output_tokens, source, price| ModelInfo {
         name: model.to_string(),
         provider,
         context_window,
         max_output_tokens,
         source,
+        price,
     };
+    let builtin = KNOWN.iter().find(|(name, p, ..)| *name == model && *p == provider);
     if let Some(m) =
         config.models.iter().find(|m| m.name == model && ProviderKind::parse(&m.provider) == Some(provider))
     {
-        return info(m.context_window, m.max_output_tokens, Source::Config);
+        // An entry without prices keeps the built-in ones, if any.
+        let price = match (m.input_price, m.output_price) {
+            (Some(input), Some(output)) => Some(Price {
+                input,
+                output,
+                cache_read: m.cache_read_price.unwrap_or(0.0),
+                cache_write: m.cache_write_price.unwrap_or(0.0),
+            }),
+            _ => builtin.and_then(|b| b.4),
+        };
+        return info(m.context_window, m.max_output_tokens, Source::Config, price);
     }
-    if let Some((_, _, window, out)) = KNOWN.iter().find(|(name, p, _, _)| *name == model && *p == provider) {
-        return info(*window, *out, Source::Builtin);
+    if let Some((_, _, window, out, price)) = builtin {
+        return info(*window, *out, Source::Builtin, *price);
     }
     let lower = model.to_ascii_lowercase();
     match FAMILIES.iter().find(|(prefix, _, _)| lower.starts_with(prefix)) {
-        Some((_, window, out)) => info(*window, *out, Source::Family),
-        None => info(UNKNOWN.0, UNKNOWN.1, Source::Default),
+        Some((_, window, out)) => info(*window, *out, Source::Family, None),
+        None => info(UNKNOWN.0, UNKNOWN.1, Source::Default, None),
     }
 }
 
@@ -138,7 +175,7 @@ pub fn list(config: &ForgeConfig, provider: Option<ProviderKind>) -> Vec<ModelIn
         let p = ProviderKind::parse(&m.provider)?;
         Some(lookup(config, p, &m.name))
     });
-    let builtin = KNOWN.iter().map(|(name, p, _, _)| lookup(config, *p, name));
+    let builtin = KNOWN.iter().map(|(name, p, ..)| lookup(config, *p, name));
     let mut all: Vec<ModelInfo> = configured.collect();
     for m in builtin {
         if !all.iter().any(|c| c.name == m.name && c.provider == m.provider) {
@@ -196,6 +233,7 @@ mod tests {
             context_window: 8192,
             max_output_tokens: 1024,
             source: Source::Config,
+            price: None,
         };
         assert_eq!(effective_max_output(8192, &small, 100), 1024, "the model's limit");
         assert_eq!(effective_max_output(512, &small, 100), 512, "what was asked");

@@ -61,6 +61,11 @@ pub struct ModelConfig {
     pub provider: String,
     pub context_window: u64,
     pub max_output_tokens: u32,
+    /// List prices in USD per million tokens, for the cost estimates.
+    pub input_price: Option<f64>,
+    pub output_price: Option<f64>,
+    pub cache_read_price: Option<f64>,
+    pub cache_write_price: Option<f64>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]

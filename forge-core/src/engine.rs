@@ -268,6 +268,7 @@ impl Engine {
             message_count,
             last_seq,
             head: row.head_id,
+            usage: None,
         }
     }
 
@@ -278,7 +279,23 @@ impl Engine {
             None => 0,
         };
         let live = self.inner.sessions.lock().await.get(id).filter(|h| h.is_alive()).cloned();
-        Ok(self.info_from(row, live.as_ref(), count))
+        let mut info = self.info_from(row, live.as_ref(), count);
+        info.usage = Some(crate::session::load::spent(self.shared(), Some(id), None).await?.total);
+        Ok(info)
+    }
+
+    /// Tokens and estimated cost per session, directory and model (of one
+    /// session, from a time on, if given).
+    pub async fn usage(
+        &self,
+        selector: Option<&str>,
+        since_ms: Option<i64>,
+    ) -> Result<forge_proto::UsageReport, EngineError> {
+        let id = match selector {
+            Some(s) => Some(self.resolve(s).await?),
+            None => None,
+        };
+        crate::session::load::spent(self.shared(), id.as_deref(), since_ms).await
     }
 
     pub async fn list_sessions(&self) -> Result<Vec<SessionInfo>, EngineError> {
@@ -382,6 +399,7 @@ impl Engine {
                 context_window: m.context_window,
                 max_output_tokens: m.max_output_tokens,
                 source: m.source.as_str().to_string(),
+                price: m.price,
             })
             .collect())
     }

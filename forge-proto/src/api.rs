@@ -79,6 +79,11 @@ pub trait ForgeApi {
     #[method(name = "models.list", param_kind = map)]
     async fn models_list(&self, provider: Option<String>) -> RpcResult<Vec<ModelInfo>>;
 
+    /// Tokens and estimated cost per session, working directory and model;
+    /// of one session, and from a time on (Unix ms), if given.
+    #[method(name = "usage.report", param_kind = map)]
+    async fn usage_report(&self, session: Option<String>, since_ms: Option<i64>) -> RpcResult<UsageReport>;
+
     /// The tools the model may call, with their risk and approval rule.
     #[method(name = "tools.list", param_kind = map)]
     async fn tools_list(&self) -> RpcResult<Vec<ToolInfo>>;

@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::types::{ApprovalCall, ClientRef, JournalHealth, RecoveryBadge, RecoveryCall, Usage};
+use crate::types::{ApprovalCall, ClientRef, JournalHealth, RecoveryBadge, RecoveryCall, Usage, UsageTotal};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionEvent {
@@ -136,6 +136,18 @@ pub enum EventKind {
         reason: String,
         /// The full error of the attempt that failed.
         error: String,
+    },
+    /// A provider response ended: its tokens and estimated cost, and the
+    /// session's totals so far.
+    Usage {
+        message_id: String,
+        provider: String,
+        model: String,
+        usage: Usage,
+        /// Absent when the model has no known price.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
+        session: UsageTotal,
     },
     /// A client asked to cancel the running turn.
     CancelRequested {},

@@ -136,6 +136,10 @@ pub struct SessionInfo {
     pub last_seq: u64,
     /// The history node the session points at (the newest message).
     pub head: Option<String>,
+    /// Tokens and estimated cost of every provider response of the
+    /// session (`session.show` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<UsageTotal>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -453,8 +457,83 @@ pub struct ToolInfo {
     pub approval: String,
 }
 
+/// A model's list prices, in USD per million tokens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Price {
+    pub input: f64,
+    pub output: f64,
+    #[serde(default)]
+    pub cache_read: f64,
+    #[serde(default)]
+    pub cache_write: f64,
+}
+
+impl Price {
+    /// What `usage` costs at these prices, in USD.
+    pub fn cost(&self, usage: &Usage) -> f64 {
+        (usage.input_tokens as f64 * self.input
+            + usage.output_tokens as f64 * self.output
+            + usage.cache_read_tokens as f64 * self.cache_read
+            + usage.cache_write_tokens as f64 * self.cache_write)
+            / 1_000_000.0
+    }
+}
+
+/// Tokens and their estimated cost, summed over provider responses.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UsageTotal {
+    pub tokens: Usage,
+    /// Estimated from the catalog's prices; responses of models without a
+    /// known price count as 0 (see `unpriced`).
+    pub cost_usd: f64,
+    /// Provider responses counted.
+    pub responses: u64,
+    /// Of those, responses whose model has no known price.
+    #[serde(default)]
+    pub unpriced: u64,
+}
+
+impl UsageTotal {
+    pub fn add(&mut self, usage: &Usage, price: Option<&Price>) {
+        self.tokens.add(usage);
+        self.responses += 1;
+        match price {
+            Some(p) => self.cost_usd += p.cost(usage),
+            None => self.unpriced += 1,
+        }
+    }
+
+    pub fn merge(&mut self, other: &UsageTotal) {
+        self.tokens.add(&other.tokens);
+        self.cost_usd += other.cost_usd;
+        self.responses += other.responses;
+        self.unpriced += other.unpriced;
+    }
+}
+
+/// One line of a usage report: a session, a working directory or a model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UsageLine {
+    /// The session id, the directory, or `provider/model`.
+    pub key: String,
+    #[serde(flatten)]
+    pub total: UsageTotal,
+}
+
+/// `usage.report`: tokens and cost summed per session, per working
+/// directory and per model, most expensive first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UsageReport {
+    /// Only responses from this time on (Unix ms), if given.
+    pub since_ms: Option<i64>,
+    pub total: UsageTotal,
+    pub sessions: Vec<UsageLine>,
+    pub cwds: Vec<UsageLine>,
+    pub models: Vec<UsageLine>,
+}
+
 /// A model, as `models.list` reports it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelInfo {
     pub name: String,
     /// `claude`, `openai` or `gemini`.
@@ -464,6 +543,9 @@ pub struct ModelInfo {
     /// `builtin` (Forge's table of current models) or `config` (a
     /// `[[models]]` entry).
     pub source: String,
+    /// List prices, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price: Option<Price>,
 }
 
 /// `session.context`: how much of the model's context the session uses.

@@ -403,10 +403,7 @@ fn draw_status(frame: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     };
     let t = &app.transcript;
     let name = t.name.clone().unwrap_or_else(|| app.session_id.clone());
-    let mut parts = vec![name, format!("{}/{}", t.provider, t.model), state_word(app.state()).to_string()];
-    if let Some(u) = &t.last_usage {
-        parts.push(format!("{} in / {} out tokens", u.input_tokens, u.output_tokens));
-    }
+    let parts = [name, format!("{}/{}", t.provider, t.model), state_word(app.state()).to_string()];
     let mut spans = vec![Span::styled(mode, theme.style(Part::ModeBadge)), Span::raw(" ")];
     spans.push(Span::raw(parts.join(g.separator)));
     match app.journal.0 {
@@ -434,6 +431,16 @@ fn draw_status(frame: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     }
     if matches!(app.scroll, ScrollState::Manual { .. }) {
         spans.push(Span::styled(format!("{}scrolled (G: follow)", g.separator), theme.style(Part::Dim)));
+    }
+    // Last, so that a narrow terminal cuts it before any warning: the
+    // session's cost when the daemon reported it, else the last turn's tokens.
+    let spent = match (&t.spent, &t.last_usage) {
+        (Some(s), _) => Some(forge_client::cost_words(s)),
+        (None, Some(u)) => Some(format!("{} in / {} out tokens", u.input_tokens, u.output_tokens)),
+        (None, None) => None,
+    };
+    if let Some(spent) = spent {
+        spans.push(Span::raw(format!("{}{spent}", g.separator)));
     }
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
 }

@@ -80,6 +80,8 @@ pub struct Transcript {
     pub recovery: Option<Vec<RecoveryCall>>,
     pub awaiting_results: Option<Vec<ToolCallRecord>>,
     pub last_usage: Option<Usage>,
+    /// The session's tokens and estimated cost, as of the last `usage`.
+    pub spent: Option<forge_proto::UsageTotal>,
     pub provider: String,
     pub model: String,
     pub name: Option<String>,
@@ -250,6 +252,7 @@ impl Transcript {
                 self.items.push(DisplayItem::Notice { level: Level::Warn, text: line.clone() });
                 self.retrying = Some(line);
             }
+            EventKind::Usage { session, .. } => self.spent = Some(session.clone()),
             EventKind::CancelRequested {} => {
                 let who = from.map(|f| format!(" by {f}")).unwrap_or_default();
                 self.items.push(DisplayItem::Notice { level: Level::Info, text: format!("cancel requested{who}") });

@@ -127,3 +127,50 @@ async fn a_bad_gemini_key_says_which_key_to_set() {
     assert!(r.stderr.contains("GEMINI_API_KEY"), "{}", r.stderr);
     assert!(!r.stderr.contains("bad-key"), "the key is never shown: {}", r.stderr);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_shows_tokens_and_cost_per_session_directory_and_model() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let forge = start(&mock, "").await;
+    let dir = project();
+    let cwd = dir.path().display().to_string();
+    // The default Claude model has a list price: 12 in, 40 out at $3/$15.
+    let id = forge.new_session(&["--name", "priced", "--cwd", &cwd]).await;
+    forge.ok(&["send", "-s", &id, "mock:tokens=40 one"]).await;
+    forge.ok(&["send", "-s", &id, "mock:tokens=40 two"]).await;
+    // A local model without a price.
+    let local = forge.new_session(&["--provider", "openai", "--model", "llama-local"]).await;
+    forge.ok(&["send", "-s", &local, "mock:tokens=5 hi"]).await;
+
+    let events = forge.ok(&["--json", "attach", &id, "--until-idle"]).await.json_lines();
+    let usage: Vec<&Value> = events.iter().filter(|e| e["kind"] == "usage").collect();
+    assert_eq!(usage.len(), 2, "one usage event per response");
+    assert_eq!(usage[0]["usage"]["output_tokens"], 40);
+    let cost = usage[0]["cost_usd"].as_f64().unwrap_or_default();
+    assert!((cost - 0.000636).abs() < 1e-9, "{cost}");
+    assert_eq!(usage[1]["session"]["responses"], 2, "the session's totals so far");
+
+    let report = forge.ok(&["--json", "usage"]).await.json_lines();
+    let r = &report[0];
+    assert_eq!(r["total"]["responses"], 3);
+    assert_eq!(r["total"]["unpriced"], 1, "the local model has no price");
+    assert!((r["total"]["cost_usd"].as_f64().unwrap_or_default() - 2.0 * 0.000636).abs() < 1e-9, "{r}");
+    assert_eq!(r["sessions"][0]["key"], id.as_str(), "the most expensive first");
+    assert!(r["models"].as_array().is_some_and(|m| m.iter().any(|m| m["key"] == "openai/llama-local")), "{r}");
+    assert!(r["cwds"].as_array().is_some_and(|c| c.iter().any(|c| c["key"] == cwd.as_str())), "{r}");
+
+    let text = forge.ok(&["usage"]).await.stdout;
+    assert!(text.contains("total: $0.0013 + unpriced"), "{text}");
+    assert!(text.contains("claude/claude-sonnet-4-6"), "{text}");
+    let one = forge.ok(&["--json", "usage", "priced", "--since", "1h"]).await.json_lines();
+    assert_eq!(one[0]["total"]["responses"], 2, "one session, recent");
+    let future = forge.ok(&["--json", "usage", "--since", "2999-01-01"]).await.json_lines();
+    assert_eq!(future[0]["total"]["responses"], 0);
+    let bad = forge.ctl(&["usage", "--since", "yesterday"]).await;
+    assert_ne!(bad.code, 0);
+    assert!(bad.stderr.contains("YYYY-MM-DD"), "{}", bad.stderr);
+
+    let show = forge.ok(&["session", "show", "priced"]).await.stdout;
+    assert!(show.contains("tokens:    24 in") && show.contains("80 out"), "{show}");
+    assert!(show.contains("cost:      $0.0013 estimated"), "{show}");
+}

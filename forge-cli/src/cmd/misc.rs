@@ -5,7 +5,11 @@ use forge_proto::JournalHealth;
 
 use crate::Global;
 use crate::connect::{daemon, socket_path};
-use crate::exit::{Failure, UNREACHABLE};
+use crate::exit::{DAEMON_ERROR, Failure, UNREACHABLE};
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
 use crate::output::json_line;
 
 pub async fn cancel(g: &Global, session: &str, drop_queued: bool) -> Result<(), Failure> {
@@ -36,6 +40,65 @@ pub async fn models(g: &Global, provider: Option<String>) -> Result<(), Failure>
     outln!("{:<28} {:<8} {:>10} {:>11}  SOURCE", "MODEL", "PROVIDER", "CONTEXT", "MAX OUTPUT");
     for m in &models {
         outln!("{:<28} {:<8} {:>10} {:>11}  {}", m.name, m.provider, m.context_window, m.max_output_tokens, m.source);
+    }
+    Ok(())
+}
+
+pub async fn usage(g: &Global, session: Option<String>, since: Option<String>) -> Result<(), Failure> {
+    let since_ms = match since.as_deref() {
+        None => None,
+        Some(s) => Some(crate::output::parse_since(s, now_ms()).ok_or_else(|| {
+            Failure::new(
+                DAEMON_ERROR,
+                "invalid_params",
+                format!(
+                    "--since {s:?} is not a date: use YYYY-MM-DD, YYYY-MM-DDTHH:MM[:SS] (UTC), or an age such as 30m, 24h, 7d, 2w"
+                ),
+            )
+        })?),
+    };
+    let conn = daemon(g).await?;
+    let r = conn.client.usage_report(session, since_ms).await?;
+    if g.json {
+        json_line(&r);
+        return Ok(());
+    }
+    let since = r.since_ms.map(|ms| format!(" since {}", crate::output::format_ms(ms))).unwrap_or_default();
+    outln!("total{since}: {}, {} responses", forge_client::cost_words(&r.total), r.total.responses);
+    if r.total.unpriced > 0 {
+        outln!(
+            "({} responses of models without a known price count as $0; add prices with [[models]])",
+            r.total.unpriced
+        );
+    }
+    for (title, lines) in [("SESSION", &r.sessions), ("DIRECTORY", &r.cwds), ("MODEL", &r.models)] {
+        if lines.is_empty() {
+            continue;
+        }
+        outln!();
+        outln!(
+            "{:<40} {:>10} {:>10} {:>10} {:>10} {:>11}",
+            title,
+            "INPUT",
+            "CACHED",
+            "OUTPUT",
+            "RESPONSES",
+            "COST (USD)"
+        );
+        for l in lines {
+            let t = &l.total.tokens;
+            let cost = forge_client::usd(l.total.cost_usd);
+            let cost = if l.total.unpriced > 0 { format!("{cost}+?") } else { cost };
+            outln!(
+                "{:<40} {:>10} {:>10} {:>10} {:>10} {:>11}",
+                l.key,
+                t.input_tokens + t.cache_write_tokens,
+                t.cache_read_tokens,
+                t.output_tokens,
+                l.total.responses,
+                cost
+            );
+        }
     }
     Ok(())
 }

@@ -20,7 +20,51 @@ pub(super) async fn durable(shared: &Shared, row: SessionRow, recovering: bool) 
     let queue = store.queued(&row.id).await?;
     let path = history(store, row.head_id.as_deref()).await?;
     let unfinished = if recovering { unfinished(shared, &row.id).await? } else { Unfinished::Nothing };
-    Ok(Durable { row, queue, path, unfinished })
+    let spent = spent(shared, Some(&row.id), None).await?.total;
+    Ok(Durable { row, queue, path, unfinished, spent })
+}
+
+/// Tokens and estimated cost of provider responses (of one session, or
+/// all; from a time on), in total and per session, directory and model.
+pub(crate) async fn spent(
+    shared: &Shared,
+    session: Option<&str>,
+    since_ms: Option<i64>,
+) -> Result<forge_proto::UsageReport, EngineError> {
+    use forge_proto::{UsageLine, UsageTotal};
+    use std::collections::HashMap;
+    let rows = shared.store.usage_rows(session, since_ms).await?;
+    let mut total = UsageTotal::default();
+    let mut by: [HashMap<String, UsageTotal>; 3] = Default::default();
+    for r in &rows {
+        let price = crate::provider::ProviderKind::parse(&r.provider)
+            .and_then(|p| crate::catalog::lookup(&shared.config, p, &r.model).price);
+        total.add(&r.usage, price.as_ref());
+        let keys = [r.session_id.clone(), r.cwd.clone(), format!("{}/{}", r.provider, r.model)];
+        for (map, key) in by.iter_mut().zip(keys) {
+            map.entry(key).or_default().add(&r.usage, price.as_ref());
+        }
+    }
+    // Most expensive first, then most tokens.
+    let lines = |map: HashMap<String, UsageTotal>| {
+        let mut v: Vec<UsageLine> = map.into_iter().map(|(key, total)| UsageLine { key, total }).collect();
+        v.sort_by(|a, b| {
+            b.total
+                .cost_usd
+                .total_cmp(&a.total.cost_usd)
+                .then(b.total.responses.cmp(&a.total.responses))
+                .then(a.key.cmp(&b.key))
+        });
+        v
+    };
+    let [sessions, cwds, models] = by;
+    Ok(forge_proto::UsageReport {
+        since_ms,
+        total,
+        sessions: lines(sessions),
+        cwds: lines(cwds),
+        models: lines(models),
+    })
 }
 
 /// The conversation on the path to `head`. (Nodes never go through the

@@ -5,7 +5,7 @@
 
 pub(crate) mod actor;
 pub mod live;
-mod load;
+pub(crate) mod load;
 pub(crate) mod machine;
 pub mod subscription;
 

@@ -15,7 +15,8 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{ConnectOptions, Row, SqlitePool};
 
 use crate::config::Durability;
-pub use rows::{NodeRow, QueuedRow, SessionRow, StreamRow};
+use rows::NodeMeta;
+pub use rows::{NodeRow, QueuedRow, SessionRow, StreamRow, UsageRow};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -147,6 +148,37 @@ impl Store {
         .fetch_all(&self.pool())
         .await?;
         rows.iter().map(NodeRow::from_row).collect()
+    }
+
+    /// Every provider response's usage (from the answers' history nodes),
+    /// of one session or all, from a time on, oldest first.
+    pub async fn usage_rows(&self, session: Option<&str>, since_ms: Option<i64>) -> Result<Vec<UsageRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT n.session_id, s.cwd, n.created_ms, n.meta FROM nodes n JOIN sessions s ON s.id = n.session_id
+             WHERE n.role = 'assistant' AND instr(n.meta, '\"usage\"') > 0
+               AND (?1 IS NULL OR n.session_id = ?1) AND (?2 IS NULL OR n.created_ms >= ?2)
+             ORDER BY n.created_ms",
+        )
+        .bind(session)
+        .bind(since_ms)
+        .fetch_all(&self.pool())
+        .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let meta: String = r.try_get("meta")?;
+            let meta: NodeMeta =
+                serde_json::from_str(&meta).map_err(|e| StoreError::Corrupt(format!("node meta: {e}")))?;
+            let Some(usage) = meta.usage else { continue };
+            out.push(UsageRow {
+                session_id: r.try_get("session_id")?,
+                cwd: r.try_get("cwd")?,
+                created_ms: r.try_get("created_ms")?,
+                provider: meta.provider.unwrap_or_default(),
+                model: meta.model.unwrap_or_default(),
+                usage,
+            });
+        }
+        Ok(out)
     }
 
     /// Stored event bodies (JSON) with `seq > after`, in order, at most `limit`.

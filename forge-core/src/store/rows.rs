@@ -145,6 +145,17 @@ impl QueuedRow {
     }
 }
 
+/// One provider response's usage, as reports read it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UsageRow {
+    pub session_id: String,
+    pub cwd: String,
+    pub created_ms: i64,
+    pub provider: String,
+    pub model: String,
+    pub usage: Usage,
+}
+
 /// A stream journal entry not yet committed to history.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StreamRow {

@@ -141,6 +141,14 @@ impl ForgeApiServer for ConnServer {
         self.engine().models(provider.as_deref()).map_err(to_rpc)
     }
 
+    async fn usage_report(
+        &self,
+        session: Option<String>,
+        since_ms: Option<i64>,
+    ) -> RpcResult<forge_proto::UsageReport> {
+        self.engine().usage(session.as_deref(), since_ms).await.map_err(to_rpc)
+    }
+
     async fn tools_list(&self) -> RpcResult<Vec<forge_proto::ToolInfo>> {
         Ok(self.engine().tools())
     }

@@ -236,6 +236,8 @@ pub(crate) struct Session {
     tools_bytes: usize,
     /// Why the history could not be read for the command being handled.
     unreadable: Option<EngineError>,
+    /// Tokens and estimated cost of the session's responses so far.
+    spent: forge_proto::UsageTotal,
     /// Effects of the event being handled.
     out: Vec<Effect>,
 }
@@ -263,6 +265,7 @@ impl Session {
             system_prompt,
             tools_bytes: 0,
             unreadable: None,
+            spent: Default::default(),
             out: Vec::new(),
         };
         session.tools_bytes =
@@ -495,6 +498,7 @@ impl Session {
         self.row = durable.row;
         self.queue = durable.queue.into();
         self.path = durable.path;
+        self.spent = durable.spent;
         self.history = History::Held { release_armed: false };
         self.pipeline.reload(self.row.last_seq);
         if self.is_blocked() {

@@ -416,6 +416,7 @@ pub(crate) fn event_kind_name(kind: &EventKind) -> &'static str {
         EventKind::AwaitingToolResults { .. } => "awaiting_tool_results",
         EventKind::ApprovalResolved { .. } => "approval_resolved",
         EventKind::Retrying { .. } => "retrying",
+        EventKind::Usage { .. } => "usage",
         EventKind::CancelRequested {} => "cancel_requested",
         EventKind::TurnFinished { .. } => "turn_finished",
         EventKind::QueueCleared { .. } => "queue_cleared",

@@ -28,6 +28,8 @@ pub(crate) struct Durable {
     /// The conversation on the current path.
     pub path: Vec<ChatMessage>,
     pub unfinished: Unfinished,
+    /// Tokens and cost of the session's provider responses so far.
+    pub spent: forge_proto::UsageTotal,
 }
 
 /// What the session left unfinished, as the store shows it.

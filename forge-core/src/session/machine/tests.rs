@@ -82,7 +82,7 @@ impl Harness {
             tool_running: false,
             timers: Vec::new(),
         };
-        let durable = Durable { row: row(), queue: Vec::new(), path, unfinished };
+        let durable = Durable { row: row(), queue: Vec::new(), path, unfinished, spent: Default::default() };
         h.feed(Event::Loaded { durable: Ok(Box::new(durable)), cause: RecoveryCause::Restart });
         h
     }
@@ -114,8 +114,13 @@ impl Harness {
                     self.feed(Event::HistoryRead { history: Ok(vec![ChatMessage::user("from the store")]), then })
                 }
                 Effect::Reload { row, cause } => {
-                    let durable =
-                        Durable { row: *row, queue: Vec::new(), path: Vec::new(), unfinished: Unfinished::Nothing };
+                    let durable = Durable {
+                        row: *row,
+                        queue: Vec::new(),
+                        path: Vec::new(),
+                        unfinished: Unfinished::Nothing,
+                        spent: Default::default(),
+                    };
                     self.feed(Event::Loaded { durable: Ok(Box::new(durable)), cause });
                 }
             }

@@ -341,6 +341,24 @@ impl Session {
         let OperationState::Streaming(stream) = &mut self.state else { return };
         stream.sealed = true;
         self.out.push(Effect::StopRequest);
+        if let Some(usage) = stream.usage.clone() {
+            // What this response cost, and the session so far: in the
+            // same batch as the seal.
+            let model =
+                ProviderKind::parse(&stream.provider).map(|p| crate::catalog::lookup(&self.config, p, &stream.model));
+            let price = model.as_ref().and_then(|m| m.price);
+            self.spent.add(&usage, price.as_ref());
+            let event = EventKind::Usage {
+                message_id: stream.message_id.clone(),
+                provider: stream.provider.clone(),
+                model: stream.model.clone(),
+                cost_usd: price.map(|p| p.cost(&usage)),
+                usage,
+                session: self.spent.clone(),
+            };
+            self.pipeline.event(None, event);
+        }
+        let OperationState::Streaming(stream) = &mut self.state else { return };
         self.pipeline.op(StoreOp::StreamSeal {
             stream_id: stream.stream_id.clone(),
             outcome,
