@@ -100,6 +100,21 @@ Ctrl-C cancels the turn (the partial answer is kept, marked cancelled).")]
         /// Session id, id prefix or name
         session: String,
     },
+    /// Switch a session's model (and provider) from its next request on,
+    /// or show the current one. The conversation so far, tool calls
+    /// included, goes to the new provider in its own format.
+    #[command(
+        after_help = "Examples:\n  forgectl model my-session                      # show\n  forgectl model my-session gpt-5.4 --provider openai\n  forgectl model my-session --provider gemini    # its default model\n  forgectl model my-session claude-opus-5        # same provider"
+    )]
+    Model {
+        /// Session id, id prefix or name
+        session: String,
+        /// The model (see `forgectl models`); without it, --provider's default
+        model: Option<String>,
+        /// claude (alias anthropic), openai or gemini [default: the session's]
+        #[arg(long)]
+        provider: Option<String>,
+    },
     /// Show how much of the model's context window a session uses, or
     /// (--system) the system prompt its requests carry
     Context {
@@ -215,6 +230,7 @@ fn main() -> ExitCode {
             Command::Ps => cmd::session::run(&g, cmd::session::SessionCmd::List).await,
             Command::History { session } => cmd::session::history(&g, &session).await,
             Command::Context { session, system } => cmd::session::context(&g, &session, system).await,
+            Command::Model { session, model, provider } => cmd::session::model(&g, &session, model, provider).await,
             Command::Cancel { session, drop_queued } => cmd::misc::cancel(&g, &session, drop_queued).await,
             Command::Status => cmd::misc::status(&g).await,
             Command::Models { provider } => cmd::misc::models(&g, provider).await,

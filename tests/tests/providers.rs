@@ -174,3 +174,84 @@ async fn usage_shows_tokens_and_cost_per_session_directory_and_model() {
     assert!(show.contains("tokens:    24 in") && show.contains("80 out"), "{show}");
     assert!(show.contains("cost:      $0.0013 estimated"), "{show}");
 }
+
+/// The request's conversation as text, for looking for ids and results.
+fn body_text(mock: &MockServer, wire: Wire) -> String {
+    last_of(mock, wire).body.to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_with_tool_calls_moves_between_every_provider() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let thinking = "[anthropic]\nthinking_enabled = true\nthinking_budget_tokens = 1024\n";
+    let mut forge = start(&mock, &format!("{thinking}[openai]\nwire_api = \"responses\"\n")).await;
+    let dir = project();
+    let cwd = dir.path().display().to_string();
+    let id = forge.new_session(&["--name", "hop", "--cwd", &cwd]).await;
+    async fn turn(forge: &Forge, id: &str, text: &str) {
+        let r = forge.ok(&["send", "-s", id, text]).await;
+        assert!(r.stdout.contains("The mock received 1 tool result(s): fn main() {}"), "{text}: {}", r.stdout);
+    }
+
+    // Claude, thinking: a signed block and a call.
+    turn(&forge, &id, "mock:thinking=2 mock:tool=read_file one").await;
+
+    // OpenAI Responses gets Claude's call and result as its own items,
+    // and none of Claude's thinking.
+    let shown = forge.ok(&["model", "hop", "--provider", "openai"]).await.stdout;
+    assert!(shown.contains("openai/gpt-5.4-mini"), "{shown}");
+    turn(&forge, &id, "mock:thinking=1 mock:tool=read_file two").await;
+    let body = last_of(&mock, Wire::Responses).body;
+    let input = body["input"].as_array().cloned().unwrap_or_default();
+    let outputs = input.iter().filter(|i| i["type"] == "function_call_output").count();
+    assert_eq!(outputs, 2, "Claude's result and its own: {body}");
+    assert!(!body.to_string().contains("EqQBCgIYAhIM-mock-signature"), "Claude's signature stays out");
+
+    // Chat Completions (the same daemon restarted with wire_api = chat).
+    forge.write_config(&format!("{thinking}[openai]\nwire_api = \"chat\"\n"));
+    forge.restart().await;
+    turn(&forge, &id, "mock:tool=read_file three").await;
+    let chat = last_of(&mock, Wire::OpenAi).body;
+    let tool_msgs = chat["messages"].as_array().map(|m| m.iter().filter(|m| m["role"] == "tool").count());
+    assert_eq!(tool_msgs, Some(3), "every earlier result, in Chat's shape: {chat}");
+    assert!(!chat.to_string().contains("gAAAA-mock-encrypted-reasoning"), "Responses' reasoning stays out");
+
+    // Gemini: every call and result, the functions named.
+    forge.ok(&["model", "hop", "--provider", "gemini"]).await;
+    turn(&forge, &id, "mock:thinking=1 mock:tool=read_file four").await;
+    let g = last_of(&mock, Wire::Gemini).body;
+    let parts: Vec<Value> = g["contents"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|c| c["parts"].as_array().cloned().unwrap_or_default())
+        .collect();
+    let responses: Vec<&Value> = parts.iter().filter_map(|p| p.get("functionResponse")).collect();
+    assert_eq!(responses.len(), 4, "{g}");
+    assert!(responses.iter().all(|r| r["name"] == "read_file"), "{g}");
+
+    // Back to Claude: its own thinking goes back, signed; the others' not.
+    forge.ok(&["model", "hop", "claude-sonnet-4-6", "--provider", "claude"]).await;
+    let r = forge.ok(&["send", "-s", &id, "mock:tokens=7 done?"]).await;
+    assert_eq!(r.stdout, format!("{}\n", token_text(7)));
+    let text = body_text(&mock, Wire::Anthropic);
+    assert_eq!(text.matches("EqQBCgIYAhIM-mock-signature").count(), 1, "Claude's own signed thinking, once");
+    assert!(!text.contains("gAAAA-mock-encrypted-reasoning") && !text.contains("thoughtSignature"));
+    let claude = last_of(&mock, Wire::Anthropic).body;
+    let results = claude["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+        .filter(|b| b["type"] == "tool_result")
+        .count();
+    assert_eq!(results, 4, "every call of every provider answered");
+
+    // The history shows who answered what.
+    let h = forge.ok(&["--json", "history", "hop"]).await.json_lines();
+    let providers: Vec<&str> =
+        h.iter().filter(|m| m["role"] == "assistant").filter_map(|m| m["provider"].as_str()).collect();
+    for p in ["claude", "openai", "gemini"] {
+        assert!(providers.contains(&p), "{providers:?}");
+    }
+}

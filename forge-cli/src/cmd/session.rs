@@ -119,6 +119,29 @@ pub async fn run(g: &Global, c: SessionCmd) -> Result<(), Failure> {
     Ok(())
 }
 
+pub async fn model(g: &Global, session: &str, model: Option<String>, provider: Option<String>) -> Result<(), Failure> {
+    let conn = daemon(g).await?;
+    let info = if model.is_none() && provider.is_none() {
+        conn.client.session_show(session.to_string()).await?
+    } else {
+        conn.client.session_configure(session.to_string(), provider, model).await?
+    };
+    if g.json {
+        json_line(&info);
+        return Ok(());
+    }
+    outln!("{} uses {}/{}", info.id, info.provider, info.model);
+    // A model the catalog does not know gets conservative limits: say so.
+    let known = conn.client.models_list(Some(info.provider.clone())).await?;
+    if !known.iter().any(|m| m.name == info.model) {
+        eprintln!(
+            "forgectl: note: {} is not in the catalog (`forgectl models`); Forge assumes a small window until a [[models]] entry in config.toml gives its figures",
+            info.model
+        );
+    }
+    Ok(())
+}
+
 pub async fn context(g: &Global, session: &str, system: bool) -> Result<(), Failure> {
     let conn = daemon(g).await?;
     let c = conn.client.session_context(session.to_string(), Some(system)).await?;
