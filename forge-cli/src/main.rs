@@ -143,6 +143,11 @@ Ctrl-C cancels the turn (the partial answer is kept, marked cancelled).")]
         #[arg(long, value_name = "DATE")]
         since: Option<String>,
     },
+    /// Check config.toml or show where it is
+    Config {
+        #[command(subcommand)]
+        action: cmd::misc::ConfigAction,
+    },
     /// Cancel the running turn of a session (the partial answer is kept)
     Cancel {
         /// Session id, id prefix or name
@@ -235,6 +240,7 @@ fn main() -> ExitCode {
             Command::Status => cmd::misc::status(&g).await,
             Command::Models { provider } => cmd::misc::models(&g, provider).await,
             Command::Usage { session, since } => cmd::misc::usage(&g, session, since).await,
+            Command::Config { action } => cmd::misc::config(&g, action),
             Command::Approvals => cmd::approvals::list(&g).await,
             Command::ToolResult { session, call_id, error, output } => {
                 cmd::approvals::tool_result(&g, &session, call_id, error, output).await

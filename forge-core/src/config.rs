@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 pub use forge_tools::config::{
     ApplyPatchConfig, ReadFileConfig, ToolApprovalConfig, ToolDefinitionConfig, ToolMode, ToolOutputConfig,
@@ -25,7 +25,7 @@ pub enum ConfigError {
     Value { path: PathBuf, message: String },
 }
 
-#[derive(Debug, Default, Clone, Deserialize)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ForgeConfig {
     #[serde(default)]
@@ -53,7 +53,7 @@ pub struct ForgeConfig {
 }
 
 /// A `[[models]]` entry.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelConfig {
     pub name: String,
@@ -68,7 +68,7 @@ pub struct ModelConfig {
     pub cache_write_price: Option<f64>,
 }
 
-#[derive(Debug, Default, Clone, Deserialize)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AppConfig {
     pub provider: Option<String>,
@@ -88,7 +88,7 @@ pub struct AppConfig {
     pub reduced_motion: Option<bool>,
 }
 
-#[derive(Debug, Default, Clone, Deserialize)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ApiKeys {
     pub anthropic: Option<String>,
@@ -96,13 +96,13 @@ pub struct ApiKeys {
     pub google: Option<String>,
 }
 
-#[derive(Debug, Default, Clone, Deserialize)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ContextConfig {
     pub infinity: Option<bool>,
 }
 
-#[derive(Debug, Default, Clone, Deserialize)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AnthropicConfig {
     pub base_url: Option<String>,
@@ -111,7 +111,7 @@ pub struct AnthropicConfig {
     pub thinking_budget_tokens: Option<u32>,
 }
 
-#[derive(Debug, Default, Clone, Deserialize)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OpenAiConfig {
     pub base_url: Option<String>,
@@ -123,7 +123,7 @@ pub struct OpenAiConfig {
     pub truncation: Option<String>,
 }
 
-#[derive(Debug, Default, Clone, Deserialize)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GoogleConfig {
     pub base_url: Option<String>,
@@ -133,7 +133,7 @@ pub struct GoogleConfig {
 }
 
 /// How hard the store works to survive failures.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Durability {
     /// WAL with synchronous=NORMAL: survives any crash of forged, may lose
@@ -144,7 +144,7 @@ pub enum Durability {
     Power,
 }
 
-#[derive(Debug, Default, Clone, Deserialize)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct JournalConfig {
     #[serde(default)]
@@ -165,7 +165,16 @@ impl ForgeConfig {
     pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
         let cfg: ForgeConfig = toml::from_str(text)
             .map_err(|e| ConfigError::Parse { path: path.to_path_buf(), message: describe_toml_error(text, &e) })?;
-        cfg.validate(path)?;
+        cfg.validate(path).map_err(|e| match e {
+            ConfigError::Value { path, message } => {
+                let message = match locate(text, &message) {
+                    Some(line) => format!("line {line}: {message}"),
+                    None => message,
+                };
+                ConfigError::Value { path, message }
+            }
+            other => other,
+        })?;
         Ok(cfg)
     }
 
@@ -192,6 +201,24 @@ impl ForgeConfig {
         read.sort();
         read.dedup();
         read
+    }
+
+    /// The provider new sessions get: `[app] provider`, else the first
+    /// provider with a key (Claude, OpenAI, Gemini), else Claude. Call
+    /// after [`Self::capture_keys`].
+    pub fn default_provider(&self) -> ProviderKind {
+        if let Some(p) = self.app.provider.as_deref().and_then(ProviderKind::parse) {
+            return p;
+        }
+        let keys = [
+            (ProviderKind::Claude, &self.api_keys.anthropic),
+            (ProviderKind::OpenAi, &self.api_keys.openai),
+            (ProviderKind::Gemini, &self.api_keys.google),
+        ];
+        keys.iter()
+            .find(|(_, k)| k.as_deref().is_some_and(|k| !k.trim().is_empty()))
+            .map(|(p, _)| *p)
+            .unwrap_or(ProviderKind::Claude)
     }
 
     fn validate(&self, path: &Path) -> Result<(), ConfigError> {
@@ -233,6 +260,37 @@ impl ForgeConfig {
         }
         crate::catalog::validate(self).map_err(|e| ConfigError::Value { path: path.to_path_buf(), message: e.message })
     }
+}
+
+/// The line a value error is about: its message starts with `[section]
+/// key` or `[[models]] entry N`.
+fn locate(text: &str, message: &str) -> Option<usize> {
+    if let Some(rest) = message.strip_prefix("[[models]] entry ") {
+        let n: usize = rest.split_whitespace().next()?.parse().ok()?;
+        return text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| l.trim().starts_with("[[models]]"))
+            .nth(n.checked_sub(1)?)
+            .map(|(i, _)| i + 1);
+    }
+    let rest = message.strip_prefix('[')?;
+    let (section, rest) = rest.split_once(']')?;
+    let key = rest.split_whitespace().next()?;
+    let mut current = String::new();
+    for (i, line) in text.lines().enumerate() {
+        let l = line.trim();
+        if l.starts_with('[') {
+            current = l.trim_matches(|c| c == '[' || c == ']').trim().to_string();
+            continue;
+        }
+        let Some((k, _)) = l.split_once('=') else { continue };
+        let k = k.trim();
+        if (current == section && k == key) || k == format!("{section}.{key}") {
+            return Some(i + 1);
+        }
+    }
+    None
 }
 
 /// toml's message with the line number made explicit, and the line itself
@@ -416,6 +474,20 @@ durability = "power"
         let err =
             parse("[app]\nmodel = \"claude-sonnet-4-5-20250929\n").err().map(|e| e.to_string()).unwrap_or_default();
         assert!(err.contains("claude-sonnet-4-5-20250929"), "{err}");
+    }
+
+    #[test]
+    fn a_bad_value_names_its_line() {
+        let err = parse("[app]\nmodel = \"x\"\n[openai]\nbase_url = \"u\"\nwire_api = \"soap\"\n")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("line 5") && err.contains("wire_api") && err.contains("soap"), "{err}");
+        let err = parse("[[models]]\nname = \"a\"\nprovider = \"openai\"\ncontext_window = 1\nmax_output_tokens = 1\n\n[[models]]\nname = \"b\"\nprovider = \"x\"\ncontext_window = 1\nmax_output_tokens = 1\n")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("line 7") && err.contains("entry 2"), "{err}");
     }
 
     #[test]

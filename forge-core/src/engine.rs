@@ -154,7 +154,7 @@ impl Engine {
     pub async fn create_session(&self, req: CreateSession, client: ClientRef) -> Result<SessionInfo, EngineError> {
         self.check_running()?;
         let cfg = &self.shared().config;
-        let provider_name = req.provider.or_else(|| cfg.app.provider.clone()).unwrap_or_else(|| "claude".into());
+        let provider_name = req.provider.unwrap_or_else(|| cfg.default_provider().as_str().to_string());
         let provider = ProviderKind::parse(&provider_name).ok_or_else(|| {
             EngineError::new(
                 ErrorKind::Config,
@@ -634,7 +634,7 @@ fn blocked_advice(reason: &str, health: JournalHealth) -> String {
 }
 
 fn req_provider_matches_config(cfg: &ForgeConfig, provider: ProviderKind) -> bool {
-    cfg.app.provider.as_deref().and_then(ProviderKind::parse).unwrap_or(ProviderKind::Claude) == provider
+    cfg.default_provider() == provider
 }
 
 pub use crate::session::subscription::{EventFeed, FeedItem};

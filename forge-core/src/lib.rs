@@ -6,6 +6,7 @@
 
 pub mod catalog;
 pub mod config;
+pub mod effective_config;
 pub mod engine;
 pub mod error;
 pub mod ids;

@@ -3,11 +3,11 @@
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// The `[tools]` section of the seeds. Parsed and validated now so that a
 /// complete seed configuration loads; the tool system uses it.
-#[derive(Debug, Default, Clone, Deserialize)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolsConfig {
     /// `enabled` (default): tools are offered to the model and run;
@@ -30,7 +30,7 @@ pub struct ToolsConfig {
     pub other: BTreeMap<String, toml::Value>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolDefinitionConfig {
     pub name: String,
@@ -38,7 +38,7 @@ pub struct ToolDefinitionConfig {
     pub parameters: Option<toml::Table>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolSandboxConfig {
     pub allowed_roots: Option<Vec<String>>,
@@ -47,7 +47,7 @@ pub struct ToolSandboxConfig {
     pub include_default_denies: Option<bool>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolTimeoutsConfig {
     pub default_seconds: Option<u64>,
@@ -55,13 +55,13 @@ pub struct ToolTimeoutsConfig {
     pub shell_commands_seconds: Option<u64>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolOutputConfig {
     pub max_bytes: Option<usize>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolApprovalConfig {
     pub enabled: Option<bool>,
@@ -71,20 +71,20 @@ pub struct ToolApprovalConfig {
     pub prompt_side_effects: Option<bool>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReadFileConfig {
     pub max_file_read_bytes: Option<usize>,
     pub max_scan_bytes: Option<usize>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ApplyPatchConfig {
     pub max_patch_bytes: Option<usize>,
 }
 
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolMode {
     Disabled,

@@ -46,6 +46,14 @@ struct Args {
     /// Also log to stderr (logs always go to $FORGE_HOME/logs/)
     #[arg(long)]
     foreground: bool,
+    /// Check $FORGE_HOME/config.toml and print the configuration in force
+    /// (defaults filled in, API keys masked), then exit: 0 if it is valid,
+    /// 1 with the file, line and key of the first error if not
+    #[arg(long)]
+    check_config: bool,
+    /// With --check-config: print JSON instead of TOML
+    #[arg(long, requires = "check_config")]
+    json: bool,
 }
 
 fn main() -> ExitCode {
@@ -55,6 +63,9 @@ fn main() -> ExitCode {
         supervisor::run(&argv[2..]);
     }
     let args = Args::parse();
+    if args.check_config {
+        return check_config(&args);
+    }
     // Before anything is created or any thread started (see `startup`).
     startup::private_umask();
     startup::no_dumps();
@@ -80,6 +91,40 @@ fn main() -> ExitCode {
         Err(e) => {
             eprintln!("forged: {e:#}");
             tracing::error!("exiting: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `--check-config`: nothing is started or created.
+fn check_config(args: &Args) -> ExitCode {
+    let home = args.home.clone().unwrap_or_else(forge_proto::paths::forge_home);
+    let path = home.join("config.toml");
+    let mut config = match ForgeConfig::load(&path) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("forged: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    config.capture_keys();
+    let effective = forge_core::effective_config::effective(&config);
+    let text = if args.json {
+        serde_json::to_string(&effective).map_err(|e| e.to_string())
+    } else {
+        toml::to_string(&effective).map_err(|e| e.to_string())
+    };
+    match text {
+        Ok(t) => {
+            if !args.json {
+                let state = if path.exists() { "valid" } else { "absent: every setting is a default" };
+                println!("# {} ({state})", path.display());
+            }
+            println!("{}", t.trim_end());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("forged: cannot print the configuration: {e}");
             ExitCode::FAILURE
         }
     }

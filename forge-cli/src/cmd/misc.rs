@@ -103,6 +103,50 @@ pub async fn usage(g: &Global, session: Option<String>, since: Option<String>) -
     Ok(())
 }
 
+#[derive(clap::Subcommand)]
+pub enum ConfigAction {
+    /// Validate $FORGE_HOME/config.toml and print the configuration in
+    /// force (defaults filled in, API keys masked); exit 1 naming the
+    /// file, line and key of an error. Restart forged (`forgectl
+    /// shutdown`) for a change to take effect.
+    Check,
+    /// Print the path of config.toml (and whether it exists)
+    Path,
+}
+
+/// `forgectl config`: the daemon binary checks the file (the same code
+/// that loads it at start), so nothing needs to be running.
+pub fn config(g: &Global, action: ConfigAction) -> Result<(), Failure> {
+    let path = forge_proto::paths::forge_home().join("config.toml");
+    match action {
+        ConfigAction::Path => {
+            if g.json {
+                json_line(&serde_json::json!({"path": path, "exists": path.exists()}));
+            } else if path.exists() {
+                outln!("{}", path.display());
+            } else {
+                outln!("{} (does not exist: every setting is a default)", path.display());
+            }
+            Ok(())
+        }
+        ConfigAction::Check => {
+            let bin = forge_client::autostart::forged_binary();
+            let mut cmd = std::process::Command::new(&bin);
+            cmd.arg("--check-config");
+            if g.json {
+                cmd.arg("--json");
+            }
+            let out = cmd.output().map_err(|e| {
+                Failure::new(UNREACHABLE, "spawn", format!("cannot run {}: {e} (is forged installed?)", bin.display()))
+            })?;
+            out!("{}", String::from_utf8_lossy(&out.stdout));
+            let err = String::from_utf8_lossy(&out.stderr);
+            let err = err.trim().trim_start_matches("forged: ");
+            if out.status.success() { Ok(()) } else { Err(Failure::new(DAEMON_ERROR, "config", err.to_string())) }
+        }
+    }
+}
+
 pub async fn status(g: &Global) -> Result<(), Failure> {
     let conn = daemon(g).await?;
     let s = conn.client.daemon_status().await?;
