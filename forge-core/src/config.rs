@@ -83,6 +83,9 @@ pub struct AppConfig {
     pub system_prompt_file: Option<String>,
     /// Text added at the end of the system prompt.
     pub system_prompt_append: Option<String>,
+    /// USD: once a session has cost this much (estimated), its next turn
+    /// waits for a user to confirm, and again after each further amount.
+    pub session_budget_usd: Option<f64>,
     pub ascii_only: Option<bool>,
     pub high_contrast: Option<bool>,
     pub reduced_motion: Option<bool>,
@@ -239,6 +242,14 @@ impl ForgeConfig {
             }),
             _ => Ok(()),
         };
+        if let Some(b) = self.app.session_budget_usd
+            && !(b.is_finite() && b > 0.0)
+        {
+            return Err(ConfigError::Value {
+                path: path.to_path_buf(),
+                message: format!("[app] session_budget_usd = {b} must be a positive number of US dollars"),
+            });
+        }
         one_of("openai", "wire_api", &self.openai.wire_api, &["responses", "chat"])?;
         one_of(
             "openai",

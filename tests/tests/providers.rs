@@ -255,3 +255,59 @@ async fn a_conversation_with_tool_calls_moves_between_every_provider() {
         assert!(providers.contains(&p), "{providers:?}");
     }
 }
+
+/// Waits until `session` has a pending approval; returns it.
+async fn pending(forge: &Forge, session: &str) -> Value {
+    for _ in 0..400 {
+        let list = forge.ok(&["--json", "approvals"]).await.json_lines();
+        if let Some(p) = list.into_iter().find(|p| p["session_id"] == session) {
+            return p;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    panic!("no approval appeared for {session}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_its_budget_a_session_waits_for_a_user_before_the_next_turn() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    // One 40-token answer costs $0.000636: past this budget.
+    let mut forge = start(&mock, "[app]\nsession_budget_usd = 0.0005\n").await;
+    let id = forge.new_session(&["--name", "thrifty"]).await;
+    forge.ok(&["send", "-s", &id, "mock:tokens=40 first"]).await;
+    let before = mock.requests().len();
+
+    // The next turn waits; the model is not asked.
+    let sender = forge.ctl_cmd(&["send", "-s", &id, "mock:tokens=4 second"]).spawn().unwrap_or_else(|e| panic!("{e}"));
+    let p = pending(&forge, &id).await;
+    assert_eq!(p["calls"][0]["name"], "session_budget");
+    assert!(p["calls"][0]["summary"].as_str().is_some_and(|s| s.contains("budget of $0.00")), "{p}");
+    assert_eq!(mock.requests().len(), before, "no request while it waits");
+    // It survives a restart of the daemon, still waiting.
+    forge.restart().await;
+    let _ = sender.wait_with_output().await;
+    let p = pending(&forge, &id).await;
+    forge.ok(&["approve", &id, "--all"]).await;
+    let events = forge.ok(&["--json", "attach", &id, "--until-idle"]).await.json_lines();
+    let last = events.iter().rev().find(|e| e["kind"] == "turn_finished").cloned().unwrap_or_default();
+    assert_eq!(last["status"], "complete", "{last}");
+    assert_eq!(mock.requests().len(), before + 1);
+    assert_eq!(
+        events.iter().filter(|e| e["kind"] == "approval_resolved" && e["approval_id"] == p["approval_id"]).count(),
+        1
+    );
+
+    // Confirmed, it runs on until another budget's worth is spent; then a
+    // denial ends the turn without asking the model.
+    forge.ok(&["send", "-s", &id, "mock:tokens=40 third"]).await;
+    let sender = forge.ctl_cmd(&["send", "-s", &id, "mock:tokens=4 fourth"]).spawn().unwrap_or_else(|e| panic!("{e}"));
+    pending(&forge, &id).await;
+    let asked = mock.requests().len();
+    forge.ok(&["deny", &id]).await;
+    let out = forge_tests::harness::Ran::from(sender.wait_with_output().await.unwrap_or_else(|e| panic!("{e}")));
+    assert_ne!(out.code, 0, "the turn did not run: {}", out.stderr);
+    assert!(out.stderr.contains("budget"), "{}", out.stderr);
+    assert_eq!(mock.requests().len(), asked, "the model was not asked");
+    let ps = forge.ok(&["--json", "session", "show", &id]).await.json_lines();
+    assert_eq!(ps[0]["state"], "idle");
+}

@@ -177,6 +177,7 @@ impl Session {
         }
         let cancelled = self.cancel_stream(Some(client.clone()), None)
             || self.cancel_tools(Some(client.clone()), None)
+            || self.cancel_budget_wait(client.clone())
             || (matches!(self.state, OperationState::ToolRecovery { .. })
                 && self.on_recover(forge_proto::RecoverAction::Discard, Some(client)).is_ok());
         let result = CancelResult { session_id: self.row.id.clone(), cancelled, dropped_queued: dropped };

@@ -21,6 +21,7 @@
 //! - [`tools`]: the tool loop of a turn, approvals included.
 //! - [`recovery`]: what the store says was left unfinished.
 
+mod budget;
 mod commands;
 pub(crate) mod pipeline;
 mod recovery;
@@ -238,6 +239,9 @@ pub(crate) struct Session {
     unreadable: Option<EngineError>,
     /// Tokens and estimated cost of the session's responses so far.
     spent: forge_proto::UsageTotal,
+    /// What the session had cost when a user last confirmed going past
+    /// its budget (see `budget.rs`).
+    budget_confirmed_at: Option<f64>,
     /// Effects of the event being handled.
     out: Vec<Effect>,
 }
@@ -266,6 +270,7 @@ impl Session {
             tools_bytes: 0,
             unreadable: None,
             spent: Default::default(),
+            budget_confirmed_at: None,
             out: Vec::new(),
         };
         session.tools_bytes =
@@ -330,6 +335,11 @@ impl Session {
             last_seq: self.pipeline.applied_seq(),
             approval: match &self.state {
                 OperationState::ToolLoop(l) if self.pipeline.applied_seq() >= l.approval_seq => l.approval.clone(),
+                OperationState::AwaitingBudget { approval, approval_seq, .. }
+                    if self.pipeline.applied_seq() >= *approval_seq =>
+                {
+                    Some(approval.clone())
+                }
                 _ => None,
             },
         }

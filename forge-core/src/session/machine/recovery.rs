@@ -99,6 +99,11 @@ impl Session {
                     self.state = OperationState::AwaitingToolResults { message_id, iteration: 0, pending: calls };
                 }
             }
+            Unfinished::PendingApproval { message_id, approval_id }
+                if approval_id.starts_with(super::budget::BUDGET_APPROVAL) =>
+            {
+                self.restore_budget_wait(message_id, approval_id);
+            }
             Unfinished::PendingApproval { message_id, approval_id } => {
                 self.restore_pending_approval(message_id, approval_id);
             }

@@ -53,6 +53,15 @@ pub(super) enum OperationState {
     /// not yet durable (the next turn starts only then), or the answer's
     /// tool calls are about to be planned.
     Finishing,
+    /// The session is past `[app] session_budget_usd`: the turn's user
+    /// message is recorded, and the model is not asked until a user
+    /// confirms (`approval` is what clients see and answer).
+    AwaitingBudget {
+        message_id: String,
+        approval: forge_proto::PendingApproval,
+        /// The seq of its `approval_requested`: shown once that is durable.
+        approval_seq: u64,
+    },
     /// The store cannot be written; all new work is refused until a reset.
     PersistenceBlocked {
         reason: String,
@@ -65,6 +74,7 @@ impl OperationState {
             Self::Idle => OperationStateKind::Idle,
             Self::Streaming(_) | Self::Finishing => OperationStateKind::Streaming,
             Self::ToolLoop(l) if l.awaiting_approval() => OperationStateKind::AwaitingApproval,
+            Self::AwaitingBudget { .. } => OperationStateKind::AwaitingApproval,
             Self::ToolLoop(_) => OperationStateKind::ExecutingTools,
             Self::ToolRecovery { .. } => OperationStateKind::ToolRecovery,
             Self::AwaitingToolResults { .. } => OperationStateKind::AwaitingToolResults,

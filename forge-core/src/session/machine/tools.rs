@@ -278,6 +278,9 @@ impl Session {
                 "nothing to approve in this session (it may have been answered already; `forgectl approvals` lists what waits)",
             )
         };
+        if matches!(self.state, OperationState::AwaitingBudget { .. }) {
+            return self.on_budget_answer(decision, approval_id, call_ids, indices, client);
+        }
         let OperationState::ToolLoop(l) = &mut self.state else { return Err(not_pending()) };
         let Some(pending) = &l.approval else { return Err(not_pending()) };
         if approval_id.as_ref().is_some_and(|id| *id != pending.approval_id) {

@@ -124,7 +124,9 @@ impl Session {
                 model: self.row.model.clone(),
             },
         );
-        self.start_stream(message_id, index, 0);
+        if !self.wait_for_budget(&message_id) {
+            self.start_stream(message_id, index, 0);
+        }
         index
     }
 

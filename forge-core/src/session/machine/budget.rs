@@ -1,0 +1,140 @@
+//! `[app] session_budget_usd`: once a session has cost that much, its next
+//! turn waits for a user to confirm, as an approval any client can answer
+//! (one pseudo-call, `session_budget`). Confirmed, the session runs on
+//! until it has spent another budget's worth; denied, the turn ends
+//! without asking the model.
+
+use forge_proto::PendingApproval;
+use forge_proto::{ApprovalCall, ApprovalDecision, ApprovalResult, ClientRef, ErrorKind, EventKind, MessageStatus};
+
+use super::Session;
+use super::state::OperationState;
+use crate::error::EngineError;
+use crate::ids::new_id;
+
+/// Budget approvals' ids start with this (recovery tells them from a
+/// tool batch's by it).
+pub(super) const BUDGET_APPROVAL: &str = "budget-";
+/// The pseudo-call a budget approval asks about.
+const CALL: &str = "session_budget";
+
+impl Session {
+    /// The budget in force, if the session has spent past it since the
+    /// last confirmation.
+    fn budget_reached(&self) -> Option<f64> {
+        let budget = self.config.app.session_budget_usd.filter(|b| *b > 0.0)?;
+        let from = self.budget_confirmed_at.unwrap_or(0.0);
+        (self.spent.cost_usd - from >= budget).then_some(budget)
+    }
+
+    fn budget_approval(&self, approval_id: String, budget: f64) -> PendingApproval {
+        let spent = self.spent.cost_usd;
+        let args = serde_json::json!({"spent_usd": spent, "budget_usd": budget});
+        PendingApproval {
+            session_id: self.row.id.clone(),
+            session_name: self.row.name.clone(),
+            approval_id,
+            calls: vec![ApprovalCall {
+                call_id: CALL.into(),
+                name: CALL.into(),
+                arguments: args.to_string(),
+                risk: "medium".into(),
+                summary: format!(
+                    "this session has cost about ${spent:.4}, past its budget of ${budget:.2} ([app] session_budget_usd): \
+                     approve to go on (it asks again after another ${budget:.2}), deny to stop this turn"
+                ),
+            }],
+        }
+    }
+
+    /// At the start of a turn: over budget, the turn waits for a user
+    /// (returns true) instead of asking the model.
+    pub(super) fn wait_for_budget(&mut self, message_id: &str) -> bool {
+        let Some(budget) = self.budget_reached() else { return false };
+        let approval = self.budget_approval(new_id(BUDGET_APPROVAL), budget);
+        let index = self.pipeline.event(
+            None,
+            EventKind::ApprovalRequested { approval_id: approval.approval_id.clone(), calls: approval.calls.clone() },
+        );
+        let approval_seq = self.pipeline.seq_of_outbox_index(index);
+        self.state = OperationState::AwaitingBudget { message_id: message_id.to_string(), approval, approval_seq };
+        true
+    }
+
+    /// After a restart: the turn waited for the budget, and still does.
+    pub(super) fn restore_budget_wait(&mut self, message_id: String, approval_id: String) {
+        let budget = self.config.app.session_budget_usd.unwrap_or_default();
+        let approval = self.budget_approval(approval_id, budget);
+        self.state = OperationState::AwaitingBudget { message_id, approval, approval_seq: 0 };
+    }
+
+    /// A client's answer: go on with the turn, or end it.
+    pub(super) fn on_budget_answer(
+        &mut self,
+        decision: ApprovalDecision,
+        approval_id: Option<String>,
+        call_ids: Option<Vec<String>>,
+        indices: Option<Vec<u32>>,
+        client: ClientRef,
+    ) -> Result<ApprovalResult, EngineError> {
+        let OperationState::AwaitingBudget { approval, .. } = &self.state else {
+            return Err(EngineError::new(ErrorKind::ApprovalNotPending, "no budget confirmation is pending"));
+        };
+        if approval_id.as_ref().is_some_and(|id| *id != approval.approval_id) {
+            return Err(EngineError::new(
+                ErrorKind::ApprovalNotPending,
+                "nothing to approve under that id (it may have been answered already; `forgectl approvals` lists what waits)",
+            ));
+        }
+        let approved = match decision {
+            ApprovalDecision::ApproveAll => true,
+            ApprovalDecision::DenyAll => false,
+            ApprovalDecision::ApproveSelected => {
+                call_ids.unwrap_or_default().iter().any(|c| c == CALL) || indices.unwrap_or_default().contains(&1)
+            }
+        };
+        let OperationState::AwaitingBudget { message_id, approval, .. } =
+            std::mem::replace(&mut self.state, OperationState::Finishing)
+        else {
+            return Err(EngineError::new(ErrorKind::ApprovalNotPending, "no budget confirmation is pending"));
+        };
+        let (yes, no) =
+            if approved { (vec![CALL.to_string()], Vec::new()) } else { (Vec::new(), vec![CALL.to_string()]) };
+        let marker = self.pipeline.event(
+            Some(client),
+            EventKind::ApprovalResolved {
+                approval_id: approval.approval_id.clone(),
+                approved: yes.clone(),
+                denied: no.clone(),
+            },
+        );
+        if approved {
+            self.budget_confirmed_at = Some(self.spent.cost_usd);
+            self.state = OperationState::Idle;
+            self.start_stream(message_id, marker, 0);
+        } else {
+            self.finish_tool_turn(
+                message_id,
+                MessageStatus::Cancelled,
+                Some((
+                    "budget_exceeded".into(),
+                    "the session is past its budget ([app] session_budget_usd) and the user stopped the turn".into(),
+                )),
+            );
+        }
+        Ok(ApprovalResult {
+            session_id: self.row.id.clone(),
+            approval_id: approval.approval_id,
+            approved: yes,
+            denied: no,
+        })
+    }
+
+    /// `session.cancel` while the turn waits for the budget: it ends.
+    pub(super) fn cancel_budget_wait(&mut self, client: ClientRef) -> bool {
+        if !matches!(self.state, OperationState::AwaitingBudget { .. }) {
+            return false;
+        }
+        self.on_budget_answer(ApprovalDecision::DenyAll, None, None, None, client).is_ok()
+    }
+}
