@@ -7,7 +7,10 @@ wall time, CPU seconds of the client and the daemon's share (from /proc),
 peak memory of each, the time from the mock's first text byte to the first
 byte on forgectl's stdout, and the time of `forgectl --version`.
 
-Usage: python3 bench/send_bench.py [--runs N] [--tokens N] [--no-build]
+Usage: python3 bench/send_bench.py [--runs N] [--tokens N] [--wire W] [--no-build]
+
+--wire picks the provider wire format: anthropic (default), openai-chat,
+openai-responses or gemini.
 """
 
 import argparse
@@ -77,6 +80,8 @@ def main():
     ap.add_argument("--tokens", type=int, default=2000)
     ap.add_argument("--delay-ms", type=int, default=0, help="mock delay between chunks")
     ap.add_argument("--no-build", action="store_true")
+    ap.add_argument("--wire", default="anthropic",
+                    choices=["anthropic", "openai-chat", "openai-responses", "gemini"])
     a = ap.parse_args()
 
     if not a.no_build:
@@ -88,18 +93,28 @@ def main():
     mock = subprocess.Popen(
         [os.path.join(BIN, "forge-mock"), "--first-byte-log", fb_log], stdout=subprocess.PIPE, text=True
     )
-    base = None
-    while base is None:
+    urls = {}
+    while "GEMINI_BASE_URL" not in urls:
         line = mock.stdout.readline()
-        if line.startswith("ANTHROPIC_BASE_URL="):
-            base = line.strip().split("=", 1)[1]
+        if not line:
+            sys.exit("forge-mock did not print its URLs")
+        if "_BASE_URL=" in line:
+            k, v = line.strip().split("=", 1)
+            urls[k] = v
     env = dict(os.environ)
     env.update(
         FORGE_HOME=os.path.join(tmp, "home"),
         FORGE_SOCKET=os.path.join(tmp, "forged.sock"),
-        ANTHROPIC_BASE_URL=base,
         ANTHROPIC_API_KEY="bench-key",
+        OPENAI_API_KEY="bench-key",
+        GEMINI_API_KEY="bench-key",
+        **urls,
     )
+    provider = {"anthropic": "claude", "openai-chat": "openai", "openai-responses": "openai", "gemini": "gemini"}[a.wire]
+    os.makedirs(env["FORGE_HOME"], mode=0o700, exist_ok=True)
+    wire_api = "responses" if a.wire == "openai-responses" else "chat"
+    with open(os.path.join(env["FORGE_HOME"], "config.toml"), "w") as f:
+        f.write(f'[openai]\nwire_api = "{wire_api}"\n')
     daemon = subprocess.Popen(
         [os.path.join(BIN, "forged"), "--socket", env["FORGE_SOCKET"]],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -110,7 +125,7 @@ def main():
             if os.path.exists(env["FORGE_SOCKET"]):
                 break
             time.sleep(0.01)
-        subprocess.run([ctl, "--no-autostart", "session", "new", "--name", "bench"], env=env,
+        subprocess.run([ctl, "--no-autostart", "session", "new", "--name", "bench", "--provider", provider], env=env,
                        check=True, stdout=subprocess.DEVNULL)
         msg = f"mock:tokens={a.tokens} mock:delay={a.delay_ms} bench"
         send = [ctl, "--no-autostart", "send", "-s", "bench", msg]
@@ -150,7 +165,7 @@ def main():
         daemon_rss = proc_status(daemon.pid, "VmRSS")
         med = statistics.median
         total_cpu = med(client_cpu) + daemon_cpu
-        print(f"forgectl send, {a.tokens} tokens from the mock, delay {a.delay_ms} ms; median of {a.runs} runs")
+        print(f"forgectl send, {a.tokens} tokens from the mock ({a.wire}), delay {a.delay_ms} ms; median of {a.runs} runs")
         print(f"  wall time            {med(walls) * 1000:8.1f} ms")
         print(f"  CPU client           {med(client_cpu):8.3f} s")
         print(f"  CPU daemon share     {daemon_cpu:8.3f} s   (forged's utime+stime over all runs / runs)")

@@ -291,7 +291,7 @@ fn merge_usage(usage: &mut Usage, u: &Value) {
 mod tests {
     use super::*;
     use crate::provider::ChatMessage;
-    use crate::provider::sse::testing::{run, tool_args};
+    use crate::provider::sse::testing::{assert_every_split, run, tool_args};
 
     /// A text block then two tool calls whose JSON arguments arrive in
     /// fragments (the first one empty), as the API streams them.
@@ -338,6 +338,8 @@ event: message_stop\ndata: {\"type\":\"message_stop\"      }\n\n";
         }
         let crlf = TOOL_STREAM.replace('\n', "\r\n");
         assert_eq!(run(AnthropicParser::default(), &crlf, 3).0, reference, "CRLF framing");
+        assert_every_split(AnthropicParser::default, TOOL_STREAM, |e| e);
+        assert_every_split(AnthropicParser::default, &crlf, |e| e);
     }
 
     #[test]
@@ -434,9 +436,7 @@ event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
             ]
         );
         assert!(reference.iter().any(|e| matches!(e, ProviderEvent::Usage(u) if u.cache_read_tokens == 900)));
-        for split in [1, 3, 11] {
-            assert_eq!(run(AnthropicParser::default(), THINKING_STREAM, split).0, reference, "split {split}");
-        }
+        assert_every_split(AnthropicParser::default, THINKING_STREAM, |e| e);
     }
 
     fn tool_loop_request() -> ChatRequest {

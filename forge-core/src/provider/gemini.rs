@@ -212,7 +212,7 @@ impl WireParser for GeminiParser {
 mod tests {
     use super::*;
     use crate::provider::ChatMessage;
-    use crate::provider::sse::testing::{run, tool_args};
+    use crate::provider::sse::testing::{assert_every_split, run, tool_args};
 
     fn chunk(v: Value) -> String {
         format!("data: {v}\r\n\r\n")
@@ -270,6 +270,7 @@ mod tests {
         for split in [1, 2, 3, 17, 64] {
             assert_eq!(shape(run(GeminiParser::default(), &body, split).0), reference, "split {split}");
         }
+        assert_every_split(GeminiParser::default, &body, shape);
     }
 
     #[test]

@@ -162,7 +162,7 @@ impl OpenAiParser {
 mod tests {
     use super::*;
     use crate::provider::ChatMessage;
-    use crate::provider::sse::testing::{run, tool_args};
+    use crate::provider::sse::testing::{assert_every_split, run, tool_args};
 
     fn chunk(delta: Value, finish: Value) -> String {
         format!(
@@ -211,9 +211,7 @@ mod tests {
             name: "glob".into()
         }));
         assert!(reference.contains(&ProviderEvent::StopReason("tool_calls".into())));
-        for split in [1, 4, 9, 33] {
-            assert_eq!(run(OpenAiParser::default(), &body, split).0, reference, "split {split}");
-        }
+        assert_every_split(OpenAiParser::default, &body, |e| e);
     }
 
     #[test]

@@ -251,7 +251,7 @@ fn usage(u: &Value) -> Usage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::sse::testing::{run, tool_args};
+    use crate::provider::sse::testing::{assert_every_split, run, tool_args};
 
     fn ev(data: Value) -> String {
         format!("event: {}\ndata: {data}\n\n", data["type"].as_str().unwrap_or("x"))
@@ -344,9 +344,7 @@ mod tests {
         }));
         assert!(reference.contains(&ProviderEvent::StopReason("tool_calls".into())));
         assert!(reference.iter().any(|e| matches!(e, ProviderEvent::Usage(u) if u.input_tokens == 24 && u.cache_read_tokens == 7 && u.reasoning_tokens == 58 && u.output_tokens == 70)));
-        for split in [1, 2, 5, 13, 64] {
-            assert_eq!(run(ResponsesParser::default(), &body, split).0, reference, "split {split}");
-        }
+        assert_every_split(ResponsesParser::default, &body, |e| e);
     }
 
     #[test]

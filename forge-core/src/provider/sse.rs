@@ -144,8 +144,33 @@ pub(super) mod testing {
         body: &str,
         split: usize,
     ) -> (Vec<ProviderEvent>, Result<(), ProviderError>) {
+        let chunks: Vec<&[u8]> = body.as_bytes().chunks(split.max(1)).collect();
+        run_chunks(parser, &chunks)
+    }
+
+    /// Asserts that `body` parses to the same events (after `normalize`)
+    /// however it is cut in two: at every byte, inside UTF-8 sequences and
+    /// between `\r` and `\n` included.
+    pub fn assert_every_split<P: WireParser + Send + 'static>(
+        make: impl Fn() -> P,
+        body: &str,
+        normalize: impl Fn(Vec<ProviderEvent>) -> Vec<ProviderEvent>,
+    ) {
+        let (whole, end) = run(make(), body, usize::MAX);
+        let whole = normalize(whole);
+        for at in 1..body.len() {
+            let (events, split_end) = run_chunks(make(), &[&body.as_bytes()[..at], &body.as_bytes()[at..]]);
+            assert_eq!(normalize(events), whole, "cut at byte {at}");
+            assert_eq!(split_end.is_ok(), end.is_ok(), "cut at byte {at}");
+        }
+    }
+
+    fn run_chunks(
+        parser: impl WireParser + Send + 'static,
+        pieces: &[&[u8]],
+    ) -> (Vec<ProviderEvent>, Result<(), ProviderError>) {
         let chunks: Vec<Result<bytes::Bytes, std::io::Error>> =
-            body.as_bytes().chunks(split.max(1)).map(|c| Ok(bytes::Bytes::copy_from_slice(c))).collect();
+            pieces.iter().map(|c| Ok(bytes::Bytes::copy_from_slice(c))).collect();
         let settings = ProviderSettings::for_tests();
         let rt = tokio::runtime::Builder::new_current_thread().build().unwrap_or_else(|e| panic!("{e}"));
         let mut events: Vec<ProviderEvent> =
