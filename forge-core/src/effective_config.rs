@@ -29,6 +29,8 @@ thinking_budget_tokens = {budget}
 
 [google]
 thinking_enabled = true
+cache_enabled = true
+cache_ttl_seconds = {ttl}
 
 [tools]
 mode = "enabled"
@@ -46,6 +48,7 @@ prompt_side_effects = true
 durability = "process"
 "#,
         budget = crate::provider::DEFAULT_THINKING_BUDGET,
+        ttl = crate::provider::DEFAULT_GEMINI_CACHE_TTL,
     );
     text.parse().unwrap_or_default()
 }

@@ -96,7 +96,27 @@ async fn every_wire_format_streams_exactly_and_continues_tool_calls_with_what_it
         body["contents"].as_array().and_then(|c| c.last()).map(|c| c["parts"][0]["functionResponse"]["name"].clone()),
         Some(Value::from("read_file"))
     );
-    assert!(body["systemInstruction"]["parts"][0]["text"].as_str().is_some_and(|s| s.contains("Forge")));
+    // The stable prefix (system instruction, tools) is cached once and
+    // named by every request instead of being sent again.
+    assert!(body.get("systemInstruction").is_none() && body.get("tools").is_none(), "{body}");
+    assert_eq!(body["cachedContent"], "cachedContents/mock-1");
+    let creates: Vec<Recorded> = mock.requests().into_iter().filter(|r| r.path == "/v1beta/cachedContents").collect();
+    assert_eq!(creates.len(), 1, "one cache for every request of the model");
+    let cache = &creates[0].body;
+    assert!(cache["systemInstruction"]["parts"][0]["text"].as_str().is_some_and(|s| s.contains("Forge")), "{cache}");
+    assert!(cache["tools"][0]["functionDeclarations"].as_array().is_some_and(|d| !d.is_empty()));
+    assert_eq!(cache["model"], "models/gemini-3.5-flash");
+    assert_eq!(cache["ttl"], "3600s");
+    assert!(creates[0].headers.iter().any(|(k, v)| k == "x-goog-api-key" && v == "mock-key-gemini"));
+    let gemini_session = forge.ok(&["--json", "ps"]).await.json_lines().into_iter().find(|s| s["provider"] == "gemini");
+    let gid = gemini_session.and_then(|s| s["id"].as_str().map(str::to_string)).unwrap_or_default();
+    let events = forge.ok(&["--json", "attach", &gid, "--until-idle"]).await.json_lines();
+    let cached: Vec<u64> = events
+        .iter()
+        .filter(|e| e["kind"] == "usage")
+        .map(|e| e["usage"]["cache_read_tokens"].as_u64().unwrap_or(0))
+        .collect();
+    assert!(cached.len() >= 2 && cached.iter().all(|c| *c == 2000), "every response read the cache: {cached:?}");
 
     // The thinking of every provider is journaled as thinking, and the
     // signatures stay in history (not shown as text).

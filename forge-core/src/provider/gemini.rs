@@ -3,6 +3,8 @@
 //! carries `finishReason`).
 
 use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -16,7 +18,25 @@ use forge_proto::Usage;
 /// they are not echoed back to the API.
 const LOCAL_ID: &str = "gemini-call-";
 
-fn body(req: &ChatRequest, opts: &WireOptions) -> Value {
+/// The part of every request that does not change during a session: the
+/// system instruction and the tool declarations.
+fn stable_prefix(req: &ChatRequest) -> Value {
+    let mut prefix = json!({});
+    if let Some(system) = &req.system {
+        prefix["systemInstruction"] = json!({"parts": [{"text": system}]});
+    }
+    if !req.tools.is_empty() {
+        let declarations: Vec<Value> = req
+            .tools
+            .iter()
+            .map(|t| json!({"name": t.name, "description": t.description, "parametersJsonSchema": t.parameters}))
+            .collect();
+        prefix["tools"] = json!([{"functionDeclarations": declarations}]);
+    }
+    prefix
+}
+
+fn body(req: &ChatRequest, opts: &WireOptions, cached: Option<&str>) -> Value {
     let mut contents: Vec<Value> = Vec::new();
     // A function response names the function: the call's name by its id.
     let mut names: HashMap<&str, &str> = HashMap::new();
@@ -88,33 +108,134 @@ fn body(req: &ChatRequest, opts: &WireOptions) -> Value {
     if opts.gemini_thinking {
         generation["thinkingConfig"] = json!({"includeThoughts": true});
     }
-    let mut body = json!({"contents": contents, "generationConfig": generation});
-    if let Some(system) = &req.system {
-        body["systemInstruction"] = json!({"parts": [{"text": system}]});
-    }
-    if !req.tools.is_empty() {
-        let declarations: Vec<Value> = req
-            .tools
-            .iter()
-            .map(|t| json!({"name": t.name, "description": t.description, "parametersJsonSchema": t.parameters}))
-            .collect();
-        body["tools"] = json!([{"functionDeclarations": declarations}]);
-    }
+    let mut body = match cached {
+        // The cache holds the system instruction and tools; a request that
+        // uses it must not repeat them.
+        Some(name) => json!({"cachedContent": name}),
+        None => stable_prefix(req),
+    };
+    body["contents"] = Value::Array(contents);
+    body["generationConfig"] = generation;
     body
 }
 
-/// The request for one streamed answer.
-pub(super) fn request(
-    http: &reqwest::Client,
-    settings: &ProviderSettings,
-    req: &ChatRequest,
-) -> reqwest::RequestBuilder {
-    let url = format!("{}/v1beta/models/{}:streamGenerateContent?alt=sse", settings.base_url, req.model);
-    let request = http.post(&url).header("accept", "text/event-stream").json(&body(req, &settings.options));
+/// Explicit caches (`cachedContents`) of the stable prefix, shared by every
+/// session: one per endpoint, model and prefix. A prefix too small for the
+/// API, or a refused creation, is not tried again for a while.
+#[derive(Default)]
+pub(crate) struct PrefixCaches {
+    entries: Mutex<HashMap<u64, CacheState>>,
+}
+
+#[derive(Clone)]
+enum CacheState {
+    Ready { name: String, expires: Instant },
+    Refused { until: Instant },
+}
+
+/// The least the API caches (Flash models; Pro ones need more, and refuse).
+const MIN_CACHE_TOKENS: u64 = 1024;
+/// After a refusal, requests go without a cache this long.
+const RETRY_REFUSED: Duration = Duration::from_secs(600);
+
+impl PrefixCaches {
+    /// The name of a live cache of `req`'s prefix, created (or its TTL
+    /// extended) if needed; `None` to send the request whole.
+    pub(crate) async fn prefix(
+        &self,
+        http: &reqwest::Client,
+        settings: &ProviderSettings,
+        req: &ChatRequest,
+        ttl_secs: u64,
+    ) -> Option<String> {
+        let prefix = stable_prefix(req);
+        let text = prefix.to_string();
+        if crate::catalog::estimate_tokens(text.len()) < MIN_CACHE_TOKENS {
+            return None;
+        }
+        let key = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            (&settings.base_url, &req.model, &text).hash(&mut h);
+            h.finish()
+        };
+        let ttl = Duration::from_secs(ttl_secs.max(60));
+        let now = Instant::now();
+        let state = self.entries.lock().ok()?.get(&key).cloned();
+        match state {
+            Some(CacheState::Refused { until }) if now < until => return None,
+            // Well within its life: use it.
+            Some(CacheState::Ready { name, expires }) if expires > now + ttl / 2 => return Some(name),
+            // Past half its life: extend it (a failure means it is gone).
+            Some(CacheState::Ready { name, expires }) if expires > now + Duration::from_secs(30) => {
+                let url = format!("{}/v1beta/{name}?updateMask=ttl", settings.base_url);
+                let sent = with_key(http.patch(&url), settings)
+                    .timeout(Duration::from_secs(10))
+                    .json(&json!({"ttl": format!("{}s", ttl.as_secs())}))
+                    .send()
+                    .await;
+                if sent.is_ok_and(|r| r.status().is_success()) {
+                    self.set(key, CacheState::Ready { name: name.clone(), expires: now + ttl });
+                    return Some(name);
+                }
+            }
+            _ => {}
+        }
+        let mut create = prefix;
+        create["model"] = json!(format!("models/{}", req.model));
+        create["ttl"] = json!(format!("{}s", ttl.as_secs()));
+        let url = format!("{}/v1beta/cachedContents", settings.base_url);
+        let resp = with_key(http.post(&url), settings).timeout(Duration::from_secs(15)).json(&create).send().await;
+        let name = match resp {
+            Ok(r) if r.status().is_success() => {
+                r.json::<Value>().await.ok().and_then(|v| v.get("name").and_then(Value::as_str).map(str::to_string))
+            }
+            Ok(r) => {
+                let status = r.status();
+                let body = super::read_error_body(r).await;
+                tracing::info!(model = %req.model, %status, error = %super::redact_secrets(&body, &settings.secrets()),
+                    "Gemini did not cache the prompt prefix; requests go without it");
+                None
+            }
+            Err(e) => {
+                tracing::info!(model = %req.model, error = %super::redact_secrets(&e.to_string(), &settings.secrets()),
+                    "cannot create a Gemini context cache; requests go without it");
+                None
+            }
+        };
+        match &name {
+            Some(n) => self.set(key, CacheState::Ready { name: n.clone(), expires: now + ttl }),
+            None => self.set(key, CacheState::Refused { until: now + RETRY_REFUSED }),
+        }
+        name
+    }
+
+    fn set(&self, key: u64, state: CacheState) {
+        if let Ok(mut entries) = self.entries.lock() {
+            entries.insert(key, state);
+        }
+    }
+}
+
+fn with_key(request: reqwest::RequestBuilder, settings: &ProviderSettings) -> reqwest::RequestBuilder {
     match &settings.api_key {
         Some(key) => request.header("x-goog-api-key", key),
         None => request,
     }
+}
+
+/// The request for one streamed answer.
+/// The request for one streamed answer; `cached` names a cache of its
+/// stable prefix.
+pub(super) fn request(
+    http: &reqwest::Client,
+    settings: &ProviderSettings,
+    req: &ChatRequest,
+    cached: Option<&str>,
+) -> reqwest::RequestBuilder {
+    let url = format!("{}/v1beta/models/{}:streamGenerateContent?alt=sse", settings.base_url, req.model);
+    let request = http.post(&url).header("accept", "text/event-stream").json(&body(req, &settings.options, cached));
+    with_key(request, settings)
 }
 
 /// The Gemini chunk stream, chunk by chunk.
@@ -306,7 +427,7 @@ mod tests {
             max_output_tokens: 100,
             tools: crate::tools::ToolRegistry::builtin().specs(),
         };
-        let b = body(&req, &WireOptions { gemini_thinking: true, ..Default::default() });
+        let b = body(&req, &WireOptions { gemini_thinking: true, ..Default::default() }, None);
         assert_eq!(b["systemInstruction"]["parts"][0]["text"], "be Forge");
         assert_eq!(b["generationConfig"]["thinkingConfig"]["includeThoughts"], true);
         let c = &b["contents"];
@@ -319,5 +440,10 @@ mod tests {
         assert_eq!(c[2]["parts"][1]["functionResponse"]["response"]["error"], "no match");
         assert_eq!(c.as_array().map(Vec::len), Some(3), "parallel responses share one turn");
         assert!(b["tools"][0]["functionDeclarations"][0]["parametersJsonSchema"].is_object());
+        // With a cache of the prefix, the request carries its name instead.
+        let c = body(&req, &WireOptions::default(), Some("cachedContents/abc"));
+        assert_eq!(c["cachedContent"], "cachedContents/abc");
+        assert!(c.get("systemInstruction").is_none() && c.get("tools").is_none());
+        assert_eq!(c["contents"], b["contents"]);
     }
 }

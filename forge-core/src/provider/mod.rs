@@ -207,6 +207,9 @@ pub struct WireOptions {
     pub truncation: Option<String>,
     /// `[google] thinking_enabled`: thought summaries streamed as thinking.
     pub gemini_thinking: bool,
+    /// `[google] cache_ttl_seconds` when `cache_enabled`: the stable
+    /// prefix (system instruction and tools) cached with `cachedContents`.
+    pub gemini_cache_ttl: Option<u64>,
 }
 
 impl WireOptions {
@@ -236,9 +239,15 @@ impl WireOptions {
                 }),
                 ..Self::default()
             },
-            ProviderKind::Gemini => {
-                Self { gemini_thinking: cfg.google.thinking_enabled.unwrap_or(true), ..Self::default() }
-            }
+            ProviderKind::Gemini => Self {
+                gemini_thinking: cfg.google.thinking_enabled.unwrap_or(true),
+                gemini_cache_ttl: cfg
+                    .google
+                    .cache_enabled
+                    .unwrap_or(true)
+                    .then(|| cfg.google.cache_ttl_seconds.unwrap_or(DEFAULT_GEMINI_CACHE_TTL)),
+                ..Self::default()
+            },
         }
     }
 
@@ -252,6 +261,8 @@ impl WireOptions {
 /// `[anthropic] thinking_budget_tokens` when thinking is on and no budget
 /// is given.
 pub const DEFAULT_THINKING_BUDGET: u32 = 10_000;
+/// `[google] cache_ttl_seconds` when not given.
+pub const DEFAULT_GEMINI_CACHE_TTL: u64 = 3600;
 
 impl std::fmt::Debug for ProviderSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -350,6 +361,7 @@ async fn read_error_body(resp: reqwest::Response) -> String {
 #[derive(Clone)]
 pub struct ProviderClient {
     http: reqwest::Client,
+    gemini_caches: std::sync::Arc<gemini::PrefixCaches>,
 }
 
 impl ProviderClient {
@@ -365,7 +377,7 @@ impl ProviderClient {
             .user_agent(concat!("forge/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| ProviderError::internal(format!("cannot build the HTTP client: {e}")))?;
-        Ok(Self { http })
+        Ok(Self { http, gemini_caches: Default::default() })
     }
 
     /// One completion as a stream of events, ending with `Done` or
@@ -374,6 +386,7 @@ impl ProviderClient {
     pub fn stream(&self, settings: ProviderSettings, req: ChatRequest) -> ProviderStream {
         use futures::StreamExt;
         let http = self.http.clone();
+        let caches = self.gemini_caches.clone();
         let opened = async move {
             settings.check_ready()?;
             let wire = Wire::of(&settings);
@@ -381,7 +394,13 @@ impl ProviderClient {
                 Wire::Anthropic => anthropic::request(&http, &settings, &req),
                 Wire::OpenAiChat => openai::request(&http, &settings, &req),
                 Wire::OpenAiResponses => responses::request(&http, &settings, &req),
-                Wire::Gemini => gemini::request(&http, &settings, &req),
+                Wire::Gemini => {
+                    let cached = match settings.options.gemini_cache_ttl {
+                        Some(ttl) => caches.prefix(&http, &settings, &req, ttl).await,
+                        None => None,
+                    };
+                    gemini::request(&http, &settings, &req, cached.as_deref())
+                }
             };
             let resp = request.send().await.map_err(|e| ProviderError::connect(&settings, &e))?;
             let status = resp.status();

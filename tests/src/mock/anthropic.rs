@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use super::{Format, pieces, sse};
+use super::{Counts, Format, pieces, sse};
 
 pub(super) struct Anthropic;
 
@@ -87,7 +87,8 @@ impl Format for Anthropic {
         out
     }
 
-    fn finish(&self, _model: &str, tool_use: bool, output_tokens: usize, _thinking: usize) -> Vec<String> {
+    fn finish(&self, _model: &str, tool_use: bool, counts: Counts) -> Vec<String> {
+        let output_tokens = counts.output;
         let stop = if tool_use { "tool_use" } else { "end_turn" };
         vec![
             sse(

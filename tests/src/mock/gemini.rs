@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use super::Format;
+use super::{Counts, Format};
 
 /// The signature on the first function call of an answer.
 pub const CALL_SIGNATURE: &str = "bW9jay1jYWxsLXNpZ25hdHVyZQ==";
@@ -78,15 +78,17 @@ impl Format for Gemini {
         vec![chunk(json!([part]), model)]
     }
 
-    fn finish(&self, model: &str, tool_use: bool, output_tokens: usize, thinking: usize) -> Vec<String> {
+    fn finish(&self, model: &str, tool_use: bool, counts: Counts) -> Vec<String> {
+        let (output_tokens, thinking) = (counts.output, counts.thinking);
         let parts = if tool_use {
             json!([])
         } else {
             json!([{"text": "", "thoughtSignature": "bW9jay10ZXh0LXNpZ25hdHVyZQ=="}])
         };
         let data = json!({"candidates":[{"content":{"parts":parts,"role":"model"},"finishReason":"STOP","index":0}],
-            "usageMetadata":{"promptTokenCount":12,"candidatesTokenCount":output_tokens,"thoughtsTokenCount":thinking,
-                             "totalTokenCount":12 + output_tokens + thinking},
+            "usageMetadata":{"promptTokenCount":12 + counts.cached_input,"cachedContentTokenCount":counts.cached_input,
+                             "candidatesTokenCount":output_tokens,"thoughtsTokenCount":thinking,
+                             "totalTokenCount":12 + counts.cached_input + output_tokens + thinking},
             "modelVersion":model,"responseId":"mock"});
         vec![format!("data: {data}\r\n\r\n")]
     }

@@ -207,9 +207,19 @@ trait Format: Sync {
     /// The `k`-th tool call (content block `block`), its arguments in
     /// small fragments.
     fn tool_call(&self, model: &str, block: usize, k: usize, id: &str, name: &str, args: &str) -> Vec<String>;
-    /// The end of the reply: stop reason and usage (`thinking`: the
-    /// thinking pieces, counted as reasoning tokens where the format does).
-    fn finish(&self, model: &str, tool_use: bool, output_tokens: usize, thinking: usize) -> Vec<String>;
+    /// The end of the reply: stop reason and usage.
+    fn finish(&self, model: &str, tool_use: bool, counts: Counts) -> Vec<String>;
+}
+
+/// What a reply's usage reports.
+#[derive(Debug, Clone, Copy, Default)]
+struct Counts {
+    /// Text chunks streamed.
+    output: usize,
+    /// Thinking pieces (reasoning tokens where the format counts them).
+    thinking: usize,
+    /// Input tokens read from a cache the request named.
+    cached_input: usize,
 }
 
 /// One request the mock received.
@@ -327,6 +337,8 @@ struct Script {
     stamp: bool,
     /// (name, arguments if given).
     tools: Vec<(String, Option<String>)>,
+    /// Input tokens the request read from a cache it named.
+    cached_input: usize,
     sleep: Option<u64>,
 }
 
@@ -407,6 +419,9 @@ async fn handle(
     opts: MockOptions,
 ) -> Result<Response<Body>, Infallible> {
     let path = req.uri().path().to_string();
+    if path.starts_with("/v1beta/cachedContents") {
+        return Ok(cached_contents(req, recorded).await);
+    }
     if path == "/page" {
         // A web page, for web_fetch.
         let html = "<html><head><title>Mock page</title><script>var x = 1;</script></head>\
@@ -462,6 +477,9 @@ async fn handle(
     // After tool results the mock answers them instead of following the
     // directives again (which would call the tools forever).
     let mut script = parse_script(&last_user, &opts);
+    if wire == Wire::Gemini && body.get("cachedContent").is_some() {
+        script.cached_input = CACHED_PREFIX_TOKENS;
+    }
     if results.is_some() {
         script.tools.clear();
         script.tokens = None;
@@ -518,6 +536,37 @@ async fn handle(
         .body(BodyExt::boxed(StreamBody::new(stream)))
         .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).map_err(|e: Infallible| match e {}).boxed()));
     Ok(resp)
+}
+
+/// What a Gemini context cache holds, in tokens (as the mock reports it).
+pub const CACHED_PREFIX_TOKENS: usize = 2000;
+
+/// Gemini's `cachedContents`: create (POST) answers with a new cache's
+/// name; a TTL update (PATCH) with the cache. Requests are recorded.
+async fn cached_contents(req: Request<Incoming>, recorded: Arc<Mutex<Vec<Recorded>>>) -> Response<Body> {
+    let path = req.uri().path().to_string();
+    let post = req.method() == hyper::Method::POST;
+    let headers: Vec<(String, String)> =
+        req.headers().iter().map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string())).collect();
+    let bytes = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+    let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    let key = headers.iter().find(|(k, _)| k == "x-goog-api-key").map(|(_, v)| v.clone());
+    if key.is_none() || key.as_deref() == Some("bad-key") {
+        let refused = Wire::Gemini.format().error_body(400, "authentication_error", "");
+        return full(StatusCode::BAD_REQUEST, "application/json", refused, &[]);
+    }
+    let n = recorded.lock().map(|mut r| {
+        r.push(Recorded { wire: Wire::Gemini, path: path.clone(), headers, body: body.clone() });
+        r.iter().filter(|q| q.path == "/v1beta/cachedContents").count()
+    });
+    let name = if post {
+        format!("cachedContents/mock-{}", n.unwrap_or(0))
+    } else {
+        path.trim_start_matches("/v1beta/").to_string()
+    };
+    let answer = json!({"name": name, "model": body.get("model"), "expireTime": "2099-01-01T00:00:00Z",
+        "usageMetadata": {"totalTokenCount": CACHED_PREFIX_TOKENS}});
+    full(StatusCode::OK, "application/json", answer.to_string(), &[])
 }
 
 /// The tool results a request ends with, if it ends with any.
@@ -689,7 +738,8 @@ async fn stream_reply(
             let _ = w.write(event).await;
         }
     }
-    for event in format.finish(&model, !script.tools.is_empty(), total, thinking.len()) {
+    let counts = Counts { output: total, thinking: thinking.len(), cached_input: script.cached_input };
+    for event in format.finish(&model, !script.tools.is_empty(), counts) {
         let _ = w.write(event).await;
     }
 }

@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use super::{Format, pieces, sse};
+use super::{Counts, Format, pieces, sse};
 
 pub(super) struct OpenAi;
 
@@ -67,7 +67,8 @@ impl Format for OpenAi {
         out
     }
 
-    fn finish(&self, model: &str, tool_use: bool, output_tokens: usize, _thinking: usize) -> Vec<String> {
+    fn finish(&self, model: &str, tool_use: bool, counts: Counts) -> Vec<String> {
+        let output_tokens = counts.output;
         let finish = if tool_use { "tool_calls" } else { "stop" };
         vec![
             sse(

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Format, pieces, sse};
+use super::{Counts, Format, pieces, sse};
 
 pub(super) struct Responses;
 
@@ -78,7 +78,8 @@ impl Format for Responses {
         out
     }
 
-    fn finish(&self, model: &str, _tool_use: bool, output_tokens: usize, thinking: usize) -> Vec<String> {
+    fn finish(&self, model: &str, _tool_use: bool, counts: Counts) -> Vec<String> {
+        let (output_tokens, thinking) = (counts.output, counts.thinking);
         vec![ev(
             json!({"type":"response.completed","response":{"id":"resp_mock","object":"response","status":"completed","model":model,"output":[],
             "usage":{"input_tokens":12,"input_tokens_details":{"cached_tokens":0},"output_tokens":output_tokens + thinking,
