@@ -94,13 +94,18 @@ def main():
         [os.path.join(BIN, "forge-mock"), "--first-byte-log", fb_log], stdout=subprocess.PIPE, text=True
     )
     urls = {}
-    while "GEMINI_BASE_URL" not in urls:
+    while "OPENAI_BASE_URL" not in urls:
         line = mock.stdout.readline()
         if not line:
             sys.exit("forge-mock did not print its URLs")
         if "_BASE_URL=" in line:
             k, v = line.strip().split("=", 1)
             urls[k] = v
+    # The Gemini URL follows (a mock from before Gemini prints none).
+    if a.wire == "gemini":
+        line = mock.stdout.readline()
+        k, v = line.strip().split("=", 1)
+        urls[k] = v
     env = dict(os.environ)
     env.update(
         FORGE_HOME=os.path.join(tmp, "home"),
@@ -111,10 +116,11 @@ def main():
         **urls,
     )
     provider = {"anthropic": "claude", "openai-chat": "openai", "openai-responses": "openai", "gemini": "gemini"}[a.wire]
-    os.makedirs(env["FORGE_HOME"], mode=0o700, exist_ok=True)
-    wire_api = "responses" if a.wire == "openai-responses" else "chat"
-    with open(os.path.join(env["FORGE_HOME"], "config.toml"), "w") as f:
-        f.write(f'[openai]\nwire_api = "{wire_api}"\n')
+    if a.wire == "openai-responses":
+        # A custom OPENAI_BASE_URL means Chat Completions unless told.
+        os.makedirs(env["FORGE_HOME"], mode=0o700, exist_ok=True)
+        with open(os.path.join(env["FORGE_HOME"], "config.toml"), "w") as f:
+            f.write('[openai]\nwire_api = "responses"\n')
     daemon = subprocess.Popen(
         [os.path.join(BIN, "forged"), "--socket", env["FORGE_SOCKET"]],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

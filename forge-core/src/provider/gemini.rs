@@ -246,69 +246,137 @@ pub(super) struct GeminiParser {
     usage: Option<Usage>,
 }
 
+/// One streamed chunk, as much of it as Forge reads. Typed and borrowing:
+/// the fields it does not need (model version, safety ratings, ...) are
+/// skipped without being built.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Chunk<'a> {
+    #[serde(default, borrow)]
+    candidates: Vec<Candidate<'a>>,
+    usage_metadata: Option<UsageMetadata>,
+    #[serde(borrow)]
+    error: Option<ChunkError<'a>>,
+    #[serde(borrow)]
+    prompt_feedback: Option<PromptFeedback<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Candidate<'a> {
+    #[serde(borrow)]
+    content: Option<Content<'a>>,
+    #[serde(borrow)]
+    finish_reason: Option<std::borrow::Cow<'a, str>>,
+}
+
+#[derive(serde::Deserialize)]
+struct Content<'a> {
+    #[serde(default, borrow)]
+    parts: Vec<Part<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Part<'a> {
+    #[serde(borrow)]
+    text: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default)]
+    thought: bool,
+    #[serde(borrow)]
+    thought_signature: Option<std::borrow::Cow<'a, str>>,
+    function_call: Option<FunctionCall>,
+}
+
+#[derive(serde::Deserialize)]
+struct FunctionCall {
+    id: Option<String>,
+    #[serde(default)]
+    name: String,
+    args: Option<Value>,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct UsageMetadata {
+    prompt_token_count: u64,
+    tool_use_prompt_token_count: u64,
+    cached_content_token_count: u64,
+    candidates_token_count: u64,
+    thoughts_token_count: u64,
+}
+
+#[derive(serde::Deserialize)]
+struct ChunkError<'a> {
+    #[serde(borrow)]
+    status: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow)]
+    message: Option<std::borrow::Cow<'a, str>>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PromptFeedback<'a> {
+    #[serde(borrow)]
+    block_reason: Option<std::borrow::Cow<'a, str>>,
+}
+
 impl WireParser for GeminiParser {
     fn on_event(&mut self, _event: &str, data: &str, out: &mut Vec<ProviderEvent>) -> Result<Step, ParseError> {
         let data = data.trim();
         if data.is_empty() {
             return Ok(Step::Continue);
         }
-        let chunk: Value =
+        let chunk: Chunk =
             serde_json::from_str(data).map_err(|e| ParseError::Broken(format!("malformed chunk ({e})")))?;
-        if let Some(err) = chunk.get("error").filter(|e| e.is_object()) {
-            let status = err.get("status").and_then(Value::as_str).unwrap_or("error");
-            let message = err.get("message").and_then(Value::as_str).unwrap_or("unknown error");
-            return Err(ParseError::Reported { error_type: status.into(), message: message.into() });
+        if let Some(err) = chunk.error {
+            return Err(ParseError::Reported {
+                error_type: err.status.as_deref().unwrap_or("error").into(),
+                message: err.message.as_deref().unwrap_or("unknown error").into(),
+            });
         }
-        if let Some(reason) = chunk.pointer("/promptFeedback/blockReason").and_then(Value::as_str) {
+        if let Some(reason) = chunk.prompt_feedback.and_then(|f| f.block_reason) {
             return Err(ParseError::Reported {
                 error_type: "blocked".into(),
                 message: format!("Gemini blocked the prompt ({reason})"),
             });
         }
-        let candidate = chunk.pointer("/candidates/0").unwrap_or(&Value::Null);
-        for part in candidate.pointer("/content/parts").and_then(Value::as_array).into_iter().flatten() {
+        let candidate = chunk.candidates.into_iter().next();
+        let (content, finish) = match candidate {
+            Some(c) => (c.content, c.finish_reason),
+            None => (None, None),
+        };
+        for part in content.map(|c| c.parts).unwrap_or_default() {
             let mut call = None;
-            if let Some(fc) = part.get("functionCall") {
+            if let Some(fc) = part.function_call {
                 let index = self.calls;
                 self.calls += 1;
                 call = Some(index);
-                let id = fc
-                    .get("id")
-                    .and_then(Value::as_str)
-                    .filter(|i| !i.is_empty())
-                    .map(str::to_string)
-                    .unwrap_or_else(|| crate::ids::new_id(LOCAL_ID));
-                let name = fc.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
-                out.push(ProviderEvent::ToolCallStart { index, id, name });
-                let args = fc.get("args").filter(|a| a.is_object()).cloned().unwrap_or_else(|| json!({}));
+                let id = fc.id.filter(|i| !i.is_empty()).unwrap_or_else(|| crate::ids::new_id(LOCAL_ID));
+                out.push(ProviderEvent::ToolCallStart { index, id, name: fc.name });
+                let args = fc.args.filter(Value::is_object).unwrap_or_else(|| json!({}));
                 out.push(ProviderEvent::ToolCallArgs { index, fragment: args.to_string() });
-            } else if let Some(text) = part.get("text").and_then(Value::as_str).filter(|t| !t.is_empty()) {
-                let thought = part.get("thought").and_then(Value::as_bool).unwrap_or(false);
-                out.push(if thought {
-                    ProviderEvent::ThinkingDelta(text.to_string())
-                } else {
-                    ProviderEvent::TextDelta(text.to_string())
-                });
+            } else if let Some(text) = part.text.filter(|t| !t.is_empty()) {
+                let text = text.into_owned();
+                out.push(if part.thought { ProviderEvent::ThinkingDelta(text) } else { ProviderEvent::TextDelta(text) });
             }
-            if let Some(signature) = part.get("thoughtSignature").and_then(Value::as_str) {
-                out.push(ProviderEvent::Reasoning(Reasoning::GeminiSignature { signature: signature.into(), call }));
+            if let Some(signature) = part.thought_signature {
+                out.push(ProviderEvent::Reasoning(Reasoning::GeminiSignature { signature: signature.into_owned(), call }));
             }
         }
-        if let Some(u) = chunk.get("usageMetadata").filter(|u| u.is_object()) {
+        if let Some(u) = chunk.usage_metadata {
             // Cumulative so far: the last one counts.
-            let get = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
-            let cached = get("cachedContentTokenCount");
-            let thoughts = get("thoughtsTokenCount");
             self.usage = Some(Usage {
-                input_tokens: (get("promptTokenCount") + get("toolUsePromptTokenCount")).saturating_sub(cached),
-                output_tokens: get("candidatesTokenCount") + thoughts,
-                cache_read_tokens: cached,
+                input_tokens: (u.prompt_token_count + u.tool_use_prompt_token_count)
+                    .saturating_sub(u.cached_content_token_count),
+                output_tokens: u.candidates_token_count + u.thoughts_token_count,
+                cache_read_tokens: u.cached_content_token_count,
                 cache_write_tokens: 0,
-                reasoning_tokens: thoughts,
+                reasoning_tokens: u.thoughts_token_count,
             });
         }
-        if let Some(reason) = candidate.get("finishReason").and_then(Value::as_str) {
-            self.finish = Some(match reason {
+        if let Some(reason) = finish {
+            self.finish = Some(match reason.as_ref() {
                 // STOP also ends an answer that calls tools.
                 "STOP" if self.calls > 0 => "tool_calls".into(),
                 "STOP" => "stop".into(),
