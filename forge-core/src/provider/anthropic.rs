@@ -162,6 +162,17 @@ impl WireParser for AnthropicParser {
         if data.is_empty() {
             return Ok(Step::Continue);
         }
+        // Most of a stream is text deltas: read those without building a
+        // JSON tree.
+        if event == "content_block_delta"
+            && let Ok(d) = serde_json::from_str::<TextDeltaEvent>(data)
+            && d.delta.kind == "text_delta"
+        {
+            if !d.delta.text.is_empty() {
+                out.push(ProviderEvent::TextDelta(d.delta.text.into_owned()));
+            }
+            return Ok(Step::Continue);
+        }
         let data: Value = serde_json::from_str(data)
             .map_err(|e| ParseError::Broken(format!("malformed event data ({e}) in `{event}` event")))?;
         let ty = data.get("type").and_then(Value::as_str).unwrap_or(event);
@@ -268,6 +279,21 @@ impl WireParser for AnthropicParser {
     fn on_eof(&mut self, _out: &mut Vec<ProviderEvent>) -> Result<(), ParseError> {
         Err(ParseError::Broken("the connection closed before `message_stop`".into()))
     }
+}
+
+/// A `content_block_delta` as the fast path reads it.
+#[derive(serde::Deserialize)]
+struct TextDeltaEvent<'a> {
+    #[serde(borrow)]
+    delta: TextDelta<'a>,
+}
+
+#[derive(serde::Deserialize)]
+struct TextDelta<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: std::borrow::Cow<'a, str>,
+    #[serde(default, borrow)]
+    text: std::borrow::Cow<'a, str>,
 }
 
 /// Usage fields overwrite: `message_delta` carries cumulative numbers.

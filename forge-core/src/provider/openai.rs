@@ -88,6 +88,22 @@ impl WireParser for OpenAiParser {
         if data == "[DONE]" {
             return Ok(Step::Finished);
         }
+        // Most chunks carry a piece of text and nothing else: read those
+        // without building a JSON tree.
+        if let Ok(c) = serde_json::from_str::<TextChunk>(data)
+            && c.error.is_none()
+            && c.usage.is_none()
+            && let [choice] = c.choices.as_slice()
+            && choice.finish_reason.is_none()
+            && choice.delta.tool_calls.is_none()
+            && choice.delta.reasoning_content.is_none()
+            && choice.delta.reasoning.is_none()
+        {
+            if let Some(text) = choice.delta.content.as_deref().filter(|t| !t.is_empty()) {
+                out.push(ProviderEvent::TextDelta(text.to_string()));
+            }
+            return Ok(Step::Continue);
+        }
         let chunk: Value =
             serde_json::from_str(data).map_err(|e| ParseError::Broken(format!("malformed chunk ({e})")))?;
         if let Some(err) = chunk.get("error").filter(|e| !e.is_null()) {
@@ -132,6 +148,32 @@ impl WireParser for OpenAiParser {
             Err(ParseError::Broken("the connection closed before the answer finished".into()))
         }
     }
+}
+
+/// A chunk as the fast path reads it; anything else it holds sends the
+/// chunk down the general path.
+#[derive(serde::Deserialize)]
+struct TextChunk<'a> {
+    #[serde(default, borrow)]
+    choices: Vec<TextChoice<'a>>,
+    usage: Option<serde::de::IgnoredAny>,
+    error: Option<serde::de::IgnoredAny>,
+}
+
+#[derive(serde::Deserialize)]
+struct TextChoice<'a> {
+    #[serde(borrow)]
+    delta: TextChoiceDelta<'a>,
+    finish_reason: Option<serde::de::IgnoredAny>,
+}
+
+#[derive(serde::Deserialize)]
+struct TextChoiceDelta<'a> {
+    #[serde(borrow)]
+    content: Option<std::borrow::Cow<'a, str>>,
+    tool_calls: Option<serde::de::IgnoredAny>,
+    reasoning_content: Option<serde::de::IgnoredAny>,
+    reasoning: Option<serde::de::IgnoredAny>,
 }
 
 impl OpenAiParser {

@@ -118,6 +118,16 @@ impl WireParser for ResponsesParser {
         if data.trim().is_empty() {
             return Ok(Step::Continue);
         }
+        // Most of a stream is text deltas: read those without building a
+        // JSON tree.
+        if event == "response.output_text.delta"
+            && let Ok(d) = serde_json::from_str::<TextDelta>(data)
+        {
+            if !d.delta.is_empty() {
+                out.push(ProviderEvent::TextDelta(d.delta.into_owned()));
+            }
+            return Ok(Step::Continue);
+        }
         let data: Value = serde_json::from_str(data)
             .map_err(|e| ParseError::Broken(format!("malformed event data ({e}) in `{event}` event")))?;
         let ty = data.get("type").and_then(Value::as_str).unwrap_or(event);
@@ -233,6 +243,13 @@ impl WireParser for ResponsesParser {
     fn on_eof(&mut self, _out: &mut Vec<ProviderEvent>) -> Result<(), ParseError> {
         Err(ParseError::Broken("the connection closed before `response.completed`".into()))
     }
+}
+
+/// A `response.output_text.delta` as the fast path reads it.
+#[derive(serde::Deserialize)]
+struct TextDelta<'a> {
+    #[serde(borrow)]
+    delta: std::borrow::Cow<'a, str>,
 }
 
 fn usage(u: &Value) -> Usage {
