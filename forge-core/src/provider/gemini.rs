@@ -358,10 +358,17 @@ impl WireParser for GeminiParser {
                 out.push(ProviderEvent::ToolCallArgs { index, fragment: args.to_string() });
             } else if let Some(text) = part.text.filter(|t| !t.is_empty()) {
                 let text = text.into_owned();
-                out.push(if part.thought { ProviderEvent::ThinkingDelta(text) } else { ProviderEvent::TextDelta(text) });
+                out.push(if part.thought {
+                    ProviderEvent::ThinkingDelta(text)
+                } else {
+                    ProviderEvent::TextDelta(text)
+                });
             }
             if let Some(signature) = part.thought_signature {
-                out.push(ProviderEvent::Reasoning(Reasoning::GeminiSignature { signature: signature.into_owned(), call }));
+                out.push(ProviderEvent::Reasoning(Reasoning::GeminiSignature {
+                    signature: signature.into_owned(),
+                    call,
+                }));
             }
         }
         if let Some(u) = chunk.usage_metadata {

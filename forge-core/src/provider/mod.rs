@@ -110,13 +110,15 @@ pub struct ChatRequest {
 
 /// Providers reject a tool call without a result. A call left unanswered
 /// (its turn was cancelled or interrupted) gets an honest error result
-/// right after its message, so the conversation stays valid.
-pub fn pair_tool_results(messages: &[ChatMessage]) -> Vec<ChatMessage> {
+/// right after its message, so the conversation stays valid. The
+/// conversation itself is borrowed, not copied (it can be megabytes).
+pub fn pair_tool_results(messages: &[ChatMessage]) -> Vec<std::borrow::Cow<'_, ChatMessage>> {
+    use std::borrow::Cow;
     let mut out = Vec::with_capacity(messages.len());
     let mut i = 0;
     while i < messages.len() {
         let m = &messages[i];
-        out.push(m.clone());
+        out.push(Cow::Borrowed(m));
         i += 1;
         if m.role != ChatRole::Assistant || m.tool_calls.is_empty() {
             continue;
@@ -126,16 +128,16 @@ pub fn pair_tool_results(messages: &[ChatMessage]) -> Vec<ChatMessage> {
             if let Some((id, _)) = &messages[i].tool_result {
                 answered.insert(id.clone());
             }
-            out.push(messages[i].clone());
+            out.push(Cow::Borrowed(&messages[i]));
             i += 1;
         }
         for call in &m.tool_calls {
             if !answered.contains(&call.id) {
-                out.push(ChatMessage::tool_result(
+                out.push(Cow::Owned(ChatMessage::tool_result(
                     call.id.clone(),
                     "error: this tool call was not executed (the turn was cancelled or interrupted)",
                     true,
-                ));
+                )));
             }
         }
     }
