@@ -26,7 +26,13 @@ fn last_of(mock: &MockServer, wire: Wire) -> Recorded {
 
 /// A thinking turn with a tool call: the answer streams exactly, and the
 /// request that carries the tool result is returned to `check`.
-async fn thinking_tool_turn(forge: &Forge, mock: &MockServer, provider: &str, cwd: &str, wire: Wire) -> Value {
+async fn thinking_tool_turn(
+    forge: &Forge,
+    mock: &MockServer,
+    provider: &str,
+    cwd: &str,
+    wire: Wire,
+) -> (String, Value) {
     let id = forge.new_session(&["--provider", provider, "--cwd", cwd]).await;
     let plain = forge.ok(&["send", "-s", &id, "mock:tokens=40 hello"]).await;
     assert_eq!(plain.stdout, format!("{}\n", token_text(40)), "{provider}: the exact text");
@@ -37,7 +43,7 @@ async fn thinking_tool_turn(forge: &Forge, mock: &MockServer, provider: &str, cw
     assert!(r.stdout.contains("The mock received 1 tool result(s): fn main() {}"), "{provider}: {}", r.stdout);
     assert!(r.stderr.contains("thought0 thought1"), "{provider}: thinking on stderr: {}", r.stderr);
     assert!(!r.stdout.contains("thought0"), "{provider}: thinking is not in the answer");
-    last_of(mock, wire).body
+    (id, last_of(mock, wire).body)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -52,7 +58,7 @@ async fn every_wire_format_streams_exactly_and_continues_tool_calls_with_what_it
     let cwd = dir.path().display().to_string();
 
     // Claude with thinking: the signed block goes back first, unmodified.
-    let body = thinking_tool_turn(&forge, &mock, "claude", &cwd, Wire::Anthropic).await;
+    let (claude, body) = thinking_tool_turn(&forge, &mock, "claude", &cwd, Wire::Anthropic).await;
     assert_eq!(body["thinking"]["type"], "enabled");
     assert_eq!(body["thinking"]["budget_tokens"], 2048);
     let answer = body["messages"]
@@ -66,9 +72,24 @@ async fn every_wire_format_streams_exactly_and_continues_tool_calls_with_what_it
     let breakpoints = body.to_string().matches("cache_control").count();
     assert!((1..=4).contains(&breakpoints), "cache breakpoints: {breakpoints}");
     assert!(body["system"][0]["cache_control"].is_object(), "the system prompt is cached");
+    // A redacted block goes back too, in its place after the thinking.
+    forge.ok(&["send", "-s", &claude, "mock:thinking=1 mock:redacted mock:tool=read_file again"]).await;
+    let body = last_of(&mock, Wire::Anthropic).body;
+    let answer = body["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "assistant"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(answer["content"][1]["type"], "redacted_thinking", "{answer}");
+    assert_eq!(answer["content"][1]["data"], forge_tests::mock::anthropic::REDACTED);
+    // The cache was written once, then read.
+    let events = forge.ok(&["--json", "attach", &claude, "--until-idle"]).await.json_lines();
+    let usage: Vec<&Value> = events.iter().filter(|e| e["kind"] == "usage").map(|e| &e["usage"]).collect();
+    assert_eq!(usage[0]["cache_write_tokens"], 2000, "{usage:?}");
+    assert!(usage[1..].iter().all(|u| u["cache_read_tokens"] == 2000), "{usage:?}");
 
     // OpenAI Responses: stateless, encrypted reasoning carried back.
-    let body = thinking_tool_turn(&forge, &mock, "openai", &cwd, Wire::Responses).await;
+    let (_, body) = thinking_tool_turn(&forge, &mock, "openai", &cwd, Wire::Responses).await;
     assert_eq!(body["store"], false);
     assert_eq!(body["reasoning"]["effort"], "low");
     assert!(body["instructions"].as_str().is_some_and(|s| s.contains("Forge")), "the system prompt");
@@ -79,7 +100,7 @@ async fn every_wire_format_streams_exactly_and_continues_tool_calls_with_what_it
     assert!(kinds.ends_with(&["reasoning", "message", "function_call", "function_call_output"]), "{kinds:?}");
 
     // Gemini: the call's thought signature goes back on the call.
-    let body = thinking_tool_turn(&forge, &mock, "gemini", &cwd, Wire::Gemini).await;
+    let (_, body) = thinking_tool_turn(&forge, &mock, "gemini", &cwd, Wire::Gemini).await;
     assert!(last_of(&mock, Wire::Gemini).path.contains("/v1beta/models/gemini-"), "the model is in the path");
     let model_turn = body["contents"]
         .as_array()
@@ -154,7 +175,9 @@ async fn usage_shows_tokens_and_cost_per_session_directory_and_model() {
     let forge = start(&mock, "").await;
     let dir = project();
     let cwd = dir.path().display().to_string();
-    // The default Claude model has a list price: 12 in, 40 out at $3/$15.
+    // The default Claude model has a list price ($3 in, $15 out, $3.75 to
+    // write the cache, $0.30 to read it): the first request writes 2000
+    // tokens of cache, the second reads them; 12 in and 40 out each.
     let id = forge.new_session(&["--name", "priced", "--cwd", &cwd]).await;
     forge.ok(&["send", "-s", &id, "mock:tokens=40 one"]).await;
     forge.ok(&["send", "-s", &id, "mock:tokens=40 two"]).await;
@@ -167,20 +190,22 @@ async fn usage_shows_tokens_and_cost_per_session_directory_and_model() {
     assert_eq!(usage.len(), 2, "one usage event per response");
     assert_eq!(usage[0]["usage"]["output_tokens"], 40);
     let cost = usage[0]["cost_usd"].as_f64().unwrap_or_default();
-    assert!((cost - 0.000636).abs() < 1e-9, "{cost}");
+    assert!((cost - 0.008136).abs() < 1e-9, "{cost}");
+    let cost = usage[1]["cost_usd"].as_f64().unwrap_or_default();
+    assert!((cost - 0.001236).abs() < 1e-9, "{cost}");
     assert_eq!(usage[1]["session"]["responses"], 2, "the session's totals so far");
 
     let report = forge.ok(&["--json", "usage"]).await.json_lines();
     let r = &report[0];
     assert_eq!(r["total"]["responses"], 3);
     assert_eq!(r["total"]["unpriced"], 1, "the local model has no price");
-    assert!((r["total"]["cost_usd"].as_f64().unwrap_or_default() - 2.0 * 0.000636).abs() < 1e-9, "{r}");
+    assert!((r["total"]["cost_usd"].as_f64().unwrap_or_default() - 0.009372).abs() < 1e-9, "{r}");
     assert_eq!(r["sessions"][0]["key"], id.as_str(), "the most expensive first");
     assert!(r["models"].as_array().is_some_and(|m| m.iter().any(|m| m["key"] == "openai/llama-local")), "{r}");
     assert!(r["cwds"].as_array().is_some_and(|c| c.iter().any(|c| c["key"] == cwd.as_str())), "{r}");
 
     let text = forge.ok(&["usage"]).await.stdout;
-    assert!(text.contains("total: $0.0013 + unpriced"), "{text}");
+    assert!(text.contains("total: $0.0094 + unpriced"), "{text}");
     assert!(text.contains("claude/claude-sonnet-4-6"), "{text}");
     let one = forge.ok(&["--json", "usage", "priced", "--since", "1h"]).await.json_lines();
     assert_eq!(one[0]["total"]["responses"], 2, "one session, recent");
@@ -191,8 +216,11 @@ async fn usage_shows_tokens_and_cost_per_session_directory_and_model() {
     assert!(bad.stderr.contains("YYYY-MM-DD"), "{}", bad.stderr);
 
     let show = forge.ok(&["session", "show", "priced"]).await.stdout;
-    assert!(show.contains("tokens:    24 in") && show.contains("80 out"), "{show}");
-    assert!(show.contains("cost:      $0.0013 estimated"), "{show}");
+    assert!(
+        show.contains("tokens:    4024 in (2000 from cache, 2000 written to it)") && show.contains("80 out"),
+        "{show}"
+    );
+    assert!(show.contains("cost:      $0.0094 estimated"), "{show}");
 }
 
 /// The request's conversation as text, for looking for ids and results.
@@ -291,8 +319,9 @@ async fn pending(forge: &Forge, session: &str) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn past_its_budget_a_session_waits_for_a_user_before_the_next_turn() {
     let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
-    // One 40-token answer costs $0.000636: past this budget.
-    let mut forge = start(&mock, "[app]\nsession_budget_usd = 0.0005\n").await;
+    // The first answer costs $0.008136 (it writes the prompt cache): past
+    // this budget.
+    let mut forge = start(&mock, "[app]\nsession_budget_usd = 0.005\n").await;
     let id = forge.new_session(&["--name", "thrifty"]).await;
     forge.ok(&["send", "-s", &id, "mock:tokens=40 first"]).await;
     let before = mock.requests().len();
@@ -301,7 +330,7 @@ async fn past_its_budget_a_session_waits_for_a_user_before_the_next_turn() {
     let sender = forge.ctl_cmd(&["send", "-s", &id, "mock:tokens=4 second"]).spawn().unwrap_or_else(|e| panic!("{e}"));
     let p = pending(&forge, &id).await;
     assert_eq!(p["calls"][0]["name"], "session_budget");
-    assert!(p["calls"][0]["summary"].as_str().is_some_and(|s| s.contains("budget of $0.00")), "{p}");
+    assert!(p["calls"][0]["summary"].as_str().is_some_and(|s| s.contains("past its budget")), "{p}");
     assert_eq!(mock.requests().len(), before, "no request while it waits");
     // It survives a restart of the daemon, still waiting.
     forge.restart().await;
@@ -319,7 +348,8 @@ async fn past_its_budget_a_session_waits_for_a_user_before_the_next_turn() {
 
     // Confirmed, it runs on until another budget's worth is spent; then a
     // denial ends the turn without asking the model.
-    forge.ok(&["send", "-s", &id, "mock:tokens=40 third"]).await;
+    // $0.000696 for the second answer, $0.006636 for this one.
+    forge.ok(&["send", "-s", &id, "mock:tokens=400 third"]).await;
     let sender = forge.ctl_cmd(&["send", "-s", &id, "mock:tokens=4 fourth"]).spawn().unwrap_or_else(|e| panic!("{e}"));
     pending(&forge, &id).await;
     let asked = mock.requests().len();

@@ -96,9 +96,11 @@ impl ProviderError {
                 settings.config_hint()
             ),
             ErrorKind::ProviderRateLimited => {
-                format!(
-                    "{name} rate-limited the request for model {model} (HTTP {status}): {detail}. Try again shortly."
-                )
+                let when = match retry_after {
+                    Some(after) => format!("Try again in {}s.", after.as_secs().max(1)),
+                    None => "Try again shortly.".to_string(),
+                };
+                format!("{name} rate-limited the request for model {model} (HTTP {status}): {detail}. {when}")
             }
             ErrorKind::ProviderUnavailable => {
                 format!("{name} is unavailable (HTTP {status}) for model {model}: {detail}. Try again shortly.")

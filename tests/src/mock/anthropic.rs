@@ -8,6 +8,9 @@ use super::{Counts, Format, pieces, sse};
 
 pub(super) struct Anthropic;
 
+/// The data of the mock's redacted thinking block.
+pub const REDACTED: &str = "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpP";
+
 impl Format for Anthropic {
     fn error_body(&self, _status: u16, ty: &str, message: &str) -> String {
         json!({"type":"error","error":{"type":ty,"message":message},"request_id":"req_mock"}).to_string()
@@ -25,10 +28,11 @@ impl Format for Anthropic {
         true
     }
 
-    fn start(&self, model: &str, thinking: &[String]) -> Vec<String> {
+    fn start(&self, model: &str, thinking: &[String], counts: Counts) -> Vec<String> {
         let start = json!({"type":"message_start","message":{"id":"msg_mock","type":"message","role":"assistant",
             "model":model,"content":[],"stop_reason":null,"stop_sequence":null,
-            "usage":{"input_tokens":12,"output_tokens":1}}});
+            "usage":{"input_tokens":12,"cache_creation_input_tokens":counts.cache_written,
+                     "cache_read_input_tokens":counts.cached_input,"output_tokens":1}}});
         let mut out = vec![sse(Some("message_start"), &start)];
         if !thinking.is_empty() {
             out.push(sse(
@@ -47,7 +51,14 @@ impl Format for Anthropic {
             ));
             out.push(sse(Some("content_block_stop"), &json!({"type":"content_block_stop","index":0})));
         }
-        let text = usize::from(!thinking.is_empty());
+        if counts.redacted {
+            out.push(sse(
+                Some("content_block_start"),
+                &json!({"type":"content_block_start","index":1,"content_block":{"type":"redacted_thinking","data":REDACTED}}),
+            ));
+            out.push(sse(Some("content_block_stop"), &json!({"type":"content_block_stop","index":1})));
+        }
+        let text = usize::from(!thinking.is_empty()) + usize::from(counts.redacted);
         out.push(sse(
             Some("content_block_start"),
             &json!({"type":"content_block_start","index":text,"content_block":{"type":"text","text":""}}),

@@ -49,7 +49,7 @@ impl Format for Gemini {
         true
     }
 
-    fn start(&self, model: &str, thinking: &[String]) -> Vec<String> {
+    fn start(&self, model: &str, thinking: &[String], _counts: Counts) -> Vec<String> {
         thinking.iter().map(|piece| chunk(json!([{"text": piece, "thought": true}]), model)).collect()
     }
 

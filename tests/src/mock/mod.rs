@@ -40,6 +40,7 @@ Directives: words in the last user message script the reply (removed from any ec
   mock:fail=N               ...only the first N times this message is sent
                             (`mock:status=529 mock:fail=2`: two overloads, then an answer)
   mock:retry_after=S        send retry-after: S with the error
+  mock:redacted             (Anthropic) a redacted_thinking block after the thinking
   mock:thinking=N           think N pieces `thought0 thought1 ...` before answering
                             (Anthropic: a signed thinking block; Chat: reasoning_content;
                             Responses: a reasoning summary with encrypted content;
@@ -59,7 +60,7 @@ Try it without a key:
   forgectl send \"hello mock:tokens=50\"
   forgectl send \"mock:tool=write_file make a file\"   # then: forgectl approve SESSION --all";
 
-mod anthropic;
+pub mod anthropic;
 pub mod gemini;
 mod openai;
 mod responses;
@@ -197,7 +198,7 @@ trait Format: Sync {
     /// Events before the first text chunk: the thinking (`thinking`, in
     /// pieces; a content block of its own before the text where the format
     /// has blocks), then the start of the text.
-    fn start(&self, model: &str, thinking: &[String]) -> Vec<String>;
+    fn start(&self, model: &str, thinking: &[String], counts: Counts) -> Vec<String>;
     /// A text chunk; `block` is the text's content block (after thinking).
     fn text(&self, model: &str, block: usize, chunk: &str) -> String;
     /// An error reported inside the stream.
@@ -218,8 +219,12 @@ struct Counts {
     output: usize,
     /// Thinking pieces (reasoning tokens where the format counts them).
     thinking: usize,
-    /// Input tokens read from a cache the request named.
+    /// Input tokens read from a cache the request named or marked.
     cached_input: usize,
+    /// Input tokens written to a cache the request marked.
+    cache_written: usize,
+    /// A redacted thinking block follows the thinking (Anthropic).
+    redacted: bool,
 }
 
 /// One request the mock received.
@@ -337,8 +342,12 @@ struct Script {
     stamp: bool,
     /// (name, arguments if given).
     tools: Vec<(String, Option<String>)>,
-    /// Input tokens the request read from a cache it named.
+    /// Input tokens the request read from (or wrote to) a cache it named
+    /// or marked.
     cached_input: usize,
+    cache_written: usize,
+    /// `mock:redacted`: a redacted thinking block after the thinking.
+    redacted: bool,
     sleep: Option<u64>,
 }
 
@@ -347,6 +356,10 @@ fn parse_script(text: &str, opts: &MockOptions) -> Script {
     for word in text.split_whitespace() {
         if word == "mock:stamp" {
             s.stamp = true;
+            continue;
+        }
+        if word == "mock:redacted" {
+            s.redacted = true;
             continue;
         }
         let Some(rest) = word.strip_prefix("mock:") else { continue };
@@ -479,6 +492,22 @@ async fn handle(
     let mut script = parse_script(&last_user, &opts);
     if wire == Wire::Gemini && body.get("cachedContent").is_some() {
         script.cached_input = CACHED_PREFIX_TOKENS;
+    }
+    // Anthropic: a request that marks its prefix for caching writes the
+    // cache the first time that prefix comes, and reads it after.
+    if wire == Wire::Anthropic && body.to_string().contains("cache_control") {
+        let seen = recorded.lock().map(|r| {
+            r.iter()
+                .filter(|q| {
+                    q.wire == Wire::Anthropic && q.body["system"] == body["system"] && q.body["tools"] == body["tools"]
+                })
+                .count()
+        });
+        if seen.unwrap_or(1) > 1 {
+            script.cached_input = CACHED_PREFIX_TOKENS;
+        } else {
+            script.cache_written = CACHED_PREFIX_TOKENS;
+        }
     }
     if results.is_some() {
         script.tools.clear();
@@ -693,8 +722,16 @@ async fn stream_reply(
     let total = chunks.len();
     let thinking: Vec<String> = (0..script.thinking.unwrap_or(0)).map(|i| format!("thought{i} ")).collect();
     // Content blocks: the thinking (if any), the text, then each tool call.
-    let text_block = usize::from(!thinking.is_empty());
-    for (i, event) in format.start(&model, &thinking).into_iter().enumerate() {
+    let redacted = script.redacted && wire == Wire::Anthropic && !thinking.is_empty();
+    let text_block = usize::from(!thinking.is_empty()) + usize::from(redacted);
+    let counts = Counts {
+        output: total,
+        thinking: thinking.len(),
+        cached_input: script.cached_input,
+        cache_written: script.cache_written,
+        redacted,
+    };
+    for (i, event) in format.start(&model, &thinking, counts).into_iter().enumerate() {
         if !w.write(event).await && i == 0 {
             return;
         }
@@ -738,7 +775,6 @@ async fn stream_reply(
             let _ = w.write(event).await;
         }
     }
-    let counts = Counts { output: total, thinking: thinking.len(), cached_input: script.cached_input };
     for event in format.finish(&model, !script.tools.is_empty(), counts) {
         let _ = w.write(event).await;
     }

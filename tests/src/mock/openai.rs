@@ -23,7 +23,7 @@ impl Format for OpenAi {
         false
     }
 
-    fn start(&self, model: &str, thinking: &[String]) -> Vec<String> {
+    fn start(&self, model: &str, thinking: &[String], _counts: Counts) -> Vec<String> {
         let first = json!({"id":ID,"object":"chat.completion.chunk","created":1,"model":model,
             "choices":[{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}],"usage":null});
         let mut out = vec![sse(None, &first)];

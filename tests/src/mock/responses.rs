@@ -26,7 +26,7 @@ impl Format for Responses {
         true
     }
 
-    fn start(&self, model: &str, thinking: &[String]) -> Vec<String> {
+    fn start(&self, model: &str, thinking: &[String], _counts: Counts) -> Vec<String> {
         let response = json!({"id":"resp_mock","object":"response","created_at":1,"status":"in_progress","model":model,"output":[],"usage":null});
         let mut out = vec![
             ev(json!({"type":"response.created","sequence_number":0,"response":response})),
