@@ -49,7 +49,7 @@ Exit status:
 
 Environment: FORGE_SOCKET, FORGE_HOME, XDG_RUNTIME_DIR. A daemon forgectl starts gets its \
 environment, so the provider variables (ANTHROPIC_API_KEY, OPENAI_API_KEY, GEMINI_API_KEY, \
-ANTHROPIC_BASE_URL, OPENAI_BASE_URL) set here reach it.";
+ANTHROPIC_BASE_URL, OPENAI_BASE_URL, GEMINI_BASE_URL) set here reach it.";
 
 #[derive(Parser)]
 #[command(

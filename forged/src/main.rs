@@ -34,7 +34,7 @@ under systemd (systemd/forged.service) or in the background.\n\n\
 Files: $FORGE_HOME (default ~/.forge) holds config.toml, forge.db and logs/.\n\
 Exit status: 0 after a clean shutdown, 1 on a start-up error (the message says why).",
     after_help = "Environment: FORGE_HOME, FORGE_SOCKET, XDG_RUNTIME_DIR, ANTHROPIC_API_KEY, OPENAI_API_KEY, \
-GEMINI_API_KEY, ANTHROPIC_BASE_URL, OPENAI_BASE_URL, FORGE_LOG (log filter, default info)"
+GEMINI_API_KEY, ANTHROPIC_BASE_URL, OPENAI_BASE_URL, GEMINI_BASE_URL, FORGE_LOG (log filter, default info)"
 )]
 struct Args {
     /// Socket to listen on [default: $XDG_RUNTIME_DIR/forge/forged.sock, else $FORGE_HOME/forged.sock]
