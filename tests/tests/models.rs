@@ -19,6 +19,13 @@ async fn a_configured_local_model_is_listed_and_its_limits_size_the_request() {
     assert!(!listed.contains("claude"), "only OpenAI's: {listed}");
     let all = forge.ok(&["--json", "models"]).await.json_lines();
     assert!(all.iter().any(|m| m["name"] == "claude-sonnet-4-6" && m["context_window"].as_u64().is_some()));
+    let sonnet = all.iter().find(|m| m["name"] == "claude-sonnet-4-6").cloned().unwrap_or_default();
+    assert_eq!(sonnet["price"]["input"], 3.0, "list prices: {sonnet}");
+    assert_eq!(sonnet["price"]["output"], 15.0);
+    let claude = forge.ok(&["models", "--provider", "claude"]).await.stdout;
+    let line = claude.lines().find(|l| l.starts_with("claude-sonnet-4-6 ")).unwrap_or_default();
+    assert!(line.contains("3.00") && line.contains("15.00"), "{claude}");
+    assert!(line_of(&listed, "llama3.2").contains(" - "), "no price known: {listed}");
 
     let id = forge.new_session(&["--provider", "openai", "--model", "llama3.2"]).await;
     forge.ok(&["send", "-s", &id, "mock:tokens=2 hi"]).await;
@@ -40,4 +47,8 @@ async fn a_bad_models_entry_stops_the_daemon_with_its_place() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("config.toml") && err.contains("[[models]] entry 1") && err.contains("acme"), "{err}");
+}
+
+fn line_of<'a>(text: &'a str, start: &str) -> &'a str {
+    text.lines().find(|l| l.starts_with(start)).unwrap_or_default()
 }

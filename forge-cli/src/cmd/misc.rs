@@ -37,9 +37,30 @@ pub async fn models(g: &Global, provider: Option<String>) -> Result<(), Failure>
         }
         return Ok(());
     }
-    outln!("{:<28} {:<8} {:>10} {:>11}  SOURCE", "MODEL", "PROVIDER", "CONTEXT", "MAX OUTPUT");
+    outln!(
+        "{:<28} {:<8} {:>10} {:>11} {:>10} {:>10}  SOURCE",
+        "MODEL",
+        "PROVIDER",
+        "CONTEXT",
+        "MAX OUTPUT",
+        "$/M IN",
+        "$/M OUT"
+    );
     for m in &models {
-        outln!("{:<28} {:<8} {:>10} {:>11}  {}", m.name, m.provider, m.context_window, m.max_output_tokens, m.source);
+        let (input, output) = match &m.price {
+            Some(p) => (format!("{:.2}", p.input), format!("{:.2}", p.output)),
+            None => ("-".to_string(), "-".to_string()),
+        };
+        outln!(
+            "{:<28} {:<8} {:>10} {:>11} {:>10} {:>10}  {}",
+            m.name,
+            m.provider,
+            m.context_window,
+            m.max_output_tokens,
+            input,
+            output,
+            m.source
+        );
     }
     Ok(())
 }
