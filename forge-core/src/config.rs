@@ -103,6 +103,9 @@ pub struct ApiKeys {
 #[serde(deny_unknown_fields)]
 pub struct ContextConfig {
     pub infinity: Option<bool>,
+    /// Project instruction files looked for in the session's directory and
+    /// its parents up to the repository root (default AGENTS.md, CLAUDE.md).
+    pub instruction_files: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]

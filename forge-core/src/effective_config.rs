@@ -21,6 +21,7 @@ reduced_motion = false
 
 [context]
 infinity = true
+instruction_files = ["AGENTS.md", "CLAUDE.md"]
 
 [anthropic]
 cache_enabled = true

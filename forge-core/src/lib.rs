@@ -10,6 +10,7 @@ pub mod effective_config;
 pub mod engine;
 pub mod error;
 pub mod ids;
+pub mod instructions;
 pub mod journal;
 pub mod prompt;
 pub mod provider;

@@ -567,4 +567,8 @@ pub struct ContextInfo {
     /// for (`system: true`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system_prompt: Option<String>,
+    /// The project instruction files (AGENTS.md, ...) the system prompt
+    /// holds, farthest first.
+    #[serde(default)]
+    pub instruction_files: Vec<String>,
 }

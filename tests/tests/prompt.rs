@@ -62,3 +62,35 @@ async fn the_prompt_can_be_replaced_or_extended_and_a_missing_file_stops_the_dae
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("gone.md") && err.contains("system_prompt_file"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn project_instructions_go_in_the_prompt_and_are_read_again_when_they_change() {
+    let mock = mock().await;
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    let repo = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(repo.path().join(".git")).unwrap_or_else(|e| panic!("{e}"));
+    let sub = repo.path().join("app");
+    std::fs::create_dir(&sub).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(repo.path().join("AGENTS.md"), "Always run `make check`.\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(sub.join("AGENTS.md"), "In app/, prefer small functions.\n").unwrap_or_else(|e| panic!("{e}"));
+    let cwd = sub.display().to_string();
+    let id = forge.new_session(&["--cwd", &cwd]).await;
+    forge.ok(&["send", "-s", &id, "mock:tokens=2 one"]).await;
+    let system = |i: usize| mock.requests()[i].body["system"][0]["text"].as_str().unwrap_or_default().to_string();
+    let first = system(0);
+    let (root, near) = (first.find("make check"), first.find("small functions"));
+    assert!(root.is_some() && near.is_some() && root < near, "both, the nearest last: {first}");
+
+    let ctx = forge.ok(&["context", &id]).await.stdout;
+    assert!(ctx.contains(&sub.join("AGENTS.md").display().to_string()), "{ctx}");
+
+    // Unchanged: the same bytes (the cache keeps hitting). Changed: the
+    // next turn has the new text.
+    forge.ok(&["send", "-s", &id, "mock:tokens=2 two"]).await;
+    assert_eq!(system(1), first);
+    std::fs::write(sub.join("AGENTS.md"), "In app/, write docs first.\n").unwrap_or_else(|e| panic!("{e}"));
+    forge.ok(&["send", "-s", &id, "mock:tokens=2 three"]).await;
+    let third = system(2);
+    assert!(third.contains("write docs first") && !third.contains("small functions"), "{third}");
+}

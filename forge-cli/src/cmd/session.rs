@@ -166,6 +166,14 @@ pub async fn context(g: &Global, session: &str, system: bool) -> Result<(), Fail
         c.provider,
         c.model
     );
+    if c.instruction_files.is_empty() {
+        outln!("project instructions: none (AGENTS.md or CLAUDE.md in the directory or up to the repository root)");
+    } else {
+        outln!("project instructions (in the system prompt, nearest last):");
+        for f in &c.instruction_files {
+            outln!("  {f}");
+        }
+    }
     Ok(())
 }
 

@@ -7,6 +7,7 @@
 //! and store reads.
 
 use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU32;
@@ -21,6 +22,7 @@ use super::machine::{Effect, Event, MAX_INCOMING_EVENTS_PER_TICK, RecoveryCause,
 use super::{COMMAND_QUEUE, SessionCmd, SessionHandle, Snapshot, load};
 use crate::engine::Shared;
 use crate::error::EngineError;
+use crate::instructions::ProjectInstructions;
 use crate::journal::{HealthState, JournalAck, PersistedProof, WriteBatch};
 use crate::provider::{ProviderError, ProviderEvent, ProviderStream};
 use crate::store::SessionRow;
@@ -45,6 +47,10 @@ const QUIET_FOR_INLINE_COMMIT: Duration = Duration::from_micros(800);
 pub(crate) struct SessionActor {
     shared: Arc<Shared>,
     session: Session,
+    /// The session's system prompt before the project instructions.
+    template: String,
+    /// The project instruction files the prompt holds, to notice changes.
+    instructions: ProjectInstructions,
     /// The machine's effects, carried out in order (kept to reuse).
     effects: Vec<Effect>,
     /// Events effects brought back, handled before the next wake-up.
@@ -110,9 +116,15 @@ impl SessionActor {
         // One batch in flight at a time: room for its ack and a stray one.
         let (acks_tx, acks) = mpsc::channel(4);
         let env = crate::prompt::PromptEnv::detect(&row.cwd, &shared.config, &shared.tools, crate::ids::now_ms());
-        let system_prompt: Arc<str> = shared.prompt.render(&env).into();
+        let template = shared.prompt.render(&env);
+        let instructions = ProjectInstructions::load(Path::new(&row.cwd), &shared.config);
+        let system_prompt: Arc<str> = format!("{template}{}", instructions.text).into();
+        let mut session = Session::new(shared.config.clone(), shared.tools.clone(), row, system_prompt);
+        session.set_instruction_files(instructions.files());
         let mut actor = SessionActor {
-            session: Session::new(shared.config.clone(), shared.tools.clone(), row, system_prompt),
+            session,
+            template,
+            instructions,
             shared,
             effects: Vec::new(),
             brought_back: VecDeque::new(),
@@ -148,7 +160,13 @@ impl SessionActor {
                 break;
             }
             match self.next_event().await {
-                Wake::Event(event) => self.handle(event).await,
+                Wake::Event(event) => {
+                    // A new turn sends the project's instructions as they are now.
+                    if matches!(event, Event::Command(super::SessionCmd::Send { .. })) {
+                        self.refresh_instructions().await;
+                    }
+                    self.handle(event).await
+                }
                 Wake::ApplyDeltas => {
                     self.apply_deltas_armed = false;
                     self.shared.writer.apply_soon();
@@ -199,6 +217,19 @@ impl SessionActor {
             }
             self.effects = effects;
         }
+    }
+
+    /// Reads the project instruction files again if they changed since the
+    /// prompt was made; the session gets the new prompt before the turn.
+    async fn refresh_instructions(&mut self) {
+        let cwd = PathBuf::from(self.session.cwd());
+        if !self.instructions.changed(&cwd, &self.shared.config) {
+            return;
+        }
+        self.instructions = ProjectInstructions::load(&cwd, &self.shared.config);
+        let prompt: Arc<str> = format!("{}{}", self.template, self.instructions.text).into();
+        let files = self.instructions.files();
+        self.handle(Event::SystemPrompt { prompt, instruction_files: files }).await;
     }
 
     /// Carries out one effect; some bring an event back at once.

@@ -272,6 +272,7 @@ impl Session {
             context_window: self.model_info().filter(|m| m.source != Source::Default).map(|m| m.context_window),
             last_input_tokens: None,
             system_prompt: system.then(|| self.system_prompt.to_string()),
+            instruction_files: self.instruction_files.clone(),
         }
     }
 }

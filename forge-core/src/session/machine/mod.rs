@@ -85,6 +85,9 @@ pub(crate) enum Event {
     Timer(Timer),
     /// What the store holds for this session (at start, and after `Effect::Reload`).
     Loaded { durable: Result<Box<Durable>, EngineError>, cause: RecoveryCause },
+    /// The project instruction files changed: the prompt from the next
+    /// request on.
+    SystemPrompt { prompt: Arc<str>, instruction_files: Vec<String> },
 }
 
 /// How a tool's run ended.
@@ -232,6 +235,8 @@ pub(crate) struct Session {
     /// The system prompt, rendered when the session started: the same
     /// bytes on every request, so prompt caches hit.
     system_prompt: Arc<str>,
+    /// The project instruction files in the system prompt.
+    instruction_files: Vec<String>,
     /// The bytes the tool definitions add to every request (they do not
     /// change during a session), for sizing its output.
     tools_bytes: usize,
@@ -267,6 +272,7 @@ impl Session {
             file_hashes: Default::default(),
             exit: None,
             system_prompt,
+            instruction_files: Vec::new(),
             tools_bytes: 0,
             unreadable: None,
             spent: Default::default(),
@@ -321,6 +327,10 @@ impl Session {
             Event::Timer(Timer::ReleaseHistory) => self.release_history(),
             Event::Timer(Timer::Retry) => self.retry_request(),
             Event::Loaded { durable, cause } => self.on_loaded(durable, cause),
+            Event::SystemPrompt { prompt, instruction_files } => {
+                self.system_prompt = prompt;
+                self.instruction_files = instruction_files;
+            }
         }
         self.cut_batch();
         self.arm_release();
@@ -347,6 +357,14 @@ impl Session {
 
     pub(crate) fn id(&self) -> &str {
         &self.row.id
+    }
+
+    pub(crate) fn cwd(&self) -> &str {
+        &self.row.cwd
+    }
+
+    pub(crate) fn set_instruction_files(&mut self, files: Vec<String>) {
+        self.instruction_files = files;
     }
 
     /// Durable entries wait to be applied (`Event::Apply`).
