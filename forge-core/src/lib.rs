@@ -6,6 +6,7 @@
 
 pub mod catalog;
 pub mod config;
+pub mod context;
 pub mod effective_config;
 pub mod engine;
 pub mod error;

@@ -41,6 +41,9 @@ pub enum ErrorKind {
     ShuttingDown,
     /// There is no pending approval to answer (or it was answered already).
     ApprovalNotPending,
+    /// The conversation no longer fits the model's context window (with
+    /// Context Infinity off).
+    ContextTooLong,
     /// A bug or unexpected failure inside the daemon.
     Internal,
 }
@@ -64,6 +67,7 @@ impl ErrorKind {
             Self::ProtocolMismatch => -32052,
             Self::ShuttingDown => -32053,
             Self::ApprovalNotPending => -32054,
+            Self::ContextTooLong => -32055,
             Self::Internal => -32060,
         }
     }
@@ -86,6 +90,7 @@ impl ErrorKind {
             Self::ProtocolMismatch => "protocol_mismatch",
             Self::ShuttingDown => "shutting_down",
             Self::ApprovalNotPending => "approval_not_pending",
+            Self::ContextTooLong => "context_too_long",
             Self::Internal => "internal",
         }
     }

@@ -557,10 +557,17 @@ pub struct ContextInfo {
     /// Messages on the session's path (what the next request sends).
     pub messages: u64,
     pub chars: u64,
-    /// About four characters per token: an estimate, not a count.
+    /// The next request's input (system prompt, tools, messages): an
+    /// estimate, calibrated by the counts the provider reported.
     pub estimated_tokens: u64,
     /// The model's context window, when Forge knows it.
     pub context_window: Option<u64>,
+    /// Of the window, the tokens kept free for the answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reserved_tokens: Option<u64>,
+    /// Whether Context Infinity is on (`[context] infinity`).
+    #[serde(default)]
+    pub infinity: bool,
     /// Tokens the provider reported for the last request, when known.
     pub last_input_tokens: Option<u64>,
     /// The system prompt every request of the session carries, when asked

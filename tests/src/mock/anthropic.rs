@@ -31,7 +31,7 @@ impl Format for Anthropic {
     fn start(&self, model: &str, thinking: &[String], counts: Counts) -> Vec<String> {
         let start = json!({"type":"message_start","message":{"id":"msg_mock","type":"message","role":"assistant",
             "model":model,"content":[],"stop_reason":null,"stop_sequence":null,
-            "usage":{"input_tokens":12,"cache_creation_input_tokens":counts.cache_written,
+            "usage":{"input_tokens":counts.input,"cache_creation_input_tokens":counts.cache_written,
                      "cache_read_input_tokens":counts.cached_input,"output_tokens":1}}});
         let mut out = vec![sse(Some("message_start"), &start)];
         if !thinking.is_empty() {

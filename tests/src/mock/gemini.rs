@@ -86,9 +86,9 @@ impl Format for Gemini {
             json!([{"text": "", "thoughtSignature": "bW9jay10ZXh0LXNpZ25hdHVyZQ=="}])
         };
         let data = json!({"candidates":[{"content":{"parts":parts,"role":"model"},"finishReason":"STOP","index":0}],
-            "usageMetadata":{"promptTokenCount":12 + counts.cached_input,"cachedContentTokenCount":counts.cached_input,
+            "usageMetadata":{"promptTokenCount":counts.input + counts.cached_input,"cachedContentTokenCount":counts.cached_input,
                              "candidatesTokenCount":output_tokens,"thoughtsTokenCount":thinking,
-                             "totalTokenCount":12 + counts.cached_input + output_tokens + thinking},
+                             "totalTokenCount":counts.input + counts.cached_input + output_tokens + thinking},
             "modelVersion":model,"responseId":"mock"});
         vec![format!("data: {data}\r\n\r\n")]
     }

@@ -215,6 +215,9 @@ trait Format: Sync {
 /// What a reply's usage reports.
 #[derive(Debug, Clone, Copy, Default)]
 struct Counts {
+    /// Input tokens not read from a cache: a quarter of the request's
+    /// bytes (what a tokenizer makes of English and code, roughly).
+    input: usize,
     /// Text chunks streamed.
     output: usize,
     /// Thinking pieces (reasoning tokens where the format counts them).
@@ -348,6 +351,8 @@ struct Script {
     cache_written: usize,
     /// `mock:redacted`: a redacted thinking block after the thinking.
     redacted: bool,
+    /// The request's input tokens, as the mock counts them.
+    input: usize,
     sleep: Option<u64>,
 }
 
@@ -490,6 +495,7 @@ async fn handle(
     // After tool results the mock answers them instead of following the
     // directives again (which would call the tools forever).
     let mut script = parse_script(&last_user, &opts);
+    script.input = (bytes.len() / 4).max(1);
     if wire == Wire::Gemini && body.get("cachedContent").is_some() {
         script.cached_input = CACHED_PREFIX_TOKENS;
     }
@@ -725,6 +731,7 @@ async fn stream_reply(
     let redacted = script.redacted && wire == Wire::Anthropic && !thinking.is_empty();
     let text_block = usize::from(!thinking.is_empty()) + usize::from(redacted);
     let counts = Counts {
+        input: script.input,
         output: total,
         thinking: thinking.len(),
         cached_input: script.cached_input,

@@ -79,7 +79,7 @@ impl Format for OpenAi {
             sse(
                 None,
                 &json!({"id":ID,"object":"chat.completion.chunk","created":1,"model":model,"choices":[],
-                    "usage":{"prompt_tokens":12,"completion_tokens":output_tokens,"total_tokens":12 + output_tokens}}),
+                    "usage":{"prompt_tokens":counts.input,"completion_tokens":output_tokens,"total_tokens":counts.input + output_tokens}}),
             ),
             "data: [DONE]\n\n".to_string(),
         ]

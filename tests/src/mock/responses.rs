@@ -82,8 +82,8 @@ impl Format for Responses {
         let (output_tokens, thinking) = (counts.output, counts.thinking);
         vec![ev(
             json!({"type":"response.completed","response":{"id":"resp_mock","object":"response","status":"completed","model":model,"output":[],
-            "usage":{"input_tokens":12,"input_tokens_details":{"cached_tokens":0},"output_tokens":output_tokens + thinking,
-                     "output_tokens_details":{"reasoning_tokens":thinking},"total_tokens":12 + output_tokens + thinking}}}),
+            "usage":{"input_tokens":counts.input,"input_tokens_details":{"cached_tokens":0},"output_tokens":output_tokens + thinking,
+                     "output_tokens_details":{"reasoning_tokens":thinking},"total_tokens":counts.input + output_tokens + thinking}}}),
         )]
     }
 }

@@ -253,8 +253,22 @@ impl Session {
         }
     }
 
-    /// What `session.context` reports: the path's size against the model's window.
+    /// What `session.context` reports: the next request's size (system
+    /// prompt, tools and the path, estimated and calibrated) against the
+    /// model's window less the answer's room.
     fn context_info(&self, system: bool) -> forge_proto::ContextInfo {
+        let model = self.model_info();
+        let requested = self.config.app.max_output_tokens.unwrap_or(super::turn::DEFAULT_MAX_OUTPUT_TOKENS);
+        let budget = model.as_ref().map(|m| crate::context::ContextBudget::for_model(m, requested));
+        let messages = super::turn::request_messages(&self.path);
+        let tokens = match &budget {
+            Some(b) => {
+                match crate::context::fit(b, &self.estimator, self.system_prompt.len() + self.tools_bytes, &messages) {
+                    crate::context::Fit::Fits { tokens } | crate::context::Fit::TooLong { tokens, .. } => tokens,
+                }
+            }
+            None => 0,
+        };
         let chars: usize = self
             .path
             .iter()
@@ -268,9 +282,11 @@ impl Session {
             model: self.row.model.clone(),
             messages: self.path.len() as u64,
             chars: chars as u64,
-            estimated_tokens: chars.div_ceil(4) as u64,
-            context_window: self.model_info().filter(|m| m.source != Source::Default).map(|m| m.context_window),
-            last_input_tokens: None,
+            estimated_tokens: tokens,
+            context_window: model.filter(|m| m.source != Source::Default).map(|m| m.context_window),
+            reserved_tokens: budget.map(|b| b.reserve),
+            infinity: crate::context::infinity(&self.config),
+            last_input_tokens: self.last_input_tokens,
             system_prompt: system.then(|| self.system_prompt.to_string()),
             instruction_files: self.instruction_files.clone(),
         }

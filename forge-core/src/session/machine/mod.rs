@@ -244,6 +244,10 @@ pub(crate) struct Session {
     unreadable: Option<EngineError>,
     /// Tokens and estimated cost of the session's responses so far.
     spent: forge_proto::UsageTotal,
+    /// Token estimates, calibrated by what the provider counts.
+    estimator: crate::context::TokenEstimator,
+    /// The input tokens the provider counted for the last request.
+    last_input_tokens: Option<u64>,
     /// What the session had cost when a user last confirmed going past
     /// its budget (see `budget.rs`).
     budget_confirmed_at: Option<f64>,
@@ -276,6 +280,8 @@ impl Session {
             tools_bytes: 0,
             unreadable: None,
             spent: Default::default(),
+            estimator: Default::default(),
+            last_input_tokens: None,
             budget_confirmed_at: None,
             out: Vec::new(),
         };

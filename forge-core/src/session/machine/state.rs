@@ -31,6 +31,9 @@ pub(super) struct ActiveStream {
     /// stream waits for `Timer::Retry` and tries again.
     pub attempt: u32,
     pub waiting_to_retry: bool,
+    /// The request's estimated input tokens, to calibrate the estimate
+    /// with the count the provider reports.
+    pub estimated_input: u64,
 }
 
 pub(super) enum OperationState {

@@ -9,6 +9,7 @@ use forge_proto::{ClientRef, ErrorKind, EventKind, MessageStatus, Role};
 use super::pipeline::SealInfo;
 use super::state::{ActiveStream, OperationState};
 use super::{Effect, OnDurable, Session, Timer};
+use crate::context;
 use crate::error::EngineError;
 use crate::ids::{new_id, now_ms};
 use crate::journal::StoreOp;
@@ -18,7 +19,7 @@ use crate::provider::{
 use crate::store::NodeRow;
 use crate::store::rows::NodeMeta;
 
-const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 8192;
+pub(super) const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 8192;
 const DEFAULT_MAX_RETRIES: u32 = 4;
 /// The first retry's wait; it doubles for each one after, up to the cap.
 const RETRY_BASE: Duration = Duration::from_secs(2);
@@ -147,7 +148,8 @@ impl Session {
             created_ms,
         });
         self.pipeline.begin_stream();
-        let failed = self.start_request().err();
+        let started = self.start_request();
+        let estimated_input = *started.as_ref().unwrap_or(&0);
         self.state = OperationState::Streaming(ActiveStream {
             stream_id,
             message_id,
@@ -163,8 +165,9 @@ impl Session {
             output_seen: false,
             attempt: 1,
             waiting_to_retry: false,
+            estimated_input,
         });
-        if let Some(e) = failed {
+        if let Err(e) = started {
             self.on_provider(ProviderEvent::Error(e));
         }
     }
@@ -178,7 +181,11 @@ impl Session {
     /// Starts the provider request for the path as it is now. It asks for
     /// `[app] max_output_tokens` (8192 by default), clamped to the model's
     /// limit and to what its window has left after the input.
-    fn start_request(&mut self) -> Result<(), ProviderError> {
+    /// Returns the request's estimated input tokens (to calibrate the
+    /// estimate against the usage the provider reports). With Context
+    /// Infinity off, a request that would not fit the window is refused
+    /// before anything is sent.
+    fn start_request(&mut self) -> Result<u64, ProviderError> {
         let settings = self.provider_settings().map_err(|e| ProviderError::new(e.kind, e.message))?;
         let messages = request_messages(&self.path);
         let tools = self.tool_specs();
@@ -190,17 +197,31 @@ impl Session {
             .max_output_tokens
             .unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS)
             .saturating_add(settings.options.thinking_tokens());
-        let max_output_tokens = match self.model_info() {
+        let (max_output_tokens, estimated) = match self.model_info() {
             Some(model) => {
-                let input: usize = self.system_prompt.len()
-                    + messages
-                        .iter()
-                        .map(|m| m.text.len() + m.tool_calls.iter().map(|c| c.arguments.len()).sum::<usize>())
-                        .sum::<usize>()
-                    + self.tools_bytes;
-                crate::catalog::effective_max_output(requested, &model, crate::catalog::estimate_tokens(input))
+                let budget = context::ContextBudget::for_model(&model, requested);
+                let fixed = self.system_prompt.len() + self.tools_bytes;
+                let tokens = match context::fit(&budget, &self.estimator, fixed, &messages) {
+                    context::Fit::Fits { tokens } => tokens,
+                    context::Fit::TooLong { tokens, limit } if !context::infinity(&self.config) => {
+                        return Err(ProviderError::new(
+                            ErrorKind::ContextTooLong,
+                            format!(
+                                "the conversation is now about {tokens} tokens, more than {}/{} takes ({limit} of its {}-token window; the rest is kept for the answer), and Context Infinity is off. \
+                                 Start afresh with /clear in forge (nothing is deleted), switch to a model with a larger window (`forgectl model`), \
+                                 or turn Context Infinity on: `[context] infinity = true` in config.toml (or {}=1 where the file does not set it)",
+                                self.row.provider,
+                                self.row.model,
+                                budget.window,
+                                context::INFINITY_ENV,
+                            ),
+                        ));
+                    }
+                    context::Fit::TooLong { tokens, .. } => tokens,
+                };
+                (crate::catalog::effective_max_output(requested, &model, tokens), tokens)
             }
-            None => requested,
+            None => (requested, 0),
         };
         let request = ChatRequest {
             model: self.row.model.clone(),
@@ -210,7 +231,7 @@ impl Session {
             tools,
         };
         self.out.push(Effect::StartRequest(Box::new((settings, request))));
-        Ok(())
+        Ok(estimated)
     }
 
     /// After a transient failure before any output: how long to wait
@@ -268,8 +289,13 @@ impl Session {
             return;
         }
         stream.waiting_to_retry = false;
-        if let Err(e) = self.start_request() {
-            self.on_provider(ProviderEvent::Error(e));
+        match self.start_request() {
+            Ok(estimated) => {
+                if let OperationState::Streaming(stream) = &mut self.state {
+                    stream.estimated_input = estimated;
+                }
+            }
+            Err(e) => self.on_provider(ProviderEvent::Error(e)),
         }
     }
 
@@ -344,6 +370,9 @@ impl Session {
         stream.sealed = true;
         self.out.push(Effect::StopRequest);
         if let Some(usage) = stream.usage.clone() {
+            let counted = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens;
+            self.estimator.observe(stream.estimated_input, counted);
+            self.last_input_tokens = Some(counted);
             // What this response cost, and the session so far: in the
             // same batch as the seal.
             let model =
