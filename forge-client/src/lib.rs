@@ -20,6 +20,26 @@ pub fn retrying_line(attempt: u32, max_attempts: u32, delay_ms: u64, reason: &st
     format!("retrying in {:.1}s (attempt {attempt}/{max_attempts}): {reason}", delay_ms as f64 / 1000.0)
 }
 
+/// What `session.context` says, in one line, the same in every client.
+pub fn context_line(c: &forge_proto::ContextInfo) -> String {
+    let window = match (c.context_window, c.reserved_tokens) {
+        (Some(w), Some(r)) if w > 0 => {
+            let limit = w.saturating_sub(r).max(1);
+            format!(
+                " of the {limit} the model takes ({:.1}%; its window is {w}, {r} kept for the answer)",
+                c.estimated_tokens as f64 * 100.0 / limit as f64
+            )
+        }
+        (Some(w), None) if w > 0 => format!(" of {w} ({:.1}%)", c.estimated_tokens as f64 * 100.0 / w as f64),
+        _ => " (window unknown for this model)".into(),
+    };
+    let infinity = if c.infinity { "on" } else { "off" };
+    format!(
+        "{} messages; the next request is about {} tokens with the system prompt and tools{window}; model {}/{}; Context Infinity {infinity}",
+        c.messages, c.estimated_tokens, c.provider, c.model
+    )
+}
+
 /// A cost in US dollars as people read one: `$0.0042`, `$1.27`.
 pub fn usd(cost: f64) -> String {
     if cost < 1.0 { format!("${cost:.4}") } else { format!("${cost:.2}") }

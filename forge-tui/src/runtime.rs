@@ -387,16 +387,7 @@ fn perform(action: Action, client: &Arc<Client>, session: &str, app: &mut App, t
         Action::Context => {
             tokio::spawn(async move {
                 let text = match c.session_context(s, None).await {
-                    Ok(ctx) => {
-                        let window = ctx
-                            .context_window
-                            .map(|w| format!(" of {w} ({:.1}%)", ctx.estimated_tokens as f64 * 100.0 / w as f64))
-                            .unwrap_or_else(|| " (window unknown for this model)".into());
-                        format!(
-                            "context: {} messages, {} characters, about {} tokens{window}; model {}/{}",
-                            ctx.messages, ctx.chars, ctx.estimated_tokens, ctx.provider, ctx.model
-                        )
-                    }
+                    Ok(ctx) => format!("context: {}", forge_client::context_line(&ctx)),
                     Err(e) => format!("context: {}", error_text(e)),
                 };
                 say(tx, Level::Info, text).await;

@@ -153,31 +153,10 @@ pub async fn context(g: &Global, session: &str, system: bool) -> Result<(), Fail
         out!("{}", c.system_prompt.unwrap_or_default());
         return Ok(());
     }
-    let window = match (c.context_window, c.reserved_tokens) {
-        (Some(w), Some(r)) if w > 0 => {
-            let limit = w.saturating_sub(r).max(1);
-            format!(
-                " of the {} the model takes ({:.1}%; its window is {w}, {r} kept for the answer)",
-                limit,
-                c.estimated_tokens as f64 * 100.0 / limit as f64
-            )
-        }
-        (Some(w), None) if w > 0 => format!(" of {w} ({:.1}%)", c.estimated_tokens as f64 * 100.0 / w as f64),
-        _ => " (window unknown for this model)".into(),
-    };
-    outln!(
-        "session {}: {} messages, {} characters; the next request is about {} tokens with the system prompt and tools{window}; model {}/{}",
-        c.session_id,
-        c.messages,
-        c.chars,
-        c.estimated_tokens,
-        c.provider,
-        c.model
-    );
+    outln!("session {}: {}", c.session_id, forge_client::context_line(&c));
     if let Some(n) = c.last_input_tokens {
         outln!("the last request: {n} input tokens, as the provider counted them");
     }
-    outln!("Context Infinity: {}", if c.infinity { "on" } else { "off ([context] infinity)" });
     if c.instruction_files.is_empty() {
         outln!("project instructions: none (AGENTS.md or CLAUDE.md in the directory or up to the repository root)");
     } else {
