@@ -54,7 +54,7 @@ const CASES: &[(&str, &str, &str)] = &[
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_injected_failure_is_reported_and_the_session_goes_on() {
     let (_mock, forge) = setup().await;
-    for provider in ["claude", "openai"] {
+    for provider in ["claude", "openai", "gemini"] {
         let id = forge.new_session(&["--provider", provider]).await;
         for (directive, kind, words) in CASES {
             let r = forge.ctl(&["send", "-s", &id, directive]).await;

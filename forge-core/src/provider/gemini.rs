@@ -322,6 +322,10 @@ struct PromptFeedback<'a> {
 }
 
 impl WireParser for GeminiParser {
+    fn bare_json_lines(&self) -> bool {
+        true
+    }
+
     fn on_event(&mut self, _event: &str, data: &str, out: &mut Vec<ProviderEvent>) -> Result<Step, ParseError> {
         let data = data.trim();
         if data.is_empty() {
@@ -467,6 +471,15 @@ mod tests {
             assert_eq!(shape(run(GeminiParser::default(), &body, split).0), reference, "split {split}");
         }
         assert_every_split(GeminiParser::default, &body, shape);
+    }
+
+    #[test]
+    fn a_bare_json_error_mid_stream_is_the_providers_error() {
+        let mut body = chunk(json!({"candidates":[{"content":{"parts":[{"text":"Hel"}],"role":"model"},"index":0}]}));
+        body += "{\"error\": {\"code\": 503,\r\n \"message\": \"The model is overloaded.\", \"status\": \"UNAVAILABLE\"}}\r\n";
+        let (events, end) = run(GeminiParser::default(), &body, 7);
+        assert_eq!(events, vec![ProviderEvent::TextDelta("Hel".into())]);
+        assert!(end.is_err_and(|e| e.message.contains("The model is overloaded") && e.retry.is_some()));
     }
 
     #[test]

@@ -27,6 +27,12 @@ pub(super) enum ParseError {
 }
 
 pub(super) trait WireParser {
+    /// Whether the provider may write an error as bare JSON lines rather
+    /// than as an SSE event (Gemini does, mid-stream): such lines are then
+    /// framed as a `data:` event so the parser sees them.
+    fn bare_json_lines(&self) -> bool {
+        false
+    }
     fn on_event(&mut self, event: &str, data: &str, out: &mut Vec<ProviderEvent>) -> Result<Step, ParseError>;
     /// The stream ended without the end marker: fine for some servers
     /// (returns `Ok`), a truncation for others.
@@ -50,6 +56,12 @@ where
             arrivals.note(chunk);
         }
     });
+    let bytes = if parser.bare_json_lines() {
+        let mut framer = BareJsonLines::default();
+        bytes.map(move |chunk| chunk.map(|c| bytes::Bytes::from(framer.feed(&c)))).boxed()
+    } else {
+        bytes.boxed()
+    };
     let state = Parsing {
         events: bytes.eventsource(),
         parser,
@@ -76,6 +88,66 @@ where
             }
         }
     })
+}
+
+/// Frames JSON written bare into an SSE body (a line starting with `{`,
+/// possibly running over several lines until its braces close) as one
+/// `data:` event; every other byte passes unchanged.
+#[derive(Debug)]
+pub(super) struct BareJsonLines {
+    at_line_start: bool,
+    bare: Option<BareJson>,
+}
+
+#[derive(Debug, Default)]
+struct BareJson {
+    text: Vec<u8>,
+    depth: u32,
+    in_string: bool,
+    escaped: bool,
+}
+
+impl Default for BareJsonLines {
+    fn default() -> Self {
+        Self { at_line_start: true, bare: None }
+    }
+}
+
+impl BareJsonLines {
+    pub(super) fn feed(&mut self, chunk: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(chunk.len());
+        for &b in chunk {
+            if let Some(json) = &mut self.bare {
+                // Line breaks inside JSON are whitespace (or invalid).
+                json.text.push(if b == b'\n' || b == b'\r' { b' ' } else { b });
+                match (json.in_string, json.escaped, b) {
+                    (true, true, _) => json.escaped = false,
+                    (true, false, b'\\') => json.escaped = true,
+                    (true, false, b'"') => json.in_string = false,
+                    (true, false, _) => {}
+                    (false, _, b'"') => json.in_string = true,
+                    (false, _, b'{' | b'[') => json.depth += 1,
+                    (false, _, b'}' | b']') => json.depth = json.depth.saturating_sub(1),
+                    _ => {}
+                }
+                if json.depth == 0 {
+                    out.extend_from_slice(b"data: ");
+                    out.extend_from_slice(&json.text);
+                    out.extend_from_slice(b"\n\n");
+                    self.bare = None;
+                    self.at_line_start = false;
+                }
+                continue;
+            }
+            if self.at_line_start && b == b'{' {
+                self.bare = Some(BareJson { text: vec![b], depth: 1, ..Default::default() });
+                continue;
+            }
+            out.push(b);
+            self.at_line_start = b == b'\n' || b == b'\r';
+        }
+        out
+    }
 }
 
 /// A stream being parsed: what has been parsed and not yet yielded waits
@@ -118,6 +190,23 @@ where
                 self.out.clear();
                 Some(Err(into_error(e)))
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod bare_json_tests {
+    use super::BareJsonLines;
+
+    #[test]
+    fn bare_json_becomes_an_event_and_everything_else_passes() {
+        let body = "data: {\"a\":1}\r\n\r\n{\"error\": {\"message\": \"over}loaded \\\" {\",\r\n  \"status\": \"UNAVAILABLE\"}}\r\n";
+        let expected = "data: {\"a\":1}\r\n\r\ndata: {\"error\": {\"message\": \"over}loaded \\\" {\",    \"status\": \"UNAVAILABLE\"}}\n\n\r\n";
+        for split in 1..body.len() {
+            let mut f = BareJsonLines::default();
+            let mut out = f.feed(&body.as_bytes()[..split]);
+            out.extend(f.feed(&body.as_bytes()[split..]));
+            assert_eq!(String::from_utf8_lossy(&out), expected, "split at {split}");
         }
     }
 }
