@@ -270,6 +270,35 @@ impl Transcript {
                 self.end_text(&mut out);
                 stdout_result(writeln!(out, "[{}] cancel requested by {who}", ev.seq));
             }
+            EventKind::SummarizationStarted { messages, tokens_before, .. } => {
+                self.end_text(&mut out);
+                stdout_result(writeln!(
+                    out,
+                    "[{}] summarizing the {messages} oldest messages (about {tokens_before} tokens) to make room",
+                    ev.seq
+                ));
+            }
+            EventKind::SummarizationRetry { attempt, max_attempts, delay_ms, error } => {
+                self.end_text(&mut out);
+                stdout_result(writeln!(
+                    out,
+                    "[{}] summary failed ({error}); attempt {attempt}/{max_attempts} in {:.1}s",
+                    ev.seq,
+                    *delay_ms as f64 / 1000.0
+                ));
+            }
+            EventKind::SummarizationDone { summary_id, span } => {
+                self.end_text(&mut out);
+                stdout_result(writeln!(
+                    out,
+                    "[{}] summarized {} messages ({} tokens -> {}) as {summary_id}",
+                    ev.seq, span.messages, span.tokens_before, span.tokens_after
+                ));
+            }
+            EventKind::SummarizationFailed { error } => {
+                self.end_text(&mut out);
+                stdout_result(writeln!(out, "[{}] summarization failed: {error}", ev.seq));
+            }
             EventKind::Usage { usage, cost_usd, session, .. } => {
                 self.end_text(&mut out);
                 let cost = cost_usd.map(forge_client::usd).unwrap_or_else(|| "cost unknown".into());

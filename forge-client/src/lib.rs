@@ -34,8 +34,16 @@ pub fn context_line(c: &forge_proto::ContextInfo) -> String {
         _ => " (window unknown for this model)".into(),
     };
     let infinity = if c.infinity { "on" } else { "off" };
+    let summary = match &c.summary_id {
+        Some(id) => format!(
+            " (the first {} sent as their summary {id}, the other {} as they are)",
+            c.summarized_messages,
+            c.messages.saturating_sub(c.summarized_messages)
+        ),
+        None => String::new(),
+    };
     format!(
-        "{} messages; the next request is about {} tokens with the system prompt and tools{window}; model {}/{}; Context Infinity {infinity}",
+        "{} messages{summary}; the next request is about {} tokens with the system prompt and tools{window}; model {}/{}; Context Infinity {infinity}",
         c.messages, c.estimated_tokens, c.provider, c.model
     )
 }

@@ -106,6 +106,12 @@ pub struct ContextConfig {
     /// Project instruction files looked for in the session's directory and
     /// its parents up to the repository root (default AGENTS.md, CLAUDE.md).
     pub instruction_files: Option<Vec<String>>,
+    /// Summarize once a request would fill this share of the window
+    /// (default 0.8).
+    pub summarize_at: Option<f64>,
+    /// The model that writes summaries (the session's provider; default the
+    /// session's model).
+    pub summarizer_model: Option<String>,
 }
 
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
@@ -245,6 +251,14 @@ impl ForgeConfig {
             }),
             _ => Ok(()),
         };
+        if let Some(f) = self.context.summarize_at
+            && !(f.is_finite() && (0.1..=1.0).contains(&f))
+        {
+            return Err(ConfigError::Value {
+                path: path.to_path_buf(),
+                message: format!("[context] summarize_at = {f} must be a share of the window between 0.1 and 1.0"),
+            });
+        }
         if let Some(b) = self.app.session_budget_usd
             && !(b.is_finite() && b > 0.0)
         {

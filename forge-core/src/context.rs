@@ -102,6 +102,111 @@ pub fn fit(budget: &ContextBudget, estimator: &TokenEstimator, fixed_bytes: usiz
     if tokens > limit { Fit::TooLong { tokens, limit } } else { Fit::Fits { tokens } }
 }
 
+/// A summary as requests use it: it replaces, in what is sent, every
+/// message of the path up to and including `last`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summary {
+    pub id: String,
+    pub first: String,
+    pub last: String,
+    pub text: String,
+}
+
+/// `[context] summarize_at` when not set: summarize once a request would
+/// fill this share of the window.
+pub const DEFAULT_SUMMARIZE_AT: f64 = 0.8;
+
+/// What a request carries in place of the summarized span: the summary as
+/// the user's message, and the model's acknowledgement (so the roles keep
+/// alternating before the next user message).
+pub fn summary_messages(text: &str) -> [ChatMessage; 2] {
+    [
+        ChatMessage::user(format!(
+            "[The start of this conversation no longer fits the context window, so it is summarized here; \
+             the original messages are kept in Forge's history.]\n\n{}",
+            text.trim()
+        )),
+        ChatMessage::assistant(
+            "Understood: I have the summary of our earlier conversation and continue from it.",
+            Vec::new(),
+        ),
+    ]
+}
+
+/// Where the newest summary that applies to `path` ends: the index after
+/// its last node, with the summary.
+pub fn applied<'a>(path: &[ChatMessage], summaries: &'a [Summary]) -> Option<(usize, &'a Summary)> {
+    summaries.iter().rev().find_map(|s| {
+        let end = path.iter().position(|m| m.node.as_deref() == Some(s.last.as_str()))?;
+        Some((end + 1, s))
+    })
+}
+
+/// What the next request sends of `path`: the newest summary that applies
+/// in place of the messages it covers, then the rest.
+pub fn view(path: &[ChatMessage], summaries: &[Summary]) -> Vec<ChatMessage> {
+    match applied(path, summaries) {
+        Some((end, s)) => summary_messages(&s.text).into_iter().chain(path[end..].iter().cloned()).collect(),
+        None => path.to_vec(),
+    }
+}
+
+/// What summarizing needs to do before the next request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Plan {
+    /// The request fits (under `summarize_at` of the window, too).
+    Send,
+    /// Summarize `path[from..to]` (after the summary in force, if any) into
+    /// a summary covering everything before `to`.
+    Summarize { from: usize, to: usize, tokens_before: u64 },
+    /// Even the newest messages alone do not fit.
+    RecentMessagesTooLarge { tokens: u64, limit: u64 },
+}
+
+/// Whether the next request must wait for a summary, and of what. The
+/// kept tail starts at a user message (so a tool call and its results
+/// never part) and, with the summary, fills at most half of what the
+/// model takes, leaving room for turns before the next summary.
+pub fn plan(
+    budget: &ContextBudget,
+    estimator: &TokenEstimator,
+    fixed_bytes: usize,
+    summarize_at: f64,
+    path: &[ChatMessage],
+    summaries: &[Summary],
+) -> Plan {
+    let (start, current) = match applied(path, summaries) {
+        Some((end, s)) => (end, Some(s)),
+        None => (0, None),
+    };
+    let summary_bytes = current.map(|s| s.text.len() + 200).unwrap_or(0);
+    let tail_bytes = |from: usize| path[from..].iter().map(message_bytes).sum::<usize>();
+    let tokens = estimator.tokens(fixed_bytes + summary_bytes + tail_bytes(start));
+    let limit = budget.input_limit();
+    let threshold = ((budget.window as f64 * summarize_at) as u64).min(limit);
+    if tokens <= threshold {
+        return Plan::Send;
+    }
+    let allowance = summary_allowance(budget);
+    let target = limit / 2;
+    let cut = (start + 1..path.len())
+        .filter(|&k| path[k].role == crate::provider::ChatRole::User)
+        .find(|&k| estimator.tokens(fixed_bytes + tail_bytes(k)) + allowance <= target);
+    match cut {
+        Some(to) => Plan::Summarize {
+            from: start,
+            to,
+            tokens_before: estimator.tokens(summary_bytes + tail_bytes(start) - tail_bytes(to)),
+        },
+        None => Plan::RecentMessagesTooLarge { tokens, limit },
+    }
+}
+
+/// The most tokens a summary may take.
+pub fn summary_allowance(budget: &ContextBudget) -> u64 {
+    (budget.input_limit() / 5).clamp(64, 2048)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,5 +262,47 @@ mod tests {
         if std::env::var(INFINITY_ENV).is_err() {
             assert!(infinity(&c));
         }
+    }
+
+    fn conversation(turns: usize, answer_bytes: usize) -> Vec<ChatMessage> {
+        let mut path = Vec::new();
+        for i in 0..turns {
+            path.push(ChatMessage::user(format!("question {i}")).with_node(format!("u{i}")));
+            path.push(ChatMessage::assistant("a".repeat(answer_bytes), Vec::new()).with_node(format!("a{i}")));
+        }
+        path.push(ChatMessage::user("the newest question").with_node("now"));
+        path
+    }
+
+    #[test]
+    fn a_long_conversation_is_planned_for_a_summary_that_keeps_a_recent_tail() {
+        let budget = ContextBudget { window: 4000, reserve: 300 };
+        let e = TokenEstimator::default();
+        let short = conversation(2, 700);
+        assert_eq!(plan(&budget, &e, 2000, 0.8, &short, &[]), Plan::Send);
+        let long = conversation(12, 1500);
+        let Plan::Summarize { from, to, .. } = plan(&budget, &e, 2000, 0.8, &long, &[]) else {
+            panic!("a summary is needed")
+        };
+        assert_eq!(from, 0);
+        assert_eq!(long[to].role, crate::provider::ChatRole::User, "the tail starts at a user message");
+        assert!(to > 0 && to < long.len());
+
+        // With the summary in force, the request sends it, then the tail.
+        let s = Summary {
+            id: "s1".into(),
+            first: "u0".into(),
+            last: long[to - 1].node.clone().unwrap_or_default(),
+            text: "earlier: things".into(),
+        };
+        let v = view(&long, std::slice::from_ref(&s));
+        assert_eq!(v.len(), 2 + long.len() - to);
+        assert!(v[0].text.contains("earlier: things"));
+        assert_eq!(plan(&budget, &e, 2000, 0.8, &long, &[s]), Plan::Send);
+
+        // The newest message alone too big: nothing to summarize helps.
+        let mut huge = conversation(1, 10);
+        huge.push(ChatMessage::user("x".repeat(20_000)));
+        assert!(matches!(plan(&budget, &e, 2000, 0.8, &huge, &[]), Plan::RecentMessagesTooLarge { .. }));
     }
 }

@@ -6,7 +6,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::types::{ApprovalCall, ClientRef, JournalHealth, RecoveryBadge, RecoveryCall, Usage, UsageTotal};
+use crate::types::{
+    ApprovalCall, ClientRef, JournalHealth, RecoveryBadge, RecoveryCall, SummarySpan, Usage, UsageTotal,
+};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionEvent {
@@ -148,6 +150,35 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cost_usd: Option<f64>,
         session: UsageTotal,
+    },
+    /// The next request would not fit the model's window (or passes
+    /// `[context] summarize_at` of it): the oldest span that must leave is
+    /// being summarized before the turn goes on.
+    SummarizationStarted {
+        message_id: String,
+        /// The span's first and last nodes and its size.
+        first: String,
+        last: String,
+        messages: u64,
+        tokens_before: u64,
+    },
+    /// A summary request failed; attempt `attempt` of `max_attempts`
+    /// starts after `delay_ms`.
+    SummarizationRetry {
+        attempt: u32,
+        max_attempts: u32,
+        delay_ms: u64,
+        error: String,
+    },
+    /// The summary is stored (node `summary_id`); requests send it in place
+    /// of the span from now on.
+    SummarizationDone {
+        summary_id: String,
+        span: SummarySpan,
+    },
+    /// Summarization gave up after its last attempt.
+    SummarizationFailed {
+        error: String,
     },
     /// A client asked to cancel the running turn.
     CancelRequested {},

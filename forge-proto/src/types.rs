@@ -172,8 +172,25 @@ pub enum Role {
     Assistant,
     /// The result of a tool call, answering an assistant message.
     Tool,
+    /// A summary of a span of the conversation: what requests send in
+    /// place of the span once it no longer fits the model's window. It hangs
+    /// off the span's last message, beside the path: the originals stay.
+    Summary,
     #[serde(other)]
     Other,
+}
+
+/// The span of the conversation a summary replaces in what is sent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SummarySpan {
+    /// The first and last history nodes of the span (on the session's path).
+    pub first: String,
+    pub last: String,
+    /// Messages in the span.
+    pub messages: u64,
+    /// Estimated tokens of the span as it was sent, and of the summary.
+    pub tokens_before: u64,
+    pub tokens_after: u64,
 }
 
 /// How an assistant message ended. User messages are always `complete`.
@@ -568,6 +585,12 @@ pub struct ContextInfo {
     /// Whether Context Infinity is on (`[context] infinity`).
     #[serde(default)]
     pub infinity: bool,
+    /// The summary the next request sends in place of the path's first
+    /// `summarized_messages` messages (they stay in history), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary_id: Option<String>,
+    #[serde(default)]
+    pub summarized_messages: u64,
     /// Tokens the provider reported for the last request, when known.
     pub last_input_tokens: Option<u64>,
     /// The system prompt every request of the session carries, when asked

@@ -253,6 +253,37 @@ impl Transcript {
                 self.retrying = Some(line);
             }
             EventKind::Usage { session, .. } => self.spent = Some(session.clone()),
+            EventKind::SummarizationStarted { messages, tokens_before, .. } => {
+                self.state = Some(OperationStateKind::Summarizing);
+                self.items.push(DisplayItem::Notice {
+                    level: Level::Info,
+                    text: format!("summarizing the {messages} oldest messages (about {tokens_before} tokens) to make room; the originals stay in history"),
+                });
+            }
+            EventKind::SummarizationRetry { attempt, max_attempts, delay_ms, error } => {
+                self.state = Some(OperationStateKind::SummarizationRetry);
+                self.items.push(DisplayItem::Notice {
+                    level: Level::Warn,
+                    text: format!(
+                        "summary failed ({error}); attempt {attempt}/{max_attempts} in {:.1}s",
+                        *delay_ms as f64 / 1000.0
+                    ),
+                });
+            }
+            EventKind::SummarizationDone { span, .. } => {
+                self.state = Some(OperationStateKind::Streaming);
+                self.items.push(DisplayItem::Notice {
+                    level: Level::Info,
+                    text: format!(
+                        "summarized: {} messages, about {} tokens down to {}",
+                        span.messages, span.tokens_before, span.tokens_after
+                    ),
+                });
+            }
+            EventKind::SummarizationFailed { error } => {
+                self.items
+                    .push(DisplayItem::Notice { level: Level::Error, text: format!("summarization failed: {error}") });
+            }
             EventKind::CancelRequested {} => {
                 let who = from.map(|f| format!(" by {f}")).unwrap_or_default();
                 self.items.push(DisplayItem::Notice { level: Level::Info, text: format!("cancel requested{who}") });

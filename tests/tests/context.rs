@@ -64,3 +64,59 @@ async fn the_environment_decides_infinity_when_the_file_does_not() {
     let ctx = forge.ok(&["context", &id]).await.stdout;
     assert!(ctx.contains("Context Infinity on"), "{ctx}");
 }
+
+/// A 4,000-token model without tools (so the system prompt leaves room).
+const SMALL: &str = "[tools]\nmode = \"disabled\"\n[[models]]\nname = \"small\"\nprovider = \"claude\"\ncontext_window = 4000\nmax_output_tokens = 500\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_infinity_on_forty_turns_fit_a_small_window_and_nothing_is_forgotten() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.write_config(SMALL);
+    forge.start().await;
+    let id = forge.new_session(&["--model", "small"]).await;
+    for i in 0..40 {
+        let r = forge.ctl(&["send", "-s", &id, &format!("turn {i} mock:tokens=300")]).await;
+        assert_eq!(r.code, 0, "turn {i}: {}", r.stderr);
+        assert_eq!(r.stdout, format!("{}\n", forge_tests::mock::token_text(300)), "turn {i} answered in full");
+    }
+    // No request went over the window (the mock counts a token per 4 bytes).
+    for (i, req) in mock.requests().iter().enumerate() {
+        let tokens = serde_json::to_vec(&req.body).map(|b| b.len() / 4).unwrap_or(0);
+        assert!(tokens <= 4000, "request {i} is about {tokens} tokens");
+    }
+    // Every original message is in history; the summaries are beside it.
+    let h = forge.ok(&["--json", "history", &id]).await.json_lines();
+    assert_eq!(h.len(), 80, "40 questions and 40 answers");
+    assert!(h.iter().all(|m| m["role"] != "summary"));
+    let events = forge.ok(&["--json", "attach", &id, "--until-idle"]).await.json_lines();
+    let done: Vec<&serde_json::Value> = events.iter().filter(|e| e["kind"] == "summarization_done").collect();
+    assert!(done.len() >= 3, "summarized along the way: {}", done.len());
+    let span = &done[0]["span"];
+    assert!(span["tokens_after"].as_u64() < span["tokens_before"].as_u64(), "{span}");
+    let ctx = forge.ok(&["--json", "context", &id]).await.json_lines();
+    assert!(ctx[0]["summary_id"].is_string(), "{}", ctx[0]);
+    assert!(ctx[0]["summarized_messages"].as_u64().unwrap_or(0) > 40, "{}", ctx[0]);
+    let text = forge.ok(&["context", &id]).await.stdout;
+    assert!(text.contains("sent as their summary"), "{text}");
+    // The last request carried the summary, not the first turns.
+    let last = mock
+        .requests()
+        .into_iter()
+        .rev()
+        .find(|r| r.body["messages"].is_array())
+        .unwrap_or_else(|| panic!("no request"));
+    let sent = last.body["messages"].to_string();
+    assert!(sent.contains("summarized here") && !sent.contains("turn 0 mock"), "{sent}");
+
+    // kill -9 during a summary loses nothing: the turn finishes after a restart.
+    let ctl = forge.ctl_cmd(&["send", "--no-wait", "-s", &id, "after the crash mock:tokens=300"]).output().await;
+    assert!(ctl.is_ok());
+    forge.kill9().await;
+    forge.start().await;
+    let events = forge.ok(&["--json", "attach", &id, "--until-idle"]).await.json_lines();
+    let last = events.iter().rev().find(|e| e["kind"] == "turn_finished").cloned().unwrap_or_default();
+    assert!(last["status"] == "complete" || last["status"] == "interrupted", "{last}");
+    let h = forge.ok(&["--json", "history", &id]).await.json_lines();
+    assert!(h.iter().any(|m| m["text"] == "after the crash mock:tokens=300"), "the message is kept");
+}

@@ -189,6 +189,7 @@ pub async fn history(g: &Global, session: &str) -> Result<(), Failure> {
                 Some(t) => format!("tool {}", t.name),
                 None => "tool".into(),
             },
+            Role::Summary => "summary".into(),
             Role::Other => "other".into(),
         };
         let mut badge = match m.status {

@@ -34,6 +34,8 @@ pub struct ChatMessage {
     /// (thinking signatures, reasoning items); each wire format sends only
     /// its own kind and leaves the others out.
     pub reasoning: Vec<Reasoning>,
+    /// The history node it is, when it is one (not sent).
+    pub node: Option<String>,
 }
 
 /// What a provider needs to be sent back, exactly as it came, to continue
@@ -71,10 +73,22 @@ impl ChatMessage {
             tool_calls: Vec::new(),
             tool_result: None,
             reasoning: Vec::new(),
+            node: None,
         }
     }
     pub fn assistant(text: impl Into<String>, tool_calls: Vec<ToolCallRecord>) -> Self {
-        Self { role: ChatRole::Assistant, text: text.into(), tool_calls, tool_result: None, reasoning: Vec::new() }
+        Self {
+            role: ChatRole::Assistant,
+            text: text.into(),
+            tool_calls,
+            tool_result: None,
+            reasoning: Vec::new(),
+            node: None,
+        }
+    }
+    pub fn with_node(mut self, id: impl Into<String>) -> Self {
+        self.node = Some(id.into());
+        self
     }
     pub fn with_reasoning(mut self, reasoning: Vec<Reasoning>) -> Self {
         self.reasoning = reasoning;
@@ -87,6 +101,7 @@ impl ChatMessage {
             tool_calls: Vec::new(),
             tool_result: Some((call_id.into(), is_error)),
             reasoning: Vec::new(),
+            node: None,
         }
     }
 }

@@ -21,7 +21,16 @@ pub(super) async fn durable(shared: &Shared, row: SessionRow, recovering: bool) 
     let path = history(store, row.head_id.as_deref()).await?;
     let unfinished = if recovering { unfinished(shared, &row.id).await? } else { Unfinished::Nothing };
     let spent = spent(shared, Some(&row.id), None).await?.total;
-    Ok(Durable { row, queue, path, unfinished, spent })
+    let summaries = store
+        .summaries(&row.id)
+        .await?
+        .into_iter()
+        .filter_map(|n| {
+            let span = n.meta.summary_of?;
+            Some(crate::context::Summary { id: n.id, first: span.first, last: span.last, text: n.text })
+        })
+        .collect();
+    Ok(Durable { row, queue, path, unfinished, spent, summaries })
 }
 
 /// Tokens and estimated cost of provider responses (of one session, or
@@ -92,6 +101,18 @@ async fn unfinished(shared: &Shared, id: &str) -> Result<Unfinished, EngineError
         return Ok(Unfinished::Streams(recovered));
     }
     let Some(message_id) = store.unfinished_turn(id).await? else { return Ok(Unfinished::Nothing) };
+    // A summary was being written for this turn (and neither landed nor
+    // failed): write it again.
+    let turn = store.last_seq_of_kind(id, "turn_started").await?;
+    let summarizing = store.last_seq_of_kind(id, "summarization_started").await?;
+    let settled = store
+        .last_seq_of_kind(id, "summarization_done")
+        .await?
+        .max(store.last_seq_of_kind(id, "summarization_failed").await?);
+    if summarizing > turn && summarizing > settled {
+        shared.writer.sync().await;
+        return Ok(Unfinished::Summarizing { message_id });
+    }
     if awaiting_tool_results(store, id).await? {
         return Ok(Unfinished::AwaitingToolResults { message_id });
     }

@@ -150,6 +150,18 @@ impl Store {
         rows.iter().map(NodeRow::from_row).collect()
     }
 
+    /// The session's summary nodes, oldest first.
+    pub async fn summaries(&self, session: &str) -> Result<Vec<NodeRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, parent_id, session_id, role, text, status, created_ms, meta FROM nodes
+             WHERE session_id = ? AND role = 'summary' ORDER BY created_ms, id",
+        )
+        .bind(session)
+        .fetch_all(&self.pool())
+        .await?;
+        rows.iter().map(NodeRow::from_row).collect()
+    }
+
     /// Every provider response's usage (from the answers' history nodes),
     /// of one session or all, from a time on, oldest first.
     pub async fn usage_rows(&self, session: Option<&str>, since_ms: Option<i64>) -> Result<Vec<UsageRow>, StoreError> {

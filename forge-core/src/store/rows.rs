@@ -62,6 +62,9 @@ pub struct NodeMeta {
     /// Thinking signatures and reasoning items, sent back to the provider.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reasoning: Vec<crate::provider::Reasoning>,
+    /// For a summary node: the span it replaces in requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary_of: Option<forge_proto::SummarySpan>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

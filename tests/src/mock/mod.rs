@@ -509,11 +509,15 @@ async fn handle(
                 })
                 .count()
         });
+        // The cached prefix is part of the request: what is read from or
+        // written to the cache is not counted again as input.
+        let cached = CACHED_PREFIX_TOKENS.min(script.input.saturating_sub(1));
         if seen.unwrap_or(1) > 1 {
-            script.cached_input = CACHED_PREFIX_TOKENS;
+            script.cached_input = cached;
         } else {
-            script.cache_written = CACHED_PREFIX_TOKENS;
+            script.cache_written = cached;
         }
+        script.input -= cached;
     }
     if results.is_some() {
         script.tools.clear();

@@ -111,7 +111,7 @@ impl Session {
         if approved {
             self.budget_confirmed_at = Some(self.spent.cost_usd);
             self.state = OperationState::Idle;
-            self.start_stream(message_id, marker, 0);
+            self.proceed_turn(message_id, Some(marker));
         } else {
             self.finish_tool_turn(
                 message_id,

@@ -178,6 +178,7 @@ impl Session {
         let cancelled = self.cancel_stream(Some(client.clone()), None)
             || self.cancel_tools(Some(client.clone()), None)
             || self.cancel_budget_wait(client.clone())
+            || self.cancel_summary(client.clone())
             || (matches!(self.state, OperationState::ToolRecovery { .. })
                 && self.on_recover(forge_proto::RecoverAction::Discard, Some(client)).is_ok());
         let result = CancelResult { session_id: self.row.id.clone(), cancelled, dropped_queued: dropped };
@@ -258,9 +259,9 @@ impl Session {
     /// model's window less the answer's room.
     fn context_info(&self, system: bool) -> forge_proto::ContextInfo {
         let model = self.model_info();
-        let requested = self.config.app.max_output_tokens.unwrap_or(super::turn::DEFAULT_MAX_OUTPUT_TOKENS);
+        let requested = self.requested_output();
         let budget = model.as_ref().map(|m| crate::context::ContextBudget::for_model(m, requested));
-        let messages = super::turn::request_messages(&self.path);
+        let messages = super::turn::request_messages(&crate::context::view(&self.path, &self.summaries));
         let tokens = match &budget {
             Some(b) => {
                 match crate::context::fit(b, &self.estimator, self.system_prompt.len() + self.tools_bytes, &messages) {
@@ -286,6 +287,10 @@ impl Session {
             context_window: model.filter(|m| m.source != Source::Default).map(|m| m.context_window),
             reserved_tokens: budget.map(|b| b.reserve),
             infinity: crate::context::infinity(&self.config),
+            summary_id: crate::context::applied(&self.path, &self.summaries).map(|(_, s)| s.id.clone()),
+            summarized_messages: crate::context::applied(&self.path, &self.summaries)
+                .map(|(end, _)| end as u64)
+                .unwrap_or(0),
             last_input_tokens: self.last_input_tokens,
             system_prompt: system.then(|| self.system_prompt.to_string()),
             instruction_files: self.instruction_files.clone(),

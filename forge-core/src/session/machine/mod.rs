@@ -26,6 +26,7 @@ mod commands;
 pub(crate) mod pipeline;
 mod recovery;
 mod state;
+mod summarize;
 #[cfg(test)]
 mod tests;
 mod tools;
@@ -133,6 +134,8 @@ pub(crate) enum Timer {
     ReleaseHistory,
     /// Time to try the provider request again.
     Retry,
+    /// Time to try the summary request again.
+    SummaryRetry,
 }
 
 /// A tool call to run, with everything it runs with.
@@ -246,6 +249,8 @@ pub(crate) struct Session {
     spent: forge_proto::UsageTotal,
     /// Token estimates, calibrated by what the provider counts.
     estimator: crate::context::TokenEstimator,
+    /// The session's summaries (what requests send in place of spans).
+    summaries: Vec<crate::context::Summary>,
     /// The input tokens the provider counted for the last request.
     last_input_tokens: Option<u64>,
     /// What the session had cost when a user last confirmed going past
@@ -281,6 +286,7 @@ impl Session {
             unreadable: None,
             spent: Default::default(),
             estimator: Default::default(),
+            summaries: Vec::new(),
             last_input_tokens: None,
             budget_confirmed_at: None,
             out: Vec::new(),
@@ -332,6 +338,7 @@ impl Session {
             }
             Event::Timer(Timer::ReleaseHistory) => self.release_history(),
             Event::Timer(Timer::Retry) => self.retry_request(),
+            Event::Timer(Timer::SummaryRetry) => self.retry_summary(),
             Event::Loaded { durable, cause } => self.on_loaded(durable, cause),
             Event::SystemPrompt { prompt, instruction_files } => {
                 self.system_prompt = prompt;
@@ -533,6 +540,7 @@ impl Session {
         self.queue = durable.queue.into();
         self.path = durable.path;
         self.spent = durable.spent;
+        self.summaries = durable.summaries;
         self.history = History::Held { release_armed: false };
         self.pipeline.reload(self.row.last_seq);
         if self.is_blocked() {

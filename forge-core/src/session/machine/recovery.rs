@@ -30,6 +30,8 @@ pub(crate) struct Durable {
     pub unfinished: Unfinished,
     /// Tokens and cost of the session's provider responses so far.
     pub spent: forge_proto::UsageTotal,
+    /// The session's summaries.
+    pub summaries: Vec<crate::context::Summary>,
 }
 
 /// What the session left unfinished, as the store shows it.
@@ -37,6 +39,10 @@ pub(crate) enum Unfinished {
     Nothing,
     /// Stream journal entries never committed, with what they streamed.
     Streams(Vec<RecoveredStream>),
+    /// The turn was waiting for a summary: summarize again.
+    Summarizing {
+        message_id: String,
+    },
     /// Parse-only: the turn waits for results a client supplies.
     AwaitingToolResults {
         message_id: String,
@@ -99,6 +105,7 @@ impl Session {
                     self.state = OperationState::AwaitingToolResults { message_id, iteration: 0, pending: calls };
                 }
             }
+            Unfinished::Summarizing { message_id } => self.proceed_turn(message_id, None),
             Unfinished::PendingApproval { message_id, approval_id }
                 if approval_id.starts_with(super::budget::BUDGET_APPROVAL) =>
             {

@@ -65,6 +65,9 @@ pub(super) enum OperationState {
         /// The seq of its `approval_requested`: shown once that is durable.
         approval_seq: u64,
     },
+    /// The request would not fit: the turn waits for a summary of the
+    /// conversation's start.
+    Summarizing(super::summarize::SummaryJob),
     /// The store cannot be written; all new work is refused until a reset.
     PersistenceBlocked {
         reason: String,
@@ -78,6 +81,8 @@ impl OperationState {
             Self::Streaming(_) | Self::Finishing => OperationStateKind::Streaming,
             Self::ToolLoop(l) if l.awaiting_approval() => OperationStateKind::AwaitingApproval,
             Self::AwaitingBudget { .. } => OperationStateKind::AwaitingApproval,
+            Self::Summarizing(job) if job.waiting => OperationStateKind::SummarizationRetry,
+            Self::Summarizing(_) => OperationStateKind::Summarizing,
             Self::ToolLoop(_) => OperationStateKind::ExecutingTools,
             Self::ToolRecovery { .. } => OperationStateKind::ToolRecovery,
             Self::AwaitingToolResults { .. } => OperationStateKind::AwaitingToolResults,

@@ -82,7 +82,14 @@ impl Harness {
             tool_running: false,
             timers: Vec::new(),
         };
-        let durable = Durable { row: row(), queue: Vec::new(), path, unfinished, spent: Default::default() };
+        let durable = Durable {
+            row: row(),
+            queue: Vec::new(),
+            path,
+            unfinished,
+            spent: Default::default(),
+            summaries: Vec::new(),
+        };
         h.feed(Event::Loaded { durable: Ok(Box::new(durable)), cause: RecoveryCause::Restart });
         h
     }
@@ -120,6 +127,7 @@ impl Harness {
                         path: Vec::new(),
                         unfinished: Unfinished::Nothing,
                         spent: Default::default(),
+                        summaries: Vec::new(),
                     };
                     self.feed(Event::Loaded { durable: Ok(Box::new(durable)), cause });
                 }

@@ -551,8 +551,8 @@ impl Session {
             meta: NodeMeta { tool_result: Some(info), ..Default::default() },
         });
         self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: Some(id.clone()) });
-        self.row.head_id = Some(id);
-        self.path.push(ChatMessage::tool_result(call_id, output.clone(), is_error));
+        self.row.head_id = Some(id.clone());
+        self.path.push(ChatMessage::tool_result(call_id, output.clone(), is_error).with_node(id));
         self.pipeline
             .event(client, EventKind::ToolResult { call_id: call_id.into(), name: name.into(), is_error, output });
     }

@@ -62,7 +62,8 @@ pub(super) fn request_messages(path: &[ChatMessage]) -> Vec<ChatMessage> {
         if m.role == ChatRole::User && out.last().is_some_and(|prev| prev.role == ChatRole::User) {
             out.push(ChatMessage::assistant(NO_ANSWER_NOTE, Vec::new()));
         }
-        out.push(m.clone());
+        // Node ids stay in the session; the request needs none.
+        out.push(ChatMessage { node: None, ..m.clone() });
     }
     out
 }
@@ -74,7 +75,7 @@ pub(crate) fn chat_message(n: &NodeRow) -> Option<ChatMessage> {
     if n.text.is_empty() && n.meta.tool_calls.is_empty() && n.role != Role::Tool && !has_note {
         return None;
     }
-    match n.role {
+    let message = match n.role {
         Role::User => Some(ChatMessage::user(n.text.clone())),
         Role::Assistant => Some(
             ChatMessage::assistant(answer_text(&n.text, n.status), n.meta.tool_calls.clone())
@@ -84,8 +85,9 @@ pub(crate) fn chat_message(n: &NodeRow) -> Option<ChatMessage> {
             let r = n.meta.tool_result.as_ref()?;
             Some(ChatMessage::tool_result(r.call_id.clone(), n.text.clone(), r.is_error))
         }
-        Role::Other => None,
-    }
+        Role::Summary | Role::Other => None,
+    };
+    message.map(|m| m.with_node(n.id.clone()))
 }
 
 impl Session {
@@ -115,7 +117,7 @@ impl Session {
         });
         self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: Some(message_id.clone()) });
         self.row.head_id = Some(message_id.clone());
-        self.path.push(ChatMessage::user(text.clone()));
+        self.path.push(ChatMessage::user(text.clone()).with_node(message_id.clone()));
         let index = self.pipeline.event(
             Some(client.clone()),
             EventKind::TurnStarted {
@@ -126,7 +128,7 @@ impl Session {
             },
         );
         if !self.wait_for_budget(&message_id) {
-            self.start_stream(message_id, index, 0);
+            self.proceed_turn(message_id, Some(index));
         }
         index
     }
@@ -172,6 +174,11 @@ impl Session {
         }
     }
 
+    /// The output tokens a request asks for (`[app] max_output_tokens`).
+    pub(super) fn requested_output(&self) -> u32 {
+        self.config.app.max_output_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS)
+    }
+
     /// What the catalog knows of the session's model.
     pub(super) fn model_info(&self) -> Option<crate::catalog::ModelInfo> {
         let kind = self.provider_kind().ok()?;
@@ -187,16 +194,11 @@ impl Session {
     /// before anything is sent.
     fn start_request(&mut self) -> Result<u64, ProviderError> {
         let settings = self.provider_settings().map_err(|e| ProviderError::new(e.kind, e.message))?;
-        let messages = request_messages(&self.path);
+        let messages = request_messages(&context::view(&self.path, &self.summaries));
         let tools = self.tool_specs();
         // Thinking counts inside the output tokens where the API says so:
         // its budget comes on top of what the answer may take.
-        let requested = self
-            .config
-            .app
-            .max_output_tokens
-            .unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS)
-            .saturating_add(settings.options.thinking_tokens());
+        let requested = self.requested_output().saturating_add(settings.options.thinking_tokens());
         let (max_output_tokens, estimated) = match self.model_info() {
             Some(model) => {
                 let budget = context::ContextBudget::for_model(&model, requested);
@@ -301,6 +303,9 @@ impl Session {
 
     /// Ingest: a provider event becomes a journal entry (not yet applied).
     pub(super) fn on_provider(&mut self, ev: ProviderEvent) {
+        if matches!(self.state, OperationState::Summarizing(_)) {
+            return self.on_summary_event(ev);
+        }
         let max_retries = self.max_retries();
         let OperationState::Streaming(stream) = &mut self.state else {
             // A late event from a stream that already ended.
@@ -463,12 +468,16 @@ impl Session {
                     tool_calls: a.tool_calls.clone(),
                     tool_result: None,
                     reasoning: a.reasoning.clone(),
+                    summary_of: None,
                 },
             });
             self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: Some(id.clone()) });
             self.row.head_id = Some(id.clone());
-            self.path
-                .push(ChatMessage::assistant(answer_text(&a.text, a.status), a.tool_calls).with_reasoning(a.reasoning));
+            self.path.push(
+                ChatMessage::assistant(answer_text(&a.text, a.status), a.tool_calls)
+                    .with_reasoning(a.reasoning)
+                    .with_node(id.clone()),
+            );
             Some(id)
         };
         self.pipeline.op(StoreOp::StreamCommit { stream_id: a.stream_id });

@@ -1,0 +1,311 @@
+//! Context Infinity: before a turn asks the model, if its request would not
+//! fit the window (or passes `[context] summarize_at` of it), the oldest
+//! span that must leave is summarized by the model. The summary is a node
+//! beside the path (hanging off the span's last message), and requests send
+//! it in place of the span; the original messages stay in the store and in
+//! `forgectl history`. A message sent meanwhile waits in the queue.
+
+use std::time::Duration;
+
+use forge_proto::{ClientRef, EventKind, MessageStatus, Role, SummarySpan};
+
+use super::state::OperationState;
+use super::{Effect, Session, Timer};
+use crate::context::{self, Plan, Summary};
+use crate::ids::{new_id, now_ms};
+use crate::journal::StoreOp;
+use crate::provider::{ChatMessage, ChatRequest, ChatRole, ProviderEvent, ProviderSettings};
+use crate::store::rows::NodeMeta;
+
+/// Seed 000's summarization retries: 500 ms doubling to at most 8 s, plus
+/// 0-200 ms of jitter, 5 attempts in all.
+const RETRY_BASE: Duration = Duration::from_millis(500);
+const RETRY_CAP: Duration = Duration::from_secs(8);
+const MAX_ATTEMPTS: u32 = 5;
+/// Most of one message the summarizer is shown.
+const MAX_MESSAGE_CHARS: usize = 6000;
+
+const INSTRUCTIONS: &str = "You summarize the first part of a conversation between a user and Forge, a coding agent, \
+so that the conversation can go on without it. Keep what the rest of the work needs: the user's goals and \
+requests, decisions made and why, files read or changed (with paths), commands run and their outcome, errors \
+met and how they were solved, open questions and what remains to do. Be factual and compact; use short \
+paragraphs or lists; write nothing but the summary.";
+
+/// A summary being written.
+pub(super) struct SummaryJob {
+    /// The turn waiting for it.
+    pub message_id: String,
+    pub span: SummarySpan,
+    pub text: String,
+    pub attempt: u32,
+    /// Waiting for `Timer::SummaryRetry`.
+    pub waiting: bool,
+    pub request: Box<(ProviderSettings, ChatRequest)>,
+}
+
+impl Session {
+    fn summarize_at(&self) -> f64 {
+        self.config.context.summarize_at.unwrap_or(context::DEFAULT_SUMMARIZE_AT)
+    }
+
+    /// The turn's user message is recorded: summarize first if the request
+    /// needs it, else ask the model. The stream follows the outbox event at
+    /// `marker` (one is made if there is none).
+    pub(super) fn proceed_turn(&mut self, message_id: String, marker: Option<usize>) {
+        if context::infinity(&self.config)
+            && let Some(model) = self.model_info()
+        {
+            let requested = self.requested_output();
+            let budget = context::ContextBudget::for_model(&model, requested);
+            let fixed = self.system_prompt.len() + self.tools_bytes;
+            match context::plan(&budget, &self.estimator, fixed, self.summarize_at(), &self.path, &self.summaries) {
+                Plan::Send => {}
+                Plan::Summarize { from, to, tokens_before } => {
+                    return self.start_summary(message_id, from, to, tokens_before, &budget);
+                }
+                Plan::RecentMessagesTooLarge { tokens, limit } => {
+                    let message = format!(
+                        "the newest messages alone are about {tokens} tokens, more than {}/{} takes ({limit}); summarizing older ones cannot make room. \
+                         Send a shorter message, or switch to a model with a larger window (`forgectl model`)",
+                        self.row.provider, self.row.model
+                    );
+                    return self.finish_tool_turn(
+                        message_id,
+                        MessageStatus::Error,
+                        Some(("context_too_long".into(), message)),
+                    );
+                }
+            }
+        }
+        let marker = marker.unwrap_or_else(|| self.pipeline.event(None, EventKind::StreamResumed { iteration: 0 }));
+        self.start_stream(message_id, marker, 0);
+    }
+
+    /// Starts summarizing everything before `path[to]` (what the summary in
+    /// force says of `path[..from]`, then `path[from..to]`).
+    fn start_summary(
+        &mut self,
+        message_id: String,
+        from: usize,
+        to: usize,
+        tokens_before: u64,
+        budget: &context::ContextBudget,
+    ) {
+        let (Some(first), Some(last)) =
+            (self.path.first().and_then(|m| m.node.clone()), self.path.get(to - 1).and_then(|m| m.node.clone()))
+        else {
+            // Messages without nodes cannot be pointed at: ask as it is.
+            let marker = self.pipeline.event(None, EventKind::StreamResumed { iteration: 0 });
+            return self.start_stream(message_id, marker, 0);
+        };
+        let settings = match self.provider_settings() {
+            Ok(s) => s,
+            Err(e) => {
+                return self.finish_tool_turn(
+                    message_id,
+                    MessageStatus::Error,
+                    Some((e.kind.as_str().into(), e.message)),
+                );
+            }
+        };
+        let earlier = context::applied(&self.path, &self.summaries).map(|(_, s)| s.text.clone());
+        let room = budget.input_limit().saturating_sub(context::summary_allowance(budget) + 500);
+        let transcript = transcript(earlier.as_deref(), &self.path[from..to], room, &self.estimator);
+        let request = ChatRequest {
+            model: self.config.context.summarizer_model.clone().unwrap_or_else(|| self.row.model.clone()),
+            system: Some(format!("{INSTRUCTIONS}\n\n<conversation>\n{transcript}\n</conversation>")),
+            messages: vec![ChatMessage::user("Write the summary of the conversation above now.")],
+            max_output_tokens: context::summary_allowance(budget) as u32,
+            tools: Vec::new(),
+        };
+        let span = SummarySpan { first, last, messages: to as u64, tokens_before, tokens_after: 0 };
+        tracing::info!(session = %self.row.id, messages = to, tokens_before, "summarizing the start of the conversation");
+        self.pipeline.event(
+            None,
+            EventKind::SummarizationStarted {
+                message_id: message_id.clone(),
+                first: span.first.clone(),
+                last: span.last.clone(),
+                messages: span.messages,
+                tokens_before,
+            },
+        );
+        let request = Box::new((settings, request));
+        self.out.push(Effect::StartRequest(request.clone()));
+        self.state = OperationState::Summarizing(SummaryJob {
+            message_id,
+            span,
+            text: String::new(),
+            attempt: 1,
+            waiting: false,
+            request,
+        });
+    }
+
+    /// The summary request's events (its text is not shown as the answer).
+    pub(super) fn on_summary_event(&mut self, ev: ProviderEvent) {
+        let OperationState::Summarizing(job) = &mut self.state else { return };
+        if job.waiting {
+            return;
+        }
+        match ev {
+            ProviderEvent::TextDelta(t) => job.text.push_str(&t),
+            ProviderEvent::Done if !job.text.trim().is_empty() => self.finish_summary(),
+            ProviderEvent::Done => self.summary_failed("the model wrote an empty summary".into()),
+            ProviderEvent::Error(e) => self.summary_failed(e.message),
+            _ => {}
+        }
+    }
+
+    /// A failed attempt: try again after the seed's backoff, or give up.
+    fn summary_failed(&mut self, error: String) {
+        let OperationState::Summarizing(job) = &mut self.state else { return };
+        self.out.push(Effect::StopRequest);
+        if job.attempt < MAX_ATTEMPTS {
+            let backoff = RETRY_BASE.saturating_mul(1 << (job.attempt - 1)).min(RETRY_CAP);
+            // Jitter from the message id: sessions spread, tests replay.
+            let seed = job.message_id.bytes().fold(u64::from(job.attempt), |h, b| h.wrapping_mul(31) ^ u64::from(b));
+            let delay = backoff + Duration::from_millis(seed % 201);
+            job.attempt += 1;
+            job.waiting = true;
+            job.text.clear();
+            let event = EventKind::SummarizationRetry {
+                attempt: job.attempt,
+                max_attempts: MAX_ATTEMPTS,
+                delay_ms: delay.as_millis() as u64,
+                error,
+            };
+            self.pipeline.event(None, event);
+            self.out.push(Effect::Arm(Timer::SummaryRetry, delay));
+            return;
+        }
+        let Some(job) = self.take_summary() else { return };
+        tracing::warn!(session = %self.row.id, %error, "summarization failed");
+        self.pipeline.event(None, EventKind::SummarizationFailed { error: error.clone() });
+        // The turn's message is not lost: it stays in history, and goes
+        // to the model if it fits without the summary.
+        let fits = self.model_info().is_some_and(|m| {
+            let budget = context::ContextBudget::for_model(&m, self.requested_output());
+            let view = context::view(&self.path, &self.summaries);
+            let fixed = self.system_prompt.len() + self.tools_bytes;
+            matches!(context::fit(&budget, &self.estimator, fixed, &view), context::Fit::Fits { .. })
+        });
+        if fits {
+            let marker = self.pipeline.event(None, EventKind::StreamResumed { iteration: 0 });
+            self.start_stream(job.message_id, marker, 0);
+        } else {
+            self.finish_tool_turn(
+                job.message_id,
+                MessageStatus::Error,
+                Some((
+                    "summarization_failed".into(),
+                    format!(
+                        "the conversation no longer fits the model's window and summarizing it failed {MAX_ATTEMPTS} times ({error}); \
+                         your message is kept: send it again to retry, /clear to start afresh, or switch to a model with a larger window"
+                    ),
+                )),
+            );
+        }
+    }
+
+    /// `Timer::SummaryRetry`: the next attempt.
+    pub(super) fn retry_summary(&mut self) {
+        let OperationState::Summarizing(job) = &mut self.state else { return };
+        if !job.waiting {
+            return;
+        }
+        job.waiting = false;
+        self.out.push(Effect::StartRequest(job.request.clone()));
+    }
+
+    fn take_summary(&mut self) -> Option<SummaryJob> {
+        match std::mem::replace(&mut self.state, OperationState::Idle) {
+            OperationState::Summarizing(job) => Some(job),
+            other => {
+                self.state = other;
+                None
+            }
+        }
+    }
+
+    /// The summary is complete: it becomes a node beside the path, and the
+    /// turn goes on with it in place of the span.
+    fn finish_summary(&mut self) {
+        let Some(mut job) = self.take_summary() else { return };
+        self.out.push(Effect::StopRequest);
+        let text = job.text.trim().to_string();
+        job.span.tokens_after = self.estimator.tokens(text.len());
+        let id = new_id("m");
+        self.pipeline.op(StoreOp::InsertNode {
+            id: id.clone(),
+            session_id: self.row.id.clone(),
+            parent_id: Some(job.span.last.clone()),
+            role: Role::Summary,
+            text: text.clone(),
+            status: MessageStatus::Complete,
+            created_ms: now_ms(),
+            meta: NodeMeta {
+                provider: Some(self.row.provider.clone()),
+                model: Some(job.request.1.model.clone()),
+                summary_of: Some(job.span.clone()),
+                ..Default::default()
+            },
+        });
+        self.summaries.push(Summary {
+            id: id.clone(),
+            first: job.span.first.clone(),
+            last: job.span.last.clone(),
+            text,
+        });
+        tracing::info!(session = %self.row.id, before = job.span.tokens_before, after = job.span.tokens_after, "summarized");
+        let marker = self.pipeline.event(None, EventKind::SummarizationDone { summary_id: id, span: job.span });
+        self.start_stream(job.message_id, marker, 0);
+    }
+
+    /// `session.cancel` while summarizing: the turn ends, cancelled.
+    pub(super) fn cancel_summary(&mut self, client: ClientRef) -> bool {
+        let Some(job) = self.take_summary() else { return false };
+        self.out.push(Effect::StopRequest);
+        self.pipeline.event(Some(client), EventKind::CancelRequested {});
+        self.finish_tool_turn(job.message_id, MessageStatus::Cancelled, None);
+        true
+    }
+}
+
+/// The span as the summarizer reads it: what the summary in force says of
+/// what came before, then each message (long ones cut), within `room`
+/// tokens (the oldest lines go first if it is still too long).
+fn transcript(earlier: Option<&str>, span: &[ChatMessage], room: u64, estimator: &context::TokenEstimator) -> String {
+    let mut lines: Vec<String> = Vec::new();
+    if let Some(e) = earlier {
+        lines.push(format!("[Summary of what came before]\n{}", e.trim()));
+    }
+    for m in span {
+        let who = match m.role {
+            ChatRole::User => "User",
+            ChatRole::Assistant => "Assistant",
+            ChatRole::Tool => "Tool result",
+        };
+        let mut text = cut(&m.text, MAX_MESSAGE_CHARS);
+        for c in &m.tool_calls {
+            text.push_str(&format!("\n[calls {} with {}]", c.name, cut(&c.arguments, 500)));
+        }
+        lines.push(format!("{who}: {text}"));
+    }
+    let mut joined = lines.join("\n\n");
+    while estimator.tokens(joined.len()) > room && lines.len() > 1 {
+        // Keep the summary of what came before; drop the oldest message.
+        let drop = usize::from(earlier.is_some()).min(lines.len() - 1);
+        lines.remove(drop);
+        joined = lines.join("\n\n");
+    }
+    joined
+}
+
+fn cut(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let head: String = text.chars().take(max).collect();
+    format!("{head} [...]")
+}
