@@ -273,20 +273,25 @@ impl Session {
 }
 
 /// The span as the summarizer reads it: what the summary in force says of
-/// what came before, then each message (long ones cut), within `room`
-/// tokens (the oldest lines go first if it is still too long).
+/// what came before, then each message, long ones cut so that every
+/// message has a share of `room` tokens (the oldest go first only if even
+/// that is too long).
 fn transcript(earlier: Option<&str>, span: &[ChatMessage], room: u64, estimator: &context::TokenEstimator) -> String {
     let mut lines: Vec<String> = Vec::new();
     if let Some(e) = earlier {
         lines.push(format!("[Summary of what came before]\n{}", e.trim()));
     }
+    // Bytes per token as the estimator sees them, so a share is in bytes.
+    let room_bytes = (room as f64 * 3.5 / estimator.ratio().max(0.25)) as usize;
+    let used = lines.first().map(String::len).unwrap_or(0);
+    let share = (room_bytes.saturating_sub(used) / span.len().max(1)).clamp(200, MAX_MESSAGE_CHARS);
     for m in span {
         let who = match m.role {
             ChatRole::User => "User",
             ChatRole::Assistant => "Assistant",
             ChatRole::Tool => "Tool result",
         };
-        let mut text = cut(&m.text, MAX_MESSAGE_CHARS);
+        let mut text = cut(&m.text, share);
         for c in &m.tool_calls {
             text.push_str(&format!("\n[calls {} with {}]", c.name, cut(&c.arguments, 500)));
         }

@@ -69,7 +69,11 @@ impl Harness {
 
     /// A session loaded with `unfinished` and history `path`.
     fn loaded(unfinished: Unfinished, path: Vec<ChatMessage>) -> Self {
-        let s = Session::new(Arc::new(config()), Arc::new(ToolRegistry::builtin()), row(), "Be a test.".into());
+        Self::configured(config(), unfinished, path)
+    }
+
+    fn configured(config: ForgeConfig, unfinished: Unfinished, path: Vec<ChatMessage>) -> Self {
+        let s = Session::new(Arc::new(config), Arc::new(ToolRegistry::builtin()), row(), "Be a test.".into());
         let mut h = Harness {
             s,
             fx: Vec::new(),
@@ -694,4 +698,89 @@ fn a_cancel_while_waiting_to_retry_ends_the_turn_and_nothing_is_sent_again() {
     h.feed(Event::Timer(Timer::Retry));
     assert_eq!(h.requests.len(), 1);
     assert_eq!(finished(&h).0, MessageStatus::Cancelled);
+}
+
+/// A 4,000-token model, no tools, Context Infinity on.
+fn small_window() -> ForgeConfig {
+    let mut c = config();
+    c.tools.mode = Some(crate::config::ToolMode::Disabled);
+    c.context.infinity = Some(true);
+    c.models.push(crate::config::ModelConfig {
+        name: "claude-test".into(),
+        provider: "claude".into(),
+        context_window: 4000,
+        max_output_tokens: 500,
+        input_price: None,
+        output_price: None,
+        cache_read_price: None,
+        cache_write_price: None,
+    });
+    c
+}
+
+fn summary_retries(h: &Harness) -> Vec<(u32, u64)> {
+    h.published
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::SummarizationRetry { attempt, delay_ms, .. } => Some((*attempt, *delay_ms)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Seed 000's summarization: the request that would not fit waits for a
+/// summary, retried after 500 ms then 1 s (plus up to 200 ms) on failure,
+/// and goes out with the summary in place of the span.
+#[test]
+fn a_turn_that_would_not_fit_waits_for_a_summary_retried_with_the_seeds_backoff() {
+    let mut h = Harness::configured(small_window(), Unfinished::Nothing, Vec::new());
+    for i in 0..6 {
+        h.send(&format!("question {i}"));
+        h.provider(vec![text(&"word ".repeat(400)), ProviderEvent::Done]);
+        h.settle();
+    }
+    assert!(!h.names().contains(&"summarization_started"), "six answers fit");
+    let answers = h.requests.len();
+    let queued = h.send("the next question");
+    h.settle();
+    assert!(h.names().contains(&"summarization_started"), "{:?}", h.names());
+    assert_eq!(h.state(), OperationStateKind::Summarizing);
+    let summary = h.requests.last().cloned().unwrap_or_else(|| panic!("no summary request"));
+    assert_eq!(h.requests.len(), answers + 1);
+    assert!(summary.system.as_deref().is_some_and(|s| s.contains("<conversation>") && s.contains("question 0")));
+    assert!(summary.tools.is_empty());
+
+    // A message sent meanwhile waits.
+    let waiting = h.send("sent while summarizing");
+    h.settle();
+    assert_eq!(answered(waiting).map(|r| r.queued).ok(), Some(true));
+
+    h.provider(vec![transient(None)]);
+    h.settle();
+    assert_eq!(h.state(), OperationStateKind::SummarizationRetry);
+    assert_eq!(h.timers.last(), Some(&Timer::SummaryRetry));
+    h.feed(Event::Timer(Timer::SummaryRetry));
+    h.provider(vec![transient(None)]);
+    h.settle();
+    let r = summary_retries(&h);
+    assert_eq!(r.len(), 2);
+    assert!((2, 500) <= r[0] && r[0] <= (2, 700), "500 ms + jitter: {r:?}");
+    assert!((3, 1000) <= r[1] && r[1] <= (3, 1200), "doubled: {r:?}");
+    h.feed(Event::Timer(Timer::SummaryRetry));
+    assert_eq!(h.requests.last().map(|r| &r.system), Some(&summary.system), "the same summary request again");
+
+    h.provider(vec![text("The user asked six questions."), ProviderEvent::Done]);
+    h.settle();
+    assert!(h.names().contains(&"summarization_done"));
+    let turn = h.requests.last().cloned().unwrap_or_else(|| panic!("no request"));
+    assert!(turn.messages[0].text.contains("The user asked six questions."), "{:?}", turn.messages[0]);
+    assert_eq!(turn.messages.last().map(|m| m.text.as_str()), Some("the next question"));
+    assert!(!turn.messages.iter().any(|m| m.text == "question 0"), "the span is not sent");
+    h.provider(vec![text("answer"), ProviderEvent::Done]);
+    h.settle();
+    assert!(answered(queued).is_ok());
+    // The queued message went next, with the summary in force.
+    let next = h.requests.last().cloned().unwrap_or_else(|| panic!("no request"));
+    assert_eq!(next.messages.last().map(|m| m.text.as_str()), Some("sent while summarizing"));
+    assert!(next.messages[0].text.contains("The user asked six questions."));
 }
