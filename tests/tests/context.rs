@@ -92,6 +92,8 @@ async fn with_infinity_on_forty_turns_fit_a_small_window_and_nothing_is_forgotte
     let events = forge.ok(&["--json", "attach", &id, "--until-idle"]).await.json_lines();
     let done: Vec<&serde_json::Value> = events.iter().filter(|e| e["kind"] == "summarization_done").collect();
     assert!(done.len() >= 3, "summarized along the way: {}", done.len());
+    let usage = events.iter().filter(|e| e["kind"] == "usage").count();
+    assert_eq!(usage, 40 + done.len(), "summaries are counted in usage too");
     let span = &done[0]["span"];
     assert!(span["tokens_after"].as_u64() < span["tokens_before"].as_u64(), "{span}");
     let ctx = forge.ok(&["--json", "context", &id]).await.json_lines();

@@ -167,7 +167,7 @@ impl Store {
     pub async fn usage_rows(&self, session: Option<&str>, since_ms: Option<i64>) -> Result<Vec<UsageRow>, StoreError> {
         let rows = sqlx::query(
             "SELECT n.session_id, s.cwd, n.created_ms, n.meta FROM nodes n JOIN sessions s ON s.id = n.session_id
-             WHERE n.role = 'assistant' AND instr(n.meta, '\"usage\"') > 0
+             WHERE n.role IN ('assistant', 'summary') AND instr(n.meta, '\"usage\"') > 0
                AND (?1 IS NULL OR n.session_id = ?1) AND (?2 IS NULL OR n.created_ms >= ?2)
              ORDER BY n.created_ms",
         )

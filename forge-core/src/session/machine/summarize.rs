@@ -37,6 +37,8 @@ pub(super) struct SummaryJob {
     pub message_id: String,
     pub span: SummarySpan,
     pub text: String,
+    /// What the provider counted for the summary request.
+    pub usage: Option<forge_proto::Usage>,
     pub attempt: u32,
     /// Waiting for `Timer::SummaryRetry`.
     pub waiting: bool,
@@ -136,6 +138,7 @@ impl Session {
             message_id,
             span,
             text: String::new(),
+            usage: None,
             attempt: 1,
             waiting: false,
             request,
@@ -150,6 +153,7 @@ impl Session {
         }
         match ev {
             ProviderEvent::TextDelta(t) => job.text.push_str(&t),
+            ProviderEvent::Usage(u) => job.usage = Some(u),
             ProviderEvent::Done if !job.text.trim().is_empty() => self.finish_summary(),
             ProviderEvent::Done => self.summary_failed("the model wrote an empty summary".into()),
             ProviderEvent::Error(e) => self.summary_failed(e.message),
@@ -247,10 +251,28 @@ impl Session {
             meta: NodeMeta {
                 provider: Some(self.row.provider.clone()),
                 model: Some(job.request.1.model.clone()),
+                usage: job.usage.clone(),
                 summary_of: Some(job.span.clone()),
                 ..Default::default()
             },
         });
+        // A summary costs tokens too: counted like an answer.
+        if let Some(usage) = job.usage.clone() {
+            let model = job.request.1.model.clone();
+            let price = self.provider_kind().ok().and_then(|p| crate::catalog::lookup(&self.config, p, &model).price);
+            self.spent.add(&usage, price.as_ref());
+            self.pipeline.event(
+                None,
+                EventKind::Usage {
+                    message_id: job.message_id.clone(),
+                    provider: self.row.provider.clone(),
+                    model,
+                    cost_usd: price.map(|p| p.cost(&usage)),
+                    usage,
+                    session: self.spent.clone(),
+                },
+            );
+        }
         self.summaries.push(Summary {
             id: id.clone(),
             first: job.span.first.clone(),
