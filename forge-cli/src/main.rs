@@ -131,6 +131,12 @@ Ctrl-C cancels the turn (the partial answer is kept, marked cancelled).")]
         #[arg(long)]
         provider: Option<String>,
     },
+    /// Summarize a session's conversation up to its newest exchange now
+    /// (requests send the summary in its place; the messages stay in history)
+    Summarize {
+        /// Session id, id prefix or name
+        session: String,
+    },
     /// Tokens and estimated cost (USD, from the catalog's list prices) per
     /// session, working directory and model
     #[command(
@@ -240,6 +246,7 @@ fn main() -> ExitCode {
             Command::Status => cmd::misc::status(&g).await,
             Command::Models { provider } => cmd::misc::models(&g, provider).await,
             Command::Usage { session, since } => cmd::misc::usage(&g, session, since).await,
+            Command::Summarize { session } => cmd::session::summarize(&g, &session).await,
             Command::Config { action } => cmd::misc::config(&g, action),
             Command::Approvals => cmd::approvals::list(&g).await,
             Command::ToolResult { session, call_id, error, output } => {

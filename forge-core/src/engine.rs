@@ -284,6 +284,14 @@ impl Engine {
         Ok(info)
     }
 
+    /// Starts a summary of the session's conversation up to its newest
+    /// exchange.
+    pub async fn summarize(&self, selector: &str) -> Result<forge_proto::SummarizeResult, EngineError> {
+        self.check_running()?;
+        let handle = self.handle_for(selector).await?;
+        handle.request(|reply| SessionCmd::Summarize { reply }).await
+    }
+
     /// Tokens and estimated cost per session, directory and model (of one
     /// session, from a time on, if given).
     pub async fn usage(

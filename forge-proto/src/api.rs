@@ -74,6 +74,12 @@ pub trait ForgeApi {
     #[method(name = "session.context", param_kind = map)]
     async fn session_context(&self, session: String, system: Option<bool>) -> RpcResult<ContextInfo>;
 
+    /// Summarizes the conversation up to its newest exchange now (Context
+    /// Infinity's summary, asked for). Refused while a turn runs, or when
+    /// there is nothing before the newest exchange.
+    #[method(name = "session.summarize", param_kind = map)]
+    async fn session_summarize(&self, session: String) -> RpcResult<SummarizeResult>;
+
     /// The models Forge knows (built in and from `[[models]]`), optionally
     /// of one provider.
     #[method(name = "models.list", param_kind = map)]

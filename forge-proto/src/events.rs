@@ -155,7 +155,9 @@ pub enum EventKind {
     /// `[context] summarize_at` of it): the oldest span that must leave is
     /// being summarized before the turn goes on.
     SummarizationStarted {
-        message_id: String,
+        /// The turn waiting for it (none when a client asked for it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message_id: Option<String>,
         /// The span's first and last nodes and its size.
         first: String,
         last: String,

@@ -180,6 +180,16 @@ pub enum Role {
     Other,
 }
 
+/// `session.summarize`: a summary was started (follow the session for
+/// `summarization_done`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SummarizeResult {
+    pub session_id: String,
+    /// Messages the summary will stand for (from the path's start).
+    pub messages: u64,
+    pub tokens_before: u64,
+}
+
 /// The span of the conversation a summary replaces in what is sent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SummarySpan {

@@ -418,10 +418,11 @@ fn perform(action: Action, client: &Arc<Client>, session: &str, app: &mut App, t
             });
         }
         Action::Summarize => {
-            app.notify(
-                Level::Warn,
-                "summarization comes with context management in a later version; /context shows how much is used, /clear starts afresh",
-            );
+            tokio::spawn(async move {
+                if let Err(e) = c.session_summarize(s).await {
+                    say(tx, Level::Warn, format!("summarize: {}", error_text(e))).await;
+                }
+            });
         }
     }
 }

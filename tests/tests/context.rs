@@ -122,3 +122,29 @@ async fn with_infinity_on_forty_turns_fit_a_small_window_and_nothing_is_forgotte
     let h = forge.ok(&["--json", "history", &id]).await.json_lines();
     assert!(h.iter().any(|m| m["text"] == "after the crash mock:tokens=300"), "the message is kept");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_summary_on_request_stands_for_all_but_the_newest_exchange() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    let id = forge.new_session(&["--name", "asked"]).await;
+    let none = forge.ctl(&["summarize", "asked"]).await;
+    assert_ne!(none.code, 0);
+    assert!(none.stderr.contains("nothing to summarize"), "{}", none.stderr);
+    for i in 0..3 {
+        forge.ok(&["send", "-s", &id, &format!("question {i} mock:tokens=20")]).await;
+    }
+    let r = forge.ok(&["--json", "summarize", "asked"]).await.json_lines();
+    assert_eq!(r[0]["messages"], 4, "two exchanges; the newest stays");
+    let events = forge.ok(&["--json", "attach", &id, "--until-idle"]).await.json_lines();
+    assert!(events.iter().any(|e| e["kind"] == "summarization_done"), "the summary lands");
+    let ctx = forge.ok(&["--json", "context", &id]).await.json_lines();
+    assert_eq!(ctx[0]["summarized_messages"], 4);
+    forge.ok(&["send", "-s", &id, "next mock:tokens=3"]).await;
+    let last =
+        mock.requests().into_iter().rev().find(|r| r.body["messages"].is_array()).unwrap_or_else(|| panic!("none"));
+    let sent = last.body["messages"].to_string();
+    assert!(sent.contains("summarized here") && sent.contains("question 2") && !sent.contains("question 0"), "{sent}");
+    assert_eq!(forge.ok(&["--json", "history", &id]).await.json_lines().len(), 8, "the originals stay");
+}

@@ -142,6 +142,23 @@ pub async fn model(g: &Global, session: &str, model: Option<String>, provider: O
     Ok(())
 }
 
+pub async fn summarize(g: &Global, session: &str) -> Result<(), Failure> {
+    let conn = daemon(g).await?;
+    let r = conn.client.session_summarize(session.to_string()).await?;
+    if g.json {
+        json_line(&r);
+    } else {
+        outln!(
+            "summarizing the first {} messages of {} (about {} tokens); `forgectl attach {} --from live` shows when it is done",
+            r.messages,
+            r.session_id,
+            r.tokens_before,
+            r.session_id
+        );
+    }
+    Ok(())
+}
+
 pub async fn context(g: &Global, session: &str, system: bool) -> Result<(), Failure> {
     let conn = daemon(g).await?;
     let c = conn.client.session_context(session.to_string(), Some(system)).await?;

@@ -73,6 +73,10 @@ pub(crate) enum SessionCmd {
         system: bool,
         reply: Reply<forge_proto::ContextInfo>,
     },
+    /// Summarize the conversation up to its newest exchange now.
+    Summarize {
+        reply: Reply<forge_proto::SummarizeResult>,
+    },
     /// Removes the session; the actor exits after the removal is durable.
     Remove {
         reply: Reply<()>,

@@ -141,6 +141,10 @@ impl ForgeApiServer for ConnServer {
         self.engine().models(provider.as_deref()).map_err(to_rpc)
     }
 
+    async fn session_summarize(&self, session: String) -> RpcResult<forge_proto::SummarizeResult> {
+        self.engine().summarize(&session).await.map_err(to_rpc)
+    }
+
     async fn usage_report(
         &self,
         session: Option<String>,

@@ -52,6 +52,12 @@ impl Session {
                     self.on_clear(client, reply);
                 }
             }
+            SessionCmd::Summarize { reply } => {
+                if let Some(reply) = self.admit(reply, Access::Write) {
+                    let result = self.summarize_now();
+                    self.out.push(Effect::Reply(ReadyReply::now(reply, result)));
+                }
+            }
             SessionCmd::Context { system, reply } => {
                 if let Some(reply) = self.admit(reply, Access::Read) {
                     self.out.push(Effect::Reply(ReadyReply::now(reply, Ok(self.context_info(system)))));
@@ -107,7 +113,7 @@ impl Session {
         }
     }
 
-    fn busy(&self, what: &str) -> EngineError {
+    pub(super) fn busy(&self, what: &str) -> EngineError {
         EngineError::new(ErrorKind::SessionBusy, format!("session {} is running a turn; {what}", self.row.id))
     }
 

@@ -33,8 +33,8 @@ paragraphs or lists; write nothing but the summary.";
 
 /// A summary being written.
 pub(super) struct SummaryJob {
-    /// The turn waiting for it.
-    pub message_id: String,
+    /// The turn waiting for it (none when a client asked for it).
+    pub message_id: Option<String>,
     pub span: SummarySpan,
     pub text: String,
     /// What the provider counted for the summary request.
@@ -63,7 +63,7 @@ impl Session {
             match context::plan(&budget, &self.estimator, fixed, self.summarize_at(), &self.path, &self.summaries) {
                 Plan::Send => {}
                 Plan::Summarize { from, to, tokens_before } => {
-                    return self.start_summary(message_id, from, to, tokens_before, &budget);
+                    return self.start_summary(Some(message_id), from, to, tokens_before, &budget);
                 }
                 Plan::RecentMessagesTooLarge { tokens, limit } => {
                     let message = format!(
@@ -87,7 +87,7 @@ impl Session {
     /// force says of `path[..from]`, then `path[from..to]`).
     fn start_summary(
         &mut self,
-        message_id: String,
+        message_id: Option<String>,
         from: usize,
         to: usize,
         tokens_before: u64,
@@ -97,17 +97,15 @@ impl Session {
             (self.path.first().and_then(|m| m.node.clone()), self.path.get(to - 1).and_then(|m| m.node.clone()))
         else {
             // Messages without nodes cannot be pointed at: ask as it is.
-            let marker = self.pipeline.event(None, EventKind::StreamResumed { iteration: 0 });
-            return self.start_stream(message_id, marker, 0);
+            return self.resume_after_summary(message_id, None);
         };
         let settings = match self.provider_settings() {
             Ok(s) => s,
             Err(e) => {
-                return self.finish_tool_turn(
-                    message_id,
-                    MessageStatus::Error,
-                    Some((e.kind.as_str().into(), e.message)),
-                );
+                if let Some(id) = message_id {
+                    self.finish_tool_turn(id, MessageStatus::Error, Some((e.kind.as_str().into(), e.message)));
+                }
+                return;
             }
         };
         let earlier = context::applied(&self.path, &self.summaries).map(|(_, s)| s.text.clone());
@@ -167,8 +165,8 @@ impl Session {
         self.out.push(Effect::StopRequest);
         if job.attempt < MAX_ATTEMPTS {
             let backoff = RETRY_BASE.saturating_mul(1 << (job.attempt - 1)).min(RETRY_CAP);
-            // Jitter from the message id: sessions spread, tests replay.
-            let seed = job.message_id.bytes().fold(u64::from(job.attempt), |h, b| h.wrapping_mul(31) ^ u64::from(b));
+            // Jitter from the span: sessions spread, tests replay.
+            let seed = job.span.first.bytes().fold(u64::from(job.attempt), |h, b| h.wrapping_mul(31) ^ u64::from(b));
             let delay = backoff + Duration::from_millis(seed % 201);
             job.attempt += 1;
             job.waiting = true;
@@ -188,6 +186,10 @@ impl Session {
         self.pipeline.event(None, EventKind::SummarizationFailed { error: error.clone() });
         // The turn's message is not lost: it stays in history, and goes
         // to the model if it fits without the summary.
+        let Some(message_id) = job.message_id else {
+            self.state = OperationState::Idle;
+            return self.start_next_queued();
+        };
         let fits = self.model_info().is_some_and(|m| {
             let budget = context::ContextBudget::for_model(&m, self.requested_output());
             let view = context::view(&self.path, &self.summaries);
@@ -195,11 +197,10 @@ impl Session {
             matches!(context::fit(&budget, &self.estimator, fixed, &view), context::Fit::Fits { .. })
         });
         if fits {
-            let marker = self.pipeline.event(None, EventKind::StreamResumed { iteration: 0 });
-            self.start_stream(job.message_id, marker, 0);
+            self.resume_after_summary(Some(message_id), None);
         } else {
             self.finish_tool_turn(
-                job.message_id,
+                message_id,
                 MessageStatus::Error,
                 Some((
                     "summarization_failed".into(),
@@ -264,7 +265,7 @@ impl Session {
             self.pipeline.event(
                 None,
                 EventKind::Usage {
-                    message_id: job.message_id.clone(),
+                    message_id: job.message_id.clone().unwrap_or_else(|| job.span.last.clone()),
                     provider: self.row.provider.clone(),
                     model,
                     cost_usd: price.map(|p| p.cost(&usage)),
@@ -281,7 +282,48 @@ impl Session {
         });
         tracing::info!(session = %self.row.id, before = job.span.tokens_before, after = job.span.tokens_after, "summarized");
         let marker = self.pipeline.event(None, EventKind::SummarizationDone { summary_id: id, span: job.span });
-        self.start_stream(job.message_id, marker, 0);
+        self.resume_after_summary(job.message_id, Some(marker));
+    }
+
+    /// After a summary (or instead of one): the waiting turn asks the model
+    /// (its stream follows `marker`, or a `stream_resumed` made now); with
+    /// no turn waiting, the session is idle and the queue goes on.
+    fn resume_after_summary(&mut self, message_id: Option<String>, marker: Option<usize>) {
+        match message_id {
+            Some(id) => {
+                let marker =
+                    marker.unwrap_or_else(|| self.pipeline.event(None, EventKind::StreamResumed { iteration: 0 }));
+                self.start_stream(id, marker, 0);
+            }
+            None => {
+                self.state = OperationState::Idle;
+                self.start_next_queued();
+            }
+        }
+    }
+
+    /// `session.summarize`: a summary of everything before the newest
+    /// exchange, now.
+    pub(super) fn summarize_now(&mut self) -> Result<forge_proto::SummarizeResult, crate::error::EngineError> {
+        use crate::error::EngineError;
+        use forge_proto::ErrorKind;
+        if !matches!(self.state, OperationState::Idle) {
+            return Err(self.busy("wait for the turn to end (or cancel it), then summarize"));
+        }
+        let model = self.model_info().ok_or_else(|| EngineError::new(ErrorKind::Config, "unknown provider"))?;
+        let budget = context::ContextBudget::for_model(&model, self.requested_output());
+        let start = context::applied(&self.path, &self.summaries).map(|(end, _)| end).unwrap_or(0);
+        let to = self.path.iter().rposition(|m| m.role == ChatRole::User).filter(|&k| k > start).ok_or_else(|| {
+            EngineError::new(
+                ErrorKind::InvalidParams,
+                "nothing to summarize: the conversation since the last summary is a single exchange",
+            )
+        })?;
+        let earlier = context::applied(&self.path, &self.summaries).map(|(_, s)| s.text.len() + 200).unwrap_or(0);
+        let bytes: usize = self.path[start..to].iter().map(context::message_bytes).sum();
+        let tokens_before = self.estimator.tokens(earlier + bytes);
+        self.start_summary(None, start, to, tokens_before, &budget);
+        Ok(forge_proto::SummarizeResult { session_id: self.row.id.clone(), messages: to as u64, tokens_before })
     }
 
     /// `session.cancel` while summarizing: the turn ends, cancelled.
@@ -289,7 +331,13 @@ impl Session {
         let Some(job) = self.take_summary() else { return false };
         self.out.push(Effect::StopRequest);
         self.pipeline.event(Some(client), EventKind::CancelRequested {});
-        self.finish_tool_turn(job.message_id, MessageStatus::Cancelled, None);
+        match job.message_id {
+            Some(id) => self.finish_tool_turn(id, MessageStatus::Cancelled, None),
+            None => {
+                self.pipeline.event(None, EventKind::SummarizationFailed { error: "cancelled".into() });
+                self.start_next_queued();
+            }
+        }
         true
     }
 }
