@@ -123,6 +123,10 @@ Ctrl-C cancels the turn (the partial answer is kept, marked cancelled).")]
         /// Print the system prompt instead (as sent, byte for byte)
         #[arg(long)]
         system: bool,
+        /// Print the original messages the N-th summary stands for (they
+        /// stay in history; requests send the summary instead)
+        #[arg(long, value_name = "N", conflicts_with = "system")]
+        span: Option<u32>,
     },
     /// List the models Forge knows: context window and most output tokens
     /// (add local models with [[models]] in config.toml)
@@ -240,7 +244,7 @@ fn main() -> ExitCode {
             Command::Session(c) => cmd::session::run(&g, c).await,
             Command::Ps => cmd::session::run(&g, cmd::session::SessionCmd::List).await,
             Command::History { session } => cmd::session::history(&g, &session).await,
-            Command::Context { session, system } => cmd::session::context(&g, &session, system).await,
+            Command::Context { session, system, span } => cmd::session::context(&g, &session, system, span).await,
             Command::Model { session, model, provider } => cmd::session::model(&g, &session, model, provider).await,
             Command::Cancel { session, drop_queued } => cmd::misc::cancel(&g, &session, drop_queued).await,
             Command::Status => cmd::misc::status(&g).await,

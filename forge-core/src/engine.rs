@@ -383,9 +383,43 @@ impl Engine {
 
     /// How much of the model's window the session uses; with `system`, the
     /// system prompt its requests carry too.
-    pub async fn context(&self, selector: &str, system: bool) -> Result<forge_proto::ContextInfo, EngineError> {
+    pub async fn context(
+        &self,
+        selector: &str,
+        system: bool,
+        span: Option<u32>,
+    ) -> Result<forge_proto::ContextInfo, EngineError> {
         let handle = self.handle_for(selector).await?;
-        handle.request(|reply| SessionCmd::Context { system, reply }).await
+        let mut info = handle.request(|reply| SessionCmd::Context { system, reply }).await?;
+        let store = &self.shared().store;
+        let summaries = store.summaries(&handle.id).await?;
+        info.summaries = summaries
+            .iter()
+            .filter_map(|n| {
+                Some(forge_proto::SummaryInfo {
+                    summary_id: n.id.clone(),
+                    span: n.meta.summary_of.clone()?,
+                    text: n.text.clone(),
+                    created_ms: n.created_ms,
+                })
+            })
+            .collect();
+        if let Some(n) = span {
+            let s = (n as usize).checked_sub(1).and_then(|i| info.summaries.get(i)).ok_or_else(|| {
+                EngineError::new(
+                    ErrorKind::InvalidParams,
+                    format!(
+                        "the session has {} summaries; --span takes 1 to {}",
+                        info.summaries.len(),
+                        info.summaries.len()
+                    ),
+                )
+            })?;
+            // Summaries are cumulative: the span is the path up to its last node.
+            let nodes = store.path_to(&s.span.last).await?;
+            info.span_messages = Some(nodes.iter().map(|n| n.to_history()).collect());
+        }
+        Ok(info)
     }
 
     /// The models Forge knows, optionally of one provider.

@@ -70,9 +70,11 @@ pub trait ForgeApi {
     async fn session_clear(&self, session: String) -> RpcResult<SessionInfo>;
 
     /// How much of the model's context window the session's path uses;
-    /// `system: true` adds the system prompt its requests carry.
+    /// `system: true` adds the system prompt its requests carry; `span: N`
+    /// the original messages the session's N-th summary stands for.
     #[method(name = "session.context", param_kind = map)]
-    async fn session_context(&self, session: String, system: Option<bool>) -> RpcResult<ContextInfo>;
+    async fn session_context(&self, session: String, system: Option<bool>, span: Option<u32>)
+    -> RpcResult<ContextInfo>;
 
     /// Summarizes the conversation up to its newest exchange now (Context
     /// Infinity's summary, asked for). Refused while a turn runs, or when

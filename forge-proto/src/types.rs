@@ -190,6 +190,15 @@ pub struct SummarizeResult {
     pub tokens_before: u64,
 }
 
+/// A summary, as `session.context` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SummaryInfo {
+    pub summary_id: String,
+    pub span: SummarySpan,
+    pub text: String,
+    pub created_ms: i64,
+}
+
 /// The span of the conversation a summary replaces in what is sent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SummarySpan {
@@ -576,7 +585,7 @@ pub struct ModelInfo {
 }
 
 /// `session.context`: how much of the model's context the session uses.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ContextInfo {
     pub session_id: String,
     pub provider: String,
@@ -601,6 +610,12 @@ pub struct ContextInfo {
     pub summary_id: Option<String>,
     #[serde(default)]
     pub summarized_messages: u64,
+    /// The session's summaries, oldest first (`N` for `span` counts from 1).
+    #[serde(default)]
+    pub summaries: Vec<SummaryInfo>,
+    /// With `span: N`: the original messages the N-th summary stands for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub span_messages: Option<Vec<HistoryMessage>>,
     /// Tokens the provider reported for the last request, when known.
     pub last_input_tokens: Option<u64>,
     /// The system prompt every request of the session carries, when asked

@@ -386,7 +386,7 @@ fn perform(action: Action, client: &Arc<Client>, session: &str, app: &mut App, t
         }
         Action::Context => {
             tokio::spawn(async move {
-                let text = match c.session_context(s, None).await {
+                let text = match c.session_context(s, None, None).await {
                     Ok(ctx) => format!("context: {}", forge_client::context_line(&ctx)),
                     Err(e) => format!("context: {}", error_text(e)),
                 };

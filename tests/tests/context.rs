@@ -141,6 +141,16 @@ async fn a_summary_on_request_stands_for_all_but_the_newest_exchange() {
     assert!(events.iter().any(|e| e["kind"] == "summarization_done"), "the summary lands");
     let ctx = forge.ok(&["--json", "context", &id]).await.json_lines();
     assert_eq!(ctx[0]["summarized_messages"], 4);
+    let text = forge.ok(&["context", &id]).await.stdout;
+    assert!(text.contains("summary 1 (") && text.contains("the first 4 messages"), "{text}");
+    let span = forge.ok(&["context", &id, "--span", "1"]).await.stdout;
+    assert!(
+        span.contains("the 4 original messages") && span.contains("question 0") && span.contains("question 1"),
+        "{span}"
+    );
+    let bad = forge.ctl(&["context", &id, "--span", "2"]).await;
+    assert_ne!(bad.code, 0);
+    assert!(bad.stderr.contains("1 summaries"), "{}", bad.stderr);
     forge.ok(&["send", "-s", &id, "next mock:tokens=3"]).await;
     let last =
         mock.requests().into_iter().rev().find(|r| r.body["messages"].is_array()).unwrap_or_else(|| panic!("none"));

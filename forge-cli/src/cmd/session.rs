@@ -159,11 +159,16 @@ pub async fn summarize(g: &Global, session: &str) -> Result<(), Failure> {
     Ok(())
 }
 
-pub async fn context(g: &Global, session: &str, system: bool) -> Result<(), Failure> {
+pub async fn context(g: &Global, session: &str, system: bool, span: Option<u32>) -> Result<(), Failure> {
     let conn = daemon(g).await?;
-    let c = conn.client.session_context(session.to_string(), Some(system)).await?;
+    let c = conn.client.session_context(session.to_string(), Some(system), span).await?;
     if g.json {
         json_line(&c);
+        return Ok(());
+    }
+    if let Some(messages) = &c.span_messages {
+        outln!("the {} original messages summary {} stands for:", messages.len(), span.unwrap_or(0));
+        print_messages(messages);
         return Ok(());
     }
     if system {
@@ -173,6 +178,17 @@ pub async fn context(g: &Global, session: &str, system: bool) -> Result<(), Fail
     outln!("session {}: {}", c.session_id, forge_client::context_line(&c));
     if let Some(n) = c.last_input_tokens {
         outln!("the last request: {n} input tokens, as the provider counted them");
+    }
+    for (i, s) in c.summaries.iter().enumerate() {
+        outln!(
+            "summary {} ({}): the first {} messages, about {} tokens down to {} (`--span {}` shows them)",
+            i + 1,
+            s.summary_id,
+            s.span.messages,
+            s.span.tokens_before,
+            s.span.tokens_after,
+            i + 1
+        );
     }
     if c.instruction_files.is_empty() {
         outln!("project instructions: none (AGENTS.md or CLAUDE.md in the directory or up to the repository root)");
@@ -197,7 +213,13 @@ pub async fn history(g: &Global, session: &str) -> Result<(), Failure> {
     if h.messages.is_empty() {
         outln!("session {} has no messages yet", h.session_id);
     }
-    for m in &h.messages {
+    print_messages(&h.messages);
+    Ok(())
+}
+
+/// Messages as `forgectl history` prints them.
+fn print_messages(messages: &[forge_proto::HistoryMessage]) {
+    for m in messages {
         let who = match m.role {
             Role::User => format!("user ({})", client_label(&m.client)),
             Role::Assistant => format!("assistant ({})", m.model.as_deref().unwrap_or("?")),
@@ -233,5 +255,4 @@ pub async fn history(g: &Global, session: &str) -> Result<(), Failure> {
             outln!("    ({e})");
         }
     }
-    Ok(())
 }

@@ -133,8 +133,13 @@ impl ForgeApiServer for ConnServer {
         self.engine().clear(&session, self.client_ref()).await.map_err(to_rpc)
     }
 
-    async fn session_context(&self, session: String, system: Option<bool>) -> RpcResult<forge_proto::ContextInfo> {
-        self.engine().context(&session, system.unwrap_or(false)).await.map_err(to_rpc)
+    async fn session_context(
+        &self,
+        session: String,
+        system: Option<bool>,
+        span: Option<u32>,
+    ) -> RpcResult<forge_proto::ContextInfo> {
+        self.engine().context(&session, system.unwrap_or(false), span).await.map_err(to_rpc)
     }
 
     async fn models_list(&self, provider: Option<String>) -> RpcResult<Vec<forge_proto::ModelInfo>> {

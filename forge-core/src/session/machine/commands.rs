@@ -297,6 +297,8 @@ impl Session {
             summarized_messages: crate::context::applied(&self.path, &self.summaries)
                 .map(|(end, _)| end as u64)
                 .unwrap_or(0),
+            summaries: Vec::new(),
+            span_messages: None,
             last_input_tokens: self.last_input_tokens,
             system_prompt: system.then(|| self.system_prompt.to_string()),
             instruction_files: self.instruction_files.clone(),
