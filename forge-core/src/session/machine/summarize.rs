@@ -100,7 +100,13 @@ impl Session {
             return self.resume_after_summary(message_id, None);
         };
         let settings = match self.provider_settings() {
-            Ok(s) => s,
+            // A summary's prompt is used once: caching it would only cost
+            // (an Anthropic cache write, a Gemini cache per summary).
+            Ok(mut s) => {
+                s.options.anthropic_cache = false;
+                s.options.gemini_cache_ttl = None;
+                s
+            }
             Err(e) => {
                 if let Some(id) = message_id {
                     self.finish_tool_turn(id, MessageStatus::Error, Some((e.kind.as_str().into(), e.message)));
