@@ -295,6 +295,14 @@ impl Transcript {
                     ev.seq, span.messages, span.tokens_before, span.tokens_after
                 ));
             }
+            EventKind::ContextRestored { messages_restored, .. } => {
+                self.end_text(&mut out);
+                stdout_result(writeln!(
+                    out,
+                    "[{}] the larger window takes {messages_restored} summarized messages back as they were",
+                    ev.seq
+                ));
+            }
             EventKind::SummarizationFailed { error } => {
                 self.end_text(&mut out);
                 stdout_result(writeln!(out, "[{}] summarization failed: {error}", ev.seq));

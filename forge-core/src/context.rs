@@ -133,19 +133,46 @@ pub fn summary_messages(text: &str) -> [ChatMessage; 2] {
     ]
 }
 
-/// Where the newest summary that applies to `path` ends: the index after
-/// its last node, with the summary.
-pub fn applied<'a>(path: &[ChatMessage], summaries: &'a [Summary]) -> Option<(usize, &'a Summary)> {
-    summaries.iter().rev().find_map(|s| {
-        let end = path.iter().position(|m| m.node.as_deref() == Some(s.last.as_str()))?;
-        Some((end + 1, s))
-    })
+/// Where the summary in force for `path` ends (the index after its last
+/// node), with the summary: the one named `in_force` if it applies, else
+/// the newest that does, unless `in_force` is `Some(None)` (originals).
+pub fn applied<'a>(
+    path: &[ChatMessage],
+    summaries: &'a [Summary],
+    in_force: Option<Option<&str>>,
+) -> Option<(usize, &'a Summary)> {
+    let end_of = |s: &Summary| path.iter().position(|m| m.node.as_deref() == Some(s.last.as_str())).map(|i| i + 1);
+    match in_force {
+        Some(None) => None,
+        Some(Some(id)) => summaries.iter().find(|s| s.id == id).and_then(|s| Some((end_of(s)?, s))),
+        None => summaries.iter().rev().find_map(|s| Some((end_of(s)?, s))),
+    }
 }
 
-/// What the next request sends of `path`: the newest summary that applies
-/// in place of the messages it covers, then the rest.
-pub fn view(path: &[ChatMessage], summaries: &[Summary]) -> Vec<ChatMessage> {
-    match applied(path, summaries) {
+/// On a larger window: the least summarized view that fits, restoring the
+/// most recent spans first. `None` (no summary) when the originals fit,
+/// else the applicable summary covering the fewest messages that fits,
+/// else the newest.
+pub fn restore<'a>(
+    path: &[ChatMessage],
+    summaries: &'a [Summary],
+    fits: impl Fn(&[ChatMessage]) -> bool,
+) -> Option<(usize, &'a Summary)> {
+    let mut applicable: Vec<(usize, &Summary)> = summaries
+        .iter()
+        .filter_map(|s| Some((path.iter().position(|m| m.node.as_deref() == Some(s.last.as_str()))? + 1, s)))
+        .collect();
+    applicable.sort_by_key(|(end, _)| *end);
+    if applicable.is_empty() || fits(path) {
+        return None;
+    }
+    applicable.iter().copied().find(|(end, s)| fits(&view_with(path, Some((*end, s))))).or(applicable.last().copied())
+}
+
+/// What the next request sends of `path`: the summary in force in place
+/// of the messages it covers, then the rest.
+pub fn view_with(path: &[ChatMessage], in_force: Option<(usize, &Summary)>) -> Vec<ChatMessage> {
+    match in_force {
         Some((end, s)) => summary_messages(&s.text).into_iter().chain(path[end..].iter().cloned()).collect(),
         None => path.to_vec(),
     }
@@ -173,9 +200,9 @@ pub fn plan(
     fixed_bytes: usize,
     summarize_at: f64,
     path: &[ChatMessage],
-    summaries: &[Summary],
+    in_force: Option<(usize, &Summary)>,
 ) -> Plan {
-    let (start, current) = match applied(path, summaries) {
+    let (start, current) = match in_force {
         Some((end, s)) => (end, Some(s)),
         None => (0, None),
     };
@@ -279,9 +306,9 @@ mod tests {
         let budget = ContextBudget { window: 4000, reserve: 300 };
         let e = TokenEstimator::default();
         let short = conversation(2, 700);
-        assert_eq!(plan(&budget, &e, 2000, 0.8, &short, &[]), Plan::Send);
+        assert_eq!(plan(&budget, &e, 2000, 0.8, &short, None), Plan::Send);
         let long = conversation(12, 1500);
-        let Plan::Summarize { from, to, .. } = plan(&budget, &e, 2000, 0.8, &long, &[]) else {
+        let Plan::Summarize { from, to, .. } = plan(&budget, &e, 2000, 0.8, &long, None) else {
             panic!("a summary is needed")
         };
         assert_eq!(from, 0);
@@ -295,14 +322,19 @@ mod tests {
             last: long[to - 1].node.clone().unwrap_or_default(),
             text: "earlier: things".into(),
         };
-        let v = view(&long, std::slice::from_ref(&s));
+        let all = [s];
+        let in_force = applied(&long, &all, None);
+        let v = view_with(&long, in_force);
         assert_eq!(v.len(), 2 + long.len() - to);
         assert!(v[0].text.contains("earlier: things"));
-        assert_eq!(plan(&budget, &e, 2000, 0.8, &long, &[s]), Plan::Send);
+        assert_eq!(plan(&budget, &e, 2000, 0.8, &long, in_force), Plan::Send);
+        // On a window where the originals fit, they are sent again.
+        assert_eq!(restore(&long, &all, |_| true), None);
+        assert_eq!(restore(&long, &all, |m| m.len() < long.len()).map(|(_, s)| s.id.as_str()), Some("s1"));
 
         // The newest message alone too big: nothing to summarize helps.
         let mut huge = conversation(1, 10);
         huge.push(ChatMessage::user("x".repeat(20_000)));
-        assert!(matches!(plan(&budget, &e, 2000, 0.8, &huge, &[]), Plan::RecentMessagesTooLarge { .. }));
+        assert!(matches!(plan(&budget, &e, 2000, 0.8, &huge, None), Plan::RecentMessagesTooLarge { .. }));
     }
 }

@@ -178,6 +178,13 @@ pub enum EventKind {
         summary_id: String,
         span: SummarySpan,
     },
+    /// A switch to a larger window put summarized messages back into what
+    /// requests send (`summary_id`: the summary still in force, if any).
+    ContextRestored {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        summary_id: Option<String>,
+        messages_restored: u64,
+    },
     /// Summarization gave up after its last attempt.
     SummarizationFailed {
         error: String,

@@ -280,6 +280,12 @@ impl Transcript {
                     ),
                 });
             }
+            EventKind::ContextRestored { messages_restored, .. } => {
+                self.items.push(DisplayItem::Notice {
+                    level: Level::Info,
+                    text: format!("the larger window takes {messages_restored} summarized messages back as they were"),
+                });
+            }
             EventKind::SummarizationFailed { error } => {
                 self.items
                     .push(DisplayItem::Notice { level: Level::Error, text: format!("summarization failed: {error}") });

@@ -158,3 +158,48 @@ async fn a_summary_on_request_stands_for_all_but_the_newest_exchange() {
     assert!(sent.contains("summarized here") && sent.contains("question 2") && !sent.contains("question 0"), "{sent}");
     assert_eq!(forge.ok(&["--json", "history", &id]).await.json_lines().len(), 8, "the originals stay");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_small_large_puts_the_original_messages_back() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.write_config(SMALL);
+    forge.start().await;
+    let id = forge.new_session(&["--name", "trip"]).await;
+    for i in 0..8 {
+        forge.ok(&["send", "-s", &id, &format!("turn {i} mock:tokens=300")]).await;
+    }
+    let sent = |mock: &MockServer| {
+        mock.requests().into_iter().rev().find(|r| r.body["messages"].is_array()).map(|r| r.body["messages"].clone())
+    };
+    let large = sent(&mock).unwrap_or_default();
+    assert!(!large.to_string().contains("summarized here"), "the large window takes everything");
+
+    forge.ok(&["model", "trip", "small"]).await;
+    forge.ok(&["send", "-s", &id, "on the small one mock:tokens=5"]).await;
+    let small = sent(&mock).unwrap_or_default().to_string();
+    assert!(small.contains("summarized here") && !small.contains("turn 0 mock"), "{small}");
+
+    forge.ok(&["model", "trip", "claude-sonnet-4-6"]).await;
+    let events = forge.ok(&["--json", "attach", &id, "--until-idle"]).await.json_lines();
+    let restored = events.iter().find(|e| e["kind"] == "context_restored").cloned().unwrap_or_default();
+    assert!(restored["messages_restored"].as_u64().unwrap_or(0) >= 2, "{restored}");
+    assert!(restored.get("summary_id").is_none(), "all of it: {restored}");
+    forge.ok(&["send", "-s", &id, "back on the large one mock:tokens=5"]).await;
+    let back = sent(&mock).unwrap_or_default();
+    assert!(!back.to_string().contains("summarized here"));
+    // Exactly the original messages, in order, then the new exchange.
+    let texts = |v: &serde_json::Value| -> Vec<(String, String)> {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .map(|m| {
+                let text: String =
+                    m["content"].as_array().into_iter().flatten().filter_map(|b| b["text"].as_str()).collect();
+                (m["role"].as_str().unwrap_or_default().to_string(), text)
+            })
+            .collect()
+    };
+    let (before, after) = (texts(&large), texts(&back));
+    assert_eq!(after[..before.len()], before[..], "the originals, as they were");
+}

@@ -199,6 +199,7 @@ impl Session {
     }
 
     fn on_configure(&mut self, provider: String, model: String, client: ClientRef, reply: Reply<()>) {
+        let old_window = self.model_info().map(|m| m.context_window).unwrap_or(0);
         self.row.provider = provider.clone();
         self.row.model = model.clone();
         self.pipeline.op(StoreOp::SetModel {
@@ -207,6 +208,7 @@ impl Session {
             model: model.clone(),
         });
         self.pipeline.event(Some(client), EventKind::SessionConfigured { provider, model });
+        self.adapt_to_window(old_window);
         self.pipeline.effect(OnDurable::Reply(Responder::with(reply, ())));
     }
 
@@ -267,7 +269,7 @@ impl Session {
         let model = self.model_info();
         let requested = self.requested_output();
         let budget = model.as_ref().map(|m| crate::context::ContextBudget::for_model(m, requested));
-        let messages = super::turn::request_messages(&crate::context::view(&self.path, &self.summaries));
+        let messages = super::turn::request_messages(&crate::context::view_with(&self.path, self.in_force_summary()));
         let tokens = match &budget {
             Some(b) => {
                 match crate::context::fit(b, &self.estimator, self.system_prompt.len() + self.tools_bytes, &messages) {
@@ -293,10 +295,8 @@ impl Session {
             context_window: model.filter(|m| m.source != Source::Default).map(|m| m.context_window),
             reserved_tokens: budget.map(|b| b.reserve),
             infinity: crate::context::infinity(&self.config),
-            summary_id: crate::context::applied(&self.path, &self.summaries).map(|(_, s)| s.id.clone()),
-            summarized_messages: crate::context::applied(&self.path, &self.summaries)
-                .map(|(end, _)| end as u64)
-                .unwrap_or(0),
+            summary_id: self.in_force_summary().map(|(_, s)| s.id.clone()),
+            summarized_messages: self.in_force_summary().map(|(end, _)| end as u64).unwrap_or(0),
             summaries: Vec::new(),
             span_messages: None,
             last_input_tokens: self.last_input_tokens,

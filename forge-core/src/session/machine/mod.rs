@@ -251,6 +251,10 @@ pub(crate) struct Session {
     estimator: crate::context::TokenEstimator,
     /// The session's summaries (what requests send in place of spans).
     summaries: Vec<crate::context::Summary>,
+    /// Which summary requests use: the newest that applies (`None`), or,
+    /// after a switch to a larger window restored spans, the one chosen
+    /// then (`Some(None)`: the original messages).
+    in_force: Option<Option<String>>,
     /// The input tokens the provider counted for the last request.
     last_input_tokens: Option<u64>,
     /// What the session had cost when a user last confirmed going past
@@ -287,6 +291,7 @@ impl Session {
             spent: Default::default(),
             estimator: Default::default(),
             summaries: Vec::new(),
+            in_force: None,
             last_input_tokens: None,
             budget_confirmed_at: None,
             out: Vec::new(),

@@ -421,6 +421,7 @@ pub(crate) fn event_kind_name(kind: &EventKind) -> &'static str {
         EventKind::SummarizationRetry { .. } => "summarization_retry",
         EventKind::SummarizationDone { .. } => "summarization_done",
         EventKind::SummarizationFailed { .. } => "summarization_failed",
+        EventKind::ContextRestored { .. } => "context_restored",
         EventKind::CancelRequested {} => "cancel_requested",
         EventKind::TurnFinished { .. } => "turn_finished",
         EventKind::QueueCleared { .. } => "queue_cleared",

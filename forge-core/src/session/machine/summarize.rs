@@ -46,6 +46,37 @@ pub(super) struct SummaryJob {
 }
 
 impl Session {
+    /// The summary requests use now, and where its span ends on the path.
+    pub(super) fn in_force_summary(&self) -> Option<(usize, &Summary)> {
+        context::applied(&self.path, &self.summaries, self.in_force.as_ref().map(|o| o.as_deref()))
+    }
+
+    /// After a switch of model: on a larger window, put summarized spans
+    /// back (the most recent first) while the request still fits, and say
+    /// how many messages came back.
+    pub(super) fn adapt_to_window(&mut self, old_window: u64) {
+        let Some(model) = self.model_info() else { return };
+        if model.context_window <= old_window || self.summaries.is_empty() {
+            return;
+        }
+        let budget = context::ContextBudget::for_model(&model, self.requested_output());
+        let threshold = ((budget.window as f64 * self.summarize_at()) as u64).min(budget.input_limit());
+        let fixed = self.system_prompt.len() + self.tools_bytes;
+        let estimator = self.estimator;
+        let before = self.in_force_summary().map(|(end, _)| end).unwrap_or(0);
+        let chosen = context::restore(&self.path, &self.summaries, |m| {
+            estimator.tokens(fixed + m.iter().map(context::message_bytes).sum::<usize>()) <= threshold
+        })
+        .map(|(end, s)| (end, s.id.clone()));
+        let after = chosen.as_ref().map(|(end, _)| *end).unwrap_or(0);
+        self.in_force = Some(chosen.map(|(_, id)| id));
+        if after < before {
+            let summary_id = self.in_force.clone().flatten();
+            self.pipeline
+                .event(None, EventKind::ContextRestored { summary_id, messages_restored: (before - after) as u64 });
+        }
+    }
+
     fn summarize_at(&self) -> f64 {
         self.config.context.summarize_at.unwrap_or(context::DEFAULT_SUMMARIZE_AT)
     }
@@ -60,7 +91,14 @@ impl Session {
             let requested = self.requested_output();
             let budget = context::ContextBudget::for_model(&model, requested);
             let fixed = self.system_prompt.len() + self.tools_bytes;
-            match context::plan(&budget, &self.estimator, fixed, self.summarize_at(), &self.path, &self.summaries) {
+            match context::plan(
+                &budget,
+                &self.estimator,
+                fixed,
+                self.summarize_at(),
+                &self.path,
+                self.in_force_summary(),
+            ) {
                 Plan::Send => {}
                 Plan::Summarize { from, to, tokens_before } => {
                     return self.start_summary(Some(message_id), from, to, tokens_before, &budget);
@@ -114,7 +152,7 @@ impl Session {
                 return;
             }
         };
-        let earlier = context::applied(&self.path, &self.summaries).map(|(_, s)| s.text.clone());
+        let earlier = self.in_force_summary().map(|(_, s)| s.text.clone());
         let room = budget.input_limit().saturating_sub(context::summary_allowance(budget) + 500);
         let transcript = transcript(earlier.as_deref(), &self.path[from..to], room, &self.estimator);
         let request = ChatRequest {
@@ -198,7 +236,7 @@ impl Session {
         };
         let fits = self.model_info().is_some_and(|m| {
             let budget = context::ContextBudget::for_model(&m, self.requested_output());
-            let view = context::view(&self.path, &self.summaries);
+            let view = context::view_with(&self.path, self.in_force_summary());
             let fixed = self.system_prompt.len() + self.tools_bytes;
             matches!(context::fit(&budget, &self.estimator, fixed, &view), context::Fit::Fits { .. })
         });
@@ -318,14 +356,14 @@ impl Session {
         }
         let model = self.model_info().ok_or_else(|| EngineError::new(ErrorKind::Config, "unknown provider"))?;
         let budget = context::ContextBudget::for_model(&model, self.requested_output());
-        let start = context::applied(&self.path, &self.summaries).map(|(end, _)| end).unwrap_or(0);
+        let start = self.in_force_summary().map(|(end, _)| end).unwrap_or(0);
         let to = self.path.iter().rposition(|m| m.role == ChatRole::User).filter(|&k| k > start).ok_or_else(|| {
             EngineError::new(
                 ErrorKind::InvalidParams,
                 "nothing to summarize: the conversation since the last summary is a single exchange",
             )
         })?;
-        let earlier = context::applied(&self.path, &self.summaries).map(|(_, s)| s.text.len() + 200).unwrap_or(0);
+        let earlier = self.in_force_summary().map(|(_, s)| s.text.len() + 200).unwrap_or(0);
         let bytes: usize = self.path[start..to].iter().map(context::message_bytes).sum();
         let tokens_before = self.estimator.tokens(earlier + bytes);
         self.start_summary(None, start, to, tokens_before, &budget);

@@ -194,7 +194,7 @@ impl Session {
     /// before anything is sent.
     fn start_request(&mut self) -> Result<u64, ProviderError> {
         let settings = self.provider_settings().map_err(|e| ProviderError::new(e.kind, e.message))?;
-        let messages = request_messages(&context::view(&self.path, &self.summaries));
+        let messages = request_messages(&context::view_with(&self.path, self.in_force_summary()));
         let tools = self.tool_specs();
         // Thinking counts inside the output tokens where the API says so:
         // its budget comes on top of what the answer may take.
