@@ -111,7 +111,7 @@ impl Session {
         if approved {
             self.budget_confirmed_at = Some(self.spent.cost_usd);
             self.state = OperationState::Idle;
-            self.proceed_turn(message_id, Some(marker));
+            self.proceed_turn(message_id, Some(marker), 0);
         } else {
             self.finish_tool_turn(
                 message_id,

@@ -105,7 +105,7 @@ impl Session {
                     self.state = OperationState::AwaitingToolResults { message_id, iteration: 0, pending: calls };
                 }
             }
-            Unfinished::Summarizing { message_id } => self.proceed_turn(message_id, None),
+            Unfinished::Summarizing { message_id } => self.proceed_turn(message_id, None, 0),
             Unfinished::PendingApproval { message_id, approval_id }
                 if approval_id.starts_with(super::budget::BUDGET_APPROVAL) =>
             {

@@ -35,6 +35,9 @@ paragraphs or lists; write nothing but the summary.";
 pub(super) struct SummaryJob {
     /// The turn waiting for it (none when a client asked for it).
     pub message_id: Option<String>,
+    /// The turn's stream to start after it (0 at the turn's start, more
+    /// between tool batches).
+    pub iteration: u32,
     pub span: SummarySpan,
     pub text: String,
     /// What the provider counted for the summary request.
@@ -84,7 +87,7 @@ impl Session {
     /// The turn's user message is recorded: summarize first if the request
     /// needs it, else ask the model. The stream follows the outbox event at
     /// `marker` (one is made if there is none).
-    pub(super) fn proceed_turn(&mut self, message_id: String, marker: Option<usize>) {
+    pub(super) fn proceed_turn(&mut self, message_id: String, marker: Option<usize>, iteration: u32) {
         if context::infinity(&self.config)
             && let Some(model) = self.model_info()
         {
@@ -101,7 +104,7 @@ impl Session {
             ) {
                 Plan::Send => {}
                 Plan::Summarize { from, to, tokens_before } => {
-                    return self.start_summary(Some(message_id), from, to, tokens_before, &budget);
+                    return self.start_summary(Some(message_id), iteration, from, to, tokens_before, &budget);
                 }
                 Plan::RecentMessagesTooLarge { tokens, limit } => {
                     let message = format!(
@@ -117,8 +120,8 @@ impl Session {
                 }
             }
         }
-        let marker = marker.unwrap_or_else(|| self.pipeline.event(None, EventKind::StreamResumed { iteration: 0 }));
-        self.start_stream(message_id, marker, 0);
+        let marker = marker.unwrap_or_else(|| self.pipeline.event(None, EventKind::StreamResumed { iteration }));
+        self.start_stream(message_id, marker, iteration);
     }
 
     /// Starts summarizing everything before `path[to]` (what the summary in
@@ -126,6 +129,7 @@ impl Session {
     fn start_summary(
         &mut self,
         message_id: Option<String>,
+        iteration: u32,
         from: usize,
         to: usize,
         tokens_before: u64,
@@ -135,7 +139,7 @@ impl Session {
             (self.path.first().and_then(|m| m.node.clone()), self.path.get(to - 1).and_then(|m| m.node.clone()))
         else {
             // Messages without nodes cannot be pointed at: ask as it is.
-            return self.resume_after_summary(message_id, None);
+            return self.resume_after_summary(message_id, None, iteration);
         };
         let settings = match self.provider_settings() {
             // A summary's prompt is used once: caching it would only cost
@@ -179,6 +183,7 @@ impl Session {
         self.state = OperationState::Summarizing(SummaryJob {
             message_id,
             span,
+            iteration,
             text: String::new(),
             usage: None,
             attempt: 1,
@@ -241,7 +246,7 @@ impl Session {
             matches!(context::fit(&budget, &self.estimator, fixed, &view), context::Fit::Fits { .. })
         });
         if fits {
-            self.resume_after_summary(Some(message_id), None);
+            self.resume_after_summary(Some(message_id), None, job.iteration);
         } else {
             self.finish_tool_turn(
                 message_id,
@@ -326,18 +331,18 @@ impl Session {
         });
         tracing::info!(session = %self.row.id, before = job.span.tokens_before, after = job.span.tokens_after, "summarized");
         let marker = self.pipeline.event(None, EventKind::SummarizationDone { summary_id: id, span: job.span });
-        self.resume_after_summary(job.message_id, Some(marker));
+        self.resume_after_summary(job.message_id, Some(marker), job.iteration);
     }
 
     /// After a summary (or instead of one): the waiting turn asks the model
     /// (its stream follows `marker`, or a `stream_resumed` made now); with
     /// no turn waiting, the session is idle and the queue goes on.
-    fn resume_after_summary(&mut self, message_id: Option<String>, marker: Option<usize>) {
+    fn resume_after_summary(&mut self, message_id: Option<String>, marker: Option<usize>, iteration: u32) {
         match message_id {
             Some(id) => {
                 let marker =
-                    marker.unwrap_or_else(|| self.pipeline.event(None, EventKind::StreamResumed { iteration: 0 }));
-                self.start_stream(id, marker, 0);
+                    marker.unwrap_or_else(|| self.pipeline.event(None, EventKind::StreamResumed { iteration }));
+                self.start_stream(id, marker, iteration);
             }
             None => {
                 self.state = OperationState::Idle;
@@ -366,7 +371,7 @@ impl Session {
         let earlier = self.in_force_summary().map(|(_, s)| s.text.len() + 200).unwrap_or(0);
         let bytes: usize = self.path[start..to].iter().map(context::message_bytes).sum();
         let tokens_before = self.estimator.tokens(earlier + bytes);
-        self.start_summary(None, start, to, tokens_before, &budget);
+        self.start_summary(None, 0, start, to, tokens_before, &budget);
         Ok(forge_proto::SummarizeResult { session_id: self.row.id.clone(), messages: to as u64, tokens_before })
     }
 

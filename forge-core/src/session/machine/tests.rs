@@ -784,3 +784,38 @@ fn a_turn_that_would_not_fit_waits_for_a_summary_retried_with_the_seeds_backoff(
     assert_eq!(next.messages.last().map(|m| m.text.as_str()), Some("sent while summarizing"));
     assert!(next.messages[0].text.contains("The user asked six questions."));
 }
+
+/// Between two tool batches of a turn, a request that would not fit waits
+/// for a summary of the turns before, then the turn goes on.
+#[test]
+fn a_tool_loop_that_outgrows_the_window_is_summarized_between_batches() {
+    let mut c = small_window();
+    c.tools.mode = None;
+    c.models[0].context_window = 20_000;
+    let mut h = Harness::configured(c, Unfinished::Nothing, Vec::new());
+    for i in 0..5 {
+        h.send(&format!("question {i}"));
+        h.provider(vec![text(&"word ".repeat(1600)), ProviderEvent::Done]);
+        h.settle();
+    }
+    h.send("read the big file");
+    let mut events = tool_call(0, "c1", "read_file", r#"{"path":"big.rs"}"#);
+    events.push(ProviderEvent::Done);
+    h.provider(events);
+    h.settle();
+    h.feed(Event::ToolDone { rest: Vec::new(), end: ToolEnd::Finished(Ok("line\n".repeat(2600))) });
+    h.settle();
+    assert!(h.names().contains(&"summarization_started"), "{:?}", h.names());
+    h.provider(vec![text("Five questions were answered at length."), ProviderEvent::Done]);
+    h.settle();
+    let resumed = h.requests.last().cloned().unwrap_or_else(|| panic!("no request"));
+    assert!(resumed.messages[0].text.contains("Five questions were answered"));
+    assert_eq!(
+        resumed.messages.last().map(|m| m.tool_result.is_some()),
+        Some(true),
+        "the turn goes on with its result"
+    );
+    h.provider(vec![text("done"), ProviderEvent::Done]);
+    h.settle();
+    assert_eq!(finished(&h).0, MessageStatus::Complete);
+}

@@ -355,7 +355,9 @@ impl Session {
                     return;
                 }
                 let marker = self.pipeline.event(None, EventKind::StreamResumed { iteration: iteration + 1 });
-                self.start_stream(message_id, marker, iteration + 1);
+                // Between tool batches too, a request that would not fit
+                // waits for a summary of the turns before this one.
+                self.proceed_turn(message_id, Some(marker), iteration + 1);
             }
         }
     }
@@ -470,7 +472,7 @@ impl Session {
                 std::mem::replace(&mut self.state, OperationState::Finishing)
         {
             let marker = self.pipeline.event(None, EventKind::StreamResumed { iteration: iteration + 1 });
-            self.start_stream(message_id, marker, iteration + 1);
+            self.proceed_turn(message_id, Some(marker), iteration + 1);
         }
         Ok(forge_proto::ToolResultAccepted { session_id: self.row.id.clone(), call_id, remaining })
     }

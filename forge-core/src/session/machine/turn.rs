@@ -128,7 +128,7 @@ impl Session {
             },
         );
         if !self.wait_for_budget(&message_id) {
-            self.proceed_turn(message_id, Some(index));
+            self.proceed_turn(message_id, Some(index), 0);
         }
         index
     }
