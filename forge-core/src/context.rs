@@ -43,6 +43,12 @@ impl ContextBudget {
     pub fn input_limit(&self) -> u64 {
         self.window.saturating_sub(self.reserve)
     }
+
+    /// The input past which a summary is due: `summarize_at` of the
+    /// window, never more than the limit.
+    pub fn threshold(&self, summarize_at: f64) -> u64 {
+        ((self.window as f64 * summarize_at) as u64).min(self.input_limit())
+    }
 }
 
 /// Tokens from bytes: the catalog's cautious estimate times a ratio learnt
@@ -210,8 +216,7 @@ pub fn plan(
     let tail_bytes = |from: usize| path[from..].iter().map(message_bytes).sum::<usize>();
     let tokens = estimator.tokens(fixed_bytes + summary_bytes + tail_bytes(start));
     let limit = budget.input_limit();
-    let threshold = ((budget.window as f64 * summarize_at) as u64).min(limit);
-    if tokens <= threshold {
+    if tokens <= budget.threshold(summarize_at) {
         return Plan::Send;
     }
     let allowance = summary_allowance(budget);

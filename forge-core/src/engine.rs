@@ -280,7 +280,7 @@ impl Engine {
         };
         let live = self.inner.sessions.lock().await.get(id).filter(|h| h.is_alive()).cloned();
         let mut info = self.info_from(row, live.as_ref(), count);
-        info.usage = Some(crate::session::load::spent(self.shared(), Some(id), None).await?.total);
+        info.usage = Some(crate::session::load::session_total(self.shared(), id).await?);
         Ok(info)
     }
 

@@ -61,8 +61,18 @@ pub(super) fn request(
     settings: &ProviderSettings,
     req: &ChatRequest,
 ) -> reqwest::RequestBuilder {
-    let url = format!("{}/chat/completions", settings.base_url);
-    let request = http.post(&url).header("accept", "text/event-stream").json(&body(req, settings.custom_base_url));
+    bearer_sse_post(http, settings, "chat/completions", &body(req, settings.custom_base_url))
+}
+
+/// An SSE request to OpenAI's API (`path` under the base URL), with the
+/// key as a bearer token when there is one (local servers take none).
+pub(super) fn bearer_sse_post(
+    http: &reqwest::Client,
+    settings: &ProviderSettings,
+    path: &str,
+    body: &Value,
+) -> reqwest::RequestBuilder {
+    let request = http.post(format!("{}/{path}", settings.base_url)).header("accept", "text/event-stream").json(body);
     match &settings.api_key {
         Some(key) => request.bearer_auth(key),
         None => request,

@@ -94,12 +94,7 @@ pub(super) fn request(
     settings: &ProviderSettings,
     req: &ChatRequest,
 ) -> reqwest::RequestBuilder {
-    let url = format!("{}/responses", settings.base_url);
-    let request = http.post(&url).header("accept", "text/event-stream").json(&body(req, &settings.options));
-    match &settings.api_key {
-        Some(key) => request.bearer_auth(key),
-        None => request,
-    }
+    super::openai::bearer_sse_post(http, settings, "responses", &body(req, &settings.options))
 }
 
 /// The Responses event stream, event by event.

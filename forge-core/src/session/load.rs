@@ -20,7 +20,7 @@ pub(super) async fn durable(shared: &Shared, row: SessionRow, recovering: bool) 
     let queue = store.queued(&row.id).await?;
     let path = history(store, row.head_id.as_deref()).await?;
     let unfinished = if recovering { unfinished(shared, &row.id).await? } else { Unfinished::Nothing };
-    let spent = spent(shared, Some(&row.id), None).await?.total;
+    let spent = session_total(shared, &row.id).await?;
     let summaries = store
         .summaries(&row.id)
         .await?
@@ -35,6 +35,22 @@ pub(super) async fn durable(shared: &Shared, row: SessionRow, recovering: bool) 
 
 /// Tokens and estimated cost of provider responses (of one session, or
 /// all; from a time on), in total and per session, directory and model.
+/// A provider response's list price, if the catalog knows one.
+fn price_of(shared: &Shared, r: &crate::store::UsageRow) -> Option<forge_proto::Price> {
+    crate::provider::ProviderKind::parse(&r.provider)
+        .and_then(|p| crate::catalog::lookup(&shared.config, p, &r.model).price)
+}
+
+/// One session's tokens and estimated cost (what spawning a session and
+/// `session.show` need: no report built).
+pub(crate) async fn session_total(shared: &Shared, session: &str) -> Result<forge_proto::UsageTotal, EngineError> {
+    let mut total = forge_proto::UsageTotal::default();
+    for r in shared.store.usage_rows(Some(session), None).await? {
+        total.add(&r.usage, price_of(shared, &r).as_ref());
+    }
+    Ok(total)
+}
+
 pub(crate) async fn spent(
     shared: &Shared,
     session: Option<&str>,
@@ -46,8 +62,7 @@ pub(crate) async fn spent(
     let mut total = UsageTotal::default();
     let mut by: [HashMap<String, UsageTotal>; 3] = Default::default();
     for r in &rows {
-        let price = crate::provider::ProviderKind::parse(&r.provider)
-            .and_then(|p| crate::catalog::lookup(&shared.config, p, &r.model).price);
+        let price = price_of(shared, r);
         total.add(&r.usage, price.as_ref());
         let keys = [r.session_id.clone(), r.cwd.clone(), format!("{}/{}", r.provider, r.model)];
         for (map, key) in by.iter_mut().zip(keys) {

@@ -267,15 +267,12 @@ impl Session {
     /// model's window less the answer's room.
     fn context_info(&self, system: bool) -> forge_proto::ContextInfo {
         let model = self.model_info();
-        let requested = self.requested_output();
-        let budget = model.as_ref().map(|m| crate::context::ContextBudget::for_model(m, requested));
+        let budget = self.context_budget();
         let messages = super::turn::request_messages(&crate::context::view_with(&self.path, self.in_force_summary()));
         let tokens = match &budget {
-            Some(b) => {
-                match crate::context::fit(b, &self.estimator, self.system_prompt.len() + self.tools_bytes, &messages) {
-                    crate::context::Fit::Fits { tokens } | crate::context::Fit::TooLong { tokens, .. } => tokens,
-                }
-            }
+            Some(b) => match crate::context::fit(b, &self.estimator, self.fixed_bytes(), &messages) {
+                crate::context::Fit::Fits { tokens } | crate::context::Fit::TooLong { tokens, .. } => tokens,
+            },
             None => 0,
         };
         let chars: usize = self

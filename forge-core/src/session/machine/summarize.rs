@@ -49,6 +49,18 @@ pub(super) struct SummaryJob {
 }
 
 impl Session {
+    /// The session's model's room: its window, less what is kept for the
+    /// answer.
+    pub(super) fn context_budget(&self) -> Option<context::ContextBudget> {
+        self.model_info().map(|m| context::ContextBudget::for_model(&m, self.requested_output()))
+    }
+
+    /// The bytes every request carries besides the conversation (the
+    /// system prompt, the tool definitions).
+    pub(super) fn fixed_bytes(&self) -> usize {
+        self.system_prompt.len() + self.tools_bytes
+    }
+
     /// The summary requests use now, and where its span ends on the path.
     pub(super) fn in_force_summary(&self) -> Option<(usize, &Summary)> {
         context::applied(&self.path, &self.summaries, self.in_force.as_ref().map(|o| o.as_deref()))
@@ -58,13 +70,12 @@ impl Session {
     /// back (the most recent first) while the request still fits, and say
     /// how many messages came back.
     pub(super) fn adapt_to_window(&mut self, old_window: u64) {
-        let Some(model) = self.model_info() else { return };
-        if model.context_window <= old_window || self.summaries.is_empty() {
+        let Some(budget) = self.context_budget() else { return };
+        if budget.window <= old_window || self.summaries.is_empty() {
             return;
         }
-        let budget = context::ContextBudget::for_model(&model, self.requested_output());
-        let threshold = ((budget.window as f64 * self.summarize_at()) as u64).min(budget.input_limit());
-        let fixed = self.system_prompt.len() + self.tools_bytes;
+        let threshold = budget.threshold(self.summarize_at());
+        let fixed = self.fixed_bytes();
         let estimator = self.estimator;
         let before = self.in_force_summary().map(|(end, _)| end).unwrap_or(0);
         let chosen = context::restore(&self.path, &self.summaries, |m| {
@@ -89,11 +100,9 @@ impl Session {
     /// `marker` (one is made if there is none).
     pub(super) fn proceed_turn(&mut self, message_id: String, marker: Option<usize>, iteration: u32) {
         if context::infinity(&self.config)
-            && let Some(model) = self.model_info()
+            && let Some(budget) = self.context_budget()
         {
-            let requested = self.requested_output();
-            let budget = context::ContextBudget::for_model(&model, requested);
-            let fixed = self.system_prompt.len() + self.tools_bytes;
+            let fixed = self.fixed_bytes();
             match context::plan(
                 &budget,
                 &self.estimator,
@@ -239,11 +248,9 @@ impl Session {
             self.state = OperationState::Idle;
             return self.start_next_queued();
         };
-        let fits = self.model_info().is_some_and(|m| {
-            let budget = context::ContextBudget::for_model(&m, self.requested_output());
+        let fits = self.context_budget().is_some_and(|budget| {
             let view = context::view_with(&self.path, self.in_force_summary());
-            let fixed = self.system_prompt.len() + self.tools_bytes;
-            matches!(context::fit(&budget, &self.estimator, fixed, &view), context::Fit::Fits { .. })
+            matches!(context::fit(&budget, &self.estimator, self.fixed_bytes(), &view), context::Fit::Fits { .. })
         });
         if fits {
             self.resume_after_summary(Some(message_id), None, job.iteration);
@@ -359,8 +366,7 @@ impl Session {
         if !matches!(self.state, OperationState::Idle) {
             return Err(self.busy("wait for the turn to end (or cancel it), then summarize"));
         }
-        let model = self.model_info().ok_or_else(|| EngineError::new(ErrorKind::Config, "unknown provider"))?;
-        let budget = context::ContextBudget::for_model(&model, self.requested_output());
+        let budget = self.context_budget().ok_or_else(|| EngineError::new(ErrorKind::Config, "unknown provider"))?;
         let start = self.in_force_summary().map(|(end, _)| end).unwrap_or(0);
         let to = self.path.iter().rposition(|m| m.role == ChatRole::User).filter(|&k| k > start).ok_or_else(|| {
             EngineError::new(

@@ -202,7 +202,7 @@ impl Session {
         let (max_output_tokens, estimated) = match self.model_info() {
             Some(model) => {
                 let budget = context::ContextBudget::for_model(&model, requested);
-                let fixed = self.system_prompt.len() + self.tools_bytes;
+                let fixed = self.fixed_bytes();
                 let tokens = match context::fit(&budget, &self.estimator, fixed, &messages) {
                     context::Fit::Fits { tokens } => tokens,
                     context::Fit::TooLong { tokens, limit } if !context::infinity(&self.config) => {
