@@ -342,6 +342,7 @@ async fn search_bench(pattern: &str, dir: &Path) -> anyhow::Result<()> {
         call_id: "bench".into(),
         limits: forge_core::tools::ToolLimits { output_bytes: 1 << 20, ..Default::default() },
         about: None,
+        library: None,
         output: None,
         file_hashes: Default::default(),
     };
@@ -398,6 +399,7 @@ async fn patch_bench() -> anyhow::Result<()> {
         call_id: "bench".into(),
         limits: forge_core::tools::ToolLimits { output_bytes: 1 << 20, ..Default::default() },
         about: None,
+        library: None,
         output: None,
         file_hashes: Default::default(),
     };

@@ -141,6 +141,22 @@ Ctrl-C cancels the turn (the partial answer is kept, marked cancelled).")]
         /// Session id, id prefix or name
         session: String,
     },
+    /// Search what a session's summarized messages said: requests, files,
+    /// commands and their outcome, errors, decisions, names (the facts kept
+    /// when they were summarized; each hit names its original message)
+    #[command(
+        after_help = "Examples:\n  forgectl recall my-session \"which port did we pick\"\n  forgectl recall my-session migration --limit 3 --json\n\nEach hit names the message it came from; `forgectl history SESSION` shows it in full."
+    )]
+    Recall {
+        /// Session id, id prefix or name
+        session: String,
+        /// Words to look for (any of them; the best matches come first)
+        #[arg(required = true, num_args = 1..)]
+        query: Vec<String>,
+        /// Most hits to show (1-50)
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=50))]
+        limit: u32,
+    },
     /// Tokens and estimated cost (USD, from the catalog's list prices) per
     /// session, working directory and model
     #[command(
@@ -251,6 +267,9 @@ fn main() -> ExitCode {
             Command::Models { provider } => cmd::misc::models(&g, provider).await,
             Command::Usage { session, since } => cmd::misc::usage(&g, session, since).await,
             Command::Summarize { session } => cmd::session::summarize(&g, &session).await,
+            Command::Recall { session, query, limit } => {
+                cmd::session::recall(&g, &session, &query.join(" "), limit).await
+            }
             Command::Config { action } => cmd::misc::config(&g, action),
             Command::Approvals => cmd::approvals::list(&g).await,
             Command::ToolResult { session, call_id, error, output } => {

@@ -292,6 +292,23 @@ impl Engine {
         handle.request(|reply| SessionCmd::Summarize { reply }).await
     }
 
+    /// The facts kept from a session's summarized spans that match
+    /// `query`, best first (what the model's `recall` tool finds).
+    pub async fn recall(
+        &self,
+        selector: &str,
+        query: &str,
+        limit: Option<u32>,
+    ) -> Result<forge_proto::RecallResult, EngineError> {
+        let session_id = self.resolve(selector).await?;
+        if query.trim().is_empty() {
+            return Err(EngineError::new(ErrorKind::InvalidParams, "give words to search for"));
+        }
+        let limit = limit.unwrap_or(10);
+        let hits = crate::librarian::recall(&self.shared().store, &session_id, query, limit).await?;
+        Ok(forge_proto::RecallResult { session_id, query: query.to_string(), hits })
+    }
+
     /// Tokens and estimated cost per session, directory and model (of one
     /// session, from a time on, if given).
     pub async fn usage(

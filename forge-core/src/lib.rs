@@ -13,6 +13,7 @@ pub mod error;
 pub mod ids;
 pub mod instructions;
 pub mod journal;
+pub mod librarian;
 pub mod prompt;
 pub mod provider;
 pub mod provider_kind;

@@ -82,6 +82,11 @@ pub trait ForgeApi {
     #[method(name = "session.summarize", param_kind = map)]
     async fn session_summarize(&self, session: String) -> RpcResult<SummarizeResult>;
 
+    /// Searches the facts kept from the session's summarized spans (what
+    /// the model's `recall` tool searches); each hit cites its message.
+    #[method(name = "session.recall", param_kind = map)]
+    async fn session_recall(&self, session: String, query: String, limit: Option<u32>) -> RpcResult<RecallResult>;
+
     /// The models Forge knows (built in and from `[[models]]`), optionally
     /// of one provider.
     #[method(name = "models.list", param_kind = map)]

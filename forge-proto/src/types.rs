@@ -190,6 +190,31 @@ pub struct SummarizeResult {
     pub tokens_before: u64,
 }
 
+/// A fact the Librarian kept when a span was summarized, found by
+/// `session.recall`, and the message it came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecallHit {
+    /// request, decision, file, command, error, name or summary.
+    pub kind: String,
+    pub fact: String,
+    /// The history node the fact cites (`forgectl history` shows it).
+    pub node_id: String,
+    pub role: Role,
+    /// The cited message around what matched.
+    pub excerpt: String,
+    /// The summary whose span held the message.
+    pub summary_id: String,
+    pub created_ms: i64,
+}
+
+/// `session.recall`: the best hits first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecallResult {
+    pub session_id: String,
+    pub query: String,
+    pub hits: Vec<RecallHit>,
+}
+
 /// A summary, as `session.context` lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SummaryInfo {

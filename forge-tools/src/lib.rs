@@ -81,6 +81,36 @@ pub struct ToolCtx {
     /// What `introspect` reports: the session, its tools and limits, as
     /// the session sees them when the call runs.
     pub about: Option<Arc<Value>>,
+    /// What `recall` searches: the session's facts and messages.
+    pub library: Option<Arc<dyn Library>>,
+}
+
+pub type LibraryFut<'a, T> = Pin<Box<dyn Future<Output = Result<T, String>> + Send + 'a>>;
+
+/// The session's memory as `recall` sees it (the store, in the daemon).
+pub trait Library: Send + Sync {
+    /// Facts matching `query`, best first.
+    fn search<'a>(&'a self, query: &'a str, limit: usize) -> LibraryFut<'a, Vec<RecalledFact>>;
+    /// A message of the session, as it was written.
+    fn message<'a>(&'a self, node: &'a str) -> LibraryFut<'a, Option<RecalledMessage>>;
+}
+
+/// A fact `recall` found, and where it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecalledFact {
+    pub kind: String,
+    pub fact: String,
+    pub node_id: String,
+    pub role: String,
+    /// The cited message around what matched.
+    pub excerpt: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecalledMessage {
+    pub node_id: String,
+    pub role: String,
+    pub text: String,
 }
 
 #[cfg(test)]
@@ -94,6 +124,7 @@ impl ToolCtx {
             output: None,
             file_hashes: Default::default(),
             about: None,
+            library: None,
         }
     }
 }

@@ -203,3 +203,35 @@ async fn large_small_large_puts_the_original_messages_back() {
     let (before, after) = (texts(&large), texts(&back));
     assert_eq!(after[..before.len()], before[..], "the originals, as they were");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recall_finds_what_a_summarized_span_said_and_cites_its_message() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    let id = forge.new_session(&["--name", "lib"]).await;
+    forge.ok(&["send", "-s", &id, "We'll serve the API on port 8431, see src/server.rs mock:tokens=5"]).await;
+    forge.ok(&["send", "-s", &id, "question 1 mock:tokens=5"]).await;
+    forge.ok(&["send", "-s", &id, "question 2 mock:tokens=5"]).await;
+    let none = forge.ok(&["recall", "lib", "port"]).await.stdout;
+    assert!(none.starts_with("nothing recalled"), "nothing is summarized yet: {none}");
+    forge.ok(&["summarize", "lib"]).await;
+    forge.ok(&["attach", &id, "--until-idle"]).await;
+
+    let history = forge.ok(&["--json", "history", &id]).await.json_lines();
+    let first = history[0]["id"].as_str().unwrap_or_default().to_string();
+    let found = forge.ok(&["--json", "recall", "lib", "which", "port?"]).await.json_lines();
+    let hits = found[0]["hits"].as_array().cloned().unwrap_or_default();
+    let decision = hits.iter().find(|h| h["kind"] == "decision").unwrap_or_else(|| panic!("{found:?}"));
+    assert_eq!(decision["node_id"], first.as_str(), "the hit cites the user's message");
+    assert!(decision["fact"].as_str().unwrap_or_default().contains("port 8431"), "{decision}");
+    let file = forge.ok(&["recall", "lib", "server.rs"]).await.stdout;
+    assert!(file.contains("[file] src/server.rs") && file.contains(&first), "{file}");
+
+    // The model finds it too, through the recall tool, and reads the original.
+    forge.ok(&["send", "-s", &id, r#"mock:tool=recall:{"query":"port"} which port was it?"#]).await;
+    let history = forge.ok(&["--json", "history", &id]).await.json_lines();
+    let result = history.iter().rev().find(|m| m["role"] == "tool").unwrap_or_else(|| panic!("{history:?}"));
+    let text = result["text"].as_str().unwrap_or_default();
+    assert!(text.contains("port 8431") && text.contains(&first), "{text}");
+}

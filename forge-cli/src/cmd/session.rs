@@ -159,6 +159,45 @@ pub async fn summarize(g: &Global, session: &str) -> Result<(), Failure> {
     Ok(())
 }
 
+pub async fn recall(g: &Global, session: &str, query: &str, limit: u32) -> Result<(), Failure> {
+    let conn = daemon(g).await?;
+    let r = conn.client.session_recall(session.to_string(), query.to_string(), Some(limit)).await?;
+    if g.json {
+        json_line(&r);
+        return Ok(());
+    }
+    if r.hits.is_empty() {
+        outln!(
+            "nothing recalled for \"{}\" in {} (only summarized messages are indexed; `forgectl context {}` lists the summaries)",
+            r.query,
+            r.session_id,
+            r.session_id
+        );
+        return Ok(());
+    }
+    for (i, h) in r.hits.iter().enumerate() {
+        outln!("{}. [{}] {}", i + 1, h.kind, h.fact);
+        outln!(
+            "   {} message {} ({}): {}",
+            role_word(h.role),
+            h.node_id,
+            crate::output::format_ms(h.created_ms),
+            h.excerpt
+        );
+    }
+    Ok(())
+}
+
+fn role_word(role: Role) -> &'static str {
+    match role {
+        Role::User => "user",
+        Role::Assistant => "assistant",
+        Role::Tool => "tool",
+        Role::Summary => "summary",
+        Role::Other => "other",
+    }
+}
+
 pub async fn context(g: &Global, session: &str, system: bool, span: Option<u32>) -> Result<(), Failure> {
     let conn = daemon(g).await?;
     let c = conn.client.session_context(session.to_string(), Some(system), span).await?;

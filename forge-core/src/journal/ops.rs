@@ -46,6 +46,12 @@ pub enum StoreOp {
         created_ms: i64,
         meta: NodeMeta,
     },
+    /// The Librarian's facts of a summarized span (with its summary node).
+    InsertFacts {
+        session_id: String,
+        summary_id: String,
+        facts: Vec<crate::librarian::Fact>,
+    },
     SetHead {
         session_id: String,
         head_id: Option<String>,
@@ -128,6 +134,7 @@ impl StoreOp {
                     "DELETE FROM nodes WHERE session_id = ?",
                     "DELETE FROM queued_messages WHERE session_id = ?",
                     "DELETE FROM streams WHERE session_id = ?",
+                    "DELETE FROM facts WHERE session_id = ?",
                     "DELETE FROM sessions WHERE id = ?",
                 ] {
                     run(sql, &[id])?;
@@ -153,6 +160,15 @@ impl StoreOp {
                     &serde_json::to_string(meta).unwrap_or_else(|_| "{}".into()),
                 ],
             ),
+            StoreOp::InsertFacts { session_id, summary_id, facts } => {
+                for f in facts {
+                    run(
+                        "INSERT INTO facts (text, kind, session_id, node_id, summary_id) VALUES (?, ?, ?, ?, ?)",
+                        &[&f.text, &f.kind.as_str(), session_id, &f.node_id, summary_id],
+                    )?;
+                }
+                Ok(())
+            }
             StoreOp::SetHead { session_id, head_id } => {
                 run("UPDATE sessions SET head_id = ? WHERE id = ?", &[head_id, session_id])
             }

@@ -243,7 +243,14 @@ impl SessionActor {
                 self.request = Some(Request(std::sync::Mutex::new(stream)));
             }
             Effect::StopRequest => self.request = None,
-            Effect::RunTool(run) => {
+            Effect::RunTool(mut run) => {
+                // `recall` searches the store, which the machine never sees.
+                if run.tool.name() == "recall" {
+                    run.ctx.library = Some(Arc::new(crate::librarian::SessionLibrary {
+                        store: self.shared.store.clone(),
+                        session: self.session.id().to_string(),
+                    }));
+                }
                 // One call at a time; a task left over would only leak.
                 if let Some(old) = self.tool.replace(spawn_tool(*run)) {
                     old.task.abort();

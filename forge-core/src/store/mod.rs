@@ -16,7 +16,7 @@ use sqlx::{ConnectOptions, Row, SqlitePool};
 
 use crate::config::Durability;
 use rows::NodeMeta;
-pub use rows::{NodeRow, QueuedRow, SessionRow, StreamRow, UsageRow};
+pub use rows::{FactRow, NodeRow, QueuedRow, SessionRow, StreamRow, UsageRow};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -148,6 +148,44 @@ impl Store {
         .fetch_all(&self.pool())
         .await?;
         rows.iter().map(NodeRow::from_row).collect()
+    }
+
+    /// The Librarian's facts of a session matching an FTS5 expression
+    /// (see [`crate::librarian::match_expression`]), best first, with the
+    /// node each cites.
+    pub async fn recall(&self, session: &str, expression: &str, limit: u32) -> Result<Vec<FactRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT facts.kind AS fact_kind, facts.text AS fact_text, facts.summary_id AS fact_summary, n.id, n.parent_id, n.session_id, n.role, n.text, n.status, n.created_ms, n.meta
+             FROM facts JOIN nodes n ON n.id = facts.node_id
+             WHERE facts MATCH ? AND facts.session_id = ? ORDER BY rank LIMIT ?",
+        )
+        .bind(expression)
+        .bind(session)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool())
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(FactRow {
+                    kind: r.try_get("fact_kind")?,
+                    text: r.try_get("fact_text")?,
+                    summary_id: r.try_get("fact_summary")?,
+                    node: NodeRow::from_row(r)?,
+                })
+            })
+            .collect()
+    }
+
+    /// One node of a session.
+    pub async fn node(&self, session: &str, id: &str) -> Result<Option<NodeRow>, StoreError> {
+        let row = sqlx::query(
+            "SELECT id, parent_id, session_id, role, text, status, created_ms, meta FROM nodes WHERE id = ? AND session_id = ?",
+        )
+        .bind(id)
+        .bind(session)
+        .fetch_optional(&self.pool())
+        .await?;
+        row.as_ref().map(NodeRow::from_row).transpose()
     }
 
     /// The session's summary nodes, oldest first.

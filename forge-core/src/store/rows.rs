@@ -91,6 +91,15 @@ pub(crate) fn enum_str<T: Serialize>(v: &T) -> String {
     }
 }
 
+/// A fact the Librarian kept, and the node it cites.
+#[derive(Debug, Clone)]
+pub struct FactRow {
+    pub kind: String,
+    pub text: String,
+    pub summary_id: String,
+    pub node: NodeRow,
+}
+
 impl NodeRow {
     pub(super) fn from_row(r: &SqliteRow) -> Result<Self, StoreError> {
         let meta: String = r.try_get("meta")?;

@@ -6,6 +6,7 @@ mod git;
 mod glob;
 mod introspect;
 pub(crate) mod read_file;
+mod recall;
 pub mod run_command;
 mod search;
 mod web_fetch;
@@ -26,6 +27,7 @@ pub fn all() -> Vec<Arc<dyn ToolExecutor>> {
         Arc::new(glob::Glob),
         Arc::new(search::Search),
         Arc::new(web_fetch::WebFetch),
+        Arc::new(recall::Recall),
     ];
     tools.extend(git::all().into_iter().map(|t| Arc::new(t) as Arc<dyn ToolExecutor>));
     tools

@@ -150,6 +150,15 @@ impl ForgeApiServer for ConnServer {
         self.engine().summarize(&session).await.map_err(to_rpc)
     }
 
+    async fn session_recall(
+        &self,
+        session: String,
+        query: String,
+        limit: Option<u32>,
+    ) -> RpcResult<forge_proto::RecallResult> {
+        self.engine().recall(&session, &query, limit).await.map_err(to_rpc)
+    }
+
     async fn usage_report(
         &self,
         session: Option<String>,

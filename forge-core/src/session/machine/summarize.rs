@@ -39,6 +39,9 @@ pub(super) struct SummaryJob {
     /// between tool batches).
     pub iteration: u32,
     pub span: SummarySpan,
+    /// Where the span's new messages start on the path (those before it
+    /// were summarized already): the Librarian reads `path[from..]`.
+    pub from: usize,
     pub text: String,
     /// What the provider counted for the summary request.
     pub usage: Option<forge_proto::Usage>,
@@ -192,6 +195,7 @@ impl Session {
         self.state = OperationState::Summarizing(SummaryJob {
             message_id,
             span,
+            from,
             iteration,
             text: String::new(),
             usage: None,
@@ -313,6 +317,13 @@ impl Session {
                 ..Default::default()
             },
         });
+        // The span's facts, written with the summary node (one batch, one
+        // transaction): a summary never exists without them.
+        let span = self.path.get(job.from..job.span.messages as usize).unwrap_or_default();
+        let facts = crate::librarian::extract(span, &id, &text);
+        if !facts.is_empty() {
+            self.pipeline.op(StoreOp::InsertFacts { session_id: self.row.id.clone(), summary_id: id.clone(), facts });
+        }
         // A summary costs tokens too: counted like an answer.
         if let Some(usage) = job.usage.clone() {
             let model = job.request.1.model.clone();

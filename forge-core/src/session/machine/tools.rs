@@ -377,6 +377,7 @@ impl Session {
             output: None,
             file_hashes: self.file_hashes.clone(),
             about: (tool.name() == "introspect").then(|| Arc::new(self.introspection())),
+            library: None,
         };
         let timeout = timeout_for(tool.as_ref(), &self.config);
         self.out.push(Effect::RunTool(Box::new(ToolRun { tool, args, ctx, timeout })));
