@@ -76,6 +76,10 @@ pub enum OperationStateKind {
     ToolRecovery,
     Summarizing,
     SummarizationRetry,
+    /// Summarizing, with messages queued behind it (they go out, in
+    /// order, once the summary lands).
+    SummarizingWithQueued,
+    SummarizationRetryWithQueued,
     PersistenceBlocked,
     #[serde(other)]
     Unknown,
@@ -92,6 +96,8 @@ impl OperationStateKind {
             Self::ToolRecovery => "tool_recovery",
             Self::Summarizing => "summarizing",
             Self::SummarizationRetry => "summarization_retry",
+            Self::SummarizingWithQueued => "summarizing_with_queued",
+            Self::SummarizationRetryWithQueued => "summarization_retry_with_queued",
             Self::PersistenceBlocked => "persistence_blocked",
             Self::Unknown => "unknown",
         }
@@ -106,7 +112,10 @@ impl OperationStateKind {
             Self::ExecutingTools => "tools",
             Self::AwaitingToolResults => "tool_results",
             Self::ToolRecovery => "recovery_decision",
-            Self::Summarizing | Self::SummarizationRetry => "summary",
+            Self::Summarizing
+            | Self::SummarizationRetry
+            | Self::SummarizingWithQueued
+            | Self::SummarizationRetryWithQueued => "summary",
             Self::PersistenceBlocked => "journal_reset",
             Self::Unknown => "-",
         }

@@ -454,6 +454,9 @@ fn state_word(s: OperationStateKind) -> &'static str {
         OperationStateKind::AwaitingToolResults => "waiting for tool results",
         OperationStateKind::ToolRecovery => "recovery decision needed",
         OperationStateKind::Summarizing | OperationStateKind::SummarizationRetry => "summarizing",
+        OperationStateKind::SummarizingWithQueued | OperationStateKind::SummarizationRetryWithQueued => {
+            "summarizing (messages queued)"
+        }
         OperationStateKind::PersistenceBlocked => "persistence blocked",
         OperationStateKind::Unknown => "unknown",
     }

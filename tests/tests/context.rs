@@ -185,6 +185,8 @@ async fn large_small_large_puts_the_original_messages_back() {
     let restored = events.iter().find(|e| e["kind"] == "context_restored").cloned().unwrap_or_default();
     assert!(restored["messages_restored"].as_u64().unwrap_or(0) >= 2, "{restored}");
     assert!(restored.get("summary_id").is_none(), "all of it: {restored}");
+    // What was restored stays restored across a restart.
+    forge.restart().await;
     forge.ok(&["send", "-s", &id, "back on the large one mock:tokens=5"]).await;
     let back = sent(&mock).unwrap_or_default();
     assert!(!back.to_string().contains("summarized here"));
@@ -234,4 +236,53 @@ async fn recall_finds_what_a_summarized_span_said_and_cites_its_message() {
     let result = history.iter().rev().find(|m| m["role"] == "tool").unwrap_or_else(|| panic!("{history:?}"));
     let text = result["text"].as_str().unwrap_or_default();
     assert!(text.contains("port 8431") && text.contains(&first), "{text}");
+}
+
+/// Polls `forgectl ps --json` until the session is in `state`.
+async fn wait_for_state(forge: &Forge, id: &str, state: &str) {
+    for _ in 0..200 {
+        let ps = forge.ok(&["--json", "ps"]).await.json_lines();
+        if ps.iter().any(|s| s["id"] == id && s["state"] == state) {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("{id} never reached {state}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_during_a_summary_loses_nothing_and_the_summary_is_written_after_the_restart() {
+    // Replies without directives (the summary's) crawl; the turns say
+    // `mock:delay=0`.
+    let mock = MockServer::start(MockOptions { default_delay_ms: 400, ..Default::default() })
+        .await
+        .unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.write_config(SMALL);
+    forge.start().await;
+    let id = forge.new_session(&["--name", "crash"]).await;
+    for i in 0..8 {
+        forge.ok(&["send", "-s", &id, &format!("turn {i} mock:tokens=300 mock:delay=0")]).await;
+    }
+    // The small window needs a summary before the next turn.
+    forge.ok(&["model", "crash", "small"]).await;
+    forge.ok(&["send", "--no-wait", "-s", &id, "after the switch mock:tokens=5 mock:delay=0"]).await;
+    wait_for_state(&forge, &id, "summarizing").await;
+    forge.ok(&["send", "--no-wait", "-s", &id, "queued behind it mock:tokens=5 mock:delay=0"]).await;
+    wait_for_state(&forge, &id, "summarizing_with_queued").await;
+    forge.kill9().await;
+
+    forge.start().await;
+    let events = forge.ok(&["--json", "attach", &id, "--until-idle"]).await.json_lines();
+    let started = events.iter().filter(|e| e["kind"] == "summarization_started").count();
+    assert_eq!(started, 2, "the summary was started again after the restart");
+    assert_eq!(events.iter().filter(|e| e["kind"] == "summarization_done").count(), 1);
+    let finished: Vec<_> = events.iter().filter(|e| e["kind"] == "turn_finished").collect();
+    let last_two: Vec<_> = finished.iter().rev().take(2).map(|e| e["status"].as_str().unwrap_or_default()).collect();
+    assert_eq!(last_two, ["complete", "complete"], "both messages answered");
+    let h = forge.ok(&["--json", "history", &id]).await.json_lines();
+    assert_eq!(h.len(), 20, "8 exchanges and the two after the crash, every original kept");
+    assert!(h.iter().any(|m| m["text"] == "queued behind it mock:tokens=5 mock:delay=0"));
+    let ctx = forge.ok(&["--json", "context", &id]).await.json_lines();
+    assert_eq!(ctx[0]["summaries"].as_array().map(Vec::len), Some(1), "{}", ctx[0]);
 }

@@ -30,7 +30,14 @@ pub(super) async fn durable(shared: &Shared, row: SessionRow, recovering: bool) 
             Some(crate::context::Summary { id: n.id, first: span.first, last: span.last, text: n.text })
         })
         .collect();
-    Ok(Durable { row, queue, path, unfinished, spent, summaries })
+    // A switch to a larger window put summarized messages back after the
+    // newest summary: requests go on sending what it chose.
+    let done = store.last_seq_of_kind(&row.id, "summarization_done").await?;
+    let in_force = match store.last_event_of_kind(&row.id, "context_restored").await? {
+        Some((seq, body)) if seq > done => Some(body.get("summary_id").and_then(|s| s.as_str()).map(str::to_string)),
+        _ => None,
+    };
+    Ok(Durable { row, queue, path, unfinished, spent, summaries, in_force })
 }
 
 /// Tokens and estimated cost of provider responses (of one session, or
@@ -115,19 +122,21 @@ async fn unfinished(shared: &Shared, id: &str) -> Result<Unfinished, EngineError
         }
         return Ok(Unfinished::Streams(recovered));
     }
-    let Some(message_id) = store.unfinished_turn(id).await? else { return Ok(Unfinished::Nothing) };
-    // A summary was being written for this turn (and neither landed nor
-    // failed): write it again.
+    // A summary was being written (and neither landed nor failed): for
+    // the unfinished turn, or asked for while the session was idle.
+    // Write it again.
+    let unfinished_turn = store.unfinished_turn(id).await?;
     let turn = store.last_seq_of_kind(id, "turn_started").await?;
     let summarizing = store.last_seq_of_kind(id, "summarization_started").await?;
     let settled = store
         .last_seq_of_kind(id, "summarization_done")
         .await?
         .max(store.last_seq_of_kind(id, "summarization_failed").await?);
-    if summarizing > turn && summarizing > settled {
+    if summarizing > settled && (unfinished_turn.is_none() || summarizing > turn) {
         shared.writer.sync().await;
-        return Ok(Unfinished::Summarizing { message_id });
+        return Ok(Unfinished::Summarizing { message_id: unfinished_turn });
     }
+    let Some(message_id) = unfinished_turn else { return Ok(Unfinished::Nothing) };
     if awaiting_tool_results(store, id).await? {
         return Ok(Unfinished::AwaitingToolResults { message_id });
     }

@@ -252,23 +252,30 @@ impl Store {
         Ok(v.unwrap_or(0) as u64)
     }
 
+    /// The session's newest event of a kind: its seq and JSON body.
+    pub async fn last_event_of_kind(
+        &self,
+        session: &str,
+        kind: &str,
+    ) -> Result<Option<(u64, serde_json::Value)>, StoreError> {
+        let row: Option<(i64, String)> =
+            sqlx::query_as("SELECT seq, body FROM events WHERE session_id = ? AND kind = ? ORDER BY seq DESC LIMIT 1")
+                .bind(session)
+                .bind(kind)
+                .fetch_optional(&self.pool())
+                .await?;
+        Ok(row.and_then(|(seq, body)| Some((seq as u64, serde_json::from_str(&body).ok()?))))
+    }
+
     /// The `message_id` of the session's newest `turn_started`, if that
     /// turn has no `turn_finished` yet.
     pub async fn unfinished_turn(&self, session: &str) -> Result<Option<String>, StoreError> {
-        let started = self.last_seq_of_kind(session, "turn_started").await?;
+        let Some((started, body)) = self.last_event_of_kind(session, "turn_started").await? else { return Ok(None) };
         let finished = self.last_seq_of_kind(session, "turn_finished").await?;
-        if started == 0 || finished > started {
+        if finished > started {
             return Ok(None);
         }
-        let body: Option<String> = sqlx::query_scalar("SELECT body FROM events WHERE session_id = ? AND seq = ?")
-            .bind(session)
-            .bind(started as i64)
-            .fetch_optional(&self.pool())
-            .await?;
-        let id = body
-            .and_then(|b| serde_json::from_str::<serde_json::Value>(&b).ok())
-            .and_then(|v| v.get("message_id").and_then(|m| m.as_str()).map(str::to_string));
-        Ok(id)
+        Ok(body.get("message_id").and_then(|m| m.as_str()).map(str::to_string))
     }
 
     /// Stream journal entries of a session not yet committed, oldest first.

@@ -36,7 +36,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use forge_proto::{EventKind, JournalHealth};
+use forge_proto::{EventKind, JournalHealth, OperationStateKind};
 use tokio::sync::oneshot;
 
 use self::pipeline::{AckOutcome, Entry, MAX_PERSISTED_APPLIES_PER_TICK, Persisted, Pipeline};
@@ -358,7 +358,13 @@ impl Session {
     /// What list and show report without asking the session.
     pub(crate) fn snapshot(&self) -> Snapshot {
         Snapshot {
-            state: self.state.kind(),
+            state: match self.state.kind() {
+                OperationStateKind::Summarizing if !self.queue.is_empty() => OperationStateKind::SummarizingWithQueued,
+                OperationStateKind::SummarizationRetry if !self.queue.is_empty() => {
+                    OperationStateKind::SummarizationRetryWithQueued
+                }
+                kind => kind,
+            },
             queued: self.queue.len() as u32,
             last_seq: self.pipeline.applied_seq(),
             approval: match &self.state {
@@ -546,6 +552,7 @@ impl Session {
         self.path = durable.path;
         self.spent = durable.spent;
         self.summaries = durable.summaries;
+        self.in_force = durable.in_force;
         self.history = History::Held { release_armed: false };
         self.pipeline.reload(self.row.last_seq);
         if self.is_blocked() {

@@ -32,6 +32,8 @@ pub(crate) struct Durable {
     pub spent: forge_proto::UsageTotal,
     /// The session's summaries.
     pub summaries: Vec<crate::context::Summary>,
+    /// Which summary requests send (see `Session::in_force`).
+    pub in_force: Option<Option<String>>,
 }
 
 /// What the session left unfinished, as the store shows it.
@@ -39,9 +41,10 @@ pub(crate) enum Unfinished {
     Nothing,
     /// Stream journal entries never committed, with what they streamed.
     Streams(Vec<RecoveredStream>),
-    /// The turn was waiting for a summary: summarize again.
+    /// A summary was being written, for this turn (or asked for while
+    /// idle): summarize again.
     Summarizing {
-        message_id: String,
+        message_id: Option<String>,
     },
     /// Parse-only: the turn waits for results a client supplies.
     AwaitingToolResults {
@@ -105,7 +108,14 @@ impl Session {
                     self.state = OperationState::AwaitingToolResults { message_id, iteration: 0, pending: calls };
                 }
             }
-            Unfinished::Summarizing { message_id } => self.proceed_turn(message_id, None, 0),
+            Unfinished::Summarizing { message_id: Some(message_id) } => self.proceed_turn(message_id, None, 0),
+            Unfinished::Summarizing { message_id: None } => {
+                if let Err(e) = self.summarize_now() {
+                    // Nothing left to summarize (or no model): say the
+                    // summary asked for will not come.
+                    self.pipeline.event(None, EventKind::SummarizationFailed { error: e.message });
+                }
+            }
             Unfinished::PendingApproval { message_id, approval_id }
                 if approval_id.starts_with(super::budget::BUDGET_APPROVAL) =>
             {

@@ -341,6 +341,9 @@ impl Session {
                 },
             );
         }
+        // The newest summary is the one in force again (a restore chose
+        // the originals before the conversation outgrew the window anew).
+        self.in_force = None;
         self.summaries.push(Summary {
             id: id.clone(),
             first: job.span.first.clone(),

@@ -93,6 +93,7 @@ impl Harness {
             unfinished,
             spent: Default::default(),
             summaries: Vec::new(),
+            in_force: None,
         };
         h.feed(Event::Loaded { durable: Ok(Box::new(durable)), cause: RecoveryCause::Restart });
         h
@@ -132,6 +133,7 @@ impl Harness {
                         unfinished: Unfinished::Nothing,
                         spent: Default::default(),
                         summaries: Vec::new(),
+                        in_force: None,
                     };
                     self.feed(Event::Loaded { durable: Ok(Box::new(durable)), cause });
                 }
@@ -755,9 +757,10 @@ fn a_turn_that_would_not_fit_waits_for_a_summary_retried_with_the_seeds_backoff(
     h.settle();
     assert_eq!(answered(waiting).map(|r| r.queued).ok(), Some(true));
 
+    assert_eq!(h.state(), OperationStateKind::SummarizingWithQueued);
     h.provider(vec![transient(None)]);
     h.settle();
-    assert_eq!(h.state(), OperationStateKind::SummarizationRetry);
+    assert_eq!(h.state(), OperationStateKind::SummarizationRetryWithQueued);
     assert_eq!(h.timers.last(), Some(&Timer::SummaryRetry));
     h.feed(Event::Timer(Timer::SummaryRetry));
     h.provider(vec![transient(None)]);
