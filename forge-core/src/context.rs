@@ -87,6 +87,69 @@ impl TokenEstimator {
     }
 }
 
+/// What the provider counted for a request, and what that request held.
+/// A later request that only adds messages to it (same summary in force,
+/// same messages up to the last one) is that exact count plus an estimate
+/// of what it adds: the estimate's error stays in the few new messages
+/// instead of growing with the conversation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Anchor {
+    pub summary_id: Option<String>,
+    /// Messages in the request (the summary's included).
+    pub messages: usize,
+    /// The history node of its last message.
+    pub last_node: Option<String>,
+    /// Its bytes, fixed part included.
+    pub bytes: usize,
+    /// Input tokens as the provider counted them (cache reads and writes
+    /// included).
+    pub tokens: u64,
+}
+
+impl Anchor {
+    /// The anchor of a request about to be sent (its count comes with the
+    /// response's usage).
+    pub fn of(summary_id: Option<&str>, view: &[ChatMessage], bytes: usize) -> Anchor {
+        Anchor {
+            summary_id: summary_id.map(str::to_string),
+            messages: view.len(),
+            last_node: view.last().and_then(|m| m.node.clone()),
+            bytes,
+            tokens: 0,
+        }
+    }
+}
+
+/// Bytes of a request: the fixed part and the messages.
+pub fn request_bytes(fixed_bytes: usize, view: &[ChatMessage]) -> usize {
+    fixed_bytes + view.iter().map(message_bytes).sum::<usize>()
+}
+
+impl TokenEstimator {
+    /// Tokens of a request of `bytes` sending `view` (with `summary_id` in
+    /// force): from the provider's count of the last request when this one
+    /// extends it, else estimated.
+    pub fn request(
+        &self,
+        anchor: Option<&Anchor>,
+        summary_id: Option<&str>,
+        view: &[ChatMessage],
+        bytes: usize,
+    ) -> u64 {
+        let extends = |a: &Anchor| {
+            a.summary_id.as_deref() == summary_id
+                && a.messages > 0
+                && a.last_node.is_some()
+                && view.get(a.messages - 1).is_some_and(|m| m.node == a.last_node)
+                && bytes >= a.bytes
+        };
+        match anchor {
+            Some(a) if extends(a) => a.tokens + self.tokens(bytes - a.bytes),
+            _ => self.tokens(bytes),
+        }
+    }
+}
+
 /// The bytes a message adds to a request (text, tool calls and their
 /// arguments; the wire format's own framing is in the calibration).
 pub fn message_bytes(m: &ChatMessage) -> usize {
@@ -101,9 +164,7 @@ pub enum Fit {
     TooLong { tokens: u64, limit: u64 },
 }
 
-pub fn fit(budget: &ContextBudget, estimator: &TokenEstimator, fixed_bytes: usize, messages: &[ChatMessage]) -> Fit {
-    let bytes = fixed_bytes + messages.iter().map(message_bytes).sum::<usize>();
-    let tokens = estimator.tokens(bytes);
+pub fn fit(budget: &ContextBudget, tokens: u64) -> Fit {
     let limit = budget.input_limit();
     if tokens > limit { Fit::TooLong { tokens, limit } } else { Fit::Fits { tokens } }
 }
@@ -200,6 +261,7 @@ pub enum Plan {
 /// kept tail starts at a user message (so a tool call and its results
 /// never part) and, with the summary, fills at most half of what the
 /// model takes, leaving room for turns before the next summary.
+/// `tokens` is the size of the request as it stands.
 pub fn plan(
     budget: &ContextBudget,
     estimator: &TokenEstimator,
@@ -207,6 +269,7 @@ pub fn plan(
     summarize_at: f64,
     path: &[ChatMessage],
     in_force: Option<(usize, &Summary)>,
+    tokens: u64,
 ) -> Plan {
     let (start, current) = match in_force {
         Some((end, s)) => (end, Some(s)),
@@ -214,7 +277,6 @@ pub fn plan(
     };
     let summary_bytes = current.map(|s| s.text.len() + 200).unwrap_or(0);
     let tail_bytes = |from: usize| path[from..].iter().map(message_bytes).sum::<usize>();
-    let tokens = estimator.tokens(fixed_bytes + summary_bytes + tail_bytes(start));
     let limit = budget.input_limit();
     if tokens <= budget.threshold(summarize_at) {
         return Plan::Send;
@@ -261,10 +323,30 @@ mod tests {
         let b = ContextBudget::for_model(&model(8192, 1024), 8192);
         assert_eq!((b.reserve, b.input_limit()), (1024, 7168));
         let e = TokenEstimator::default();
+        let size = |view: &[ChatMessage]| e.request(None, None, view, request_bytes(1000, view));
         let short = vec![ChatMessage::user("hello")];
-        assert!(matches!(fit(&b, &e, 1000, &short), Fit::Fits { .. }));
+        assert!(matches!(fit(&b, size(&short)), Fit::Fits { .. }));
         let long = vec![ChatMessage::user("x".repeat(30_000))];
-        assert!(matches!(fit(&b, &e, 1000, &long), Fit::TooLong { limit: 7168, .. }));
+        assert!(matches!(fit(&b, size(&long)), Fit::TooLong { limit: 7168, .. }));
+    }
+
+    #[test]
+    fn a_request_extending_the_last_one_starts_from_the_providers_count() {
+        let e = TokenEstimator::default();
+        let mut view = conversation(3, 400);
+        let bytes = request_bytes(2000, &view);
+        let mut anchor = Anchor::of(None, &view, bytes);
+        anchor.tokens = 1234;
+        // The answer and the next question: the count plus their estimate.
+        view.push(ChatMessage::assistant("b".repeat(350), Vec::new()).with_node("a-next"));
+        view.push(ChatMessage::user("and then?").with_node("u-next"));
+        let now = request_bytes(2000, &view);
+        assert_eq!(e.request(Some(&anchor), None, &view, now), 1234 + e.tokens(now - bytes));
+        // Another summary in force, or a different path: estimated afresh.
+        assert_eq!(e.request(Some(&anchor), Some("s1"), &view, now), e.tokens(now));
+        let other = conversation(5, 400);
+        let b = request_bytes(2000, &other);
+        assert_eq!(e.request(Some(&anchor), None, &other[..4], b), e.tokens(b));
     }
 
     #[test]
@@ -310,10 +392,13 @@ mod tests {
     fn a_long_conversation_is_planned_for_a_summary_that_keeps_a_recent_tail() {
         let budget = ContextBudget { window: 4000, reserve: 300 };
         let e = TokenEstimator::default();
+        let size = |path: &[ChatMessage], in_force: Option<(usize, &Summary)>| {
+            e.tokens(request_bytes(2000, &view_with(path, in_force)))
+        };
         let short = conversation(2, 700);
-        assert_eq!(plan(&budget, &e, 2000, 0.8, &short, None), Plan::Send);
+        assert_eq!(plan(&budget, &e, 2000, 0.8, &short, None, size(&short, None)), Plan::Send);
         let long = conversation(12, 1500);
-        let Plan::Summarize { from, to, .. } = plan(&budget, &e, 2000, 0.8, &long, None) else {
+        let Plan::Summarize { from, to, .. } = plan(&budget, &e, 2000, 0.8, &long, None, size(&long, None)) else {
             panic!("a summary is needed")
         };
         assert_eq!(from, 0);
@@ -332,7 +417,7 @@ mod tests {
         let v = view_with(&long, in_force);
         assert_eq!(v.len(), 2 + long.len() - to);
         assert!(v[0].text.contains("earlier: things"));
-        assert_eq!(plan(&budget, &e, 2000, 0.8, &long, in_force), Plan::Send);
+        assert_eq!(plan(&budget, &e, 2000, 0.8, &long, in_force, size(&long, in_force)), Plan::Send);
         // On a window where the originals fit, they are sent again.
         assert_eq!(restore(&long, &all, |_| true), None);
         assert_eq!(restore(&long, &all, |m| m.len() < long.len()).map(|(_, s)| s.id.as_str()), Some("s1"));
@@ -340,6 +425,9 @@ mod tests {
         // The newest message alone too big: nothing to summarize helps.
         let mut huge = conversation(1, 10);
         huge.push(ChatMessage::user("x".repeat(20_000)));
-        assert!(matches!(plan(&budget, &e, 2000, 0.8, &huge, None), Plan::RecentMessagesTooLarge { .. }));
+        assert!(matches!(
+            plan(&budget, &e, 2000, 0.8, &huge, None, size(&huge, None)),
+            Plan::RecentMessagesTooLarge { .. }
+        ));
     }
 }

@@ -202,6 +202,8 @@ impl Session {
         let old_window = self.model_info().map(|m| m.context_window).unwrap_or(0);
         self.row.provider = provider.clone();
         self.row.model = model.clone();
+        // Another model counts with another tokenizer.
+        self.anchor = None;
         self.pipeline.op(StoreOp::SetModel {
             session_id: self.row.id.clone(),
             provider: provider.clone(),
@@ -268,13 +270,8 @@ impl Session {
     fn context_info(&self, system: bool) -> forge_proto::ContextInfo {
         let model = self.model_info();
         let budget = self.context_budget();
-        let messages = super::turn::request_messages(&crate::context::view_with(&self.path, self.in_force_summary()));
-        let tokens = match &budget {
-            Some(b) => match crate::context::fit(b, &self.estimator, self.fixed_bytes(), &messages) {
-                crate::context::Fit::Fits { tokens } | crate::context::Fit::TooLong { tokens, .. } => tokens,
-            },
-            None => 0,
-        };
+        let sized = self.sized_view();
+        let tokens = if budget.is_some() { sized.tokens } else { 0 };
         let chars: usize = self
             .path
             .iter()

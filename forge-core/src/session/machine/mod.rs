@@ -257,6 +257,8 @@ pub(crate) struct Session {
     in_force: Option<Option<String>>,
     /// The input tokens the provider counted for the last request.
     last_input_tokens: Option<u64>,
+    /// That request, to size the next one from its count.
+    anchor: Option<crate::context::Anchor>,
     /// What the session had cost when a user last confirmed going past
     /// its budget (see `budget.rs`).
     budget_confirmed_at: Option<f64>,
@@ -293,6 +295,7 @@ impl Session {
             summaries: Vec::new(),
             in_force: None,
             last_input_tokens: None,
+            anchor: None,
             budget_confirmed_at: None,
             out: Vec::new(),
         };

@@ -34,6 +34,8 @@ pub(super) struct ActiveStream {
     /// The request's estimated input tokens, to calibrate the estimate
     /// with the count the provider reports.
     pub estimated_input: u64,
+    /// What the request held, made an anchor once the provider counts it.
+    pub sent: Option<crate::context::Anchor>,
 }
 
 pub(super) enum OperationState {

@@ -31,6 +31,14 @@ requests, decisions made and why, files read or changed (with paths), commands r
 met and how they were solved, open questions and what remains to do. Be factual and compact; use short \
 paragraphs or lists; write nothing but the summary.";
 
+/// What the next request sends, and its size.
+pub(super) struct SizedView {
+    pub view: Vec<ChatMessage>,
+    pub summary_id: Option<String>,
+    pub bytes: usize,
+    pub tokens: u64,
+}
+
 /// A summary being written.
 pub(super) struct SummaryJob {
     /// The turn waiting for it (none when a client asked for it).
@@ -62,6 +70,19 @@ impl Session {
     /// system prompt, the tool definitions).
     pub(super) fn fixed_bytes(&self) -> usize {
         self.system_prompt.len() + self.tools_bytes
+    }
+
+    /// What requests send now: the view (the summary in force, then the
+    /// rest of the path), the summary's id, its bytes with the fixed part,
+    /// and its tokens (from the provider's last count when it extends that
+    /// request).
+    pub(super) fn sized_view(&self) -> SizedView {
+        let in_force = self.in_force_summary();
+        let summary_id = in_force.map(|(_, s)| s.id.clone());
+        let view = context::view_with(&self.path, in_force);
+        let bytes = context::request_bytes(self.fixed_bytes(), &view);
+        let tokens = self.estimator.request(self.anchor.as_ref(), summary_id.as_deref(), &view, bytes);
+        SizedView { view, summary_id, bytes, tokens }
     }
 
     /// The summary requests use now, and where its span ends on the path.
@@ -106,6 +127,7 @@ impl Session {
             && let Some(budget) = self.context_budget()
         {
             let fixed = self.fixed_bytes();
+            let tokens = self.sized_view().tokens;
             match context::plan(
                 &budget,
                 &self.estimator,
@@ -113,6 +135,7 @@ impl Session {
                 self.summarize_at(),
                 &self.path,
                 self.in_force_summary(),
+                tokens,
             ) {
                 Plan::Send => {}
                 Plan::Summarize { from, to, tokens_before } => {
@@ -252,10 +275,9 @@ impl Session {
             self.state = OperationState::Idle;
             return self.start_next_queued();
         };
-        let fits = self.context_budget().is_some_and(|budget| {
-            let view = context::view_with(&self.path, self.in_force_summary());
-            matches!(context::fit(&budget, &self.estimator, self.fixed_bytes(), &view), context::Fit::Fits { .. })
-        });
+        let fits = self
+            .context_budget()
+            .is_some_and(|budget| matches!(context::fit(&budget, self.sized_view().tokens), context::Fit::Fits { .. }));
         if fits {
             self.resume_after_summary(Some(message_id), None, job.iteration);
         } else {

@@ -151,7 +151,10 @@ impl Session {
         });
         self.pipeline.begin_stream();
         let started = self.start_request();
-        let estimated_input = *started.as_ref().unwrap_or(&0);
+        let (estimated_input, sent) = match &started {
+            Ok((estimated, anchor)) => (*estimated, Some(anchor.clone())),
+            Err(_) => (0, None),
+        };
         self.state = OperationState::Streaming(ActiveStream {
             stream_id,
             message_id,
@@ -168,6 +171,7 @@ impl Session {
             attempt: 1,
             waiting_to_retry: false,
             estimated_input,
+            sent,
         });
         if let Err(e) = started {
             self.on_provider(ProviderEvent::Error(e));
@@ -188,13 +192,15 @@ impl Session {
     /// Starts the provider request for the path as it is now. It asks for
     /// `[app] max_output_tokens` (8192 by default), clamped to the model's
     /// limit and to what its window has left after the input.
-    /// Returns the request's estimated input tokens (to calibrate the
-    /// estimate against the usage the provider reports). With Context
+    /// Returns the request's input tokens as estimated from its bytes (to
+    /// calibrate the estimate against the usage the provider reports) and
+    /// what it holds (to size the next request from that count). With Context
     /// Infinity off, a request that would not fit the window is refused
     /// before anything is sent.
-    fn start_request(&mut self) -> Result<u64, ProviderError> {
+    fn start_request(&mut self) -> Result<(u64, context::Anchor), ProviderError> {
         let settings = self.provider_settings().map_err(|e| ProviderError::new(e.kind, e.message))?;
-        let messages = request_messages(&context::view_with(&self.path, self.in_force_summary()));
+        let sized = self.sized_view();
+        let messages = request_messages(&sized.view);
         let tools = self.tool_specs();
         // Thinking counts inside the output tokens where the API says so:
         // its budget comes on top of what the answer may take.
@@ -202,8 +208,7 @@ impl Session {
         let (max_output_tokens, estimated) = match self.model_info() {
             Some(model) => {
                 let budget = context::ContextBudget::for_model(&model, requested);
-                let fixed = self.fixed_bytes();
-                let tokens = match context::fit(&budget, &self.estimator, fixed, &messages) {
+                let tokens = match context::fit(&budget, sized.tokens) {
                     context::Fit::Fits { tokens } => tokens,
                     context::Fit::TooLong { tokens, limit } if !context::infinity(&self.config) => {
                         return Err(ProviderError::new(
@@ -221,10 +226,12 @@ impl Session {
                     }
                     context::Fit::TooLong { tokens, .. } => tokens,
                 };
-                (crate::catalog::effective_max_output(requested, &model, tokens), tokens)
+                let estimated = self.estimator.tokens(sized.bytes);
+                (crate::catalog::effective_max_output(requested, &model, tokens), estimated)
             }
             None => (requested, 0),
         };
+        let anchor = context::Anchor::of(sized.summary_id.as_deref(), &sized.view, sized.bytes);
         let request = ChatRequest {
             model: self.row.model.clone(),
             system: Some(self.system_prompt.to_string()).filter(|s| !s.is_empty()),
@@ -233,7 +240,7 @@ impl Session {
             tools,
         };
         self.out.push(Effect::StartRequest(Box::new((settings, request))));
-        Ok(estimated)
+        Ok((estimated, anchor))
     }
 
     /// After a transient failure before any output: how long to wait
@@ -292,9 +299,10 @@ impl Session {
         }
         stream.waiting_to_retry = false;
         match self.start_request() {
-            Ok(estimated) => {
+            Ok((estimated, anchor)) => {
                 if let OperationState::Streaming(stream) = &mut self.state {
                     stream.estimated_input = estimated;
+                    stream.sent = Some(anchor);
                 }
             }
             Err(e) => self.on_provider(ProviderEvent::Error(e)),
@@ -378,6 +386,7 @@ impl Session {
             let counted = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens;
             self.estimator.observe(stream.estimated_input, counted);
             self.last_input_tokens = Some(counted);
+            self.anchor = stream.sent.take().map(|a| context::Anchor { tokens: counted, ..a });
             // What this response cost, and the session so far: in the
             // same batch as the seal.
             let model =
