@@ -281,8 +281,11 @@ pub fn plan(
     if tokens <= budget.threshold(summarize_at) {
         return Plan::Send;
     }
-    let allowance = summary_allowance(budget);
-    let target = limit / 2;
+    // After the summary, the summary and the kept tail take at most half
+    // of what the fixed part (system prompt, tools) leaves.
+    let fixed = estimator.tokens(fixed_bytes);
+    let allowance = summary_allowance(budget, fixed);
+    let target = fixed + limit.saturating_sub(fixed) / 2;
     let cut = (start + 1..path.len())
         .filter(|&k| path[k].role == crate::provider::ChatRole::User)
         .find(|&k| estimator.tokens(fixed_bytes + tail_bytes(k)) + allowance <= target);
@@ -296,9 +299,10 @@ pub fn plan(
     }
 }
 
-/// The most tokens a summary may take.
-pub fn summary_allowance(budget: &ContextBudget) -> u64 {
-    (budget.input_limit() / 5).clamp(64, 2048)
+/// The most tokens a summary may take: a fifth of what requests have
+/// besides their fixed part (`fixed` tokens).
+pub fn summary_allowance(budget: &ContextBudget, fixed: u64) -> u64 {
+    (budget.input_limit().saturating_sub(fixed) / 5).clamp(64, 2048)
 }
 
 #[cfg(test)]

@@ -660,4 +660,11 @@ pub struct ContextInfo {
     /// holds, farthest first.
     #[serde(default)]
     pub instruction_files: Vec<String>,
+    /// The tools requests offer the model, by name.
+    #[serde(default)]
+    pub tools_offered: Vec<String>,
+    /// Tools left out of requests because their definitions would take
+    /// too much of a small window (the core ones are kept).
+    #[serde(default)]
+    pub tools_withheld: Vec<String>,
 }

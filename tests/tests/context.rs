@@ -72,7 +72,8 @@ const SMALL: &str = "[tools]\nmode = \"disabled\"\n[[models]]\nname = \"small\"\
 async fn with_infinity_on_forty_turns_fit_a_small_window_and_nothing_is_forgotten() {
     let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
     let mut forge = Forge::new(&mock);
-    forge.write_config(SMALL);
+    // Tools on: the small window gets the core ones only.
+    forge.write_config(SMALL.trim_start_matches("[tools]\nmode = \"disabled\"\n"));
     forge.start().await;
     let id = forge.new_session(&["--model", "small"]).await;
     for i in 0..40 {
@@ -98,6 +99,10 @@ async fn with_infinity_on_forty_turns_fit_a_small_window_and_nothing_is_forgotte
     assert!(span["tokens_after"].as_u64() < span["tokens_before"].as_u64(), "{span}");
     let ctx = forge.ok(&["--json", "context", &id]).await.json_lines();
     assert!(ctx[0]["summary_id"].is_string(), "{}", ctx[0]);
+    let offered = ctx[0]["tools_offered"].as_array().map(Vec::len).unwrap_or(0);
+    assert!((1..10).contains(&offered) && ctx[0]["tools_withheld"].to_string().contains("git_log"), "{}", ctx[0]);
+    let tools = mock.requests().last().map(|r| r.body["tools"].as_array().map(Vec::len)).unwrap_or_default();
+    assert_eq!(tools, Some(offered), "requests offer the same core tools");
     assert!(ctx[0]["summarized_messages"].as_u64().unwrap_or(0) > 40, "{}", ctx[0]);
     let text = forge.ok(&["context", &id]).await.stdout;
     assert!(text.contains("sent as their summary"), "{text}");

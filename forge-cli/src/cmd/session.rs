@@ -229,6 +229,15 @@ pub async fn context(g: &Global, session: &str, system: bool, span: Option<u32>)
             i + 1
         );
     }
+    if !c.tools_withheld.is_empty() {
+        outln!(
+            "tools: {} offered ({}); {} left out, their definitions would take too much of this window ({})",
+            c.tools_offered.len(),
+            c.tools_offered.join(", "),
+            c.tools_withheld.len(),
+            c.tools_withheld.join(", ")
+        );
+    }
     if c.instruction_files.is_empty() {
         outln!("project instructions: none (AGENTS.md or CLAUDE.md in the directory or up to the repository root)");
     } else {

@@ -202,8 +202,10 @@ impl Session {
         let old_window = self.model_info().map(|m| m.context_window).unwrap_or(0);
         self.row.provider = provider.clone();
         self.row.model = model.clone();
-        // Another model counts with another tokenizer.
+        // Another model counts with another tokenizer, and its window may
+        // take another set of tools.
         self.anchor = None;
+        self.tools_bytes = super::tools::spec_bytes(&self.tool_specs());
         self.pipeline.op(StoreOp::SetModel {
             session_id: self.row.id.clone(),
             provider: provider.clone(),
@@ -272,6 +274,16 @@ impl Session {
         let budget = self.context_budget();
         let sized = self.sized_view();
         let tokens = if budget.is_some() { sized.tokens } else { 0 };
+        let offered = self.tool_specs();
+        let tools_withheld = match self.config.tools.mode.unwrap_or_default() {
+            crate::config::ToolMode::Disabled => Vec::new(),
+            _ => self
+                .tools
+                .iter()
+                .map(|t| t.name().to_string())
+                .filter(|n| !offered.iter().any(|o| &o.name == n))
+                .collect(),
+        };
         let chars: usize = self
             .path
             .iter()
@@ -296,6 +308,8 @@ impl Session {
             last_input_tokens: self.last_input_tokens,
             system_prompt: system.then(|| self.system_prompt.to_string()),
             instruction_files: self.instruction_files.clone(),
+            tools_offered: offered.iter().map(|t| t.name.clone()).collect(),
+            tools_withheld,
         }
     }
 }

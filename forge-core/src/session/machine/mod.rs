@@ -299,8 +299,7 @@ impl Session {
             budget_confirmed_at: None,
             out: Vec::new(),
         };
-        session.tools_bytes =
-            session.tool_specs().iter().map(|t| t.description.len() + t.parameters.to_string().len()).sum();
+        session.tools_bytes = tools::spec_bytes(&session.tool_specs());
         session
     }
 

@@ -192,13 +192,14 @@ impl Session {
             }
         };
         let earlier = self.in_force_summary().map(|(_, s)| s.text.clone());
-        let room = budget.input_limit().saturating_sub(context::summary_allowance(budget) + 500);
+        let allowance = context::summary_allowance(budget, self.estimator.tokens(self.fixed_bytes()));
+        let room = budget.input_limit().saturating_sub(allowance + 500);
         let transcript = transcript(earlier.as_deref(), &self.path[from..to], room, &self.estimator);
         let request = ChatRequest {
             model: self.config.context.summarizer_model.clone().unwrap_or_else(|| self.row.model.clone()),
             system: Some(format!("{INSTRUCTIONS}\n\n<conversation>\n{transcript}\n</conversation>")),
             messages: vec![ChatMessage::user("Write the summary of the conversation above now.")],
-            max_output_tokens: context::summary_allowance(budget) as u32,
+            max_output_tokens: allowance as u32,
             tools: Vec::new(),
         };
         let span = SummarySpan { first, last, messages: to as u64, tokens_before, tokens_after: 0 };

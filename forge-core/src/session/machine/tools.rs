@@ -60,6 +60,18 @@ impl ToolLoop {
     }
 }
 
+/// The tools a small window still gets: reading, changing and finding
+/// files, running commands, and recalling what was summarized.
+const CORE_TOOLS: [&str; 7] = ["read_file", "write_file", "apply_patch", "run_command", "search", "glob", "recall"];
+/// The share of a model's input that every tool definition together may
+/// take before only the core tools are offered.
+const TOOLS_SHARE: f64 = 0.25;
+
+/// The bytes tool definitions add to every request.
+pub(super) fn spec_bytes(specs: &[ToolSpec]) -> usize {
+    specs.iter().map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len()).sum()
+}
+
 /// The call in progress (see `Effect::RunTool`).
 pub(super) struct RunningCall {
     pub id: String,
@@ -67,13 +79,26 @@ pub(super) struct RunningCall {
 }
 
 impl Session {
+    /// Whether every tool definition would take more than its share of
+    /// the model's input. Decided by the uncalibrated estimate, so that the
+    /// tools offered never change with calibration (a change costs the
+    /// prompt cache).
+    fn tools_crowd_window(&self, all: &[ToolSpec]) -> bool {
+        self.context_budget().is_some_and(|b| {
+            crate::context::TokenEstimator::default().tokens(spec_bytes(all)) as f64
+                > b.input_limit() as f64 * TOOLS_SHARE
+        })
+    }
+
     /// What `introspect` reports, as of now.
     pub(super) fn introspection(&self) -> Value {
         let config = &self.config;
         let policy = ApprovalPolicy::from_config(config.tools.approval.as_ref());
+        let offered = self.tool_specs();
         let tools: Vec<Value> = self
             .tools
             .iter()
+            .filter(|t| offered.iter().any(|o| o.name == t.name()))
             .map(|t| {
                 let approval = policy.decide(t.as_ref()).describe();
                 serde_json::json!({
@@ -115,10 +140,18 @@ impl Session {
         })
     }
 
-    /// The tools the model is offered, as `[tools] mode` says.
+    /// The tools the model is offered, as `[tools] mode` says; on a window
+    /// too small for every definition, only the core ones.
     pub(super) fn tool_specs(&self) -> Vec<ToolSpec> {
         match self.config.tools.mode.unwrap_or_default() {
-            crate::config::ToolMode::Enabled => self.tools.specs(),
+            crate::config::ToolMode::Enabled => {
+                let all = self.tools.specs();
+                if self.tools_crowd_window(&all) {
+                    all.into_iter().filter(|t| CORE_TOOLS.contains(&t.name.as_str())).collect()
+                } else {
+                    all
+                }
+            }
             crate::config::ToolMode::ParseOnly => {
                 let mut specs = self.tools.specs();
                 specs.extend(self.config.tools.definitions.iter().map(|d| {
