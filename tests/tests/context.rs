@@ -37,13 +37,18 @@ async fn with_infinity_off_a_conversation_too_long_for_the_window_is_refused_bef
     assert!(done >= 2, "some turns fit first: {done}");
     assert_eq!(finished["error_kind"], "context_too_long", "{finished}");
     let message = finished["error"].as_str().unwrap_or_default();
-    for what in ["/clear", "[context] infinity", "FORGE_CONTEXT_INFINITY"] {
+    for what in ["/clear", "/summarize", "forgectl summarize", "[context] infinity", "FORGE_CONTEXT_INFINITY"] {
         assert!(message.contains(what), "the error names {what}: {message}");
     }
     assert!(stderr.contains("Context Infinity is off"), "{stderr}");
     assert_eq!(mock.requests().len(), done, "the refused request was never sent");
     let ctx = forge.ok(&["context", &id]).await.stdout;
     assert!(ctx.contains("input tokens, as the provider counted them"), "{ctx}");
+    // What the error offers works: a summary asked for makes room.
+    forge.ok(&["summarize", &id]).await;
+    forge.ok(&["attach", &id, "--until-idle"]).await;
+    let r = forge.ctl(&["send", "-s", &id, "after the summary mock:tokens=5"]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -290,4 +295,29 @@ async fn kill_9_during_a_summary_loses_nothing_and_the_summary_is_written_after_
     assert!(h.iter().any(|m| m["text"] == "queued behind it mock:tokens=5 mock:delay=0"));
     let ctx = forge.ok(&["--json", "context", &id]).await.json_lines();
     assert_eq!(ctx[0]["summaries"].as_array().map(Vec::len), Some(1), "{}", ctx[0]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn project_instructions_are_in_every_request_after_summaries_too() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.write_config(SMALL);
+    forge.start().await;
+    let repo = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(repo.path().join(".git")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(repo.path().join("AGENTS.md"), "Always run `make check`.\n").unwrap_or_else(|e| panic!("{e}"));
+    let cwd = repo.path().display().to_string();
+    let id = forge.new_session(&["--model", "small", "--cwd", &cwd]).await;
+    for i in 0..12 {
+        forge.ok(&["send", "-s", &id, &format!("turn {i} mock:tokens=300")]).await;
+    }
+    let turns: Vec<_> =
+        mock.requests().into_iter().filter(|r| r.body["messages"].to_string().contains("mock:tokens=300")).collect();
+    assert_eq!(turns.len(), 12);
+    let summarized = turns.iter().filter(|r| r.body["messages"].to_string().contains("summarized here")).count();
+    assert!(summarized >= 3, "summaries were in force for most turns: {summarized}");
+    for r in &turns {
+        let system = r.body["system"].to_string();
+        assert!(system.contains("make check"), "AGENTS.md in every request: {system}");
+    }
 }

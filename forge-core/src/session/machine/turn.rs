@@ -215,11 +215,13 @@ impl Session {
                             ErrorKind::ContextTooLong,
                             format!(
                                 "the conversation is now about {tokens} tokens, more than {}/{} takes ({limit} of its {}-token window; the rest is kept for the answer), and Context Infinity is off. \
-                                 Start afresh with /clear in forge (nothing is deleted), switch to a model with a larger window (`forgectl model`), \
+                                 Summarize the conversation so far with /summarize in forge (`forgectl summarize {}`; the originals stay), start afresh with /clear (nothing is deleted), \
+                                 switch to a model with a larger window (`forgectl model`), \
                                  or turn Context Infinity on: `[context] infinity = true` in config.toml (or {}=1 where the file does not set it)",
                                 self.row.provider,
                                 self.row.model,
                                 budget.window,
+                                self.row.id,
                                 context::INFINITY_ENV,
                             ),
                         ));
