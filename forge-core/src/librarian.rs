@@ -195,14 +195,13 @@ fn tool_call(shelf: &mut Shelf, node: &str, name: &str, arguments: &str, outcome
         }
         "apply_patch" => {
             let patch = text_arg("patch").unwrap_or_default();
-            for line in patch.lines() {
-                for (marker, verb) in
-                    [("*** Update File: ", "patched"), ("*** Add File: ", "added"), ("*** Delete File: ", "deleted")]
-                {
-                    if let Some(path) = line.strip_prefix(marker) {
-                        shelf.put(node, FactKind::File, &format!("{verb} {}", path.trim()));
-                    }
-                }
+            let failed = outcome.is_some_and(|(_, failed)| failed);
+            for file in crate::tools::lp1::parse(&patch).map(|p| p.files).unwrap_or_default() {
+                shelf.put(
+                    node,
+                    FactKind::File,
+                    &format!("patched {}{}", file.path, if failed { " (failed)" } else { "" }),
+                );
             }
         }
         _ => {
@@ -259,9 +258,16 @@ fn sentences(line: &str) -> impl Iterator<Item = &str> {
 /// or a name with an extension, less a trailing `:line:col`.
 fn as_path(word: &str) -> Option<&str> {
     let word = word.trim_matches(|c: char| matches!(c, '`' | '*' | '[' | ']' | '{' | '}'));
-    let word = word.trim_end_matches(['.', ',', ':', ';', '!', '?']);
-    let word = word.trim_end_matches(|c: char| c.is_ascii_digit() || c == ':');
-    let word = word.trim_end_matches(['.', ',', ':', ';']);
+    let mut word = word.trim_end_matches(['.', ',', ':', ';', '!', '?']);
+    // `path:line` and `path:line:col`.
+    for _ in 0..2 {
+        if let Some((head, tail)) = word.rsplit_once(':')
+            && !tail.is_empty()
+            && tail.chars().all(|c| c.is_ascii_digit())
+        {
+            word = head;
+        }
+    }
     if word.len() < 3 || word.len() > 200 || word.contains("://") || word.starts_with("//") {
         return None;
     }
@@ -434,10 +440,17 @@ mod tests {
             "exit status: 101\nerror[E0425]: cannot find value `x` in this scope\n --> forge-core/src/store/mod.rs:12:5",
         );
         result.tool_result = Some(("c1".into(), false));
+        let mut patch = msg(ChatRole::Assistant, "m4", "");
+        patch.tool_calls = vec![ToolCallRecord {
+            id: "c2".into(),
+            name: "apply_patch".into(),
+            arguments: serde_json::json!({"patch": "LP1\nF src/lib.rs\nT\n// end\n.\nEND\n"}).to_string(),
+        }];
         let span = vec![
             msg(ChatRole::User, "m1", "Please fix the failing migration in migrations/0004_facts.sql"),
             call,
             result,
+            patch,
         ];
         let facts = extract(&span, "s1", "- The store uses SQLite.\n- Tests fail with E0425.");
         let has = |node: &str, kind: FactKind, part: &str| {
@@ -453,6 +466,7 @@ mod tests {
         );
         assert!(has("m3", FactKind::Error, "cannot find value"), "{facts:#?}");
         assert!(has("s1", FactKind::Summary, "The store uses SQLite."), "{facts:#?}");
+        assert!(has("m4", FactKind::File, "patched src/lib.rs"), "{facts:#?}");
         assert!(!facts.iter().any(|f| f.text == "e.g"), "{facts:#?}");
     }
 
@@ -466,6 +480,8 @@ mod tests {
             ("e.g.", None),
             ("1.5", None),
             ("and/or", Some("and/or")),
+            ("song.mp3", Some("song.mp3")),
+            ("src/v2:7", Some("src/v2")),
             ("hello", None),
         ] {
             assert_eq!(as_path(word), path, "{word}");

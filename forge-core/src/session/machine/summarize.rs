@@ -342,7 +342,16 @@ impl Session {
         });
         // The span's facts, written with the summary node (one batch, one
         // transaction): a summary never exists without them.
-        let span = self.path.get(job.from..job.span.messages as usize).unwrap_or_default();
+        // Messages an earlier summary covered are indexed already (a
+        // summary after a restore starts from the beginning again).
+        let indexed = self
+            .summaries
+            .iter()
+            .filter_map(|s| self.path.iter().position(|m| m.node.as_deref() == Some(s.last.as_str())))
+            .map(|i| i + 1)
+            .max()
+            .unwrap_or(0);
+        let span = self.path.get(job.from.max(indexed)..job.span.messages as usize).unwrap_or_default();
         let facts = crate::librarian::extract(span, &id, &text);
         if !facts.is_empty() {
             self.pipeline.op(StoreOp::InsertFacts { session_id: self.row.id.clone(), summary_id: id.clone(), facts });
@@ -423,12 +432,11 @@ impl Session {
         let Some(job) = self.take_summary() else { return false };
         self.out.push(Effect::StopRequest);
         self.pipeline.event(Some(client), EventKind::CancelRequested {});
+        // Settled: a restart does not write it again.
+        self.pipeline.event(None, EventKind::SummarizationFailed { error: "cancelled".into() });
         match job.message_id {
             Some(id) => self.finish_tool_turn(id, MessageStatus::Cancelled, None),
-            None => {
-                self.pipeline.event(None, EventKind::SummarizationFailed { error: "cancelled".into() });
-                self.start_next_queued();
-            }
+            None => self.start_next_queued(),
         }
         true
     }

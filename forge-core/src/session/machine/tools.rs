@@ -192,6 +192,11 @@ impl Session {
         let tools_cfg = &self.config.tools;
         let max_calls = tools_cfg.max_tool_calls_per_batch.unwrap_or(DEFAULT_MAX_CALLS_PER_BATCH);
         let max_args = tools_cfg.max_tool_args_bytes.unwrap_or(DEFAULT_MAX_ARGS_BYTES);
+        // On a small window only the core tools are offered: the others
+        // are not run either.
+        let offered = self.tool_specs();
+        let trimmed = self.config.tools.mode.unwrap_or_default() == crate::config::ToolMode::Enabled
+            && offered.len() < self.tools.iter().count();
         let pending = calls
             .into_iter()
             .enumerate()
@@ -224,6 +229,15 @@ impl Session {
                 } else {
                     match self.tools.get(&c.name) {
                         None => Err(ToolError::UnknownTool { name: c.name.clone() }),
+                        Some(tool) if trimmed && !offered.iter().any(|o| o.name == tool.name()) => {
+                            Err(ToolError::ExecutionFailed {
+                                tool: c.name.clone(),
+                                message: format!(
+                                    "not offered with this model's small context window; use one of {}",
+                                    offered.iter().map(|o| o.name.as_str()).collect::<Vec<_>>().join(", ")
+                                ),
+                            })
+                        }
                         Some(tool) => serde_json::from_str::<Value>(if c.arguments.trim().is_empty() { "{}" } else { &c.arguments })
                             .map_err(|e| ToolError::BadArgs { message: format!("the arguments are not JSON: {e}") })
                             .map(|args| (tool, args)),

@@ -386,9 +386,20 @@ impl Session {
         self.out.push(Effect::StopRequest);
         if let Some(usage) = stream.usage.clone() {
             let counted = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens;
-            self.estimator.observe(stream.estimated_input, counted);
+            // Counted by the session's model (not one switched from while
+            // this stream ran), and plausibly whole: some local servers
+            // count only what they did not have cached.
+            let same_model = stream.provider == self.row.provider && stream.model == self.row.model;
+            let plausible = counted > 0 && counted.saturating_mul(4) >= stream.estimated_input;
+            if same_model {
+                self.estimator.observe(stream.estimated_input, counted);
+            }
             self.last_input_tokens = Some(counted);
-            self.anchor = stream.sent.take().map(|a| context::Anchor { tokens: counted, ..a });
+            self.anchor = stream
+                .sent
+                .take()
+                .filter(|_| same_model && plausible)
+                .map(|a| context::Anchor { tokens: counted, ..a });
             // What this response cost, and the session so far: in the
             // same batch as the seal.
             let model =
