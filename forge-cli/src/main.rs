@@ -100,6 +100,66 @@ Ctrl-C cancels the turn (the partial answer is kept, marked cancelled).")]
         /// Session id, id prefix or name
         session: String,
     },
+    /// Draw a session's conversation tree: every branch, the head (*), the
+    /// path to it, bookmarks and summaries
+    Tree {
+        /// Session id, id prefix or name
+        session: String,
+    },
+    /// List where each branch of a session's tree ends
+    Branches {
+        /// Session id, id prefix or name
+        session: String,
+    },
+    /// Move a session's head to another node of its tree; the branch left
+    /// stays in the tree
+    #[command(after_help = "NODE is a node id, a unique id prefix or a bookmark; `forgectl tree SESSION` lists them.")]
+    Checkout {
+        /// Session id, id prefix or name
+        session: String,
+        /// Node id, id prefix or bookmark
+        node: String,
+    },
+    /// Edit a message: in place when nothing replies to it, else as a new
+    /// branch beside it (the original stays); an edited user message is
+    /// answered on the new branch
+    #[command(
+        after_help = "Examples:\n  forgectl edit my-session m06h1 \"use port 8080 instead\"\n  echo \"longer text\" | forgectl edit my-session m06h1 -"
+    )]
+    Edit {
+        /// Session id, id prefix or name
+        session: String,
+        /// Node id, id prefix or bookmark
+        node: String,
+        /// The new text, or `-` to read it from stdin
+        text: String,
+        /// Return once the edit is made, without streaming the answer
+        #[arg(long)]
+        no_wait: bool,
+    },
+    /// Start a new session sharing this one's conversation up to NODE
+    /// (default: its head); nothing is copied
+    Fork {
+        /// Session id, id prefix or name
+        session: String,
+        /// Node id, id prefix or bookmark (default: the head)
+        node: Option<String>,
+        /// A name for the new session
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// Name a node of a session's tree (default: the head), or --delete a
+    /// name; an edit that branches moves the name to the new message
+    Bookmark {
+        /// Session id, id prefix or name
+        session: String,
+        /// The bookmark's name
+        name: String,
+        /// Node id, id prefix or bookmark (default: the head)
+        node: Option<String>,
+        #[arg(long)]
+        delete: bool,
+    },
     /// Switch a session's model (and provider) from its next request on,
     /// or show the current one. The conversation so far, tool calls
     /// included, goes to the new provider in its own format.
@@ -260,6 +320,14 @@ fn main() -> ExitCode {
             Command::Session(c) => cmd::session::run(&g, c).await,
             Command::Ps => cmd::session::run(&g, cmd::session::SessionCmd::List).await,
             Command::History { session } => cmd::session::history(&g, &session).await,
+            Command::Tree { session } => cmd::tree::tree(&g, &session).await,
+            Command::Branches { session } => cmd::tree::branches(&g, &session).await,
+            Command::Checkout { session, node } => cmd::tree::checkout(&g, &session, &node).await,
+            Command::Edit { session, node, text, no_wait } => cmd::tree::edit(&g, &session, &node, text, no_wait).await,
+            Command::Fork { session, node, name } => cmd::tree::fork(&g, &session, node, name).await,
+            Command::Bookmark { session, name, node, delete } => {
+                cmd::tree::bookmark(&g, &session, name, node, delete).await
+            }
             Command::Context { session, system, span } => cmd::session::context(&g, &session, system, span).await,
             Command::Model { session, model, provider } => cmd::session::model(&g, &session, model, provider).await,
             Command::Cancel { session, drop_queued } => cmd::misc::cancel(&g, &session, drop_queued).await,

@@ -153,6 +153,35 @@ impl Transcript {
                 self.end_text(&mut out);
                 stdout_result(writeln!(out, "[{}] conversation cleared by {who}", ev.seq));
             }
+            EventKind::HeadMoved { head, .. } => {
+                self.end_text(&mut out);
+                let at = head.as_deref().unwrap_or("(empty)");
+                stdout_result(writeln!(out, "[{}] head moved to {at} by {who}", ev.seq));
+            }
+            EventKind::NodeEdited { node_id, new_node_id, in_place } => {
+                self.end_text(&mut out);
+                let how = if *in_place { "in place".to_string() } else { format!("as a new branch {new_node_id}") };
+                stdout_result(writeln!(out, "[{}] {node_id} edited {how} by {who}", ev.seq));
+            }
+            EventKind::NodesDeleted { node_ids, .. } => {
+                self.end_text(&mut out);
+                stdout_result(writeln!(out, "[{}] {} node(s) deleted by {who}", ev.seq, node_ids.len()));
+            }
+            EventKind::NodeSplit { node_id, new_node_id, .. } => {
+                self.end_text(&mut out);
+                stdout_result(writeln!(out, "[{}] {node_id} split; the rest is {new_node_id}", ev.seq));
+            }
+            EventKind::BookmarkSet { name, node_id } => {
+                self.end_text(&mut out);
+                match node_id {
+                    Some(n) => stdout_result(writeln!(out, "[{}] bookmark {name} -> {n} by {who}", ev.seq)),
+                    None => stdout_result(writeln!(out, "[{}] bookmark {name} deleted by {who}", ev.seq)),
+                }
+            }
+            EventKind::SessionForked { from, node } => {
+                self.end_text(&mut out);
+                stdout_result(writeln!(out, "[{}] forked from {from} at {node}", ev.seq));
+            }
             EventKind::MessageQueued { text, position, .. } => {
                 self.end_text(&mut out);
                 stdout_result(writeln!(out, "[{}] queued #{position} by {who}: {text}", ev.seq));

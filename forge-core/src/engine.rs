@@ -15,6 +15,7 @@ use tokio::sync::Mutex;
 
 use crate::config::ForgeConfig;
 use crate::error::EngineError;
+use crate::forest::Forest;
 use crate::ids::{new_id, now_ms};
 use crate::journal::{JournalWriter, ResetOutcome, StoreOp, WriteBatch};
 use crate::provider::{ProviderClient, ProviderKind};
@@ -152,6 +153,17 @@ impl Engine {
     }
 
     pub async fn create_session(&self, req: CreateSession, client: ClientRef) -> Result<SessionInfo, EngineError> {
+        self.create_session_at(req, client, None).await
+    }
+
+    /// A new session; with `fork` (session, node), one sharing that
+    /// session's path up to the node.
+    async fn create_session_at(
+        &self,
+        req: CreateSession,
+        client: ClientRef,
+        fork: Option<(String, String)>,
+    ) -> Result<SessionInfo, EngineError> {
         self.check_running()?;
         let cfg = &self.shared().config;
         let provider_name = req.provider.unwrap_or_else(|| cfg.default_provider().as_str().to_string());
@@ -195,7 +207,7 @@ impl Engine {
             },
         };
         let body: Arc<str> = serde_json::to_string(&event).map_err(|e| EngineError::internal(e.to_string()))?.into();
-        let batch = WriteBatch {
+        let mut batch = WriteBatch {
             ops: vec![
                 StoreOp::CreateSession {
                     id: id.clone(),
@@ -214,9 +226,216 @@ impl Engine {
                 },
             ],
         };
+        if let Some((from, node)) = fork {
+            let event = SessionEvent {
+                session_id: id.clone(),
+                seq: 2,
+                ts_ms: created_ms,
+                client: event.client.clone(),
+                kind: EventKind::SessionForked { from: from.clone(), node: node.clone() },
+            };
+            let body: Arc<str> =
+                serde_json::to_string(&event).map_err(|e| EngineError::internal(e.to_string()))?.into();
+            batch.ops.push(StoreOp::ForkSession { id: id.clone(), from, node });
+            batch.ops.push(StoreOp::AppendEvent {
+                session_id: id.clone(),
+                seq: 2,
+                ts_ms: created_ms,
+                kind: event_kind_name(&event.kind),
+                body,
+            });
+        }
         self.shared().writer.write(batch).await.map_err(|e| EngineError::blocked(&e.to_string()))?;
         drop(_names);
         self.session_info(&id).await
+    }
+
+    /// A node of a session's tree named by id, bookmark or id prefix.
+    async fn resolve_node(&self, session: &str, node: &str) -> Result<(Forest, String), EngineError> {
+        let forest = Forest::new(self.shared().store.tree(session).await?);
+        let node = node.trim();
+        if forest.contains(node) {
+            return Ok((forest, node.to_string()));
+        }
+        if let Some((_, id)) = self.shared().store.bookmarks(session).await?.into_iter().find(|(name, _)| name == node)
+        {
+            return Ok((forest, id));
+        }
+        let matches: Vec<String> =
+            forest.nodes().filter(|n| !node.is_empty() && n.id.starts_with(node)).map(|n| n.id.clone()).collect();
+        match matches.as_slice() {
+            [one] => {
+                let one = one.clone();
+                Ok((forest, one))
+            }
+            [] => Err(EngineError::new(
+                ErrorKind::InvalidParams,
+                format!(
+                    "no node `{node}` in session {session} (by id, id prefix or bookmark); `forgectl tree {session}` lists them"
+                ),
+            )),
+            many => Err(EngineError::new(
+                ErrorKind::InvalidParams,
+                format!("`{node}` matches {} nodes; give more of the id", many.len()),
+            )),
+        }
+    }
+
+    /// Every node of a session's tree, with its head and bookmarks.
+    pub async fn tree(&self, selector: &str) -> Result<forge_proto::TreeInfo, EngineError> {
+        let id = self.resolve(selector).await?;
+        let store = &self.shared().store;
+        let row = store.session(&id).await?.ok_or_else(|| EngineError::not_found(&id))?;
+        let forest = Forest::new(store.tree(&id).await?);
+        let on_path: std::collections::HashSet<&str> = match row.head_id.as_deref() {
+            Some(h) => forest.path(h)?.into_iter().map(|n| n.id.as_str()).collect(),
+            None => Default::default(),
+        };
+        let bookmarks = store.bookmarks(&id).await?;
+        let marks = |node: &str| -> Vec<String> {
+            bookmarks.iter().filter(|(_, n)| n == node).map(|(name, _)| name.clone()).collect()
+        };
+        let nodes = forest
+            .nodes()
+            .map(|n| forge_proto::TreeNode {
+                id: n.id.clone(),
+                parent_id: n.parent_id.clone(),
+                role: n.role,
+                preview: crate::forest::preview(&n.text, 60),
+                status: n.status,
+                created_ms: n.created_ms,
+                replies: forest.replies(Some(&n.id)).len() as u32,
+                on_path: on_path.contains(n.id.as_str()),
+                bookmarks: marks(&n.id),
+            })
+            .collect();
+        Ok(forge_proto::TreeInfo {
+            session_id: id.clone(),
+            head: row.head_id,
+            forked_from: store.forked_from(&id).await?,
+            nodes,
+        })
+    }
+
+    /// Where each branch of a session's tree ends.
+    pub async fn branches(&self, selector: &str) -> Result<Vec<forge_proto::BranchInfo>, EngineError> {
+        let id = self.resolve(selector).await?;
+        let store = &self.shared().store;
+        let row = store.session(&id).await?.ok_or_else(|| EngineError::not_found(&id))?;
+        let forest = Forest::new(store.tree(&id).await?);
+        let head_path: std::collections::HashSet<String> = match row.head_id.as_deref() {
+            Some(h) => forest.path(h)?.into_iter().map(|n| n.id.clone()).collect(),
+            None => Default::default(),
+        };
+        let bookmarks = store.bookmarks(&id).await?;
+        let mut out = Vec::new();
+        for leaf in forest.leaves() {
+            let path = forest.path(&leaf.id)?;
+            out.push(forge_proto::BranchInfo {
+                leaf: leaf.id.clone(),
+                role: leaf.role,
+                preview: crate::forest::preview(&leaf.text, 60),
+                created_ms: leaf.created_ms,
+                messages: path.len() as u64,
+                diverges_at: path.iter().find(|n| !head_path.contains(&n.id)).map(|n| n.id.clone()),
+                head: row.head_id.as_deref() == Some(leaf.id.as_str()),
+                bookmarks: bookmarks.iter().filter(|(_, n)| *n == leaf.id).map(|(name, _)| name.clone()).collect(),
+            });
+        }
+        Ok(out)
+    }
+
+    pub async fn checkout(&self, selector: &str, node: &str, client: ClientRef) -> Result<SessionInfo, EngineError> {
+        self.check_running()?;
+        let handle = self.handle_for(selector).await?;
+        let (_, node) = self.resolve_node(&handle.id, node).await?;
+        handle.request(|reply| SessionCmd::Checkout { node, client, reply }).await?;
+        self.session_info(&handle.id).await
+    }
+
+    pub async fn edit(
+        &self,
+        selector: &str,
+        node: &str,
+        text: String,
+        client: ClientRef,
+    ) -> Result<forge_proto::EditResult, EngineError> {
+        self.check_running()?;
+        let handle = self.handle_for(selector).await?;
+        let (_, node) = self.resolve_node(&handle.id, node).await?;
+        handle.request(|reply| SessionCmd::Edit { node, text, client, reply }).await
+    }
+
+    /// A new session sharing `selector`'s path up to `node` (its head if
+    /// none), in the same directory with the same model.
+    pub async fn fork(
+        &self,
+        selector: &str,
+        node: Option<&str>,
+        name: Option<String>,
+        client: ClientRef,
+    ) -> Result<SessionInfo, EngineError> {
+        self.check_running()?;
+        let id = self.resolve(selector).await?;
+        let row = self.shared().store.session(&id).await?.ok_or_else(|| EngineError::not_found(&id))?;
+        let node = match node {
+            Some(n) => self.resolve_node(&id, n).await?.1,
+            None => row.head_id.clone().ok_or_else(|| {
+                EngineError::new(
+                    ErrorKind::InvalidParams,
+                    "the conversation is empty: nothing to fork (`forgectl session new` starts a session)",
+                )
+            })?,
+        };
+        let forest = Forest::new(self.shared().store.tree(&id).await?);
+        if forest.get(&node)?.role == forge_proto::Role::Summary {
+            return Err(EngineError::new(ErrorKind::InvalidParams, "a fork starts at a message, not at a summary"));
+        }
+        let req = CreateSession { name, cwd: Some(row.cwd), provider: Some(row.provider), model: Some(row.model) };
+        self.create_session_at(req, client, Some((id, node))).await
+    }
+
+    pub async fn bookmark(
+        &self,
+        selector: &str,
+        name: String,
+        node: Option<&str>,
+        delete: bool,
+        client: ClientRef,
+    ) -> Result<forge_proto::BookmarkResult, EngineError> {
+        self.check_running()?;
+        let handle = self.handle_for(selector).await?;
+        let node = match node {
+            Some(n) if !delete => Some(self.resolve_node(&handle.id, n).await?.1),
+            _ => None,
+        };
+        handle.request(|reply| SessionCmd::Bookmark { name, node, delete, client, reply }).await
+    }
+
+    pub async fn delete_node(
+        &self,
+        selector: &str,
+        node: &str,
+        cascade: bool,
+        client: ClientRef,
+    ) -> Result<forge_proto::DeleteNodeResult, EngineError> {
+        self.check_running()?;
+        let handle = self.handle_for(selector).await?;
+        let (_, node) = self.resolve_node(&handle.id, node).await?;
+        handle.request(|reply| SessionCmd::DeleteNode { node, cascade, client, reply }).await
+    }
+
+    pub async fn split(
+        &self,
+        selector: &str,
+        node: &str,
+        at: u64,
+        client: ClientRef,
+    ) -> Result<forge_proto::SplitResult, EngineError> {
+        self.check_running()?;
+        let handle = self.handle_for(selector).await?;
+        let (_, node) = self.resolve_node(&handle.id, node).await?;
+        handle.request(|reply| SessionCmd::Split { node, at, client, reply }).await
     }
 
     async fn check_name(&self, name: &str, owner: Option<&str>) -> Result<(), EngineError> {

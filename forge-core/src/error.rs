@@ -61,3 +61,12 @@ pub fn unblock_advice(reason: &str) -> &'static str {
         "Free disk space or fix the permissions of $FORGE_HOME/forge.db, then run `forgectl journal reset`"
     }
 }
+
+impl From<crate::forest::ForestError> for EngineError {
+    fn from(e: crate::forest::ForestError) -> Self {
+        match e {
+            crate::forest::ForestError::NoSuchNode(_) => EngineError::new(ErrorKind::InvalidParams, e.to_string()),
+            crate::forest::ForestError::BrokenChain { .. } => EngineError::internal(e.to_string()),
+        }
+    }
+}

@@ -125,6 +125,56 @@ pub trait ForgeApi {
         is_error: Option<bool>,
     ) -> RpcResult<ToolResultAccepted>;
 
+    /// Every node of the session's tree (its own, and the path it shares
+    /// with the session it was forked from), with the head and bookmarks.
+    #[method(name = "session.tree", param_kind = map)]
+    async fn session_tree(&self, session: String) -> RpcResult<TreeInfo>;
+
+    /// The leaves of the session's tree: where each branch ends.
+    #[method(name = "session.branches", param_kind = map)]
+    async fn session_branches(&self, session: String) -> RpcResult<Vec<BranchInfo>>;
+
+    /// Moves the session's head to a node of its tree (refused while a
+    /// turn runs). Nothing is deleted: the branch left stays in the tree.
+    #[method(name = "session.checkout", param_kind = map)]
+    async fn session_checkout(&self, session: String, node: String) -> RpcResult<SessionInfo>;
+
+    /// Edits a message: in place when nothing replies to it, else as a new
+    /// sibling branch (the original stays). The head moves to it, and an
+    /// edited user message is answered.
+    #[method(name = "session.edit", param_kind = map)]
+    async fn session_edit(&self, session: String, node: String, text: String) -> RpcResult<EditResult>;
+
+    /// A new session sharing this one's path up to `node` (default: the
+    /// head), without copying it.
+    #[method(name = "session.fork", param_kind = map)]
+    async fn session_fork(&self, session: String, node: Option<String>, name: Option<String>)
+    -> RpcResult<SessionInfo>;
+
+    /// Sets a bookmark on `node` (default: the head), or deletes it.
+    #[method(name = "session.bookmark", param_kind = map)]
+    async fn session_bookmark(
+        &self,
+        session: String,
+        name: String,
+        node: Option<String>,
+        delete: Option<bool>,
+    ) -> RpcResult<BookmarkResult>;
+
+    /// Deletes a node: with `cascade` (default) and everything under it,
+    /// else its children hang from its parent instead.
+    #[method(name = "session.delete_node", param_kind = map)]
+    async fn session_delete_node(
+        &self,
+        session: String,
+        node: String,
+        cascade: Option<bool>,
+    ) -> RpcResult<DeleteNodeResult>;
+
+    /// Cuts a message in two at character `at`.
+    #[method(name = "session.split", param_kind = map)]
+    async fn session_split(&self, session: String, node: String, at: u64) -> RpcResult<SplitResult>;
+
     /// The messages on the session's current history path, oldest first.
     #[method(name = "session.history", param_kind = map)]
     async fn session_history(&self, session: String) -> RpcResult<HistoryResult>;

@@ -46,6 +46,47 @@ pub enum EventKind {
     /// `session.clear`: the conversation starts afresh. Earlier messages
     /// stay in the store's tree but are no longer on the session's path.
     HistoryCleared {},
+    /// The session's head moved to another node of its tree (`checkout`,
+    /// an edit that branched, a delete or split that moved it).
+    HeadMoved {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        head: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        previous: Option<String>,
+    },
+    /// A message was edited: in place (`node_id` is `new_node_id`) when it
+    /// had no replies, else as a new sibling branch.
+    NodeEdited {
+        node_id: String,
+        new_node_id: String,
+        in_place: bool,
+    },
+    /// Nodes left the tree (`session.delete_node`): the node and, with
+    /// `cascade`, everything under it; otherwise its children now hang
+    /// from its parent.
+    NodesDeleted {
+        node_ids: Vec<String>,
+        cascade: bool,
+    },
+    /// A message was cut in two at `at` (characters): `node_id` keeps the
+    /// start, `new_node_id` (its child) the rest and the replies.
+    NodeSplit {
+        node_id: String,
+        new_node_id: String,
+        at: u64,
+    },
+    /// This session was forked from `from`: it shares that session's path
+    /// up to `node` (its head at start).
+    SessionForked {
+        from: String,
+        node: String,
+    },
+    /// A bookmark was set (`node_id`) or deleted (no `node_id`).
+    BookmarkSet {
+        name: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        node_id: Option<String>,
+    },
     /// A message arrived while a turn was running; it runs next.
     MessageQueued {
         message_id: String,

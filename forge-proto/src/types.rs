@@ -199,6 +199,94 @@ pub struct SummarizeResult {
     pub tokens_before: u64,
 }
 
+/// A node of a session's tree, as `session.tree` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TreeNode {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_id: Option<String>,
+    pub role: Role,
+    /// The message's first words, on one line.
+    pub preview: String,
+    pub status: MessageStatus,
+    pub created_ms: i64,
+    /// Replies under it (summaries not counted).
+    pub replies: u32,
+    /// On the path to the head.
+    pub on_path: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bookmarks: Vec<String>,
+}
+
+/// `session.tree`: every node of the session's tree, oldest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TreeInfo {
+    pub session_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head: Option<String>,
+    /// The session this one was forked from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<String>,
+    pub nodes: Vec<TreeNode>,
+}
+
+/// A leaf of the tree: where a branch ends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BranchInfo {
+    pub leaf: String,
+    pub role: Role,
+    pub preview: String,
+    pub created_ms: i64,
+    /// Messages from the root to the leaf.
+    pub messages: u64,
+    /// Where the branch leaves the head's path (its first node off the
+    /// path), absent for the head's own branch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diverges_at: Option<String>,
+    pub head: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bookmarks: Vec<String>,
+}
+
+/// `session.edit`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EditResult {
+    pub session_id: String,
+    pub node_id: String,
+    /// The edited message: `node_id` itself when edited in place.
+    pub new_node_id: String,
+    pub in_place: bool,
+    /// A turn was started to answer the edited user message.
+    pub answering: bool,
+}
+
+/// `session.delete_node`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeleteNodeResult {
+    pub session_id: String,
+    pub deleted: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head: Option<String>,
+}
+
+/// `session.split`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SplitResult {
+    pub session_id: String,
+    pub node_id: String,
+    pub new_node_id: String,
+}
+
+/// `session.bookmark`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BookmarkResult {
+    pub session_id: String,
+    pub name: String,
+    /// Where it points now (absent once deleted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_id: Option<String>,
+}
+
 /// A fact the Librarian kept when a span was summarized, found by
 /// `session.recall`, and the message it came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -137,6 +137,34 @@ impl Transcript {
                     text: format!("conversation cleared{who}; earlier messages stay in the store"),
                 });
             }
+            EventKind::HeadMoved { .. }
+            | EventKind::NodeEdited { .. }
+            | EventKind::NodesDeleted { .. }
+            | EventKind::NodeSplit { .. }
+            | EventKind::BookmarkSet { .. }
+            | EventKind::SessionForked { .. } => {
+                let text = match &ev.kind {
+                    EventKind::HeadMoved { head, .. } => format!(
+                        "moved to {} in the conversation tree (`forgectl tree` draws it)",
+                        head.as_deref().unwrap_or("an empty conversation")
+                    ),
+                    EventKind::NodeEdited { node_id, new_node_id, in_place: true } if node_id == new_node_id => {
+                        format!("{node_id} edited in place")
+                    }
+                    EventKind::NodeEdited { node_id, new_node_id, .. } => {
+                        format!("{node_id} edited as a new branch {new_node_id}")
+                    }
+                    EventKind::NodesDeleted { node_ids, .. } => format!("{} message(s) deleted", node_ids.len()),
+                    EventKind::NodeSplit { node_id, new_node_id, .. } => {
+                        format!("{node_id} split; the rest is {new_node_id}")
+                    }
+                    EventKind::BookmarkSet { name, node_id: Some(n) } => format!("bookmark {name} -> {n}"),
+                    EventKind::BookmarkSet { name, node_id: None } => format!("bookmark {name} deleted"),
+                    EventKind::SessionForked { from, node } => format!("forked from {from} at {node}"),
+                    _ => String::new(),
+                };
+                self.items.push(DisplayItem::Notice { level: Level::Info, text });
+            }
             EventKind::MessageQueued { text, .. } => {
                 self.items.push(DisplayItem::User { text: text.clone(), from, queued: true });
             }

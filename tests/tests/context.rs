@@ -280,6 +280,14 @@ async fn kill_9_during_a_summary_loses_nothing_and_the_summary_is_written_after_
     wait_for_state(&forge, &id, "summarizing").await;
     forge.ok(&["send", "--no-wait", "-s", &id, "queued behind it mock:tokens=5 mock:delay=0"]).await;
     wait_for_state(&forge, &id, "summarizing_with_queued").await;
+    // The queued message goes to the model it was sent for.
+    let switch = forge.ctl(&["model", "crash", "claude-sonnet-4-6"]).await;
+    assert_ne!(switch.code, 0);
+    assert!(
+        switch.stderr.contains("wait behind the running turn") && switch.stderr.contains("--drop-queued"),
+        "{}",
+        switch.stderr
+    );
     forge.kill9().await;
 
     forge.start().await;

@@ -5,3 +5,4 @@ pub mod attach;
 pub mod misc;
 pub mod send;
 pub mod session;
+pub mod tree;

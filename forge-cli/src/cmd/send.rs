@@ -36,7 +36,7 @@ pub struct SendArgs {
     message: Vec<String>,
 }
 
-fn read_message(parts: &[String]) -> Result<String, Failure> {
+pub fn read_message(parts: &[String]) -> Result<String, Failure> {
     if parts.len() == 1 && parts[0] == "-" {
         let mut text = String::new();
         std::io::stdin()
@@ -88,7 +88,23 @@ pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
         return Ok(());
     }
 
-    let mut sub = Follow::start(&conn, sent.session_id.clone(), Some(sent.seq)).await?;
+    follow_turn(g, &conn, &sent.session_id, sent.seq, &sent.message_id, a.auto_approve, a.thinking).await
+}
+
+/// Streams the turn answering `message_id` (its events from `from_seq`
+/// on) until it ends: the answer on stdout, the rest on stderr, or every
+/// event as JSON with `--json`.
+pub async fn follow_turn(
+    g: &Global,
+    conn: &forge_client::Connection,
+    session_id: &str,
+    from_seq: u64,
+    message_id: &str,
+    auto_approve: bool,
+    thinking: bool,
+) -> Result<(), Failure> {
+    let client = &conn.client;
+    let mut sub = Follow::start(conn, session_id.to_string(), Some(from_seq)).await?;
     let mut in_turn = false;
     // Thinking is being printed on stderr: end its line before anything else.
     let mut thinking_shown = false;
@@ -101,7 +117,7 @@ pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
             _ = tokio::signal::ctrl_c(), if !interrupted => {
                 interrupted = true;
                 eprintln!("\nforgectl: cancelling the turn (the partial answer is kept)...");
-                let _ = client.session_cancel(sent.session_id.clone(), None).await;
+                let _ = client.session_cancel(session_id.to_string(), None).await;
                 continue;
             }
         };
@@ -140,8 +156,8 @@ pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
             json_line(&ev);
         }
         match &ev.kind {
-            EventKind::TurnStarted { message_id, .. } if *message_id == sent.message_id => in_turn = true,
-            EventKind::ThinkingDelta { text } if in_turn && a.thinking && !g.json => {
+            EventKind::TurnStarted { message_id: m, .. } if m == message_id => in_turn = true,
+            EventKind::ThinkingDelta { text } if in_turn && thinking && !g.json => {
                 if !thinking_shown {
                     eprint!("forgectl: thinking: ");
                     thinking_shown = true;
@@ -156,10 +172,10 @@ pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
                 ends_with_newline = text.ends_with('\n');
             }
             EventKind::ApprovalRequested { approval_id, calls } if in_turn => {
-                if a.auto_approve {
+                if auto_approve {
                     let r = client
                         .approval_answer(
-                            sent.session_id.clone(),
+                            session_id.to_string(),
                             ApprovalDecision::ApproveAll,
                             Some(approval_id.clone()),
                             None,
@@ -175,7 +191,7 @@ pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
                         let _ = writeln!(stdout);
                         ends_with_newline = true;
                     }
-                    crate::output::approval_prompt(&sent.session_id, calls, false);
+                    crate::output::approval_prompt(session_id, calls, false);
                 }
             }
             EventKind::AwaitingToolResults { calls } if in_turn && !g.json => {
@@ -190,7 +206,7 @@ pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
                 for c in calls {
                     eprintln!("  {} {}({})", c.id, c.name, c.arguments);
                 }
-                eprintln!("  answer with: forgectl tool-result {} CALL_ID [--error] OUTPUT", sent.session_id);
+                eprintln!("  answer with: forgectl tool-result {session_id} CALL_ID [--error] OUTPUT");
             }
             EventKind::Retrying { attempt, max_attempts, delay_ms, reason, .. } if in_turn && !g.json => {
                 eprintln!("forgectl: {}", forge_client::retrying_line(*attempt, *max_attempts, *delay_ms, reason));
@@ -206,7 +222,7 @@ pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
                 let verdict = if *is_error { "failed" } else { "done" };
                 eprintln!("forgectl: tool {name} {verdict}: {}", crate::output::first_line(output, 100));
             }
-            EventKind::TurnFinished { message_id, status, error, .. } if *message_id == sent.message_id => {
+            EventKind::TurnFinished { message_id: m, status, error, .. } if m == message_id => {
                 if std::mem::take(&mut thinking_shown) {
                     eprintln!();
                 }

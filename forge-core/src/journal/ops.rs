@@ -25,6 +25,41 @@ pub enum StoreOp {
         id: String,
         name: Option<String>,
     },
+    /// A new session (just created) shares `from`'s path up to `node`.
+    ForkSession {
+        id: String,
+        from: String,
+        node: String,
+    },
+    /// An edit in place (a node without children).
+    UpdateNodeText {
+        id: String,
+        text: String,
+    },
+    /// The children of `of` hang from `to` instead.
+    ReparentChildren {
+        of: String,
+        to: Option<String>,
+    },
+    DeleteNodes {
+        ids: Vec<String>,
+    },
+    SetBookmark {
+        session_id: String,
+        name: String,
+        node_id: String,
+        created_ms: i64,
+    },
+    DeleteBookmark {
+        session_id: String,
+        name: String,
+    },
+    /// An edit made `to` in place of `from`: its bookmarks follow.
+    MoveBookmarks {
+        session_id: String,
+        from: String,
+        to: String,
+    },
     RemoveSession {
         id: String,
     },
@@ -128,10 +163,44 @@ impl StoreOp {
                 &[id, name, cwd, provider, model, created_ms, created_ms],
             ),
             StoreOp::RenameSession { id, name } => run("UPDATE sessions SET name = ? WHERE id = ?", &[name, id]),
+            StoreOp::ForkSession { id, from, node } => run(
+                "UPDATE sessions SET forked_from = ?, fork_node = ?, head_id = ? WHERE id = ?",
+                &[from, node, node, id],
+            ),
+            StoreOp::UpdateNodeText { id, text } => run("UPDATE nodes SET text = ? WHERE id = ?", &[text, id]),
+            StoreOp::ReparentChildren { of, to } => {
+                run("UPDATE nodes SET parent_id = ? WHERE parent_id = ?", &[to, of])
+            }
+            StoreOp::DeleteNodes { ids } => {
+                for id in ids {
+                    run("DELETE FROM nodes WHERE id = ?", &[id])?;
+                    run("DELETE FROM bookmarks WHERE node_id = ?", &[id])?;
+                }
+                Ok(())
+            }
+            StoreOp::SetBookmark { session_id, name, node_id, created_ms } => run(
+                "INSERT OR REPLACE INTO bookmarks (session_id, name, node_id, created_ms) VALUES (?, ?, ?, ?)",
+                &[session_id, name, node_id, created_ms],
+            ),
+            StoreOp::DeleteBookmark { session_id, name } => {
+                run("DELETE FROM bookmarks WHERE session_id = ? AND name = ?", &[session_id, name])
+            }
+            StoreOp::MoveBookmarks { session_id, from, to } => {
+                run("UPDATE bookmarks SET node_id = ? WHERE session_id = ? AND node_id = ?", &[to, session_id, from])
+            }
             StoreOp::RemoveSession { id } => {
+                // Nodes a fork shares (its fork node and what leads to it)
+                // stay; the rest of the session's nodes go.
+                run(
+                    "WITH RECURSIVE keep(id) AS ( \
+                         SELECT fork_node FROM sessions WHERE id != ?1 AND fork_node IS NOT NULL \
+                         UNION SELECT n.parent_id FROM nodes n JOIN keep k ON n.id = k.id WHERE n.parent_id IS NOT NULL) \
+                     DELETE FROM nodes WHERE session_id = ?1 AND id NOT IN (SELECT id FROM keep)",
+                    &[id],
+                )?;
                 for sql in [
                     "DELETE FROM events WHERE session_id = ?",
-                    "DELETE FROM nodes WHERE session_id = ?",
+                    "DELETE FROM bookmarks WHERE session_id = ?",
                     "DELETE FROM queued_messages WHERE session_id = ?",
                     "DELETE FROM streams WHERE session_id = ?",
                     "DELETE FROM facts WHERE session_id = ?",

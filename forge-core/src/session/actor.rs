@@ -267,6 +267,16 @@ impl SessionActor {
                 let history = load::history(&self.shared.store, head.as_deref()).await;
                 return Some(Event::HistoryRead { history, then });
             }
+            Effect::ReadTree { then } => {
+                let forest = self
+                    .shared
+                    .store
+                    .tree(self.session.id())
+                    .await
+                    .map(|rows| Box::new(crate::forest::Forest::new(rows)))
+                    .map_err(EngineError::from);
+                return Some(Event::TreeRead { forest, then });
+            }
             Effect::Reload { row, cause } => {
                 self.shared.writer.sync().await;
                 let durable = load::durable(&self.shared, *row, true).await.map(Box::new);

@@ -77,6 +77,38 @@ pub(crate) enum SessionCmd {
     Summarize {
         reply: Reply<forge_proto::SummarizeResult>,
     },
+    /// The tree commands: each reads the session's tree first
+    /// (`Effect::ReadTree`), then changes it through the journal.
+    Checkout {
+        node: String,
+        client: ClientRef,
+        reply: Reply<()>,
+    },
+    Edit {
+        node: String,
+        text: String,
+        client: ClientRef,
+        reply: Reply<forge_proto::EditResult>,
+    },
+    Bookmark {
+        name: String,
+        node: Option<String>,
+        delete: bool,
+        client: ClientRef,
+        reply: Reply<forge_proto::BookmarkResult>,
+    },
+    DeleteNode {
+        node: String,
+        cascade: bool,
+        client: ClientRef,
+        reply: Reply<forge_proto::DeleteNodeResult>,
+    },
+    Split {
+        node: String,
+        at: u64,
+        client: ClientRef,
+        reply: Reply<forge_proto::SplitResult>,
+    },
     /// Removes the session; the actor exits after the removal is durable.
     Remove {
         reply: Reply<()>,

@@ -176,6 +176,42 @@ impl Store {
             .collect()
     }
 
+    /// A session's tree: its own nodes, and the path it shares with the
+    /// session it was forked from (up to its head and fork node).
+    pub async fn tree(&self, session: &str) -> Result<Vec<NodeRow>, StoreError> {
+        let rows = sqlx::query(
+            "WITH RECURSIVE t(id) AS (
+                 SELECT id FROM nodes WHERE session_id = ?1
+                 UNION SELECT head_id FROM sessions WHERE id = ?1 AND head_id IS NOT NULL
+                 UNION SELECT fork_node FROM sessions WHERE id = ?1 AND fork_node IS NOT NULL
+                 UNION SELECT n.parent_id FROM nodes n JOIN t ON n.id = t.id WHERE n.parent_id IS NOT NULL
+             )
+             SELECT id, parent_id, session_id, role, text, status, created_ms, meta FROM nodes
+             WHERE id IN (SELECT id FROM t)",
+        )
+        .bind(session)
+        .fetch_all(&self.pool())
+        .await?;
+        rows.iter().map(NodeRow::from_row).collect()
+    }
+
+    /// A session's bookmarks: (name, node), by name.
+    pub async fn bookmarks(&self, session: &str) -> Result<Vec<(String, String)>, StoreError> {
+        Ok(sqlx::query_as("SELECT name, node_id FROM bookmarks WHERE session_id = ? ORDER BY name")
+            .bind(session)
+            .fetch_all(&self.pool())
+            .await?)
+    }
+
+    /// The session a session was forked from, if it was.
+    pub async fn forked_from(&self, session: &str) -> Result<Option<String>, StoreError> {
+        let v: Option<Option<String>> = sqlx::query_scalar("SELECT forked_from FROM sessions WHERE id = ?")
+            .bind(session)
+            .fetch_optional(&self.pool())
+            .await?;
+        Ok(v.flatten())
+    }
+
     /// One node of a session.
     pub async fn node(&self, session: &str, id: &str) -> Result<Option<NodeRow>, StoreError> {
         let row = sqlx::query(

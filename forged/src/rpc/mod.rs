@@ -205,6 +205,57 @@ impl ForgeApiServer for ConnServer {
         self.engine().recover(&session, action, self.client_ref()).await.map_err(to_rpc)
     }
 
+    async fn session_tree(&self, session: String) -> RpcResult<forge_proto::TreeInfo> {
+        self.engine().tree(&session).await.map_err(to_rpc)
+    }
+
+    async fn session_branches(&self, session: String) -> RpcResult<Vec<forge_proto::BranchInfo>> {
+        self.engine().branches(&session).await.map_err(to_rpc)
+    }
+
+    async fn session_checkout(&self, session: String, node: String) -> RpcResult<SessionInfo> {
+        self.engine().checkout(&session, &node, self.client_ref()).await.map_err(to_rpc)
+    }
+
+    async fn session_edit(&self, session: String, node: String, text: String) -> RpcResult<forge_proto::EditResult> {
+        self.engine().edit(&session, &node, text, self.client_ref()).await.map_err(to_rpc)
+    }
+
+    async fn session_fork(
+        &self,
+        session: String,
+        node: Option<String>,
+        name: Option<String>,
+    ) -> RpcResult<SessionInfo> {
+        self.engine().fork(&session, node.as_deref(), name, self.client_ref()).await.map_err(to_rpc)
+    }
+
+    async fn session_bookmark(
+        &self,
+        session: String,
+        name: String,
+        node: Option<String>,
+        delete: Option<bool>,
+    ) -> RpcResult<forge_proto::BookmarkResult> {
+        self.engine()
+            .bookmark(&session, name, node.as_deref(), delete.unwrap_or(false), self.client_ref())
+            .await
+            .map_err(to_rpc)
+    }
+
+    async fn session_delete_node(
+        &self,
+        session: String,
+        node: String,
+        cascade: Option<bool>,
+    ) -> RpcResult<forge_proto::DeleteNodeResult> {
+        self.engine().delete_node(&session, &node, cascade.unwrap_or(true), self.client_ref()).await.map_err(to_rpc)
+    }
+
+    async fn session_split(&self, session: String, node: String, at: u64) -> RpcResult<forge_proto::SplitResult> {
+        self.engine().split(&session, &node, at, self.client_ref()).await.map_err(to_rpc)
+    }
+
     async fn session_history(&self, session: String) -> RpcResult<HistoryResult> {
         self.engine().history(&session).await.map_err(to_rpc)
     }

@@ -17,7 +17,7 @@ use crate::store::QueuedRow;
 
 /// What a command needs of the session to be done.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Access {
+pub(super) enum Access {
     /// It only reads (answered even while the journal is blocked).
     Read,
     /// It writes to the journal.
@@ -87,12 +87,17 @@ impl Session {
                 }
             }
             SessionCmd::Shutdown { reply } => self.begin_shutdown(Some(reply)),
+            cmd @ (SessionCmd::Checkout { .. }
+            | SessionCmd::Edit { .. }
+            | SessionCmd::Bookmark { .. }
+            | SessionCmd::DeleteNode { .. }
+            | SessionCmd::Split { .. }) => self.out.push(Effect::ReadTree { then: cmd }),
         }
     }
 
     /// The reply, if the command may be done now; otherwise it is answered
     /// with why not.
-    fn admit<T: Send + Sync + 'static>(&mut self, reply: Reply<T>, access: Access) -> Option<Reply<T>> {
+    pub(super) fn admit<T: Send + Sync + 'static>(&mut self, reply: Reply<T>, access: Access) -> Option<Reply<T>> {
         let refusal = match (&self.state, &self.unreadable) {
             (_, Some(e)) => e.clone(),
             (OperationState::PersistenceBlocked { reason }, None) if access == Access::Write => {
@@ -106,7 +111,11 @@ impl Session {
 
     /// Answers `reply` with `result`: a success once the batch carrying the
     /// command's effects is durable, an error at once.
-    fn reply_when_durable<T: Send + Sync + 'static>(&mut self, reply: Reply<T>, result: Result<T, EngineError>) {
+    pub(super) fn reply_when_durable<T: Send + Sync + 'static>(
+        &mut self,
+        reply: Reply<T>,
+        result: Result<T, EngineError>,
+    ) {
         match result {
             Ok(value) => self.pipeline.effect(OnDurable::Reply(Responder::with(reply, value))),
             Err(e) => self.out.push(Effect::Reply(ReadyReply::now(reply, Err(e)))),
@@ -199,6 +208,22 @@ impl Session {
     }
 
     fn on_configure(&mut self, provider: String, model: String, client: ClientRef, reply: Reply<()>) {
+        // Queued messages go out with the model they were sent for: the
+        // configuration is frozen while any waits.
+        if !self.queue.is_empty() && (provider != self.row.provider || model != self.row.model) {
+            let err = EngineError::new(
+                ErrorKind::SessionBusy,
+                format!(
+                    "{} message(s) wait behind the running turn and will go to {}/{} as they were sent; switch the model once they have run, \
+                     or drop them first (`forgectl cancel {} --drop-queued`)",
+                    self.queue.len(),
+                    self.row.provider,
+                    self.row.model,
+                    self.row.id
+                ),
+            );
+            return self.out.push(Effect::Reply(ReadyReply::now(reply, Err(err))));
+        }
         let old_window = self.model_info().map(|m| m.context_window).unwrap_or(0);
         self.row.provider = provider.clone();
         self.row.model = model.clone();

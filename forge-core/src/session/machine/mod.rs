@@ -30,6 +30,7 @@ mod summarize;
 #[cfg(test)]
 mod tests;
 mod tools;
+mod tree;
 mod turn;
 
 use std::collections::VecDeque;
@@ -67,6 +68,8 @@ pub(crate) enum Event {
     Command(SessionCmd),
     /// The history was read again for this command (after `Effect::ReadHistory`).
     HistoryRead { history: Result<Vec<ChatMessage>, EngineError>, then: SessionCmd },
+    /// The session's tree, read for this tree command (after `Effect::ReadTree`).
+    TreeRead { forest: Result<Box<crate::forest::Forest>, EngineError>, then: SessionCmd },
     /// Every handle is gone: shut down.
     Orphaned,
     /// The journal answered the batch in flight.
@@ -122,6 +125,9 @@ pub(crate) enum Effect {
     /// Read the history up to `head` from the store, then handle the
     /// command (`Event::HistoryRead`).
     ReadHistory { head: Option<String>, then: SessionCmd },
+    /// Read the session's tree, then handle the tree command
+    /// (`Event::TreeRead`).
+    ReadTree { then: SessionCmd },
     /// Read the durable state again, the journal being writable after a
     /// block (`Event::Loaded`); `row` is the session as last known.
     Reload { row: Box<SessionRow>, cause: RecoveryCause },
@@ -326,6 +332,7 @@ impl Session {
                 self.on_command(then);
                 self.unreadable = None;
             }
+            Event::TreeRead { forest, then } => self.on_tree_read(forest, then),
             Event::Orphaned => self.begin_shutdown(None),
             Event::Ack(ack) => self.on_ack(ack),
             Event::Health(state) => self.on_health(state),

@@ -99,6 +99,38 @@ impl Harness {
         h
     }
 
+    /// The tree as the written batches built it (a store in miniature).
+    fn forest(&self) -> crate::forest::Forest {
+        let mut nodes: Vec<crate::store::NodeRow> = Vec::new();
+        for (_, batch) in &self.written {
+            for op in &batch.ops {
+                match op {
+                    StoreOp::InsertNode { id, session_id, parent_id, role, text, status, created_ms, meta } => nodes
+                        .push(crate::store::NodeRow {
+                            id: id.clone(),
+                            session_id: session_id.clone(),
+                            parent_id: parent_id.clone(),
+                            role: *role,
+                            text: text.clone(),
+                            status: *status,
+                            created_ms: *created_ms,
+                            meta: meta.clone(),
+                        }),
+                    StoreOp::UpdateNodeText { id, text } => {
+                        nodes.iter_mut().filter(|n| &n.id == id).for_each(|n| n.text = text.clone())
+                    }
+                    StoreOp::ReparentChildren { of, to } => nodes
+                        .iter_mut()
+                        .filter(|n| n.parent_id.as_ref() == Some(of))
+                        .for_each(|n| n.parent_id = to.clone()),
+                    StoreOp::DeleteNodes { ids } => nodes.retain(|n| !ids.contains(&n.id)),
+                    _ => {}
+                }
+            }
+        }
+        crate::forest::Forest::new(nodes)
+    }
+
     /// Hands the session one event and carries out its effects, except
     /// that batches stay written and unacknowledged.
     fn feed(&mut self, event: Event) {
@@ -122,6 +154,10 @@ impl Harness {
                 Effect::StopTool => self.tool_running = false,
                 Effect::Reply(answer) => answer.send(),
                 Effect::Arm(timer, _) => self.timers.push(timer),
+                Effect::ReadTree { then } => {
+                    let forest = Box::new(self.forest());
+                    self.feed(Event::TreeRead { forest: Ok(forest), then })
+                }
                 Effect::ReadHistory { then, .. } => {
                     self.feed(Event::HistoryRead { history: Ok(vec![ChatMessage::user("from the store")]), then })
                 }

@@ -118,6 +118,12 @@ impl Session {
         self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: Some(message_id.clone()) });
         self.row.head_id = Some(message_id.clone());
         self.path.push(ChatMessage::user(text.clone()).with_node(message_id.clone()));
+        self.begin_turn(message_id, text, client)
+    }
+
+    /// Answers the user message at the head of the path (recorded
+    /// already): `turn_started`, then the budget check and the request.
+    pub(super) fn begin_turn(&mut self, message_id: String, text: String, client: ClientRef) -> usize {
         let index = self.pipeline.event(
             Some(client.clone()),
             EventKind::TurnStarted {
