@@ -19,6 +19,7 @@ pub mod prompt;
 pub mod provider;
 pub mod provider_kind;
 pub mod redact;
+pub mod rewind;
 pub mod session;
 pub mod store;
 /// The tools live in their own crate; this name keeps their paths.

@@ -180,6 +180,11 @@ pub trait ToolExecutor: Send + Sync {
         text
     }
     fn execute<'a>(&'a self, args: Value, ctx: &'a ToolCtx) -> ToolFut<'a>;
+    /// The files (as the model named them) a call with these arguments
+    /// may change: their content before and after is recorded for rewind.
+    fn touches(&self, _args: &Value) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// A tool as advertised to the model.

@@ -44,6 +44,26 @@ pub enum StoreOp {
     DeleteNodes {
         ids: Vec<String>,
     },
+    /// Content kept for rewind (a no-op when stored already).
+    PutBlob {
+        hash: String,
+        data: Vec<u8>,
+    },
+    /// A tool is about to change `path`: what it holds now.
+    BeginChange {
+        session_id: String,
+        node_id: String,
+        call_id: String,
+        path: String,
+        before: Option<(String, u32)>,
+        created_ms: i64,
+    },
+    /// The tool's result: what `path` holds after it.
+    EndChange {
+        node_id: String,
+        path: String,
+        after: Option<(String, u32)>,
+    },
     SetBookmark {
         session_id: String,
         name: String,
@@ -178,6 +198,26 @@ impl StoreOp {
                 }
                 Ok(())
             }
+            StoreOp::PutBlob { hash, data } => {
+                run("INSERT OR IGNORE INTO blobs (hash, data) VALUES (?, ?)", &[hash, data])
+            }
+            StoreOp::BeginChange { session_id, node_id, call_id, path, before, created_ms } => run(
+                "INSERT OR REPLACE INTO file_changes (session_id, node_id, call_id, path, before_hash, before_mode, created_ms) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?)",
+                &[
+                    session_id,
+                    node_id,
+                    call_id,
+                    path,
+                    &before.as_ref().map(|b| b.0.clone()),
+                    &before.as_ref().map(|b| b.1),
+                    created_ms,
+                ],
+            ),
+            StoreOp::EndChange { node_id, path, after } => run(
+                "UPDATE file_changes SET after_hash = ?, after_mode = ?, done = 1 WHERE node_id = ? AND path = ?",
+                &[&after.as_ref().map(|a| a.0.clone()), &after.as_ref().map(|a| a.1), node_id, path],
+            ),
             StoreOp::SetBookmark { session_id, name, node_id, created_ms } => run(
                 "INSERT OR REPLACE INTO bookmarks (session_id, name, node_id, created_ms) VALUES (?, ?, ?, ?)",
                 &[session_id, name, node_id, created_ms],
@@ -201,6 +241,7 @@ impl StoreOp {
                 for sql in [
                     "DELETE FROM events WHERE session_id = ?",
                     "DELETE FROM bookmarks WHERE session_id = ?",
+                    "DELETE FROM file_changes WHERE session_id = ?",
                     "DELETE FROM queued_messages WHERE session_id = ?",
                     "DELETE FROM streams WHERE session_id = ?",
                     "DELETE FROM facts WHERE session_id = ?",

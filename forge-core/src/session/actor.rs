@@ -18,7 +18,9 @@ use futures::{FutureExt, StreamExt};
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio::task::JoinHandle;
 
-use super::machine::{Effect, Event, MAX_INCOMING_EVENTS_PER_TICK, RecoveryCause, Session, Timer, ToolEnd, ToolRun};
+use super::machine::{
+    Effect, Event, FileAfter, MAX_INCOMING_EVENTS_PER_TICK, RecoveryCause, Session, Timer, ToolEnd, ToolRun,
+};
 use super::{COMMAND_QUEUE, SessionCmd, SessionHandle, Snapshot, load};
 use crate::engine::Shared;
 use crate::error::EngineError;
@@ -85,7 +87,7 @@ enum Wake {
 
 /// A tool call running in its own task.
 struct RunningTool {
-    task: JoinHandle<Result<String, ToolError>>,
+    task: JoinHandle<(Result<String, ToolError>, Vec<FileAfter>)>,
     output: mpsc::Receiver<ToolOutput>,
 }
 
@@ -251,8 +253,10 @@ impl SessionActor {
                         session: self.session.id().to_string(),
                     }));
                 }
+                let recorder =
+                    Recorder { writer: self.shared.writer.clone(), session_id: self.session.id().to_string() };
                 // One call at a time; a task left over would only leak.
-                if let Some(old) = self.tool.replace(spawn_tool(*run)) {
+                if let Some(old) = self.tool.replace(spawn_tool(*run, recorder)) {
                     old.task.abort();
                 }
             }
@@ -384,18 +388,84 @@ async fn next_provider_event(request: &mut Option<Request>) -> Option<ProviderEv
     }
 }
 
-/// Starts a tool call in its own task, with its timeout.
-fn spawn_tool(run: ToolRun) -> RunningTool {
-    let ToolRun { tool, args, mut ctx, timeout } = run;
+/// Where a tool call's file changes are recorded.
+struct Recorder {
+    writer: crate::journal::JournalWriter,
+    session_id: String,
+}
+
+/// Starts a tool call in its own task, with its timeout. The files it
+/// touches are recorded first (durably: a crash during the call leaves
+/// their content before it), and read again after it.
+fn spawn_tool(run: ToolRun, recorder: Recorder) -> RunningTool {
+    let ToolRun { tool, args, record, mut ctx, timeout } = run;
     let (output_tx, output) = mpsc::channel(TOOL_OUTPUT_CHANNEL);
     ctx.output = Some(output_tx);
     let task = tokio::spawn(async move {
-        match tokio::time::timeout(timeout, tool.execute(args, &ctx)).await {
+        let touched: Vec<(String, std::path::PathBuf)> = match &record {
+            Some(_) => tool
+                .touches(&args)
+                .iter()
+                .filter_map(|p| ctx.sandbox.resolve(p).ok())
+                .map(|p| (p.display().to_string(), p))
+                .collect(),
+            None => Vec::new(),
+        };
+        if let (Some((node_id, call_id)), false) = (&record, touched.is_empty())
+            && let Err(e) = record_before(&recorder, node_id, call_id, &touched).await
+        {
+            let message = format!("not run: the files it would change could not be recorded for rewind ({e})");
+            return (Err(ToolError::ExecutionFailed { tool: tool.name().into(), message }), Vec::new());
+        }
+        let result = match tokio::time::timeout(timeout, tool.execute(args, &ctx)).await {
             Ok(r) => r,
             Err(_) => Err(ToolError::Timeout { tool: tool.name().into(), elapsed: timeout }),
-        }
+        };
+        let after = tokio::task::spawn_blocking(move || {
+            touched
+                .into_iter()
+                .filter_map(|(shown, p)| Some((shown, crate::rewind::read_state(&p).ok()?)))
+                .collect::<Vec<_>>()
+        })
+        .await
+        .unwrap_or_default();
+        (result, after)
     });
     RunningTool { task, output }
+}
+
+/// The content of the files a call is about to change, made durable
+/// before it runs.
+async fn record_before(
+    recorder: &Recorder,
+    node_id: &str,
+    call_id: &str,
+    touched: &[(String, std::path::PathBuf)],
+) -> Result<(), String> {
+    let paths = touched.to_vec();
+    let states = tokio::task::spawn_blocking(move || {
+        paths.into_iter().map(|(shown, p)| (shown, crate::rewind::read_state(&p))).collect::<Vec<_>>()
+    })
+    .await
+    .map_err(|e| e.to_string())?;
+    let mut ops = Vec::new();
+    for (path, state) in states {
+        let state = state.map_err(|e| format!("{path}: {e}"))?;
+        let before = state.map(|(data, mode)| {
+            let hash = crate::rewind::hash(&data);
+            ops.push(crate::journal::StoreOp::PutBlob { hash: hash.clone(), data });
+            (hash, mode)
+        });
+        ops.push(crate::journal::StoreOp::BeginChange {
+            session_id: recorder.session_id.clone(),
+            node_id: node_id.to_string(),
+            call_id: call_id.to_string(),
+            path,
+            before,
+            created_ms: crate::ids::now_ms(),
+        });
+    }
+    recorder.writer.write(crate::journal::WriteBatch { ops }).await.map(|_| ()).map_err(|e| e.to_string())
 }
 
 /// The running tool's next output piece, or its end (output first, so
@@ -413,12 +483,12 @@ async fn tool_event(tool: &mut Option<RunningTool>) -> Event {
             rest.push(out);
         }
     }
-    let end = match done {
-        Ok(result) => ToolEnd::Finished(result),
-        Err(e) if e.is_panic() => ToolEnd::Panicked,
-        Err(_) => ToolEnd::Stopped,
+    let (end, changes) = match done {
+        Ok((result, changes)) => (ToolEnd::Finished(result), changes),
+        Err(e) if e.is_panic() => (ToolEnd::Panicked, Vec::new()),
+        Err(_) => (ToolEnd::Stopped, Vec::new()),
     };
-    Event::ToolDone { rest, end }
+    Event::ToolDone { rest, end, changes }
 }
 
 /// The session's armed timers, one sleep for the earliest.

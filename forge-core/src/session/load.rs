@@ -37,7 +37,8 @@ pub(super) async fn durable(shared: &Shared, row: SessionRow, recovering: bool) 
         Some((seq, body)) if seq > done => Some(body.get("summary_id").and_then(|s| s.as_str()).map(str::to_string)),
         _ => None,
     };
-    Ok(Durable { row, queue, path, unfinished, spent, summaries, in_force })
+    let interrupted_changes = store.interrupted_changes(&row.id).await?;
+    Ok(Durable { row, queue, path, unfinished, spent, summaries, in_force, interrupted_changes })
 }
 
 /// Tokens and estimated cost of provider responses (of one session, or

@@ -195,6 +195,51 @@ impl Store {
         rows.iter().map(NodeRow::from_row).collect()
     }
 
+    /// The file changes recorded for these sessions' tool calls.
+    pub async fn file_changes(&self, sessions: &[String]) -> Result<Vec<crate::rewind::Change>, StoreError> {
+        let mut out = Vec::new();
+        for s in sessions {
+            let rows: Vec<(String, String, Option<String>, Option<i64>, Option<String>, Option<i64>, i64)> =
+                sqlx::query_as(
+                    "SELECT node_id, path, before_hash, before_mode, after_hash, after_mode, done FROM file_changes
+                     WHERE session_id = ? ORDER BY created_ms",
+                )
+                .bind(s)
+                .fetch_all(&self.pool())
+                .await?;
+            let state = |h: Option<String>, m: Option<i64>| h.map(|h| (h, m.unwrap_or(0o644) as u32));
+            out.extend(rows.into_iter().map(|(node_id, path, bh, bm, ah, am, done)| crate::rewind::Change {
+                node_id,
+                path,
+                before: state(bh, bm),
+                after: state(ah, am),
+                done: done != 0,
+            }));
+        }
+        Ok(out)
+    }
+
+    /// File changes of calls whose result was never recorded (a crash
+    /// interrupted them): call id to the node their result is to be.
+    pub async fn interrupted_changes(
+        &self,
+        session: &str,
+    ) -> Result<std::collections::HashMap<String, String>, StoreError> {
+        let rows: Vec<(String, String)> = sqlx::query_as(
+            "SELECT DISTINCT call_id, node_id FROM file_changes
+             WHERE session_id = ? AND done = 0 AND node_id NOT IN (SELECT id FROM nodes)",
+        )
+        .bind(session)
+        .fetch_all(&self.pool())
+        .await?;
+        Ok(rows.into_iter().collect())
+    }
+
+    /// A blob's content.
+    pub async fn blob(&self, hash: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(sqlx::query_scalar("SELECT data FROM blobs WHERE hash = ?").bind(hash).fetch_optional(&self.pool()).await?)
+    }
+
     /// A session's bookmarks: (name, node), by name.
     pub async fn bookmarks(&self, session: &str) -> Result<Vec<(String, String)>, StoreError> {
         Ok(sqlx::query_as("SELECT name, node_id FROM bookmarks WHERE session_id = ? ORDER BY name")

@@ -109,6 +109,10 @@ match when a block occurs more than once. All files change or none."
                 .join("\n"),
         }
     }
+    fn touches(&self, args: &Value) -> Vec<String> {
+        let patch = args.get("patch").and_then(Value::as_str).unwrap_or_default();
+        crate::lp1::parse(patch).map(|p| p.files.into_iter().map(|f| f.path).collect()).unwrap_or_default()
+    }
     fn execute<'a>(&'a self, args: Value, ctx: &'a ToolCtx) -> ToolFut<'a> {
         Box::pin(async move {
             let patch = parse(&args, ctx.limits.patch_bytes)?;

@@ -46,6 +46,9 @@ impl ToolExecutor for WriteFile {
         let more = if lines > 10 { format!("\n... ({} more lines)", lines - 10) } else { String::new() };
         format!("create {path} ({} bytes, {lines} lines):\n{}{more}", content.len(), preview.join("\n"))
     }
+    fn touches(&self, args: &Value) -> Vec<String> {
+        args.get("path").and_then(Value::as_str).map(|p| vec![p.to_string()]).unwrap_or_default()
+    }
     fn execute<'a>(&'a self, args: Value, ctx: &'a ToolCtx) -> ToolFut<'a> {
         Box::pin(async move {
             let args: Args = crate::parse_args(args)?;

@@ -84,7 +84,7 @@ pub(crate) enum Event {
     /// A piece of the running tool's output.
     ToolOutput(ToolOutput),
     /// The running tool ended; `rest` is output it left in the buffer.
-    ToolDone { rest: Vec<ToolOutput>, end: ToolEnd },
+    ToolDone { rest: Vec<ToolOutput>, end: ToolEnd, changes: Vec<FileAfter> },
     /// A timer armed with `Effect::Arm` fired.
     Timer(Timer),
     /// What the store holds for this session (at start, and after `Effect::Reload`).
@@ -144,10 +144,17 @@ pub(crate) enum Timer {
     SummaryRetry,
 }
 
+/// What a file holds after a tool call (see `ToolRun::record`): its path
+/// as recorded, and its content and mode (`None`: absent).
+pub(crate) type FileAfter = (String, Option<(Vec<u8>, u32)>);
+
 /// A tool call to run, with everything it runs with.
 pub(crate) struct ToolRun {
     pub tool: Arc<dyn ToolExecutor>,
     pub args: serde_json::Value,
+    /// Record the files the call touches for rewind, against this tool
+    /// result node and call id.
+    pub record: Option<(String, String)>,
     /// The shell adds the output channel.
     pub ctx: ToolCtx,
     pub timeout: Duration,
@@ -263,6 +270,9 @@ pub(crate) struct Session {
     in_force: Option<Option<String>>,
     /// The input tokens the provider counted for the last request.
     last_input_tokens: Option<u64>,
+    /// Calls a crash interrupted after they recorded file changes: call id
+    /// to the node their result is to be.
+    interrupted_changes: std::collections::HashMap<String, String>,
     /// That request, to size the next one from its count.
     anchor: Option<crate::context::Anchor>,
     /// What the session had cost when a user last confirmed going past
@@ -301,6 +311,7 @@ impl Session {
             summaries: Vec::new(),
             in_force: None,
             last_input_tokens: None,
+            interrupted_changes: Default::default(),
             anchor: None,
             budget_confirmed_at: None,
             out: Vec::new(),
@@ -343,12 +354,12 @@ impl Session {
                 }
             }
             Event::ToolOutput(out) => self.on_tool_output(out),
-            Event::ToolDone { rest, end } => {
+            Event::ToolDone { rest, end, changes } => {
                 // Output still buffered comes before the result.
                 for out in rest {
                     self.on_tool_output(out);
                 }
-                self.on_tool_done(end);
+                self.on_tool_done(end, changes);
             }
             Event::Timer(Timer::ReleaseHistory) => self.release_history(),
             Event::Timer(Timer::Retry) => self.retry_request(),
@@ -562,6 +573,7 @@ impl Session {
         self.spent = durable.spent;
         self.summaries = durable.summaries;
         self.in_force = durable.in_force;
+        self.interrupted_changes = durable.interrupted_changes;
         self.history = History::Held { release_armed: false };
         self.pipeline.reload(self.row.last_seq);
         if self.is_blocked() {

@@ -34,6 +34,9 @@ pub(crate) struct Durable {
     pub summaries: Vec<crate::context::Summary>,
     /// Which summary requests send (see `Session::in_force`).
     pub in_force: Option<Option<String>>,
+    /// Calls interrupted after recording file changes (see
+    /// `Session::interrupted_changes`).
+    pub interrupted_changes: std::collections::HashMap<String, String>,
 }
 
 /// What the session left unfinished, as the store shows it.

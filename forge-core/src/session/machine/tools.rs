@@ -76,6 +76,9 @@ pub(super) fn spec_bytes(specs: &[ToolSpec]) -> usize {
 pub(super) struct RunningCall {
     pub id: String,
     pub name: String,
+    /// The node its result will be (changes to files are recorded against
+    /// it before the result exists).
+    pub node_id: String,
 }
 
 impl Session {
@@ -383,12 +386,12 @@ impl Session {
     pub(super) fn next_tool(&mut self) {
         let OperationState::ToolLoop(l) = &mut self.state else { return };
         match l.pending.pop_front() {
-            Some(PlannedCall { id, name, action: Err(e) }) => self.record_result(&id, &name, Err(e)),
+            Some(PlannedCall { id, name, action: Err(e) }) => self.record_result(&id, &name, Err(e), None),
             Some(PlannedCall { id, name, action: Ok((tool, args)) }) => {
                 self.pipeline.event(None, EventKind::ToolRunning { call_id: id.clone(), name: name.clone() });
                 // In progress from now: a cancel before it runs still
                 // answers it.
-                l.running = Some(RunningCall { id: id.clone(), name: name.clone() });
+                l.running = Some(RunningCall { id: id.clone(), name: name.clone(), node_id: new_id("m") });
                 self.pipeline.effect(OnDurable::RunTool(PlannedCall { id, name, action: Ok((tool, args)) }));
             }
             None => {
@@ -417,6 +420,7 @@ impl Session {
             return;
         }
         let Ok((tool, args)) = call.action else { return };
+        let record = l.running.as_ref().map(|r| (r.node_id.clone(), r.id.clone()));
         let ctx = ToolCtx {
             sandbox: sandbox_for(&self.row.cwd, &self.config),
             call_id: call.id.clone(),
@@ -427,7 +431,7 @@ impl Session {
             library: None,
         };
         let timeout = timeout_for(tool.as_ref(), &self.config);
-        self.out.push(Effect::RunTool(Box::new(ToolRun { tool, args, ctx, timeout })));
+        self.out.push(Effect::RunTool(Box::new(ToolRun { tool, args, record, ctx, timeout })));
     }
 
     /// Live output of the running call, shown to clients as it comes
@@ -440,9 +444,18 @@ impl Session {
     }
 
     /// The running call ended.
-    pub(super) fn on_tool_done(&mut self, end: ToolEnd) {
+    pub(super) fn on_tool_done(&mut self, end: ToolEnd, changes: Vec<super::FileAfter>) {
         let OperationState::ToolLoop(l) = &mut self.state else { return };
         let Some(running) = l.running.take() else { return };
+        // What the call left in the files it touched, with its result.
+        for (path, after) in changes {
+            let after = after.map(|(data, mode)| {
+                let hash = crate::rewind::hash(&data);
+                self.pipeline.op(StoreOp::PutBlob { hash: hash.clone(), data });
+                (hash, mode)
+            });
+            self.pipeline.op(StoreOp::EndChange { node_id: running.node_id.clone(), path, after });
+        }
         let stopped =
             |message: &str| ToolError::ExecutionFailed { tool: running.name.clone(), message: message.into() };
         let result = match end {
@@ -450,17 +463,17 @@ impl Session {
             ToolEnd::Panicked => Err(stopped("the tool panicked")),
             ToolEnd::Stopped => Err(stopped("the tool was stopped")),
         };
-        self.record_result(&running.id, &running.name, result);
+        self.record_result(&running.id, &running.name, result, Some(running.node_id));
     }
 
-    /// Writes a result as history and as `tool_result`; the next call
-    /// waits until it is durable.
-    fn record_result(&mut self, call_id: &str, name: &str, result: Result<String, ToolError>) {
+    /// Writes a result as history and as `tool_result` (as node `node_id`
+    /// if given); the next call waits until it is durable.
+    fn record_result(&mut self, call_id: &str, name: &str, result: Result<String, ToolError>, node_id: Option<String>) {
         let (output, is_error) = match result {
             Ok(out) => (truncate_output(out, self.tool_limits().output_bytes), false),
             Err(e) => (format!("error: {e}"), true),
         };
-        self.write_result(call_id, name, output, is_error, None);
+        self.write_result_as(node_id, call_id, name, output, is_error, None);
         self.pipeline.effect(OnDurable::NextTool);
     }
 
@@ -470,16 +483,20 @@ impl Session {
         let OperationState::ToolLoop(l) = &mut self.state else { return false };
         let message_id = l.message_id.clone();
         l.approval = None;
-        let mut unanswered: Vec<(String, String)> = Vec::new();
-        if let Some(r) = l.running.take() {
+        let running = l.running.take();
+        if running.is_some() {
             self.out.push(Effect::StopTool);
-            unanswered.push((r.id, r.name));
         }
-        unanswered.extend(l.pending.drain(..).map(|c| (c.id, c.name)));
+        let unanswered: Vec<(String, String)> = l.pending.drain(..).map(|c| (c.id, c.name)).collect();
         if let Some(client) = client {
             self.pipeline.event(Some(client), EventKind::CancelRequested {});
         }
-        self.answer_unrun(&unanswered, &format!("error: {}", ToolError::Cancelled), None);
+        let cancelled = format!("error: {}", ToolError::Cancelled);
+        // The stopped call's result is the node its file changes name.
+        if let Some(r) = running {
+            self.write_result_as(Some(r.node_id), &r.id, &r.name, cancelled.clone(), true, None);
+        }
+        self.answer_unrun(&unanswered, &cancelled, None);
         let error = reason.map(|r| ("shutting_down".to_string(), r.to_string()));
         self.finish_tool_turn(message_id, MessageStatus::Cancelled, error);
         true
@@ -581,14 +598,29 @@ impl Session {
     /// Error results for calls that will not run.
     fn answer_unrun(&mut self, calls: &[(String, String)], output: &str, client: Option<ClientRef>) {
         for (id, name) in calls {
-            self.write_result(id, name, output.to_string(), true, client.clone());
+            // A call interrupted by a crash may have recorded file changes
+            // against the node its result was to be.
+            let node = self.interrupted_changes.remove(id);
+            self.write_result_as(node, id, name, output.to_string(), true, client.clone());
         }
     }
 
     /// A tool result becomes history (a `tool` node, the head moves) and a
     /// `tool_result` event, in the next batch.
     fn write_result(&mut self, call_id: &str, name: &str, output: String, is_error: bool, client: Option<ClientRef>) {
-        let id = new_id("m");
+        self.write_result_as(None, call_id, name, output, is_error, client)
+    }
+
+    fn write_result_as(
+        &mut self,
+        node_id: Option<String>,
+        call_id: &str,
+        name: &str,
+        output: String,
+        is_error: bool,
+        client: Option<ClientRef>,
+    ) {
+        let id = node_id.unwrap_or_else(|| new_id("m"));
         let info = ToolResultInfo { call_id: call_id.into(), name: name.into(), is_error };
         self.pipeline.op(StoreOp::InsertNode {
             id: id.clone(),

@@ -1,0 +1,191 @@
+//! Rewind: files follow the conversation. Every change a tool makes to a
+//! file is recorded (its content before and after, as blobs) against the
+//! tool result's node. Moving a session from one node to another then
+//! moves its files too: what changed on the way out is put back as it was
+//! at the common point, and what the target's branch changed is put
+//! forward. This module plans that move (pure) and carries it out on disk,
+//! refusing to overwrite a file that changed outside Forge unless forced.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+/// A file's content (a blob's hash) and permission bits; `None`: absent.
+pub type FileState = Option<(String, u32)>;
+
+/// One recorded change of one file by one tool call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// The tool result node it belongs to.
+    pub node_id: String,
+    pub path: String,
+    pub before: FileState,
+    pub after: FileState,
+    /// The tool's result was recorded (`after` is known).
+    pub done: bool,
+}
+
+/// What one file must become.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Step {
+    pub path: String,
+    /// What the file holds now as far as Forge knows (`None`: unknown, a
+    /// tool was interrupted before its result was recorded).
+    pub expected: Option<FileState>,
+    /// What it must hold at the target (`None`: unknown, the target's own
+    /// change was interrupted).
+    pub target: Option<FileState>,
+}
+
+/// The files to move from the state at the end of `from` (the head's path,
+/// root first) to the state at the end of `to` (the target's path).
+pub fn plan(from: &[String], to: &[String], changes: &[Change]) -> Vec<Step> {
+    let index = |path: &[String]| -> HashMap<String, usize> {
+        path.iter().enumerate().map(|(i, id)| (id.clone(), i)).collect()
+    };
+    let (on_from, on_to) = (index(from), index(to));
+    let common = from.iter().zip(to).take_while(|(a, b)| a == b).count();
+    let mut by_path: BTreeMap<&str, Vec<&Change>> = BTreeMap::new();
+    for c in changes {
+        by_path.entry(c.path.as_str()).or_default().push(c);
+    }
+    let mut steps = Vec::new();
+    for (path, all) in by_path {
+        let along = |on: &HashMap<String, usize>| {
+            let mut v: Vec<(usize, &Change)> = all.iter().filter_map(|c| Some((*on.get(&c.node_id)?, *c))).collect();
+            v.sort_by_key(|(i, _)| *i);
+            v
+        };
+        let (out, back) = (along(&on_from), along(&on_to));
+        let moved = |v: &[(usize, &Change)]| v.iter().any(|(i, _)| *i >= common);
+        if !moved(&out) && !moved(&back) {
+            continue;
+        }
+        let expected = match out.last() {
+            Some((_, c)) if c.done => Some(c.after.clone()),
+            Some(_) => None,
+            // Only the target's branch changed it: it should be as that
+            // branch found it.
+            None => back.iter().find(|(i, _)| *i >= common).map(|(_, c)| c.before.clone()),
+        };
+        let target = match back.last() {
+            Some((_, c)) if c.done => Some(c.after.clone()),
+            Some(_) => None,
+            None => out.first().map(|(_, c)| c.before.clone()),
+        };
+        steps.push(Step { path: path.to_string(), expected, target });
+    }
+    steps
+}
+
+/// SHA-256 of content, in hex: a blob's name.
+pub fn hash(data: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(data).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A file as it is now: content and permission bits (`None` if absent;
+/// an error if it cannot be read, e.g. a directory stands there).
+pub fn read_state(path: &Path) -> std::io::Result<Option<(Vec<u8>, u32)>> {
+    use std::os::unix::fs::PermissionsExt;
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+        Ok(m) if !m.is_file() => Err(std::io::Error::other(format!("{} is not a regular file", path.display()))),
+        Ok(m) => Ok(Some((std::fs::read(path)?, m.permissions().mode() & 0o7777))),
+    }
+}
+
+/// Puts a file in the state given (`None`: removes it), making missing
+/// directories; the content is written to a temporary file renamed over
+/// the original, so a crash leaves either version whole.
+pub fn write_state(path: &Path, state: Option<(&[u8], u32)>) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
+    match state {
+        None => match std::fs::remove_file(path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            other => other,
+        },
+        Some((data, mode)) => {
+            let dir = path.parent().ok_or_else(|| std::io::Error::other("no parent directory"))?;
+            std::fs::create_dir_all(dir)?;
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let tmp = dir.join(format!(".{name}.forge-rewind-{}", std::process::id()));
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(data)?;
+            f.sync_all()?;
+            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))?;
+            std::fs::rename(&tmp, path)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn state(h: &str) -> FileState {
+        Some((h.to_string(), 0o644))
+    }
+
+    fn change(node: &str, path: &str, before: FileState, after: FileState) -> Change {
+        Change { node_id: node.into(), path: path.into(), before, after, done: true }
+    }
+
+    #[test]
+    fn going_back_restores_what_each_file_was_before_the_first_change_since() {
+        // t1 creates a.txt, t2 edits it and creates b.txt, t3 deletes b.txt.
+        let path = ids(&["u1", "a1", "t1", "u2", "a2", "t2", "u3", "a3", "t3"]);
+        let changes = vec![
+            change("t1", "a.txt", None, state("a1")),
+            change("t2", "a.txt", state("a1"), state("a2")),
+            change("t2", "b.txt", None, state("b1")),
+            change("t3", "b.txt", state("b1"), None),
+        ];
+        let back_to_u2 = plan(&path, &path[..4], &changes);
+        assert_eq!(
+            back_to_u2,
+            vec![
+                Step { path: "a.txt".into(), expected: Some(state("a2")), target: Some(state("a1")) },
+                Step { path: "b.txt".into(), expected: Some(None), target: Some(None) },
+            ]
+        );
+        // And forward again (a rewind of the rewind): the later states.
+        let forward = plan(&path[..4], &path, &changes);
+        assert_eq!(forward[0], Step { path: "a.txt".into(), expected: Some(state("a1")), target: Some(state("a2")) });
+        assert_eq!(forward[1], Step { path: "b.txt".into(), expected: Some(None), target: Some(None) });
+    }
+
+    #[test]
+    fn another_branch_gets_its_own_files_and_an_interrupted_change_is_unknown() {
+        let main = ids(&["u1", "a1", "t1", "u2", "a2", "t2"]);
+        let side = ids(&["u1", "a1", "t1", "u2b", "a2b", "t2b"]);
+        let mut changes = vec![
+            change("t1", "f", None, state("v1")),
+            change("t2", "f", state("v1"), state("main")),
+            change("t2b", "f", state("v1"), state("side")),
+        ];
+        assert_eq!(
+            plan(&main, &side, &changes),
+            vec![Step { path: "f".into(), expected: Some(state("main")), target: Some(state("side")) }]
+        );
+        changes[1].done = false;
+        assert_eq!(plan(&main, &side, &changes)[0].expected, None, "what the interrupted call left is unknown");
+        assert!(plan(&main, &main, &changes).is_empty(), "staying put moves nothing");
+    }
+
+    #[test]
+    fn files_are_written_whole_with_their_mode_and_removed() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let f = dir.path().join("deep/er/x.sh");
+        write_state(&f, Some((b"#!/bin/sh\n", 0o755))).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(read_state(&f).unwrap_or_else(|e| panic!("{e}")), Some((b"#!/bin/sh\n".to_vec(), 0o755)));
+        write_state(&f, None).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(read_state(&f).unwrap_or_else(|e| panic!("{e}")), None);
+        assert_eq!(hash(b"").len(), 64);
+    }
+}
