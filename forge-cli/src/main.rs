@@ -119,6 +119,46 @@ Ctrl-C cancels the turn (the partial answer is kept, marked cancelled).")]
         session: String,
         /// Node id, id prefix or bookmark
         node: String,
+        /// Also put the files tools changed back as they were at NODE (as
+        /// `rewind` does)
+        #[arg(long)]
+        restore_files: bool,
+        /// With --restore-files: overwrite files changed outside Forge
+        #[arg(long, requires = "restore_files")]
+        force: bool,
+    },
+    /// Put the files tools changed after NODE back as they were there, and
+    /// move the head to NODE (the abandoned branch stays in the tree)
+    #[command(
+        after_help = "Examples:\n  forgectl rewind my-session m06h1 --dry-run   # the diff it would apply\n  forgectl rewind my-session m06h1\n  forgectl rewind my-session m06h1 --files-only\n\nA file changed outside Forge since Forge changed it is a conflict: nothing is written, the files are listed; --force overwrites them (what they held is kept in the store). Git's index, HEAD and refs are never touched."
+    )]
+    Rewind {
+        /// Session id, id prefix or name
+        session: String,
+        /// Node id, id prefix or bookmark
+        node: String,
+        /// Restore the files only; the conversation stays where it is
+        #[arg(long, conflicts_with = "conversation_only")]
+        files_only: bool,
+        /// Move the conversation only; the files stay as they are
+        #[arg(long)]
+        conversation_only: bool,
+        /// Print the diff it would apply; change nothing
+        #[arg(long)]
+        dry_run: bool,
+        /// Overwrite files changed outside Forge since Forge changed them
+        #[arg(long)]
+        force: bool,
+    },
+    /// Rewind the last turn: its file changes undone, the conversation back
+    /// to before it (run it again to go further back)
+    Undo {
+        /// Session id, id prefix or name
+        session: String,
+        #[arg(long)]
+        dry_run: bool,
+        #[arg(long)]
+        force: bool,
     },
     /// Edit a message: in place when nothing replies to it, else as a new
     /// branch beside it (the original stays); an edited user message is
@@ -322,7 +362,18 @@ fn main() -> ExitCode {
             Command::History { session } => cmd::session::history(&g, &session).await,
             Command::Tree { session } => cmd::tree::tree(&g, &session).await,
             Command::Branches { session } => cmd::tree::branches(&g, &session).await,
-            Command::Checkout { session, node } => cmd::tree::checkout(&g, &session, &node).await,
+            Command::Checkout { session, node, restore_files: false, .. } => {
+                cmd::tree::checkout(&g, &session, &node).await
+            }
+            Command::Checkout { session, node, restore_files: true, force } => {
+                cmd::tree::rewind(&g, &session, Some(node), (true, true), false, force).await
+            }
+            Command::Rewind { session, node, files_only, conversation_only, dry_run, force } => {
+                cmd::tree::rewind(&g, &session, Some(node), (!conversation_only, !files_only), dry_run, force).await
+            }
+            Command::Undo { session, dry_run, force } => {
+                cmd::tree::rewind(&g, &session, None, (true, true), dry_run, force).await
+            }
             Command::Edit { session, node, text, no_wait } => cmd::tree::edit(&g, &session, &node, text, no_wait).await,
             Command::Fork { session, node, name } => cmd::tree::fork(&g, &session, node, name).await,
             Command::Bookmark { session, name, node, delete } => {

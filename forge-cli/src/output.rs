@@ -178,6 +178,11 @@ impl Transcript {
                     None => stdout_result(writeln!(out, "[{}] bookmark {name} deleted by {who}", ev.seq)),
                 }
             }
+            EventKind::FilesRestored { node, files } => {
+                self.end_text(&mut out);
+                let at = node.as_deref().unwrap_or("the start");
+                stdout_result(writeln!(out, "[{}] {} file(s) put back as at {at} by {who}", ev.seq, files.len()));
+            }
             EventKind::SessionForked { from, node } => {
                 self.end_text(&mut out);
                 stdout_result(writeln!(out, "[{}] forked from {from} at {node}", ev.seq));

@@ -395,6 +395,206 @@ impl Engine {
         self.create_session_at(req, client, Some((id, node))).await
     }
 
+    /// The node ids from the root to `head` (empty for none).
+    fn path_ids(forest: &Forest, head: Option<&str>) -> Result<Vec<String>, EngineError> {
+        Ok(match head {
+            Some(h) => forest.path(h)?.into_iter().map(|n| n.id.clone()).collect(),
+            None => Vec::new(),
+        })
+    }
+
+    /// Rewinds a session to `node` (the last turn's start if none): the
+    /// files tools changed since are put back, then the head moves there.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn rewind(
+        &self,
+        selector: &str,
+        node: Option<&str>,
+        files: bool,
+        conversation: bool,
+        dry_run: bool,
+        force: bool,
+        client: ClientRef,
+    ) -> Result<forge_proto::RewindResult, EngineError> {
+        self.check_running()?;
+        let handle = self.handle_for(selector).await?;
+        let id = handle.id.clone();
+        let store = &self.shared().store;
+        let row = store.session(&id).await?.ok_or_else(|| EngineError::not_found(&id))?;
+        let (forest, target) = match node {
+            Some(n) => {
+                let (forest, n) = self.resolve_node(&id, n).await?;
+                if forest.get(&n)?.role == forge_proto::Role::Summary {
+                    return Err(EngineError::new(ErrorKind::InvalidParams, "rewind to a message, not to a summary"));
+                }
+                (forest, Some(n))
+            }
+            None => {
+                let forest = Forest::new(store.tree(&id).await?);
+                let path = Self::path_ids(&forest, row.head_id.as_deref())?;
+                let last_user =
+                    path.iter().rev().find(|n| forest.get(n).is_ok_and(|n| n.role == forge_proto::Role::User));
+                let Some(last_user) = last_user.cloned() else {
+                    return Err(EngineError::new(
+                        ErrorKind::InvalidParams,
+                        "nothing to undo: the conversation has no turn",
+                    ));
+                };
+                let parent = forest.get(&last_user)?.parent_id.clone();
+                (forest, parent)
+            }
+        };
+        if !matches!(handle.snapshot.borrow().state, forge_proto::OperationStateKind::Idle) {
+            return Err(EngineError::new(
+                ErrorKind::SessionBusy,
+                format!("session {id} is running a turn; wait for it to end (or cancel it), then rewind"),
+            ));
+        }
+        let from = Self::path_ids(&forest, row.head_id.as_deref())?;
+        let to = Self::path_ids(&forest, target.as_deref())?;
+        let mut result = forge_proto::RewindResult {
+            session_id: id.clone(),
+            node: target.clone(),
+            files: Vec::new(),
+            unknown: Vec::new(),
+            dry_run,
+            diff: None,
+            conversation: conversation && !dry_run,
+        };
+        if files {
+            self.move_files(&id, &from, &to, dry_run, force, &mut result).await?;
+        }
+        if dry_run {
+            return Ok(result);
+        }
+        if !result.files.is_empty() {
+            let (node, files) = (target.clone(), result.files.clone());
+            let client = client.clone();
+            handle.request(|reply| SessionCmd::FilesRestored { node, files, client, reply }).await?;
+        }
+        if conversation {
+            match target {
+                Some(node) => handle.request(|reply| SessionCmd::Checkout { node, client, reply }).await?,
+                None => handle.request(|reply| SessionCmd::Clear { client, reply }).await?,
+            }
+        }
+        Ok(result)
+    }
+
+    /// Moves the files of session `id` (and what its forks' origins
+    /// recorded) from their state at the end of `from` to the end of `to`.
+    async fn move_files(
+        &self,
+        id: &str,
+        from: &[String],
+        to: &[String],
+        dry_run: bool,
+        force: bool,
+        result: &mut forge_proto::RewindResult,
+    ) -> Result<(), EngineError> {
+        let store = &self.shared().store;
+        let mut sessions = vec![id.to_string()];
+        while let Some(origin) = store.forked_from(sessions.last().map(String::as_str).unwrap_or_default()).await? {
+            if sessions.contains(&origin) {
+                break;
+            }
+            sessions.push(origin);
+        }
+        let changes = store.file_changes(&sessions).await?;
+        let steps = crate::rewind::plan(from, to, &changes);
+        // What each file holds now, read off the session task.
+        let paths: Vec<String> = steps.iter().map(|s| s.path.clone()).collect();
+        let current = tokio::task::spawn_blocking(move || {
+            paths.iter().map(|p| crate::rewind::read_state(Path::new(p))).collect::<Vec<_>>()
+        })
+        .await
+        .map_err(|e| EngineError::internal(e.to_string()))?;
+        let mut todo = Vec::new();
+        let mut conflicts = Vec::new();
+        for (step, now) in steps.into_iter().zip(current) {
+            let now =
+                now.map_err(|e| EngineError::new(ErrorKind::InvalidParams, format!("cannot read {}: {e}", step.path)))?;
+            let now_state = now.as_ref().map(|(data, mode)| (crate::rewind::hash(data), *mode));
+            let Some(target) = step.target.clone() else {
+                result.unknown.push(step.path.clone());
+                continue;
+            };
+            if target == now_state {
+                continue;
+            }
+            let conflict = step.expected.as_ref().is_some_and(|e| *e != now_state);
+            if conflict {
+                conflicts.push(step.path.clone());
+            }
+            let action = match (&now_state, &target) {
+                (Some(_), None) => "delete",
+                (None, Some(_)) => "create",
+                _ => "restore",
+            };
+            result.files.push(forge_proto::RestoredFile {
+                path: step.path.clone(),
+                action: action.into(),
+                conflict,
+                overwritten: None,
+            });
+            todo.push((step.path, now, target));
+        }
+        if !conflicts.is_empty() && !force && !dry_run {
+            return Err(EngineError::new(
+                ErrorKind::RewindConflict,
+                format!(
+                    "these files changed outside Forge since Forge last changed them, and were left as they are: {}. \
+                     Look at them (--dry-run shows the diff), then rewind with --force to overwrite them (what they hold is kept)",
+                    conflicts.join(", ")
+                ),
+            ));
+        }
+        let mut diff = String::new();
+        for ((path, now, target), file) in todo.into_iter().zip(result.files.iter_mut()) {
+            let target_data = match &target {
+                Some((hash, mode)) => Some((
+                    store.blob(hash).await?.ok_or_else(|| {
+                        EngineError::internal(format!(
+                            "the recorded content of {path} ({hash}) is missing from the store"
+                        ))
+                    })?,
+                    *mode,
+                )),
+                None => None,
+            };
+            if dry_run {
+                diff.push_str(&crate::rewind::unified_diff(
+                    &path,
+                    now.as_ref().map(|(d, _)| d.as_slice()),
+                    target_data.as_ref().map(|(d, _)| d.as_slice()),
+                ));
+                continue;
+            }
+            if file.conflict
+                && let Some((data, _)) = &now
+            {
+                // Forced: what is overwritten is kept.
+                let hash = crate::rewind::hash(data);
+                let batch = crate::journal::WriteBatch {
+                    ops: vec![StoreOp::PutBlob { hash: hash.clone(), data: data.clone() }],
+                };
+                self.shared().writer.write(batch).await.map_err(|e| EngineError::blocked(&e.to_string()))?;
+                file.overwritten = Some(hash);
+            }
+            let p = PathBuf::from(&path);
+            tokio::task::spawn_blocking(move || {
+                crate::rewind::write_state(&p, target_data.as_ref().map(|(d, m)| (d.as_slice(), *m)))
+            })
+            .await
+            .map_err(|e| EngineError::internal(e.to_string()))?
+            .map_err(|e| EngineError::internal(format!("cannot restore {path}: {e}")))?;
+        }
+        if dry_run {
+            result.diff = Some(diff);
+        }
+        Ok(())
+    }
+
     pub async fn bookmark(
         &self,
         selector: &str,

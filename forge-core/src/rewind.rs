@@ -120,6 +120,21 @@ pub fn write_state(path: &Path, state: Option<(&[u8], u32)>) -> std::io::Result<
     }
 }
 
+/// A unified diff from `now` to `target` (`None`: absent), or a line
+/// saying binary files differ.
+pub fn unified_diff(path: &str, now: Option<&[u8]>, target: Option<&[u8]>) -> String {
+    let text = |d: Option<&[u8]>| d.map(|d| std::str::from_utf8(d).map(str::to_string)).transpose();
+    match (text(now), text(target)) {
+        (Ok(a), Ok(b)) => {
+            let (a, b) = (a.unwrap_or_default(), b.unwrap_or_default());
+            let old = if now.is_some() { format!("a/{path}") } else { "/dev/null".into() };
+            let new = if target.is_some() { format!("b/{path}") } else { "/dev/null".into() };
+            similar::TextDiff::from_lines(&a, &b).unified_diff().header(&old, &new).to_string()
+        }
+        _ => format!("Binary files a/{path} and b/{path} differ\n"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -187,5 +202,8 @@ mod tests {
         write_state(&f, None).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(read_state(&f).unwrap_or_else(|e| panic!("{e}")), None);
         assert_eq!(hash(b"").len(), 64);
+        let d = unified_diff("x.txt", Some(b"a\nb\n"), Some(b"a\nc\n"));
+        assert!(d.contains("--- a/x.txt") && d.contains("-b") && d.contains("+c"), "{d}");
+        assert!(unified_diff("new", None, Some(b"x\n")).contains("--- /dev/null"));
     }
 }

@@ -139,6 +139,23 @@ pub trait ForgeApi {
     #[method(name = "session.checkout", param_kind = map)]
     async fn session_checkout(&self, session: String, node: String) -> RpcResult<SessionInfo>;
 
+    /// Puts the files tools changed after `node` back as they were there,
+    /// and moves the head to it (the abandoned branch stays in the tree).
+    /// Without `node`: the last turn (undo). `files_only` leaves the
+    /// conversation, `conversation_only` the files; `dry_run` changes
+    /// nothing and returns the diff; `force` overwrites files changed
+    /// outside Forge since (otherwise `rewind_conflict`).
+    #[method(name = "session.rewind", param_kind = map)]
+    async fn session_rewind(
+        &self,
+        session: String,
+        node: Option<String>,
+        files_only: Option<bool>,
+        conversation_only: Option<bool>,
+        dry_run: Option<bool>,
+        force: Option<bool>,
+    ) -> RpcResult<RewindResult>;
+
     /// Edits a message: in place when nothing replies to it, else as a new
     /// sibling branch (the original stays). The head moves to it, and an
     /// edited user message is answered.

@@ -44,6 +44,9 @@ pub enum ErrorKind {
     /// The conversation no longer fits the model's context window (with
     /// Context Infinity off).
     ContextTooLong,
+    /// A rewind would overwrite files changed outside Forge since Forge
+    /// changed them (`force` overwrites them, keeping what they held).
+    RewindConflict,
     /// A bug or unexpected failure inside the daemon.
     Internal,
 }
@@ -68,6 +71,7 @@ impl ErrorKind {
             Self::ShuttingDown => -32053,
             Self::ApprovalNotPending => -32054,
             Self::ContextTooLong => -32055,
+            Self::RewindConflict => -32056,
             Self::Internal => -32060,
         }
     }
@@ -91,6 +95,7 @@ impl ErrorKind {
             Self::ShuttingDown => "shutting_down",
             Self::ApprovalNotPending => "approval_not_pending",
             Self::ContextTooLong => "context_too_long",
+            Self::RewindConflict => "rewind_conflict",
             Self::Internal => "internal",
         }
     }

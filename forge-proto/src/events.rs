@@ -81,6 +81,13 @@ pub enum EventKind {
         from: String,
         node: String,
     },
+    /// Files were put back as they were at `node` (a rewind, or a checkout
+    /// with `restore_files`).
+    FilesRestored {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        node: Option<String>,
+        files: Vec<crate::types::RestoredFile>,
+    },
     /// A bookmark was set (`node_id`) or deleted (no `node_id`).
     BookmarkSet {
         name: String,

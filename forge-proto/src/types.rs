@@ -248,6 +248,42 @@ pub struct BranchInfo {
     pub bookmarks: Vec<String>,
 }
 
+/// A file a rewind (or a checkout with `restore_files`) put back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RestoredFile {
+    pub path: String,
+    /// `restore` (new content), `create` (it had been deleted) or
+    /// `delete` (it had been created).
+    pub action: String,
+    /// It had changed outside Forge since Forge changed it.
+    #[serde(default)]
+    pub conflict: bool,
+    /// With `force`: the blob (SHA-256) keeping what was overwritten.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overwritten: Option<String>,
+}
+
+/// `session.rewind`, and the files of `session.checkout` with
+/// `restore_files`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RewindResult {
+    pub session_id: String,
+    /// The node rewound to (absent: before the first message).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    pub files: Vec<RestoredFile>,
+    /// Files whose state at the target is unknown (a tool call there was
+    /// interrupted before its result was recorded): left as they are.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unknown: Vec<String>,
+    pub dry_run: bool,
+    /// With `dry_run`: the unified diff the rewind would apply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
+    /// The conversation moved too (not with `files_only`).
+    pub conversation: bool,
+}
+
 /// `session.edit`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EditResult {

@@ -142,6 +142,7 @@ impl Transcript {
             | EventKind::NodesDeleted { .. }
             | EventKind::NodeSplit { .. }
             | EventKind::BookmarkSet { .. }
+            | EventKind::FilesRestored { .. }
             | EventKind::SessionForked { .. } => {
                 let text = match &ev.kind {
                     EventKind::HeadMoved { head, .. } => format!(
@@ -161,6 +162,11 @@ impl Transcript {
                     EventKind::BookmarkSet { name, node_id: Some(n) } => format!("bookmark {name} -> {n}"),
                     EventKind::BookmarkSet { name, node_id: None } => format!("bookmark {name} deleted"),
                     EventKind::SessionForked { from, node } => format!("forked from {from} at {node}"),
+                    EventKind::FilesRestored { node, files } => format!(
+                        "{} file(s) put back as they were at {}",
+                        files.len(),
+                        node.as_deref().unwrap_or("the start")
+                    ),
                     _ => String::new(),
                 };
                 self.items.push(DisplayItem::Notice { level: Level::Info, text });

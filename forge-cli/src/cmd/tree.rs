@@ -146,6 +146,53 @@ pub async fn checkout(g: &Global, session: &str, node: &str) -> Result<(), Failu
     Ok(())
 }
 
+/// `rewind`, `undo` and `checkout --restore-files`; `what` is (files,
+/// conversation).
+pub async fn rewind(
+    g: &Global,
+    session: &str,
+    node: Option<String>,
+    what: (bool, bool),
+    dry_run: bool,
+    force: bool,
+) -> Result<(), Failure> {
+    let conn = daemon(g).await?;
+    let r = conn
+        .client
+        .session_rewind(session.to_string(), node, Some(!what.1), Some(!what.0), Some(dry_run), Some(force))
+        .await?;
+    if g.json {
+        json_line(&r);
+        return Ok(());
+    }
+    if let Some(diff) = &r.diff {
+        if diff.is_empty() {
+            outln!("no file would change");
+        } else {
+            out!("{diff}");
+        }
+        return Ok(());
+    }
+    for f in &r.files {
+        let kept = f
+            .overwritten
+            .as_deref()
+            .map(|h| format!(" (it had changed outside Forge; what it held is kept as blob {h})"))
+            .unwrap_or_default();
+        outln!("{:<8} {}{kept}", f.action, f.path);
+    }
+    for u in &r.unknown {
+        eprintln!("forgectl: left as it is: {u} (a tool call there was interrupted before its result was recorded)");
+    }
+    let at = r.node.as_deref().unwrap_or("the start (empty conversation)");
+    match (r.files.len(), r.conversation) {
+        (0, true) => outln!("{} is at {at}; no file needed restoring", r.session_id),
+        (n, true) => outln!("{} is at {at}; {n} file(s) restored", r.session_id),
+        (n, false) => outln!("{n} file(s) restored as they were at {at}; the conversation stays where it was"),
+    }
+    Ok(())
+}
+
 pub async fn edit(g: &Global, session: &str, node: &str, text: String, no_wait: bool) -> Result<(), Failure> {
     let text = crate::cmd::send::read_message(&[text])?;
     if text.trim().is_empty() {

@@ -109,6 +109,14 @@ pub(crate) enum SessionCmd {
         client: ClientRef,
         reply: Reply<forge_proto::SplitResult>,
     },
+    /// Files were put back (by the engine, while the session was idle):
+    /// tell every client.
+    FilesRestored {
+        node: Option<String>,
+        files: Vec<forge_proto::RestoredFile>,
+        client: ClientRef,
+        reply: Reply<()>,
+    },
     /// Removes the session; the actor exits after the removal is durable.
     Remove {
         reply: Reply<()>,

@@ -28,6 +28,9 @@ pub enum StoreError {
     Corrupt(String),
 }
 
+/// A `file_changes` row: node, path, before (hash, mode), after, done.
+type ChangeRow = (String, String, Option<String>, Option<i64>, Option<String>, Option<i64>, i64);
+
 /// Read access to the store, shared by all sessions and RPC handlers.
 #[derive(Clone)]
 pub struct Store {
@@ -199,14 +202,13 @@ impl Store {
     pub async fn file_changes(&self, sessions: &[String]) -> Result<Vec<crate::rewind::Change>, StoreError> {
         let mut out = Vec::new();
         for s in sessions {
-            let rows: Vec<(String, String, Option<String>, Option<i64>, Option<String>, Option<i64>, i64)> =
-                sqlx::query_as(
-                    "SELECT node_id, path, before_hash, before_mode, after_hash, after_mode, done FROM file_changes
+            let rows: Vec<ChangeRow> = sqlx::query_as(
+                "SELECT node_id, path, before_hash, before_mode, after_hash, after_mode, done FROM file_changes
                      WHERE session_id = ? ORDER BY created_ms",
-                )
-                .bind(s)
-                .fetch_all(&self.pool())
-                .await?;
+            )
+            .bind(s)
+            .fetch_all(&self.pool())
+            .await?;
             let state = |h: Option<String>, m: Option<i64>| h.map(|h| (h, m.unwrap_or(0o644) as u32));
             out.extend(rows.into_iter().map(|(node_id, path, bh, bm, ah, am, done)| crate::rewind::Change {
                 node_id,

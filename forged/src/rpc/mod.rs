@@ -217,6 +217,36 @@ impl ForgeApiServer for ConnServer {
         self.engine().checkout(&session, &node, self.client_ref()).await.map_err(to_rpc)
     }
 
+    async fn session_rewind(
+        &self,
+        session: String,
+        node: Option<String>,
+        files_only: Option<bool>,
+        conversation_only: Option<bool>,
+        dry_run: Option<bool>,
+        force: Option<bool>,
+    ) -> RpcResult<forge_proto::RewindResult> {
+        let (files_only, conversation_only) = (files_only.unwrap_or(false), conversation_only.unwrap_or(false));
+        if files_only && conversation_only {
+            return Err(rpc_error(
+                forge_proto::ErrorKind::InvalidParams,
+                "files_only and conversation_only exclude each other",
+            ));
+        }
+        self.engine()
+            .rewind(
+                &session,
+                node.as_deref(),
+                !conversation_only,
+                !files_only,
+                dry_run.unwrap_or(false),
+                force.unwrap_or(false),
+                self.client_ref(),
+            )
+            .await
+            .map_err(to_rpc)
+    }
+
     async fn session_edit(&self, session: String, node: String, text: String) -> RpcResult<forge_proto::EditResult> {
         self.engine().edit(&session, &node, text, self.client_ref()).await.map_err(to_rpc)
     }

@@ -87,6 +87,12 @@ impl Session {
                 }
             }
             SessionCmd::Shutdown { reply } => self.begin_shutdown(Some(reply)),
+            SessionCmd::FilesRestored { node, files, client, reply } => {
+                if let Some(reply) = self.admit(reply, Access::Write) {
+                    self.pipeline.event(Some(client), EventKind::FilesRestored { node, files });
+                    self.reply_when_durable(reply, Ok(()));
+                }
+            }
             cmd @ (SessionCmd::Checkout { .. }
             | SessionCmd::Edit { .. }
             | SessionCmd::Bookmark { .. }

@@ -406,6 +406,7 @@ pub(crate) fn event_kind_name(kind: &EventKind) -> &'static str {
         EventKind::NodesDeleted { .. } => "nodes_deleted",
         EventKind::NodeSplit { .. } => "node_split",
         EventKind::BookmarkSet { .. } => "bookmark_set",
+        EventKind::FilesRestored { .. } => "files_restored",
         EventKind::SessionForked { .. } => "session_forked",
         EventKind::MessageQueued { .. } => "message_queued",
         EventKind::TurnStarted { .. } => "turn_started",

@@ -1,0 +1,80 @@
+//! Rewind: files follow the conversation. Undo, rewind, checkout with
+//! `--restore-files`, conflicts with files changed by hand, dry runs.
+
+use forge_tests::harness::Forge;
+use forge_tests::mock::{MockOptions, MockServer};
+use serde_json::{Value, json};
+
+/// A `mock:tool=NAME:JSON` directive (its JSON may hold no space).
+fn call(name: &str, args: Value) -> String {
+    format!("mock:tool={name}:{}", args.to_string().replace(' ', "\\u0020"))
+}
+
+async fn history(forge: &Forge, session: &str) -> Vec<Value> {
+    forge.ok(&["--json", "history", session]).await.json_lines()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undo_rewind_and_checkout_move_the_files_with_the_conversation() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = project.path().to_path_buf();
+    let id = forge.new_session(&["--cwd", &dir.display().to_string(), "--name", "r"]).await;
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).ok();
+
+    let turns = [
+        call("write_file", json!({"path": "a.txt", "content": "one\n"})),
+        call("apply_patch", json!({"patch": "LP1\nF a.txt\nR\none\n.\ntwo\n.\nEND\n"})),
+        call("write_file", json!({"path": "sub/b.txt", "content": "bee\n"})),
+    ];
+    for t in &turns {
+        forge.ok(&["send", "--auto-approve", "-s", "r", &format!("{t} go")]).await;
+    }
+    let h = history(&forge, &id).await;
+    assert_eq!((read("a.txt").as_deref(), read("sub/b.txt").as_deref()), (Some("two\n"), Some("bee\n")), "{h:#?}");
+    let end = history(&forge, &id).await.last().map(|m| m["id"].clone()).unwrap_or_default();
+    let end = end.as_str().unwrap_or_default().to_string();
+
+    // The dry run shows the diff and changes nothing.
+    let dry = forge.ok(&["undo", "r", "--dry-run"]).await.stdout;
+    assert!(dry.contains("--- a/") && dry.contains("+++ /dev/null") && dry.contains("-bee"), "{dry}");
+    assert_eq!(read("sub/b.txt").as_deref(), Some("bee\n"));
+
+    let undo = forge.ok(&["undo", "r"]).await.stdout;
+    assert!(undo.contains("delete") && undo.contains("b.txt"), "{undo}");
+    assert_eq!(read("sub/b.txt"), None, "the file the last turn created is gone");
+    forge.ok(&["undo", "r"]).await;
+    assert_eq!(read("a.txt").as_deref(), Some("one\n"), "the patch is undone");
+    assert_eq!(history(&forge, &id).await.len(), 4, "the conversation went back two turns");
+
+    // Back to the end of the first branch, files included.
+    forge.ok(&["checkout", "r", &end, "--restore-files"]).await;
+    assert_eq!((read("a.txt").as_deref(), read("sub/b.txt").as_deref()), (Some("two\n"), Some("bee\n")));
+
+    // A file changed by hand since is not overwritten.
+    std::fs::write(dir.join("a.txt"), "edited by hand\n").unwrap_or_else(|e| panic!("{e}"));
+    // Undoing the last turn touches only what it changed.
+    forge.ok(&["undo", "r"]).await;
+    assert_eq!(read("sub/b.txt"), None);
+    assert_eq!(read("a.txt").as_deref(), Some("edited by hand\n"));
+    // Going back past the turns that changed a.txt is refused.
+    let refused = forge.ctl(&["rewind", "r", history(&forge, &id).await[1]["id"].as_str().unwrap_or_default()]).await;
+    assert_ne!(refused.code, 0);
+    assert!(refused.stderr.contains("changed outside Forge") && refused.stderr.contains("a.txt"), "{}", refused.stderr);
+    assert_eq!(read("a.txt").as_deref(), Some("edited by hand\n"), "left untouched");
+    assert_eq!(history(&forge, &id).await.len(), 8, "nor did the conversation move");
+    // --force overwrites it, keeping what it held.
+    let first_answer = history(&forge, &id).await[1]["id"].as_str().unwrap_or_default().to_string();
+    let forced = forge.ok(&["--json", "rewind", "r", &first_answer, "--force"]).await.json_lines();
+    let files = forced[0]["files"].as_array().cloned().unwrap_or_default();
+    let a =
+        files.iter().find(|f| f["path"].as_str().is_some_and(|p| p.ends_with("a.txt"))).cloned().unwrap_or_default();
+    assert_eq!(a["conflict"], true, "{forced:?}");
+    assert!(a["overwritten"].is_string(), "{a}");
+    assert_eq!(read("a.txt"), None, "before the first turn's tool ran, a.txt did not exist");
+    assert_eq!(read("sub/b.txt"), None);
+    let events = forge.ok(&["--json", "attach", &id, "--until-idle"]).await.json_lines();
+    assert!(events.iter().any(|e| e["kind"] == "files_restored"));
+}
