@@ -21,6 +21,7 @@ pub mod provider_kind;
 pub mod redact;
 pub mod rewind;
 pub mod session;
+pub mod snapshot;
 pub mod store;
 /// The tools live in their own crate; this name keeps their paths.
 pub use forge_tools as tools;

@@ -185,6 +185,12 @@ pub trait ToolExecutor: Send + Sync {
     fn touches(&self, _args: &Value) -> Vec<String> {
         Vec::new()
     }
+    /// A call may change any file under the session's roots (a shell
+    /// command, git switching files): the roots are compared before and
+    /// after it to record what changed.
+    fn changes_files_anywhere(&self) -> bool {
+        false
+    }
 }
 
 /// A tool as advertised to the model.

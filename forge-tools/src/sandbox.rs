@@ -109,6 +109,11 @@ impl Sandbox {
         &self.cwd
     }
 
+    /// The directories the session may work in (absolute).
+    pub fn roots(&self) -> &[PathBuf] {
+        &self.roots
+    }
+
     /// The sandbox's rules, for `introspect` and error messages.
     pub fn describe(&self) -> serde_json::Value {
         serde_json::json!({

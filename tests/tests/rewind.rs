@@ -78,3 +78,32 @@ async fn undo_rewind_and_checkout_move_the_files_with_the_conversation() {
     let events = forge.ok(&["--json", "attach", &id, "--until-idle"]).await.json_lines();
     assert!(events.iter().any(|e| e["kind"] == "files_restored"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_that_creates_edits_and_deletes_files_is_undone_byte_for_byte() {
+    use std::os::unix::fs::PermissionsExt;
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = project.path().to_path_buf();
+    std::fs::write(dir.join("keep.sh"), "#!/bin/sh\necho hi\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::set_permissions(dir.join("keep.sh"), std::fs::Permissions::from_mode(0o755))
+        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.join("old.txt"), "old\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.join("edit.bin"), [0u8, 159, 146, 150]).unwrap_or_else(|e| panic!("{e}"));
+    let id = forge.new_session(&["--cwd", &dir.display().to_string()]).await;
+    let command =
+        "printf new > made.txt; chmod 600 made.txt; rm old.txt; printf '\\377' >> edit.bin; chmod 700 keep.sh";
+    forge
+        .ok(&["send", "--auto-approve", "-s", &id, &format!("{} go", call("run_command", json!({"command": command})))])
+        .await;
+    assert!(dir.join("made.txt").exists() && !dir.join("old.txt").exists());
+
+    forge.ok(&["undo", &id]).await;
+    assert!(!dir.join("made.txt").exists(), "created by the command: removed");
+    assert_eq!(std::fs::read(dir.join("old.txt")).ok(), Some(b"old\n".to_vec()), "deleted by it: back");
+    assert_eq!(std::fs::read(dir.join("edit.bin")).ok(), Some(vec![0u8, 159, 146, 150]), "byte for byte");
+    let mode = std::fs::metadata(dir.join("keep.sh")).map(|m| m.permissions().mode() & 0o777).unwrap_or(0);
+    assert_eq!(mode, 0o755, "its mode too");
+}

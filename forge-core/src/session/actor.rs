@@ -66,6 +66,9 @@ pub(crate) struct SessionActor {
     /// The provider request of the stream in progress, polled here.
     request: Option<Request>,
     tool: Option<RunningTool>,
+    /// The session's roots as last scanned around a command (see
+    /// `snapshot.rs`).
+    baseline: Arc<std::sync::Mutex<crate::snapshot::Manifest>>,
     timers: Timers,
     /// When the last batch was handed to the journal.
     last_batch_at: Instant,
@@ -138,6 +141,7 @@ impl SessionActor {
             snapshot,
             request: None,
             tool: None,
+            baseline: Default::default(),
             timers: Timers::default(),
             last_batch_at: Instant::now(),
             apply_deltas_at: Box::pin(tokio::time::sleep(APPLY_DELTAS_AFTER)),
@@ -253,8 +257,11 @@ impl SessionActor {
                         session: self.session.id().to_string(),
                     }));
                 }
-                let recorder =
-                    Recorder { writer: self.shared.writer.clone(), session_id: self.session.id().to_string() };
+                let recorder = Recorder {
+                    writer: self.shared.writer.clone(),
+                    session_id: self.session.id().to_string(),
+                    baseline: self.baseline.clone(),
+                };
                 // One call at a time; a task left over would only leak.
                 if let Some(old) = self.tool.replace(spawn_tool(*run, recorder)) {
                     old.task.abort();
@@ -392,6 +399,85 @@ async fn next_provider_event(request: &mut Option<Request>) -> Option<ProviderEv
 struct Recorder {
     writer: crate::journal::JournalWriter,
     session_id: String,
+    baseline: Arc<std::sync::Mutex<crate::snapshot::Manifest>>,
+}
+
+/// Most content stored in one write while scanning.
+const SCAN_BATCH_BYTES: usize = 8 * 1024 * 1024;
+
+/// Scans the roots (reusing `known` where files did not change), every
+/// content read stored durably before this returns.
+async fn scan_and_store(
+    recorder: &Recorder,
+    sandbox: &crate::tools::Sandbox,
+    known: crate::snapshot::Manifest,
+) -> Result<crate::snapshot::Manifest, String> {
+    let writer = recorder.writer.clone();
+    let sandbox = sandbox.clone();
+    let rt = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || {
+        let mut batch: Vec<crate::journal::StoreOp> = Vec::new();
+        let mut bytes = 0;
+        let mut failed: Option<String> = None;
+        let flush = |batch: &mut Vec<crate::journal::StoreOp>, failed: &mut Option<String>| {
+            if batch.is_empty() || failed.is_some() {
+                return;
+            }
+            let ops = std::mem::take(batch);
+            if let Err(e) = rt.block_on(writer.write(WriteBatch { ops })) {
+                *failed = Some(e.to_string());
+            }
+        };
+        let skip = |p: &Path| sandbox.is_denied(p);
+        let manifest = crate::snapshot::scan(sandbox.roots(), &known, &skip, &mut |hash, data| {
+            bytes += data.len();
+            batch.push(crate::journal::StoreOp::PutBlob { hash, data });
+            if bytes > SCAN_BATCH_BYTES {
+                bytes = 0;
+                flush(&mut batch, &mut failed);
+            }
+        });
+        flush(&mut batch, &mut failed);
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(manifest),
+        }
+    })
+    .await
+    .map_err(|e| e.to_string())?
+}
+
+/// Records what a command changed under the roots: each changed file's
+/// state before (durably, now) and after (with the result).
+async fn record_scanned(
+    recorder: &Recorder,
+    sandbox: &crate::tools::Sandbox,
+    before: crate::snapshot::Manifest,
+    node_id: &str,
+    call_id: &str,
+) -> Result<Vec<FileAfter>, String> {
+    let after = scan_and_store(recorder, sandbox, before.clone()).await?;
+    let changed = crate::snapshot::changed(&before, &after);
+    let ops: Vec<crate::journal::StoreOp> = changed
+        .iter()
+        .map(|p| crate::journal::StoreOp::BeginChange {
+            session_id: recorder.session_id.clone(),
+            node_id: node_id.to_string(),
+            call_id: call_id.to_string(),
+            path: p.display().to_string(),
+            before: before.state(p),
+            created_ms: crate::ids::now_ms(),
+        })
+        .collect();
+    if !ops.is_empty() {
+        recorder.writer.write(WriteBatch { ops }).await.map_err(|e| e.to_string())?;
+    }
+    let out = changed
+        .iter()
+        .map(|p| FileAfter { path: p.display().to_string(), after: after.state(p), data: None })
+        .collect();
+    *recorder.baseline.lock().unwrap_or_else(|p| p.into_inner()) = after;
+    Ok(out)
 }
 
 /// Starts a tool call in its own task, with its timeout. The files it
@@ -417,18 +503,43 @@ fn spawn_tool(run: ToolRun, recorder: Recorder) -> RunningTool {
             let message = format!("not run: the files it would change could not be recorded for rewind ({e})");
             return (Err(ToolError::ExecutionFailed { tool: tool.name().into(), message }), Vec::new());
         }
+        // A command may change anything under the roots: scan before.
+        let scanned = match &record {
+            Some(_) if tool.changes_files_anywhere() => {
+                let known = recorder.baseline.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                match scan_and_store(&recorder, &ctx.sandbox, known).await {
+                    Ok(m) => Some(m),
+                    Err(e) => {
+                        let message =
+                            format!("not run: the files under the roots could not be recorded for rewind ({e})");
+                        return (Err(ToolError::ExecutionFailed { tool: tool.name().into(), message }), Vec::new());
+                    }
+                }
+            }
+            _ => None,
+        };
         let result = match tokio::time::timeout(timeout, tool.execute(args, &ctx)).await {
             Ok(r) => r,
             Err(_) => Err(ToolError::Timeout { tool: tool.name().into(), elapsed: timeout }),
         };
-        let after = tokio::task::spawn_blocking(move || {
+        let mut after: Vec<FileAfter> = tokio::task::spawn_blocking(move || {
             touched
                 .into_iter()
-                .filter_map(|(shown, p)| Some((shown, crate::rewind::read_state(&p).ok()?)))
-                .collect::<Vec<_>>()
+                .filter_map(|(path, p)| {
+                    let state = crate::rewind::read_state(&p).ok()?;
+                    let after = state.as_ref().map(|(data, mode)| (crate::rewind::hash(data), *mode));
+                    Some(FileAfter { path, after, data: state.map(|(data, _)| data) })
+                })
+                .collect()
         })
         .await
         .unwrap_or_default();
+        if let (Some(before), Some((node_id, call_id))) = (scanned, &record) {
+            match record_scanned(&recorder, &ctx.sandbox, before, node_id, call_id).await {
+                Ok(changes) => after.extend(changes),
+                Err(e) => tracing::warn!(error = %e, "what a command changed could not be recorded for rewind"),
+            }
+        }
         (result, after)
     });
     RunningTool { task, output }

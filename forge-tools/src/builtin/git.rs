@@ -231,6 +231,9 @@ impl ToolExecutor for GitTool {
     fn schema(&self) -> Value {
         (self.schema)()
     }
+    fn changes_files_anywhere(&self) -> bool {
+        matches!(self.name, "git_checkout" | "git_restore" | "git_stash")
+    }
     fn is_side_effecting(&self) -> bool {
         self.side_effecting
     }

@@ -63,6 +63,9 @@ impl ToolExecutor for RunCommand {
             "additionalProperties": false
         })
     }
+    fn changes_files_anywhere(&self) -> bool {
+        true
+    }
     fn is_side_effecting(&self) -> bool {
         true
     }

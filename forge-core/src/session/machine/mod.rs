@@ -145,8 +145,13 @@ pub(crate) enum Timer {
 }
 
 /// What a file holds after a tool call (see `ToolRun::record`): its path
-/// as recorded, and its content and mode (`None`: absent).
-pub(crate) type FileAfter = (String, Option<(Vec<u8>, u32)>);
+/// as recorded, its state (hash and mode, `None`: absent), and its content
+/// when the blob store does not have it yet.
+pub(crate) struct FileAfter {
+    pub path: String,
+    pub after: crate::rewind::FileState,
+    pub data: Option<Vec<u8>>,
+}
 
 /// A tool call to run, with everything it runs with.
 pub(crate) struct ToolRun {

@@ -448,13 +448,15 @@ impl Session {
         let OperationState::ToolLoop(l) = &mut self.state else { return };
         let Some(running) = l.running.take() else { return };
         // What the call left in the files it touched, with its result.
-        for (path, after) in changes {
-            let after = after.map(|(data, mode)| {
-                let hash = crate::rewind::hash(&data);
+        for change in changes {
+            if let (Some((hash, _)), Some(data)) = (&change.after, change.data) {
                 self.pipeline.op(StoreOp::PutBlob { hash: hash.clone(), data });
-                (hash, mode)
+            }
+            self.pipeline.op(StoreOp::EndChange {
+                node_id: running.node_id.clone(),
+                path: change.path,
+                after: change.after,
             });
-            self.pipeline.op(StoreOp::EndChange { node_id: running.node_id.clone(), path, after });
         }
         let stopped =
             |message: &str| ToolError::ExecutionFailed { tool: running.name.clone(), message: message.into() };

@@ -1,0 +1,136 @@
+//! What a shell command changed: the session's roots are scanned before
+//! and after it (files `.gitignore` keeps out of git, `.git`, files the
+//! sandbox denies and files over 16 MiB left out), and the files whose
+//! content or mode differ are its changes. A scan compares sizes and
+//! modification times with the previous one first and reads only the
+//! files that differ; their content goes to the blob store as it is read,
+//! so a file's content before a command is kept before the command runs.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+
+/// Files past this size are not recorded.
+pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub size: u64,
+    pub mtime_ns: i128,
+    pub mode: u32,
+    pub hash: String,
+}
+
+/// The files under the roots, as last scanned.
+#[derive(Debug, Clone, Default)]
+pub struct Manifest {
+    pub files: HashMap<PathBuf, Entry>,
+}
+
+/// Scans `roots`, reusing `known`'s hash of a file whose size, time and
+/// mode are unchanged; every file read is handed to `keep(hash, content)`
+/// (to be stored) before the scan returns. `skip` leaves files out.
+pub fn scan(
+    roots: &[PathBuf],
+    known: &Manifest,
+    skip: &dyn Fn(&Path) -> bool,
+    keep: &mut dyn FnMut(String, Vec<u8>),
+) -> Manifest {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let mut files = HashMap::new();
+    for root in roots {
+        let walker = ignore::WalkBuilder::new(root)
+            .hidden(false)
+            .git_global(false)
+            .parents(true)
+            .follow_links(false)
+            .filter_entry(|e| e.file_name() != ".git")
+            .build();
+        for entry in walker.flatten() {
+            if !entry.file_type().is_some_and(|t| t.is_file()) {
+                continue;
+            }
+            let path = entry.path();
+            if skip(path) || files.contains_key(path) {
+                continue;
+            }
+            let Ok(meta) = entry.metadata() else { continue };
+            if meta.len() > MAX_FILE_BYTES {
+                continue;
+            }
+            let mtime_ns = i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec());
+            let mode = meta.permissions().mode() & 0o7777;
+            let same = known
+                .files
+                .get(path)
+                .filter(|e| e.size == meta.len() && e.mtime_ns == mtime_ns && e.mode == mode)
+                .cloned();
+            let entry = match same {
+                Some(e) => e,
+                None => {
+                    let Ok(data) = std::fs::read(path) else { continue };
+                    let hash = crate::rewind::hash(&data);
+                    keep(hash.clone(), data);
+                    Entry { size: meta.len(), mtime_ns, mode, hash }
+                }
+            };
+            files.insert(path.to_path_buf(), entry);
+        }
+    }
+    Manifest { files }
+}
+
+/// The files created, deleted, or changed in content or mode.
+pub fn changed(before: &Manifest, after: &Manifest) -> Vec<PathBuf> {
+    let all: BTreeSet<&PathBuf> = before.files.keys().chain(after.files.keys()).collect();
+    all.into_iter()
+        .filter(|p| {
+            let state = |m: &Manifest| m.files.get(*p).map(|e| (e.hash.clone(), e.mode));
+            state(before) != state(after)
+        })
+        .cloned()
+        .collect()
+}
+
+impl Manifest {
+    /// A file's state as recorded: (hash, mode), `None` if absent.
+    pub fn state(&self, path: &Path) -> crate::rewind::FileState {
+        self.files.get(path).map(|e| (e.hash.clone(), e.mode))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_changed_files_are_read_again_and_changes_are_found() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let root = dir.path().to_path_buf();
+        std::fs::write(root.join("keep.txt"), "same").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(root.join("edit.txt"), "old").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(root.join("gone.txt"), "bye").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(root.join(".gitignore"), "target/\n").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(root.join("target")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(root.join("target/big.o"), "ignored").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(root.join(".git")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(root.join(".git/HEAD"), "ref").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(root.join(".env"), "SECRET=1").unwrap_or_else(|e| panic!("{e}"));
+        let skip = |p: &Path| p.file_name().is_some_and(|n| n == ".env");
+        let mut read = Vec::new();
+        let before = scan(std::slice::from_ref(&root), &Manifest::default(), &skip, &mut |h, _| read.push(h));
+        assert_eq!(before.files.len(), 4, "{:?}", before.files.keys());
+        assert_eq!(read.len(), 4);
+
+        // Make sure the edit changes the modification time the scan sees.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(root.join("edit.txt"), "new!").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::remove_file(root.join("gone.txt")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(root.join("made.txt"), "hi").unwrap_or_else(|e| panic!("{e}"));
+        let mut read = Vec::new();
+        let after = scan(std::slice::from_ref(&root), &before, &skip, &mut |_, d| read.push(d));
+        assert_eq!(read.len(), 2, "only the edited and the new file are read");
+        let names: Vec<String> =
+            changed(&before, &after).iter().filter_map(|p| p.file_name()).map(|n| n.to_string_lossy().into()).collect();
+        assert_eq!(names, ["edit.txt", "gone.txt", "made.txt"]);
+    }
+}
