@@ -35,6 +35,7 @@ usage:
   (--ws: clients follow over WebSocket instead of JSON lines)
   forge-bench search PATTERN DIR             the search tool against ripgrep
   forge-bench patch                          apply_patch on a 10,000-line file
+  forge-bench snapshot [N]                   rewind's scans around a command in an N-file tree (10000)
   forge-bench memory [--runs N] [--mb M]     the daemon's memory after N runs of M MB streamed (3, 25)
 
 Build first: cargo build --release --workspace --bins";
@@ -423,6 +424,44 @@ I\n    let value_5000 = compute(5000);\n.\n    check(value_5000);\n.\nE\n    let
     Ok(())
 }
 
+/// The scans around a command in a tree of `files` files (rewind's
+/// records): the first (every file read), then one with nothing changed
+/// and one with a few files changed (sizes and times compared only).
+fn snapshot_bench(files: usize) -> anyhow::Result<()> {
+    use forge_core::snapshot::{Manifest, changed, scan};
+    let dir = tempfile::tempdir()?;
+    for i in 0..files {
+        let sub = dir.path().join(format!("d{}", i % 100));
+        std::fs::create_dir_all(&sub)?;
+        std::fs::write(sub.join(format!("f{i}.rs")), format!("// file {i}\nfn f{i}() {{}}\n").repeat(20))?;
+    }
+    let roots = vec![dir.path().to_path_buf()];
+    let skip = |_: &Path| false;
+    let mut stored = 0usize;
+    let t = std::time::Instant::now();
+    let first = scan(&roots, &Manifest::default(), &skip, &mut |_, d| stored += d.len())?;
+    let first_ms = t.elapsed().as_secs_f64() * 1000.0;
+    let mut times = Vec::new();
+    for round in 0..5 {
+        for k in 0..3 {
+            std::fs::write(dir.path().join(format!("d{k}/f{k}.rs")), format!("changed {round}"))?;
+        }
+        let t = std::time::Instant::now();
+        let before = scan(&roots, &first, &skip, &mut |_, _| {})?;
+        let after = scan(&roots, &before, &skip, &mut |_, _| {})?;
+        let _ = changed(&before, &after);
+        times.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    times.sort_by(|a, b| a.total_cmp(b));
+    println!(
+        "snapshot of {files} files: first scan {first_ms:.0} ms ({} MiB read and stored); before+after scans around a command: median {:.1} ms, max {:.1} ms",
+        stored / (1024 * 1024),
+        times[times.len() / 2],
+        times[times.len() - 1]
+    );
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let argv: Vec<String> = std::env::args().collect();
@@ -432,6 +471,10 @@ async fn main() -> anyhow::Result<()> {
     }
     if argv.get(1).map(String::as_str) == Some("patch") {
         return patch_bench().await;
+    }
+    if argv.get(1).map(String::as_str) == Some("snapshot") {
+        let files = argv.get(2).and_then(|n| n.parse().ok()).unwrap_or(10_000);
+        return snapshot_bench(files);
     }
     if argv.get(1).map(String::as_str) == Some("memory") {
         return memory_bench().await;

@@ -411,7 +411,7 @@ async fn scan_and_store(
     recorder: &Recorder,
     sandbox: &crate::tools::Sandbox,
     known: crate::snapshot::Manifest,
-) -> Result<crate::snapshot::Manifest, String> {
+) -> Result<crate::snapshot::Manifest, ScanFailure> {
     let writer = recorder.writer.clone();
     let sandbox = sandbox.clone();
     let rt = tokio::runtime::Handle::current();
@@ -429,7 +429,7 @@ async fn scan_and_store(
             }
         };
         let skip = |p: &Path| sandbox.is_denied(p);
-        let manifest = crate::snapshot::scan(sandbox.roots(), &known, &skip, &mut |hash, data| {
+        let scanned = crate::snapshot::scan(sandbox.roots(), &known, &skip, &mut |hash, data| {
             bytes += data.len();
             batch.push(crate::journal::StoreOp::PutBlob { hash, data });
             if bytes > SCAN_BATCH_BYTES {
@@ -438,13 +438,31 @@ async fn scan_and_store(
             }
         });
         flush(&mut batch, &mut failed);
-        match failed {
-            Some(e) => Err(e),
-            None => Ok(manifest),
+        match (failed, scanned) {
+            (Some(e), _) => Err(ScanFailure::Store(e)),
+            (None, Err(e)) => Err(ScanFailure::TooBig(e)),
+            (None, Ok(manifest)) => Ok(manifest),
         }
     })
     .await
-    .map_err(|e| e.to_string())?
+    .map_err(|e| ScanFailure::Store(e.to_string()))?
+}
+
+/// Why the roots could not be recorded around a command.
+enum ScanFailure {
+    /// The store refused the contents: the command is not run.
+    Store(String),
+    /// Too much to record: the command runs, unrecorded.
+    TooBig(crate::snapshot::ScanError),
+}
+
+impl std::fmt::Display for ScanFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ScanFailure::Store(e) => write!(f, "{e}"),
+            ScanFailure::TooBig(e) => write!(f, "{e}"),
+        }
+    }
 }
 
 /// Records what a command changed under the roots: each changed file's
@@ -456,7 +474,7 @@ async fn record_scanned(
     node_id: &str,
     call_id: &str,
 ) -> Result<Vec<FileAfter>, String> {
-    let after = scan_and_store(recorder, sandbox, before.clone()).await?;
+    let after = scan_and_store(recorder, sandbox, before.clone()).await.map_err(|e| e.to_string())?;
     let changed = crate::snapshot::changed(&before, &after);
     let ops: Vec<crate::journal::StoreOp> = changed
         .iter()
@@ -509,6 +527,10 @@ fn spawn_tool(run: ToolRun, recorder: Recorder) -> RunningTool {
                 let known = recorder.baseline.lock().unwrap_or_else(|p| p.into_inner()).clone();
                 match scan_and_store(&recorder, &ctx.sandbox, known).await {
                     Ok(m) => Some(m),
+                    Err(ScanFailure::TooBig(e)) => {
+                        tracing::warn!(error = %e, "a command's file changes are not recorded for rewind");
+                        None
+                    }
                     Err(e) => {
                         let message =
                             format!("not run: the files under the roots could not be recorded for rewind ({e})");
