@@ -8,6 +8,7 @@
 
 pub mod autostart;
 mod connection;
+pub mod tree;
 
 pub use connection::*;
 pub use forge_proto::api::ForgeApiClient;

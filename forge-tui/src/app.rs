@@ -115,6 +115,17 @@ pub enum Action {
     Journal,
     Summarize,
     Tools,
+    Tree,
+    /// A rewind (`node: None`: the last turn), or a checkout moving files.
+    Rewind {
+        node: Option<String>,
+    },
+    Checkout {
+        node: String,
+    },
+    Fork {
+        node: Option<String>,
+    },
     /// Switch between full-screen and inline display (the terminal is set
     /// up again).
     ToggleScreen,
@@ -445,6 +456,13 @@ impl App {
                 vec![Action::ToolResult { call_id: id, output: result, is_error }]
             }
             Command::Recover { resume } => vec![Action::Recover { resume }],
+            Command::Tree => vec![Action::Tree],
+            Command::Undo => vec![Action::Rewind { node: None }],
+            Command::Rewind(node) | Command::Checkout { node, files: true } => {
+                vec![Action::Rewind { node: Some(node) }]
+            }
+            Command::Checkout { node, files: false } => vec![Action::Checkout { node }],
+            Command::Fork(node) => vec![Action::Fork { node }],
             Command::Approve(_) | Command::Deny if self.transcript.approval.is_none() => {
                 self.notify(Level::Warn, "no tool call is waiting for approval");
                 Vec::new()

@@ -24,6 +24,19 @@ pub enum Command {
     Recover {
         resume: bool,
     },
+    /// The conversation tree, drawn.
+    Tree,
+    /// Rewind the last turn, files included.
+    Undo,
+    /// Back to a node, files included.
+    Rewind(String),
+    /// Move to a node; with `files`, its files too.
+    Checkout {
+        node: String,
+        files: bool,
+    },
+    /// A new session sharing the path up to a node (the head by default).
+    Fork(Option<String>),
     /// A known command with arguments it cannot use; says how to use it.
     Invalid {
         usage: &'static str,
@@ -55,6 +68,11 @@ pub const HELP: &[(&str, &str)] = &[
     ("/approve [N...]", "approve all pending tool calls, or only calls N..."),
     ("/deny", "deny the pending tool calls"),
     ("/recover resume|discard", "after a crash during tools: resume or drop them"),
+    ("/tree", "draw the conversation tree (ids to check out or rewind to)"),
+    ("/undo", "undo the last turn: its file changes, and the conversation"),
+    ("/rewind NODE", "back to NODE (id, prefix or bookmark), files included"),
+    ("/checkout NODE [files]", "move to NODE; with `files`, its files follow"),
+    ("/fork [NODE]", "a new session sharing the conversation up to NODE"),
     ("/help", "this list"),
 ];
 
@@ -80,6 +98,22 @@ impl Command {
             "tools" => no_args(Command::Tools),
             "help" | "h" | "?" => Command::Help,
             "deny" => no_args(Command::Deny),
+            "tree" => no_args(Command::Tree),
+            "undo" => no_args(Command::Undo),
+            "rewind" => match rest.split_whitespace().collect::<Vec<_>>().as_slice() {
+                [node] => Command::Rewind(node.to_string()),
+                _ => Command::Invalid { usage: usage_of("rewind") },
+            },
+            "checkout" | "co" => match rest.split_whitespace().collect::<Vec<_>>().as_slice() {
+                [node] => Command::Checkout { node: node.to_string(), files: false },
+                [node, "files"] => Command::Checkout { node: node.to_string(), files: true },
+                _ => Command::Invalid { usage: usage_of("checkout") },
+            },
+            "fork" => match rest.split_whitespace().collect::<Vec<_>>().as_slice() {
+                [] => Command::Fork(None),
+                [node] => Command::Fork(Some(node.to_string())),
+                _ => Command::Invalid { usage: usage_of("fork") },
+            },
             "tool" => parse_tool(rest),
             "approve" => {
                 if rest.is_empty() || rest == "all" {
@@ -129,6 +163,11 @@ fn usage_of(name: &str) -> &'static str {
         "screen" => "/screen",
         "tools" => "/tools",
         "deny" => "/deny",
+        "tree" => "/tree",
+        "undo" => "/undo",
+        "rewind" => "/rewind NODE",
+        "checkout" | "co" => "/checkout NODE  or  /checkout NODE files",
+        "fork" => "/fork  or  /fork NODE",
         _ => "/help lists the commands",
     }
 }
@@ -148,6 +187,9 @@ mod tests {
         assert_eq!(Command::parse("p openai"), Command::Provider(Some("openai".into())));
         assert_eq!(Command::parse("approve 1 3"), Command::Approve(ApprovalChoice::Selected(vec![1, 3])));
         assert_eq!(Command::parse("approve"), Command::Approve(ApprovalChoice::All));
+        assert_eq!(Command::parse("/checkout m06 files"), Command::Checkout { node: "m06".into(), files: true });
+        assert_eq!(Command::parse("rewind start"), Command::Rewind("start".into()));
+        assert!(matches!(Command::parse("rewind"), Command::Invalid { .. }));
     }
 
     #[test]

@@ -49,6 +49,8 @@ enum Msg {
     SendFailed(String, String),
     /// The daemon's model catalog, for the picker.
     Models(Vec<forge_proto::ModelInfo>),
+    /// The session's path, read again after its head moved.
+    Path(Vec<forge_proto::HistoryMessage>),
 }
 
 type Term = Terminal<CrosstermBackend<Stdout>>;
@@ -193,8 +195,20 @@ fn apply(
 ) {
     match msg {
         Msg::Item(item) => match *item {
-            SubscriptionItem::Event(ev) => app.on_event(&ev),
-            SubscriptionItem::Live { .. } => app.replaying = false,
+            SubscriptionItem::Event(ev) => {
+                app.on_event(&ev);
+                // Another branch: show its messages (read once the
+                // replay is over, and after each move seen live).
+                if matches!(ev.kind, forge_proto::EventKind::HeadMoved { .. }) && !app.replaying {
+                    spawn_path_reload(client, session, tx);
+                }
+            }
+            SubscriptionItem::Live { .. } => {
+                if app.replaying && app.transcript.head_moved {
+                    spawn_path_reload(client, session, tx);
+                }
+                app.replaying = false;
+            }
             SubscriptionItem::Journal { health, reason } => app.journal = (health, reason),
             SubscriptionItem::Closed { reason } => {
                 app.notify(Level::Warn, format!("the daemon closed this session's stream: {reason}"));
@@ -223,7 +237,19 @@ fn apply(
             app.input.restore_draft(&text);
             app.notify(Level::Error, format!("not sent: {why} (your message is back in the draft)"));
         }
+        Msg::Path(messages) => app.transcript.show_path(&messages),
     }
+}
+
+/// Reads the session's path again (after its head moved), for the
+/// transcript to show that branch.
+fn spawn_path_reload(client: &Arc<Client>, session: &str, tx: &mpsc::Sender<Msg>) {
+    let (c, s, tx) = (client.clone(), session.to_string(), tx.clone());
+    tokio::spawn(async move {
+        if let Ok(h) = c.session_history(s).await {
+            let _ = tx.send(Msg::Path(h.messages)).await;
+        }
+    });
 }
 
 /// Follows the session from `from_seq`, forwarding items until the stream
@@ -413,6 +439,66 @@ fn perform(action: Action, client: &Arc<Client>, session: &str, app: &mut App, t
                         format!("tools (name, risk, approval):\n{}", lines.join("\n"))
                     }
                     Err(e) => format!("tools: {}", error_text(e)),
+                };
+                say(tx, Level::Info, text).await;
+            });
+        }
+        Action::Tree => {
+            tokio::spawn(async move {
+                let text = match c.session_tree(s).await {
+                    Ok(t) if t.nodes.is_empty() => "the tree is empty".to_string(),
+                    Ok(t) => format!(
+                        "the conversation tree (* the path to the head; /checkout ID or /rewind ID):\n{}",
+                        forge_client::tree::draw(&t).join("\n")
+                    ),
+                    Err(e) => format!("tree: {}", error_text(e)),
+                };
+                say(tx, Level::Info, text).await;
+            });
+        }
+        Action::Rewind { node } => {
+            tokio::spawn(async move {
+                let text = match c.session_rewind(s, node, None, None, None, None).await {
+                    Ok(r) => format!(
+                        "rewound to {}: {} file(s) put back{}",
+                        r.node.as_deref().unwrap_or("the start"),
+                        r.files.len(),
+                        if r.files.is_empty() {
+                            String::new()
+                        } else {
+                            format!(
+                                " ({})",
+                                r.files
+                                    .iter()
+                                    .map(|f| format!("{} {}", f.action, f.path))
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            )
+                        }
+                    ),
+                    Err(e) => format!(
+                        "rewind: {} (forgectl rewind --dry-run shows the diff; --force overwrites)",
+                        error_text(e)
+                    ),
+                };
+                say(tx, Level::Info, text).await;
+            });
+        }
+        Action::Checkout { node } => {
+            tokio::spawn(async move {
+                if let Err(e) = c.session_checkout(s, node).await {
+                    say(tx, Level::Warn, format!("checkout: {}", error_text(e))).await;
+                }
+            });
+        }
+        Action::Fork { node } => {
+            tokio::spawn(async move {
+                let text = match c.session_fork(s, node, None).await {
+                    Ok(info) => format!(
+                        "forked: session {} ({} messages shared); open it with `forge {}`",
+                        info.id, info.message_count, info.id
+                    ),
+                    Err(e) => format!("fork: {}", error_text(e)),
                 };
                 say(tx, Level::Info, text).await;
             });

@@ -94,9 +94,81 @@ pub struct Transcript {
     pub generation: u64,
     /// Calls of the answer being streamed, by index, for their arguments.
     streaming_calls: Vec<usize>,
+    /// The log has a `head_moved`: replaying it does not give the path,
+    /// which is read from the store instead.
+    pub head_moved: bool,
 }
 
 impl Transcript {
+    /// Shows the session's path as the store has it (after its head moved
+    /// to another branch): its messages replace what the log replayed.
+    pub fn show_path(&mut self, messages: &[forge_proto::HistoryMessage]) {
+        // The newest notices stay (what the move answered, say).
+        let mut notices: Vec<DisplayItem> =
+            self.items.iter().rev().filter(|i| matches!(i, DisplayItem::Notice { .. })).take(3).cloned().collect();
+        notices.reverse();
+        self.items.clear();
+        self.generation += 1;
+        self.streaming_calls.clear();
+        for m in messages {
+            match m.role {
+                forge_proto::Role::User => self.items.push(DisplayItem::User {
+                    text: m.text.clone(),
+                    from: m.client.as_ref().map(|c| c.name.clone()),
+                    queued: false,
+                }),
+                forge_proto::Role::Assistant => {
+                    self.items.push(DisplayItem::Assistant(AssistantItem {
+                        text: m.text.clone(),
+                        model: m.model.clone().unwrap_or_default(),
+                        status: Some(m.status),
+                        error: m.error.clone(),
+                        recovered: m.recovered,
+                        ..Default::default()
+                    }));
+                    for c in &m.tool_calls {
+                        self.items.push(DisplayItem::Tool(ToolItem {
+                            call_id: c.id.clone(),
+                            name: c.name.clone(),
+                            args: c.arguments.clone(),
+                            ..Default::default()
+                        }));
+                    }
+                }
+                forge_proto::Role::Tool => {
+                    let Some(r) = &m.tool_result else { continue };
+                    let outcome = ToolOutcome { is_error: r.is_error, output: m.text.clone() };
+                    let found = self.items.iter_mut().rev().find_map(|i| match i {
+                        DisplayItem::Tool(t) if t.call_id == r.call_id && t.result.is_none() => Some(t),
+                        _ => None,
+                    });
+                    match found {
+                        Some(t) => {
+                            t.result = Some(outcome);
+                            t.version += 1;
+                        }
+                        None => self.items.push(DisplayItem::Tool(ToolItem {
+                            call_id: r.call_id.clone(),
+                            name: r.name.clone(),
+                            result: Some(outcome),
+                            ..Default::default()
+                        })),
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.items.extend(notices);
+        self.items.push(DisplayItem::Notice {
+            level: Level::Info,
+            text: format!(
+                "showing the path to {} ({} messages; /tree draws every branch)",
+                messages.last().map(|m| m.id.as_str()).unwrap_or("nothing"),
+                messages.len()
+            ),
+        });
+    }
+
     /// Applies one event. Events arrive in `seq` order exactly once; an
     /// older one (a replay overlapping what was seen) is ignored.
     pub fn apply(&mut self, ev: &SessionEvent) {
@@ -144,6 +216,9 @@ impl Transcript {
             | EventKind::BookmarkSet { .. }
             | EventKind::FilesRestored { .. }
             | EventKind::SessionForked { .. } => {
+                if matches!(ev.kind, EventKind::HeadMoved { .. }) {
+                    self.head_moved = true;
+                }
                 let text = match &ev.kind {
                     EventKind::HeadMoved { head, .. } => format!(
                         "moved to {} in the conversation tree (`forgectl tree` draws it)",

@@ -210,3 +210,38 @@ async fn closing_the_terminal_mid_stream_leaves_the_turn_running() {
     let status = forge.ok(&["--json", "session", "show", "hup"]).await.stdout;
     assert!(status.contains("\"attached_clients\":0"), "the closed TUI detached: {status}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undo_tree_and_checkout_from_the_tui_move_files_and_show_the_branch() {
+    let _serial = SERIAL.lock().await;
+    let Some((_mock, forge, project)) = setup().await else { return };
+    let tmux = attached(&forge, &project, "branches", "tree", (120, 40)).await;
+    let file = project.path().join("out0.txt");
+    forge.ok(&["send", "-s", "branches", "first question"]).await;
+    forge.ok(&["send", "--auto-approve", "-s", "branches", "mock:tool=write_file second question"]).await;
+    tmux.wait_for("tree", "created out0.txt", WAIT);
+    assert!(file.exists());
+
+    // /undo takes the last turn back, its file included; the transcript
+    // shows the path it is on now.
+    tmux.keys("tree", &[":"]);
+    tmux.type_text("tree", "undo");
+    tmux.keys("tree", &["Enter"]);
+    tmux.wait_for("tree", "rewound to", WAIT);
+    let screen = tmux.wait_for("tree", "showing the path", WAIT);
+    assert!(!screen.contains("second question"), "{screen}");
+    assert!(!file.exists(), "the file the undone turn wrote is gone");
+
+    // /tree draws both; /checkout ID files goes back with the file.
+    tmux.keys("tree", &[":"]);
+    tmux.type_text("tree", "tree");
+    tmux.keys("tree", &["Enter"]);
+    tmux.wait_for("tree", "the conversation tree", WAIT);
+    let tree = forge.ok(&["--json", "branches", "branches"]).await.json_lines();
+    let leaf = tree.iter().find(|b| b["head"] != true).and_then(|b| b["leaf"].as_str()).unwrap_or_default().to_string();
+    tmux.keys("tree", &[":"]);
+    tmux.type_text("tree", &format!("checkout {leaf} files"));
+    tmux.keys("tree", &["Enter"]);
+    tmux.wait_for("tree", "second question", WAIT);
+    assert!(file.exists(), "its file came back");
+}
