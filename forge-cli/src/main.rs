@@ -187,6 +187,13 @@ Ctrl-C cancels the turn (the partial answer is kept, marked cancelled).")]
         /// A name for the new session
         #[arg(long)]
         name: Option<String>,
+        /// Also put the files tools changed after NODE back as they were
+        /// there
+        #[arg(long)]
+        restore_files: bool,
+        /// With --restore-files: overwrite files changed outside Forge
+        #[arg(long, requires = "restore_files")]
+        force: bool,
     },
     /// Name a node of a session's tree (default: the head), or --delete a
     /// name; an edit that branches moves the name to the new message
@@ -375,7 +382,9 @@ fn main() -> ExitCode {
                 cmd::tree::rewind(&g, &session, None, (true, true), dry_run, force).await
             }
             Command::Edit { session, node, text, no_wait } => cmd::tree::edit(&g, &session, &node, text, no_wait).await,
-            Command::Fork { session, node, name } => cmd::tree::fork(&g, &session, node, name).await,
+            Command::Fork { session, node, name, restore_files, force } => {
+                cmd::tree::fork(&g, &session, node, name, (restore_files, force)).await
+            }
             Command::Bookmark { session, name, node, delete } => {
                 cmd::tree::bookmark(&g, &session, name, node, delete).await
             }

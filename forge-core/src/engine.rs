@@ -368,11 +368,14 @@ impl Engine {
 
     /// A new session sharing `selector`'s path up to `node` (its head if
     /// none), in the same directory with the same model.
+    /// With `files.0`, the files move from the origin's head to the fork
+    /// node's state (`files.1`: forced).
     pub async fn fork(
         &self,
         selector: &str,
         node: Option<&str>,
         name: Option<String>,
+        files: (bool, bool),
         client: ClientRef,
     ) -> Result<SessionInfo, EngineError> {
         self.check_running()?;
@@ -391,8 +394,29 @@ impl Engine {
         if forest.get(&node)?.role == forge_proto::Role::Summary {
             return Err(EngineError::new(ErrorKind::InvalidParams, "a fork starts at a message, not at a summary"));
         }
+        // Files first: a conflict stops the fork before it exists.
+        let mut moved = forge_proto::RewindResult {
+            session_id: id.clone(),
+            node: Some(node.clone()),
+            files: Vec::new(),
+            unknown: Vec::new(),
+            dry_run: false,
+            diff: None,
+            conversation: true,
+        };
+        if files.0 {
+            let from = Self::path_ids(&forest, row.head_id.as_deref())?;
+            let to = Self::path_ids(&forest, Some(&node))?;
+            self.move_files(&id, &from, &to, false, files.1, &mut moved).await?;
+        }
         let req = CreateSession { name, cwd: Some(row.cwd), provider: Some(row.provider), model: Some(row.model) };
-        self.create_session_at(req, client, Some((id, node))).await
+        let info = self.create_session_at(req, client.clone(), Some((id, node.clone()))).await?;
+        if !moved.files.is_empty() {
+            let handle = self.handle_for(&info.id).await?;
+            let files = moved.files;
+            handle.request(|reply| SessionCmd::FilesRestored { node: Some(node), files, client, reply }).await?;
+        }
+        Ok(info)
     }
 
     /// The node ids from the root to `head` (empty for none).

@@ -163,10 +163,18 @@ pub trait ForgeApi {
     async fn session_edit(&self, session: String, node: String, text: String) -> RpcResult<EditResult>;
 
     /// A new session sharing this one's path up to `node` (default: the
-    /// head), without copying it.
+    /// head), without copying it; with `restore_files`, the files tools
+    /// changed after `node` are put back as they were there (`force`: even
+    /// files changed outside Forge since).
     #[method(name = "session.fork", param_kind = map)]
-    async fn session_fork(&self, session: String, node: Option<String>, name: Option<String>)
-    -> RpcResult<SessionInfo>;
+    async fn session_fork(
+        &self,
+        session: String,
+        node: Option<String>,
+        name: Option<String>,
+        restore_files: Option<bool>,
+        force: Option<bool>,
+    ) -> RpcResult<SessionInfo>;
 
     /// Sets a bookmark on `node` (default: the head), or deletes it.
     #[method(name = "session.bookmark", param_kind = map)]

@@ -493,7 +493,7 @@ fn perform(action: Action, client: &Arc<Client>, session: &str, app: &mut App, t
         }
         Action::Fork { node } => {
             tokio::spawn(async move {
-                let text = match c.session_fork(s, node, None).await {
+                let text = match c.session_fork(s, node, None, None, None).await {
                     Ok(info) => format!(
                         "forked: session {} ({} messages shared); open it with `forge {}`",
                         info.id, info.message_count, info.id

@@ -107,3 +107,29 @@ async fn a_command_that_creates_edits_and_deletes_files_is_undone_byte_for_byte(
     let mode = std::fs::metadata(dir.join("keep.sh")).map(|m| m.permissions().mode() & 0o777).unwrap_or(0);
     assert_eq!(mode, 0o755, "its mode too");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_with_restore_files_starts_from_that_nodes_files() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = project.path().to_path_buf();
+    let id = forge.new_session(&["--cwd", &dir.display().to_string()]).await;
+    for (name, content) in [("a.txt", "a\n"), ("b.txt", "b\n")] {
+        let t = call("write_file", json!({"path": name, "content": content}));
+        forge.ok(&["send", "--auto-approve", "-s", &id, &format!("{t} go")]).await;
+    }
+    // The end of the first turn: after a.txt, before b.txt.
+    let h = history(&forge, &id).await;
+    let first_end = h[3]["id"].as_str().unwrap_or_default().to_string();
+    let fork = forge.ok(&["--json", "fork", &id, &first_end, "--restore-files"]).await.json_lines();
+    assert_eq!(fork[0]["message_count"], 4, "{fork:?}");
+    assert!(dir.join("a.txt").exists() && !dir.join("b.txt").exists());
+    let fork_id = fork[0]["id"].as_str().unwrap_or_default().to_string();
+    let events = forge.ok(&["--json", "attach", &fork_id, "--until-idle"]).await.json_lines();
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["kind"].as_str()).collect();
+    assert_eq!(kinds, ["session_created", "session_forked", "files_restored"]);
+    // The origin's history is untouched.
+    assert_eq!(history(&forge, &id).await.len(), 8);
+}

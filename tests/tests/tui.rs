@@ -242,6 +242,9 @@ async fn undo_tree_and_checkout_from_the_tui_move_files_and_show_the_branch() {
     tmux.keys("tree", &[":"]);
     tmux.type_text("tree", &format!("checkout {leaf} files"));
     tmux.keys("tree", &["Enter"]);
-    tmux.wait_for("tree", "second question", WAIT);
+    // (The tree drawn above names the second question too: wait for the
+    // answer to the checkout itself.)
+    tmux.wait_for("tree", &format!("rewound to {leaf}"), WAIT);
     assert!(file.exists(), "its file came back");
+    assert_eq!(forge.ok(&["--json", "history", "branches"]).await.json_lines().len(), 6);
 }

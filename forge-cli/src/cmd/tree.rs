@@ -144,9 +144,15 @@ pub async fn edit(g: &Global, session: &str, node: &str, text: String, no_wait: 
     crate::cmd::send::follow_turn(g, &conn, &r.session_id, from, &r.new_node_id, false, false).await
 }
 
-pub async fn fork(g: &Global, session: &str, node: Option<String>, name: Option<String>) -> Result<(), Failure> {
+pub async fn fork(
+    g: &Global,
+    session: &str,
+    node: Option<String>,
+    name: Option<String>,
+    files: (bool, bool),
+) -> Result<(), Failure> {
     let conn = daemon(g).await?;
-    let info = conn.client.session_fork(session.to_string(), node, name).await?;
+    let info = conn.client.session_fork(session.to_string(), node, name, Some(files.0), Some(files.1)).await?;
     if g.json {
         json_line(&info);
     } else {

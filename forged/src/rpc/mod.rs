@@ -256,8 +256,11 @@ impl ForgeApiServer for ConnServer {
         session: String,
         node: Option<String>,
         name: Option<String>,
+        restore_files: Option<bool>,
+        force: Option<bool>,
     ) -> RpcResult<SessionInfo> {
-        self.engine().fork(&session, node.as_deref(), name, self.client_ref()).await.map_err(to_rpc)
+        let files = (restore_files.unwrap_or(false), force.unwrap_or(false));
+        self.engine().fork(&session, node.as_deref(), name, files, self.client_ref()).await.map_err(to_rpc)
     }
 
     async fn session_bookmark(
