@@ -932,7 +932,12 @@ impl Engine {
     pub async fn send(&self, selector: &str, text: String, client: ClientRef) -> Result<SendResult, EngineError> {
         self.check_running()?;
         let handle = self.handle_for(selector).await?;
-        handle.request(|reply| SessionCmd::Send { text, client, reply }).await
+        // Prefix matching: the same message again under the same node is
+        // that node, answered anew (a sibling answer), not a copy.
+        let head = self.shared().store.session(&handle.id).await?.and_then(|r| r.head_id);
+        let same =
+            self.shared().store.user_child_with_text(head.as_deref(), &handle.id, &text).await?.map(|id| (id, head));
+        handle.request(|reply| SessionCmd::Send { text, client, same, reply }).await
     }
 
     pub async fn cancel(

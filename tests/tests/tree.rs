@@ -110,3 +110,23 @@ async fn split_and_delete_change_the_tree_through_the_journal() {
     forge.restart().await;
     assert_eq!(history(&forge, &id).await.len(), 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_message_under_the_same_node_is_that_node_answered_again() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    let id = forge.new_session(&[]).await;
+    forge.ok(&["send", "-s", &id, "hello mock:tokens=2"]).await;
+    forge.ok(&["send", "-s", &id, "again mock:tokens=3"]).await;
+    let h = history(&forge, &id).await;
+    let (first_answer, second_q) = (h[1]["id"].as_str().unwrap_or_default(), h[2]["id"].as_str().unwrap_or_default());
+    // Back to the first answer, and the same question again.
+    forge.ok(&["checkout", &id, first_answer]).await;
+    forge.ok(&["send", "-s", &id, "again mock:tokens=3"]).await;
+    let now = history(&forge, &id).await;
+    assert_eq!(now[2]["id"], second_q, "the question's node is reused, not copied");
+    assert_ne!(now[3]["id"], h[3]["id"], "a new answer beside the first one");
+    let tree = forge.ok(&["--json", "tree", &id]).await.json_lines();
+    assert_eq!(tree[0]["nodes"].as_array().map(Vec::len), Some(5), "two questions, three answers");
+}

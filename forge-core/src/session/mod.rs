@@ -26,6 +26,10 @@ pub(crate) enum SessionCmd {
     Send {
         text: String,
         client: ClientRef,
+        /// An identical user message already under the head, as the store
+        /// had it: (its id, the head it hangs from). Reused instead of a
+        /// new node if the head is still that one.
+        same: Option<(String, Option<String>)>,
         reply: Reply<SendResult>,
     },
     Cancel {

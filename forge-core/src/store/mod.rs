@@ -237,6 +237,27 @@ impl Store {
         Ok(rows.into_iter().collect())
     }
 
+    /// A complete user message under `parent` (a root of `session` when
+    /// none) whose text is exactly `text`, if there is one.
+    pub async fn user_child_with_text(
+        &self,
+        parent: Option<&str>,
+        session: &str,
+        text: &str,
+    ) -> Result<Option<String>, StoreError> {
+        let q = match parent {
+            Some(p) => sqlx::query_scalar(
+                "SELECT id FROM nodes WHERE parent_id = ? AND role = 'user' AND status = 'complete' AND text = ? ORDER BY created_ms LIMIT 1",
+            )
+            .bind(p),
+            None => sqlx::query_scalar(
+                "SELECT id FROM nodes WHERE parent_id IS NULL AND session_id = ? AND role = 'user' AND status = 'complete' AND text = ? ORDER BY created_ms LIMIT 1",
+            )
+            .bind(session),
+        };
+        Ok(q.bind(text).fetch_optional(&self.pool()).await?)
+    }
+
     /// A blob's content.
     pub async fn blob(&self, hash: &str) -> Result<Option<Vec<u8>>, StoreError> {
         Ok(sqlx::query_scalar("SELECT data FROM blobs WHERE hash = ?").bind(hash).fetch_optional(&self.pool()).await?)

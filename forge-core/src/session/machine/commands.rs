@@ -27,9 +27,9 @@ pub(super) enum Access {
 impl Session {
     pub(super) fn on_command(&mut self, cmd: SessionCmd) {
         match cmd {
-            SessionCmd::Send { text, client, reply } => {
+            SessionCmd::Send { text, client, same, reply } => {
                 if let Some(reply) = self.admit(reply, Access::Write) {
-                    self.on_send(text, client, reply);
+                    self.on_send(text, client, same, reply);
                 }
             }
             SessionCmd::Cancel { client, drop_queued, reply } => {
@@ -132,7 +132,13 @@ impl Session {
         EngineError::new(ErrorKind::SessionBusy, format!("session {} is running a turn; {what}", self.row.id))
     }
 
-    fn on_send(&mut self, text: String, client: ClientRef, reply: Reply<SendResult>) {
+    fn on_send(
+        &mut self,
+        text: String,
+        client: ClientRef,
+        same: Option<(String, Option<String>)>,
+        reply: Reply<SendResult>,
+    ) {
         if text.trim().is_empty() {
             let err = EngineError::new(ErrorKind::InvalidParams, "the message is empty");
             return self.out.push(Effect::Reply(ReadyReply::now(reply, Err(err))));
@@ -142,6 +148,17 @@ impl Session {
         }
         let message_id = new_id("m");
         if matches!(self.state, OperationState::Idle) {
+            // The same message under the same head: that node, answered again.
+            if let Some((node, under)) = same
+                && under == self.row.head_id
+            {
+                self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: Some(node.clone()) });
+                self.row.head_id = Some(node.clone());
+                self.path.push(crate::provider::ChatMessage::user(text.clone()).with_node(node.clone()));
+                let event_index = self.begin_turn(node.clone(), text, client);
+                let responder = self.send_reply(reply, node, None, event_index);
+                return self.pipeline.effect(OnDurable::Reply(responder));
+            }
             let event_index = self.start_turn(message_id.clone(), text, client);
             let responder = self.send_reply(reply, message_id, None, event_index);
             return self.pipeline.effect(OnDurable::Reply(responder));

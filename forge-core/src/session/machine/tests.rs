@@ -209,7 +209,7 @@ impl Harness {
     }
 
     fn send(&mut self, text: &str) -> oneshot::Receiver<Result<forge_proto::SendResult, EngineError>> {
-        self.command(|reply| SessionCmd::Send { text: text.into(), client: client(), reply })
+        self.command(|reply| SessionCmd::Send { text: text.into(), client: client(), same: None, reply })
     }
 
     /// Sends a message whose answer the test does not look at.
