@@ -35,6 +35,7 @@ usage:
   (--ws: clients follow over WebSocket instead of JSON lines)
   forge-bench search PATTERN DIR             the search tool against ripgrep
   forge-bench patch                          apply_patch on a 10,000-line file
+  forge-bench tree [TURNS]                   session.tree and checkout on a TURNS-turn session with branches (200)
   forge-bench snapshot [N]                   rewind's scans around a command in an N-file tree (10000)
   forge-bench memory [--runs N] [--mb M]     the daemon's memory after N runs of M MB streamed (3, 25)
 
@@ -424,6 +425,45 @@ I\n    let value_5000 = compute(5000);\n.\n    check(value_5000);\n.\nE\n    let
     Ok(())
 }
 
+/// `session.tree` and `session.checkout` on a session of `turns` turns
+/// with a branch at every tenth turn.
+async fn tree_bench(turns: usize) -> anyhow::Result<()> {
+    let bin = std::env::current_exe()?.parent().map(Path::to_path_buf).unwrap_or_default();
+    let mock_url = start_mock_thread()?;
+    let d = Daemon::start(&bin, &mock_url, "process").await?;
+    let session = new_session(&d.socket).await?;
+    for i in 0..turns {
+        run_turn(&d.socket, &session, &format!("turn {i} mock:tokens=5")).await?;
+    }
+    let conn = connect(&d.socket, info()).await?;
+    let history = conn.client.session_history(session.clone()).await?.messages;
+    // Branches: the same question again under every tenth answer.
+    for k in (1..history.len()).step_by(20) {
+        conn.client.session_checkout(session.clone(), history[k].id.clone()).await?;
+        run_turn(&d.socket, &session, &format!("a branch at {k} mock:tokens=5")).await?;
+    }
+    let mut tree_ms = Vec::new();
+    let mut checkout_ms = Vec::new();
+    let mut nodes = 0;
+    for round in 0..20 {
+        let t = Instant::now();
+        nodes = conn.client.session_tree(session.clone()).await?.nodes.len();
+        tree_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+        let target = history[(round * 37) % history.len()].id.clone();
+        let t = Instant::now();
+        conn.client.session_checkout(session.clone(), target).await?;
+        checkout_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    for v in [&mut tree_ms, &mut checkout_ms] {
+        v.sort_by(|a, b| a.total_cmp(b));
+    }
+    println!(
+        "{turns} turns ({nodes} nodes): session.tree p50 {:.1} ms, max {:.1} ms; session.checkout p50 {:.1} ms, max {:.1} ms",
+        tree_ms[10], tree_ms[19], checkout_ms[10], checkout_ms[19]
+    );
+    Ok(())
+}
+
 /// The scans around a command in a tree of `files` files (rewind's
 /// records): the first (every file read), then one with nothing changed
 /// and one with a few files changed (sizes and times compared only).
@@ -471,6 +511,10 @@ async fn main() -> anyhow::Result<()> {
     }
     if argv.get(1).map(String::as_str) == Some("patch") {
         return patch_bench().await;
+    }
+    if argv.get(1).map(String::as_str) == Some("tree") {
+        let turns = argv.get(2).and_then(|n| n.parse().ok()).unwrap_or(200);
+        return tree_bench(turns).await;
     }
     if argv.get(1).map(String::as_str) == Some("snapshot") {
         let files = argv.get(2).and_then(|n| n.parse().ok()).unwrap_or(10_000);
