@@ -15,6 +15,8 @@ pub struct ToolsConfig {
     /// `disabled`: none are offered (for servers without tool support).
     pub mode: Option<ToolMode>,
     pub max_tool_calls_per_batch: Option<usize>,
+    /// Also read as `max_tool_iterations`.
+    #[serde(alias = "max_tool_iterations")]
     pub max_tool_iterations_per_user_turn: Option<u32>,
     pub max_tool_args_bytes: Option<usize>,
     #[serde(default)]

@@ -313,3 +313,19 @@ async fn thinking_is_kept_apart_from_the_answer_and_shown_on_request() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_past_max_tool_iterations_ends_with_tool_iteration_limit_exceeded() {
+    let mock = forge_tests::mock::MockServer::start(forge_tests::mock::MockOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = forge_tests::harness::Forge::new(&mock);
+    forge.write_config("[tools]\nmax_tool_iterations = 0\n");
+    forge.start().await;
+    let id = forge.new_session(&[]).await;
+    let r = forge.ctl(&["--json", "send", "-s", &id, "mock:tool=current_date what day is it"]).await;
+    assert_ne!(r.code, 0);
+    let finished = r.json_lines().into_iter().find(|e| e["kind"] == "turn_finished").unwrap_or_default();
+    assert_eq!(finished["error_kind"], "tool_iteration_limit_exceeded", "{finished}");
+    assert!(finished["error"].as_str().unwrap_or_default().contains("max_tool_iterations"), "{finished}");
+}

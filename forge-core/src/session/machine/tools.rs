@@ -214,18 +214,23 @@ impl Session {
                     Err(ToolError::ExecutionFailed {
                         tool: c.name.clone(),
                         message: format!(
-                            "not run: this turn reached its limit of {} tool batches (tools.max_tool_iterations_per_user_turn)",
+                            "not run: this turn reached its limit of {} tool batches ([tools] max_tool_iterations)",
                             self.max_iterations()
                         ),
                     })
                 } else if i >= max_calls {
                     Err(ToolError::ExecutionFailed {
                         tool: c.name.clone(),
-                        message: format!("not run: at most {max_calls} tool calls per answer (tools.max_tool_calls_per_batch)"),
+                        message: format!(
+                            "not run: at most {max_calls} tool calls per answer (tools.max_tool_calls_per_batch)"
+                        ),
                     })
                 } else if c.arguments.len() > max_args {
                     Err(ToolError::BadArgs {
-                        message: format!("the arguments are {} bytes; the limit is {max_args} (tools.max_tool_args_bytes)", c.arguments.len()),
+                        message: format!(
+                            "the arguments are {} bytes; the limit is {max_args} (tools.max_tool_args_bytes)",
+                            c.arguments.len()
+                        ),
                     })
                 } else if !seen.insert(c.id.clone()) {
                     Err(ToolError::DuplicateToolCallId { id: c.id.clone() })
@@ -241,9 +246,13 @@ impl Session {
                                 ),
                             })
                         }
-                        Some(tool) => serde_json::from_str::<Value>(if c.arguments.trim().is_empty() { "{}" } else { &c.arguments })
-                            .map_err(|e| ToolError::BadArgs { message: format!("the arguments are not JSON: {e}") })
-                            .map(|args| (tool, args)),
+                        Some(tool) => serde_json::from_str::<Value>(if c.arguments.trim().is_empty() {
+                            "{}"
+                        } else {
+                            &c.arguments
+                        })
+                        .map_err(|e| ToolError::BadArgs { message: format!("the arguments are not JSON: {e}") })
+                        .map(|args| (tool, args)),
                     }
                 };
                 PlannedCall { id: c.id, name: c.name, action }
@@ -400,7 +409,13 @@ impl Session {
                     self.finish_tool_turn(
                         message_id,
                         MessageStatus::Error,
-                        Some(("tool_limit".into(), "the turn reached its tool-iteration limit".into())),
+                        Some((
+                            "tool_iteration_limit_exceeded".into(),
+                            format!(
+                                "the turn reached its limit of {} tool batches ([tools] max_tool_iterations); send a message to let it go on",
+                                self.max_iterations()
+                            ),
+                        )),
                     );
                     return;
                 }
