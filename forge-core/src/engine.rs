@@ -663,11 +663,7 @@ impl Engine {
     }
 
     async fn check_name(&self, name: &str, owner: Option<&str>) -> Result<(), EngineError> {
-        let valid = !name.is_empty()
-            && name.len() <= MAX_NAME_LEN
-            && name.chars().all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.'))
-            && !name.starts_with('-');
-        if !valid {
+        if !crate::ids::is_valid_name(name, MAX_NAME_LEN) {
             return Err(EngineError::new(
                 ErrorKind::InvalidName,
                 format!(
@@ -934,9 +930,7 @@ impl Engine {
         let handle = self.handle_for(selector).await?;
         // Prefix matching: the same message again under the same node is
         // that node, answered anew (a sibling answer), not a copy.
-        let head = self.shared().store.session(&handle.id).await?.and_then(|r| r.head_id);
-        let same =
-            self.shared().store.user_child_with_text(head.as_deref(), &handle.id, &text).await?.map(|id| (id, head));
+        let same = self.shared().store.user_message_under_head(&handle.id, &text).await?;
         handle.request(|reply| SessionCmd::Send { text, client, same, reply }).await
     }
 

@@ -33,6 +33,16 @@ pub fn new_id(prefix: &str) -> String {
     out
 }
 
+/// A name a user gives (a session, a bookmark): up to `max` bytes of
+/// letters, digits, `-`, `_` and `.`, not starting with `-` (it would read
+/// as a flag).
+pub fn is_valid_name(name: &str, max: usize) -> bool {
+    !name.is_empty()
+        && name.len() <= max
+        && name.chars().all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && !name.starts_with('-')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
-use forge_proto::{RecallHit, Role};
+use forge_proto::RecallHit;
 
 use crate::provider::{ChatMessage, ChatRole};
 use crate::store::{Store, StoreError};
@@ -384,10 +384,6 @@ pub struct SessionLibrary {
     pub session: String,
 }
 
-fn role_name(role: Role) -> String {
-    serde_json::to_value(role).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
-}
-
 impl Library for SessionLibrary {
     fn search<'a>(&'a self, query: &'a str, limit: usize) -> LibraryFut<'a, Vec<RecalledFact>> {
         Box::pin(async move {
@@ -398,7 +394,7 @@ impl Library for SessionLibrary {
                     kind: h.kind,
                     fact: h.fact,
                     node_id: h.node_id,
-                    role: role_name(h.role),
+                    role: h.role.as_str().to_string(),
                     excerpt: h.excerpt,
                 })
                 .collect())
@@ -408,7 +404,7 @@ impl Library for SessionLibrary {
     fn message<'a>(&'a self, node: &'a str) -> LibraryFut<'a, Option<RecalledMessage>> {
         Box::pin(async move {
             let node = self.store.node(&self.session, node).await.map_err(|e| e.to_string())?;
-            Ok(node.map(|n| RecalledMessage { role: role_name(n.role), node_id: n.id, text: n.text }))
+            Ok(node.map(|n| RecalledMessage { role: n.role.as_str().to_string(), node_id: n.id, text: n.text }))
         })
     }
 }

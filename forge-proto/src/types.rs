@@ -189,6 +189,18 @@ pub enum Role {
     Other,
 }
 
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+            Role::Summary => "summary",
+            Role::Other => "other",
+        }
+    }
+}
+
 /// `session.summarize`: a summary was started (follow the session for
 /// `summarization_done`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -179,23 +179,13 @@ pub async fn recall(g: &Global, session: &str, query: &str, limit: u32) -> Resul
         outln!("{}. [{}] {}", i + 1, h.kind, h.fact);
         outln!(
             "   {} message {} ({}): {}",
-            role_word(h.role),
+            h.role.as_str(),
             h.node_id,
             crate::output::format_ms(h.created_ms),
             h.excerpt
         );
     }
     Ok(())
-}
-
-fn role_word(role: Role) -> &'static str {
-    match role {
-        Role::User => "user",
-        Role::Assistant => "assistant",
-        Role::Tool => "tool",
-        Role::Summary => "summary",
-        Role::Other => "other",
-    }
 }
 
 pub async fn context(g: &Global, session: &str, system: bool, span: Option<u32>) -> Result<(), Failure> {

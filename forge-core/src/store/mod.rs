@@ -237,25 +237,24 @@ impl Store {
         Ok(rows.into_iter().collect())
     }
 
-    /// A complete user message under `parent` (a root of `session` when
-    /// none) whose text is exactly `text`, if there is one.
-    pub async fn user_child_with_text(
+    /// A complete user message under the session's head (a root of the
+    /// session when it has none) whose text is exactly `text`: (its id,
+    /// the head), in one query.
+    pub async fn user_message_under_head(
         &self,
-        parent: Option<&str>,
         session: &str,
         text: &str,
-    ) -> Result<Option<String>, StoreError> {
-        let q = match parent {
-            Some(p) => sqlx::query_scalar(
-                "SELECT id FROM nodes WHERE parent_id = ? AND role = 'user' AND status = 'complete' AND text = ? ORDER BY created_ms LIMIT 1",
-            )
-            .bind(p),
-            None => sqlx::query_scalar(
-                "SELECT id FROM nodes WHERE parent_id IS NULL AND session_id = ? AND role = 'user' AND status = 'complete' AND text = ? ORDER BY created_ms LIMIT 1",
-            )
-            .bind(session),
-        };
-        Ok(q.bind(text).fetch_optional(&self.pool()).await?)
+    ) -> Result<Option<(String, Option<String>)>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT n.id, s.head_id FROM sessions s JOIN nodes n
+               ON (n.parent_id = s.head_id OR (s.head_id IS NULL AND n.parent_id IS NULL AND n.session_id = s.id))
+             WHERE s.id = ? AND n.role = 'user' AND n.status = 'complete' AND n.text = ?
+             ORDER BY n.created_ms LIMIT 1",
+        )
+        .bind(session)
+        .bind(text)
+        .fetch_optional(&self.pool())
+        .await?)
     }
 
     /// A blob's content.

@@ -253,7 +253,7 @@ impl Session {
         // Another model counts with another tokenizer, and its window may
         // take another set of tools.
         self.anchor = None;
-        self.tools_bytes = super::tools::spec_bytes(&self.tool_specs());
+        self.size_tools();
         self.pipeline.op(StoreOp::SetModel {
             session_id: self.row.id.clone(),
             provider: provider.clone(),

@@ -261,6 +261,9 @@ pub(crate) struct Session {
     /// The bytes the tool definitions add to every request (they do not
     /// change during a session), for sizing its output.
     tools_bytes: usize,
+    /// The model's window is too small for every tool definition: only
+    /// the core tools are offered (see `size_tools`).
+    core_tools_only: bool,
     /// Why the history could not be read for the command being handled.
     unreadable: Option<EngineError>,
     /// Tokens and estimated cost of the session's responses so far.
@@ -310,6 +313,7 @@ impl Session {
             system_prompt,
             instruction_files: Vec::new(),
             tools_bytes: 0,
+            core_tools_only: false,
             unreadable: None,
             spent: Default::default(),
             estimator: Default::default(),
@@ -321,7 +325,7 @@ impl Session {
             budget_confirmed_at: None,
             out: Vec::new(),
         };
-        session.tools_bytes = tools::spec_bytes(&session.tool_specs());
+        session.size_tools();
         session
     }
 

@@ -82,15 +82,18 @@ pub(super) struct RunningCall {
 }
 
 impl Session {
-    /// Whether every tool definition would take more than its share of
-    /// the model's input. Decided by the uncalibrated estimate, so that the
-    /// tools offered never change with calibration (a change costs the
-    /// prompt cache).
-    fn tools_crowd_window(&self, all: &[ToolSpec]) -> bool {
-        self.context_budget().is_some_and(|b| {
-            crate::context::TokenEstimator::default().tokens(spec_bytes(all)) as f64
-                > b.input_limit() as f64 * TOOLS_SHARE
-        })
+    /// Decides, for the session's model, whether only the core tools are
+    /// offered (every definition would take more than its share of the
+    /// model's input), and what the offered ones weigh. Run when the model
+    /// is set; decided by the uncalibrated estimate, so that the tools
+    /// offered never change with calibration (a change costs the prompt
+    /// cache).
+    pub(super) fn size_tools(&mut self) {
+        let all = spec_bytes(&self.tools.specs());
+        self.core_tools_only = self.context_budget().is_some_and(|b| {
+            crate::context::TokenEstimator::default().tokens(all) as f64 > b.input_limit() as f64 * TOOLS_SHARE
+        });
+        self.tools_bytes = spec_bytes(&self.tool_specs());
     }
 
     /// What `introspect` reports, as of now.
@@ -149,7 +152,7 @@ impl Session {
         match self.config.tools.mode.unwrap_or_default() {
             crate::config::ToolMode::Enabled => {
                 let all = self.tools.specs();
-                if self.tools_crowd_window(&all) {
+                if self.core_tools_only {
                     all.into_iter().filter(|t| CORE_TOOLS.contains(&t.name.as_str())).collect()
                 } else {
                     all

@@ -192,11 +192,7 @@ impl Session {
         delete: bool,
         client: ClientRef,
     ) -> Result<forge_proto::BookmarkResult, EngineError> {
-        let valid = !name.is_empty()
-            && name.len() <= MAX_BOOKMARK_LEN
-            && name.chars().all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '.'))
-            && !name.starts_with('-');
-        if !valid {
+        if !crate::ids::is_valid_name(&name, MAX_BOOKMARK_LEN) {
             return Err(invalid(format!(
                 "\"{name}\" is not a valid bookmark name: use up to {MAX_BOOKMARK_LEN} letters, digits, '-', '_' or '.', not starting with '-'"
             )));
