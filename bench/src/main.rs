@@ -112,7 +112,7 @@ fn over_websocket() -> bool {
 /// (elapsed, bytes of text received).
 async fn run_turn(socket: &Path, session: &str, msg: &str) -> anyhow::Result<(Duration, usize)> {
     let conn = connect(socket, info()).await?;
-    let sent = conn.client.session_send(session.to_string(), msg.to_string()).await?;
+    let sent = conn.client.session_send(session.to_string(), Some(msg.to_string()), None, None).await?;
     let start = Instant::now();
     let mut bytes = 0;
     // Text bytes so far; true once the turn is over.
@@ -205,7 +205,14 @@ async fn latency(d: &Daemon, chunks: usize, delay_ms: u64, clients: usize) -> an
     // Sent by an 11th client that does not follow: the 10 followers end
     // with the turn.
     let conn = connect(socket, info()).await?;
-    conn.client.session_send(session.clone(), format!("mock:tokens={chunks} mock:delay={delay_ms} mock:stamp")).await?;
+    conn.client
+        .session_send(
+            session.clone(),
+            Some(format!("mock:tokens={chunks} mock:delay={delay_ms} mock:stamp")),
+            None,
+            None,
+        )
+        .await?;
     let mut seen = Vec::new();
     for d in done {
         seen.extend(d.await??);

@@ -375,7 +375,15 @@ impl Transcript {
                 self.end_text(&mut out);
                 stdout_result(writeln!(out, "[{}] {dropped} queued message(s) dropped by {who}", ev.seq));
             }
-            EventKind::Unknown => {}
+            // The generation's own bookkeeping: `turn_finished` and the
+            // streamed text already say it (`--json` shows them).
+            EventKind::ProviderRequest { .. }
+            | EventKind::ProviderResponse { .. }
+            | EventKind::AssistantNode { .. }
+            | EventKind::ToolResultNode { .. }
+            | EventKind::Done { .. }
+            | EventKind::Error { .. }
+            | EventKind::Unknown => {}
         }
         stdout_result(out.flush());
     }

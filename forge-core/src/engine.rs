@@ -36,6 +36,15 @@ pub(crate) struct Shared {
     pub prompt: Arc<crate::prompt::PromptTemplate>,
 }
 
+/// How `session.send` is to answer.
+#[derive(Debug, Clone, Default)]
+pub struct SendOptions {
+    /// Answers to ask for, each a sibling of the others (default 1).
+    pub n: Option<u32>,
+    /// No new message: answer what the session holds now.
+    pub continued: bool,
+}
+
 pub struct EngineOptions {
     /// `$FORGE_HOME`: holds `forge.db`.
     pub home: PathBuf,
@@ -926,12 +935,28 @@ impl Engine {
     }
 
     pub async fn send(&self, selector: &str, text: String, client: ClientRef) -> Result<SendResult, EngineError> {
+        self.send_with(selector, text, SendOptions::default(), client).await
+    }
+
+    /// `session.send` with its options: `n` sibling answers, or, with
+    /// `continued`, an answer to what the session holds (no new message).
+    pub async fn send_with(
+        &self,
+        selector: &str,
+        text: String,
+        options: SendOptions,
+        client: ClientRef,
+    ) -> Result<SendResult, EngineError> {
         self.check_running()?;
         let handle = self.handle_for(selector).await?;
         // Prefix matching: the same message again under the same node is
         // that node, answered anew (a sibling answer), not a copy.
-        let same = self.shared().store.user_message_under_head(&handle.id, &text).await?;
-        handle.request(|reply| SessionCmd::Send { text, client, same, reply }).await
+        let same = match options.continued {
+            true => None,
+            false => self.shared().store.user_message_under_head(&handle.id, &text).await?,
+        };
+        let (n, continued) = (options.n.unwrap_or(1), options.continued);
+        handle.request(|reply| SessionCmd::Send { text, client, same, n, continued, reply }).await
     }
 
     pub async fn cancel(

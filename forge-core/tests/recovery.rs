@@ -59,6 +59,7 @@ async fn crashed_session(home: &std::path::Path, id: &str, text: &[&str], seal: 
             text: "question".into(),
             provider: "claude".into(),
             model: "m".into(),
+            continued: false,
         },
         &mut ops,
     );
@@ -206,6 +207,7 @@ async fn a_turn_stopped_in_its_tools_waits_for_a_decision_and_never_reruns_an_in
                 text: "q".into(),
                 provider: "claude".into(),
                 model: "m".into(),
+                continued: false,
             },
         ),
         StoreOp::InsertNode {

@@ -51,8 +51,16 @@ pub trait ForgeApi {
 
     /// Sends a user message. Starts a turn, or queues the message when one is
     /// running (the result says so). Answers once the message is persisted.
+    /// `n` > 1 asks for that many sibling answers (tools off only);
+    /// `continue` (no `text`) answers what the session holds now.
     #[method(name = "session.send", param_kind = map)]
-    async fn session_send(&self, session: String, text: String) -> RpcResult<SendResult>;
+    async fn session_send(
+        &self,
+        session: String,
+        text: Option<String>,
+        n: Option<u32>,
+        #[argument(rename = "continue")] continued: Option<bool>,
+    ) -> RpcResult<SendResult>;
 
     /// Switches the session's provider and/or model for its next requests.
     /// A provider alone takes that provider's default model.

@@ -106,6 +106,11 @@ pub enum EventKind {
         text: String,
         provider: String,
         model: String,
+        /// Generation without a new user message (`session.send` with
+        /// `continue`): `message_id` is the node the answer follows, and
+        /// `text` is empty.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        continued: bool,
     },
     /// Assistant text. Concatenating every delta of a turn gives exactly the
     /// provider's text; consecutive deltas may be coalesced.
@@ -259,6 +264,62 @@ pub enum EventKind {
         /// a stop or a store failure (see `RecoveryBadge`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         recovered: Option<RecoveryBadge>,
+    },
+    /// A provider call starts: one per answer the model gives in a turn
+    /// (a retry of the same call is another attempt of it).
+    ProviderRequest {
+        message_id: String,
+        /// 0 for the turn's first answer, one more after each tool batch.
+        iteration: u32,
+        /// From 1; more after a transient failure (see `retrying`).
+        attempt: u32,
+        provider: String,
+        model: String,
+        /// Messages the request holds (after summaries and coalescing).
+        messages: u32,
+        /// Tool definitions it offers.
+        tools: u32,
+        max_output_tokens: u32,
+    },
+    /// The provider finished its answer (complete, not cut off).
+    ProviderResponse {
+        message_id: String,
+        iteration: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stop_reason: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<Usage>,
+    },
+    /// An answer became a node of the tree (under `parent_id`).
+    AssistantNode {
+        node_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        parent_id: Option<String>,
+        status: TurnStatus,
+        /// Tool calls it asks for.
+        tool_calls: u32,
+    },
+    /// A tool's result became a node of the tree.
+    ToolResultNode {
+        node_id: String,
+        call_id: String,
+        name: String,
+        is_error: bool,
+    },
+    /// The generation ended well: `nodes` are the nodes it appended (every
+    /// answer and tool result; for `n` > 1 the sibling answers).
+    Done {
+        message_id: String,
+        nodes: Vec<String>,
+    },
+    /// The generation ended otherwise: `error_kind` is `generation_aborted`
+    /// when a client cancelled it, else the error's kind. `nodes` are what
+    /// it appended before.
+    Error {
+        message_id: String,
+        error_kind: String,
+        error: String,
+        nodes: Vec<String>,
     },
     /// A queued message was dropped by a cancel with `drop_queued`.
     QueueCleared {

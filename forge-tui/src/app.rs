@@ -567,6 +567,7 @@ mod tests {
             text: "t".into(),
             provider: "p".into(),
             model: "m".into(),
+            continued: false,
         };
         app.on_event(&SessionEvent { session_id: "s".into(), seq: 1, ts_ms: 0, client: None, kind: started });
         let actions = app.on_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL));

@@ -522,6 +522,7 @@ mod tests {
                 text: "Fix the build, please".into(),
                 provider: "claude".into(),
                 model: "claude-sonnet-4-6".into(),
+                continued: false,
             },
             EventKind::TextDelta { text: answer.into() },
             EventKind::ToolCallStarted { index: 0, call_id: "c1".into(), name: "read_file".into() },

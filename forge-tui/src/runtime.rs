@@ -330,7 +330,7 @@ fn perform(action: Action, client: &Arc<Client>, session: &str, app: &mut App, t
         Action::Send(msg) => {
             let text = msg.text().to_string();
             tokio::spawn(async move {
-                match c.session_send(s, text.clone()).await {
+                match c.session_send(s, Some(text.clone()), None, None).await {
                     Ok(r) if r.queued => {
                         say(
                             tx,

@@ -249,6 +249,14 @@ impl Transcript {
             EventKind::MessageQueued { text, .. } => {
                 self.items.push(DisplayItem::User { text: text.clone(), from, queued: true });
             }
+            EventKind::TurnStarted { text, provider, model, continued: true, .. } => {
+                let _ = text;
+                self.provider = provider.clone();
+                self.model = model.clone();
+                self.items.push(DisplayItem::Notice { level: Level::Info, text: "continuing from here".into() });
+                self.start_answer();
+                self.state = Some(OperationStateKind::Streaming);
+            }
             EventKind::TurnStarted { text, provider, model, .. } => {
                 // A queued message now runs: it moves to the end, unqueued.
                 if let Some(pos) = self
@@ -425,6 +433,26 @@ impl Transcript {
                 self.streaming_calls.clear();
                 self.state = Some(OperationStateKind::Idle);
             }
+            // Another answer to the same message (`n` > 1): a sibling of
+            // the one just given, shown after it.
+            EventKind::ProviderRequest { iteration: 0, attempt: 1, .. }
+                if self.items.iter().rev().find(|i| !matches!(i, DisplayItem::Notice { .. })).is_some_and(
+                    |i| matches!(i, DisplayItem::Assistant(a) if a.status.is_some() || !a.text.is_empty()),
+                ) =>
+            {
+                self.close_answer();
+                self.items.push(DisplayItem::Notice {
+                    level: Level::Info,
+                    text: "another answer (a sibling branch):".into(),
+                });
+                self.start_answer();
+            }
+            EventKind::ProviderRequest { .. }
+            | EventKind::ProviderResponse { .. }
+            | EventKind::AssistantNode { .. }
+            | EventKind::ToolResultNode { .. }
+            | EventKind::Done { .. }
+            | EventKind::Error { .. } => {}
             EventKind::QueueCleared { dropped } => {
                 self.items.retain(|i| !matches!(i, DisplayItem::User { queued: true, .. }));
                 self.generation += 1;
@@ -502,6 +530,7 @@ mod tests {
                 text: "hi".into(),
                 provider: "claude".into(),
                 model: "m1".into(),
+                continued: false,
             },
             EventKind::TextDelta { text: "Let me ".into() },
             EventKind::TextDelta { text: "look.".into() },

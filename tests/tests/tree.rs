@@ -50,6 +50,9 @@ async fn edit_branches_checkout_returns_and_a_fork_stands_alone() {
     forge.ok(&["bookmark", "t", "old", &ids[5]]).await;
     forge.ok(&["checkout", "t", "old"]).await;
     assert_eq!(texts(&history(&forge, &id).await), texts(&before), "the original path, exactly");
+    let several = forge.ctl(&["send", "-s", "t", "-n", "3", "again"]).await;
+    assert_ne!(several.code, 0);
+    assert!(several.stderr.contains("tools"), "n > 1 is refused while tools are on: {}", several.stderr);
     let bad = forge.ctl(&["checkout", "t", "nowhere"]).await;
     assert_ne!(bad.code, 0);
     assert!(bad.stderr.contains("forgectl tree"), "{}", bad.stderr);
@@ -129,4 +132,43 @@ async fn the_same_message_under_the_same_node_is_that_node_answered_again() {
     assert_ne!(now[3]["id"], h[3]["id"], "a new answer beside the first one");
     let tree = forge.ok(&["--json", "tree", &id]).await.json_lines();
     assert_eq!(tree[0]["nodes"].as_array().map(Vec::len), Some(5), "two questions, three answers");
+}
+
+/// Seed 003's generation semantics through `forgectl send`: `-n 3` makes
+/// three sibling answers, with the events in order; `--continue` answers
+/// the path as it is, with no empty user message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_answers_are_siblings_and_continue_adds_no_user_message() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.write_config("[tools]\nmode = \"disabled\"\n");
+    forge.start().await;
+    let id = forge.new_session(&[]).await;
+    let events = forge.ok(&["--json", "send", "-s", &id, "-n", "3", "pick one mock:tokens=2"]).await.json_lines();
+    let kinds: Vec<&str> =
+        events.iter().filter_map(|e| e["kind"].as_str()).filter(|k| !matches!(*k, "text_delta" | "usage")).collect();
+    let call = ["provider_request", "provider_response", "assistant_node"];
+    let mut expected = vec!["turn_started"];
+    for _ in 0..3 {
+        expected.extend(call);
+    }
+    expected.extend(["done", "turn_finished"]);
+    assert_eq!(kinds, expected);
+    let done = events.iter().find(|e| e["kind"] == "done").cloned().unwrap_or_default();
+    let message = events[0]["message_id"].as_str().unwrap_or_default().to_string();
+    let tree = forge.ok(&["--json", "tree", &id]).await.json_lines();
+    let nodes = tree[0]["nodes"].as_array().cloned().unwrap_or_default();
+    let answers: Vec<&Value> = nodes.iter().filter(|n| n["parent_id"] == message.as_str()).collect();
+    assert_eq!(answers.len(), 3, "three siblings under the message: {nodes:?}");
+    assert_eq!(done["nodes"].as_array().map(Vec::len), Some(3));
+
+    let before = history(&forge, &id).await;
+    let continued = forge.ok(&["send", "-s", &id, "--continue"]).await;
+    assert!(!continued.stdout.trim().is_empty(), "an answer streams");
+    let after = history(&forge, &id).await;
+    assert_eq!(after.len(), before.len() + 1, "one node more: the answer");
+    assert_eq!(after.last().map(|m| m["role"].clone()), Some(Value::from("assistant")));
+    assert!(after.iter().all(|m| !(m["role"] == "user" && m["text"] == "")), "no empty user message");
+    let refused = forge.ctl(&["send", "--continue", "text too"]).await;
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
 }

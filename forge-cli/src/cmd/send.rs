@@ -31,8 +31,17 @@ pub struct SendArgs {
     /// to stdout)
     #[arg(long)]
     thinking: bool,
+    /// Ask for N answers to the message, each a sibling branch of the
+    /// others (only while tools are off: `[tools] mode = "disabled"`)
+    #[arg(short = 'n', long, value_name = "N", default_value_t = 1)]
+    n: u32,
+    /// Send no message: the model answers what the session holds now (an
+    /// unanswered message after a checkout or a failed turn, or more of
+    /// its last answer). Needs -s
+    #[arg(long = "continue", requires = "session", conflicts_with = "message")]
+    continue_: bool,
     /// The message; `-` reads it from stdin
-    #[arg(required = true, num_args = 1.., value_name = "MESSAGE")]
+    #[arg(required_unless_present = "continue_", num_args = 1.., value_name = "MESSAGE")]
     message: Vec<String>,
 }
 
@@ -48,8 +57,8 @@ pub fn read_message(parts: &[String]) -> Result<String, Failure> {
 }
 
 pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
-    let text = read_message(&a.message)?;
-    if text.trim().is_empty() {
+    let text = if a.continue_ { String::new() } else { read_message(&a.message)? };
+    if text.trim().is_empty() && !a.continue_ {
         return Err(Failure::new(2, "invalid_params", "the message is empty"));
     }
     if a.session.is_some() && !a.new.is_empty() {
@@ -72,7 +81,9 @@ pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
             info.id
         }
     };
-    let sent = client.session_send(session.clone(), text).await?;
+    let (text, n, cont) =
+        (Some(text).filter(|t| !t.is_empty()), (a.n != 1).then_some(a.n), Some(a.continue_).filter(|c| *c));
+    let sent = client.session_send(session.clone(), text, n, cont).await?;
     if let Some(pos) = sent.queue_position {
         eprintln!(
             "forgectl: a turn is running in session {}; your message is queued (#{pos}) and runs next",
@@ -111,6 +122,8 @@ pub async fn follow_turn(
     let mut interrupted = false;
     let mut stdout = std::io::stdout();
     let mut ends_with_newline = true;
+    // Answers given so far, and whether another was asked for after one.
+    let (mut answers, mut several) = (0u32, false);
     loop {
         let item = tokio::select! {
             item = sub.next() => item,
@@ -217,6 +230,20 @@ pub async fn follow_turn(
                     ends_with_newline = true;
                 }
                 eprintln!("forgectl: running tool {name}");
+            }
+            EventKind::AssistantNode { node_id, .. } if in_turn && !g.json => {
+                answers += 1;
+                if !ends_with_newline {
+                    let _ = writeln!(stdout);
+                    ends_with_newline = true;
+                }
+                // Several answers (`-n`): say where each ends.
+                if answers > 1 || several {
+                    eprintln!("forgectl: answer {answers} is node {node_id}");
+                }
+            }
+            EventKind::ProviderRequest { iteration: 0, attempt: 1, .. } if in_turn && answers > 0 && !g.json => {
+                several = true;
             }
             EventKind::ToolResult { name, is_error, output, .. } if in_turn && !g.json => {
                 let verdict = if *is_error { "failed" } else { "done" };

@@ -232,6 +232,7 @@ async fn streamed(store: &Store, id: &str, stream: &StreamRow) -> Result<(String
             true
         }
         EventKind::TurnStarted { .. }
+        | EventKind::AssistantNode { .. }
         | EventKind::TurnFinished { .. }
         | EventKind::ToolRunning { .. }
         | EventKind::ToolResult { .. } => false,

@@ -30,6 +30,10 @@ pub(crate) enum SessionCmd {
         /// had it: (its id, the head it hangs from). Reused instead of a
         /// new node if the head is still that one.
         same: Option<(String, Option<String>)>,
+        /// Answers to ask for, each a sibling of the others (1: one).
+        n: u32,
+        /// No new message: answer what the path holds now.
+        continued: bool,
         reply: Reply<SendResult>,
     },
     Cancel {

@@ -176,8 +176,15 @@ impl ForgeApiServer for ConnServer {
         Ok(RemoveResult { session_id })
     }
 
-    async fn session_send(&self, session: String, text: String) -> RpcResult<SendResult> {
-        self.engine().send(&session, text, self.client_ref()).await.map_err(to_rpc)
+    async fn session_send(
+        &self,
+        session: String,
+        text: Option<String>,
+        n: Option<u32>,
+        continued: Option<bool>,
+    ) -> RpcResult<SendResult> {
+        let options = forge_core::SendOptions { n, continued: continued.unwrap_or(false) };
+        self.engine().send_with(&session, text.unwrap_or_default(), options, self.client_ref()).await.map_err(to_rpc)
     }
 
     async fn session_cancel(&self, session: String, drop_queued: Option<bool>) -> RpcResult<CancelResult> {

@@ -15,6 +15,18 @@ use crate::journal::StoreOp;
 use crate::session::{Reply, SessionCmd};
 use crate::store::QueuedRow;
 
+/// At most this many answers to one message at once (`n`).
+const MAX_COMPLETIONS: u32 = 10;
+
+/// `session.send`, as asked.
+struct SendArgs {
+    text: String,
+    client: ClientRef,
+    same: Option<(String, Option<String>)>,
+    n: u32,
+    continued: bool,
+}
+
 /// What a command needs of the session to be done.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Access {
@@ -27,9 +39,9 @@ pub(super) enum Access {
 impl Session {
     pub(super) fn on_command(&mut self, cmd: SessionCmd) {
         match cmd {
-            SessionCmd::Send { text, client, same, reply } => {
+            SessionCmd::Send { text, client, same, n, continued, reply } => {
                 if let Some(reply) = self.admit(reply, Access::Write) {
-                    self.on_send(text, client, same, reply);
+                    self.on_send(SendArgs { text, client, same, n, continued }, reply);
                 }
             }
             SessionCmd::Cancel { client, drop_queued, reply } => {
@@ -132,19 +144,53 @@ impl Session {
         EngineError::new(ErrorKind::SessionBusy, format!("session {} is running a turn; {what}", self.row.id))
     }
 
-    fn on_send(
-        &mut self,
-        text: String,
-        client: ClientRef,
-        same: Option<(String, Option<String>)>,
-        reply: Reply<SendResult>,
-    ) {
-        if text.trim().is_empty() {
-            let err = EngineError::new(ErrorKind::InvalidParams, "the message is empty");
-            return self.out.push(Effect::Reply(ReadyReply::now(reply, Err(err))));
+    /// Why a send cannot be done as asked, if it cannot.
+    fn check_send(&self, args: &SendArgs) -> Result<(), EngineError> {
+        let invalid = |m: String| Err(EngineError::new(ErrorKind::InvalidParams, m));
+        if args.continued && !args.text.trim().is_empty() {
+            return invalid(
+                "continue takes no text: it answers what the session holds now (send the text as a message instead)"
+                    .into(),
+            );
         }
-        if let Err(e) = self.provider_settings().and_then(|s| s.check_ready().map_err(EngineError::from)) {
+        if !args.continued && args.text.trim().is_empty() {
+            return invalid("the message is empty".into());
+        }
+        if args.n == 0 || args.n > MAX_COMPLETIONS {
+            return invalid(format!("n must be between 1 and {MAX_COMPLETIONS}"));
+        }
+        if args.n > 1 && !self.tool_specs().is_empty() {
+            return invalid(
+                "several answers at once (n > 1) cannot be asked for while tools are offered: each answer could run tools of its own. \
+                 Turn tools off for this with `[tools] mode = \"disabled\"` in config.toml, or ask once and regenerate (send the same message again)"
+                    .into(),
+            );
+        }
+        if args.continued && self.row.head_id.is_none() {
+            return invalid("nothing to continue: the session has no messages yet".into());
+        }
+        self.provider_settings().and_then(|s| s.check_ready().map_err(EngineError::from))?;
+        if (args.n > 1 || args.continued) && !matches!(self.state, OperationState::Idle) {
+            return Err(self.busy(if args.continued {
+                "continue once it has ended"
+            } else {
+                "only a single message can wait behind it; ask for several answers once it has ended"
+            }));
+        }
+        Ok(())
+    }
+
+    fn on_send(&mut self, args: SendArgs, reply: Reply<SendResult>) {
+        if let Err(e) = self.check_send(&args) {
             return self.out.push(Effect::Reply(ReadyReply::now(reply, Err(e))));
+        }
+        let SendArgs { text, client, same, n, continued } = args;
+        self.completions = (n > 1).then(|| super::Completions { left: n - 1, answers: Vec::new() });
+        if continued {
+            let head = self.row.head_id.clone().unwrap_or_default();
+            let event_index = self.begin_turn(head.clone(), String::new(), client, true);
+            let responder = self.send_reply(reply, head, None, event_index);
+            return self.pipeline.effect(OnDurable::Reply(responder));
         }
         let message_id = new_id("m");
         if matches!(self.state, OperationState::Idle) {
@@ -155,7 +201,7 @@ impl Session {
                 self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: Some(node.clone()) });
                 self.row.head_id = Some(node.clone());
                 self.path.push(crate::provider::ChatMessage::user(text.clone()).with_node(node.clone()));
-                let event_index = self.begin_turn(node.clone(), text, client);
+                let event_index = self.begin_turn(node.clone(), text, client, false);
                 let responder = self.send_reply(reply, node, None, event_index);
                 return self.pipeline.effect(OnDurable::Reply(responder));
             }

@@ -227,6 +227,13 @@ enum OnDurable {
     RunTool(tools::PlannedCall),
 }
 
+/// `session.send` with `n` > 1: the answers still to ask for, and the
+/// sibling answers given so far (the last one given is on the path).
+struct Completions {
+    left: u32,
+    answers: Vec<String>,
+}
+
 enum Exit {
     Removed,
     Shutdown(Vec<oneshot::Sender<()>>),
@@ -286,6 +293,8 @@ pub(crate) struct Session {
     /// What the session had cost when a user last confirmed going past
     /// its budget (see `budget.rs`).
     budget_confirmed_at: Option<f64>,
+    /// The running turn asks for several answers (`session.send` `n`).
+    completions: Option<Completions>,
     /// Effects of the event being handled.
     out: Vec<Effect>,
 }
@@ -323,6 +332,7 @@ impl Session {
             interrupted_changes: Default::default(),
             anchor: None,
             budget_confirmed_at: None,
+            completions: None,
             out: Vec::new(),
         };
         session.size_tools();
@@ -528,6 +538,7 @@ impl Session {
                 if matches!(self.state, OperationState::Finishing) {
                     self.state = OperationState::Idle;
                 }
+                self.completions = None;
                 self.start_next_queued();
             }
             OnDurable::StartQueued => self.start_next_queued(),

@@ -431,6 +431,12 @@ pub(crate) fn event_kind_name(kind: &EventKind) -> &'static str {
         EventKind::ContextRestored { .. } => "context_restored",
         EventKind::CancelRequested {} => "cancel_requested",
         EventKind::TurnFinished { .. } => "turn_finished",
+        EventKind::ProviderRequest { .. } => "provider_request",
+        EventKind::ProviderResponse { .. } => "provider_response",
+        EventKind::AssistantNode { .. } => "assistant_node",
+        EventKind::ToolResultNode { .. } => "tool_result_node",
+        EventKind::Done { .. } => "done",
+        EventKind::Error { .. } => "error",
         EventKind::QueueCleared { .. } => "queue_cleared",
         EventKind::Unknown => "unknown",
     }

@@ -103,7 +103,7 @@ impl Harness {
     /// The tree as the written batches built it (a store in miniature).
     fn forest(&self) -> crate::forest::Forest {
         let mut nodes: Vec<crate::store::NodeRow> = Vec::new();
-        for (_, batch) in &self.written {
+        for batch in self.durable.iter().chain(self.written.iter().map(|(_, b)| b)) {
             for op in &batch.ops {
                 match op {
                     StoreOp::InsertNode { id, session_id, parent_id, role, text, status, created_ms, meta } => nodes
@@ -209,7 +209,14 @@ impl Harness {
     }
 
     fn send(&mut self, text: &str) -> oneshot::Receiver<Result<forge_proto::SendResult, EngineError>> {
-        self.command(|reply| SessionCmd::Send { text: text.into(), client: client(), same: None, reply })
+        self.command(|reply| SessionCmd::Send {
+            text: text.into(),
+            client: client(),
+            same: None,
+            n: 1,
+            continued: false,
+            reply,
+        })
     }
 
     /// Sends a message whose answer the test does not look at.
@@ -290,7 +297,20 @@ fn a_turn_streams_into_an_answer_and_the_session_goes_idle() {
     h.provider(vec![text("Hi "), text("there"), ProviderEvent::Done]);
     assert!(!h.request_open, "the request is dropped once the stream ends");
     h.settle();
-    assert_eq!(h.names(), ["turn_started", "text_delta", "turn_finished"]);
+    // The seed's generation events: each provider call is provider_request
+    // → provider_response → assistant_node, then done with the nodes.
+    assert_eq!(
+        h.names(),
+        [
+            "turn_started",
+            "provider_request",
+            "text_delta",
+            "provider_response",
+            "assistant_node",
+            "done",
+            "turn_finished"
+        ]
+    );
     assert_eq!(finished(&h), (MessageStatus::Complete, None));
     assert_eq!(h.state(), OperationStateKind::Idle);
     // The answer is history: the next request carries it.
@@ -307,10 +327,10 @@ fn nothing_is_published_before_its_batch_is_durable() {
     assert!(reply.is_empty(), "so does the answer to send");
     h.ack();
     h.provider(vec![text("partial")]);
-    assert_eq!(h.names(), ["turn_started"], "the delta is written, not shown");
+    assert_eq!(h.names(), ["turn_started", "provider_request"], "the delta is written, not shown");
     assert_eq!(h.written.len(), 1);
     h.ack();
-    assert_eq!(h.names(), ["turn_started", "text_delta"]);
+    assert_eq!(h.names(), ["turn_started", "provider_request", "text_delta"]);
 }
 
 /// Seed 004: a cancel is taken at once under a flood of deltas, and is the
@@ -361,7 +381,7 @@ fn a_failed_write_blocks_the_session_until_the_journal_recovers() {
     assert_eq!(h.state(), OperationStateKind::PersistenceBlocked);
     assert!(!h.request_open, "the stream stops");
     assert!(h.written.is_empty(), "nothing more is written");
-    assert_eq!(h.names(), ["turn_started"], "nothing of the failed batch is shown");
+    assert_eq!(h.names(), ["turn_started", "provider_request"], "nothing of the failed batch is shown");
     let err = h.command(|reply| SessionCmd::Rename { name: None, client: client(), reply });
     assert_eq!(answered(err).err().map(|e| e.kind), Some(ErrorKind::PersistenceBlocked));
     // The rename was in the batch after the failed one: told as well.
@@ -403,7 +423,21 @@ fn a_message_sent_during_a_turn_waits_and_starts_when_it_ends() {
     h.settle();
     assert_eq!(h.requests.len(), 2, "the queued message went out");
     assert_eq!(h.requests[1].messages.last(), Some(&ChatMessage::user("second")));
-    assert_eq!(h.names(), ["turn_started", "message_queued", "text_delta", "turn_finished", "turn_started"]);
+    assert_eq!(
+        h.names(),
+        [
+            "turn_started",
+            "provider_request",
+            "message_queued",
+            "text_delta",
+            "provider_response",
+            "assistant_node",
+            "done",
+            "turn_finished",
+            "turn_started",
+            "provider_request"
+        ]
+    );
 }
 
 #[test]
@@ -426,12 +460,17 @@ fn a_tool_runs_only_after_its_announcement_is_durable_and_the_turn_continues_wit
         h.names(),
         [
             "turn_started",
+            "provider_request",
             "tool_call_started",
             "tool_call_args",
+            "provider_response",
+            "assistant_node",
             "tool_running",
             "tool_output",
             "tool_result",
-            "stream_resumed"
+            "tool_result_node",
+            "stream_resumed",
+            "provider_request"
         ]
     );
     assert_eq!(h.requests.len(), 2, "the model continues with the result");
@@ -439,6 +478,28 @@ fn a_tool_runs_only_after_its_announcement_is_durable_and_the_turn_continues_wit
     h.provider(vec![text("done"), ProviderEvent::Done]);
     h.settle();
     assert_eq!(finished(&h).0, MessageStatus::Complete);
+    // `done` lists every node the generation appended: the answer that
+    // called the tool, its result, and the final answer.
+    let nodes = h
+        .published
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::Done { nodes, .. } => Some(nodes.clone()),
+            _ => None,
+        })
+        .unwrap_or_default();
+    let appended: Vec<String> = h
+        .published
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::AssistantNode { node_id, .. } | EventKind::ToolResultNode { node_id, .. } => {
+                Some(node_id.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(nodes.len(), 3);
+    assert_eq!(nodes, appended);
     assert_eq!(h.state(), OperationStateKind::Idle);
 }
 
@@ -867,4 +928,110 @@ fn a_tool_loop_that_outgrows_the_window_is_summarized_between_batches() {
     h.provider(vec![text("done"), ProviderEvent::Done]);
     h.settle();
     assert_eq!(finished(&h).0, MessageStatus::Complete);
+}
+
+fn send_with(h: &mut Harness, text: &str, n: u32, continued: bool) -> Result<forge_proto::SendResult, EngineError> {
+    let rx =
+        h.command(|reply| SessionCmd::Send { text: text.into(), client: client(), same: None, n, continued, reply });
+    h.settle();
+    answered(rx)
+}
+
+fn without_tools() -> ForgeConfig {
+    let mut config = config();
+    config.tools.mode = Some(forge_tools::config::ToolMode::Disabled);
+    config
+}
+
+/// Seed 003: n > 1 asks the provider once per answer, with the same
+/// context, and each answer is a sibling under the message.
+#[test]
+fn several_answers_are_siblings_under_the_message() {
+    let mut h = Harness::configured(without_tools(), Unfinished::Nothing, Vec::new());
+    let sent = send_with(&mut h, "name a colour", 3, false).unwrap_or_else(|e| panic!("{e}"));
+    for answer in ["red", "green", "blue"] {
+        h.provider(vec![text(answer), ProviderEvent::Done]);
+        h.settle();
+    }
+    assert_eq!(h.requests.len(), 3);
+    assert!(h.requests.iter().all(|r| r.messages == vec![ChatMessage::user("name a colour")]), "the same context");
+    let forest = h.forest();
+    let answers: Vec<String> = forest.replies(Some(&sent.message_id)).iter().map(|n| n.text.clone()).collect();
+    assert_eq!(answers, ["red", "green", "blue"]);
+    let done = h.published.iter().find_map(|e| match &e.kind {
+        EventKind::Done { nodes, .. } => Some(nodes.len()),
+        _ => None,
+    });
+    assert_eq!(done, Some(3), "done lists the three answers");
+    assert_eq!(h.names().iter().filter(|n| **n == "assistant_node").count(), 3);
+    assert_eq!(h.names().iter().filter(|n| **n == "turn_finished").count(), 1);
+    assert_eq!(h.state(), OperationStateKind::Idle);
+}
+
+#[test]
+fn several_answers_are_refused_while_tools_are_offered() {
+    let mut h = Harness::new();
+    let err = send_with(&mut h, "hi", 3, false).err().map(|e| (e.kind, e.message));
+    let (kind, message) = err.unwrap_or_else(|| panic!("n=3 with tools was accepted"));
+    assert_eq!(kind, ErrorKind::InvalidParams);
+    assert!(message.contains("tools"), "{message}");
+    assert!(h.requests.is_empty(), "nothing was asked");
+}
+
+/// Seed 003: generation with no user text answers the current path and
+/// adds no empty user node.
+#[test]
+fn continue_answers_the_path_without_a_user_node() {
+    let mut h = Harness::new();
+    h.say("write a poem");
+    h.settle();
+    h.provider(vec![text("Roses are red,"), ProviderEvent::Done]);
+    h.settle();
+    let sent = send_with(&mut h, "", 1, true).unwrap_or_else(|e| panic!("{e}"));
+    h.provider(vec![text("violets are blue."), ProviderEvent::Done]);
+    h.settle();
+    let request = &h.requests[1];
+    assert_eq!(request.messages.len(), 2, "no empty user message: {:?}", request.messages);
+    assert_eq!(request.messages[1].text, "Roses are red,");
+    let forest = h.forest();
+    let continued = forest.replies(Some(&sent.message_id));
+    assert_eq!(continued.len(), 1);
+    assert_eq!(continued[0].text, "violets are blue.");
+    assert!(forest.nodes().all(|n| !(n.role == forge_proto::Role::User && n.text.is_empty())));
+    assert_eq!(finished(&h).0, MessageStatus::Complete);
+}
+
+#[test]
+fn continue_is_refused_on_an_empty_session_and_with_text() {
+    let mut h = Harness::new();
+    let empty = send_with(&mut h, "", 1, true).err().map(|e| e.kind);
+    assert_eq!(empty, Some(ErrorKind::InvalidParams));
+    h.say("hi");
+    h.settle();
+    h.provider(vec![text("hello"), ProviderEvent::Done]);
+    h.settle();
+    let with_text = send_with(&mut h, "more", 1, true).err().map(|e| e.kind);
+    assert_eq!(with_text, Some(ErrorKind::InvalidParams));
+}
+
+/// Seed 003: an abort is a single error event, kind generation_aborted.
+#[test]
+fn a_cancel_ends_the_generation_with_one_generation_aborted_error() {
+    let mut h = Harness::new();
+    h.streaming();
+    h.provider(vec![text("partial")]);
+    let rx = h.command(|reply| SessionCmd::Cancel { client: client(), drop_queued: false, reply });
+    h.settle();
+    drop(answered(rx));
+    let errors: Vec<(String, usize)> = h
+        .published
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Error { error_kind, nodes, .. } => Some((error_kind.clone(), nodes.len())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(errors, [("generation_aborted".to_string(), 1)], "one error; the partial answer is its node");
+    assert!(!h.names().contains(&"done"));
+    assert!(!h.names().contains(&"provider_response"), "the provider did not finish");
 }

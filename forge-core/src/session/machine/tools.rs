@@ -654,9 +654,15 @@ impl Session {
         });
         self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: Some(id.clone()) });
         self.row.head_id = Some(id.clone());
-        self.path.push(ChatMessage::tool_result(call_id, output.clone(), is_error).with_node(id));
-        self.pipeline
-            .event(client, EventKind::ToolResult { call_id: call_id.into(), name: name.into(), is_error, output });
+        self.path.push(ChatMessage::tool_result(call_id, output.clone(), is_error).with_node(id.clone()));
+        self.pipeline.event(
+            client.clone(),
+            EventKind::ToolResult { call_id: call_id.into(), name: name.into(), is_error, output },
+        );
+        self.pipeline.event(
+            client,
+            EventKind::ToolResultNode { node_id: id, call_id: call_id.into(), name: name.into(), is_error },
+        );
     }
 
     pub(super) fn finish_tool_turn(
@@ -666,7 +672,7 @@ impl Session {
         error: Option<(String, String)>,
     ) {
         self.state = OperationState::Finishing;
-        self.pipeline.event(
+        self.finish_turn_event(
             None,
             EventKind::TurnFinished {
                 message_id,

@@ -173,7 +173,7 @@ impl Session {
             id
         };
         if answering {
-            self.begin_turn(new_id.clone(), text, client);
+            self.begin_turn(new_id.clone(), text, client, false);
         }
         Ok(forge_proto::EditResult {
             session_id: self.row.id.clone(),

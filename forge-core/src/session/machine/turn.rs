@@ -54,13 +54,35 @@ fn answer_text(text: &str, status: MessageStatus) -> String {
 /// answer at all (its turn failed or was cancelled before any output).
 const NO_ANSWER_NOTE: &str = "[No answer was given to the message above: its turn ended before the model replied.]";
 
-/// The conversation as sent: a user message directly after another one
-/// gets a note between them, so the model knows the first went unanswered.
+/// Plain text, nothing else: what may be merged with a neighbour.
+fn text_only(m: &ChatMessage) -> bool {
+    matches!(m.role, ChatRole::User | ChatRole::Assistant)
+        && m.tool_calls.is_empty()
+        && m.tool_result.is_none()
+        && m.reasoning.is_empty()
+}
+
+/// The conversation as sent (providers want the roles to alternate). A
+/// user message directly after another gets a note between them, so the
+/// model knows the first went unanswered (merging them would make it
+/// answer both as one request). Other adjacent text-only messages of the
+/// same role are coalesced into one: an answer continued by another
+/// (`continue`). Nothing is merged across tool calls, tool results or
+/// signed reasoning.
 pub(super) fn request_messages(path: &[ChatMessage]) -> Vec<ChatMessage> {
     let mut out: Vec<ChatMessage> = Vec::with_capacity(path.len());
     for m in path {
         if m.role == ChatRole::User && out.last().is_some_and(|prev| prev.role == ChatRole::User) {
             out.push(ChatMessage::assistant(NO_ANSWER_NOTE, Vec::new()));
+        }
+        if let Some(prev) = out.last_mut()
+            && prev.role == m.role
+            && text_only(prev)
+            && text_only(m)
+        {
+            prev.text.push_str("\n\n");
+            prev.text.push_str(&m.text);
+            continue;
         }
         // Node ids stay in the session; the request needs none.
         out.push(ChatMessage { node: None, ..m.clone() });
@@ -118,12 +140,13 @@ impl Session {
         self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: Some(message_id.clone()) });
         self.row.head_id = Some(message_id.clone());
         self.path.push(ChatMessage::user(text.clone()).with_node(message_id.clone()));
-        self.begin_turn(message_id, text, client)
+        self.begin_turn(message_id, text, client, false)
     }
 
-    /// Answers the user message at the head of the path (recorded
-    /// already): `turn_started`, then the budget check and the request.
-    pub(super) fn begin_turn(&mut self, message_id: String, text: String, client: ClientRef) -> usize {
+    /// Answers the node at the head of the path (recorded already: the
+    /// user message, or, `continued`, whatever the answer is to follow):
+    /// `turn_started`, then the budget check and the request.
+    pub(super) fn begin_turn(&mut self, message_id: String, text: String, client: ClientRef, continued: bool) -> usize {
         let index = self.pipeline.event(
             Some(client.clone()),
             EventKind::TurnStarted {
@@ -131,6 +154,7 @@ impl Session {
                 text,
                 provider: self.row.provider.clone(),
                 model: self.row.model.clone(),
+                continued,
             },
         );
         if !self.wait_for_budget(&message_id) {
@@ -156,7 +180,7 @@ impl Session {
             created_ms,
         });
         self.pipeline.begin_stream();
-        let started = self.start_request();
+        let started = self.start_request(&message_id, iteration, 1);
         let (estimated_input, sent) = match &started {
             Ok((estimated, anchor)) => (*estimated, Some(anchor.clone())),
             Err(_) => (0, None),
@@ -203,7 +227,12 @@ impl Session {
     /// what it holds (to size the next request from that count). With Context
     /// Infinity off, a request that would not fit the window is refused
     /// before anything is sent.
-    fn start_request(&mut self) -> Result<(u64, context::Anchor), ProviderError> {
+    fn start_request(
+        &mut self,
+        message_id: &str,
+        iteration: u32,
+        attempt: u32,
+    ) -> Result<(u64, context::Anchor), ProviderError> {
         let settings = self.provider_settings().map_err(|e| ProviderError::new(e.kind, e.message))?;
         let sized = self.sized_view();
         let messages = request_messages(&sized.view);
@@ -240,6 +269,19 @@ impl Session {
             None => (requested, 0),
         };
         let anchor = context::Anchor::of(sized.summary_id.as_deref(), &sized.view, sized.bytes);
+        self.pipeline.event(
+            None,
+            EventKind::ProviderRequest {
+                message_id: message_id.to_string(),
+                iteration,
+                attempt,
+                provider: self.row.provider.clone(),
+                model: self.row.model.clone(),
+                messages: messages.len() as u32,
+                tools: tools.len() as u32,
+                max_output_tokens,
+            },
+        );
         let request = ChatRequest {
             model: self.row.model.clone(),
             system: Some(self.system_prompt.to_string()).filter(|s| !s.is_empty()),
@@ -306,7 +348,8 @@ impl Session {
             return;
         }
         stream.waiting_to_retry = false;
-        match self.start_request() {
+        let (message_id, iteration, attempt) = (stream.message_id.clone(), stream.iteration, stream.attempt);
+        match self.start_request(&message_id, iteration, attempt) {
             Ok((estimated, anchor)) => {
                 if let OperationState::Streaming(stream) = &mut self.state {
                     stream.estimated_input = estimated;
@@ -390,6 +433,16 @@ impl Session {
         let OperationState::Streaming(stream) = &mut self.state else { return };
         stream.sealed = true;
         self.out.push(Effect::StopRequest);
+        if outcome == MessageStatus::Complete {
+            let event = EventKind::ProviderResponse {
+                message_id: stream.message_id.clone(),
+                iteration: stream.iteration,
+                stop_reason: stream.stop_reason.clone(),
+                usage: stream.usage.clone(),
+            };
+            self.pipeline.event(None, event);
+        }
+        let OperationState::Streaming(stream) = &mut self.state else { return };
         if let Some(usage) = stream.usage.clone() {
             let counted = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens;
             // Counted by the session's model (not one switched from while
@@ -442,9 +495,13 @@ impl Session {
         let Some(stream) = self.state.take_stream() else { return };
         // The model asked for tools: answer them and go on, within the turn.
         let tools = info.outcome == MessageStatus::Complete && !stream.tool_calls.is_empty();
+        // `n` > 1: more answers to ask for, each a sibling of this one.
+        let more =
+            !tools && info.outcome == MessageStatus::Complete && self.completions.as_ref().is_some_and(|c| c.left > 0);
         let calls = stream.tool_calls.clone();
         let (message_id, iteration) = (stream.message_id.clone(), stream.iteration);
-        self.commit_answer(Answer {
+        let (status, stop_reason, usage) = (info.outcome, stream.stop_reason.clone(), stream.usage.clone());
+        let node = self.commit_answer(Answer {
             stream_id: stream.stream_id,
             message_id: stream.message_id,
             text: stream.text,
@@ -458,25 +515,101 @@ impl Session {
             error_kind: info.error.as_ref().map(|(k, _)| k.as_str().to_string()),
             error: info.error.map(|(_, m)| m),
             recovered: None,
-            finishes_turn: !tools,
+            finishes_turn: !tools && !more,
         });
         if tools {
             self.start_tool_loop(message_id, iteration, calls);
+        } else if more {
+            match node {
+                Some((answer, marker)) => self.next_completion(message_id, answer, marker),
+                // Nothing was said: no sibling to add, and no more asked for.
+                None => {
+                    let finished = EventKind::TurnFinished {
+                        message_id,
+                        assistant_id: None,
+                        status,
+                        stop_reason,
+                        usage,
+                        error_kind: None,
+                        error: None,
+                        recovered: None,
+                    };
+                    self.finish_turn_event(None, finished);
+                    self.pipeline.effect(OnDurable::TurnDone);
+                }
+            }
         } else {
             self.pipeline.effect(OnDurable::TurnDone);
         }
     }
 
+    /// `n` > 1: the answer just given stays as it is; the head goes back
+    /// to the message and the same request is made again, its answer a
+    /// sibling. The `assistant_node` at `marker` starts the new stream.
+    fn next_completion(&mut self, message_id: String, answer: String, marker: usize) {
+        if let Some(c) = self.completions.as_mut() {
+            c.left -= 1;
+            c.answers.push(answer);
+        }
+        self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: Some(message_id.clone()) });
+        self.row.head_id = Some(message_id.clone());
+        self.path.pop();
+        self.start_stream(message_id, marker, 0);
+    }
+
+    /// The nodes this generation appended, for `done` and `error`: the
+    /// earlier sibling answers (`n` > 1), then the path after `message_id`.
+    fn generated_nodes(&mut self, message_id: &str) -> Vec<String> {
+        let mut nodes = self.completions.take().map(|c| c.answers).unwrap_or_default();
+        if let Some(at) = self.path.iter().rposition(|m| m.node.as_deref() == Some(message_id)) {
+            nodes.extend(self.path[at + 1..].iter().filter_map(|m| m.node.clone()));
+        }
+        nodes
+    }
+
+    /// `turn_finished`, after the generation's own end: `done` when it
+    /// completed, else `error` (`generation_aborted` for a cancel).
+    pub(super) fn finish_turn_event(&mut self, client: Option<ClientRef>, finished: EventKind) {
+        if let EventKind::TurnFinished { message_id, status, error_kind, error, .. } = &finished {
+            let nodes = self.generated_nodes(message_id);
+            let message_id = message_id.clone();
+            let end = match status {
+                MessageStatus::Complete => EventKind::Done { message_id, nodes },
+                other => {
+                    let kind = match (other, error_kind) {
+                        (_, Some(kind)) => kind.clone(),
+                        (MessageStatus::Cancelled, None) => "generation_aborted".to_string(),
+                        (MessageStatus::Interrupted, None) => "interrupted".to_string(),
+                        _ => ErrorKind::ProviderError.as_str().to_string(),
+                    };
+                    let error = error.clone().unwrap_or_else(|| match other {
+                        MessageStatus::Cancelled => "the generation was cancelled".to_string(),
+                        MessageStatus::Interrupted => "the daemon stopped during the generation".to_string(),
+                        _ => "the generation failed".to_string(),
+                    });
+                    EventKind::Error { message_id, error_kind: kind, error, nodes }
+                }
+            };
+            self.pipeline.event(client.clone(), end);
+        }
+        self.pipeline.event(client, finished);
+    }
+
     /// Makes an answer history: the assistant node (if anything was said),
     /// the head move, the stream journal commit (prune) and `turn_finished`,
     /// all in the next batch, so they are durable together or not at all.
-    pub(super) fn commit_answer(&mut self, a: Answer) {
+    /// Returns the answer's node and the outbox index of its
+    /// `assistant_node`, if it has one.
+    pub(super) fn commit_answer(&mut self, a: Answer) -> Option<(String, usize)> {
         // A recovered turn always leaves an answer, empty or not: history
         // then says it was interrupted, and so does the next request.
+        let mut node_event = None;
         let assistant_id = if a.text.is_empty() && a.tool_calls.is_empty() && a.recovered.is_none() {
             None
         } else {
             let id = new_id("m");
+            let parent_id = self.row.head_id.clone();
+            let calls = a.tool_calls.len() as u32;
             self.pipeline.op(StoreOp::InsertNode {
                 id: id.clone(),
                 session_id: self.row.id.clone(),
@@ -506,15 +639,18 @@ impl Session {
                     .with_reasoning(a.reasoning)
                     .with_node(id.clone()),
             );
+            let event =
+                EventKind::AssistantNode { node_id: id.clone(), parent_id, status: a.status, tool_calls: calls };
+            node_event = Some((id.clone(), self.pipeline.event(None, event)));
             Some(id)
         };
         self.pipeline.op(StoreOp::StreamCommit { stream_id: a.stream_id });
         if !a.finishes_turn {
-            return;
+            return node_event;
         }
         // A recovered answer is the daemon's doing; a live one the model's.
         let client = a.recovered.map(|_| ClientRef::daemon());
-        self.pipeline.event(
+        self.finish_turn_event(
             client,
             EventKind::TurnFinished {
                 message_id: a.message_id,
@@ -527,6 +663,7 @@ impl Session {
                 recovered: a.recovered,
             },
         );
+        node_event
     }
 }
 
@@ -547,4 +684,42 @@ pub(super) struct Answer {
     pub recovered: Option<forge_proto::RecoveryBadge>,
     /// False when tool calls continue the turn.
     pub finishes_turn: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(id: &str) -> forge_proto::ToolCallRecord {
+        forge_proto::ToolCallRecord { id: id.into(), name: "read_file".into(), arguments: "{}".into() }
+    }
+
+    #[test]
+    fn adjacent_answers_are_coalesced_and_an_unanswered_message_is_noted() {
+        let path = vec![
+            ChatMessage::user("first"),
+            ChatMessage::user("second"),
+            ChatMessage::assistant("part one", Vec::new()),
+            ChatMessage::assistant("part two", Vec::new()),
+        ];
+        let sent = request_messages(&path);
+        let roles: Vec<ChatRole> = sent.iter().map(|m| m.role).collect();
+        assert_eq!(roles, [ChatRole::User, ChatRole::Assistant, ChatRole::User, ChatRole::Assistant]);
+        assert!(sent[1].text.starts_with("[No answer was given"));
+        assert_eq!(sent[3].text, "part one\n\npart two");
+    }
+
+    #[test]
+    fn nothing_is_coalesced_across_tool_calls_or_results() {
+        let path = vec![
+            ChatMessage::user("look"),
+            ChatMessage::assistant("reading", vec![call("c1")]),
+            ChatMessage::tool_result("c1", "content", false),
+            ChatMessage::assistant("it says", Vec::new()),
+            ChatMessage::assistant("more", vec![call("c2")]),
+        ];
+        let sent = request_messages(&path);
+        assert_eq!(sent.len(), 5, "tool use and results stay as they are");
+        assert_eq!(sent[3].text, "it says");
+    }
 }
