@@ -18,6 +18,11 @@ pub fn role_letter(role: Role) -> &'static str {
 /// a node with several replies opens a branch per reply. Summaries are
 /// shown on the message they hang from, not as branches.
 pub fn draw(t: &TreeInfo) -> Vec<String> {
+    rows(t).into_iter().map(|(_, line)| line).collect()
+}
+
+/// [`draw`]'s lines with the node each one is.
+pub fn rows(t: &TreeInfo) -> Vec<(String, String)> {
     let by_id: HashMap<&str, &TreeNode> = t.nodes.iter().map(|n| (n.id.as_str(), n)).collect();
     let mut replies: HashMap<Option<&str>, Vec<&TreeNode>> = HashMap::new();
     let mut summaries: HashMap<&str, Vec<&TreeNode>> = HashMap::new();
@@ -50,7 +55,7 @@ pub fn draw(t: &TreeInfo) -> Vec<String> {
         let mut cur = node;
         let mut lead = first;
         loop {
-            out.push(format!("{lead}{}", label(cur)));
+            out.push((cur.id.clone(), format!("{lead}{}", label(cur))));
             let kids = replies.get(&Some(cur.id.as_str())).map(Vec::as_slice).unwrap_or(&[]);
             match kids {
                 [] => break,
@@ -71,4 +76,31 @@ pub fn draw(t: &TreeInfo) -> Vec<String> {
         }
     }
     out
+}
+
+/// The node's siblings (replies to the same parent, summaries aside),
+/// oldest first, and where it is among them.
+pub fn siblings<'a>(t: &'a TreeInfo, id: &str) -> Option<(Vec<&'a TreeNode>, usize)> {
+    let node = t.nodes.iter().find(|n| n.id == id)?;
+    let all: Vec<&TreeNode> =
+        t.nodes.iter().filter(|n| n.parent_id == node.parent_id && n.role != Role::Summary).collect();
+    let at = all.iter().position(|n| n.id == id)?;
+    Some((all, at))
+}
+
+/// Where the branch from `id` ends: the newest leaf under it (itself if
+/// nothing replies), so switching to a sibling shows its whole branch.
+pub fn newest_leaf(t: &TreeInfo, id: &str) -> String {
+    let mut cur = id.to_string();
+    loop {
+        let newest = t
+            .nodes
+            .iter()
+            .filter(|n| n.parent_id.as_deref() == Some(cur.as_str()) && n.role != Role::Summary)
+            .max_by_key(|n| (n.created_ms, n.id.clone()));
+        match newest {
+            Some(n) => cur = n.id.clone(),
+            None => return cur,
+        }
+    }
 }

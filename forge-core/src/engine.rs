@@ -301,6 +301,14 @@ impl Engine {
             None => Default::default(),
         };
         let bookmarks = store.bookmarks(&id).await?;
+        let mut files: std::collections::HashMap<String, Vec<String>> = Default::default();
+        // A call that left a file as it was (it failed, say) changed nothing.
+        for c in self.lineage_changes(&id).await?.into_iter().filter(|c| !(c.done && c.before == c.after)) {
+            let paths = files.entry(c.node_id).or_default();
+            if !paths.contains(&c.path) {
+                paths.push(c.path);
+            }
+        }
         let marks = |node: &str| -> Vec<String> {
             bookmarks.iter().filter(|(_, n)| n == node).map(|(name, _)| name.clone()).collect()
         };
@@ -316,6 +324,7 @@ impl Engine {
                 replies: forest.replies(Some(&n.id)).len() as u32,
                 on_path: on_path.contains(n.id.as_str()),
                 bookmarks: marks(&n.id),
+                files: files.remove(&n.id).unwrap_or_default(),
             })
             .collect();
         Ok(forge_proto::TreeInfo {
@@ -324,6 +333,20 @@ impl Engine {
             forked_from: store.forked_from(&id).await?,
             nodes,
         })
+    }
+
+    /// The file changes recorded in a session and the sessions it was
+    /// forked from (a fork shares their nodes).
+    async fn lineage_changes(&self, id: &str) -> Result<Vec<crate::rewind::Change>, EngineError> {
+        let store = &self.shared().store;
+        let mut sessions = vec![id.to_string()];
+        while let Some(origin) = store.forked_from(sessions.last().map(String::as_str).unwrap_or_default()).await? {
+            if sessions.contains(&origin) {
+                break;
+            }
+            sessions.push(origin);
+        }
+        Ok(store.file_changes(&sessions).await?)
     }
 
     /// Where each branch of a session's tree ends.
@@ -526,14 +549,7 @@ impl Engine {
         result: &mut forge_proto::RewindResult,
     ) -> Result<(), EngineError> {
         let store = &self.shared().store;
-        let mut sessions = vec![id.to_string()];
-        while let Some(origin) = store.forked_from(sessions.last().map(String::as_str).unwrap_or_default()).await? {
-            if sessions.contains(&origin) {
-                break;
-            }
-            sessions.push(origin);
-        }
-        let changes = store.file_changes(&sessions).await?;
+        let changes = self.lineage_changes(id).await?;
         let steps = crate::rewind::plan(from, to, &changes);
         // What each file holds now, read off the session task.
         let paths: Vec<String> = steps.iter().map(|s| s.path.clone()).collect();

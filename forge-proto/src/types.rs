@@ -228,6 +228,10 @@ pub struct TreeNode {
     pub on_path: bool,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bookmarks: Vec<String>,
+    /// Files the tool call of this (tool result) node changed, as recorded
+    /// for rewind.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<String>,
 }
 
 /// `session.tree`: every node of the session's tree, oldest first.

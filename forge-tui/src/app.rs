@@ -115,7 +115,17 @@ pub enum Action {
     Journal,
     Summarize,
     Tools,
+    /// Read the tree and open the tree view.
     Tree,
+    /// Read the tree and open the rewind picker.
+    RewindPick,
+    /// Read the tree for the marks ("2/3") only.
+    RefreshTree,
+    /// Edit an earlier message (a new branch if anything replied to it).
+    Edit {
+        node: String,
+        text: String,
+    },
     /// A rewind (`node: None`: the last turn), or a checkout moving files.
     Rewind {
         node: Option<String>,
@@ -148,6 +158,18 @@ pub struct App {
     pub page_lines: usize,
     /// Lines the conversation has at the current width (set when drawn).
     pub total_lines: usize,
+    /// The session's tree as last read (`session.tree`).
+    pub tree: Option<forge_proto::TreeInfo>,
+    /// The selected message's node (`K`/`J`).
+    pub selected: Option<String>,
+    /// Editing an earlier message (`e`): its node, and the draft set
+    /// aside for it.
+    pub editing: Option<(String, String)>,
+    /// How many items the transcript held when a head move was seen live
+    /// (what came after stays when the path is read again).
+    pub path_mark: Option<usize>,
+    /// An item to bring into view at the next draw.
+    pub focus: Option<usize>,
     quit: bool,
 }
 
@@ -166,6 +188,11 @@ impl App {
             replaying: true,
             page_lines: 20,
             total_lines: 0,
+            tree: None,
+            selected: None,
+            editing: None,
+            path_mark: None,
+            focus: None,
             quit: false,
         }
     }
@@ -224,7 +251,7 @@ impl App {
                     self.input.command_mode(t).edit(|d| d.insert_str(line));
                 }
             }
-            InputMode::ModelSelect => {}
+            InputMode::ModelSelect | InputMode::Tree | InputMode::Rewind => {}
         }
     }
 
@@ -250,6 +277,8 @@ impl App {
             InputMode::Insert => self.insert_key(key),
             InputMode::Command => self.command_key(key),
             InputMode::ModelSelect => self.model_key(key),
+            InputMode::Tree => self.tree_key(key),
+            InputMode::Rewind => self.rewind_key(key),
         }
     }
 
@@ -296,6 +325,12 @@ impl App {
             KeyCode::PageUp => self.scroll_by(-(self.page_lines as isize)),
             KeyCode::Char('g') | KeyCode::Home => self.scroll = ScrollState::Manual { offset_from_top: 0 },
             KeyCode::Char('G') | KeyCode::End => self.scroll = ScrollState::AutoBottom,
+            KeyCode::Char('K') => self.select_step(-1),
+            KeyCode::Char('J') => self.select_step(1),
+            KeyCode::Esc if self.selected.is_some() => self.clear_selection(),
+            KeyCode::Char('[') => return self.switch_sibling(-1),
+            KeyCode::Char(']') => return self.switch_sibling(1),
+            KeyCode::Char('e') if !approval => return self.edit_message(),
             _ if approval => return self.approval_key(key),
             _ => {}
         }
@@ -345,11 +380,17 @@ impl App {
         let shift = key.modifiers.contains(KeyModifiers::SHIFT);
         let mut mode = self.input.insert_mode(token);
         match key.code {
+            KeyCode::Esc if self.editing.is_some() => self.drop_edit(),
             KeyCode::Esc => self.input.enter_normal_mode(),
             KeyCode::Enter if alt || shift || ctrl => mode.edit(|d| d.enter_char('\n')),
             KeyCode::Enter => {
                 if let Some(msg) = mode.queue_message() {
                     self.scroll = ScrollState::AutoBottom;
+                    if let Some((node, set_aside)) = self.editing.take() {
+                        self.input.enter_insert_mode_with(&set_aside);
+                        self.input.enter_normal_mode();
+                        return vec![Action::Edit { node, text: msg.text().to_string() }];
+                    }
                     return vec![Action::Send(msg)];
                 }
             }
@@ -458,7 +499,8 @@ impl App {
             Command::Recover { resume } => vec![Action::Recover { resume }],
             Command::Tree => vec![Action::Tree],
             Command::Undo => vec![Action::Rewind { node: None }],
-            Command::Rewind(node) | Command::Checkout { node, files: true } => {
+            Command::Rewind(None) => vec![Action::RewindPick],
+            Command::Rewind(Some(node)) | Command::Checkout { node, files: true } => {
                 vec![Action::Rewind { node: Some(node) }]
             }
             Command::Checkout { node, files: false } => vec![Action::Checkout { node }],

@@ -209,7 +209,9 @@ impl BlockCache {
 fn simple_key(item: &DisplayItem) -> u64 {
     match item {
         DisplayItem::Tool(t) => t.version,
-        DisplayItem::User { text, queued, .. } => text.len() as u64 * 2 + u64::from(*queued),
+        DisplayItem::User { text, queued, mark, .. } => {
+            (text.len() as u64 * 2 + u64::from(*queued)) ^ mark.key().rotate_left(17)
+        }
         DisplayItem::Notice { text, .. } => text.len() as u64,
         DisplayItem::Assistant(a) => a.version,
     }
@@ -218,7 +220,7 @@ fn simple_key(item: &DisplayItem) -> u64 {
 fn head_key(a: &AssistantItem) -> u64 {
     let status = a.status.map(|s| s as u64 + 1).unwrap_or(0);
     let recovered = a.recovered.map(|r| r as u64 + 1).unwrap_or(0);
-    (a.thinking.len() as u64) << 8 | status << 4 | recovered
+    ((a.thinking.len() as u64) << 8 | status << 4 | recovered) ^ a.mark.key().rotate_left(29)
 }
 
 /// Finds paragraph breaks in the newly arrived text and renders what lies

@@ -28,8 +28,8 @@ pub enum Command {
     Tree,
     /// Rewind the last turn, files included.
     Undo,
-    /// Back to a node, files included.
-    Rewind(String),
+    /// Back to a node, files included (none: pick a turn from a list).
+    Rewind(Option<String>),
     /// Move to a node; with `files`, its files too.
     Checkout {
         node: String,
@@ -68,11 +68,14 @@ pub const HELP: &[(&str, &str)] = &[
     ("/approve [N...]", "approve all pending tool calls, or only calls N..."),
     ("/deny", "deny the pending tool calls"),
     ("/recover resume|discard", "after a crash during tools: resume or drop them"),
-    ("/tree", "draw the conversation tree (ids to check out or rewind to)"),
+    ("/tree", "the conversation tree: j/k move, h/l parent/reply, [ ] siblings, Enter checks out"),
     ("/undo", "undo the last turn: its file changes, and the conversation"),
-    ("/rewind NODE", "back to NODE (id, prefix or bookmark), files included"),
+    ("/rewind [NODE]", "back to NODE (id, prefix or bookmark), files included; alone: pick a turn"),
     ("/checkout NODE [files]", "move to NODE; with `files`, its files follow"),
     ("/fork [NODE]", "a new session sharing the conversation up to NODE"),
+    ("K / J (Normal)", "select the previous / next message"),
+    ("[ / ] (Normal)", "show the previous / next version of the message (its siblings, \"2/3\")"),
+    ("e (Normal)", "edit the selected (or last) message of yours: Enter sends it as a new branch"),
     ("/help", "this list"),
 ];
 
@@ -101,7 +104,8 @@ impl Command {
             "tree" => no_args(Command::Tree),
             "undo" => no_args(Command::Undo),
             "rewind" => match rest.split_whitespace().collect::<Vec<_>>().as_slice() {
-                [node] => Command::Rewind(node.to_string()),
+                [] => Command::Rewind(None),
+                [node] => Command::Rewind(Some(node.to_string())),
                 _ => Command::Invalid { usage: usage_of("rewind") },
             },
             "checkout" | "co" => match rest.split_whitespace().collect::<Vec<_>>().as_slice() {
@@ -188,8 +192,9 @@ mod tests {
         assert_eq!(Command::parse("approve 1 3"), Command::Approve(ApprovalChoice::Selected(vec![1, 3])));
         assert_eq!(Command::parse("approve"), Command::Approve(ApprovalChoice::All));
         assert_eq!(Command::parse("/checkout m06 files"), Command::Checkout { node: "m06".into(), files: true });
-        assert_eq!(Command::parse("rewind start"), Command::Rewind("start".into()));
-        assert!(matches!(Command::parse("rewind"), Command::Invalid { .. }));
+        assert_eq!(Command::parse("rewind start"), Command::Rewind(Some("start".into())));
+        assert_eq!(Command::parse("rewind"), Command::Rewind(None));
+        assert!(matches!(Command::parse("rewind a b"), Command::Invalid { .. }));
     }
 
     #[test]

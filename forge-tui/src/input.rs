@@ -15,8 +15,24 @@ use crate::draft::DraftInput;
 pub enum InputState {
     Normal(DraftInput),
     Insert(DraftInput),
-    Command { draft: DraftInput, command: DraftInput },
-    ModelSelect { draft: DraftInput, selected: usize },
+    Command {
+        draft: DraftInput,
+        command: DraftInput,
+    },
+    ModelSelect {
+        draft: DraftInput,
+        selected: usize,
+    },
+    /// The tree view (`/tree`): `cursor` is the row selected.
+    Tree {
+        draft: DraftInput,
+        cursor: usize,
+    },
+    /// The rewind picker (`/rewind`): `cursor` is the turn selected.
+    Rewind {
+        draft: DraftInput,
+        cursor: usize,
+    },
 }
 
 /// The public view of the mode.
@@ -26,6 +42,8 @@ pub enum InputMode {
     Insert,
     Command,
     ModelSelect,
+    Tree,
+    Rewind,
 }
 
 impl Default for InputState {
@@ -73,21 +91,48 @@ impl InputState {
             InputState::Insert(_) => InputMode::Insert,
             InputState::Command { .. } => InputMode::Command,
             InputState::ModelSelect { .. } => InputMode::ModelSelect,
+            InputState::Tree { .. } => InputMode::Tree,
+            InputState::Rewind { .. } => InputMode::Rewind,
         }
     }
 
     pub fn draft(&self) -> &DraftInput {
         match self {
             InputState::Normal(d) | InputState::Insert(d) => d,
-            InputState::Command { draft, .. } | InputState::ModelSelect { draft, .. } => draft,
+            InputState::Command { draft, .. }
+            | InputState::ModelSelect { draft, .. }
+            | InputState::Tree { draft, .. }
+            | InputState::Rewind { draft, .. } => draft,
         }
     }
 
     fn take_draft(&mut self) -> DraftInput {
         match std::mem::take(self) {
             InputState::Normal(d) | InputState::Insert(d) => d,
-            InputState::Command { draft, .. } | InputState::ModelSelect { draft, .. } => draft,
+            InputState::Command { draft, .. }
+            | InputState::ModelSelect { draft, .. }
+            | InputState::Tree { draft, .. }
+            | InputState::Rewind { draft, .. } => draft,
         }
+    }
+
+    pub fn enter_tree_mode(&mut self, cursor: usize) {
+        let draft = self.take_draft();
+        *self = InputState::Tree { draft, cursor };
+    }
+
+    pub fn enter_rewind_mode(&mut self, cursor: usize) {
+        let draft = self.take_draft();
+        *self = InputState::Rewind { draft, cursor };
+    }
+
+    /// Insert mode with `text` as the draft; returns the draft it replaced.
+    pub fn enter_insert_mode_with(&mut self, text: &str) -> String {
+        let old = self.take_draft();
+        let mut d = DraftInput::new(text);
+        d.move_cursor_end();
+        *self = InputState::Insert(d);
+        old.text().to_string()
     }
 
     pub fn enter_normal_mode(&mut self) {

@@ -5,6 +5,7 @@
 
 mod app;
 mod blocks;
+mod branches;
 mod command;
 mod draft;
 mod input;

@@ -31,6 +31,8 @@ const MAX_INPUT_LINES: usize = 8;
 pub struct Drawn {
     pub total_lines: usize,
     pub page_lines: usize,
+    /// Where the view was scrolled to show `App::focus`.
+    pub focused: Option<usize>,
 }
 
 pub type RenderCache = BlockCache;
@@ -56,10 +58,75 @@ pub fn draw(frame: &mut Frame, app: &App, cache: &mut RenderCache) -> Drawn {
     }
     draw_input(frame, app, &theme, input_area);
     draw_status(frame, app, &theme, status_area);
-    if let InputState::ModelSelect { selected, .. } = &app.input {
-        draw_model_picker(frame, app, &theme, *selected);
+    match &app.input {
+        InputState::ModelSelect { selected, .. } => draw_model_picker(frame, app, &theme, *selected),
+        InputState::Tree { cursor, .. } => draw_tree_view(frame, app, &theme, *cursor),
+        InputState::Rewind { cursor, .. } => draw_rewind_picker(frame, app, &theme, *cursor),
+        _ => {}
     }
     drawn
+}
+
+/// A large box in the middle of the screen, cleared, with a title.
+fn overlay(frame: &mut Frame, theme: &Theme, title: &str, lines: Vec<Line<'static>>) {
+    let area = frame.area();
+    let w = (area.width.saturating_mul(9) / 10).max(10).min(area.width);
+    let h = (area.height.saturating_mul(8) / 10).max(3).min(area.height);
+    let rect = Rect::new(area.x + (area.width - w) / 2, area.y + (area.height - h) / 2, w, h);
+    frame.render_widget(Clear, rect);
+    let block = theme.block().border_style(theme.style(Part::Tool)).title(title.to_string());
+    frame.render_widget(Paragraph::new(lines).block(block), rect);
+}
+
+/// The rows around `cursor` that fit `height`, the cursor's marked.
+fn window(rows: Vec<String>, cursor: usize, height: usize, theme: &Theme) -> Vec<Line<'static>> {
+    let first = cursor.saturating_sub(height.saturating_sub(1) / 2).min(rows.len().saturating_sub(height));
+    rows.into_iter()
+        .enumerate()
+        .skip(first)
+        .take(height)
+        .map(|(i, row)| {
+            if i == cursor {
+                Line::from(Span::styled(format!("{} {row}", theme.glyphs.pointer), theme.style(Part::Selected)))
+            } else {
+                Line::from(format!("  {row}"))
+            }
+        })
+        .collect()
+}
+
+/// `/tree`: every branch, the head and the path marked.
+fn draw_tree_view(frame: &mut Frame, app: &App, theme: &Theme, cursor: usize) {
+    let Some(tree) = &app.tree else { return };
+    let rows: Vec<String> = forge_client::tree::rows(tree).into_iter().map(|(_, line)| line).collect();
+    let height = (frame.area().height.saturating_mul(8) / 10).saturating_sub(2) as usize;
+    let lines = window(rows, cursor, height, theme);
+    overlay(frame, theme, " tree (* the path to the head) ", lines);
+}
+
+/// `/rewind`: the turns, newest first, with the files each changed.
+fn draw_rewind_picker(frame: &mut Frame, app: &App, theme: &Theme, cursor: usize) {
+    let Some(tree) = &app.tree else { return };
+    let rows: Vec<String> = crate::branches::rewind_rows(tree)
+        .into_iter()
+        .map(|r| {
+            let files = match r.files.len() {
+                0 => "no file changes".to_string(),
+                n => {
+                    // Paths in the session's directory are shown from there.
+                    let cwd = format!("{}/", app.transcript.cwd.trim_end_matches('/'));
+                    let names: Vec<&str> =
+                        r.files.iter().take(4).map(|f| f.strip_prefix(cwd.as_str()).unwrap_or(f)).collect();
+                    let more = if n > 4 { format!(" and {} more", n - 4) } else { String::new() };
+                    format!("{n} file(s): {}{more}", names.join(", "))
+                }
+            };
+            format!("{}  {}  ({files})", r.message, r.preview)
+        })
+        .collect();
+    let height = (frame.area().height.saturating_mul(8) / 10).saturating_sub(2) as usize;
+    let lines = window(rows, cursor, height, theme);
+    overlay(frame, theme, " rewind to before a turn: it and every later one are undone, files included ", lines);
 }
 
 fn draw_conversation(frame: &mut Frame, app: &App, cache: &mut RenderCache, theme: &Theme, area: Rect) -> Drawn {
@@ -76,10 +143,21 @@ fn draw_conversation(frame: &mut Frame, app: &App, cache: &mut RenderCache, them
     let heights: Vec<usize> = (0..items.len()).map(|i| cache.height(i) + 1).collect();
     let total: usize = heights.iter().sum();
     let max_offset = total.saturating_sub(page);
-    let offset = match app.scroll {
+    let mut offset = match app.scroll {
         ScrollState::AutoBottom => max_offset,
         ScrollState::Manual { offset_from_top } => offset_from_top.min(max_offset),
     };
+    // The selected message comes into view (its start, if it is taller).
+    let mut focused = None;
+    if let Some(i) = app.focus.filter(|i| *i < items.len()) {
+        let start: usize = heights[..i].iter().sum();
+        let end = start + heights[i];
+        if start < offset || end > offset + page {
+            offset = if heights[i] > page { start } else { end.saturating_sub(page).max(start.min(max_offset)) };
+            offset = offset.min(max_offset);
+        }
+        focused = Some(offset);
+    }
     // Only the blocks in view are drawn.
     let mut lines: Vec<Line<'static>> = Vec::new();
     let mut start = 0;
@@ -113,14 +191,15 @@ fn draw_conversation(frame: &mut Frame, app: &App, cache: &mut RenderCache, them
     }
     let skip = skip.unwrap_or(0).min(u16::MAX as usize) as u16;
     frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }).scroll((skip, 0)), area);
-    Drawn { total_lines: total, page_lines: page }
+    Drawn { total_lines: total, page_lines: page, focused }
 }
 
 fn item_lines(item: &DisplayItem, theme: &Theme) -> Vec<Line<'static>> {
     let g = theme.glyphs;
     match item {
-        DisplayItem::User { text, from, queued } => {
-            let mut head = vec![Span::styled(format!("{} you", g.user), theme.style(Part::User))];
+        DisplayItem::User { text, from, queued, mark } => {
+            let mut head = mark_spans(mark, theme);
+            head.push(Span::styled(format!("{} you", g.user), theme.style(Part::User)));
             if let Some(f) = from.as_deref().filter(|f| *f != "forge") {
                 head.push(Span::styled(format!(" (via {f})"), theme.style(Part::Dim)));
             }
@@ -155,10 +234,24 @@ fn item_lines(item: &DisplayItem, theme: &Theme) -> Vec<Line<'static>> {
     }
 }
 
+/// Before a message's first line: the selection pointer (`K`/`J`), and
+/// which of its versions this is when it has others (`[`/`]` switch).
+fn mark_spans(mark: &crate::transcript::NodeMark, theme: &Theme) -> Vec<Span<'static>> {
+    let mut spans = Vec::new();
+    if mark.selected {
+        spans.push(Span::styled(format!("{} ", theme.glyphs.pointer), theme.style(Part::Selected)));
+    }
+    if let Some((at, of)) = mark.branch {
+        spans.push(Span::styled(format!("[{at}/{of}] "), theme.style(Part::Dim)));
+    }
+    spans
+}
+
 /// An answer's first lines: who, how it ended, its badge, its thinking.
 pub fn assistant_head(a: &AssistantItem, theme: &Theme) -> Vec<Line<'static>> {
     let g = theme.glyphs;
-    let mut head = vec![Span::styled(format!("{} {}", g.assistant, a.model), theme.style(Part::Assistant))];
+    let mut head = mark_spans(&a.mark, theme);
+    head.push(Span::styled(format!("{} {}", g.assistant, a.model), theme.style(Part::Assistant)));
     match a.status {
         None => head.push(Span::styled(format!(" {}", g.running), theme.style(Part::Dim))),
         Some(MessageStatus::Cancelled) => head.push(Span::styled(" cancelled", theme.style(Part::Warn))),
@@ -381,6 +474,8 @@ fn draw_input(frame: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         InputMode::Insert => " Enter: send, Alt+Enter: new line, Esc: done ",
         InputMode::Command => " Enter: run, Esc: cancel ",
         InputMode::ModelSelect => " j/k: choose, Enter: switch, Esc: cancel ",
+        InputMode::Tree => " j/k: move, h/l: parent/reply, [/]: sibling, Enter: check out, Esc: close ",
+        InputMode::Rewind => " j/k: choose a turn, Enter: rewind to before it, Esc: cancel ",
     };
     let border = if app.mode() == InputMode::Normal { Part::Border } else { Part::Tool };
     let block = theme.block().border_style(theme.style(border)).title(Span::styled(title, theme.style(Part::Dim)));
@@ -400,6 +495,8 @@ fn draw_status(frame: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         InputMode::Insert => " INSERT ",
         InputMode::Command => " COMMAND ",
         InputMode::ModelSelect => " MODEL ",
+        InputMode::Tree => " TREE ",
+        InputMode::Rewind => " REWIND ",
     };
     let t = &app.transcript;
     let name = t.name.clone().unwrap_or_else(|| app.session_id.clone());

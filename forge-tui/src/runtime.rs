@@ -23,6 +23,7 @@ use ratatui::{Terminal, TerminalOptions, Viewport};
 use tokio::sync::mpsc;
 
 use crate::app::{Action, App, Connection};
+use crate::branches::TreeOpen;
 use crate::render::{RenderCache, draw};
 use crate::transcript::Level;
 
@@ -51,6 +52,8 @@ enum Msg {
     Models(Vec<forge_proto::ModelInfo>),
     /// The session's path, read again after its head moved.
     Path(Vec<forge_proto::HistoryMessage>),
+    /// The session's tree, and what to open with it.
+    Tree(Box<forge_proto::TreeInfo>, TreeOpen),
 }
 
 type Term = Terminal<CrosstermBackend<Stdout>>;
@@ -177,6 +180,10 @@ async fn run_loop(
                     term.draw(|f| drawn = draw(f, app, &mut cache))?;
                     app.total_lines = drawn.total_lines;
                     app.page_lines = drawn.page_lines;
+                    if let Some(offset) = drawn.focused {
+                        app.focus = None;
+                        app.scroll = crate::app::ScrollState::Manual { offset_from_top: offset };
+                    }
                     dirty = false;
                 }
             }
@@ -196,11 +203,25 @@ fn apply(
     match msg {
         Msg::Item(item) => match *item {
             SubscriptionItem::Event(ev) => {
+                use forge_proto::EventKind;
                 app.on_event(&ev);
                 // Another branch: show its messages (read once the
                 // replay is over, and after each move seen live).
-                if matches!(ev.kind, forge_proto::EventKind::HeadMoved { .. }) && !app.replaying {
+                if matches!(ev.kind, EventKind::HeadMoved { .. }) && !app.replaying {
+                    app.path_mark = Some(app.transcript.items.len());
                     spawn_path_reload(client, session, tx);
+                }
+                // The tree changed: the marks ("2/3") follow.
+                let changed = matches!(
+                    ev.kind,
+                    EventKind::HeadMoved { .. }
+                        | EventKind::TurnFinished { .. }
+                        | EventKind::NodeEdited { .. }
+                        | EventKind::NodesDeleted { .. }
+                        | EventKind::NodeSplit { .. }
+                );
+                if changed && !app.replaying {
+                    spawn_tree_read(client, session, tx, TreeOpen::Nothing);
                 }
             }
             SubscriptionItem::Live { .. } => {
@@ -208,6 +229,7 @@ fn apply(
                     spawn_path_reload(client, session, tx);
                 }
                 app.replaying = false;
+                spawn_tree_read(client, session, tx, TreeOpen::Nothing);
             }
             SubscriptionItem::Journal { health, reason } => app.journal = (health, reason),
             SubscriptionItem::Closed { reason } => {
@@ -237,8 +259,22 @@ fn apply(
             app.input.restore_draft(&text);
             app.notify(Level::Error, format!("not sent: {why} (your message is back in the draft)"));
         }
-        Msg::Path(messages) => app.transcript.show_path(&messages),
+        Msg::Path(messages) => app.on_path(&messages),
+        Msg::Tree(tree, open) => app.on_tree(*tree, open),
     }
+}
+
+/// Reads the session's tree, for the marks and the view or picker.
+fn spawn_tree_read(client: &Arc<Client>, session: &str, tx: &mpsc::Sender<Msg>, open: TreeOpen) {
+    let (c, s, tx) = (client.clone(), session.to_string(), tx.clone());
+    tokio::spawn(async move {
+        let msg = match c.session_tree(s).await {
+            Ok(t) => Msg::Tree(Box::new(t), open),
+            Err(e) if open != TreeOpen::Nothing => Msg::Notice(Level::Warn, format!("tree: {}", error_text(e))),
+            Err(_) => return,
+        };
+        let _ = tx.send(msg).await;
+    });
 }
 
 /// Reads the session's path again (after its head moved), for the
@@ -443,17 +479,21 @@ fn perform(action: Action, client: &Arc<Client>, session: &str, app: &mut App, t
                 say(tx, Level::Info, text).await;
             });
         }
-        Action::Tree => {
+        Action::Tree => spawn_tree_read(client, session, &tx, TreeOpen::View),
+        Action::RewindPick => spawn_tree_read(client, session, &tx, TreeOpen::Rewind),
+        Action::RefreshTree => spawn_tree_read(client, session, &tx, TreeOpen::Nothing),
+        Action::Edit { node, text } => {
             tokio::spawn(async move {
-                let text = match c.session_tree(s).await {
-                    Ok(t) if t.nodes.is_empty() => "the tree is empty".to_string(),
-                    Ok(t) => format!(
-                        "the conversation tree (* the path to the head; /checkout ID or /rewind ID):\n{}",
-                        forge_client::tree::draw(&t).join("\n")
-                    ),
-                    Err(e) => format!("tree: {}", error_text(e)),
-                };
-                say(tx, Level::Info, text).await;
+                match c.session_edit(s, node, text.clone()).await {
+                    Ok(r) if r.in_place => say(tx, Level::Info, "edited in place".to_string()).await,
+                    Ok(_) => {
+                        say(tx, Level::Info, "edited as a new branch ([ and ] switch between the versions)".to_string())
+                            .await
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Msg::SendFailed(text, error_text(e))).await;
+                    }
+                }
             });
         }
         Action::Rewind { node } => {

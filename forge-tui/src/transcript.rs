@@ -14,6 +14,7 @@ pub enum DisplayItem {
         text: String,
         from: Option<String>,
         queued: bool,
+        mark: NodeMark,
     },
     Assistant(AssistantItem),
     Tool(ToolItem),
@@ -32,8 +33,31 @@ pub enum Level {
     Error,
 }
 
+/// Where a message is in the tree: its node (once known), which of its
+/// siblings it is ("2/3"), and whether it is selected (Normal mode `K`/`J`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NodeMark {
+    pub node: Option<String>,
+    /// (position from 1, siblings in all), when it has siblings.
+    pub branch: Option<(u32, u32)>,
+    pub selected: bool,
+}
+
+impl NodeMark {
+    pub fn of(node: &str) -> Self {
+        NodeMark { node: Some(node.to_string()), ..Default::default() }
+    }
+
+    /// For render caches: changes whenever what is shown of it does.
+    pub fn key(&self) -> u64 {
+        let (at, of) = self.branch.unwrap_or((0, 0));
+        (u64::from(at) << 33) | (u64::from(of) << 1) | u64::from(self.selected)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct AssistantItem {
+    pub mark: NodeMark,
     pub text: String,
     pub thinking: String,
     pub model: String,
@@ -102,7 +126,25 @@ pub struct Transcript {
 impl Transcript {
     /// Shows the session's path as the store has it (after its head moved
     /// to another branch): its messages replace what the log replayed.
-    pub fn show_path(&mut self, messages: &[forge_proto::HistoryMessage]) {
+    /// Items from `live_from` on came in after the move was seen (a turn
+    /// the move started, say): those the path read does not hold yet stay.
+    pub fn show_path(&mut self, messages: &[forge_proto::HistoryMessage], live_from: Option<usize>) {
+        let live: Vec<DisplayItem> = match live_from {
+            Some(from) if from <= self.items.len() => self.items.split_off(from),
+            _ => Vec::new(),
+        };
+        let known = |i: &DisplayItem| {
+            let node = match i {
+                DisplayItem::User { mark, .. } => mark.node.as_deref(),
+                DisplayItem::Assistant(a) => a.mark.node.as_deref(),
+                DisplayItem::Tool(t) => {
+                    return messages.iter().any(|m| m.tool_calls.iter().any(|c| c.id == t.call_id));
+                }
+                DisplayItem::Notice { .. } => None,
+            };
+            node.is_some_and(|n| messages.iter().any(|m| m.id == n))
+        };
+        let live: Vec<DisplayItem> = live.into_iter().filter(|i| !known(i)).collect();
         // The newest notices stay (what the move answered, say).
         let mut notices: Vec<DisplayItem> =
             self.items.iter().rev().filter(|i| matches!(i, DisplayItem::Notice { .. })).take(3).cloned().collect();
@@ -116,9 +158,11 @@ impl Transcript {
                     text: m.text.clone(),
                     from: m.client.as_ref().map(|c| c.name.clone()),
                     queued: false,
+                    mark: NodeMark::of(&m.id),
                 }),
                 forge_proto::Role::Assistant => {
                     self.items.push(DisplayItem::Assistant(AssistantItem {
+                        mark: NodeMark::of(&m.id),
                         text: m.text.clone(),
                         model: m.model.clone().unwrap_or_default(),
                         status: Some(m.status),
@@ -167,6 +211,69 @@ impl Transcript {
                 messages.len()
             ),
         });
+        self.items.extend(live);
+    }
+
+    /// Marks each message with where it is among its siblings, from the
+    /// session's tree as just read.
+    pub fn mark_branches(&mut self, tree: &forge_proto::TreeInfo) {
+        for item in &mut self.items {
+            let mark = match item {
+                DisplayItem::User { mark, .. } => mark,
+                DisplayItem::Assistant(a) => &mut a.mark,
+                _ => continue,
+            };
+            let branch = mark
+                .node
+                .as_deref()
+                .and_then(|n| forge_client::tree::siblings(tree, n))
+                .filter(|(all, _)| all.len() > 1)
+                .map(|(all, at)| (at as u32 + 1, all.len() as u32));
+            if mark.branch != branch {
+                mark.branch = branch;
+                if let DisplayItem::Assistant(a) = item {
+                    a.version += 1;
+                }
+            }
+        }
+    }
+
+    /// Selects the message of this node (none: clears the selection).
+    /// Returns the item's index.
+    pub fn select(&mut self, node: Option<&str>) -> Option<usize> {
+        let mut found = None;
+        for (i, item) in self.items.iter_mut().enumerate() {
+            let mark = match item {
+                DisplayItem::User { mark, .. } => mark,
+                DisplayItem::Assistant(a) => &mut a.mark,
+                _ => continue,
+            };
+            let selected = node.is_some() && mark.node.as_deref() == node;
+            if selected {
+                found = Some(i);
+            }
+            if mark.selected != selected {
+                mark.selected = selected;
+                if let DisplayItem::Assistant(a) = item {
+                    a.version += 1;
+                }
+            }
+        }
+        found
+    }
+
+    /// The messages that are nodes, in order: (item index, node, is a
+    /// user message).
+    pub fn message_nodes(&self) -> Vec<(usize, String, bool)> {
+        self.items
+            .iter()
+            .enumerate()
+            .filter_map(|(i, item)| match item {
+                DisplayItem::User { mark, .. } => mark.node.clone().map(|n| (i, n, true)),
+                DisplayItem::Assistant(a) => a.mark.node.clone().map(|n| (i, n, false)),
+                _ => None,
+            })
+            .collect()
     }
 
     /// Applies one event. Events arrive in `seq` order exactly once; an
@@ -247,17 +354,21 @@ impl Transcript {
                 self.items.push(DisplayItem::Notice { level: Level::Info, text });
             }
             EventKind::MessageQueued { text, .. } => {
-                self.items.push(DisplayItem::User { text: text.clone(), from, queued: true });
+                self.items.push(DisplayItem::User {
+                    text: text.clone(),
+                    from,
+                    queued: true,
+                    mark: NodeMark::default(),
+                });
             }
-            EventKind::TurnStarted { text, provider, model, continued: true, .. } => {
-                let _ = text;
+            EventKind::TurnStarted { provider, model, continued: true, .. } => {
                 self.provider = provider.clone();
                 self.model = model.clone();
                 self.items.push(DisplayItem::Notice { level: Level::Info, text: "continuing from here".into() });
                 self.start_answer();
                 self.state = Some(OperationStateKind::Streaming);
             }
-            EventKind::TurnStarted { text, provider, model, .. } => {
+            EventKind::TurnStarted { message_id, text, provider, model, .. } => {
                 // A queued message now runs: it moves to the end, unqueued.
                 if let Some(pos) = self
                     .items
@@ -269,7 +380,12 @@ impl Transcript {
                 }
                 self.provider = provider.clone();
                 self.model = model.clone();
-                self.items.push(DisplayItem::User { text: text.clone(), from, queued: false });
+                self.items.push(DisplayItem::User {
+                    text: text.clone(),
+                    from,
+                    queued: false,
+                    mark: NodeMark::of(message_id),
+                });
                 self.start_answer();
                 self.state = Some(OperationStateKind::Streaming);
             }
@@ -447,9 +563,18 @@ impl Transcript {
                 });
                 self.start_answer();
             }
+            // The answer just streamed is now this node.
+            EventKind::AssistantNode { node_id, .. } => {
+                let last = self.items.iter_mut().rev().find_map(|i| match i {
+                    DisplayItem::Assistant(a) => Some(a),
+                    _ => None,
+                });
+                if let Some(a) = last.filter(|a| a.mark.node.is_none()) {
+                    a.mark.node = Some(node_id.clone());
+                }
+            }
             EventKind::ProviderRequest { .. }
             | EventKind::ProviderResponse { .. }
-            | EventKind::AssistantNode { .. }
             | EventKind::ToolResultNode { .. }
             | EventKind::Done { .. }
             | EventKind::Error { .. } => {}

@@ -232,11 +232,14 @@ async fn undo_tree_and_checkout_from_the_tui_move_files_and_show_the_branch() {
     assert!(!screen.contains("second question"), "{screen}");
     assert!(!file.exists(), "the file the undone turn wrote is gone");
 
-    // /tree draws both; /checkout ID files goes back with the file.
+    // /tree opens the tree view with both branches; Esc closes it, and
+    // /checkout ID files goes back with the file.
     tmux.keys("tree", &[":"]);
     tmux.type_text("tree", "tree");
     tmux.keys("tree", &["Enter"]);
-    tmux.wait_for("tree", "the conversation tree", WAIT);
+    let view = tmux.wait_for("tree", "the path to the head", WAIT);
+    assert!(view.contains("second question") && view.contains("<- head") && view.contains(" TREE "), "{view}");
+    tmux.keys("tree", &["Escape"]);
     let tree = forge.ok(&["--json", "branches", "branches"]).await.json_lines();
     let leaf = tree.iter().find(|b| b["head"] != true).and_then(|b| b["leaf"].as_str()).unwrap_or_default().to_string();
     tmux.keys("tree", &[":"]);
@@ -247,4 +250,32 @@ async fn undo_tree_and_checkout_from_the_tui_move_files_and_show_the_branch() {
     tmux.wait_for("tree", &format!("rewound to {leaf}"), WAIT);
     assert!(file.exists(), "its file came back");
     assert_eq!(forge.ok(&["--json", "history", "branches"]).await.json_lines().len(), 6);
+}
+
+/// `e` edits a message of the user's into a new branch, answered there;
+/// the message then shows "2/2", and `[` goes back to the first version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e_edits_a_message_into_a_branch_and_brackets_switch_versions() {
+    let _serial = SERIAL.lock().await;
+    let Some((_mock, forge, project)) = setup().await else { return };
+    let tmux = attached(&forge, &project, "versions", "ver", (120, 40)).await;
+    forge.ok(&["send", "-s", "versions", "first question"]).await;
+    forge.ok(&["send", "-s", "versions", "second question"]).await;
+    tmux.wait_for("ver", "You said: “second question”", WAIT);
+
+    tmux.keys("ver", &["e"]);
+    tmux.wait_for("ver", "editing your message", WAIT);
+    tmux.type_text("ver", " rephrased");
+    tmux.keys("ver", &["Enter"]);
+    let screen = tmux.wait_for("ver", "You said: “second question rephrased”", WAIT);
+    assert!(screen.contains("[2/2]"), "the edited message is the second of two versions: {screen}");
+    assert_eq!(forge.ok(&["--json", "branches", "versions"]).await.json_lines().len(), 2);
+
+    tmux.keys("ver", &["K", "K"]);
+    tmux.keys("ver", &["["]);
+    let screen = tmux.wait_for("ver", "[1/2]", WAIT);
+    tmux.wait_for("ver", "You said: “second question”", WAIT);
+    assert!(!screen.contains("rephrased”"), "the first version's branch is shown: {screen}");
+    let history = forge.ok(&["--json", "history", "versions"]).await.json_lines();
+    assert_eq!(history.last().and_then(|m| m["text"].as_str()).map(|t| t.contains("“second question”")), Some(true));
 }

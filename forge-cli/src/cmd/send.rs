@@ -123,7 +123,8 @@ pub async fn follow_turn(
     let mut stdout = std::io::stdout();
     let mut ends_with_newline = true;
     // Answers given so far, and whether another was asked for after one.
-    let (mut answers, mut several) = (0u32, false);
+    // With `-n`: the answers given so far, and the last one's node.
+    let (mut siblings, mut last_answer) = (0u32, None::<String>);
     loop {
         let item = tokio::select! {
             item = sub.next() => item,
@@ -231,19 +232,18 @@ pub async fn follow_turn(
                 }
                 eprintln!("forgectl: running tool {name}");
             }
-            EventKind::AssistantNode { node_id, .. } if in_turn && !g.json => {
-                answers += 1;
-                if !ends_with_newline {
-                    let _ = writeln!(stdout);
-                    ends_with_newline = true;
+            EventKind::AssistantNode { node_id, .. } if in_turn => last_answer = Some(node_id.clone()),
+            // Another answer to the same message (`-n`): say which node
+            // the one before is, on a line of its own.
+            EventKind::ProviderRequest { iteration: 0, attempt: 1, .. } if in_turn && !g.json => {
+                if let Some(node) = last_answer.take() {
+                    siblings += 1;
+                    if !ends_with_newline {
+                        let _ = writeln!(stdout);
+                        ends_with_newline = true;
+                    }
+                    eprintln!("forgectl: answer {siblings} is node {node}");
                 }
-                // Several answers (`-n`): say where each ends.
-                if answers > 1 || several {
-                    eprintln!("forgectl: answer {answers} is node {node_id}");
-                }
-            }
-            EventKind::ProviderRequest { iteration: 0, attempt: 1, .. } if in_turn && answers > 0 && !g.json => {
-                several = true;
             }
             EventKind::ToolResult { name, is_error, output, .. } if in_turn && !g.json => {
                 let verdict = if *is_error { "failed" } else { "done" };
@@ -255,6 +255,9 @@ pub async fn follow_turn(
                 }
                 if !g.json && !ends_with_newline {
                     let _ = writeln!(stdout);
+                }
+                if let Some(node) = last_answer.filter(|_| siblings > 0 && !g.json) {
+                    eprintln!("forgectl: answer {} is node {node}", siblings + 1);
                 }
                 return match status {
                     TurnStatus::Complete => Ok(()),
