@@ -133,3 +133,44 @@ async fn a_fork_with_restore_files_starts_from_that_nodes_files() {
     // The origin's history is untouched.
     assert_eq!(history(&forge, &id).await.len(), 8);
 }
+
+/// The daemon dies (SIGKILL) after write_file and apply_patch changed
+/// their files and before their results were recorded: after the restart
+/// the calls are answered as interrupted, and the records made before they
+/// ran take the files back exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_between_a_change_and_its_result_leaves_a_record_that_rewind_uses() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = project.path().to_path_buf();
+    let id = forge.new_session(&["--cwd", &dir.display().to_string(), "--name", "c"]).await;
+    let first = call("write_file", json!({"path": "a.txt", "content": "kept\n"}));
+    forge.ok(&["send", "--auto-approve", "-s", "c", &format!("{first} go")]).await;
+
+    for (tool, turn, expected) in [
+        ("write_file", call("write_file", json!({"path": "new.txt", "content": "lost\n"})), "new.txt"),
+        ("apply_patch", call("apply_patch", json!({"patch": "LP1\nF a.txt\nR\nkept\n.\nchanged\n.\nEND\n"})), "a.txt"),
+    ] {
+        forge.terminate().await;
+        forge.set_env("FORGE_CRASH_AFTER_TOOL", tool);
+        forge.start().await;
+        let r = forge.ctl(&["send", "--auto-approve", "-s", "c", &format!("{turn} go")]).await;
+        assert_ne!(r.code, 0, "the daemon died mid-turn: {}", r.stdout);
+        forge.kill9().await;
+        assert!(dir.join(expected).exists(), "{tool} did its work before the crash");
+
+        forge.set_env("FORGE_CRASH_AFTER_TOOL", "");
+        forge.start().await;
+        let recovery = forge.ok(&["--json", "recover", "c", "--resume"]).await.json_lines();
+        assert!(recovery[0]["not_rerun"].as_array().is_some_and(|c| c.len() == 1), "not run again: {recovery:?}");
+        forge.ok(&["attach", "c", "--from", "live", "--until-idle"]).await;
+        let undo = forge.ok(&["--json", "undo", "c"]).await.json_lines();
+        let files = undo[0]["files"].as_array().cloned().unwrap_or_default();
+        assert!(files.iter().any(|f| f["path"].as_str().is_some_and(|p| p.ends_with(expected))), "{undo:?}");
+    }
+    assert!(!dir.join("new.txt").exists(), "the file the crashed call created is gone");
+    assert_eq!(std::fs::read_to_string(dir.join("a.txt")).ok().as_deref(), Some("kept\n"), "the patched file is back");
+    assert_eq!(history(&forge, &id).await.len(), 4, "the two crashed turns are undone");
+}

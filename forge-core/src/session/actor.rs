@@ -544,6 +544,7 @@ fn spawn_tool(run: ToolRun, recorder: Recorder) -> RunningTool {
             Ok(r) => r,
             Err(_) => Err(ToolError::Timeout { tool: tool.name().into(), elapsed: timeout }),
         };
+        crash_point(tool.name());
         let mut after: Vec<FileAfter> = tokio::task::spawn_blocking(move || {
             touched
                 .into_iter()
@@ -565,6 +566,19 @@ fn spawn_tool(run: ToolRun, recorder: Recorder) -> RunningTool {
         (result, after)
     });
     RunningTool { task, output }
+}
+
+/// Crash tests: with `FORGE_CRASH_AFTER_TOOL=NAME` in the daemon's
+/// environment, the process kills itself (SIGKILL) the moment a call of
+/// tool NAME has done its work, before its result is recorded: what a
+/// `kill -9` at the worst moment leaves, made deterministic.
+fn crash_point(tool: &str) {
+    static AFTER: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    if AFTER.get_or_init(|| std::env::var("FORGE_CRASH_AFTER_TOOL").ok()).as_deref() == Some(tool) {
+        tracing::error!(tool, "FORGE_CRASH_AFTER_TOOL: killing the daemon now");
+        // SAFETY: kill(2) on this very process; nothing is touched after.
+        unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+    }
 }
 
 /// The content of the files a call is about to change, made durable
