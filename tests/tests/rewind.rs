@@ -132,6 +132,13 @@ async fn a_fork_with_restore_files_starts_from_that_nodes_files() {
     assert_eq!(kinds, ["session_created", "session_forked", "files_restored"]);
     // The origin's history is untouched.
     assert_eq!(history(&forge, &id).await.len(), 8);
+
+    // Removing the origin keeps what the shared turn's call changed: the
+    // fork still undoes it.
+    forge.ok(&["session", "rm", &id]).await;
+    let undo = forge.ok(&["undo", &fork_id]).await.stdout;
+    assert!(undo.contains("a.txt"), "{undo}");
+    assert!(!dir.join("a.txt").exists(), "the shared turn's file is undone in the fork");
 }
 
 /// The daemon dies (SIGKILL) after write_file and apply_patch changed

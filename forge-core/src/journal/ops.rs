@@ -241,7 +241,9 @@ impl StoreOp {
                 for sql in [
                     "DELETE FROM events WHERE session_id = ?",
                     "DELETE FROM bookmarks WHERE session_id = ?",
-                    "DELETE FROM file_changes WHERE session_id = ?",
+                    // What the shared nodes' calls changed stays: a fork
+                    // rewinds through them.
+                    "DELETE FROM file_changes WHERE session_id = ?1 AND node_id NOT IN (SELECT id FROM nodes)",
                     "DELETE FROM queued_messages WHERE session_id = ?",
                     "DELETE FROM streams WHERE session_id = ?",
                     "DELETE FROM facts WHERE session_id = ?",
