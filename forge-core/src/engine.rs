@@ -339,13 +339,7 @@ impl Engine {
     /// forked from (a fork shares their nodes).
     async fn lineage_changes(&self, id: &str) -> Result<Vec<crate::rewind::Change>, EngineError> {
         let store = &self.shared().store;
-        let mut sessions = vec![id.to_string()];
-        while let Some(origin) = store.forked_from(sessions.last().map(String::as_str).unwrap_or_default()).await? {
-            if sessions.contains(&origin) {
-                break;
-            }
-            sessions.push(origin);
-        }
+        let sessions = store.lineage(id).await?;
         Ok(store.file_changes(&sessions).await?)
     }
 

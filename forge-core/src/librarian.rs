@@ -362,7 +362,19 @@ const EXCERPT_CHARS: usize = 240;
 /// message it cites around what matched.
 pub async fn recall(store: &Store, session: &str, query: &str, limit: u32) -> Result<Vec<RecallHit>, StoreError> {
     let Some(expression) = match_expression(query) else { return Ok(Vec::new()) };
-    let rows = store.recall(session, &expression, limit.clamp(1, MAX_HITS)).await?;
+    let limit = limit.clamp(1, MAX_HITS);
+    let mut rows = store.recall(session, &expression, limit).await?;
+    // A fork also finds what the summaries of the path it shares hold.
+    let lineage = store.lineage(session).await?;
+    if lineage.len() > 1 {
+        let shared: std::collections::HashSet<String> =
+            store.summaries(session).await?.into_iter().map(|n| n.id).collect();
+        for origin in &lineage[1..] {
+            let found = store.recall(origin, &expression, limit).await?;
+            rows.extend(found.into_iter().filter(|r| shared.contains(&r.summary_id)));
+        }
+        rows.truncate(limit as usize);
+    }
     Ok(rows
         .into_iter()
         .map(|r| RecallHit {

@@ -167,6 +167,19 @@ async fn a_summary_on_request_stands_for_all_but_the_newest_exchange() {
     let sent = last.body["messages"].to_string();
     assert!(sent.contains("summarized here") && sent.contains("question 2") && !sent.contains("question 0"), "{sent}");
     assert_eq!(forge.ok(&["--json", "history", &id]).await.json_lines().len(), 8, "the originals stay");
+
+    // A fork shares the summarized path, and its summary with it.
+    let fork = forge.ok(&["--json", "fork", &id, "--name", "forked"]).await.json_lines();
+    let fork_id = fork[0]["id"].as_str().unwrap_or_default().to_string();
+    let ctx = forge.ok(&["--json", "context", &fork_id]).await.json_lines();
+    assert_eq!(ctx[0]["summarized_messages"], 4, "{ctx:?}");
+    let found = forge.ok(&["recall", &fork_id, "question"]).await.stdout;
+    assert!(found.contains("question 0"), "the fork recalls the shared summary's facts: {found}");
+    forge.ok(&["send", "-s", &fork_id, "in the fork mock:tokens=3"]).await;
+    let last =
+        mock.requests().into_iter().rev().find(|r| r.body["messages"].is_array()).unwrap_or_else(|| panic!("none"));
+    let sent = last.body["messages"].to_string();
+    assert!(sent.contains("summarized here") && !sent.contains("question 0"), "the fork sends the summary: {sent}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

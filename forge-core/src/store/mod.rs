@@ -291,16 +291,46 @@ impl Store {
         row.as_ref().map(NodeRow::from_row).transpose()
     }
 
-    /// The session's summary nodes, oldest first.
+    /// The session, then the session it was forked from, and so on: the
+    /// sessions whose nodes it may share.
+    pub async fn lineage(&self, session: &str) -> Result<Vec<String>, StoreError> {
+        let mut sessions = vec![session.to_string()];
+        while let Some(origin) = self.forked_from(sessions.last().map(String::as_str).unwrap_or_default()).await? {
+            if sessions.contains(&origin) {
+                break;
+            }
+            sessions.push(origin);
+        }
+        Ok(sessions)
+    }
+
+    /// The summary nodes of the session, and those of the sessions it was
+    /// forked from that summarize the path it shares, oldest first.
     pub async fn summaries(&self, session: &str) -> Result<Vec<NodeRow>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT id, parent_id, session_id, role, text, status, created_ms, meta FROM nodes
-             WHERE session_id = ? AND role = 'summary' ORDER BY created_ms, id",
-        )
-        .bind(session)
-        .fetch_all(&self.pool())
-        .await?;
-        rows.iter().map(NodeRow::from_row).collect()
+        let mut out = Vec::new();
+        let lineage = self.lineage(session).await?;
+        let shared: std::collections::HashSet<String> = match lineage.len() {
+            1 => Default::default(),
+            _ => self.tree(session).await?.into_iter().map(|n| n.id).collect(),
+        };
+        for s in lineage {
+            let own = s == session;
+            let rows = sqlx::query(
+                "SELECT id, parent_id, session_id, role, text, status, created_ms, meta FROM nodes
+                 WHERE session_id = ? AND role = 'summary'",
+            )
+            .bind(&s)
+            .fetch_all(&self.pool())
+            .await?;
+            for r in &rows {
+                let n = NodeRow::from_row(r)?;
+                if own || n.parent_id.as_ref().is_some_and(|p| shared.contains(p)) {
+                    out.push(n);
+                }
+            }
+        }
+        out.sort_by(|a, b| (a.created_ms, &a.id).cmp(&(b.created_ms, &b.id)));
+        Ok(out)
     }
 
     /// Every provider response's usage (from the answers' history nodes),
