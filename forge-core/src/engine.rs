@@ -580,7 +580,7 @@ impl Engine {
                 conflict,
                 overwritten: None,
             });
-            todo.push((step.path, now, target));
+            todo.push((step.path, now, target, step.expected));
         }
         if !conflicts.is_empty() && !force && !dry_run {
             return Err(EngineError::new(
@@ -593,7 +593,7 @@ impl Engine {
             ));
         }
         let mut diff = String::new();
-        for ((path, now, target), file) in todo.into_iter().zip(result.files.iter_mut()) {
+        for ((path, now, target, expected), file) in todo.into_iter().zip(result.files.iter_mut()) {
             let target_data = match &target {
                 Some((hash, mode)) => Some((
                     store.blob(hash).await?.ok_or_else(|| {
@@ -613,16 +613,30 @@ impl Engine {
                 ));
                 continue;
             }
-            if file.conflict
-                && let Some((data, _)) = &now
-            {
-                // Forced: what is overwritten is kept.
-                let hash = crate::rewind::hash(data);
-                let batch = crate::journal::WriteBatch {
-                    ops: vec![StoreOp::PutBlob { hash: hash.clone(), data: data.clone() }],
-                };
+            if file.conflict {
+                // Forced: what is overwritten is kept, as a change made
+                // after the head it leaves, so going back there (checkout
+                // with --restore-files) brings it back.
+                let mut ops = Vec::new();
+                let after = now.as_ref().map(|(data, mode)| {
+                    let hash = crate::rewind::hash(data);
+                    ops.push(StoreOp::PutBlob { hash: hash.clone(), data: data.clone() });
+                    file.overwritten = Some(hash.clone());
+                    (hash, *mode)
+                });
+                if let Some(head) = from.last() {
+                    ops.push(StoreOp::RecordChange {
+                        session_id: id.to_string(),
+                        node_id: head.clone(),
+                        call_id: "edited-by-hand".into(),
+                        path: path.clone(),
+                        before: expected.flatten(),
+                        after,
+                        created_ms: crate::ids::now_ms(),
+                    });
+                }
+                let batch = crate::journal::WriteBatch { ops };
                 self.shared().writer.write(batch).await.map_err(|e| EngineError::blocked(&e.to_string()))?;
-                file.overwritten = Some(hash);
             }
             let p = PathBuf::from(&path);
             tokio::task::spawn_blocking(move || {

@@ -77,6 +77,11 @@ async fn undo_rewind_and_checkout_move_the_files_with_the_conversation() {
     assert_eq!(read("sub/b.txt"), None);
     let events = forge.ok(&["--json", "attach", &id, "--until-idle"]).await.json_lines();
     assert!(events.iter().any(|e| e["kind"] == "files_restored"));
+
+    // The rewind itself is rewound: back at the end, the hand edit it
+    // overwrote comes back with the rest.
+    forge.ok(&["checkout", "r", &end, "--restore-files"]).await;
+    assert_eq!((read("a.txt").as_deref(), read("sub/b.txt").as_deref()), (Some("edited by hand\n"), Some("bee\n")));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -58,6 +58,18 @@ pub enum StoreOp {
         before: Option<(String, u32)>,
         created_ms: i64,
     },
+    /// A change found rather than made (a file edited by hand, then
+    /// overwritten by a forced rewind): recorded whole, against the node
+    /// after which it happened.
+    RecordChange {
+        session_id: String,
+        node_id: String,
+        call_id: String,
+        path: String,
+        before: Option<(String, u32)>,
+        after: Option<(String, u32)>,
+        created_ms: i64,
+    },
     /// The tool's result: what `path` holds after it.
     EndChange {
         node_id: String,
@@ -211,6 +223,22 @@ impl StoreOp {
                     path,
                     &before.as_ref().map(|b| b.0.clone()),
                     &before.as_ref().map(|b| b.1),
+                    created_ms,
+                ],
+            ),
+            // A tool's own record of that node and path wins.
+            StoreOp::RecordChange { session_id, node_id, call_id, path, before, after, created_ms } => run(
+                "INSERT OR IGNORE INTO file_changes (session_id, node_id, call_id, path, before_hash, before_mode, after_hash, after_mode, done, created_ms) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?)",
+                &[
+                    session_id,
+                    node_id,
+                    call_id,
+                    path,
+                    &before.as_ref().map(|b| b.0.clone()),
+                    &before.as_ref().map(|b| b.1),
+                    &after.as_ref().map(|a| a.0.clone()),
+                    &after.as_ref().map(|a| a.1),
                     created_ms,
                 ],
             ),

@@ -65,6 +65,16 @@ impl Store {
         let opts = options(path, durability)?;
         let mut migrator = opts.clone().connect().await?;
         sqlx::migrate!("./migrations").run(&mut migrator).await?;
+        // Content no change record refers to (a removed session's, what a
+        // command's scan read of files it then left alone) goes; no
+        // session holds a scan yet.
+        sqlx::query(
+            "DELETE FROM blobs WHERE hash NOT IN (
+                 SELECT before_hash FROM file_changes WHERE before_hash IS NOT NULL
+                 UNION SELECT after_hash FROM file_changes WHERE after_hash IS NOT NULL)",
+        )
+        .execute(&mut migrator)
+        .await?;
         migrator.close().await?;
         let pool = read_pool(opts).await?;
         Ok(Store { pool: Arc::new(RwLock::new(pool)), path: path.to_path_buf(), durability })
