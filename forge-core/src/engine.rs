@@ -76,6 +76,10 @@ struct Inner {
     sessions: Mutex<HashMap<String, SessionHandle>>,
     /// Serialises name changes so two sessions never get one name.
     names: Mutex<()>,
+    /// Per session: held while a rewind moves its files (from its idle
+    /// check to the head's move), and while a message is sent or a
+    /// message edited, so no turn starts in the middle of a rewind.
+    files: Mutex<HashMap<String, Arc<Mutex<()>>>>,
     shutting_down: AtomicBool,
 }
 
@@ -105,6 +109,7 @@ impl Engine {
                 shared,
                 sessions: Mutex::new(HashMap::new()),
                 names: Mutex::new(()),
+                files: Mutex::new(HashMap::new()),
                 shutting_down: AtomicBool::new(false),
             }),
         };
@@ -389,6 +394,8 @@ impl Engine {
         self.check_running()?;
         let handle = self.handle_for(selector).await?;
         let (_, node) = self.resolve_node(&handle.id, node).await?;
+        let files = self.files_lock(&handle.id).await;
+        let _no_rewind = files.lock().await;
         handle.request(|reply| SessionCmd::Edit { node, text, client, reply }).await
     }
 
@@ -406,6 +413,24 @@ impl Engine {
     ) -> Result<SessionInfo, EngineError> {
         self.check_running()?;
         let id = self.resolve(selector).await?;
+        // Moving the origin's files: no turn of it starts meanwhile, and
+        // none may be running.
+        let lock = self.files_lock(&id).await;
+        let _moving = match files.0 {
+            true => Some(lock.lock().await),
+            false => None,
+        };
+        if files.0 {
+            let handle = self.handle_for(&id).await?;
+            if !matches!(handle.snapshot.borrow().state, forge_proto::OperationStateKind::Idle) {
+                return Err(EngineError::new(
+                    ErrorKind::SessionBusy,
+                    format!(
+                        "session {id} is running a turn; wait for it to end (or cancel it), then fork with --restore-files"
+                    ),
+                ));
+            }
+        }
         let row = self.shared().store.session(&id).await?.ok_or_else(|| EngineError::not_found(&id))?;
         let node = match node {
             Some(n) => self.resolve_node(&id, n).await?.1,
@@ -469,6 +494,9 @@ impl Engine {
         self.check_running()?;
         let handle = self.handle_for(selector).await?;
         let id = handle.id.clone();
+        // From the head read to the head moved, no turn starts.
+        let lock = self.files_lock(&id).await;
+        let _moving = lock.lock().await;
         let store = &self.shared().store;
         let row = store.session(&id).await?.ok_or_else(|| EngineError::not_found(&id))?;
         let (forest, target) = match node {
@@ -980,7 +1008,14 @@ impl Engine {
             false => self.shared().store.user_message_under_head(&handle.id, &text).await?,
         };
         let (n, continued) = (options.n.unwrap_or(1), options.continued);
+        let files = self.files_lock(&handle.id).await;
+        let _no_rewind = files.lock().await;
         handle.request(|reply| SessionCmd::Send { text, client, same, n, continued, reply }).await
+    }
+
+    /// The lock a rewind of session `id` holds (see `Inner::files`).
+    async fn files_lock(&self, id: &str) -> Arc<Mutex<()>> {
+        self.inner.files.lock().await.entry(id.to_string()).or_default().clone()
     }
 
     pub async fn cancel(
