@@ -489,7 +489,7 @@ fn snapshot_bench(files: usize) -> anyhow::Result<()> {
     let first = scan(&roots, &Manifest::default(), &skip, &mut |_, d| stored += d.len())?;
     let first_ms = t.elapsed().as_secs_f64() * 1000.0;
     let mut times = Vec::new();
-    for round in 0..5 {
+    for round in 0..21 {
         for k in 0..3 {
             std::fs::write(dir.path().join(format!("d{k}/f{k}.rs")), format!("changed {round}"))?;
         }

@@ -6,7 +6,8 @@
 //! files that differ; their content goes to the blob store as it is read,
 //! so a file's content before a command is kept before the command runs.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 /// Files past this size are not recorded.
@@ -33,10 +34,11 @@ pub struct Entry {
     pub hash: std::sync::Arc<str>,
 }
 
-/// The files under the roots, as last scanned.
+/// The files under the roots, as last scanned. Keyed by the path's bytes:
+/// hashing a `Path` walks its components, which cost more than the stats.
 #[derive(Debug, Clone, Default)]
 pub struct Manifest {
-    pub files: HashMap<PathBuf, Entry>,
+    pub files: HashMap<OsString, Entry>,
 }
 
 /// Scans `roots`, reusing `known`'s hash of a file whose size, time and
@@ -89,6 +91,7 @@ pub fn scan(
     let mut files = HashMap::new();
     let mut read: u64 = 0;
     for (path, size, mtime_ns, mode) in found.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        let path = path.into_os_string();
         let same =
             known.files.get(&path).filter(|e| e.size == size && e.mtime_ns == mtime_ns && e.mode == mode).cloned();
         let entry = match same {
@@ -110,22 +113,24 @@ pub fn scan(
     Ok(Manifest { files })
 }
 
-/// The files created, deleted, or changed in content or mode.
+/// The files created, deleted, or changed in content or mode, in order.
 pub fn changed(before: &Manifest, after: &Manifest) -> Vec<PathBuf> {
-    let all: BTreeSet<&PathBuf> = before.files.keys().chain(after.files.keys()).collect();
-    all.into_iter()
-        .filter(|p| {
-            let (b, a) = (before.files.get(*p), after.files.get(*p));
-            b.map(|e| (&*e.hash, e.mode)) != a.map(|e| (&*e.hash, e.mode))
-        })
-        .cloned()
-        .collect()
+    let differs = |a: Option<&Entry>, b: Option<&Entry>| a.map(|e| (&*e.hash, e.mode)) != b.map(|e| (&*e.hash, e.mode));
+    let mut out: Vec<PathBuf> = before
+        .files
+        .iter()
+        .filter(|(p, e)| differs(Some(e), after.files.get(*p)))
+        .chain(after.files.iter().filter(|(p, _)| !before.files.contains_key(*p)))
+        .map(|(p, _)| PathBuf::from(p))
+        .collect();
+    out.sort();
+    out
 }
 
 impl Manifest {
     /// A file's state as recorded: (hash, mode), `None` if absent.
     pub fn state(&self, path: &Path) -> crate::rewind::FileState {
-        self.files.get(path).map(|e| (e.hash.to_string(), e.mode))
+        self.files.get(path.as_os_str()).map(|e| (e.hash.to_string(), e.mode))
     }
 }
 
