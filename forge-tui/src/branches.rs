@@ -241,13 +241,21 @@ impl App {
                 self.input.enter_normal_mode();
                 return Vec::new();
             }
-            KeyCode::Enter => {
+            // Enter: the conversation moves there; f: its files too;
+            // F: a new session forked there.
+            KeyCode::Enter | KeyCode::Char('f' | 'F') => {
                 let node = id.clone();
                 self.input.enter_normal_mode();
+                if key.code == KeyCode::Char('F') {
+                    return vec![Action::Fork { node: Some(node) }];
+                }
                 if !self.idle_for("check out") {
                     return Vec::new();
                 }
-                return vec![Action::Checkout { node }];
+                return match key.code {
+                    KeyCode::Enter => vec![Action::Checkout { node }],
+                    _ => vec![Action::Rewind { node: Some(node) }],
+                };
             }
             KeyCode::Char('j') | KeyCode::Down => Some((cursor + 1).min(rows.len().saturating_sub(1))),
             KeyCode::Char('k') | KeyCode::Up => Some(cursor.saturating_sub(1)),
@@ -458,6 +466,11 @@ mod tests {
         let actions = press(&mut app, KeyCode::Enter);
         assert_eq!(actions, vec![Action::Checkout { node: "t1".into() }]);
         assert_eq!(app.mode(), InputMode::Normal);
+        // f: the files come along; F: a fork there.
+        app.on_tree(tree(), TreeOpen::View);
+        assert_eq!(press(&mut app, KeyCode::Char('f')), vec![Action::Rewind { node: Some("a2".into()) }]);
+        app.on_tree(tree(), TreeOpen::View);
+        assert_eq!(press(&mut app, KeyCode::Char('F')), vec![Action::Fork { node: Some("a2".into()) }]);
     }
 
     #[test]

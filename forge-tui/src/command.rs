@@ -68,7 +68,10 @@ pub const HELP: &[(&str, &str)] = &[
     ("/approve [N...]", "approve all pending tool calls, or only calls N..."),
     ("/deny", "deny the pending tool calls"),
     ("/recover resume|discard", "after a crash during tools: resume or drop them"),
-    ("/tree", "the conversation tree: j/k move, h/l parent/reply, [ ] siblings, Enter checks out"),
+    (
+        "/tree",
+        "the tree view: j/k, h/l (parent/reply), [ ] (siblings) move; Enter checks out, f with its files, F forks there",
+    ),
     ("/undo", "undo the last turn: its file changes, and the conversation"),
     ("/rewind [NODE]", "back to NODE (id, prefix or bookmark), files included; alone: pick a turn"),
     ("/checkout NODE [files]", "move to NODE; with `files`, its files follow"),

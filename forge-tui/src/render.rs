@@ -474,7 +474,7 @@ fn draw_input(frame: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         InputMode::Insert => " Enter: send, Alt+Enter: new line, Esc: done ",
         InputMode::Command => " Enter: run, Esc: cancel ",
         InputMode::ModelSelect => " j/k: choose, Enter: switch, Esc: cancel ",
-        InputMode::Tree => " j/k: move, h/l: parent/reply, [/]: sibling, Enter: check out, Esc: close ",
+        InputMode::Tree => " j/k h/l [/]: move, Enter: check out, f: with its files, F: fork there, Esc: close ",
         InputMode::Rewind => " j/k: choose a turn, Enter: rewind to before it, Esc: cancel ",
     };
     let border = if app.mode() == InputMode::Normal { Part::Border } else { Part::Tool };
