@@ -469,11 +469,19 @@ impl Store {
 }
 
 impl Store {
-    /// Nodes per session (the history length while history is linear).
+    /// Messages on each session's path, from its root to its head (what
+    /// its history shows; a fork's shared path included, branches off it
+    /// and summaries beside it not).
     pub async fn node_counts(&self) -> Result<std::collections::HashMap<String, u64>, StoreError> {
-        let rows = sqlx::query("SELECT session_id, COUNT(*) AS n FROM nodes GROUP BY session_id")
-            .fetch_all(&self.pool())
-            .await?;
+        let rows = sqlx::query(
+            "WITH RECURSIVE p(session_id, id) AS (
+                 SELECT id, head_id FROM sessions WHERE head_id IS NOT NULL
+                 UNION ALL SELECT p.session_id, n.parent_id FROM nodes n JOIN p ON n.id = p.id
+                     WHERE n.parent_id IS NOT NULL)
+             SELECT session_id, COUNT(*) AS n FROM p GROUP BY session_id",
+        )
+        .fetch_all(&self.pool())
+        .await?;
         rows.iter().map(|r| Ok((r.try_get::<String, _>("session_id")?, r.try_get::<i64, _>("n")? as u64))).collect()
     }
 }
