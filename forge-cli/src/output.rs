@@ -109,11 +109,14 @@ fn truncate(s: &str, max: usize) -> String {
 /// Writes one event as a transcript line (attach's human output).
 pub struct Transcript {
     mid_text: bool,
+    /// An answer of the running turn became a node: another request of
+    /// iteration 0 is a sibling answer (`n` > 1).
+    answered: bool,
 }
 
 impl Transcript {
     pub fn new() -> Self {
-        Self { mid_text: false }
+        Self { mid_text: false, answered: false }
     }
 
     fn end_text(&mut self, out: &mut impl Write) {
@@ -191,8 +194,15 @@ impl Transcript {
                 self.end_text(&mut out);
                 stdout_result(writeln!(out, "[{}] queued #{position} by {who}: {text}", ev.seq));
             }
+            EventKind::TurnStarted { message_id, model, continued: true, .. } => {
+                self.end_text(&mut out);
+                self.answered = false;
+                stdout_result(writeln!(out, "[{}] continuing after {message_id} ({who}); no new message", ev.seq));
+                stdout_result(writeln!(out, "[{}] assistant ({model}):", ev.seq));
+            }
             EventKind::TurnStarted { text, model, .. } => {
                 self.end_text(&mut out);
+                self.answered = false;
                 stdout_result(writeln!(out, "[{}] user ({who}):", ev.seq));
                 for line in text.lines() {
                     stdout_result(writeln!(out, "  {line}"));
@@ -375,11 +385,16 @@ impl Transcript {
                 self.end_text(&mut out);
                 stdout_result(writeln!(out, "[{}] {dropped} queued message(s) dropped by {who}", ev.seq));
             }
+            EventKind::AssistantNode { .. } => self.answered = true,
+            EventKind::ProviderRequest { iteration: 0, attempt: 1, model, .. } if self.answered => {
+                self.end_text(&mut out);
+                self.answered = false;
+                stdout_result(writeln!(out, "[{}] another answer, a sibling of the last ({model}):", ev.seq));
+            }
             // The generation's own bookkeeping: `turn_finished` and the
             // streamed text already say it (`--json` shows them).
             EventKind::ProviderRequest { .. }
             | EventKind::ProviderResponse { .. }
-            | EventKind::AssistantNode { .. }
             | EventKind::ToolResultNode { .. }
             | EventKind::Done { .. }
             | EventKind::Error { .. }

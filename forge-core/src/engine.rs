@@ -652,17 +652,18 @@ impl Engine {
                     file.overwritten = Some(hash.clone());
                     (hash, *mode)
                 });
-                if let Some(head) = from.last() {
-                    ops.push(StoreOp::RecordChange {
-                        session_id: id.to_string(),
-                        node_id: head.clone(),
-                        call_id: "edited-by-hand".into(),
-                        path: path.clone(),
-                        before: expected.flatten(),
-                        after,
-                        created_ms: crate::ids::now_ms(),
-                    });
-                }
+                // (With no head, under the session's own id: on no path,
+                // but its content is kept.)
+                let node_id = from.last().cloned().unwrap_or_else(|| id.to_string());
+                ops.push(StoreOp::RecordChange {
+                    session_id: id.to_string(),
+                    node_id,
+                    call_id: "edited-by-hand".into(),
+                    path: path.clone(),
+                    before: expected.flatten(),
+                    after,
+                    created_ms: crate::ids::now_ms(),
+                });
                 let batch = crate::journal::WriteBatch { ops };
                 self.shared().writer.write(batch).await.map_err(|e| EngineError::blocked(&e.to_string()))?;
             }

@@ -228,8 +228,9 @@ pub struct TreeNode {
     pub on_path: bool,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bookmarks: Vec<String>,
-    /// Files the tool call of this (tool result) node changed, as recorded
-    /// for rewind.
+    /// Files changed right after this node, as recorded for rewind: on a
+    /// tool result node what its call changed; on the head a forced rewind
+    /// left, the hand edits it overwrote.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<String>,
 }

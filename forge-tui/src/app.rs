@@ -256,6 +256,17 @@ impl App {
     }
 
     pub fn on_key(&mut self, key: KeyEvent) -> Vec<Action> {
+        let actions = self.handle_key(key);
+        // An edit lives in Insert mode: left any other way than Enter or
+        // Esc (Ctrl-C, Esc and a key at once), it is dropped, not kept
+        // for the next message.
+        if self.editing.is_some() && self.input.mode() != InputMode::Insert {
+            self.drop_edit();
+        }
+        actions
+    }
+
+    fn handle_key(&mut self, key: KeyEvent) -> Vec<Action> {
         if key.kind == KeyEventKind::Release {
             return Vec::new();
         }
@@ -270,7 +281,7 @@ impl App {
             && matches!(self.input.mode(), InputMode::Insert | InputMode::Command)
         {
             self.input.enter_normal_mode();
-            return self.on_key(KeyEvent::new(KeyCode::Char(c), key.modifiers - KeyModifiers::ALT));
+            return self.handle_key(KeyEvent::new(KeyCode::Char(c), key.modifiers - KeyModifiers::ALT));
         }
         match self.input.mode() {
             InputMode::Normal => self.normal_key(key),

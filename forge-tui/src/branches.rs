@@ -74,6 +74,24 @@ impl App {
     /// picker asked for opens.
     pub fn on_tree(&mut self, tree: TreeInfo, open: TreeOpen) {
         self.transcript.mark_branches(&tree);
+        // A view open on the tree read before keeps its cursor on the same
+        // node (rows move when the tree grows).
+        let old = self.tree.as_ref();
+        match &mut self.input {
+            InputState::Tree { cursor, .. } if open == TreeOpen::Nothing => {
+                let at = old.and_then(|t| forge_client::tree::rows(t).get(*cursor).map(|(id, _)| id.clone()));
+                let rows = forge_client::tree::rows(&tree);
+                *cursor = at.and_then(|id| rows.iter().position(|(r, _)| *r == id)).unwrap_or(*cursor);
+                *cursor = (*cursor).min(rows.len().saturating_sub(1));
+            }
+            InputState::Rewind { cursor, .. } if open == TreeOpen::Nothing => {
+                let at = old.and_then(|t| rewind_rows(t).get(*cursor).map(|r| r.message.clone()));
+                let rows = rewind_rows(&tree);
+                *cursor = at.and_then(|id| rows.iter().position(|r| r.message == id)).unwrap_or(*cursor);
+                *cursor = (*cursor).min(rows.len().saturating_sub(1));
+            }
+            _ => {}
+        }
         match open {
             TreeOpen::Nothing => {}
             TreeOpen::View if tree.nodes.is_empty() => self.notify(Level::Info, "the tree is empty"),
@@ -428,6 +446,30 @@ mod tests {
         let actions = press(&mut app, KeyCode::Enter);
         assert_eq!(actions, vec![Action::Edit { node: "u1".into(), text: "text of u1 again".into() }]);
         assert_eq!(app.input.draft().text(), "half typed", "the draft set aside is back");
+    }
+
+    #[test]
+    fn an_edit_left_with_ctrl_c_does_not_turn_the_next_message_into_an_edit() {
+        let mut app = app();
+        press(&mut app, KeyCode::Char('e'));
+        app.on_key(KeyEvent::new(KeyCode::Char('c'), crossterm::event::KeyModifiers::CONTROL));
+        assert!(app.editing.is_none());
+        press(&mut app, KeyCode::Char('i'));
+        press(&mut app, KeyCode::Char('x'));
+        let actions = press(&mut app, KeyCode::Enter);
+        assert!(matches!(&actions[..], [Action::Send(m)] if m.text() == "x"), "{actions:?}");
+    }
+
+    #[test]
+    fn a_tree_read_while_the_view_is_open_keeps_the_cursor_on_its_node() {
+        let mut app = app();
+        app.on_tree(tree(), TreeOpen::View);
+        let mut grown = tree();
+        // A new root sorts first and shifts every row.
+        grown.nodes.insert(0, node("u0", None, Role::User, false, 0));
+        app.on_tree(grown, TreeOpen::Nothing);
+        let actions = press(&mut app, KeyCode::Enter);
+        assert_eq!(actions, vec![Action::Checkout { node: "a2".into() }]);
     }
 
     #[test]

@@ -180,6 +180,13 @@ async fn a_summary_on_request_stands_for_all_but_the_newest_exchange() {
         mock.requests().into_iter().rev().find(|r| r.body["messages"].is_array()).unwrap_or_else(|| panic!("none"));
     let sent = last.body["messages"].to_string();
     assert!(sent.contains("summarized here") && !sent.contains("question 0"), "the fork sends the summary: {sent}");
+
+    // Removing the origin leaves the fork its summary and its facts.
+    forge.ok(&["session", "rm", &id]).await;
+    let ctx = forge.ok(&["--json", "context", &fork_id]).await.json_lines();
+    assert_eq!(ctx[0]["summarized_messages"], 4, "{ctx:?}");
+    let found = forge.ok(&["recall", &fork_id, "question"]).await.stdout;
+    assert!(found.contains("question 0"), "{found}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

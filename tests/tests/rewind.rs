@@ -82,6 +82,15 @@ async fn undo_rewind_and_checkout_move_the_files_with_the_conversation() {
     // overwrote comes back with the rest.
     forge.ok(&["checkout", "r", &end, "--restore-files"]).await;
     assert_eq!((read("a.txt").as_deref(), read("sub/b.txt").as_deref()), (Some("edited by hand\n"), Some("bee\n")));
+
+    // Edited by hand again, overwritten again from the same place: going
+    // back brings the newest edit.
+    std::fs::write(dir.join("a.txt"), "edited twice\n").unwrap_or_else(|e| panic!("{e}"));
+    forge.ok(&["undo", "r"]).await;
+    forge.ok(&["rewind", "r", &first_answer, "--force"]).await;
+    assert_eq!(read("a.txt"), None);
+    forge.ok(&["checkout", "r", &end, "--restore-files"]).await;
+    assert_eq!(read("a.txt").as_deref(), Some("edited twice\n"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

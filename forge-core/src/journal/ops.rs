@@ -226,10 +226,13 @@ impl StoreOp {
                     created_ms,
                 ],
             ),
-            // A tool's own record of that node and path wins.
+            // A tool's own record of that node and path wins; a found
+            // change recorded there before gets the newest content.
             StoreOp::RecordChange { session_id, node_id, call_id, path, before, after, created_ms } => run(
-                "INSERT OR IGNORE INTO file_changes (session_id, node_id, call_id, path, before_hash, before_mode, after_hash, after_mode, done, created_ms) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?)",
+                "INSERT INTO file_changes (session_id, node_id, call_id, path, before_hash, before_mode, after_hash, after_mode, done, created_ms) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?) \
+                 ON CONFLICT (node_id, path) DO UPDATE SET after_hash = excluded.after_hash, after_mode = excluded.after_mode, \
+                     created_ms = excluded.created_ms WHERE file_changes.call_id = excluded.call_id",
                 &[
                     session_id,
                     node_id,
@@ -258,12 +261,14 @@ impl StoreOp {
             }
             StoreOp::RemoveSession { id } => {
                 // Nodes a fork shares (its fork node and what leads to it)
-                // stay; the rest of the session's nodes go.
+                // stay, with the summaries beside them; the rest of the
+                // session's nodes go.
                 run(
                     "WITH RECURSIVE keep(id) AS ( \
                          SELECT fork_node FROM sessions WHERE id != ?1 AND fork_node IS NOT NULL \
                          UNION SELECT n.parent_id FROM nodes n JOIN keep k ON n.id = k.id WHERE n.parent_id IS NOT NULL) \
-                     DELETE FROM nodes WHERE session_id = ?1 AND id NOT IN (SELECT id FROM keep)",
+                     DELETE FROM nodes WHERE session_id = ?1 AND id NOT IN (SELECT id FROM keep) \
+                         AND NOT (role = 'summary' AND parent_id IN (SELECT id FROM keep))",
                     &[id],
                 )?;
                 for sql in [
@@ -274,7 +279,8 @@ impl StoreOp {
                     "DELETE FROM file_changes WHERE session_id = ?1 AND node_id NOT IN (SELECT id FROM nodes)",
                     "DELETE FROM queued_messages WHERE session_id = ?",
                     "DELETE FROM streams WHERE session_id = ?",
-                    "DELETE FROM facts WHERE session_id = ?",
+                    // The facts of summaries a fork still uses stay.
+                    "DELETE FROM facts WHERE session_id = ?1 AND summary_id NOT IN (SELECT id FROM nodes)",
                     "DELETE FROM sessions WHERE id = ?",
                 ] {
                     run(sql, &[id])?;

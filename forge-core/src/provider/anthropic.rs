@@ -67,11 +67,26 @@ fn body(req: &ChatRequest, opts: &WireOptions) -> Value {
         !m.tool_calls.is_empty()
             && !m.reasoning.iter().any(|r| matches!(r, Reasoning::Thinking { .. } | Reasoning::RedactedThinking { .. }))
     }) && paired.last().is_some_and(|m| m.role == ChatRole::Tool);
+    // Ending on an answer (`continue`) makes it a prefill the model goes
+    // on from: the API refuses one that ends in white space, and thinking
+    // with one.
+    let prefill = paired.last().is_some_and(|m| m.role == ChatRole::Assistant);
+    if prefill && let Some(blocks) = messages.last_mut().and_then(|m| m["content"].as_array_mut()) {
+        blocks.retain(|b| b["type"] == "text");
+        if let Some(text) = blocks.last_mut().and_then(|b| b.get_mut("text")) {
+            let trimmed = text.as_str().unwrap_or_default().trim_end().to_string();
+            *text = Value::String(trimmed);
+        }
+        blocks.retain(|b| b["text"] != "");
+        if blocks.is_empty() {
+            messages.pop();
+        }
+    }
     let thinking = opts
         .anthropic_thinking_budget
         // budget_tokens must be at least 1024 and below max_tokens.
         .map(|b| b.min(req.max_output_tokens.saturating_sub(1)))
-        .filter(|b| *b >= 1024 && !continues_unsigned_calls);
+        .filter(|b| *b >= 1024 && !continues_unsigned_calls && !prefill);
     let mut breakpoints = 0;
     let mut tools: Vec<Value> = req
         .tools
@@ -393,6 +408,22 @@ event: message_stop\ndata: {\"type\":\"message_stop\"      }\n\n";
         assert!(b.get("tools").is_none());
         assert!(b.get("thinking").is_none());
         assert!(!b.to_string().contains("cache_control"), "no breakpoints when caching is off");
+    }
+
+    #[test]
+    fn a_continued_answer_is_a_prefill_without_trailing_space_or_thinking() {
+        let req = ChatRequest {
+            model: "m".into(),
+            system: None,
+            messages: vec![ChatMessage::user("write"), ChatMessage::assistant("Roses are red,\n", Vec::new())],
+            max_output_tokens: 4096,
+            tools: Vec::new(),
+        };
+        let opts = WireOptions { anthropic_thinking_budget: Some(2048), ..Default::default() };
+        let b = body(&req, &opts);
+        assert_eq!(b["messages"][1]["role"], "assistant");
+        assert_eq!(b["messages"][1]["content"][0]["text"], "Roses are red,");
+        assert!(b.get("thinking").is_none(), "the API takes no thinking with a prefill");
     }
 
     #[test]

@@ -185,7 +185,11 @@ impl Session {
             return self.out.push(Effect::Reply(ReadyReply::now(reply, Err(e))));
         }
         let SendArgs { text, client, same, n, continued } = args;
-        self.completions = (n > 1).then(|| super::Completions { left: n - 1, answers: Vec::new() });
+        // Only a turn that starts now asks for several answers (a queued
+        // message is always n = 1, see `check_send`).
+        if matches!(self.state, OperationState::Idle) {
+            self.completions = (n > 1).then(|| super::Completions { left: n - 1, answers: Vec::new() });
+        }
         if continued {
             let head = self.row.head_id.clone().unwrap_or_default();
             let event_index = self.begin_turn(head.clone(), String::new(), client, true);
@@ -259,13 +263,19 @@ impl Session {
             self.pipeline.op(StoreOp::QueueClear { session_id: self.row.id.clone() });
             self.pipeline.event(Some(client.clone()), EventKind::QueueCleared { dropped });
         }
-        let cancelled = self.cancel_stream(Some(client.clone()), None)
+        // Several answers asked for: none more after this one.
+        let more_answers = self.completions.as_mut().is_some_and(|c| std::mem::take(&mut c.left) > 0);
+        let stopped = self.cancel_stream(Some(client.clone()), None)
             || self.cancel_tools(Some(client.clone()), None)
             || self.cancel_budget_wait(client.clone())
             || self.cancel_summary(client.clone())
             || (matches!(self.state, OperationState::ToolRecovery { .. })
                 && self.on_recover(forge_proto::RecoverAction::Discard, Some(client)).is_ok());
-        let result = CancelResult { session_id: self.row.id.clone(), cancelled, dropped_queued: dropped };
+        let result = CancelResult {
+            session_id: self.row.id.clone(),
+            cancelled: stopped || more_answers,
+            dropped_queued: dropped,
+        };
         self.pipeline.effect(OnDurable::Reply(Responder::with(reply, result)));
     }
 
@@ -353,6 +363,7 @@ impl Session {
             return;
         }
         if let Some(q) = self.queue.pop_front() {
+            self.completions = None;
             self.pipeline
                 .op(StoreOp::QueueRemove { session_id: self.row.id.clone(), message_id: q.message_id.clone() });
             let client = q.client.unwrap_or_else(ClientRef::daemon);

@@ -588,6 +588,7 @@ impl Session {
             Err(e) => return self.block(format!("reloading after a reset failed: {e}")),
         };
         self.row = durable.row;
+        self.completions = None;
         self.queue = durable.queue.into();
         self.path = durable.path;
         self.spent = durable.spent;
@@ -614,6 +615,7 @@ impl Session {
             return;
         }
         tracing::error!(session = %self.row.id, %reason, "session blocked: persistence failed");
+        self.completions = None;
         if let OperationState::Streaming(_) = &self.state {
             self.out.push(Effect::StopRequest);
         }

@@ -1035,3 +1035,38 @@ fn a_cancel_ends_the_generation_with_one_generation_aborted_error() {
     assert!(!h.names().contains(&"done"));
     assert!(!h.names().contains(&"provider_response"), "the provider did not finish");
 }
+
+#[test]
+fn a_message_sent_while_several_answers_stream_waits_for_all_of_them() {
+    let mut h = Harness::configured(without_tools(), Unfinished::Nothing, Vec::new());
+    send_with(&mut h, "pick", 3, false).unwrap_or_else(|e| panic!("{e}"));
+    h.provider(vec![text("one"), ProviderEvent::Done]);
+    h.settle();
+    let queued = h.send("later");
+    h.settle();
+    assert_eq!(answered(queued).ok().and_then(|r| r.queue_position), Some(1));
+    for answer in ["two", "three"] {
+        h.provider(vec![text(answer), ProviderEvent::Done]);
+        h.settle();
+    }
+    let done = h.published.iter().find_map(|e| match &e.kind {
+        EventKind::Done { nodes, .. } => Some(nodes.len()),
+        _ => None,
+    });
+    assert_eq!(done, Some(3), "all three answers were given");
+    assert_eq!(h.requests.len(), 4, "then the queued message went out");
+    assert_eq!(h.requests[3].messages.last(), Some(&ChatMessage::user("later")));
+}
+
+#[test]
+fn a_cancel_between_two_answers_asks_for_no_more() {
+    let mut h = Harness::configured(without_tools(), Unfinished::Nothing, Vec::new());
+    send_with(&mut h, "pick", 3, false).unwrap_or_else(|e| panic!("{e}"));
+    h.provider(vec![text("one"), ProviderEvent::Done]);
+    // The answer is sealed, not yet history: no stream runs to cancel.
+    let rx = h.command(|reply| SessionCmd::Cancel { client: client(), drop_queued: false, reply });
+    h.settle();
+    assert_eq!(answered(rx).ok().map(|r| r.cancelled), Some(true));
+    assert_eq!(h.requests.len(), 1, "no second answer was asked for");
+    assert_eq!(h.state(), OperationStateKind::Idle);
+}

@@ -553,7 +553,9 @@ impl Session {
         }
         self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: Some(message_id.clone()) });
         self.row.head_id = Some(message_id.clone());
-        self.path.pop();
+        if let Some(at) = self.path.iter().rposition(|m| m.node.as_deref() == Some(message_id.as_str())) {
+            self.path.truncate(at + 1);
+        }
         self.start_stream(message_id, marker, 0);
     }
 
