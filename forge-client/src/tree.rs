@@ -39,6 +39,9 @@ pub fn rows(t: &TreeInfo) -> Vec<(String, String)> {
         for b in &n.bookmarks {
             s.push_str(&format!(" [{b}]"));
         }
+        if let Some(p) = n.system_prompt.as_deref().filter(|_| n.parent_id.is_none()) {
+            s.push_str(&format!(" (system prompt {})", p.get(..8).unwrap_or(p)));
+        }
         for sum in summaries.get(n.id.as_str()).into_iter().flatten() {
             s.push_str(&format!(" (summarized up to here: {})", sum.id));
         }

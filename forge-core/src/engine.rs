@@ -330,6 +330,7 @@ impl Engine {
                 on_path: on_path.contains(n.id.as_str()),
                 bookmarks: marks(&n.id),
                 files: files.remove(&n.id).unwrap_or_default(),
+                system_prompt: n.meta.system_prompt.clone(),
             })
             .collect();
         Ok(forge_proto::TreeInfo {
@@ -1005,8 +1006,8 @@ impl Engine {
         // Prefix matching: the same message again under the same node is
         // that node, answered anew (a sibling answer), not a copy.
         let same = match options.continued {
-            true => None,
-            false => self.shared().store.user_message_under_head(&handle.id, &text).await?,
+            true => Vec::new(),
+            false => self.shared().store.user_messages_under_head(&handle.id, &text).await?,
         };
         let (n, continued) = (options.n.unwrap_or(1), options.continued);
         let files = self.files_lock(&handle.id).await;

@@ -233,6 +233,10 @@ pub struct TreeNode {
     /// left, the hand edits it overwrote.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<String>,
+    /// On a root: the digest of the system prompt it was sent under (a
+    /// message sent again at the start under the same prompt is that root).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_prompt: Option<String>,
 }
 
 /// `session.tree`: every node of the session's tree, oldest first.

@@ -356,6 +356,7 @@ mod tests {
             on_path,
             bookmarks: Vec::new(),
             files: Vec::new(),
+            system_prompt: None,
         }
     }
 

@@ -42,6 +42,7 @@ async fn edit_branches_checkout_returns_and_a_fork_stands_alone() {
     assert_eq!(tree[0]["nodes"].as_array().map(Vec::len), Some(8), "both branches are kept");
     let drawn = forge.ok(&["tree", "t"]).await.stdout;
     assert!(drawn.contains("├─") && drawn.contains("└─") && drawn.contains("<- head"), "{drawn}");
+    assert!(drawn.lines().nth(1).is_some_and(|l| l.contains("(system prompt ")), "a root names its prompt: {drawn}");
     let branches = forge.ok(&["--json", "branches", "t"]).await.json_lines();
     assert_eq!(branches.len(), 2);
     assert_eq!(branches.iter().filter(|b| b["head"] == true).count(), 1);

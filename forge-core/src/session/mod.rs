@@ -26,10 +26,11 @@ pub(crate) enum SessionCmd {
     Send {
         text: String,
         client: ClientRef,
-        /// An identical user message already under the head, as the store
-        /// had it: (its id, the head it hangs from). Reused instead of a
-        /// new node if the head is still that one.
-        same: Option<(String, Option<String>)>,
+        /// Identical user messages already under the head, as the store
+        /// had them. One is reused instead of a new node if the head is
+        /// still the one it hangs from (for a root: if it was sent under
+        /// the same system prompt).
+        same: Vec<SameMessage>,
         /// Answers to ask for, each a sibling of the others (1: one).
         n: u32,
         /// No new message: answer what the path holds now.
@@ -133,6 +134,16 @@ pub(crate) enum SessionCmd {
     Shutdown {
         reply: oneshot::Sender<()>,
     },
+}
+
+/// A user message identical to one being sent, under the same head.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SameMessage {
+    pub node: String,
+    /// The node it hangs from (none: a root).
+    pub under: Option<String>,
+    /// For a root: the digest of the system prompt it was sent under.
+    pub system_prompt: Option<String>,
 }
 
 /// An event as published to subscribers: already durable, already JSON.

@@ -247,24 +247,29 @@ impl Store {
         Ok(rows.into_iter().collect())
     }
 
-    /// A complete user message under the session's head (a root of the
-    /// session when it has none) whose text is exactly `text`: (its id,
-    /// the head), in one query.
-    pub async fn user_message_under_head(
+    /// The complete user messages under the session's head (its roots
+    /// when it has none) whose text is exactly `text`, oldest first, in
+    /// one query: (id, the head, for a root the digest of its system
+    /// prompt).
+    pub(crate) async fn user_messages_under_head(
         &self,
         session: &str,
         text: &str,
-    ) -> Result<Option<(String, Option<String>)>, StoreError> {
-        Ok(sqlx::query_as(
-            "SELECT n.id, s.head_id FROM sessions s JOIN nodes n
+    ) -> Result<Vec<crate::session::SameMessage>, StoreError> {
+        let rows: Vec<(String, Option<String>, Option<String>)> = sqlx::query_as(
+            "SELECT n.id, s.head_id, json_extract(n.meta, '$.system_prompt') FROM sessions s JOIN nodes n
                ON (n.parent_id = s.head_id OR (s.head_id IS NULL AND n.parent_id IS NULL AND n.session_id = s.id))
              WHERE s.id = ? AND n.role = 'user' AND n.status = 'complete' AND n.text = ?
-             ORDER BY n.created_ms LIMIT 1",
+             ORDER BY n.created_ms LIMIT 16",
         )
         .bind(session)
         .bind(text)
-        .fetch_optional(&self.pool())
-        .await?)
+        .fetch_all(&self.pool())
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(node, under, system_prompt)| crate::session::SameMessage { node, under, system_prompt })
+            .collect())
     }
 
     /// A blob's content.

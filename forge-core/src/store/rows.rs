@@ -65,6 +65,10 @@ pub struct NodeMeta {
     /// For a summary node: the span it replaces in requests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary_of: Option<forge_proto::SummarySpan>,
+    /// For a root message: the digest of the system prompt it was sent
+    /// under (a root is found again by its text and this).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_prompt: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -22,7 +22,7 @@ const MAX_COMPLETIONS: u32 = 10;
 struct SendArgs {
     text: String,
     client: ClientRef,
-    same: Option<(String, Option<String>)>,
+    same: Vec<crate::session::SameMessage>,
     n: u32,
     continued: bool,
 }
@@ -198,10 +198,14 @@ impl Session {
         }
         let message_id = new_id("m");
         if matches!(self.state, OperationState::Idle) {
-            // The same message under the same head: that node, answered again.
-            if let Some((node, under)) = same
-                && under == self.row.head_id
-            {
+            // The same message under the same head (a root: sent under the
+            // same system prompt): that node, answered again.
+            let prompt = self.system_prompt_digest();
+            let reused = same.into_iter().find(|m| {
+                m.under == self.row.head_id
+                    && (m.under.is_some() || m.system_prompt.as_deref() == Some(prompt.as_str()))
+            });
+            if let Some(crate::session::SameMessage { node, .. }) = reused {
                 self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: Some(node.clone()) });
                 self.row.head_id = Some(node.clone());
                 self.path.push(crate::provider::ChatMessage::user(text.clone()).with_node(node.clone()));

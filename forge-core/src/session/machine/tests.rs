@@ -212,7 +212,7 @@ impl Harness {
         self.command(|reply| SessionCmd::Send {
             text: text.into(),
             client: client(),
-            same: None,
+            same: Vec::new(),
             n: 1,
             continued: false,
             reply,
@@ -931,8 +931,14 @@ fn a_tool_loop_that_outgrows_the_window_is_summarized_between_batches() {
 }
 
 fn send_with(h: &mut Harness, text: &str, n: u32, continued: bool) -> Result<forge_proto::SendResult, EngineError> {
-    let rx =
-        h.command(|reply| SessionCmd::Send { text: text.into(), client: client(), same: None, n, continued, reply });
+    let rx = h.command(|reply| SessionCmd::Send {
+        text: text.into(),
+        client: client(),
+        same: Vec::new(),
+        n,
+        continued,
+        reply,
+    });
     h.settle();
     answered(rx)
 }
@@ -1069,4 +1075,46 @@ fn a_cancel_between_two_answers_asks_for_no_more() {
     assert_eq!(answered(rx).ok().map(|r| r.cancelled), Some(true));
     assert_eq!(h.requests.len(), 1, "no second answer was asked for");
     assert_eq!(h.state(), OperationStateKind::Idle);
+}
+
+/// Seed 003: roots are found by their system prompt. The same first
+/// message again at the start is that root only under the same prompt.
+#[test]
+fn a_root_is_found_again_only_under_the_same_system_prompt() {
+    let mut h = Harness::new();
+    let first = answered({
+        let rx = h.send("hello");
+        h.settle();
+        rx
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    h.provider(vec![text("hi"), ProviderEvent::Done]);
+    h.settle();
+    let digest = |h: &Harness| h.s.system_prompt_digest();
+    let recorded = h.forest().get(&first.message_id).ok().and_then(|n| n.meta.system_prompt.clone());
+    assert_eq!(recorded, Some(digest(&h)), "the root records its prompt");
+    let again = |h: &mut Harness, prompt: Option<String>| {
+        drop(h.command(|reply| SessionCmd::Clear { client: client(), reply }));
+        h.settle();
+        let same =
+            vec![crate::session::SameMessage { node: first.message_id.clone(), under: None, system_prompt: prompt }];
+        let rx = h.command(|reply| SessionCmd::Send {
+            text: "hello".into(),
+            client: client(),
+            same,
+            n: 1,
+            continued: false,
+            reply,
+        });
+        h.settle();
+        h.provider(vec![text("hi"), ProviderEvent::Done]);
+        h.settle();
+        answered(rx).map(|r| r.message_id).unwrap_or_default()
+    };
+    let prompt = Some(digest(&h));
+    assert_eq!(again(&mut h, prompt.clone()), first.message_id, "the same prompt: that root");
+    h.feed(Event::SystemPrompt { prompt: "Be another test.".into(), instruction_files: Vec::new() });
+    let other = again(&mut h, prompt);
+    assert_ne!(other, first.message_id, "another prompt: a new root");
+    assert_eq!(h.forest().replies(None).len(), 2);
 }

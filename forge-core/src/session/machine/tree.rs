@@ -141,7 +141,12 @@ impl Session {
             // An edited answer is text only: its tool calls and what the
             // provider signed belong to the original.
             let meta = match n.role {
-                Role::User => NodeMeta { client: Some(client.clone()), ..Default::default() },
+                // An edited root keeps the system prompt it was sent under.
+                Role::User => NodeMeta {
+                    client: Some(client.clone()),
+                    system_prompt: n.meta.system_prompt.clone(),
+                    ..Default::default()
+                },
                 _ => NodeMeta { provider: n.meta.provider.clone(), model: n.meta.model.clone(), ..Default::default() },
             };
             self.pipeline.op(StoreOp::InsertNode {

@@ -118,6 +118,11 @@ impl Session {
             .ok_or_else(|| EngineError::new(ErrorKind::Config, format!("unknown provider \"{}\"", self.row.provider)))
     }
 
+    /// The digest a root records of the system prompt it is sent under.
+    pub(super) fn system_prompt_digest(&self) -> String {
+        crate::rewind::hash(self.system_prompt.as_bytes())[..16].to_string()
+    }
+
     pub(super) fn provider_settings(&self) -> Result<ProviderSettings, EngineError> {
         Ok(ProviderSettings::resolve(self.provider_kind()?, &self.config))
     }
@@ -127,6 +132,8 @@ impl Session {
     /// Returns the outbox index of `turn_started`.
     pub(super) fn start_turn(&mut self, message_id: String, text: String, client: ClientRef) -> usize {
         let created_ms = now_ms();
+        // A root carries its system prompt: roots are found by it.
+        let system_prompt = self.row.head_id.is_none().then(|| self.system_prompt_digest());
         self.pipeline.op(StoreOp::InsertNode {
             id: message_id.clone(),
             session_id: self.row.id.clone(),
@@ -135,7 +142,7 @@ impl Session {
             text: text.clone(),
             status: MessageStatus::Complete,
             created_ms,
-            meta: NodeMeta { client: Some(client.clone()), ..Default::default() },
+            meta: NodeMeta { client: Some(client.clone()), system_prompt, ..Default::default() },
         });
         self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: Some(message_id.clone()) });
         self.row.head_id = Some(message_id.clone());
@@ -632,6 +639,7 @@ impl Session {
                     tool_result: None,
                     reasoning: a.reasoning.clone(),
                     summary_of: None,
+                    system_prompt: None,
                 },
             });
             self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: Some(id.clone()) });
