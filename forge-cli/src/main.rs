@@ -347,10 +347,55 @@ acknowledged is lost. Fix the cause, then `forgectl journal reset`: sessions rec
     },
     /// Stop the daemon gracefully (running turns are cancelled and kept)
     Shutdown,
+    /// Print forgectl's completion script for a shell (bash, zsh, fish,
+    /// elvish, powershell)
+    #[command(after_help = forge_client::shell::install_help("forgectl"))]
+    Completions { shell: forge_client::shell::Shell },
+    /// Print forgectl's man page, or write one per command to a directory
+    #[command(
+        after_help = "Examples:\n  forgectl man | man -l -\n  forgectl man --out-dir ~/.local/share/man/man1   # then: man forgectl-send"
+    )]
+    Man {
+        /// Write forgectl.1 and a page per subcommand (forgectl-send.1, ...) here
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+    },
+}
+
+/// Completions and man pages: no daemon, no runtime.
+fn generate(command: &Command) -> Option<ExitCode> {
+    use clap::CommandFactory;
+    let mut stdout = std::io::stdout();
+    match command {
+        Command::Completions { shell } => {
+            if let Err(e) = forge_client::shell::completions(*shell, Cli::command(), &mut stdout) {
+                eprintln!("forgectl: cannot write the completions: {e}");
+                return Some(ExitCode::from(1));
+            }
+        }
+        Command::Man { out_dir } => {
+            match forge_client::shell::man_pages(Cli::command(), out_dir.as_deref(), &mut stdout) {
+                Ok(files) => {
+                    for f in files {
+                        eprintln!("forgectl: wrote {f}");
+                    }
+                }
+                Err(e) => {
+                    eprintln!("forgectl: cannot write the man pages: {e}");
+                    return Some(ExitCode::from(1));
+                }
+            }
+        }
+        _ => return None,
+    }
+    Some(ExitCode::SUCCESS)
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(code) = generate(&cli.command) {
+        return code;
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -408,6 +453,7 @@ fn main() -> ExitCode {
             Command::Deny { session } => cmd::approvals::deny(&g, &session).await,
             Command::Journal { action } => cmd::misc::journal(&g, action).await,
             Command::Shutdown => cmd::misc::shutdown(&g).await,
+            Command::Completions { .. } | Command::Man { .. } => Ok(()),
         }
     });
     match result {

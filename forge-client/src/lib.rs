@@ -8,6 +8,7 @@
 
 pub mod autostart;
 mod connection;
+pub mod shell;
 pub mod tree;
 
 pub use connection::*;

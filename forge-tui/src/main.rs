@@ -36,9 +36,12 @@ use crate::app::{App, UiOptions};
         forged, and `forge SESSION` from any terminal shows it again, exactly.\n\n\
         Keys: i to type (Enter sends, Alt+Enter adds a line, Esc stops typing), : or / for commands \
         (/help lists them), Tab to pick a model, j/k and Ctrl-d/u to scroll, g/G top/bottom, q to leave. \
-        When tool calls wait for approval: y approves all, n denies all, space picks, a approves the picked."
+        When tool calls wait for approval: y approves all, n denies all, space picks, a approves the picked.",
+    args_conflicts_with_subcommands = true
 )]
 struct Args {
+    #[command(subcommand)]
+    generate: Option<Generate>,
     /// The session to attach to: id, unique id prefix, or name.
     session: Option<String>,
     /// Start a new session and attach to it.
@@ -70,8 +73,50 @@ struct Args {
     ascii: bool,
 }
 
+/// What `forge` can print instead of opening the UI.
+#[derive(clap::Subcommand)]
+enum Generate {
+    /// Print forge's completion script for a shell (bash, zsh, fish,
+    /// elvish, powershell)
+    #[command(after_help = forge_client::shell::install_help("forge"))]
+    Completions { shell: forge_client::shell::Shell },
+    /// Print forge's man page, or write it to a directory
+    Man {
+        /// Write forge.1 here
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+    },
+}
+
+fn generate(what: Generate) -> ExitCode {
+    use clap::CommandFactory;
+    let mut stdout = std::io::stdout();
+    // The page describes the UI, not these two.
+    let cmd = Args::command().mut_subcommand("completions", |c| c.hide(true)).mut_subcommand("man", |c| c.hide(true));
+    let written = match what {
+        Generate::Completions { shell } => forge_client::shell::completions(shell, Args::command(), &mut stdout),
+        Generate::Man { out_dir } => {
+            forge_client::shell::man_pages(cmd, out_dir.as_deref(), &mut stdout).map(|files| {
+                for f in files {
+                    eprintln!("forge: wrote {f}");
+                }
+            })
+        }
+    };
+    match written {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("forge: cannot write it: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let mut args = Args::parse();
+    if let Some(what) = args.generate.take() {
+        return generate(what);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
         Ok(r) => r,
         Err(e) => {
