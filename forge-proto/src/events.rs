@@ -10,7 +10,7 @@ use crate::types::{
     ApprovalCall, ClientRef, JournalHealth, RecoveryBadge, RecoveryCall, SummarySpan, Usage, UsageTotal,
 };
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SessionEvent {
     pub session_id: String,
     pub seq: u64,
@@ -25,7 +25,7 @@ pub struct SessionEvent {
 
 /// What happened. Tagged by `kind` on the wire; clients must ignore kinds
 /// they do not know (they decode as `unknown`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum EventKind {
     SessionCreated {
@@ -334,7 +334,7 @@ pub use crate::types::MessageStatus as TurnStatus;
 
 /// One notification of a `session.subscribe` subscription.
 #[allow(clippy::large_enum_variant)] // built once per notification, never stored in bulk
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum SubscriptionItem {
     /// A session event, in `seq` order, never repeated.

@@ -13,6 +13,7 @@ pub mod api;
 pub mod error;
 pub mod events;
 pub mod paths;
+pub mod schema;
 pub mod types;
 
 pub use error::{ErrorData, ErrorKind};

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 /// What kind of program a client is. Unknown kinds from newer clients are
 /// accepted as `other`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ClientKind {
     Cli,
@@ -18,7 +18,7 @@ pub enum ClientKind {
 }
 
 /// Who a client says it is, given in `hello`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ClientInfo {
     pub name: String,
     pub version: String,
@@ -28,7 +28,7 @@ pub struct ClientInfo {
 
 /// A client as it appears in events it caused: its connection id (unique for
 /// the daemon's lifetime) and what it said in `hello`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ClientRef {
     pub id: u64,
     pub name: String,
@@ -47,14 +47,14 @@ impl ClientRef {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ServerInfo {
     pub name: String,
     pub version: String,
     pub pid: u32,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HelloResult {
     pub protocol_version: u32,
     pub server: ServerInfo,
@@ -65,7 +65,7 @@ pub struct HelloResult {
 /// The operation a session is in: the seeds' `OperationState`, as clients see
 /// it. Every state exists on the wire from the start even where this version
 /// never enters it, so clients written today handle tomorrow's daemons.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OperationStateKind {
     Idle,
@@ -123,7 +123,7 @@ impl OperationStateKind {
 }
 
 /// A session as listed and shown.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SessionInfo {
     pub id: String,
     pub name: Option<String>,
@@ -151,7 +151,7 @@ pub struct SessionInfo {
     pub usage: Option<UsageTotal>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SendResult {
     pub session_id: String,
     /// Id the user message has (or will have, if queued) in the history.
@@ -165,7 +165,7 @@ pub struct SendResult {
     pub queue_position: Option<u32>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CancelResult {
     pub session_id: String,
     /// True if a running turn was cancelled.
@@ -174,7 +174,7 @@ pub struct CancelResult {
     pub dropped_queued: u32,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     User,
@@ -203,7 +203,7 @@ impl Role {
 
 /// `session.summarize`: a summary was started (follow the session for
 /// `summarization_done`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SummarizeResult {
     pub session_id: String,
     /// Messages the summary will stand for (from the path's start).
@@ -212,7 +212,7 @@ pub struct SummarizeResult {
 }
 
 /// A node of a session's tree, as `session.tree` lists it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TreeNode {
     pub id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -240,7 +240,7 @@ pub struct TreeNode {
 }
 
 /// `session.tree`: every node of the session's tree, oldest first.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TreeInfo {
     pub session_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -252,7 +252,7 @@ pub struct TreeInfo {
 }
 
 /// A leaf of the tree: where a branch ends.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BranchInfo {
     pub leaf: String,
     pub role: Role,
@@ -270,7 +270,7 @@ pub struct BranchInfo {
 }
 
 /// A file a rewind (or a checkout with `restore_files`) put back.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RestoredFile {
     pub path: String,
     /// `restore` (new content), `create` (it had been deleted) or
@@ -286,7 +286,7 @@ pub struct RestoredFile {
 
 /// `session.rewind`, and the files of `session.checkout` with
 /// `restore_files`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RewindResult {
     pub session_id: String,
     /// The node rewound to (absent: before the first message).
@@ -306,7 +306,7 @@ pub struct RewindResult {
 }
 
 /// `session.edit`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EditResult {
     pub session_id: String,
     pub node_id: String,
@@ -318,7 +318,7 @@ pub struct EditResult {
 }
 
 /// `session.delete_node`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DeleteNodeResult {
     pub session_id: String,
     pub deleted: Vec<String>,
@@ -327,7 +327,7 @@ pub struct DeleteNodeResult {
 }
 
 /// `session.split`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SplitResult {
     pub session_id: String,
     pub node_id: String,
@@ -335,7 +335,7 @@ pub struct SplitResult {
 }
 
 /// `session.bookmark`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BookmarkResult {
     pub session_id: String,
     pub name: String,
@@ -346,7 +346,7 @@ pub struct BookmarkResult {
 
 /// A fact the Librarian kept when a span was summarized, found by
 /// `session.recall`, and the message it came from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RecallHit {
     /// request, decision, file, command, error, name or summary.
     pub kind: String,
@@ -362,7 +362,7 @@ pub struct RecallHit {
 }
 
 /// `session.recall`: the best hits first.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RecallResult {
     pub session_id: String,
     pub query: String,
@@ -370,7 +370,7 @@ pub struct RecallResult {
 }
 
 /// A summary, as `session.context` lists it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SummaryInfo {
     pub summary_id: String,
     pub span: SummarySpan,
@@ -379,7 +379,7 @@ pub struct SummaryInfo {
 }
 
 /// The span of the conversation a summary replaces in what is sent.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SummarySpan {
     /// The first and last history nodes of the span (on the session's path).
     pub first: String,
@@ -392,7 +392,7 @@ pub struct SummarySpan {
 }
 
 /// How an assistant message ended. User messages are always `complete`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum MessageStatus {
     Complete,
@@ -420,7 +420,7 @@ impl MessageStatus {
 /// was neither read from nor written to the provider's cache, so the whole
 /// input is `input_tokens + cache_read_tokens + cache_write_tokens` for
 /// every provider. `output_tokens` includes `reasoning_tokens`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Usage {
     pub input_tokens: u64,
     pub output_tokens: u64,
@@ -449,7 +449,7 @@ fn is_zero(v: &u64) -> bool {
 
 /// How a message recovered after a daemon stop or a store failure ended, as
 /// its badge shows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RecoveryBadge {
     /// The provider had finished; only the bookkeeping was interrupted.
@@ -463,7 +463,7 @@ pub enum RecoveryBadge {
 }
 
 /// A tool call the model made, as it streamed it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ToolCallRecord {
     pub id: String,
     pub name: String,
@@ -473,7 +473,7 @@ pub struct ToolCallRecord {
 }
 
 /// What a tool-result message answers.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ToolResultInfo {
     pub call_id: String,
     pub name: String,
@@ -481,7 +481,7 @@ pub struct ToolResultInfo {
 }
 
 /// One node of the session's history path, oldest first.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HistoryMessage {
     pub id: String,
     pub parent_id: Option<String>,
@@ -510,19 +510,19 @@ pub struct HistoryMessage {
     pub tool_result: Option<ToolResultInfo>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HistoryResult {
     pub session_id: String,
     pub head: Option<String>,
     pub messages: Vec<HistoryMessage>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RemoveResult {
     pub session_id: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum JournalHealth {
     Healthy,
@@ -533,7 +533,7 @@ pub enum JournalHealth {
 }
 
 /// `journal.status`: the journal writer's health and statistics.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct JournalStatus {
     pub health: JournalHealth,
     /// Why the journal is degraded or blocked, and what to do.
@@ -563,7 +563,7 @@ pub struct JournalStatus {
     pub restored: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DaemonStatus {
     pub pid: u32,
     pub version: String,
@@ -583,7 +583,7 @@ pub struct DaemonStatus {
 }
 
 /// One tool call waiting for a user's decision.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ApprovalCall {
     pub call_id: String,
     pub name: String,
@@ -596,7 +596,7 @@ pub struct ApprovalCall {
 }
 
 /// A pending approval, as `approval.list` shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PendingApproval {
     pub session_id: String,
     pub session_name: Option<String>,
@@ -604,7 +604,7 @@ pub struct PendingApproval {
     pub calls: Vec<ApprovalCall>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ApprovalDecision {
     ApproveAll,
@@ -614,7 +614,7 @@ pub enum ApprovalDecision {
     ApproveSelected,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ApprovalResult {
     pub session_id: String,
     pub approval_id: String,
@@ -623,7 +623,7 @@ pub struct ApprovalResult {
 }
 
 /// A tool call of an interrupted batch, as `tool_recovery` lists it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RecoveryCall {
     pub call_id: String,
     pub name: String,
@@ -633,7 +633,7 @@ pub struct RecoveryCall {
     pub interrupted: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RecoverAction {
     /// Run what is safe to run again and continue the turn.
@@ -642,7 +642,7 @@ pub enum RecoverAction {
     Discard,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RecoverResult {
     pub session_id: String,
     /// Calls that will run (subject to the approval policy).
@@ -652,7 +652,7 @@ pub struct RecoverResult {
     pub not_rerun: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ToolResultAccepted {
     pub session_id: String,
     pub call_id: String,
@@ -661,7 +661,7 @@ pub struct ToolResultAccepted {
 }
 
 /// A tool the model may call, as `tools.list` reports it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ToolInfo {
     pub name: String,
     pub description: String,
@@ -673,7 +673,7 @@ pub struct ToolInfo {
 }
 
 /// A model's list prices, in USD per million tokens.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Price {
     pub input: f64,
     pub output: f64,
@@ -695,7 +695,7 @@ impl Price {
 }
 
 /// Tokens and their estimated cost, summed over provider responses.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct UsageTotal {
     pub tokens: Usage,
     /// Estimated from the catalog's prices; responses of models without a
@@ -727,7 +727,7 @@ impl UsageTotal {
 }
 
 /// One line of a usage report: a session, a working directory or a model.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct UsageLine {
     /// The session id, the directory, or `provider/model`.
     pub key: String,
@@ -737,7 +737,7 @@ pub struct UsageLine {
 
 /// `usage.report`: tokens and cost summed per session, per working
 /// directory and per model, most expensive first.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct UsageReport {
     /// Only responses from this time on (Unix ms), if given.
     pub since_ms: Option<i64>,
@@ -748,7 +748,7 @@ pub struct UsageReport {
 }
 
 /// A model, as `models.list` reports it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ModelInfo {
     pub name: String,
     /// `claude`, `openai` or `gemini`.
@@ -764,7 +764,7 @@ pub struct ModelInfo {
 }
 
 /// `session.context`: how much of the model's context the session uses.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ContextInfo {
     pub session_id: String,
     pub provider: String,
