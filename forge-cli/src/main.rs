@@ -347,6 +347,26 @@ acknowledged is lost. Fix the cause, then `forgectl journal reset`: sessions rec
     },
     /// Stop the daemon gracefully (running turns are cancelled and kept)
     Shutdown,
+    /// Write a whole session out: JSON lines that `forgectl import` reads
+    /// back exactly, or its conversation as Markdown
+    #[command(
+        after_help = "Examples:\n  forgectl export my-session > my-session.jsonl\n  forgectl export my-session --format markdown -o notes.md\n\nThe JSON lines hold the session, every node of its tree, its bookmarks, the facts kept from its summaries and its event log. Not exported: what tools did to files (rewind records are about this machine's files) and queued messages; a fork is exported whole."
+    )]
+    Export {
+        /// Session id, id prefix or name
+        session: String,
+        #[arg(long, value_enum, default_value = "jsonl")]
+        format: cmd::export::Format,
+        /// Write to FILE (created private to you) instead of stdout
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+    /// Bring in a session exported with `forgectl export` (its ids kept;
+    /// refused if this daemon has it already)
+    Import {
+        /// The export (JSON lines); `-` reads stdin
+        file: String,
+    },
     /// Print forgectl's completion script for a shell (bash, zsh, fish,
     /// elvish, powershell)
     #[command(after_help = forge_client::shell::install_help("forgectl"))]
@@ -453,6 +473,10 @@ fn main() -> ExitCode {
             Command::Deny { session } => cmd::approvals::deny(&g, &session).await,
             Command::Journal { action } => cmd::misc::journal(&g, action).await,
             Command::Shutdown => cmd::misc::shutdown(&g).await,
+            Command::Export { session, format, output } => {
+                cmd::export::export(&g, &session, format, output.as_deref()).await
+            }
+            Command::Import { file } => cmd::export::import(&g, &file).await,
             Command::Completions { .. } | Command::Man { .. } => Ok(()),
         }
     });

@@ -725,6 +725,60 @@ impl Engine {
         handle.request(|reply| SessionCmd::Split { node, at, client, reply }).await
     }
 
+    /// A whole session as JSON lines (see [`crate::export`]).
+    pub async fn export(&self, selector: &str) -> Result<Vec<serde_json::Value>, EngineError> {
+        let id = self.resolve(selector).await?;
+        let row = self.shared().store.session(&id).await?.ok_or_else(|| EngineError::not_found(&id))?;
+        crate::export::export(&self.shared().store, &row)
+            .await?
+            .into_iter()
+            .map(|l| serde_json::to_value(l).map_err(|e| EngineError::internal(e.to_string())))
+            .collect()
+    }
+
+    /// A session exported elsewhere, with its ids: refused if this store
+    /// has the session, one of its nodes, or its name already.
+    pub async fn import(&self, lines: Vec<serde_json::Value>) -> Result<SessionInfo, EngineError> {
+        self.check_running()?;
+        let lines = lines
+            .into_iter()
+            .enumerate()
+            .map(|(i, l)| {
+                serde_json::from_value(l).map_err(|e| {
+                    EngineError::new(ErrorKind::InvalidParams, format!("line {} of the export: {e}", i + 1))
+                })
+            })
+            .collect::<Result<Vec<crate::export::Line>, _>>()?;
+        let import = crate::export::plan_import(lines)?;
+        let store = &self.shared().store;
+        let _names = self.inner.names.lock().await;
+        if store.session(&import.id).await?.is_some() {
+            return Err(EngineError::new(
+                ErrorKind::InvalidParams,
+                format!(
+                    "session {} is here already (it was exported from this daemon, or imported before); remove it first (`forgectl session rm {}`) to import it again",
+                    import.id, import.id
+                ),
+            ));
+        }
+        if let Some(name) = &import.name {
+            self.check_name(name, None).await?;
+        }
+        let taken = store.existing_nodes(&import.nodes).await?;
+        if let Some(node) = taken.first() {
+            return Err(EngineError::new(
+                ErrorKind::InvalidParams,
+                format!("{} of its messages are here already (node {node}, of another session)", taken.len()),
+            ));
+        }
+        self.shared()
+            .writer
+            .write(WriteBatch { ops: import.ops })
+            .await
+            .map_err(|e| EngineError::blocked(&e.to_string()))?;
+        self.session_info(&import.id).await
+    }
+
     async fn check_name(&self, name: &str, owner: Option<&str>) -> Result<(), EngineError> {
         if !crate::ids::is_valid_name(name, MAX_NAME_LEN) {
             return Err(EngineError::new(

@@ -95,6 +95,16 @@ pub trait ForgeApi {
     #[method(name = "session.recall", param_kind = map)]
     async fn session_recall(&self, session: String, query: String, limit: Option<u32>) -> RpcResult<RecallResult>;
 
+    /// A whole session as JSON lines: the session, every node of its tree,
+    /// bookmarks, Librarian facts and the event log (`forgectl export`).
+    #[method(name = "session.export", param_kind = map)]
+    async fn session_export(&self, session: String) -> RpcResult<ExportResult>;
+
+    /// A session exported elsewhere, with its ids (`forgectl import`);
+    /// refused if this daemon has it, one of its nodes, or its name.
+    #[method(name = "session.import", param_kind = map)]
+    async fn session_import(&self, lines: Vec<serde_json::Value>) -> RpcResult<SessionInfo>;
+
     /// The models Forge knows (built in and from `[[models]]`), optionally
     /// of one provider.
     #[method(name = "models.list", param_kind = map)]

@@ -71,6 +71,8 @@ fn type_schema(g: &mut SchemaGenerator, ty: &str) -> Result<Value, String> {
         ApprovalResult,
         JournalStatus,
         DaemonStatus,
+        ExportResult,
+        serde_json::Value,
         ErrorKind,
     );
     Ok(schema.to_value())

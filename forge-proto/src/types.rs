@@ -813,3 +813,11 @@ pub struct ContextInfo {
     #[serde(default)]
     pub tools_withheld: Vec<String>,
 }
+
+/// `session.export`: the session's lines, in order (the first describes
+/// the session; see docs/protocol.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ExportResult {
+    pub session_id: String,
+    pub lines: Vec<serde_json::Value>,
+}

@@ -379,6 +379,29 @@ impl Store {
         Ok(out)
     }
 
+    /// A session's Librarian facts: (summary, node, kind, text), in the
+    /// order they were kept.
+    pub async fn facts(
+        &self,
+        session: &str,
+    ) -> Result<Vec<(String, String, crate::librarian::FactKind, String)>, StoreError> {
+        let rows: Vec<(String, String, String, String)> =
+            sqlx::query_as("SELECT summary_id, node_id, kind, text FROM facts WHERE session_id = ? ORDER BY rowid")
+                .bind(session)
+                .fetch_all(&self.pool())
+                .await?;
+        rows.into_iter().map(|(s, n, k, t)| Ok((s, n, rows::parse_enum(&k)?, t))).collect()
+    }
+
+    /// Which of these node ids the store holds already.
+    pub async fn existing_nodes(&self, ids: &[String]) -> Result<Vec<String>, StoreError> {
+        let list = serde_json::to_string(ids).unwrap_or_else(|_| "[]".into());
+        Ok(sqlx::query_scalar("SELECT id FROM nodes WHERE id IN (SELECT value FROM json_each(?))")
+            .bind(list)
+            .fetch_all(&self.pool())
+            .await?)
+    }
+
     /// Stored event bodies (JSON) with `seq > after`, in order, at most `limit`.
     pub async fn events_after(&self, session: &str, after: u64, limit: u32) -> Result<Vec<(u64, String)>, StoreError> {
         let rows = sqlx::query("SELECT seq, body FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?")

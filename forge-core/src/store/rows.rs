@@ -83,7 +83,7 @@ pub struct NodeRow {
     pub meta: NodeMeta,
 }
 
-fn parse_enum<T: for<'de> Deserialize<'de>>(s: &str) -> Result<T, StoreError> {
+pub(crate) fn parse_enum<T: for<'de> Deserialize<'de>>(s: &str) -> Result<T, StoreError> {
     serde_json::from_value(serde_json::Value::String(s.to_string()))
         .map_err(|e| StoreError::Corrupt(format!("bad value {s:?}: {e}")))
 }

@@ -150,6 +150,18 @@ impl ForgeApiServer for ConnServer {
         self.engine().summarize(&session).await.map_err(to_rpc)
     }
 
+    async fn session_export(&self, session: String) -> RpcResult<forge_proto::ExportResult> {
+        let engine = self.engine();
+        let lines = engine.export(&session).await.map_err(to_rpc)?;
+        let session_id =
+            lines.first().and_then(|l| l.get("id")).and_then(|v| v.as_str()).unwrap_or_default().to_string();
+        Ok(forge_proto::ExportResult { session_id, lines })
+    }
+
+    async fn session_import(&self, lines: Vec<serde_json::Value>) -> RpcResult<forge_proto::SessionInfo> {
+        self.engine().import(lines).await.map_err(to_rpc)
+    }
+
     async fn session_recall(
         &self,
         session: String,
