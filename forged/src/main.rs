@@ -67,6 +67,7 @@ fn main() -> ExitCode {
         return check_config(&args);
     }
     // Before anything is created or any thread started (see `startup`).
+    socket::take_activation();
     startup::private_umask();
     startup::no_dumps();
     startup::raise_fd_limit();
@@ -173,7 +174,9 @@ async fn run(args: Args, prepared: Prepared) -> anyhow::Result<()> {
     );
     let daemon = Arc::new(rpc::Daemon::new(engine.clone(), socket_path.clone(), home));
     tokio::spawn(trim_after_work(engine.clone()));
+    socket::notify("READY=1");
     let result = listener::serve(&mut socket, daemon.clone(), signals).await;
+    socket::notify("STOPPING=1");
     tracing::info!("shutting down: cancelling running turns and flushing the store");
     engine.shutdown().await;
     tracing::info!("forged stopped");

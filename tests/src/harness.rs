@@ -133,6 +133,39 @@ impl Forge {
         cmd.spawn().unwrap_or_else(|e| panic!("spawn forged: {e}"))
     }
 
+    /// Starts forged as systemd's socket activation would: the listening
+    /// socket (bound here, at `self.socket`) is its descriptor 3, and
+    /// `LISTEN_PID`/`LISTEN_FDS` name it; `notify` becomes `NOTIFY_SOCKET`.
+    pub fn start_activated(&mut self, listener: &std::os::unix::net::UnixListener, notify: Option<&Path>) {
+        use std::os::fd::AsRawFd;
+        let fd = listener.as_raw_fd();
+        // `$$` is the shell's pid, which `exec` hands to forged.
+        let mut cmd = Command::new("sh");
+        self.apply_env(&mut cmd);
+        if let Some(n) = notify {
+            cmd.env("NOTIFY_SOCKET", n);
+        }
+        cmd.arg("-c")
+            .arg("LISTEN_PID=$$ LISTEN_FDS=1 exec \"$0\" \"$@\"")
+            .arg(bin("forged"))
+            .arg("--socket")
+            .arg(&self.socket)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        // SAFETY: only dup2(2), async-signal-safe, between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::dup2(fd, 3) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        cmd.kill_on_drop(true);
+        self.daemon = Some(cmd.spawn().unwrap_or_else(|e| panic!("spawn forged: {e}")));
+    }
+
     pub async fn wait_ready(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {

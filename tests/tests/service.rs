@@ -1,0 +1,52 @@
+//! forged as a systemd user service: socket activation (the listening
+//! socket passed as descriptor 3 through `LISTEN_FDS`) and `sd_notify`
+//! readiness.
+
+use std::time::Duration;
+
+use forge_tests::harness::Forge;
+use forge_tests::mock::{MockOptions, MockServer};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_socket_passed_through_listen_fds_is_served_and_readiness_is_notified() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    // systemd's side: the socket exists, and a client connects, before
+    // the daemon runs at all.
+    if let Some(parent) = forge.socket.parent() {
+        std::fs::create_dir_all(parent).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let listener = std::os::unix::net::UnixListener::bind(&forge.socket).unwrap_or_else(|e| panic!("bind: {e}"));
+    let notify_path = dir.path().join("notify");
+    let notify = std::os::unix::net::UnixDatagram::bind(&notify_path).unwrap_or_else(|e| panic!("{e}"));
+    notify.set_read_timeout(Some(Duration::from_secs(20))).unwrap_or_else(|e| panic!("{e}"));
+    let early = tokio::net::UnixStream::connect(&forge.socket).await.unwrap_or_else(|e| panic!("connect: {e}"));
+
+    forge.start_activated(&listener, Some(&notify_path));
+    drop(listener);
+    let mut buf = [0u8; 64];
+    let n = notify.recv(&mut buf).unwrap_or_else(|e| panic!("no readiness notification: {e}"));
+    assert_eq!(&buf[..n], b"READY=1");
+
+    // The connection made before forged started is answered.
+    let (read, mut write) = early.into_split();
+    let hello = r#"{"jsonrpc":"2.0","id":1,"method":"daemon.status","params":{}}"#;
+    write.write_all(format!("{hello}\n").as_bytes()).await.unwrap_or_else(|e| panic!("{e}"));
+    let mut line = String::new();
+    tokio::time::timeout(Duration::from_secs(20), BufReader::new(read).read_line(&mut line))
+        .await
+        .unwrap_or_else(|_| panic!("no answer"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let answer: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+    assert!(answer["result"]["pid"].is_u64(), "{line}");
+    let id = forge.new_session(&[]).await;
+    forge.ok(&["send", "-s", &id, "hello mock:tokens=3"]).await;
+
+    // Stopping leaves systemd's socket where it is.
+    assert_eq!(forge.terminate().await, Some(0));
+    let n = notify.recv(&mut buf).unwrap_or_else(|e| panic!("no stopping notification: {e}"));
+    assert_eq!(&buf[..n], b"STOPPING=1");
+    assert!(forge.socket.exists(), "the socket belongs to systemd");
+}
