@@ -347,6 +347,9 @@ acknowledged is lost. Fix the cause, then `forgectl journal reset`: sessions rec
     },
     /// Stop the daemon gracefully (running turns are cancelled and kept)
     Shutdown,
+    /// forged as a systemd user service: install, status, stop, logs
+    #[command(subcommand)]
+    Daemon(cmd::daemon::DaemonCmd),
     /// Write a whole session out: JSON lines that `forgectl import` reads
     /// back exactly, or its conversation as Markdown
     #[command(
@@ -473,6 +476,7 @@ fn main() -> ExitCode {
             Command::Deny { session } => cmd::approvals::deny(&g, &session).await,
             Command::Journal { action } => cmd::misc::journal(&g, action).await,
             Command::Shutdown => cmd::misc::shutdown(&g).await,
+            Command::Daemon(c) => cmd::daemon::run(&g, c).await,
             Command::Export { session, format, output } => {
                 cmd::export::export(&g, &session, format, output.as_deref()).await
             }

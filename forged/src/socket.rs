@@ -113,7 +113,8 @@ fn activated_listener() -> anyhow::Result<Option<UnixListener>> {
     // SAFETY: systemd hands this descriptor to us; nothing else owns it.
     let std_listener = unsafe { std::os::unix::net::UnixListener::from_raw_fd(LISTEN_FDS_START) };
     std_listener.set_nonblocking(true).context("the socket systemd passed is not usable")?;
-    let listener = UnixListener::from_std(std_listener).context("the socket systemd passed is not a Unix stream socket")?;
+    let listener =
+        UnixListener::from_std(std_listener).context("the socket systemd passed is not a Unix stream socket")?;
     Ok(Some(listener))
 }
 
@@ -130,7 +131,8 @@ pub fn notify(state: &str) {
         // An abstract socket name.
         Some(name) => {
             use std::os::linux::net::SocketAddrExt;
-            std::os::unix::net::SocketAddr::from_abstract_name(name).and_then(|a| socket.send_to_addr(state.as_bytes(), &a))
+            std::os::unix::net::SocketAddr::from_abstract_name(name)
+                .and_then(|a| socket.send_to_addr(state.as_bytes(), &a))
         }
         None => socket.send_to(state.as_bytes(), &target),
     };

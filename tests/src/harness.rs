@@ -186,6 +186,12 @@ impl Forge {
         }
     }
 
+    /// Waits (up to 20 s) for the daemon to exit by itself; true if it did.
+    pub async fn wait_exit(&mut self) -> bool {
+        let Some(mut child) = self.daemon.take() else { return true };
+        tokio::time::timeout(Duration::from_secs(20), child.wait()).await.is_ok_and(|s| s.is_ok())
+    }
+
     pub fn pid(&self) -> Option<u32> {
         self.daemon.as_ref().and_then(|c| c.id())
     }

@@ -50,3 +50,29 @@ async fn a_socket_passed_through_listen_fds_is_served_and_readiness_is_notified(
     assert_eq!(&buf[..n], b"STOPPING=1");
     assert!(forge.socket.exists(), "the socket belongs to systemd");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn daemon_install_writes_the_user_units_and_status_logs_and_stop_work() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    let config = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    forge.set_env("XDG_CONFIG_HOME", &config.path().display().to_string());
+    forge.start().await;
+    let r = forge.ok(&["daemon", "install", "--no-start"]).await;
+    let units = config.path().join("systemd/user");
+    let socket = std::fs::read_to_string(units.join("forged.socket")).unwrap_or_default();
+    let service = std::fs::read_to_string(units.join("forged.service")).unwrap_or_default();
+    assert!(socket.contains("ListenStream=%t/forge/forged.sock") && socket.contains("SocketMode=0600"), "{socket}");
+    let forged = forge_tests::harness::bin("forged");
+    let forged = std::fs::canonicalize(&forged).unwrap_or(forged);
+    assert!(service.contains(&format!("ExecStart={} --foreground", forged.display())), "{service}");
+    assert!(service.contains("Type=notify"), "{service}");
+    assert!(r.stderr.contains("systemctl --user enable --now forged.socket"), "{}", r.stderr);
+
+    let status = forge.ok(&["--json", "daemon", "status"]).await.json_lines();
+    assert!(status[0]["pid"].is_u64(), "{status:?}");
+    let logs = forge.ok(&["daemon", "logs", "-n", "5"]).await.stdout;
+    assert!(logs.contains("forged started"), "{logs}");
+    forge.ok(&["daemon", "stop"]).await;
+    assert!(forge.wait_exit().await, "the daemon stopped");
+}

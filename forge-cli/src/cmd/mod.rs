@@ -2,6 +2,7 @@
 
 pub mod approvals;
 pub mod attach;
+pub mod daemon;
 pub mod export;
 pub mod misc;
 pub mod send;
