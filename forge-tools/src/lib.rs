@@ -22,6 +22,27 @@ use serde_json::Value;
 pub use error::{DenialReason, ToolError};
 pub use sandbox::Sandbox;
 
+/// The umask of the user who started the daemon. The daemon itself runs
+/// with 077 to keep its own files private; what the model creates in a
+/// project (files, directories, whatever a command writes) gets the modes
+/// the user's own tools would give it.
+static USER_UMASK: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+
+/// Called once by the daemon at start-up, with the umask it replaced.
+pub fn set_user_umask(mask: u32) {
+    let _ = USER_UMASK.set(mask & 0o777);
+}
+
+/// The user's umask (022 unless the daemon said otherwise).
+pub fn user_umask() -> u32 {
+    USER_UMASK.get().copied().unwrap_or(0o022)
+}
+
+/// `mode` as the user's umask leaves it.
+pub fn user_mode(mode: u32) -> u32 {
+    mode & !user_umask()
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RiskLevel {

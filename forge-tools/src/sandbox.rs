@@ -293,10 +293,15 @@ impl CheckedDir {
         use std::os::fd::FromRawFd;
         let name = c_name(name)?;
         // SAFETY: a valid directory fd and a NUL-terminated name.
-        if create && unsafe { libc::mkdirat(self.fd(), name.as_ptr(), 0o777) } != 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() != std::io::ErrorKind::AlreadyExists {
-                return Err(e);
+        let mut made = false;
+        if create {
+            if unsafe { libc::mkdirat(self.fd(), name.as_ptr(), 0o777) } == 0 {
+                made = true;
+            } else {
+                let e = std::io::Error::last_os_error();
+                if e.kind() != std::io::ErrorKind::AlreadyExists {
+                    return Err(e);
+                }
             }
         }
         let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
@@ -305,7 +310,14 @@ impl CheckedDir {
         if fd < 0 {
             return Err(std::io::Error::last_os_error());
         }
-        Ok(CheckedDir { dir: unsafe { std::fs::File::from_raw_fd(fd) } })
+        let dir = unsafe { std::fs::File::from_raw_fd(fd) };
+        if made {
+            // The daemon's own umask is 077; the project's directories get
+            // the user's.
+            use std::os::unix::fs::PermissionsExt;
+            dir.set_permissions(std::fs::Permissions::from_mode(crate::user_mode(0o777)))?;
+        }
+        Ok(CheckedDir { dir })
     }
 
     /// Creates `name` here for writing; fails if anything has that name.

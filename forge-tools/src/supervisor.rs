@@ -33,10 +33,19 @@ pub fn enable(program: PathBuf) {
 /// then at least dies with the daemon's thread that started it.
 pub(crate) fn command(shell: &str, command_line: &str) -> tokio::process::Command {
     let daemon = std::process::id();
+    // What a command writes gets the user's modes, not the daemon's 077.
+    let umask = crate::user_umask() as libc::mode_t;
     match PROGRAM.get() {
         Some(program) => {
             let mut cmd = std::process::Command::new(program);
             cmd.arg0("forged-command").arg(SUPERVISE_ARG).arg(daemon.to_string()).arg(shell).arg(command_line);
+            // SAFETY: umask(2) is async-signal-safe.
+            unsafe {
+                cmd.pre_exec(move || {
+                    libc::umask(umask);
+                    Ok(())
+                });
+            }
             cmd.into()
         }
         None => {
@@ -45,6 +54,7 @@ pub(crate) fn command(shell: &str, command_line: &str) -> tokio::process::Comman
             // SAFETY: prctl and getppid are async-signal-safe.
             unsafe {
                 cmd.pre_exec(move || {
+                    libc::umask(umask);
                     if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
                         return Err(std::io::Error::last_os_error());
                     }

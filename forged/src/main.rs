@@ -68,7 +68,7 @@ fn main() -> ExitCode {
     }
     // Before anything is created or any thread started (see `startup`).
     socket::take_activation();
-    startup::private_umask();
+    forge_core::tools::set_user_umask(startup::private_umask());
     startup::no_dumps();
     startup::raise_fd_limit();
     startup::tune_allocator();

@@ -6,10 +6,11 @@ use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// Everything the daemon creates is private to its user: files 0600,
-/// directories 0700, whatever mode the code asks for.
-pub fn private_umask() {
+/// directories 0700, whatever mode the code asks for. Returns the umask
+/// it replaced (the user's, for what tools create in projects).
+pub fn private_umask() -> u32 {
     // SAFETY: umask(2) cannot fail.
-    unsafe { libc::umask(0o077) };
+    unsafe { libc::umask(0o077) as u32 }
 }
 
 /// Makes the daemon non-dumpable, as ssh-agent does: another process of the

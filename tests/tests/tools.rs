@@ -362,3 +362,37 @@ async fn every_other_tool_runs_a_full_loop_through_the_daemon() {
     // The model saw every result and answered.
     assert!(h.last().map(|m| m["text"].as_str().unwrap_or("").contains("14 tool result(s)")).unwrap_or(false));
 }
+
+/// A `mock:tool=NAME:JSON` directive (its JSON may hold no space).
+fn call(name: &str, args: Value) -> String {
+    format!("mock:tool={name}:{}", args.to_string().replace(' ', "\\u0020"))
+}
+
+/// The daemon keeps its own files private (umask 077), but what the model
+/// creates in a project gets the user's modes, as their own tools would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_the_model_creates_get_the_users_modes_not_the_daemons() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = setup().await;
+    let id = s.session("claude", "modes").await;
+    // This process's umask, which the daemon started from.
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let umask = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Umask:"))
+        .and_then(|m| u32::from_str_radix(m.trim(), 8).ok())
+        .unwrap_or(0o022);
+    let turns = [
+        call("write_file", json!({"path": "made/by/write.txt", "content": "w\n"})),
+        call("run_command", json!({"command": "mkdir -p cmd && echo c > cmd/by-command.txt"})),
+    ];
+    for t in &turns {
+        s.forge.ok(&["send", "--auto-approve", "-s", &id, &format!("{t} go")]).await;
+    }
+    let mode =
+        |p: &str| std::fs::metadata(s.project.path().join(p)).map(|m| m.permissions().mode() & 0o777).unwrap_or(0);
+    assert_eq!(mode("made/by/write.txt"), 0o666 & !umask);
+    assert_eq!(mode("made/by"), 0o777 & !umask);
+    assert_eq!(mode("cmd/by-command.txt"), 0o666 & !umask);
+    assert_eq!(mode("cmd"), 0o777 & !umask);
+}

@@ -267,8 +267,10 @@ async fn e_edits_a_message_into_a_branch_and_brackets_switch_versions() {
     tmux.wait_for("ver", "editing your message", WAIT);
     tmux.type_text("ver", " rephrased");
     tmux.keys("ver", &["Enter"]);
-    let screen = tmux.wait_for("ver", "You said: “second question rephrased”", WAIT);
-    assert!(screen.contains("[2/2]"), "the edited message is the second of two versions: {screen}");
+    tmux.wait_for("ver", "You said: “second question rephrased”", WAIT);
+    // The marks follow once the tree is read again (just after the turn).
+    let screen = tmux.wait_for("ver", "[2/2]", WAIT);
+    assert!(screen.contains("[2/2] › you"), "the edited message is the second of two versions: {screen}");
     assert_eq!(forge.ok(&["--json", "branches", "versions"]).await.json_lines().len(), 2);
 
     tmux.keys("ver", &["K", "K"]);

@@ -157,7 +157,7 @@ match when a block occurs more than once. All files change or none."
                         }
                     };
                     let tmp: OsString = format!(".{}.forge-patch-{pid}", file_name.to_string_lossy()).into();
-                    let mode = dir.mode_of(file_name).unwrap_or(0o644);
+                    let mode = dir.mode_of(file_name).unwrap_or(crate::user_mode(0o666));
                     if let Err(e) = dir.stage(&tmp, new.as_bytes(), mode) {
                         unstage(&staged);
                         return Err(failed(format!("cannot write: {e}")));

@@ -82,6 +82,11 @@ impl ToolExecutor for WriteFile {
                     }
                 })?;
                 f.write_all(content.as_bytes()).map_err(|e| failed(format!("{shown}: {e}")))?;
+                // The daemon's own umask is 077; the project's files get
+                // the user's.
+                use std::os::unix::fs::PermissionsExt;
+                f.set_permissions(std::fs::Permissions::from_mode(crate::user_mode(0o666)))
+                    .map_err(|e| failed(format!("{shown}: {e}")))?;
                 Ok(format!("created {shown} ({} bytes)", content.len()))
             })
             .await
