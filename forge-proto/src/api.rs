@@ -97,13 +97,21 @@ pub trait ForgeApi {
 
     /// A whole session as JSON lines: the session, every node of its tree,
     /// bookmarks, Librarian facts and the event log (`forgectl export`).
+    /// Long sessions come in pages: ask again from `next` until it is absent.
     #[method(name = "session.export", param_kind = map)]
-    async fn session_export(&self, session: String) -> RpcResult<ExportResult>;
+    async fn session_export(&self, session: String, offset: Option<u64>) -> RpcResult<ExportResult>;
 
     /// A session exported elsewhere, with its ids (`forgectl import`);
-    /// refused if this daemon has it, one of its nodes, or its name.
+    /// refused if this daemon has it, one of its nodes, or its name. Long
+    /// exports go in pieces: `more: true` keeps them (under the `upload`
+    /// the first answer names) until the last piece.
     #[method(name = "session.import", param_kind = map)]
-    async fn session_import(&self, lines: Vec<serde_json::Value>) -> RpcResult<SessionInfo>;
+    async fn session_import(
+        &self,
+        lines: Vec<serde_json::Value>,
+        upload: Option<String>,
+        more: Option<bool>,
+    ) -> RpcResult<ImportResult>;
 
     /// The models Forge knows (built in and from `[[models]]`), optionally
     /// of one provider.

@@ -72,6 +72,7 @@ fn type_schema(g: &mut SchemaGenerator, ty: &str) -> Result<Value, String> {
         JournalStatus,
         DaemonStatus,
         ExportResult,
+        ImportResult,
         serde_json::Value,
         ErrorKind,
     );

@@ -820,4 +820,18 @@ pub struct ContextInfo {
 pub struct ExportResult {
     pub session_id: String,
     pub lines: Vec<serde_json::Value>,
+    /// More lines follow: the `offset` to ask from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<u64>,
+}
+
+/// `session.import`: a piece kept (`upload`, lines `received` so far), or,
+/// after the last piece, the session imported.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ImportResult {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upload: Option<String>,
+    pub received: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<SessionInfo>,
 }

@@ -45,14 +45,29 @@ pub async fn export(g: &Global, session: &str, format: Format, out: Option<&std:
     let conn = daemon(g).await?;
     let text = match format {
         Format::Jsonl => {
-            let r = conn.client.session_export(session.to_string()).await?;
-            let mut text = String::new();
-            for line in &r.lines {
-                text.push_str(&serde_json::to_string(line).unwrap_or_default());
-                text.push('\n');
-            }
+            // Long sessions come in pages.
+            let (mut text, mut offset, mut count) = (String::new(), None, 0usize);
+            let id = loop {
+                let r = conn.client.session_export(session.to_string(), offset).await?;
+                for line in &r.lines {
+                    text.push_str(&serde_json::to_string(line).unwrap_or_default());
+                    text.push('\n');
+                }
+                count += r.lines.len();
+                match r.next {
+                    Some(n) if r.lines.is_empty() => {
+                        return Err(Failure::new(
+                            1,
+                            "protocol",
+                            format!("the daemon sent an empty page before line {n}"),
+                        ));
+                    }
+                    Some(n) => offset = Some(n),
+                    None => break r.session_id,
+                }
+            };
             if let Some(p) = out {
-                eprintln!("forgectl: exported session {} ({} lines) to {}", r.session_id, r.lines.len(), p.display());
+                eprintln!("forgectl: exported session {id} ({count} lines) to {}", p.display());
             }
             text
         }
@@ -97,6 +112,9 @@ fn markdown(title: &str, cwd: &str, messages: &[forge_proto::HistoryMessage]) ->
     md
 }
 
+/// Most bytes of lines in one `session.import` piece.
+const PIECE_BYTES: usize = 4 * 1024 * 1024;
+
 pub async fn import(g: &Global, file: &str) -> Result<(), Failure> {
     let mut text = String::new();
     let read = if file == "-" {
@@ -117,7 +135,31 @@ pub async fn import(g: &Global, file: &str) -> Result<(), Failure> {
         lines.push(v);
     }
     let conn = daemon(g).await?;
-    let info = conn.client.session_import(lines).await?;
+    // In pieces that fit the socket's messages (8 MiB), the last one
+    // committing the whole.
+    let mut pieces: Vec<Vec<serde_json::Value>> = vec![Vec::new()];
+    let mut bytes = 0;
+    for l in lines {
+        let size = l.to_string().len();
+        if bytes + size > PIECE_BYTES && pieces.last().is_some_and(|p| !p.is_empty()) {
+            pieces.push(Vec::new());
+            bytes = 0;
+        }
+        bytes += size;
+        if let Some(p) = pieces.last_mut() {
+            p.push(l);
+        }
+    }
+    let (last, mut upload) = (pieces.len() - 1, None);
+    let mut imported = None;
+    for (i, piece) in pieces.into_iter().enumerate() {
+        let r = conn.client.session_import(piece, upload.take(), Some(i < last)).await?;
+        upload = r.upload;
+        imported = r.session;
+    }
+    let Some(info) = imported else {
+        return Err(Failure::new(1, "protocol", "the daemon did not say which session it imported"));
+    };
     if g.json {
         crate::output::json_line(&info);
     } else {

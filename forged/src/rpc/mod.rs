@@ -33,6 +33,8 @@ pub struct Daemon {
     pub home: PathBuf,
     shutdown: CancellationToken,
     pub connections: Connections,
+    /// `session.import` pieces waiting for the last one.
+    pub uploads: session::Uploads,
 }
 
 impl Daemon {
@@ -44,6 +46,7 @@ impl Daemon {
             home,
             shutdown: CancellationToken::new(),
             connections: Connections::default(),
+            uploads: Default::default(),
         }
     }
 
@@ -150,16 +153,26 @@ impl ForgeApiServer for ConnServer {
         self.engine().summarize(&session).await.map_err(to_rpc)
     }
 
-    async fn session_export(&self, session: String) -> RpcResult<forge_proto::ExportResult> {
-        let engine = self.engine();
-        let lines = engine.export(&session).await.map_err(to_rpc)?;
-        let session_id =
-            lines.first().and_then(|l| l.get("id")).and_then(|v| v.as_str()).unwrap_or_default().to_string();
-        Ok(forge_proto::ExportResult { session_id, lines })
+    async fn session_export(&self, session: String, offset: Option<u64>) -> RpcResult<forge_proto::ExportResult> {
+        let lines = self.engine().export(&session).await.map_err(to_rpc)?;
+        Ok(session::export_page(lines, offset.unwrap_or(0)))
     }
 
-    async fn session_import(&self, lines: Vec<serde_json::Value>) -> RpcResult<forge_proto::SessionInfo> {
-        self.engine().import(lines).await.map_err(to_rpc)
+    async fn session_import(
+        &self,
+        lines: Vec<serde_json::Value>,
+        upload: Option<String>,
+        more: Option<bool>,
+    ) -> RpcResult<forge_proto::ImportResult> {
+        let lines = match self.daemon.uploads.add(upload, lines, more.unwrap_or(false)).map_err(to_rpc)? {
+            session::Upload::Kept { upload, received } => {
+                return Ok(forge_proto::ImportResult { upload: Some(upload), received, session: None });
+            }
+            session::Upload::Complete(lines) => lines,
+        };
+        let received = lines.len() as u64;
+        let info = self.engine().import(lines).await.map_err(to_rpc)?;
+        Ok(forge_proto::ImportResult { upload: None, received, session: Some(info) })
     }
 
     async fn session_recall(
