@@ -5,9 +5,8 @@ use forge_tests::harness::Forge;
 use forge_tests::mock::{MockOptions, MockServer};
 use serde_json::{Value, json};
 
-/// A `mock:tool=NAME:JSON` directive (its JSON may hold no space).
 fn call(name: &str, args: Value) -> String {
-    format!("mock:tool={name}:{}", args.to_string().replace(' ', "\\u0020"))
+    forge_tests::mock::tool_call(name, &args)
 }
 
 async fn history(forge: &Forge, session: &str) -> Vec<Value> {

@@ -363,9 +363,8 @@ async fn every_other_tool_runs_a_full_loop_through_the_daemon() {
     assert!(h.last().map(|m| m["text"].as_str().unwrap_or("").contains("14 tool result(s)")).unwrap_or(false));
 }
 
-/// A `mock:tool=NAME:JSON` directive (its JSON may hold no space).
 fn call(name: &str, args: Value) -> String {
-    format!("mock:tool={name}:{}", args.to_string().replace(' ', "\\u0020"))
+    forge_tests::mock::tool_call(name, &args)
 }
 
 /// The daemon keeps its own files private (umask 077), but what the model

@@ -308,6 +308,12 @@ impl Drop for MockServer {
     }
 }
 
+/// A `mock:tool=NAME:JSON` directive calling `name` with `args` (the
+/// directive's JSON may hold no space, so spaces are escaped).
+pub fn tool_call(name: &str, args: &serde_json::Value) -> String {
+    format!("mock:tool={name}:{}", args.to_string().replace(' ', "\\u0020"))
+}
+
 /// The text of a `mock:tokens=N` reply.
 pub fn token_text(n: usize) -> String {
     padded_token_text(n, 0)

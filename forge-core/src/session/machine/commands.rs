@@ -200,10 +200,10 @@ impl Session {
         if matches!(self.state, OperationState::Idle) {
             // The same message under the same head (a root: sent under the
             // same system prompt): that node, answered again.
-            let prompt = self.system_prompt_digest();
+            // (The prompt's digest is only needed for a root.)
             let reused = same.into_iter().find(|m| {
                 m.under == self.row.head_id
-                    && (m.under.is_some() || m.system_prompt.as_deref() == Some(prompt.as_str()))
+                    && (m.under.is_some() || m.system_prompt.as_deref() == Some(self.system_prompt_digest().as_str()))
             });
             if let Some(crate::session::SameMessage { node, .. }) = reused {
                 self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: Some(node.clone()) });
