@@ -335,6 +335,18 @@ the model decides what to do. --discard answers all of them as discarded and end
         /// Session id, id prefix or name
         session: String,
     },
+    /// MCP tool servers: state, tools and calls; `mcp restart NAME`
+    #[command(after_help = "Servers come from [[mcp.servers]] in config.toml, e.g.\n\n  \
+[[mcp.servers]]\n  name = \"files\"\n  command = \"npx\"\n  args = [\"-y\", \"@modelcontextprotocol/server-filesystem\", \".\"]\n\n  \
+[[mcp.servers]]\n  name = \"docs\"\n  url = \"https://example.com/mcp\"\n  bearer_token_env_var = \"DOCS_TOKEN\"\n\n\
+The model sees their tools as NAME__TOOL. A failed server is started again with backoff (1 s, doubling, at most 60 s).")]
+    Mcp {
+        #[command(subcommand)]
+        action: Option<cmd::mcp::McpAction>,
+        /// Show the servers this session sees (its own, from an editor, too)
+        #[arg(long, short)]
+        session: Option<String>,
+    },
     /// Show the daemon's pid, version, uptime and sessions
     Status,
     /// Show the journal's health and statistics, or reset it after a failure
@@ -460,6 +472,7 @@ fn main() -> ExitCode {
             Command::Model { session, model, provider } => cmd::session::model(&g, &session, model, provider).await,
             Command::Cancel { session, drop_queued } => cmd::misc::cancel(&g, &session, drop_queued).await,
             Command::Status => cmd::misc::status(&g).await,
+            Command::Mcp { action, session } => cmd::mcp::run(&g, action, session).await,
             Command::Models { provider } => cmd::misc::models(&g, provider).await,
             Command::Usage { session, since } => cmd::misc::usage(&g, session, since).await,
             Command::Summarize { session } => cmd::session::summarize(&g, &session).await,

@@ -50,6 +50,9 @@ pub struct ForgeConfig {
     /// Models the built-in catalog does not know (local servers' above all).
     #[serde(default)]
     pub models: Vec<ModelConfig>,
+    /// `[[mcp.servers]]`: tool servers whose tools every session offers.
+    #[serde(default)]
+    pub mcp: forge_mcp::McpConfig,
 }
 
 /// A `[[models]]` entry.
@@ -210,6 +213,8 @@ impl ForgeConfig {
             read.push(kind.key_env().to_string());
             *slot = from_config.or_else(|| std::env::var(kind.key_env()).ok().filter(|k| !k.trim().is_empty()));
         }
+        // MCP servers' bearer tokens, likewise.
+        read.extend(self.mcp.capture_secrets());
         read.sort();
         read.dedup();
         read
@@ -286,6 +291,7 @@ impl ForgeConfig {
                 ),
             });
         }
+        self.mcp.validate().map_err(|message| ConfigError::Value { path: path.to_path_buf(), message })?;
         crate::catalog::validate(self).map_err(|e| ConfigError::Value { path: path.to_path_buf(), message: e.message })
     }
 }
@@ -293,12 +299,13 @@ impl ForgeConfig {
 /// The line a value error is about: its message starts with `[section]
 /// key` or `[[models]] entry N`.
 fn locate(text: &str, message: &str) -> Option<usize> {
-    if let Some(rest) = message.strip_prefix("[[models]] entry ") {
+    for list in ["[[models]]", "[[mcp.servers]]"] {
+        let Some(rest) = message.strip_prefix(list).and_then(|r| r.strip_prefix(" entry ")) else { continue };
         let n: usize = rest.split_whitespace().next()?.parse().ok()?;
         return text
             .lines()
             .enumerate()
-            .filter(|(_, l)| l.trim().starts_with("[[models]]"))
+            .filter(|(_, l)| l.trim().starts_with(list))
             .nth(n.checked_sub(1)?)
             .map(|(i, _)| i + 1);
     }

@@ -93,6 +93,19 @@ pub fn effective(cfg: &ForgeConfig) -> Table {
     if cfg.tools.definitions.is_empty() {
         section(&mut table, "tools").remove("definitions");
     }
+    // MCP servers' environment and headers may hold tokens: only their
+    // names are shown.
+    if let Some(Value::Array(servers)) = table.get_mut("mcp").and_then(|m| m.get_mut("servers")) {
+        for server in servers.iter_mut().filter_map(Value::as_table_mut) {
+            for key in ["env", "headers"] {
+                if let Some(Value::Table(t)) = server.get_mut(key) {
+                    for (_, v) in t.iter_mut() {
+                        *v = Value::String("<set>".into());
+                    }
+                }
+            }
+        }
+    }
     fill(&mut table, defaults());
     let provider = cfg.default_provider();
     let app = section(&mut table, "app");

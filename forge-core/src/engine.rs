@@ -30,7 +30,10 @@ pub(crate) struct Shared {
     pub store: Store,
     pub writer: JournalWriter,
     pub providers: ProviderClient,
+    /// The built-in tools.
     pub tools: Arc<crate::tools::ToolRegistry>,
+    /// The MCP servers and their tools.
+    pub mcp: forge_mcp::McpHub,
     pub config: Arc<ForgeConfig>,
     /// The system prompt's template (rendered per session).
     pub prompt: Arc<crate::prompt::PromptTemplate>,
@@ -54,6 +57,22 @@ pub struct EngineOptions {
 impl Shared {
     fn db_path(&self) -> &Path {
         &self.db
+    }
+
+    /// The tools `session` offers now: the built-in ones and its MCP
+    /// servers' (MCP names hold `__`, so they never clash with these).
+    pub(crate) fn tools_for(&self, session: &str) -> Arc<crate::tools::ToolRegistry> {
+        let mcp = self.mcp.tools(Some(session));
+        if mcp.is_empty() {
+            return self.tools.clone();
+        }
+        let mut all = (*self.tools).clone();
+        for tool in mcp {
+            if let Err(e) = all.register(tool) {
+                tracing::warn!("MCP tool not offered: {e}");
+            }
+        }
+        Arc::new(all)
     }
 }
 
@@ -102,8 +121,16 @@ impl Engine {
         let providers = ProviderClient::new()?;
         let tools = Arc::new(crate::tools::ToolRegistry::builtin());
         let prompt = Arc::new(crate::prompt::PromptTemplate::load(&opts.config, &opts.home)?);
+        // MCP connections: no read timeout, an SSE stream may be quiet
+        // for hours.
+        let mcp_http = reqwest::Client::builder()
+            .connect_timeout(std::time::Duration::from_secs(15))
+            .user_agent(concat!("forge/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| EngineError::internal(format!("cannot build the HTTP client for MCP servers: {e}")))?;
+        let mcp = forge_mcp::McpHub::start(&opts.config.mcp, mcp_http);
         let config = Arc::new(opts.config);
-        let shared = Arc::new(Shared { db: db.clone(), store, writer, providers, tools, config, prompt });
+        let shared = Arc::new(Shared { db: db.clone(), store, writer, providers, tools, mcp, config, prompt });
         let engine = Engine {
             inner: Arc::new(Inner {
                 shared,
@@ -1019,12 +1046,15 @@ impl Engine {
             .collect())
     }
 
-    /// The tools and what the approval policy does with each.
+    /// The tools and what the approval policy does with each: the
+    /// built-in ones and the configured MCP servers'.
     pub fn tools(&self) -> Vec<forge_proto::ToolInfo> {
         let policy = crate::tools::policy::ApprovalPolicy::from_config(self.shared().config.tools.approval.as_ref());
         self.shared()
             .tools
             .iter()
+            .cloned()
+            .chain(self.shared().mcp.tools(None))
             .map(|t| forge_proto::ToolInfo {
                 name: t.name().to_string(),
                 description: t.description().to_string(),
@@ -1032,6 +1062,47 @@ impl Engine {
                 approval: policy.decide(t.as_ref()).word().to_string(),
             })
             .collect()
+    }
+
+    /// The MCP servers (those `session` sees, if given).
+    pub async fn mcp_list(&self, session: Option<&str>) -> Result<Vec<forge_proto::McpServerInfo>, EngineError> {
+        let session = match session {
+            Some(s) => Some(self.resolve(s).await?),
+            None => None,
+        };
+        Ok(self.shared().mcp.report(session.as_deref()).into_iter().map(mcp_info).collect())
+    }
+
+    /// Connects to an MCP server again now.
+    pub async fn mcp_restart(
+        &self,
+        name: &str,
+        session: Option<&str>,
+    ) -> Result<forge_proto::McpServerInfo, EngineError> {
+        self.check_running()?;
+        let session = match session {
+            Some(s) => Some(self.resolve(s).await?),
+            None => None,
+        };
+        self.shared()
+            .mcp
+            .restart(name, session.as_deref())
+            .map(mcp_info)
+            .map_err(|e| EngineError::new(ErrorKind::McpServerNotFound, e.to_string()))
+    }
+
+    /// Gives a session MCP servers of its own (an editor's, over ACP),
+    /// replacing those it had; they live as long as the daemon.
+    pub async fn set_session_mcp_servers(
+        &self,
+        selector: &str,
+        servers: Vec<forge_mcp::McpServerConfig>,
+    ) -> Result<(), EngineError> {
+        let id = self.resolve(selector).await?;
+        let config = forge_mcp::McpConfig { servers };
+        config.validate().map_err(|e| EngineError::new(ErrorKind::InvalidParams, e))?;
+        self.shared().mcp.set_session_servers(&id, config.servers);
+        Ok(())
     }
 
     pub async fn remove(&self, selector: &str) -> Result<String, EngineError> {
@@ -1261,7 +1332,33 @@ impl Engine {
         for w in waits {
             let _ = tokio::time::timeout(std::time::Duration::from_secs(10), w).await;
         }
+        self.shared().mcp.shutdown().await;
         self.shared().store.close().await;
+    }
+}
+
+fn mcp_info(r: forge_mcp::ServerReport) -> forge_proto::McpServerInfo {
+    forge_proto::McpServerInfo {
+        name: r.name,
+        session_id: r.session,
+        transport: r.transport.to_string(),
+        target: r.target,
+        state: r.state.to_string(),
+        error: r.error,
+        retry_in_seconds: r.retry_in_seconds,
+        server_info: r.server_info,
+        restarts: r.restarts,
+        calls: r.calls,
+        tools: r
+            .tools
+            .into_iter()
+            .map(|t| forge_proto::McpToolInfo {
+                name: t.name,
+                remote_name: t.remote_name,
+                description: t.description,
+                read_only: t.read_only,
+            })
+            .collect(),
     }
 }
 

@@ -127,6 +127,17 @@ pub trait ForgeApi {
     #[method(name = "tools.list", param_kind = map)]
     async fn tools_list(&self) -> RpcResult<Vec<ToolInfo>>;
 
+    /// The MCP servers (config.toml's, and those editors gave sessions):
+    /// state, last error, tools and calls made. With `session`, the ones
+    /// that session sees.
+    #[method(name = "mcp.list", param_kind = map)]
+    async fn mcp_list(&self, session: Option<String>) -> RpcResult<Vec<McpServerInfo>>;
+
+    /// Connects to an MCP server again now (a stdio server is stopped and
+    /// started; a failed one's backoff is skipped).
+    #[method(name = "mcp.restart", param_kind = map)]
+    async fn mcp_restart(&self, name: String, session: Option<String>) -> RpcResult<McpServerInfo>;
+
     /// Cancels the running turn; the partial answer is kept, marked
     /// cancelled. With `drop_queued`, queued messages are dropped too.
     #[method(name = "session.cancel", param_kind = map)]

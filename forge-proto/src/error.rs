@@ -47,6 +47,8 @@ pub enum ErrorKind {
     /// A rewind would overwrite files changed outside Forge since Forge
     /// changed them (`force` overwrites them, keeping what they held).
     RewindConflict,
+    /// No MCP server has that name (`mcp.list` lists them).
+    McpServerNotFound,
     /// A bug or unexpected failure inside the daemon.
     Internal,
 }
@@ -72,6 +74,7 @@ impl ErrorKind {
             Self::ApprovalNotPending => -32054,
             Self::ContextTooLong => -32055,
             Self::RewindConflict => -32056,
+            Self::McpServerNotFound => -32057,
             Self::Internal => -32060,
         }
     }
@@ -96,6 +99,7 @@ impl ErrorKind {
             Self::ApprovalNotPending => "approval_not_pending",
             Self::ContextTooLong => "context_too_long",
             Self::RewindConflict => "rewind_conflict",
+            Self::McpServerNotFound => "mcp_server_not_found",
             Self::Internal => "internal",
         }
     }

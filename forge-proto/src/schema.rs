@@ -62,6 +62,7 @@ fn type_schema(g: &mut SchemaGenerator, ty: &str) -> Result<Value, String> {
         RecallResult,
         UsageReport,
         ToolInfo,
+        McpServerInfo,
         ToolResultAccepted,
         RecoverResult,
         HistoryResult,

@@ -672,6 +672,50 @@ pub struct ToolInfo {
     pub approval: String,
 }
 
+/// An MCP server and its tools, as `mcp.list` reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct McpServerInfo {
+    /// `name` in `[[mcp.servers]]` (or as an editor named it).
+    pub name: String,
+    /// The session it belongs to: servers an editor gave one session
+    /// (over ACP). Absent for config.toml's, which every session has.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// `stdio` or `http`.
+    pub transport: String,
+    /// The command line or the URL.
+    pub target: String,
+    /// `starting`, `ready`, `failed` (down, `error` says why; started
+    /// again in `retry_in_seconds`), `restarting` or `stopped`.
+    pub state: String,
+    /// Why it is down, or (when up again) its last failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_in_seconds: Option<u64>,
+    /// `name version` as the server introduced itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_info: Option<String>,
+    /// Times it was started again (after a failure or a restart).
+    pub restarts: u32,
+    /// Tool calls made to it since forged started.
+    pub calls: u64,
+    pub tools: Vec<McpToolInfo>,
+}
+
+/// One tool of an MCP server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct McpToolInfo {
+    /// The name the model calls it by: `server__tool`.
+    pub name: String,
+    /// The name the server gave it.
+    pub remote_name: String,
+    pub description: String,
+    /// The server says it only reads (`readOnlyHint`): it runs without
+    /// asking where reading tools do.
+    pub read_only: bool,
+}
+
 /// A model's list prices, in USD per million tokens.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Price {

@@ -175,8 +175,8 @@ pub struct ToolOutput {
 pub type ToolFut<'a> = Pin<Box<dyn Future<Output = Result<String, ToolError>> + Send + 'a>>;
 
 pub trait ToolExecutor: Send + Sync {
-    fn name(&self) -> &'static str;
-    fn description(&self) -> &'static str;
+    fn name(&self) -> &str;
+    fn description(&self) -> &str;
     /// JSON Schema of the arguments (an object schema).
     fn schema(&self) -> Value;
     fn is_side_effecting(&self) -> bool;
@@ -185,6 +185,11 @@ pub trait ToolExecutor: Send + Sync {
     }
     fn timeout(&self) -> Duration {
         Duration::from_secs(30)
+    }
+    /// A timeout configured for this tool itself (an MCP server's
+    /// `tool_timeout_seconds`), which wins over `[tools.timeouts]`.
+    fn own_timeout(&self) -> Option<Duration> {
+        None
     }
     /// What a user approving this call should see (it may read files
     /// through the sandbox, e.g. to show a diff).
@@ -309,7 +314,7 @@ mod tests {
         let again = builtin::all().remove(0);
         assert!(matches!(r.register(again), Err(ToolError::DuplicateTool { .. })));
         assert!(r.specs().iter().any(|s| s.name == "read_file"));
-        assert_eq!(r.get("rg").map(|t| t.name()), Some("search"), "aliases resolve");
+        assert_eq!(r.get("rg").map(|t| t.name().to_string()).as_deref(), Some("search"), "aliases resolve");
         assert!(!r.specs().iter().any(|s| s.name == "rg"), "but are not advertised");
     }
 

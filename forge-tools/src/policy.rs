@@ -72,10 +72,14 @@ impl ApprovalPolicy {
 
     pub fn decide(&self, tool: &dyn ToolExecutor) -> Decision {
         let name = tool.name();
-        if self.deny.contains(name) {
+        // `server__*` names every tool of an MCP server.
+        let listed = |set: &HashSet<String>| {
+            set.contains(name) || name.split_once("__").is_some_and(|(server, _)| set.contains(&format!("{server}__*")))
+        };
+        if listed(&self.deny) {
             return Decision::Deny(format!("`{name}` is on the denylist ([tools.approval] denylist)"));
         }
-        if self.allow.contains(name) || !self.enabled {
+        if listed(&self.allow) || !self.enabled {
             return Decision::Run;
         }
         match self.mode {

@@ -70,12 +70,69 @@ pub(crate) fn command(shell: &str, command_line: &str) -> tokio::process::Comman
     }
 }
 
+/// A program (an MCP server) started the same way: in a process group of
+/// its own, led by the supervisor, which dies with the daemon and takes
+/// the group with it. It inherits the stdio the command is given.
+pub fn exec_command(program: &str, args: &[String]) -> tokio::process::Command {
+    let daemon = std::process::id();
+    let umask = crate::user_umask() as libc::mode_t;
+    let mut cmd = match PROGRAM.get() {
+        Some(supervisor) => {
+            let mut cmd = std::process::Command::new(supervisor);
+            cmd.arg0("forged-command").arg(SUPERVISE_ARG).arg(daemon.to_string()).arg(EXEC_MARK).arg(program);
+            cmd.args(args);
+            cmd
+        }
+        None => {
+            let mut cmd = std::process::Command::new(program);
+            cmd.args(args);
+            cmd
+        }
+    };
+    let direct = PROGRAM.get().is_none();
+    // SAFETY: umask, prctl and getppid are async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::umask(umask);
+            if direct {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if libc::getppid() as u32 != daemon {
+                    libc::_exit(137);
+                }
+            }
+            Ok(())
+        });
+    }
+    cmd.process_group(0);
+    cmd.into()
+}
+
+/// Marks [`exec_command`]'s form: the program and its arguments follow.
+const EXEC_MARK: &str = "--exec";
+
 /// The supervisor's `main`: `args` after [`SUPERVISE_ARG`] are the daemon's
-/// pid, the shell and the command line. Never returns.
+/// pid, then the shell and the command line, or `--exec` and a program
+/// with its arguments. Never returns.
 pub fn run(args: &[OsString]) -> ! {
-    let [daemon, shell, command_line] = args else {
-        eprintln!("forged: {SUPERVISE_ARG} takes DAEMON_PID SHELL COMMAND_LINE");
-        std::process::exit(2);
+    let (daemon, mut child) = match args {
+        [daemon, mark, program, rest @ ..] if mark == EXEC_MARK => {
+            let mut cmd = std::process::Command::new(program);
+            cmd.args(rest);
+            (daemon, cmd)
+        }
+        [daemon, shell, command_line] => {
+            let mut cmd = std::process::Command::new(shell);
+            cmd.arg("-c").arg(command_line);
+            (daemon, cmd)
+        }
+        _ => {
+            eprintln!(
+                "forged: {SUPERVISE_ARG} takes DAEMON_PID SHELL COMMAND_LINE or DAEMON_PID --exec PROGRAM ARGS..."
+            );
+            std::process::exit(2);
+        }
     };
     let daemon: u32 = daemon.to_str().and_then(|d| d.parse().ok()).unwrap_or(0);
     extern "C" fn kill_group(_: libc::c_int) {
@@ -92,7 +149,7 @@ pub fn run(args: &[OsString]) -> ! {
             kill_group(0);
         }
     }
-    let status = std::process::Command::new(shell).arg("-c").arg(command_line).status();
+    let status = child.status();
     match status {
         Ok(s) => match (s.code(), s.signal()) {
             (Some(code), _) => std::process::exit(code),
@@ -108,7 +165,7 @@ pub fn run(args: &[OsString]) -> ! {
             _ => std::process::exit(1),
         },
         Err(e) => {
-            eprintln!("cannot start {}: {e}", shell.to_string_lossy());
+            eprintln!("cannot start {}: {e}", child.get_program().to_string_lossy());
             std::process::exit(127)
         }
     }

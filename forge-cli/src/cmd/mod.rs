@@ -4,6 +4,7 @@ pub mod approvals;
 pub mod attach;
 pub mod daemon;
 pub mod export;
+pub mod mcp;
 pub mod misc;
 pub mod send;
 pub mod session;

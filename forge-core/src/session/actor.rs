@@ -53,6 +53,8 @@ pub(crate) struct SessionActor {
     template: String,
     /// The project instruction files the prompt holds, to notice changes.
     instructions: ProjectInstructions,
+    /// The MCP servers' state the session's tools were taken from.
+    tools_version: u64,
     /// The machine's effects, carried out in order (kept to reuse).
     effects: Vec<Effect>,
     /// Events effects brought back, handled before the next wake-up.
@@ -124,12 +126,15 @@ impl SessionActor {
         let template = shared.prompt.render(&env);
         let instructions = ProjectInstructions::load(Path::new(&row.cwd), &shared.config);
         let system_prompt: Arc<str> = format!("{template}{}", instructions.text).into();
-        let mut session = Session::new(shared.config.clone(), shared.tools.clone(), row, system_prompt);
+        let tools_version = shared.mcp.version();
+        let tools = shared.tools_for(&row.id);
+        let mut session = Session::new(shared.config.clone(), tools, row, system_prompt);
         session.set_instruction_files(instructions.files());
         let mut actor = SessionActor {
             session,
             template,
             instructions,
+            tools_version,
             shared,
             effects: Vec::new(),
             brought_back: VecDeque::new(),
@@ -168,8 +173,10 @@ impl SessionActor {
             match self.next_event().await {
                 Wake::Event(event) => {
                     // A new turn sends the project's instructions as they are now.
+                    // and the MCP servers' tools as they are now.
                     if matches!(event, Event::Command(super::SessionCmd::Send { .. })) {
                         self.refresh_instructions().await;
+                        self.refresh_tools();
                     }
                     self.handle(event).await
                 }
@@ -222,6 +229,15 @@ impl SessionActor {
                 }
             }
             self.effects = effects;
+        }
+    }
+
+    /// Takes the MCP servers' tools again if they changed.
+    fn refresh_tools(&mut self) {
+        let version = self.shared.mcp.version();
+        if version != self.tools_version {
+            self.tools_version = version;
+            self.session.set_tools(self.shared.tools_for(self.session.id()));
         }
     }
 

@@ -69,10 +69,10 @@ fn parse(args: &Value, max_bytes: usize) -> Result<Patch, ToolError> {
 }
 
 impl ToolExecutor for ApplyPatch {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "apply_patch"
     }
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Change existing files with an LP1 patch. Format: a line `LP1`; per file `F path`; operations \
 `R [n]` (replace: find block, then replacement block), `I [n]` (insert after anchor block), `P [n]` (insert \
 before), `E [n]` (erase block), `T` (append block), `B` (prepend block), `N +`/`N -` (final newline); a line `END`. \

@@ -7,10 +7,10 @@ use crate::{ToolCtx, ToolExecutor, ToolFut};
 pub struct CurrentDate;
 
 impl ToolExecutor for CurrentDate {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "current_date"
     }
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Returns the current date and time (UTC, ISO 8601)."
     }
     fn schema(&self) -> Value {

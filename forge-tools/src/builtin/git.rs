@@ -222,10 +222,10 @@ pub fn all() -> Vec<GitTool> {
 }
 
 impl ToolExecutor for GitTool {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         self.name
     }
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         self.description
     }
     fn schema(&self) -> Value {

@@ -20,10 +20,10 @@ struct Args {
 }
 
 impl ToolExecutor for Glob {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "glob"
     }
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "List files matching a glob pattern (e.g. `**/*.rs`), relative to the working directory; .gitignore is honoured."
     }
     fn schema(&self) -> Value {

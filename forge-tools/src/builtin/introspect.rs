@@ -19,10 +19,10 @@ struct Args {
 }
 
 impl ToolExecutor for Introspect {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "introspect"
     }
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Describe this agent's environment: the session (id, provider, model, working directory), the tools \
 available with their risk and approval rule, the sandbox rules, and the limits. `topic` narrows it to one \
 of session, tools, sandbox, limits, forge."

@@ -22,10 +22,10 @@ struct Args {
 }
 
 impl ToolExecutor for ReadFile {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "read_file"
     }
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Read a text file in the working directory, optionally only lines start_line..=end_line (1-based)."
     }
     fn schema(&self) -> Value {

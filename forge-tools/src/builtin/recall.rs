@@ -22,10 +22,10 @@ struct Args {
 }
 
 impl ToolExecutor for Recall {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "recall"
     }
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Search this session's earlier conversation, including parts replaced by a summary: requests, file \
 paths, commands and their outcome, errors, decisions, names. `query` lists matching facts, each citing the \
 message (node) it came from; `node` returns that message's original text."

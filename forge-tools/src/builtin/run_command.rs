@@ -49,10 +49,10 @@ impl Drop for GroupGuard {
 }
 
 impl ToolExecutor for RunCommand {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "run_command"
     }
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Run a shell command in the working directory and return its exit status, stdout and stderr."
     }
     fn schema(&self) -> Value {

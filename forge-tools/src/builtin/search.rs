@@ -27,10 +27,10 @@ struct Args {
 }
 
 impl ToolExecutor for Search {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "search"
     }
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Search file contents with a regular expression (ripgrep syntax) under the working directory; returns path:line:text. .gitignore is honoured."
     }
     fn schema(&self) -> Value {

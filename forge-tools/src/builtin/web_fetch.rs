@@ -105,10 +105,10 @@ pub(crate) fn html_to_text(html: &str) -> String {
 }
 
 impl ToolExecutor for WebFetch {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "web_fetch"
     }
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Fetch a web page (http or https) and return its readable text."
     }
     fn schema(&self) -> Value {

@@ -18,10 +18,10 @@ struct Args {
 }
 
 impl ToolExecutor for WriteFile {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "write_file"
     }
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Create a new file with the given content, in the working directory. Fails if the file exists."
     }
     fn schema(&self) -> Value {

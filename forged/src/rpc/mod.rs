@@ -196,6 +196,14 @@ impl ForgeApiServer for ConnServer {
         Ok(self.engine().tools())
     }
 
+    async fn mcp_list(&self, session: Option<String>) -> RpcResult<Vec<forge_proto::McpServerInfo>> {
+        self.engine().mcp_list(session.as_deref()).await.map_err(to_rpc)
+    }
+
+    async fn mcp_restart(&self, name: String, session: Option<String>) -> RpcResult<forge_proto::McpServerInfo> {
+        self.engine().mcp_restart(&name, session.as_deref()).await.map_err(to_rpc)
+    }
+
     async fn session_remove(&self, session: String) -> RpcResult<RemoveResult> {
         let session_id = self.engine().remove(&session).await.map_err(to_rpc)?;
         Ok(RemoveResult { session_id })

@@ -96,6 +96,13 @@ impl Session {
         self.tools_bytes = spec_bytes(&self.tool_specs());
     }
 
+    /// The tools offered from the next request on (an MCP server's tools
+    /// came or changed); never in the middle of a turn's tool batch.
+    pub(crate) fn set_tools(&mut self, tools: Arc<crate::tools::ToolRegistry>) {
+        self.tools = tools;
+        self.size_tools();
+    }
+
     /// What `introspect` reports, as of now.
     pub(super) fn introspection(&self) -> Value {
         let config = &self.config;
@@ -575,7 +582,9 @@ impl Session {
             ));
         };
         let (message_id, calls) = (message_id.clone(), calls.clone());
-        let side_effecting = |name: &str| self.tools.get(name).is_some_and(|t| t.is_side_effecting());
+        // A tool not offered now (an MCP server still starting) counts as
+        // side-effecting: an interrupted call to it is never re-run.
+        let side_effecting = |name: &str| self.tools.get(name).is_none_or(|t| t.is_side_effecting());
         let (rerun, not_rerun): (Vec<RecoveryCall>, Vec<RecoveryCall>) = match action {
             RecoverAction::Discard => (Vec::new(), calls),
             RecoverAction::Resume => calls.into_iter().partition(|c| !(c.interrupted && side_effecting(&c.name))),
@@ -692,6 +701,9 @@ impl Session {
 /// `[tools.timeouts]`: shell commands, file operations, everything else;
 /// the tool's own default where the config says nothing.
 fn timeout_for(tool: &dyn ToolExecutor, config: &crate::config::ForgeConfig) -> std::time::Duration {
+    if let Some(own) = tool.own_timeout() {
+        return own;
+    }
     let t = config.tools.timeouts.as_ref();
     let secs = match tool.name() {
         "run_command" => t.and_then(|t| t.shell_commands_seconds),

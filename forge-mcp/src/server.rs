@@ -1,0 +1,435 @@
+//! One MCP server's life: connect, list its tools, serve calls, notice
+//! `tools/list_changed` and a lost connection, and start again with
+//! backoff. One task per server owns the connection; calls borrow its
+//! peer.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
+use rmcp::service::{NotificationContext, Peer, RunningService};
+use rmcp::{ClientHandler, RoleClient, ServiceError, ServiceExt};
+use serde_json::Value;
+use tokio::io::AsyncBufReadExt;
+use tokio::sync::mpsc;
+
+use crate::config::{McpServerConfig, Transport};
+use crate::tool::McpTool;
+
+/// The first wait before starting a failed server again; it doubles up
+/// to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// A connection that lasted this long starts the backoff over.
+const STABLE_AFTER: Duration = Duration::from_secs(30);
+/// Lines of a stdio server's stderr kept to explain a failure.
+const STDERR_LINES: usize = 8;
+
+/// Where a server is in its life.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Status {
+    /// Connecting for the first time.
+    Starting,
+    Ready,
+    /// Down: `error` says why; the next attempt is at `retry_at`.
+    Failed {
+        error: String,
+        attempt: u32,
+        retry_at: Instant,
+    },
+    /// Connecting again after a failure or a restart.
+    Restarting {
+        attempt: u32,
+    },
+    /// `enabled = false`, or forged is stopping.
+    Stopped,
+}
+
+/// What a server task is told.
+pub(crate) enum Control {
+    /// `forgectl mcp restart`: reconnect now.
+    Restart,
+    /// A call found the connection gone.
+    Lost(String),
+    Shutdown,
+}
+
+pub(crate) struct Server {
+    pub(crate) config: McpServerConfig,
+    /// The session it belongs to, for servers an editor gave a session.
+    pub(crate) session: Option<String>,
+    pub(crate) state: Mutex<State>,
+    pub(crate) calls: AtomicU64,
+    control: mpsc::UnboundedSender<Control>,
+    /// Bumped whenever a server's tools or state change.
+    version: Arc<AtomicU64>,
+}
+
+pub(crate) struct State {
+    pub status: Status,
+    /// The last tools listed: still offered while the server restarts
+    /// (calls then fail saying so), so the model's tools stay stable.
+    pub tools: Vec<Arc<McpTool>>,
+    peer: Option<Peer<RoleClient>>,
+    /// `name version` as the server introduced itself.
+    pub server_info: Option<String>,
+    /// The last error, kept once the server is up again.
+    pub last_error: Option<String>,
+    pub restarts: u32,
+    stderr: Arc<Mutex<VecDeque<String>>>,
+}
+
+impl Server {
+    /// The server and its task (started at once; stopped by
+    /// [`Control::Shutdown`] or when the server is dropped).
+    pub(crate) fn spawn(
+        config: McpServerConfig,
+        session: Option<String>,
+        http: reqwest::Client,
+        version: Arc<AtomicU64>,
+    ) -> Arc<Server> {
+        let (control, rx) = mpsc::unbounded_channel();
+        let enabled = config.enabled();
+        let server = Arc::new(Server {
+            config,
+            session,
+            state: Mutex::new(State {
+                status: if enabled { Status::Starting } else { Status::Stopped },
+                tools: Vec::new(),
+                peer: None,
+                server_info: None,
+                last_error: None,
+                restarts: 0,
+                stderr: Default::default(),
+            }),
+            calls: AtomicU64::new(0),
+            control,
+            version,
+        });
+        if enabled {
+            tokio::spawn(run(Arc::downgrade(&server), rx, http));
+        }
+        server
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    pub(crate) fn send(&self, c: Control) -> bool {
+        self.control.send(c).is_ok()
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        // A panic while holding the lock leaves plain data behind.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn update(&self, f: impl FnOnce(&mut State)) {
+        f(&mut self.state());
+        self.version.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Calls `tool` on the live connection; an error says what happened
+    /// in words for the model and the user.
+    pub(crate) async fn call(&self, tool: &str, arguments: serde_json::Map<String, Value>) -> Result<Value, String> {
+        let peer = {
+            let state = self.state();
+            match (&state.status, &state.peer) {
+                (Status::Ready, Some(peer)) => peer.clone(),
+                (status, _) => return Err(self.unavailable(status)),
+            }
+        };
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        let params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
+        match peer.call_tool(params).await {
+            Ok(result) => serde_json::to_value(&result).map_err(|e| format!("cannot read the result: {e}")),
+            Err(e @ (ServiceError::TransportClosed | ServiceError::TransportSend(_))) => {
+                let why = format!("the connection to MCP server `{}` was lost ({e})", self.name());
+                self.send(Control::Lost(why.clone()));
+                Err(format!("{why}; it is being restarted, and the call may not have been made"))
+            }
+            Err(ServiceError::McpError(e)) => {
+                Err(format!("MCP server `{}` refused the call: {}", self.name(), e.message))
+            }
+            Err(e) => Err(format!("MCP server `{}`: {e}", self.name())),
+        }
+    }
+
+    fn unavailable(&self, status: &Status) -> String {
+        let name = self.name();
+        match status {
+            Status::Starting => {
+                format!("MCP server `{name}` is still starting; the call was not made, try again shortly")
+            }
+            Status::Restarting { attempt } => {
+                format!(
+                    "MCP server `{name}` is restarting (attempt {attempt}); the call was not made, try again shortly"
+                )
+            }
+            Status::Failed { error, retry_at, .. } => format!(
+                "MCP server `{name}` is down ({error}); the next attempt to start it is in {} s; the call was not made",
+                retry_at.saturating_duration_since(Instant::now()).as_secs()
+            ),
+            Status::Stopped => format!("MCP server `{name}` is stopped; the call was not made"),
+            Status::Ready => format!("MCP server `{name}` has no connection; the call was not made"),
+        }
+    }
+}
+
+/// Tells the server task about `tools/list_changed`.
+struct Handler {
+    changed: mpsc::UnboundedSender<()>,
+}
+
+impl ClientHandler for Handler {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(ClientCapabilities::default(), Implementation::new("forge", env!("CARGO_PKG_VERSION")))
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self.changed.send(());
+    }
+}
+
+/// How a connection ended.
+enum End {
+    Lost(String),
+    Restart,
+    Shutdown,
+}
+
+async fn run(server: Weak<Server>, mut control: mpsc::UnboundedReceiver<Control>, http: reqwest::Client) {
+    let mut attempt: u32 = 0;
+    loop {
+        let Some(s) = server.upgrade() else { return };
+        let config = s.config.clone();
+        let stderr = s.state().stderr.clone();
+        drop(s);
+        let (changed_tx, mut changed) = mpsc::unbounded_channel();
+        let started = Instant::now();
+        let connecting =
+            tokio::time::timeout(config.startup_timeout(), connect(&config, http.clone(), changed_tx, stderr.clone()));
+        let connected = tokio::select! {
+            c = connecting => match c {
+                Ok(c) => c,
+                Err(_) => Err(format!("it did not answer within {} s (startup_timeout_seconds)", config.startup_timeout().as_secs())),
+            },
+            c = control.recv() => match c {
+                Some(Control::Restart | Control::Lost(_)) => { attempt = 0; continue; }
+                Some(Control::Shutdown) | None => break,
+            },
+        };
+        let end = match connected {
+            Ok((running, tools)) => {
+                let peer = running.peer().clone();
+                let info = running
+                    .peer_info()
+                    .and_then(|i| i.server_info.as_ref().map(|i| format!("{} {}", i.name, i.version)));
+                let Some(s) = server.upgrade() else { return };
+                let made = make_tools(&s, tools);
+                s.update(|st| {
+                    st.status = Status::Ready;
+                    st.peer = Some(peer.clone());
+                    st.server_info = info;
+                    st.tools = made;
+                });
+                tracing::info!(server = s.name(), tools = s.state().tools.len(), "MCP server ready");
+                drop(s);
+                serve(&server, running, &peer, &mut changed, &mut control).await
+            }
+            Err(error) => End::Lost(error),
+        };
+        let Some(s) = server.upgrade() else { return };
+        s.update(|st| st.peer = None);
+        match end {
+            End::Shutdown => break,
+            End::Restart => {
+                attempt = 0;
+                s.update(|st| {
+                    st.restarts += 1;
+                    st.status = Status::Restarting { attempt: 1 };
+                });
+                continue;
+            }
+            End::Lost(mut error) => {
+                if let Some(tail) = stderr_tail(&stderr) {
+                    error = format!("{error}; its stderr ended with: {tail}");
+                }
+                tracing::warn!(server = s.name(), "MCP server down: {error}");
+                if started.elapsed() >= STABLE_AFTER {
+                    attempt = 0;
+                }
+                attempt += 1;
+                let delay = FIRST_BACKOFF.saturating_mul(1 << (attempt - 1).min(6)).min(MAX_BACKOFF);
+                s.update(|st| {
+                    st.last_error = Some(error.clone());
+                    st.status = Status::Failed { error, attempt, retry_at: Instant::now() + delay };
+                });
+                drop(s);
+                tokio::select! {
+                    () = tokio::time::sleep(delay) => {}
+                    c = control.recv() => match c {
+                        Some(Control::Restart) => attempt = 0,
+                        Some(Control::Lost(_)) => {}
+                        Some(Control::Shutdown) | None => break,
+                    },
+                }
+                let Some(s) = server.upgrade() else { return };
+                s.update(|st| {
+                    st.restarts += 1;
+                    st.status = Status::Restarting { attempt: attempt + 1 };
+                });
+            }
+        }
+    }
+    if let Some(s) = server.upgrade() {
+        s.update(|st| {
+            st.status = Status::Stopped;
+            st.peer = None;
+        });
+    }
+}
+
+/// Serves a live connection until it ends.
+async fn serve(
+    server: &Weak<Server>,
+    running: RunningService<RoleClient, Handler>,
+    peer: &Peer<RoleClient>,
+    changed: &mut mpsc::UnboundedReceiver<()>,
+    control: &mut mpsc::UnboundedReceiver<Control>,
+) -> End {
+    let stop = running.cancellation_token();
+    let waiting = running.waiting();
+    tokio::pin!(waiting);
+    let end = loop {
+        tokio::select! {
+            quit = &mut waiting => {
+                let why = match quit {
+                    Ok(rmcp::service::QuitReason::JoinError(e)) | Err(e) => format!("its connection task failed: {e}"),
+                    Ok(_) => "it closed the connection".to_string(),
+                };
+                return End::Lost(why);
+            }
+            Some(()) = changed.recv() => {
+                // Several notifications in a row need one listing.
+                while changed.try_recv().is_ok() {}
+                match peer.list_all_tools().await {
+                    Ok(tools) => {
+                        let Some(s) = server.upgrade() else { break End::Shutdown };
+                        let made = make_tools(&s, tools);
+                        tracing::info!(server = s.name(), tools = made.len(), "MCP tools changed");
+                        s.update(|st| st.tools = made);
+                    }
+                    Err(e) => break End::Lost(format!("listing its tools again failed: {e}")),
+                }
+            }
+            c = control.recv() => match c {
+                Some(Control::Restart) => break End::Restart,
+                Some(Control::Lost(why)) => break End::Lost(why),
+                Some(Control::Shutdown) | None => break End::Shutdown,
+            },
+        }
+    };
+    stop.cancel();
+    let _ = waiting.await;
+    end
+}
+
+fn make_tools(server: &Arc<Server>, tools: Vec<rmcp::model::Tool>) -> Vec<Arc<McpTool>> {
+    let timeout = server.config.tool_timeout();
+    let mut made: Vec<Arc<McpTool>> = Vec::new();
+    for tool in tools {
+        let Ok(value) = serde_json::to_value(&tool) else { continue };
+        let Some(t) = McpTool::new(Arc::downgrade(server), server.name(), &value, timeout) else { continue };
+        if made.iter().any(|m| m.exposed == t.exposed) {
+            tracing::warn!(server = server.name(), tool = %t.remote_name, "two tools share the name {}; the second is not offered", t.exposed);
+            continue;
+        }
+        made.push(Arc::new(t));
+    }
+    made
+}
+
+/// Connects, initializes and lists the tools.
+async fn connect(
+    config: &McpServerConfig,
+    http: reqwest::Client,
+    changed: mpsc::UnboundedSender<()>,
+    stderr: Arc<Mutex<VecDeque<String>>>,
+) -> Result<(RunningService<RoleClient, Handler>, Vec<rmcp::model::Tool>), String> {
+    let handler = Handler { changed };
+    let running = match config.transport() {
+        Transport::Stdio { command, args } => {
+            let mut cmd = forge_tools::supervisor::exec_command(command, args);
+            cmd.envs(&config.env);
+            if let Some(dir) = &config.cwd {
+                cmd.current_dir(dir);
+            }
+            let mut wrapped = process_wrap::tokio::CommandWrap::from(cmd);
+            // The whole group goes when the connection is dropped.
+            wrapped.wrap(process_wrap::tokio::ProcessGroup::leader());
+            let (transport, err) = rmcp::transport::TokioChildProcess::builder(wrapped)
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .map_err(|e| format!("cannot start `{command}`: {e}"))?;
+            if let Some(err) = err {
+                tokio::spawn(keep_stderr(err, config.name.clone(), stderr));
+            }
+            handler.serve(transport).await.map_err(|e| format!("it did not complete the MCP handshake: {e}"))?
+        }
+        Transport::Http { url } => {
+            use rmcp::transport::StreamableHttpClientTransport;
+            use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+            let mut headers = std::collections::HashMap::new();
+            for (k, v) in &config.headers {
+                // Checked when the configuration was read.
+                if let (Ok(k), Ok(v)) =
+                    (reqwest::header::HeaderName::from_bytes(k.as_bytes()), reqwest::header::HeaderValue::from_str(v))
+                {
+                    headers.insert(k, v);
+                }
+            }
+            let mut cfg = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(headers);
+            if let Some(var) = &config.bearer_token_env_var {
+                match &config.bearer_token {
+                    Some(token) => cfg = cfg.auth_header(token.clone()),
+                    None => {
+                        return Err(format!(
+                            "the environment variable {var} (bearer_token_env_var) was not set when forged started"
+                        ));
+                    }
+                }
+            }
+            let transport = StreamableHttpClientTransport::with_client(http, cfg);
+            handler
+                .serve(transport)
+                .await
+                .map_err(|e| format!("it did not complete the MCP handshake at {url}: {e}"))?
+        }
+    };
+    let tools = running.peer().list_all_tools().await.map_err(|e| format!("listing its tools failed: {e}"))?;
+    Ok((running, tools))
+}
+
+/// Keeps the last lines a stdio server wrote to stderr (and logs them).
+async fn keep_stderr(err: tokio::process::ChildStderr, name: String, tail: Arc<Mutex<VecDeque<String>>>) {
+    let mut lines = tokio::io::BufReader::new(err).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        tracing::debug!(server = %name, "stderr: {line}");
+        let mut t = tail.lock().unwrap_or_else(|p| p.into_inner());
+        if t.len() == STDERR_LINES {
+            t.pop_front();
+        }
+        t.push_back(line);
+    }
+}
+
+fn stderr_tail(tail: &Arc<Mutex<VecDeque<String>>>) -> Option<String> {
+    let mut t = tail.lock().unwrap_or_else(|p| p.into_inner());
+    let lines: Vec<String> = t.drain(..).collect();
+    let text = lines.join(" / ");
+    (!text.trim().is_empty()).then_some(text)
+}
