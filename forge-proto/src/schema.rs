@@ -178,7 +178,7 @@ pub fn protocol_schema() -> Result<Value, String> {
     }
     let error_kind = type_schema(&mut g, "ErrorKind")?;
     let defs: Map<String, Value> = g.take_definitions(true).into_iter().collect();
-    Ok(json!({
+    Ok(sorted(json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "Forge protocol",
         "description": "JSON-RPC 2.0 over forged's Unix socket (see docs/protocol.md). Params are passed by name. Generated from forge-proto's types.",
@@ -187,5 +187,19 @@ pub fn protocol_schema() -> Result<Value, String> {
         "notifications": notifications,
         "errors": {"description": "a Forge error's data.kind (codes in docs/protocol.md)", "kind": error_kind},
         "$defs": defs,
-    }))
+    })))
+}
+
+/// Keys in order at every level: the same text whether or not a crate in
+/// the build turned on serde_json's `preserve_order`.
+fn sorted(value: Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(String, Value)> = map.into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(entries.into_iter().map(|(k, v)| (k, sorted(v))).collect())
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(sorted).collect()),
+        other => other,
+    }
 }
