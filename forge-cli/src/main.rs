@@ -314,8 +314,13 @@ the model decides what to do. --discard answers all of them as discarded and end
         #[arg(required = true, num_args = 1..)]
         output: Vec<String>,
     },
-    /// List every pending tool approval, across all sessions
-    Approvals,
+    /// List every pending tool approval, across all sessions, and the
+    /// sessions' own rules ("allow always")
+    Approvals {
+        /// Forget a session's own rules: its calls ask as config.toml says
+        #[arg(long, value_name = "SESSION")]
+        forget: Option<String>,
+    },
     /// Approve a session's pending tool calls: all, or the numbered ones
     #[command(
         after_help = "Numbers are the #N shown by `forgectl approvals` or `forgectl send`; the calls not named are denied."
@@ -329,6 +334,10 @@ the model decides what to do. --discard answers all of them as discarded and end
         /// The calls to approve (1-based)
         #[arg(required_unless_present = "all")]
         calls: Vec<u32>,
+        /// Allow the approved calls' tools always in this session: later
+        /// calls to them run without asking
+        #[arg(long)]
+        always: bool,
     },
     /// Deny all of a session's pending tool calls (the model is told)
     Deny {
@@ -480,12 +489,14 @@ fn main() -> ExitCode {
                 cmd::session::recall(&g, &session, &query.join(" "), limit).await
             }
             Command::Config { action } => cmd::misc::config(&g, action),
-            Command::Approvals => cmd::approvals::list(&g).await,
+            Command::Approvals { forget } => cmd::approvals::list(&g, forget).await,
             Command::ToolResult { session, call_id, error, output } => {
                 cmd::approvals::tool_result(&g, &session, call_id, error, output).await
             }
             Command::Recover { session, resume, .. } => cmd::approvals::recover(&g, &session, resume).await,
-            Command::Approve { session, all, calls } => cmd::approvals::approve(&g, &session, all, calls).await,
+            Command::Approve { session, all, calls, always } => {
+                cmd::approvals::approve(&g, &session, all, calls, always).await
+            }
             Command::Deny { session } => cmd::approvals::deny(&g, &session).await,
             Command::Journal { action } => cmd::misc::journal(&g, action).await,
             Command::Shutdown => cmd::misc::shutdown(&g).await,

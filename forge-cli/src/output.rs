@@ -232,6 +232,16 @@ impl Transcript {
                     ));
                 }
             }
+            EventKind::ApprovalRulesChanged { mode, always_allow } => {
+                self.end_text(&mut out);
+                let mode = mode.as_deref().unwrap_or("as configured");
+                let always = if always_allow.is_empty() { "none".to_string() } else { always_allow.join(", ") };
+                stdout_result(writeln!(
+                    out,
+                    "[{}] approval rules set by {who}: mode {mode}; always allowed: {always}",
+                    ev.seq
+                ));
+            }
             EventKind::ApprovalResolved { approved, denied, .. } => {
                 self.end_text(&mut out);
                 stdout_result(writeln!(

@@ -852,6 +852,8 @@ impl Engine {
             last_seq,
             head: row.head_id,
             usage: None,
+            approval_mode: row.approval.mode,
+            always_allow: row.approval.always,
         }
     }
 
@@ -1096,13 +1098,26 @@ impl Engine {
     pub async fn set_session_mcp_servers(
         &self,
         selector: &str,
-        servers: Vec<forge_mcp::McpServerConfig>,
-    ) -> Result<(), EngineError> {
+        servers: Vec<forge_proto::McpServerSpec>,
+    ) -> Result<Vec<forge_proto::McpServerInfo>, EngineError> {
+        self.check_running()?;
         let id = self.resolve(selector).await?;
+        let servers = servers
+            .into_iter()
+            .map(|s| forge_mcp::McpServerConfig {
+                name: s.name,
+                command: s.command,
+                args: s.args,
+                env: s.env,
+                url: s.url,
+                headers: s.headers,
+                ..Default::default()
+            })
+            .collect();
         let config = forge_mcp::McpConfig { servers };
         config.validate().map_err(|e| EngineError::new(ErrorKind::InvalidParams, e))?;
         self.shared().mcp.set_session_servers(&id, config.servers);
-        Ok(())
+        Ok(self.shared().mcp.report(Some(&id)).into_iter().filter(|r| r.session.is_some()).map(mcp_info).collect())
     }
 
     pub async fn remove(&self, selector: &str) -> Result<String, EngineError> {
@@ -1168,6 +1183,7 @@ impl Engine {
             .collect()
     }
 
+    #[allow(clippy::too_many_arguments)] // the wire's params, one by one
     pub async fn answer_approval(
         &self,
         selector: &str,
@@ -1175,11 +1191,28 @@ impl Engine {
         approval_id: Option<String>,
         call_ids: Option<Vec<String>>,
         indices: Option<Vec<u32>>,
+        always: bool,
         client: ClientRef,
     ) -> Result<forge_proto::ApprovalResult, EngineError> {
         self.check_running()?;
         let handle = self.handle_for(selector).await?;
-        handle.request(|reply| SessionCmd::Approve { decision, approval_id, call_ids, indices, client, reply }).await
+        handle
+            .request(|reply| SessionCmd::Approve { decision, approval_id, call_ids, indices, always, client, reply })
+            .await
+    }
+
+    /// A session's own approval rules, changed as asked.
+    pub async fn approval_rules(
+        &self,
+        selector: &str,
+        mode: Option<String>,
+        allow: Vec<String>,
+        clear: bool,
+        client: ClientRef,
+    ) -> Result<forge_proto::ApprovalRules, EngineError> {
+        self.check_running()?;
+        let handle = self.handle_for(selector).await?;
+        handle.request(|reply| SessionCmd::ApprovalRules { mode, allow, clear, client, reply }).await
     }
 
     pub async fn tool_result(

@@ -273,7 +273,31 @@ pub trait ForgeApi {
         approval_id: Option<String>,
         call_ids: Option<Vec<String>>,
         indices: Option<Vec<u32>>,
+        always: Option<bool>,
     ) -> RpcResult<ApprovalResult>;
+
+    /// A session's own approval rules: `mode` (`default`, `permissive`,
+    /// `strict`; `""` drops it) replaces `[tools.approval] mode` for it;
+    /// `allow` adds tools that run without asking in it (`clear` first
+    /// forgets those allowed before). Without params: the rules as they are.
+    #[method(name = "session.approval_rules", param_kind = map)]
+    async fn session_approval_rules(
+        &self,
+        session: String,
+        mode: Option<String>,
+        allow: Option<Vec<String>>,
+        clear: Option<bool>,
+    ) -> RpcResult<ApprovalRules>;
+
+    /// Gives a session MCP servers of its own (an editor's), replacing any
+    /// it had: their tools are offered in this session only. They run
+    /// until the daemon stops.
+    #[method(name = "session.set_mcp_servers", param_kind = map)]
+    async fn session_set_mcp_servers(
+        &self,
+        session: String,
+        servers: Vec<McpServerSpec>,
+    ) -> RpcResult<Vec<McpServerInfo>>;
 
     /// The journal writer's health and statistics.
     #[method(name = "journal.status", param_kind = map)]

@@ -146,6 +146,13 @@ pub enum EventKind {
         approved: Vec<String>,
         denied: Vec<String>,
     },
+    /// The session's own approval rules changed (`session.approval_rules`,
+    /// or an "allow always" answer).
+    ApprovalRulesChanged {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mode: Option<String>,
+        always_allow: Vec<String>,
+    },
     /// The daemon stopped during this turn's tool calls; the session waits
     /// for a client to choose `session.recover` resume or discard.
     ToolRecovery {

@@ -63,6 +63,8 @@ fn type_schema(g: &mut SchemaGenerator, ty: &str) -> Result<Value, String> {
         UsageReport,
         ToolInfo,
         McpServerInfo,
+        McpServerSpec,
+        ApprovalRules,
         ToolResultAccepted,
         RecoverResult,
         HistoryResult,

@@ -149,6 +149,12 @@ pub struct SessionInfo {
     /// session (`session.show` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<UsageTotal>,
+    /// The session's own approval mode (`session.approval_rules`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_mode: Option<String>,
+    /// Tools allowed always in this session.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub always_allow: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -670,6 +676,35 @@ pub struct ToolInfo {
     /// `run` (no question asked), `ask` (a user approves each call) or
     /// `deny` (refused by the policy).
     pub approval: String,
+}
+
+/// A session's own approval rules (`session.approval_rules`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ApprovalRules {
+    pub session_id: String,
+    /// The session's approval mode, replacing `[tools.approval] mode`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// Tools allowed always in this session ("allow always").
+    #[serde(default)]
+    pub always_allow: Vec<String>,
+}
+
+/// An MCP server a client gives a session: `command` (+ `args`, `env`)
+/// for stdio, or `url` (+ `headers`) for streamable HTTP.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct McpServerSpec {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub env: std::collections::BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub headers: std::collections::BTreeMap<String, String>,
 }
 
 /// An MCP server and its tools, as `mcp.list` reports it.

@@ -45,6 +45,17 @@ impl Decision {
     }
 }
 
+/// `permissive` | `default` | `strict`, or the seed's `auto` | `prompt` |
+/// `deny`.
+pub fn parse_mode(word: &str) -> Option<ApprovalMode> {
+    match word {
+        "permissive" | "auto" => Some(ApprovalMode::Permissive),
+        "default" | "prompt" => Some(ApprovalMode::Default),
+        "strict" | "deny" => Some(ApprovalMode::Strict),
+        _ => None,
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct ApprovalPolicy {
     mode: ApprovalMode,
@@ -56,11 +67,7 @@ pub struct ApprovalPolicy {
 
 impl ApprovalPolicy {
     pub fn from_config(cfg: Option<&ToolApprovalConfig>) -> Self {
-        let mode = match cfg.and_then(|c| c.mode.as_deref()) {
-            Some("permissive" | "auto") => ApprovalMode::Permissive,
-            Some("strict" | "deny") => ApprovalMode::Strict,
-            _ => ApprovalMode::Default,
-        };
+        let mode = cfg.and_then(|c| c.mode.as_deref()).and_then(parse_mode).unwrap_or(ApprovalMode::Default);
         Self {
             mode,
             enabled: cfg.and_then(|c| c.enabled).unwrap_or(true),
@@ -68,6 +75,17 @@ impl ApprovalPolicy {
             deny: cfg.and_then(|c| c.denylist.clone()).unwrap_or_default().into_iter().collect(),
             prompt_side_effects: cfg.and_then(|c| c.prompt_side_effects).unwrap_or(true),
         }
+    }
+
+    /// The policy for one session: its own `mode` (if set) replaces the
+    /// configured one, and the tools it allows always run without asking
+    /// (the denylist still wins).
+    pub fn for_session(mut self, mode: Option<&str>, always: &[String]) -> Self {
+        if let Some(mode) = mode.and_then(parse_mode) {
+            self.mode = mode;
+        }
+        self.allow.extend(always.iter().cloned());
+        self
     }
 
     pub fn decide(&self, tool: &dyn ToolExecutor) -> Decision {

@@ -390,7 +390,7 @@ fn perform(action: Action, client: &Arc<Client>, session: &str, app: &mut App, t
         Action::Answer { approval_id, decision, indices } => {
             tokio::spawn(async move {
                 let indices = (decision == ApprovalDecision::ApproveSelected).then_some(indices);
-                if let Err(e) = c.approval_answer(s, decision, Some(approval_id), None, indices).await {
+                if let Err(e) = c.approval_answer(s, decision, Some(approval_id), None, indices, None).await {
                     say(tx, Level::Warn, format!("approval: {}", error_text(e))).await;
                 }
             });

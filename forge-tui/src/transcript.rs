@@ -425,6 +425,22 @@ impl Transcript {
                 });
                 self.state = Some(OperationStateKind::AwaitingApproval);
             }
+            EventKind::ApprovalRulesChanged { mode, always_allow } => {
+                let mut parts = Vec::new();
+                if let Some(mode) = mode {
+                    parts.push(format!("approval mode {mode}"));
+                }
+                if !always_allow.is_empty() {
+                    parts.push(format!("always allowed: {}", always_allow.join(", ")));
+                }
+                let who = from.map(|f| format!(" by {f}")).unwrap_or_default();
+                let text = if parts.is_empty() {
+                    format!("approval rules reset to the configured ones{who}")
+                } else {
+                    format!("{}{who}", parts.join("; "))
+                };
+                self.items.push(DisplayItem::Notice { level: Level::Info, text });
+            }
             EventKind::ApprovalResolved { approved, denied, .. } => {
                 self.approval = None;
                 let who = from.map(|f| format!(" by {f}")).unwrap_or_default();

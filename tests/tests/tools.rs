@@ -395,3 +395,42 @@ async fn files_the_model_creates_get_the_users_modes_not_the_daemons() {
     assert_eq!(mode("cmd/by-command.txt"), 0o666 & !umask);
     assert_eq!(mode("cmd"), 0o777 & !umask);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allow_always_lets_a_sessions_later_calls_run_and_survives_a_restart() {
+    let mut s = setup().await;
+    let id = s.session("claude", "always").await;
+    let write = |n: u32| {
+        format!(
+            "{} go",
+            forge_tests::mock::tool_call("write_file", &json!({"path": format!("a{n}.txt"), "content": "x\n"}))
+        )
+    };
+    let sender = s.forge.ctl_cmd(&["send", "-s", &id, &write(1)]).spawn().unwrap_or_else(|e| panic!("{e}"));
+    s.pending(&id).await;
+    let r = s.forge.ok(&["approve", &id, "--all", "--always"]).await;
+    assert!(r.stdout.contains("without asking"), "{}", r.stdout);
+    assert!(sender.wait_with_output().await.is_ok_and(|o| o.status.success()));
+    let listed = s.forge.ok(&["approvals"]).await.stdout;
+    assert!(listed.contains("always allowed: write_file"), "{listed}");
+
+    // Later calls in this session run at once, after a restart too.
+    s.forge.restart().await;
+    let r = s.forge.ok(&["send", "-s", &id, &write(2)]).await;
+    assert!(s.project.path().join("a2.txt").exists(), "ran without a question: {}", r.stderr);
+    let other = s.session("claude", "other").await;
+    let sender = s.forge.ctl_cmd(&["send", "-s", &other, &write(3)]).spawn().unwrap_or_else(|e| panic!("{e}"));
+    s.pending(&other).await;
+    s.forge.ok(&["deny", &other]).await;
+    let _ = sender.wait_with_output().await;
+
+    // Forgotten: it asks again.
+    s.forge.ok(&["approvals", "--forget", &id]).await;
+    let info = s.forge.ok(&["--json", "session", "show", &id]).await.json_lines();
+    assert!(info[0].get("always_allow").is_none(), "{info:?}");
+    let sender = s.forge.ctl_cmd(&["send", "-s", &id, &write(4)]).spawn().unwrap_or_else(|e| panic!("{e}"));
+    s.pending(&id).await;
+    s.forge.ok(&["deny", &id]).await;
+    let _ = sender.wait_with_output().await;
+    assert!(!s.project.path().join("a4.txt").exists());
+}

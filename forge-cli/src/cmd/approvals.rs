@@ -9,8 +9,17 @@ use crate::connect::daemon;
 use crate::exit::Failure;
 use crate::output::{approval_prompt, json_line};
 
-pub async fn list(g: &Global) -> Result<(), Failure> {
+pub async fn list(g: &Global, forget: Option<String>) -> Result<(), Failure> {
     let conn = daemon(g).await?;
+    if let Some(session) = forget {
+        let r = conn.client.session_approval_rules(session, Some(String::new()), None, Some(true)).await?;
+        if g.json {
+            json_line(&r);
+        } else {
+            outln!("session {} asks again as [tools.approval] says", r.session_id);
+        }
+        return Ok(());
+    }
     let pending = conn.client.approval_list().await?;
     if g.json {
         for p in &pending {
@@ -26,25 +35,48 @@ pub async fn list(g: &Global) -> Result<(), Failure> {
         outln!("session {}{name}, approval {}:", p.session_id, p.approval_id);
         approval_prompt(&p.session_id, &p.calls, true);
     }
+    // The rules sessions have of their own ("allow always", a mode).
+    let sessions = conn.client.session_list().await?;
+    let ruled: Vec<_> = sessions.iter().filter(|s| s.approval_mode.is_some() || !s.always_allow.is_empty()).collect();
+    if !ruled.is_empty() {
+        outln!();
+        outln!("session rules (forget them with `forgectl approvals --forget SESSION`):");
+        for s in ruled {
+            let name = s.name.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
+            let mut rules = Vec::new();
+            if let Some(mode) = &s.approval_mode {
+                rules.push(format!("mode {mode}"));
+            }
+            if !s.always_allow.is_empty() {
+                rules.push(format!("always allowed: {}", s.always_allow.join(", ")));
+            }
+            outln!("  session {}{name}: {}", s.id, rules.join("; "));
+        }
+    }
     Ok(())
 }
 
-pub async fn approve(g: &Global, session: &str, all: bool, calls: Vec<u32>) -> Result<(), Failure> {
+pub async fn approve(g: &Global, session: &str, all: bool, calls: Vec<u32>, always: bool) -> Result<(), Failure> {
     let conn = daemon(g).await?;
     let (decision, indices) =
         if all { (ApprovalDecision::ApproveAll, None) } else { (ApprovalDecision::ApproveSelected, Some(calls)) };
-    let r = conn.client.approval_answer(session.to_string(), decision, None, None, indices).await?;
+    let r = conn.client.approval_answer(session.to_string(), decision, None, None, indices, Some(always)).await?;
     if g.json {
         json_line(&r);
     } else {
         outln!("approved {} call(s), denied {} in session {}", r.approved.len(), r.denied.len(), r.session_id);
+        if always {
+            outln!(
+                "their tools run without asking in this session from now on (`forgectl approvals` lists such rules)"
+            );
+        }
     }
     Ok(())
 }
 
 pub async fn deny(g: &Global, session: &str) -> Result<(), Failure> {
     let conn = daemon(g).await?;
-    let r = conn.client.approval_answer(session.to_string(), ApprovalDecision::DenyAll, None, None, None).await?;
+    let r = conn.client.approval_answer(session.to_string(), ApprovalDecision::DenyAll, None, None, None, None).await?;
     if g.json {
         json_line(&r);
     } else {

@@ -194,6 +194,7 @@ pub async fn follow_turn(
                             Some(approval_id.clone()),
                             None,
                             None,
+                            None,
                         )
                         .await;
                     match r {

@@ -128,6 +128,11 @@ pub enum StoreOp {
         provider: String,
         model: String,
     },
+    /// A session's approval rules (`SessionApproval` as JSON).
+    SetApproval {
+        session_id: String,
+        approval: String,
+    },
     QueuePush {
         session_id: String,
         message_id: String,
@@ -320,6 +325,9 @@ impl StoreOp {
             }
             StoreOp::SetModel { session_id, provider, model } => {
                 run("UPDATE sessions SET provider = ?, model = ? WHERE id = ?", &[provider, model, session_id])
+            }
+            StoreOp::SetApproval { session_id, approval } => {
+                run("UPDATE sessions SET approval = ? WHERE id = ?", &[approval, session_id])
             }
             StoreOp::QueuePush { session_id, message_id, text, client, created_ms } => run(
                 "INSERT INTO queued_messages (session_id, message_id, text, client, created_ms) VALUES (?, ?, ?, ?, ?)",

@@ -52,8 +52,16 @@ pub(crate) enum SessionCmd {
         approval_id: Option<String>,
         call_ids: Option<Vec<String>>,
         indices: Option<Vec<u32>>,
+        always: bool,
         client: ClientRef,
         reply: Reply<forge_proto::ApprovalResult>,
+    },
+    ApprovalRules {
+        mode: Option<String>,
+        allow: Vec<String>,
+        clear: bool,
+        client: ClientRef,
+        reply: Reply<forge_proto::ApprovalRules>,
     },
     ToolResult {
         call_id: String,

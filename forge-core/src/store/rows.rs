@@ -20,6 +20,21 @@ pub struct SessionRow {
     pub updated_ms: i64,
     pub head_id: Option<String>,
     pub last_seq: u64,
+    /// The session's own approval rules.
+    pub approval: SessionApproval,
+}
+
+/// A session's approval rules on top of `[tools.approval]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionApproval {
+    /// `default`, `permissive` or `strict` (or `auto`, `prompt`, `deny`),
+    /// replacing the configured mode for this session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// Tools a user allowed always in this session (an editor's "allow
+    /// always"): they run without asking, unless denylisted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub always: Vec<String>,
 }
 
 impl SessionRow {
@@ -34,6 +49,12 @@ impl SessionRow {
             updated_ms: r.try_get("updated_ms")?,
             head_id: r.try_get("head_id")?,
             last_seq: r.try_get::<i64, _>("last_seq")? as u64,
+            // Rules that do not parse are no rules: the configured policy.
+            approval: r
+                .try_get::<String, _>("approval")
+                .ok()
+                .and_then(|j| serde_json::from_str(&j).ok())
+                .unwrap_or_default(),
         })
     }
 }

@@ -362,11 +362,41 @@ impl ForgeApiServer for ConnServer {
         approval_id: Option<String>,
         call_ids: Option<Vec<String>>,
         indices: Option<Vec<u32>>,
+        always: Option<bool>,
     ) -> RpcResult<forge_proto::ApprovalResult> {
         self.engine()
-            .answer_approval(&session, decision, approval_id, call_ids, indices, self.client_ref())
+            .answer_approval(
+                &session,
+                decision,
+                approval_id,
+                call_ids,
+                indices,
+                always == Some(true),
+                self.client_ref(),
+            )
             .await
             .map_err(to_rpc)
+    }
+
+    async fn session_approval_rules(
+        &self,
+        session: String,
+        mode: Option<String>,
+        allow: Option<Vec<String>>,
+        clear: Option<bool>,
+    ) -> RpcResult<forge_proto::ApprovalRules> {
+        self.engine()
+            .approval_rules(&session, mode, allow.unwrap_or_default(), clear == Some(true), self.client_ref())
+            .await
+            .map_err(to_rpc)
+    }
+
+    async fn session_set_mcp_servers(
+        &self,
+        session: String,
+        servers: Vec<forge_proto::McpServerSpec>,
+    ) -> RpcResult<Vec<forge_proto::McpServerInfo>> {
+        self.engine().set_session_mcp_servers(&session, servers).await.map_err(to_rpc)
     }
 
     async fn journal_status(&self) -> RpcResult<JournalStatus> {

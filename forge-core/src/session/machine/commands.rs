@@ -80,9 +80,15 @@ impl Session {
                     self.on_remove(reply);
                 }
             }
-            SessionCmd::Approve { decision, approval_id, call_ids, indices, client, reply } => {
+            SessionCmd::Approve { decision, approval_id, call_ids, indices, always, client, reply } => {
                 if let Some(reply) = self.admit(reply, Access::Write) {
-                    let result = self.on_approval(decision, approval_id, call_ids, indices, client);
+                    let result = self.on_approval(decision, approval_id, call_ids, indices, always, client);
+                    self.reply_when_durable(reply, result);
+                }
+            }
+            SessionCmd::ApprovalRules { mode, allow, clear, client, reply } => {
+                if let Some(reply) = self.admit(reply, Access::Write) {
+                    let result = self.on_approval_rules(mode, allow, clear, Some(client));
                     self.reply_when_durable(reply, result);
                 }
             }

@@ -422,6 +422,7 @@ pub(crate) fn event_kind_name(kind: &EventKind) -> &'static str {
         EventKind::ToolRecovery { .. } => "tool_recovery",
         EventKind::AwaitingToolResults { .. } => "awaiting_tool_results",
         EventKind::ApprovalResolved { .. } => "approval_resolved",
+        EventKind::ApprovalRulesChanged { .. } => "approval_rules_changed",
         EventKind::Retrying { .. } => "retrying",
         EventKind::Usage { .. } => "usage",
         EventKind::SummarizationStarted { .. } => "summarization_started",

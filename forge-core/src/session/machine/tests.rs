@@ -48,6 +48,7 @@ fn row() -> SessionRow {
         updated_ms: 0,
         head_id: None,
         last_seq: 0,
+        approval: Default::default(),
     }
 }
 
@@ -529,6 +530,7 @@ fn a_side_effecting_call_waits_for_approval_and_a_denial_is_a_result_the_model_s
     assert!(h.tool_runs.is_empty());
 
     let wrong = h.command(|reply| SessionCmd::Approve {
+        always: false,
         decision: ApprovalDecision::ApproveAll,
         approval_id: Some("not-it".into()),
         call_ids: None,
@@ -538,6 +540,7 @@ fn a_side_effecting_call_waits_for_approval_and_a_denial_is_a_result_the_model_s
     });
     assert_eq!(answered(wrong).err().map(|e| e.kind), Some(ErrorKind::ApprovalNotPending));
     let deny = h.command(|reply| SessionCmd::Approve {
+        always: false,
         decision: ApprovalDecision::DenyAll,
         approval_id: Some(pending.approval_id.clone()),
         call_ids: None,

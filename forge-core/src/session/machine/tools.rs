@@ -103,10 +103,74 @@ impl Session {
         self.size_tools();
     }
 
+    /// `[tools.approval]` with the session's own rules on top.
+    fn policy(&self) -> ApprovalPolicy {
+        ApprovalPolicy::from_config(self.config.tools.approval.as_ref())
+            .for_session(self.row.approval.mode.as_deref(), &self.row.approval.always)
+    }
+
+    /// Changes the session's approval rules: its own mode (`Some("")`
+    /// drops it), tools allowed always from now on, or none (`clear`).
+    pub(super) fn on_approval_rules(
+        &mut self,
+        mode: Option<String>,
+        allow: Vec<String>,
+        clear: bool,
+        client: Option<ClientRef>,
+    ) -> Result<forge_proto::ApprovalRules, EngineError> {
+        let mut rules = self.row.approval.clone();
+        if let Some(mode) = mode {
+            let mode = mode.trim().to_string();
+            if mode.is_empty() {
+                rules.mode = None;
+            } else if crate::tools::policy::parse_mode(&mode).is_none() {
+                return Err(EngineError::new(
+                    ErrorKind::InvalidParams,
+                    format!("approval mode \"{mode}\" is not one of default, permissive (auto), strict"),
+                ));
+            } else {
+                rules.mode = Some(mode);
+            }
+        }
+        if clear {
+            rules.always.clear();
+        }
+        for tool in allow {
+            if !rules.always.contains(&tool) {
+                rules.always.push(tool);
+            }
+        }
+        self.set_rules(rules, client);
+        Ok(self.rules())
+    }
+
+    fn set_rules(&mut self, rules: crate::store::rows::SessionApproval, client: Option<ClientRef>) {
+        if rules == self.row.approval {
+            return;
+        }
+        self.pipeline.op(StoreOp::SetApproval {
+            session_id: self.row.id.clone(),
+            approval: serde_json::to_string(&rules).unwrap_or_else(|_| "{}".into()),
+        });
+        self.pipeline.event(
+            client,
+            EventKind::ApprovalRulesChanged { mode: rules.mode.clone(), always_allow: rules.always.clone() },
+        );
+        self.row.approval = rules;
+    }
+
+    pub(super) fn rules(&self) -> forge_proto::ApprovalRules {
+        forge_proto::ApprovalRules {
+            session_id: self.row.id.clone(),
+            mode: self.row.approval.mode.clone(),
+            always_allow: self.row.approval.always.clone(),
+        }
+    }
+
     /// What `introspect` reports, as of now.
     pub(super) fn introspection(&self) -> Value {
         let config = &self.config;
-        let policy = ApprovalPolicy::from_config(config.tools.approval.as_ref());
+        let policy = self.policy();
         let offered = self.tool_specs();
         let tools: Vec<Value> = self
             .tools
@@ -292,7 +356,7 @@ impl Session {
     /// Applies the approval policy to a planned batch: denied calls become
     /// error results; the calls that need a decision are returned.
     fn apply_policy(&self, l: &mut ToolLoop) -> Vec<ApprovalCall> {
-        let policy = ApprovalPolicy::from_config(self.config.tools.approval.as_ref());
+        let policy = self.policy();
         let mut asks = Vec::new();
         for call in l.pending.iter_mut() {
             let Ok((tool, args)) = &call.action else { continue };
@@ -339,6 +403,7 @@ impl Session {
         approval_id: Option<String>,
         call_ids: Option<Vec<String>>,
         indices: Option<Vec<u32>>,
+        always: bool,
         client: ClientRef,
     ) -> Result<ApprovalResult, EngineError> {
         let not_pending = || {
@@ -387,15 +452,31 @@ impl Session {
             }
         }
         let approval_id = pending.approval_id.clone();
+        // "Allow always": the approved calls' tools run without asking in
+        // this session from now on.
+        let remember: Vec<String> = if always {
+            pending.calls.iter().filter(|c| approved.contains(&c.call_id)).map(|c| c.name.clone()).collect()
+        } else {
+            Vec::new()
+        };
         l.approval = None;
         self.pipeline.event(
-            Some(client),
+            Some(client.clone()),
             EventKind::ApprovalResolved {
                 approval_id: approval_id.clone(),
                 approved: approved.clone(),
                 denied: denied.clone(),
             },
         );
+        if !remember.is_empty() {
+            let mut rules = self.row.approval.clone();
+            for tool in remember {
+                if !rules.always.contains(&tool) {
+                    rules.always.push(tool);
+                }
+            }
+            self.set_rules(rules, Some(client));
+        }
         self.pipeline.effect(OnDurable::NextTool);
         Ok(ApprovalResult { session_id: self.row.id.clone(), approval_id, approved, denied })
     }
