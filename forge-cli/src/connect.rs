@@ -19,9 +19,14 @@ pub fn socket_path(g: &Global) -> PathBuf {
 }
 
 pub async fn daemon(g: &Global) -> Result<Connection, Failure> {
+    daemon_as(g, client_info()).await
+}
+
+/// [`daemon`], saying hello as `info` (an editor through `forgectl acp`).
+pub async fn daemon_as(g: &Global, info: ClientInfo) -> Result<Connection, Failure> {
     let socket = socket_path(g);
     let started = |pid| eprintln!("forgectl: started forged (pid {pid}) on {}", socket.display());
-    connect_or_start(&socket, client_info(), !g.no_autostart, started).await.map_err(|e| match e {
+    connect_or_start(&socket, info, !g.no_autostart, started).await.map_err(|e| match e {
         StartError::Connect(ConnectError::NotRunning { path, .. }) => Failure::new(
             UNREACHABLE,
             "daemon_not_running",

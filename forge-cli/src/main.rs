@@ -356,6 +356,10 @@ The model sees their tools as NAME__TOOL. A failed server is started again with 
         #[arg(long, short)]
         session: Option<String>,
     },
+    /// Speak the Agent Client Protocol on stdin/stdout, for editors (Zed,
+    /// JetBrains, Neovim, Emacs): their sessions are daemon sessions
+    #[command(after_help = "Editors start this themselves; see docs/editors.md for each one's configuration.")]
+    Acp,
     /// Show the daemon's pid, version, uptime and sessions
     Status,
     /// Show the journal's health and statistics, or reset it after a failure
@@ -481,6 +485,7 @@ fn main() -> ExitCode {
             Command::Model { session, model, provider } => cmd::session::model(&g, &session, model, provider).await,
             Command::Cancel { session, drop_queued } => cmd::misc::cancel(&g, &session, drop_queued).await,
             Command::Status => cmd::misc::status(&g).await,
+            Command::Acp => cmd::acp::run(&g).await,
             Command::Mcp { action, session } => cmd::mcp::run(&g, action, session).await,
             Command::Models { provider } => cmd::misc::models(&g, provider).await,
             Command::Usage { session, since } => cmd::misc::usage(&g, session, since).await,

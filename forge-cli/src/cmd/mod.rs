@@ -1,5 +1,6 @@
 //! One module per command group.
 
+pub mod acp;
 pub mod approvals;
 pub mod attach;
 pub mod daemon;

@@ -1,0 +1,315 @@
+//! One `session/prompt`: the message goes to the daemon session, and its
+//! turn is followed to the end as `session/update`s. A pending approval
+//! becomes `session/request_permission` for each call; if another client
+//! answers first, the editor's requests are withdrawn (`$/cancel_request`).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use agent_client_protocol::Client;
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema::{
+    ContentBlock, CurrentModeUpdate, Diff, PermissionOption, PermissionOptionKind, PromptRequest, PromptResponse,
+    RequestPermissionOutcome, RequestPermissionRequest, SessionNotification, SessionUpdate, StopReason, TextContent,
+    ToolCallContent, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
+};
+use forge_client::{Follow, ForgeApiClient};
+use forge_proto::{ApprovalCall, ApprovalDecision, EventKind, JournalHealth, SubscriptionItem};
+use serde_json::Value;
+use tokio::task::JoinHandle;
+
+use super::{Bridge, Result, from_client, map, rpc_error};
+
+const ALLOW_ONCE: &str = "allow_once";
+const ALLOW_ALWAYS: &str = "allow_always";
+const REJECT: &str = "reject_once";
+
+/// A call of the turn, as far as it is known.
+struct Call {
+    name: String,
+    args: String,
+    /// The files a file tool may change, as they were before it ran.
+    before: Vec<(PathBuf, Option<String>)>,
+}
+
+struct Turn<'a> {
+    cx: &'a ConnectionTo<Client>,
+    session: String,
+    cwd: PathBuf,
+    /// Calls of the answer being streamed, by index.
+    streaming: HashMap<u32, String>,
+    calls: HashMap<String, Call>,
+    /// The editor being asked about the pending approval.
+    asking: Option<(String, JoinHandle<()>)>,
+}
+
+pub(super) async fn prompt(b: &Arc<Bridge>, req: PromptRequest, cx: &ConnectionTo<Client>) -> Result<PromptResponse> {
+    let d = b.daemon().await?;
+    let session = req.session_id.to_string();
+    let text = map::prompt_text(&req.prompt);
+    if let Some(reply) = command(b, &session, text.trim()).await? {
+        say(cx, &session, &reply)?;
+        return Ok(PromptResponse::new(StopReason::EndTurn));
+    }
+    let sent = d.client.session_send(session.clone(), Some(text), None, None).await.map_err(from_client)?;
+    let mut follow =
+        Follow::open(&d.socket, &d.info, sent.session_id.clone(), Some(sent.seq)).await.map_err(from_client)?;
+    let cwd = match b.cwd(&session) {
+        Some(cwd) => cwd,
+        None => PathBuf::from(d.client.session_show(session.clone()).await.map_err(from_client)?.cwd),
+    };
+    let mut turn = Turn {
+        cx,
+        session: sent.session_id.clone(),
+        cwd,
+        streaming: HashMap::new(),
+        calls: HashMap::new(),
+        asking: None,
+    };
+    let mut in_turn = false;
+    let result = loop {
+        let ev = match follow.next().await {
+            Some(Ok(SubscriptionItem::Event(ev))) => ev,
+            Some(Ok(SubscriptionItem::Closed { reason })) => {
+                break Err(rpc_error(-32603, format!("the session closed: {reason}")));
+            }
+            Some(Ok(SubscriptionItem::Journal { health: JournalHealth::Blocked, reason })) => {
+                break Err(rpc_error(
+                    -32603,
+                    format!("the turn stopped: {}", reason.unwrap_or_else(|| "the store cannot be written".into())),
+                ));
+            }
+            Some(Ok(_)) => continue,
+            Some(Err(e)) => break Err(rpc_error(-32603, e.to_string())),
+            None => break Err(rpc_error(-32603, "forged closed the stream before the turn ended")),
+        };
+        match ev.kind {
+            EventKind::TurnStarted { message_id, .. } if message_id == sent.message_id => in_turn = true,
+            EventKind::TurnFinished { message_id, status, stop_reason, error, error_kind, .. }
+                if message_id == sent.message_id =>
+            {
+                break map::stop_reason(status, stop_reason.as_deref(), error_kind.as_deref(), error.as_deref())
+                    .map(PromptResponse::new)
+                    .map_err(|e| rpc_error(-32603, e));
+            }
+            kind if in_turn => turn.on_event(b, kind).await?,
+            _ => {}
+        }
+    };
+    turn.stop_asking();
+    result
+}
+
+impl Turn<'_> {
+    fn send(&self, update: SessionUpdate) -> Result<()> {
+        self.cx.send_notification(SessionNotification::new(self.session.clone(), update))
+    }
+
+    async fn on_event(&mut self, b: &Arc<Bridge>, kind: EventKind) -> Result<()> {
+        match kind {
+            EventKind::TextDelta { text } => self.send(SessionUpdate::AgentMessageChunk(map::text(&text)))?,
+            EventKind::ThinkingDelta { text } => self.send(SessionUpdate::AgentThoughtChunk(map::text(&text)))?,
+            EventKind::ToolCallStarted { index, call_id, name } => {
+                self.streaming.insert(index, call_id.clone());
+                let call = map::tool_call(&call_id, &name, &Value::Null, &self.cwd, ToolCallStatus::Pending);
+                self.calls.insert(call_id, Call { name, args: String::new(), before: Vec::new() });
+                self.send(SessionUpdate::ToolCall(call))?;
+            }
+            EventKind::ToolCallArgs { index, fragment } => {
+                if let Some(call) = self.streaming.get(&index).and_then(|id| self.calls.get_mut(id)) {
+                    call.args.push_str(&fragment);
+                }
+            }
+            // The answer is whole: its calls' arguments are known.
+            EventKind::AssistantNode { .. } => {
+                for id in std::mem::take(&mut self.streaming).into_values() {
+                    self.describe(&id)?;
+                }
+            }
+            EventKind::ApprovalRequested { approval_id, calls } => {
+                self.stop_asking();
+                let asker =
+                    tokio::spawn(ask(b.clone(), self.cx.clone(), self.session.clone(), approval_id.clone(), calls));
+                self.asking = Some((approval_id, asker));
+            }
+            // Answered here or elsewhere: a question still open is withdrawn.
+            EventKind::ApprovalResolved { approval_id, .. }
+                if self.asking.as_ref().is_some_and(|(id, _)| *id == approval_id) =>
+            {
+                self.stop_asking();
+            }
+            EventKind::ToolRunning { call_id, .. } => {
+                let fields = ToolCallUpdateFields::new().status(ToolCallStatus::InProgress);
+                self.send(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(call_id, fields)))?;
+            }
+            EventKind::ToolResult { call_id, is_error, output, .. } => {
+                let diffs = if is_error { Vec::new() } else { self.diffs(&call_id) };
+                self.send(SessionUpdate::ToolCallUpdate(map::tool_done(&call_id, is_error, &output, diffs)))?;
+            }
+            EventKind::ApprovalRulesChanged { mode, .. } => {
+                let mode = match mode.as_deref() {
+                    Some("auto" | "permissive") => "permissive",
+                    Some("deny" | "strict") => "strict",
+                    _ => "default",
+                };
+                self.send(SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(mode.to_string())))?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Tells the editor a call's arguments (title, files, input), and
+    /// keeps the files an edit may change as they are now, for its diff.
+    fn describe(&mut self, id: &str) -> Result<()> {
+        let Some(call) = self.calls.get_mut(id) else { return Ok(()) };
+        let args: Value = serde_json::from_str(&call.args).unwrap_or(Value::Null);
+        if matches!(call.name.as_str(), "write_file" | "apply_patch") {
+            call.before = map::locations(&call.name, &args, &self.cwd)
+                .into_iter()
+                .map(|l| {
+                    let text = std::fs::read_to_string(&l.path).ok();
+                    (l.path, text)
+                })
+                .collect();
+        }
+        let full = map::tool_call(id, &call.name, &args, &self.cwd, ToolCallStatus::Pending);
+        let mut fields = ToolCallUpdateFields::new()
+            .title(full.title)
+            .kind(full.kind)
+            .locations(full.locations)
+            .raw_input(args.clone());
+        if call.name == "write_file"
+            && let (Some(path), Some(content)) =
+                (args.get("path").and_then(Value::as_str), args.get("content").and_then(Value::as_str))
+        {
+            // What it will write, before it runs (the approval's preview).
+            fields = fields.content(vec![ToolCallContent::Diff(Diff::new(self.cwd.join(path), content))]);
+        }
+        self.send(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(id.to_string(), fields)))
+    }
+
+    /// An edit's changes, from the files before it to the files now.
+    fn diffs(&self, id: &str) -> Vec<Diff> {
+        let Some(call) = self.calls.get(id) else { return Vec::new() };
+        call.before
+            .iter()
+            .filter_map(|(path, old)| {
+                let new = std::fs::read_to_string(path).ok()?;
+                (old.as_deref() != Some(new.as_str())).then(|| Diff::new(path.clone(), new).old_text(old.clone()))
+            })
+            .collect()
+    }
+
+    fn stop_asking(&mut self) {
+        if let Some((_, asker)) = self.asking.take() {
+            // Dropping the question sends `$/cancel_request` for it.
+            asker.abort();
+        }
+    }
+}
+
+/// Asks the editor about each call of an approval, then answers it with
+/// what was chosen ("allow always" also allows the tool in the session).
+async fn ask(b: Arc<Bridge>, cx: ConnectionTo<Client>, session: String, approval_id: String, calls: Vec<ApprovalCall>) {
+    let Ok(d) = b.daemon().await else { return };
+    let options = vec![
+        PermissionOption::new(ALLOW_ONCE.to_string(), "Allow", PermissionOptionKind::AllowOnce),
+        PermissionOption::new(
+            ALLOW_ALWAYS.to_string(),
+            "Allow always (this session)",
+            PermissionOptionKind::AllowAlways,
+        ),
+        PermissionOption::new(REJECT.to_string(), "Reject", PermissionOptionKind::RejectOnce),
+    ];
+    let (mut approved, mut always) = (Vec::new(), Vec::new());
+    for call in &calls {
+        let args: Value = serde_json::from_str(&call.arguments).unwrap_or(Value::Null);
+        let summary = ToolCallContent::from(ContentBlock::Text(TextContent::new(format!(
+            "{} (risk: {})",
+            call.summary, call.risk
+        ))));
+        let fields = ToolCallUpdateFields::new()
+            .title(map::tool_title(&call.name, &args))
+            .kind(map::tool_kind(&call.name))
+            .status(ToolCallStatus::Pending)
+            .raw_input(args)
+            .content(vec![summary]);
+        let request = RequestPermissionRequest::new(
+            session.clone(),
+            ToolCallUpdate::new(call.call_id.clone(), fields),
+            options.clone(),
+        );
+        let Ok(answer) = cx.send_request(request).block_task().await else { return };
+        match answer.outcome {
+            RequestPermissionOutcome::Selected(s) => {
+                let chosen = s.option_id.to_string();
+                if chosen == ALLOW_ONCE || chosen == ALLOW_ALWAYS {
+                    approved.push(call.call_id.clone());
+                }
+                if chosen == ALLOW_ALWAYS && !always.contains(&call.name) {
+                    always.push(call.name.clone());
+                }
+            }
+            // The turn was cancelled: nothing to answer.
+            _ => return,
+        }
+    }
+    if !always.is_empty() {
+        let _ = d.client.session_approval_rules(session.clone(), None, Some(always), None).await;
+    }
+    let decision = if approved.len() == calls.len() {
+        ApprovalDecision::ApproveAll
+    } else if approved.is_empty() {
+        ApprovalDecision::DenyAll
+    } else {
+        ApprovalDecision::ApproveSelected
+    };
+    let ids = (decision == ApprovalDecision::ApproveSelected).then_some(approved);
+    // Another client may have answered meanwhile: the first answer wins.
+    let _ = d.client.approval_answer(session, decision, Some(approval_id), ids, None, None).await;
+}
+
+/// A prompt that is one of Forge's commands (`/undo`, `/summarize`,
+/// `/usage`): what it did, in words.
+async fn command(b: &Bridge, session: &str, text: &str) -> Result<Option<String>> {
+    let Some(name) = text.strip_prefix('/') else { return Ok(None) };
+    let d = b.daemon().await?;
+    let reply = match name.trim() {
+        "undo" => {
+            let r = d
+                .client
+                .session_rewind(session.to_string(), None, None, None, None, None)
+                .await
+                .map_err(from_client)?;
+            let files: Vec<String> = r.files.iter().map(|f| format!("{} {}", f.action, f.path)).collect();
+            if files.is_empty() {
+                "Took back the last turn (no files had changed).".to_string()
+            } else {
+                format!("Took back the last turn and its files: {}.", files.join(", "))
+            }
+        }
+        "summarize" => {
+            let r = d.client.session_summarize(session.to_string()).await.map_err(from_client)?;
+            format!("Summarizing {} messages ({} tokens) in the background.", r.messages, r.tokens_before)
+        }
+        "usage" => {
+            let r = d.client.usage_report(Some(session.to_string()), None).await.map_err(from_client)?;
+            let t = &r.total;
+            format!(
+                "{} responses, {} input and {} output tokens, about ${:.4}.",
+                t.responses, t.tokens.input_tokens, t.tokens.output_tokens, t.cost_usd
+            )
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(reply))
+}
+
+fn say(cx: &ConnectionTo<Client>, session: &str, text: &str) -> Result<()> {
+    cx.send_notification(SessionNotification::new(
+        session.to_string(),
+        SessionUpdate::AgentMessageChunk(map::text(text)),
+    ))
+}
