@@ -131,16 +131,7 @@ impl ToolExecutor for McpTool {
     }
 
     fn approval_summary(&self, args: &Value, _sandbox: &forge_tools::Sandbox) -> String {
-        let mut text = format!("{} (MCP server `{}`) {}", self.remote_name, self.server_name, args);
-        if text.len() > 400 {
-            let mut end = 400;
-            while !text.is_char_boundary(end) {
-                end -= 1;
-            }
-            text.truncate(end);
-            text.push_str(" ...");
-        }
-        text
+        forge_tools::short_summary(format!("{} (MCP server `{}`) {}", self.remote_name, self.server_name, args))
     }
 
     fn execute<'a>(&'a self, args: Value, _ctx: &'a ToolCtx) -> ToolFut<'a> {

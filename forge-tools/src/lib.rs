@@ -194,16 +194,7 @@ pub trait ToolExecutor: Send + Sync {
     /// What a user approving this call should see (it may read files
     /// through the sandbox, e.g. to show a diff).
     fn approval_summary(&self, args: &Value, _sandbox: &Sandbox) -> String {
-        let mut text = format!("{} {}", self.name(), args);
-        if text.len() > 400 {
-            let mut end = 400;
-            while !text.is_char_boundary(end) {
-                end -= 1;
-            }
-            text.truncate(end);
-            text.push_str(" ...");
-        }
-        text
+        short_summary(format!("{} {}", self.name(), args))
     }
     fn execute<'a>(&'a self, args: Value, ctx: &'a ToolCtx) -> ToolFut<'a>;
     /// The files (as the model named them) a call with these arguments
@@ -273,6 +264,19 @@ impl ToolRegistry {
             .map(|t| ToolSpec { name: t.name().into(), description: t.description().into(), parameters: t.schema() })
             .collect()
     }
+}
+
+/// An approval summary cut to 400 bytes (on a char boundary).
+pub fn short_summary(mut text: String) -> String {
+    if text.len() > 400 {
+        let mut end = 400;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push_str(" ...");
+    }
+    text
 }
 
 /// A tool's arguments as its `Args` type; a mismatch is `BadArgs`, which
