@@ -344,6 +344,19 @@ the model decides what to do. --discard answers all of them as discarded and end
         /// Session id, id prefix or name
         session: String,
     },
+    /// The sandbox commands run in: `sandbox` shows it, `sandbox test`
+    /// runs the escape suite against it
+    #[command(
+        after_help = "Configured in config.toml:\n\n  [tools.sandbox]\n  mode = \"kernel\"          # or \"paths-only\"\n  \
+network = \"deny\"         # or \"allow\", \"localhost\"\n  read_roots = [\"/\", \"~/.cargo\"]   # default: the system and the toolchains in ~\n  \
+write_roots = []          # besides the session's roots and $TMPDIR\n  max_memory_mb = 8192\n  max_processes = 1024\n  max_cpu_seconds = 3600\n  \
+pass_env = [\"NPM_TOKEN\"]  # secret-looking variables commands may see\n\n\
+Exit status of `sandbox test`: 0 if every probe was refused (or allowed, where the configuration allows it), 1 otherwise."
+    )]
+    Sandbox {
+        #[command(subcommand)]
+        action: Option<cmd::sandbox::SandboxAction>,
+    },
     /// MCP tool servers: state, tools and calls; `mcp restart NAME`
     #[command(after_help = "Servers come from [[mcp.servers]] in config.toml, e.g.\n\n  \
 [[mcp.servers]]\n  name = \"files\"\n  command = \"npx\"\n  args = [\"-y\", \"@modelcontextprotocol/server-filesystem\", \".\"]\n\n  \
@@ -487,6 +500,7 @@ fn main() -> ExitCode {
             Command::Status => cmd::misc::status(&g).await,
             Command::Acp => cmd::acp::run(&g).await,
             Command::Mcp { action, session } => cmd::mcp::run(&g, action, session).await,
+            Command::Sandbox { action } => cmd::sandbox::run(&g, action).await,
             Command::Models { provider } => cmd::misc::models(&g, provider).await,
             Command::Usage { session, since } => cmd::misc::usage(&g, session, since).await,
             Command::Summarize { session } => cmd::session::summarize(&g, &session).await,

@@ -1051,7 +1051,7 @@ impl Engine {
     /// The tools and what the approval policy does with each: the
     /// built-in ones and the configured MCP servers'.
     pub fn tools(&self) -> Vec<forge_proto::ToolInfo> {
-        let policy = crate::tools::policy::ApprovalPolicy::from_config(self.shared().config.tools.approval.as_ref());
+        let policy = crate::tools::policy::ApprovalPolicy::for_tools(&self.shared().config.tools);
         self.shared()
             .tools
             .iter()
@@ -1061,9 +1061,58 @@ impl Engine {
                 name: t.name().to_string(),
                 description: t.description().to_string(),
                 risk: crate::store::rows::enum_str(&t.risk_level()),
-                approval: policy.decide(t.as_ref()).word().to_string(),
+                approval: policy.decide(t.as_ref(), None).word().to_string(),
             })
             .collect()
+    }
+
+    /// How commands are confined on this machine, as configured.
+    pub fn sandbox_status(&self) -> forge_proto::SandboxStatus {
+        use crate::tools::confine;
+        let tools = &self.shared().config.tools;
+        let settings = confine::Settings::from_config(tools.sandbox.as_ref());
+        let support = confine::support();
+        let limits = settings.limits.unwrap_or(confine::DEFAULT_LIMITS);
+        let (mode, reason) = match (settings.mode, support.missing()) {
+            (confine::SandboxMode::PathsOnly, _) => (
+                "paths-only",
+                Some("[tools.sandbox] mode = \"paths-only\": commands are not confined and every one asks".to_string()),
+            ),
+            (confine::SandboxMode::Kernel, Some(why)) => ("unavailable", Some(format!("{why}; every command asks"))),
+            (confine::SandboxMode::Kernel, None) => ("kernel", None),
+        };
+        forge_proto::SandboxStatus {
+            mode: mode.into(),
+            landlock_abi: support.landlock_abi,
+            user_namespaces: support.user_namespaces,
+            network: settings.network.word().into(),
+            max_memory_mb: limits.memory_mb,
+            max_processes: limits.processes,
+            max_cpu_seconds: limits.cpu_seconds,
+            reason,
+        }
+    }
+
+    /// Runs the escape suite against the configured command sandbox.
+    pub async fn sandbox_test(&self, socket: &std::path::Path) -> Result<forge_proto::SandboxReport, EngineError> {
+        use crate::tools::confine;
+        let settings = confine::Settings::from_config(self.shared().config.tools.sandbox.as_ref());
+        let home = self.shared().db.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
+        let targets = confine::suite::Targets { socket: socket.to_path_buf(), forge_home: home };
+        let rows = confine::suite::run_suite(&settings, &targets)
+            .await
+            .map_err(|e| EngineError::internal(format!("cannot prepare the escape suite: {e}")))?;
+        let probes: Vec<forge_proto::SandboxProbe> = rows
+            .into_iter()
+            .map(|r| forge_proto::SandboxProbe {
+                ok: r.passed(),
+                probe: r.probe,
+                expected: r.expected,
+                outcome: r.outcome,
+                detail: r.detail,
+            })
+            .collect();
+        Ok(forge_proto::SandboxReport { status: self.sandbox_status(), passed: probes.iter().all(|p| p.ok), probes })
     }
 
     /// The MCP servers (those `session` sees, if given).

@@ -98,10 +98,10 @@ impl PromptEnv {
         let (roots, denied) = Sandbox::outline(Path::new(cwd), config.tools.sandbox.as_ref());
         let roots: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
         let approval = config.tools.approval.as_ref();
-        let policy = ApprovalPolicy::from_config(approval);
+        let policy = ApprovalPolicy::for_tools(&config.tools);
         let (mut ask, mut refused) = (Vec::new(), Vec::new());
         for tool in tools.iter() {
-            match policy.decide(tool.as_ref()) {
+            match policy.decide(tool.as_ref(), None) {
                 Decision::Ask => ask.push(tool.name()),
                 Decision::Deny(_) => refused.push(tool.name()),
                 Decision::Run => {}

@@ -363,7 +363,7 @@ async fn connect(
     let handler = Handler { changed };
     let running = match config.transport() {
         Transport::Stdio { command, args } => {
-            let mut cmd = forge_tools::supervisor::exec_command(command, args);
+            let mut cmd = forge_tools::supervisor::exec_command(command, args, None);
             cmd.envs(&config.env);
             if let Some(dir) = &config.cwd {
                 cmd.current_dir(dir);

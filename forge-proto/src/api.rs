@@ -138,6 +138,14 @@ pub trait ForgeApi {
     #[method(name = "mcp.restart", param_kind = map)]
     async fn mcp_restart(&self, name: String, session: Option<String>) -> RpcResult<McpServerInfo>;
 
+    /// Runs the escape suite against the command sandbox of the
+    /// configuration in force: each probe is a command run as
+    /// `run_command` runs one, trying a way out (writes outside the roots
+    /// by every path, secrets, the network, the daemon's socket, resource
+    /// limits, leftover processes, setuid). Takes some seconds.
+    #[method(name = "sandbox.test", param_kind = map)]
+    async fn sandbox_test(&self) -> RpcResult<SandboxReport>;
+
     /// Cancels the running turn; the partial answer is kept, marked
     /// cancelled. With `drop_queued`, queued messages are dropped too.
     #[method(name = "session.cancel", param_kind = map)]

@@ -74,6 +74,7 @@ fn type_schema(g: &mut SchemaGenerator, ty: &str) -> Result<Value, String> {
         ApprovalResult,
         JournalStatus,
         DaemonStatus,
+        SandboxReport,
         ExportResult,
         ImportResult,
         serde_json::Value,

@@ -586,6 +586,57 @@ pub struct DaemonStatus {
     /// Why the journal is not healthy, if it is not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub journal_reason: Option<String>,
+    /// How the commands the model runs are confined.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxStatus>,
+}
+
+/// The command sandbox on this machine under the configuration in force.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SandboxStatus {
+    /// `kernel`: commands run confined by the kernel (Landlock, seccomp,
+    /// namespaces) and the default approval policy runs them without
+    /// asking; `paths-only`: configured so, every command asks;
+    /// `unavailable`: `kernel` was asked for but this kernel cannot, every
+    /// command asks.
+    pub mode: String,
+    /// Landlock ABI of the kernel (0: none).
+    pub landlock_abi: i32,
+    /// Commands get user namespaces of their own (the process limit per
+    /// command, `.git` read-only, the network namespace).
+    pub user_namespaces: bool,
+    /// `deny`, `allow` or `localhost`.
+    pub network: String,
+    pub max_memory_mb: u64,
+    pub max_processes: u64,
+    pub max_cpu_seconds: u64,
+    /// Why commands are not confined, when they are not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// One probe of the escape suite.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SandboxProbe {
+    /// What the probe tries.
+    pub probe: String,
+    /// `refused` or `allowed`: what this configuration should do.
+    pub expected: String,
+    /// `refused`, `allowed` or `skipped`.
+    pub outcome: String,
+    /// What was seen (the command's message, or what changed on disk).
+    pub detail: String,
+    /// The outcome is the expected one (or the probe was skipped).
+    pub ok: bool,
+}
+
+/// `sandbox.test`: the sandbox and what the escape suite found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SandboxReport {
+    pub status: SandboxStatus,
+    pub probes: Vec<SandboxProbe>,
+    /// Every probe had the expected outcome.
+    pub passed: bool,
 }
 
 /// One tool call waiting for a user's decision.

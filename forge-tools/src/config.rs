@@ -47,6 +47,54 @@ pub struct ToolSandboxConfig {
     pub denied_patterns: Option<Vec<String>>,
     pub allow_absolute: Option<bool>,
     pub include_default_denies: Option<bool>,
+    /// `kernel` (default where the kernel has Landlock): commands run
+    /// confined by the kernel; `paths-only`: only the file tools' path
+    /// checks, and every command asks.
+    pub mode: Option<SandboxMode>,
+    /// What commands may read (besides the session's roots); default: the
+    /// system and the toolchains under `$HOME`. `~` is the home directory.
+    pub read_roots: Option<Vec<String>>,
+    /// More places commands may write, besides the roots and their
+    /// private temporary directory.
+    pub write_roots: Option<Vec<String>>,
+    /// `deny` (default), `allow` or `localhost`.
+    pub network: Option<NetworkAccess>,
+    /// Per process (its data segment), default 8192.
+    pub max_memory_mb: Option<u64>,
+    /// Processes and threads one command may have at once, default 1024.
+    pub max_processes: Option<u64>,
+    /// CPU seconds per process, default 3600.
+    pub max_cpu_seconds: Option<u64>,
+    /// Environment variables commands get even though their names look
+    /// secret (`*_KEY`, `*_TOKEN`, ...).
+    pub pass_env: Option<Vec<String>>,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxMode {
+    #[default]
+    Kernel,
+    PathsOnly,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NetworkAccess {
+    #[default]
+    Deny,
+    Allow,
+    Localhost,
+}
+
+impl NetworkAccess {
+    pub fn word(self) -> &'static str {
+        match self {
+            NetworkAccess::Deny => "deny",
+            NetworkAccess::Allow => "allow",
+            NetworkAccess::Localhost => "localhost",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

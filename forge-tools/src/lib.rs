@@ -4,6 +4,7 @@
 
 pub mod builtin;
 pub mod config;
+pub mod confine;
 mod error;
 pub mod lp1;
 pub mod policy;
@@ -201,6 +202,11 @@ pub trait ToolExecutor: Send + Sync {
     /// may change: their content before and after is recorded for rewind.
     fn touches(&self, _args: &Value) -> Vec<String> {
         Vec::new()
+    }
+    /// The tool runs commands (which the kernel sandbox confines, so that
+    /// the approval policy may let them run without asking).
+    fn runs_commands(&self) -> bool {
+        false
     }
     /// A call may change any file under the session's roots (a shell
     /// command, git switching files): the roots are compared before and

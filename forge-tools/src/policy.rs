@@ -1,7 +1,14 @@
 //! The approval policy: which tool calls run at once, which wait for a
 //! user's answer, which are refused. `[tools.approval]`: `mode` is
-//! `permissive` | `default` | `strict` (or the seed's `auto` | `prompt` |
-//! `deny`), plus `allowlist`, `denylist`, `prompt_side_effects`, `enabled`.
+//! `permissive` | `default` | `prompt` | `strict` (or the seed's `auto` |
+//! `prompt` | `deny`), plus `allowlist`, `denylist`, `prompt_side_effects`,
+//! `enabled`.
+//!
+//! Commands are special: where the kernel sandbox confines them, the
+//! `default` mode lets them run without asking (the kernel keeps them in
+//! the session's roots); where it cannot, they ask even in `permissive`
+//! mode; and a call to run one outside the sandbox (`sandbox: false`)
+//! always asks, whatever the mode, allowlist or session rules say.
 
 use std::collections::HashSet;
 
@@ -12,8 +19,11 @@ use crate::config::ToolApprovalConfig;
 pub enum ApprovalMode {
     /// Only high-risk tools ask.
     Permissive,
-    /// Side-effecting tools ask unless allowlisted.
+    /// Side-effecting tools ask unless allowlisted; commands confined by
+    /// the kernel sandbox run.
     Default,
+    /// Side-effecting tools ask unless allowlisted, confined commands too.
+    Prompt,
     /// Only allowlisted tools run.
     Strict,
 }
@@ -45,12 +55,13 @@ impl Decision {
     }
 }
 
-/// `permissive` | `default` | `strict`, or the seed's `auto` | `prompt` |
+/// `permissive` | `default` | `prompt` | `strict`, or the seed's `auto` |
 /// `deny`.
 pub fn parse_mode(word: &str) -> Option<ApprovalMode> {
     match word {
         "permissive" | "auto" => Some(ApprovalMode::Permissive),
-        "default" | "prompt" => Some(ApprovalMode::Default),
+        "default" => Some(ApprovalMode::Default),
+        "prompt" => Some(ApprovalMode::Prompt),
         "strict" | "deny" => Some(ApprovalMode::Strict),
         _ => None,
     }
@@ -63,9 +74,19 @@ pub struct ApprovalPolicy {
     allow: HashSet<String>,
     deny: HashSet<String>,
     prompt_side_effects: bool,
+    /// Commands run confined by the kernel sandbox.
+    commands_confined: bool,
 }
 
 impl ApprovalPolicy {
+    /// `[tools.approval]`, knowing whether `[tools.sandbox]` confines
+    /// commands on this machine.
+    pub fn for_tools(tools: &crate::config::ToolsConfig) -> Self {
+        let mut policy = Self::from_config(tools.approval.as_ref());
+        policy.commands_confined = crate::confine::Settings::from_config(tools.sandbox.as_ref()).kernel_active();
+        policy
+    }
+
     pub fn from_config(cfg: Option<&ToolApprovalConfig>) -> Self {
         let mode = cfg.and_then(|c| c.mode.as_deref()).and_then(parse_mode).unwrap_or(ApprovalMode::Default);
         Self {
@@ -74,6 +95,7 @@ impl ApprovalPolicy {
             allow: cfg.and_then(|c| c.allowlist.clone()).unwrap_or_default().into_iter().collect(),
             deny: cfg.and_then(|c| c.denylist.clone()).unwrap_or_default().into_iter().collect(),
             prompt_side_effects: cfg.and_then(|c| c.prompt_side_effects).unwrap_or(true),
+            commands_confined: false,
         }
     }
 
@@ -88,7 +110,9 @@ impl ApprovalPolicy {
         self
     }
 
-    pub fn decide(&self, tool: &dyn ToolExecutor) -> Decision {
+    /// What happens to a call of `tool` with `args` (`None`: a call
+    /// as usual, for listings).
+    pub fn decide(&self, tool: &dyn ToolExecutor, args: Option<&serde_json::Value>) -> Decision {
         let name = tool.name();
         // `server__*` names every tool of an MCP server.
         let listed = |set: &HashSet<String>| {
@@ -97,6 +121,10 @@ impl ApprovalPolicy {
         if listed(&self.deny) {
             return Decision::Deny(format!("`{name}` is on the denylist ([tools.approval] denylist)"));
         }
+        let commands = tool.runs_commands();
+        if commands && args.is_some_and(crate::builtin::run_command::wants_no_sandbox) {
+            return Decision::Ask;
+        }
         if listed(&self.allow) || !self.enabled {
             return Decision::Run;
         }
@@ -104,10 +132,14 @@ impl ApprovalPolicy {
             ApprovalMode::Strict => {
                 Decision::Deny(format!("strict approval mode runs only allowlisted tools; `{name}` is not one"))
             }
+            ApprovalMode::Permissive if commands && !self.commands_confined => Decision::Ask,
             ApprovalMode::Permissive if tool.risk_level() >= RiskLevel::High => Decision::Ask,
             ApprovalMode::Permissive => Decision::Run,
-            ApprovalMode::Default if tool.is_side_effecting() && self.prompt_side_effects => Decision::Ask,
-            ApprovalMode::Default => Decision::Run,
+            ApprovalMode::Default if commands && self.commands_confined => Decision::Run,
+            ApprovalMode::Default | ApprovalMode::Prompt if tool.is_side_effecting() && self.prompt_side_effects => {
+                Decision::Ask
+            }
+            ApprovalMode::Default | ApprovalMode::Prompt => Decision::Run,
         }
     }
 }
@@ -123,8 +155,8 @@ mod tests {
         let read = r.get("read_file").unwrap_or_else(|| panic!("read_file"));
         let write = r.get("write_file").unwrap_or_else(|| panic!("write_file"));
         let default = ApprovalPolicy::from_config(None);
-        assert_eq!(default.decide(read.as_ref()), Decision::Run);
-        assert_eq!(default.decide(write.as_ref()), Decision::Ask);
+        assert_eq!(default.decide(read.as_ref(), None), Decision::Run);
+        assert_eq!(default.decide(write.as_ref(), None), Decision::Ask);
         let cfg = ToolApprovalConfig {
             enabled: None,
             mode: Some("strict".into()),
@@ -133,8 +165,8 @@ mod tests {
             prompt_side_effects: None,
         };
         let strict = ApprovalPolicy::from_config(Some(&cfg));
-        assert_eq!(strict.decide(read.as_ref()), Decision::Run);
-        assert!(matches!(strict.decide(write.as_ref()), Decision::Deny(m) if m.contains("denylist")));
+        assert_eq!(strict.decide(read.as_ref(), None), Decision::Run);
+        assert!(matches!(strict.decide(write.as_ref(), None), Decision::Deny(m) if m.contains("denylist")));
         let permissive = ApprovalPolicy::from_config(Some(&ToolApprovalConfig {
             mode: Some("auto".into()),
             denylist: None,
@@ -142,6 +174,37 @@ mod tests {
             enabled: None,
             prompt_side_effects: None,
         }));
-        assert_eq!(permissive.decide(write.as_ref()), Decision::Run);
+        assert_eq!(permissive.decide(write.as_ref(), None), Decision::Run);
+    }
+
+    #[test]
+    fn confined_commands_run_unconfined_ones_ask_and_leaving_the_sandbox_always_asks() {
+        let r = ToolRegistry::builtin();
+        let cmd = r.get("run_command").unwrap_or_else(|| panic!("run_command"));
+        let inside = serde_json::json!({"command": "cargo test"});
+        let outside = serde_json::json!({"command": "cargo test", "sandbox": false});
+        let mode = |m: &str| ToolApprovalConfig {
+            mode: Some(m.into()),
+            enabled: None,
+            allowlist: Some(vec![]),
+            denylist: None,
+            prompt_side_effects: None,
+        };
+        let mut confined = ApprovalPolicy::from_config(None);
+        confined.commands_confined = true;
+        assert_eq!(confined.decide(cmd.as_ref(), Some(&inside)), Decision::Run);
+        assert_eq!(confined.decide(cmd.as_ref(), Some(&outside)), Decision::Ask);
+        let mut prompt = ApprovalPolicy::from_config(Some(&mode("prompt")));
+        prompt.commands_confined = true;
+        assert_eq!(prompt.decide(cmd.as_ref(), Some(&inside)), Decision::Ask, "the seed's prompt mode still asks");
+        let unconfined_auto = ApprovalPolicy::from_config(Some(&mode("auto")));
+        assert_eq!(unconfined_auto.decide(cmd.as_ref(), Some(&inside)), Decision::Ask);
+        let mut allowed = ApprovalPolicy::from_config(None).for_session(None, &["run_command".into()]);
+        allowed.commands_confined = true;
+        assert_eq!(
+            allowed.decide(cmd.as_ref(), Some(&outside)),
+            Decision::Ask,
+            "allow-always does not cover leaving the sandbox"
+        );
     }
 }

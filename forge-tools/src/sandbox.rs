@@ -71,6 +71,8 @@ pub struct Sandbox {
     patterns: Vec<String>,
     denied: GlobSet,
     allow_absolute: bool,
+    /// How commands are confined (`[tools.sandbox]` mode, network, limits).
+    commands: crate::confine::Settings,
 }
 
 impl Sandbox {
@@ -88,13 +90,31 @@ impl Sandbox {
             }
         }
         let denied = builder.build().unwrap_or_else(|_| GlobSet::empty());
-        Self { cwd, roots: root_paths, aliases, patterns: kept, denied, allow_absolute }
+        Self { cwd, roots: root_paths, aliases, patterns: kept, denied, allow_absolute, commands: Default::default() }
     }
 
     /// The sandbox of a session working in `cwd`, as `[tools.sandbox]` says.
     pub fn for_session(cwd: &Path, config: Option<&crate::config::ToolSandboxConfig>) -> Self {
         let s = Settings::from(config);
-        Sandbox::new(cwd, &s.roots, &s.denied, s.defaults, s.absolute)
+        let mut sandbox = Sandbox::new(cwd, &s.roots, &s.denied, s.defaults, s.absolute);
+        sandbox.commands = crate::confine::Settings::from_config(config);
+        sandbox
+    }
+
+    /// How commands are confined.
+    pub fn command_settings(&self) -> &crate::confine::Settings {
+        &self.commands
+    }
+
+    /// The kernel sandbox for a process started in this session (with its
+    /// private `tmpdir`), or `None` where commands are not confined
+    /// (`paths-only`, a kernel without Landlock, no supervisor).
+    pub fn confinement(&self, tmpdir: &Path, git_writable: bool) -> Option<crate::supervisor::Confinement> {
+        if !self.commands.kernel_active() || !crate::supervisor::enabled() {
+            return None;
+        }
+        let policy = crate::confine::Policy::build(&self.commands, &self.roots, tmpdir, git_writable);
+        Some(crate::supervisor::Confinement::new(policy))
     }
 
     /// The roots (absolute) and deny patterns a session's sandbox has, to

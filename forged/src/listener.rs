@@ -96,6 +96,16 @@ pub async fn serve(claim: &mut SocketClaim, daemon: Arc<Daemon>, signals: Signal
             },
         };
         match stream.peer_cred() {
+            // A command the model runs (or a hook, an MCP server) must not
+            // drive the daemon: it could approve its own calls.
+            Ok(cred)
+                if cred
+                    .pid()
+                    .is_some_and(|p| forge_core::tools::confine::reap::is_descendant(p, std::process::id() as i32)) =>
+            {
+                tracing::warn!(pid = cred.pid(), "refused a connection from a process forged started for a session");
+                continue;
+            }
             Ok(cred) if cred.uid() == my_uid => {}
             Ok(cred) => {
                 tracing::warn!(uid = cred.uid(), "refused a connection from another user");

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::Parser;
 use forge_core::config::ForgeConfig;
-use forge_core::tools::supervisor;
+use forge_core::tools::{confine, supervisor};
 use forge_core::{Engine, EngineOptions};
 
 #[derive(Parser, Debug)]
@@ -61,6 +61,9 @@ fn main() -> ExitCode {
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if argv.get(1).is_some_and(|a| a == supervisor::SUPERVISE_ARG) {
         supervisor::run(&argv[2..]);
+    }
+    if argv.get(1).is_some_and(|a| a == confine::PROBE_ARG) {
+        confine::probe_main(&argv[2..]);
     }
     let args = Args::parse();
     if args.check_config {
@@ -151,6 +154,29 @@ fn prepare(args: &Args) -> anyhow::Result<Prepared> {
     // Commands the model runs are supervised by this executable (whatever
     // its path is now: the file may have been replaced by a rebuild).
     supervisor::enable(PathBuf::from("/proc/self/exe"));
+    let support = confine::Support::probe(std::path::Path::new("/proc/self/exe"));
+    confine::init(confine::Host {
+        home: std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute()),
+        forge_home: Some(home.clone()),
+        private: Vec::new(),
+        exe: std::env::current_exe().ok(),
+        support,
+    });
+    let mode = config.tools.sandbox.as_ref().and_then(|s| s.mode).unwrap_or_default();
+    match support.missing() {
+        Some(why) if mode == confine::SandboxMode::Kernel => {
+            tracing::warn!("commands are not confined by the kernel: {why}; every command asks for approval");
+            if args.foreground {
+                eprintln!("forged: commands are not confined by the kernel: {why}; every command asks for approval");
+            }
+        }
+        _ => tracing::info!(
+            landlock_abi = support.landlock_abi,
+            user_namespaces = support.user_namespaces,
+            ?mode,
+            "command sandbox"
+        ),
+    }
     Ok(Prepared { home, config })
 }
 

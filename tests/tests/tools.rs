@@ -155,7 +155,8 @@ async fn run_command_streams_its_output_and_never_sees_the_api_keys() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_during_a_long_command_the_session_waits_and_never_reruns_it() {
-    let mut s = setup().await;
+    // The seed's prompt mode: even sandboxed commands ask.
+    let mut s = setup_with("[tools.approval]\nmode = \"prompt\"\n").await;
     let id = s.session("claude", "killed").await;
     s.forge.ok(&["send", "--no-wait", "--auto-approve", "-s", &id, "mock:tool=run_command mock:sleep=30 go"]).await;
     // --no-wait returns before the approval: answer it like a script would.

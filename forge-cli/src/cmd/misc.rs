@@ -186,6 +186,11 @@ pub async fn status(g: &Global) -> Result<(), Failure> {
         Some(r) => outln!("journal:   {} ({r})", health_word(s.journal)),
         None => outln!("journal:   {}", health_word(s.journal)),
     }
+    if let Some(sandbox) = &s.sandbox {
+        for line in super::sandbox::status_lines(sandbox) {
+            outln!("{line}");
+        }
+    }
     Ok(())
 }
 

@@ -7,6 +7,7 @@ pub mod daemon;
 pub mod export;
 pub mod mcp;
 pub mod misc;
+pub mod sandbox;
 pub mod send;
 pub mod session;
 pub mod tree;

@@ -1,8 +1,9 @@
-//! `run_command`: a shell command in the session's working directory, in
-//! its own process group (a cancel or timeout kills all of it, and so does
-//! the daemon's death: see [`crate::supervisor`]), with an
-//! environment cleaned of secrets, output capped, and stdout/stderr streamed
-//! to clients while it runs.
+//! `run_command`: a shell command in the session's working directory,
+//! under a supervisor (a cancel or timeout kills all it started, and so
+//! does the daemon's death: see [`crate::supervisor`]), in the kernel
+//! sandbox unless the user approved running it outside (`sandbox: false`),
+//! with an environment cleaned of secrets, output capped, and
+//! stdout/stderr streamed to clients while it runs.
 
 use std::process::Stdio;
 
@@ -18,12 +19,28 @@ pub struct RunCommand;
 #[serde(deny_unknown_fields)]
 struct Args {
     command: String,
+    /// `false`: outside the kernel sandbox (always asks the user first).
+    #[serde(default)]
+    sandbox: Option<bool>,
+}
+
+/// Whether a call asks to run outside the sandbox.
+pub fn wants_no_sandbox(args: &Value) -> bool {
+    args.get("sandbox").and_then(Value::as_bool) == Some(false)
 }
 
 /// Names of environment variables a command must not see.
-fn is_secret(name: &str) -> bool {
+pub fn is_secret(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
     ["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"].iter().any(|w| upper.contains(w))
+}
+
+/// The environment a command gets: the daemon's, without secret-looking
+/// variables unless `[tools.sandbox] pass_env` names them.
+pub fn command_env(pass: &[String]) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    std::env::vars_os()
+        .filter(|(k, _)| k.to_str().is_some_and(|name| !is_secret(name) || pass.iter().any(|p| p == name)))
+        .collect()
 }
 
 /// The shell commands run in: `$SHELL` if it is a POSIX-style one, else
@@ -35,17 +52,10 @@ pub fn shell() -> String {
     }
 }
 
-/// Kills the command's whole process group when dropped: on completion
-/// (stray children), on timeout, and when the call is cancelled.
-struct GroupGuard(Option<i32>);
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        if let Some(pgid) = self.0 {
-            // SAFETY: kill(2) on a process group we created.
-            unsafe { libc::kill(-pgid, libc::SIGKILL) };
-        }
-    }
+/// A private temporary directory for one command (`TMPDIR`), removed
+/// when it ends.
+pub fn private_tmpdir() -> std::io::Result<tempfile::TempDir> {
+    tempfile::Builder::new().prefix("forge-cmd-").tempdir()
 }
 
 impl ToolExecutor for RunCommand {
@@ -53,12 +63,19 @@ impl ToolExecutor for RunCommand {
         "run_command"
     }
     fn description(&self) -> &str {
-        "Run a shell command in the working directory and return its exit status, stdout and stderr."
+        "Run a shell command in the working directory and return its exit status, stdout and stderr. \
+Commands run in a sandbox (introspect shows it): they write only inside the session's roots and $TMPDIR, \
+cannot read the home directory's secrets, and have no network unless configured. When the sandbox refuses \
+something, the result says what; if the command really needs it, run it again with \"sandbox\": false, \
+which the user must approve."
     }
     fn schema(&self) -> Value {
         json!({
             "type": "object",
-            "properties": {"command": {"type": "string", "description": "The command line, run by a POSIX shell"}},
+            "properties": {
+                "command": {"type": "string", "description": "The command line, run by a POSIX shell"},
+                "sandbox": {"type": "boolean", "description": "false: run outside the sandbox (the user must approve it); omit otherwise"}
+            },
             "required": ["command"],
             "additionalProperties": false
         })
@@ -75,35 +92,46 @@ impl ToolExecutor for RunCommand {
     fn timeout(&self) -> std::time::Duration {
         std::time::Duration::from_secs(300)
     }
-    fn approval_summary(&self, args: &Value, _sandbox: &crate::Sandbox) -> String {
-        format!("run in the working directory: {}", args.get("command").and_then(Value::as_str).unwrap_or("?"))
+    fn runs_commands(&self) -> bool {
+        true
+    }
+    fn approval_summary(&self, args: &Value, sandbox: &crate::Sandbox) -> String {
+        let line = args.get("command").and_then(Value::as_str).unwrap_or("?");
+        if wants_no_sandbox(args) {
+            format!("run OUTSIDE the sandbox (full access to your files and network): {line}")
+        } else if sandbox.command_settings().kernel_active() {
+            format!("run in the sandbox: {line}")
+        } else {
+            format!("run in the working directory (not confined by the kernel): {line}")
+        }
     }
     fn execute<'a>(&'a self, args: Value, ctx: &'a ToolCtx) -> ToolFut<'a> {
         Box::pin(async move {
             let args: Args = crate::parse_args(args)?;
             let failed = |message: String| ToolError::ExecutionFailed { tool: "run_command".into(), message };
-            // Under a supervisor that kills the group if the daemon dies.
-            let mut cmd = crate::supervisor::command(&shell(), &args.command);
+            let tmp = private_tmpdir().map_err(|e| failed(format!("cannot make a temporary directory: {e}")))?;
+            let confinement =
+                if args.sandbox == Some(false) { None } else { ctx.sandbox.confinement(tmp.path(), false) };
+            let mut cmd = crate::supervisor::command(&shell(), &args.command, confinement.as_ref());
             cmd.current_dir(ctx.sandbox.cwd());
             cmd.env_clear();
-            for (k, v) in std::env::vars_os() {
-                if let Some(name) = k.to_str()
-                    && !is_secret(name)
-                {
-                    cmd.env(&k, v);
-                }
+            cmd.envs(command_env(&ctx.sandbox.command_settings().pass_env));
+            for var in ["TMPDIR", "TMP", "TEMP"] {
+                cmd.env(var, tmp.path());
             }
             cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-            cmd.process_group(0);
-            cmd.kill_on_drop(true);
             let mut child = cmd.spawn().map_err(|e| failed(format!("cannot start the shell: {e}")))?;
-            let _group = GroupGuard(child.id().map(|p| p as i32));
+            let mut stop = crate::supervisor::StopGuard::new(child.id());
             let stdout = child.stdout.take();
             let stderr = child.stderr.take();
             let max = ctx.limits.output_bytes;
             let (out, err, status) =
                 tokio::join!(pump(stdout, "stdout", ctx, max), pump(stderr, "stderr", ctx, max), child.wait());
             let status = status.map_err(|e| failed(e.to_string()))?;
+            // The supervisor has cleaned up after the command.
+            if crate::supervisor::enabled() {
+                stop.disarm();
+            }
             let code = status.code().map(|c| c.to_string()).unwrap_or_else(|| "killed by a signal".into());
             let mut text = format!("exit status: {code}\n");
             if !out.is_empty() {
@@ -111,6 +139,16 @@ impl ToolExecutor for RunCommand {
             }
             if !err.is_empty() {
                 text.push_str(&format!("\n--- stderr ---\n{err}"));
+            }
+            if let Some(c) = &confinement
+                && let Some(note) = crate::confine::explain::note(
+                    &format!("{out}\n{err}"),
+                    ctx.sandbox.cwd(),
+                    &c.policy,
+                    ctx.sandbox.roots(),
+                )
+            {
+                text.push_str(&note);
             }
             Ok(text)
         })

@@ -45,5 +45,6 @@ pub async fn status(server: &ConnServer) -> RpcResult<DaemonStatus> {
         clients: d.connections(),
         journal,
         journal_reason,
+        sandbox: Some(d.engine.sandbox_status()),
     })
 }

@@ -399,6 +399,11 @@ impl ForgeApiServer for ConnServer {
         self.engine().set_session_mcp_servers(&session, servers).await.map_err(to_rpc)
     }
 
+    async fn sandbox_test(&self) -> RpcResult<forge_proto::SandboxReport> {
+        tracing::info!(client = self.conn.id, "sandbox.test called");
+        self.engine().sandbox_test(&self.daemon.socket).await.map_err(to_rpc)
+    }
+
     async fn journal_status(&self) -> RpcResult<JournalStatus> {
         self.engine().journal_status().await.map_err(to_rpc)
     }

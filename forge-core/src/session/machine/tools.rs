@@ -105,7 +105,7 @@ impl Session {
 
     /// `[tools.approval]` with the session's own rules on top.
     fn policy(&self) -> ApprovalPolicy {
-        ApprovalPolicy::from_config(self.config.tools.approval.as_ref())
+        ApprovalPolicy::for_tools(&self.config.tools)
             .for_session(self.row.approval.mode.as_deref(), &self.row.approval.always)
     }
 
@@ -177,7 +177,7 @@ impl Session {
             .iter()
             .filter(|t| offered.iter().any(|o| o.name == t.name()))
             .map(|t| {
-                let approval = policy.decide(t.as_ref()).describe();
+                let approval = policy.decide(t.as_ref(), None).describe();
                 serde_json::json!({
                     "name": t.name(),
                     "risk": t.risk_level(),
@@ -360,7 +360,7 @@ impl Session {
         let mut asks = Vec::new();
         for call in l.pending.iter_mut() {
             let Ok((tool, args)) = &call.action else { continue };
-            match policy.decide(tool.as_ref()) {
+            match policy.decide(tool.as_ref(), Some(args)) {
                 Decision::Run => {}
                 Decision::Deny(reason) => {
                     call.action = Err(ToolError::ExecutionFailed {

@@ -1,0 +1,102 @@
+//! `forgectl sandbox [status|test]`: how the commands the model runs are
+//! confined, and the escape suite against that configuration.
+
+use forge_client::ForgeApiClient;
+use forge_proto::SandboxStatus;
+
+use crate::Global;
+use crate::connect::daemon;
+use crate::exit::Failure;
+use crate::output::json_line;
+
+/// Exit status of `sandbox test` when a probe did not have the expected
+/// outcome.
+const PROBE_FAILED: u8 = 1;
+
+#[derive(Debug, clap::Subcommand)]
+pub enum SandboxAction {
+    /// The sandbox in force: mode, kernel support, network, limits (the
+    /// default)
+    Status,
+    /// Run the escape suite against the configuration in force and print
+    /// a table: every way out should be refused. Exit status 1 if a probe
+    /// got out (or commands are not confined at all)
+    Test,
+}
+
+pub async fn run(g: &Global, action: Option<SandboxAction>) -> Result<(), Failure> {
+    let conn = daemon(g).await?;
+    match action.unwrap_or(SandboxAction::Status) {
+        SandboxAction::Status => {
+            let s = conn.client.daemon_status().await?;
+            let Some(sandbox) = s.sandbox else {
+                return Err(Failure::new(
+                    PROBE_FAILED,
+                    "sandbox",
+                    "this forged does not report its sandbox; upgrade it",
+                ));
+            };
+            if g.json {
+                json_line(&sandbox);
+            } else {
+                show_status(&sandbox);
+            }
+        }
+        SandboxAction::Test => {
+            if !g.json {
+                eprintln!("running the escape suite (some seconds)...");
+            }
+            let report = conn.client.sandbox_test().await?;
+            if g.json {
+                for p in &report.probes {
+                    json_line(p);
+                }
+            } else {
+                show_status(&report.status);
+                outln!();
+                let width = report.probes.iter().map(|p| p.probe.chars().count()).max().unwrap_or(5).max(5);
+                outln!("{:width$}  {:8}  {:8}  DETAIL", "PROBE", "EXPECTED", "RESULT");
+                for p in &report.probes {
+                    let mark = if p.ok { "" } else { "  << FAILED" };
+                    outln!("{:width$}  {:8}  {:8}  {}{mark}", p.probe, p.expected, p.outcome, p.detail);
+                }
+                let failed = report.probes.iter().filter(|p| !p.ok).count();
+                outln!();
+                if failed == 0 {
+                    outln!("every probe had the expected outcome");
+                } else {
+                    outln!("{failed} probe(s) did not: see `forgectl sandbox` and [tools.sandbox] in config.toml");
+                }
+            }
+            if !report.passed {
+                return Err(Failure::silent(PROBE_FAILED));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The sandbox in a few lines (also part of `forgectl status`).
+pub fn status_lines(s: &SandboxStatus) -> Vec<String> {
+    let mut lines = Vec::new();
+    match &s.reason {
+        Some(r) => lines.push(format!("sandbox:   {} ({r})", s.mode)),
+        None => lines.push(format!(
+            "sandbox:   {} (Landlock ABI {}, user namespaces {})",
+            s.mode,
+            s.landlock_abi,
+            if s.user_namespaces { "yes" } else { "no" }
+        )),
+    }
+    lines.push(format!(
+        "           network {}, {} MiB and {} CPU s per process, {} processes",
+        s.network, s.max_memory_mb, s.max_cpu_seconds, s.max_processes
+    ));
+    lines
+}
+
+fn show_status(s: &SandboxStatus) {
+    for l in status_lines(s) {
+        outln!("{l}");
+    }
+}

@@ -1,0 +1,434 @@
+//! The kernel sandbox for every process Forge starts on the model's
+//! behalf (`run_command`, the git tools, hooks, MCP stdio servers that ask
+//! for it).
+//!
+//! The daemon computes a [`Policy`] per process: the trees it may read,
+//! the trees it may write (the session's roots and a private temporary
+//! directory), the `.git` directories kept read-only, the network it may
+//! reach and its resource limits. The command's supervisor (see
+//! [`crate::supervisor`]) applies it in the child between `fork` and
+//! `exec` ([`enter`]): a user namespace (so limits and mounts are the
+//! command's own), a network namespace or a seccomp filter, read-only
+//! bind mounts, rlimits, no new privileges, Landlock, and capabilities
+//! dropped. The kernel, not Forge, then refuses what the policy does not
+//! grant, to the command and to everything it starts.
+//!
+//! Landlock only adds rights to trees, it cannot take a subtree back out:
+//! a tree with a hidden place under it (the home directory under `/`,
+//! `~/.ssh` under `~`) is granted as its entries, recursively, around the
+//! hidden place ([`Policy::build`]).
+
+mod enter;
+pub mod explain;
+mod netfilter;
+pub mod reap;
+pub mod suite;
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use serde::{Deserialize, Serialize};
+
+pub use crate::config::{NetworkAccess, SandboxMode};
+pub use enter::{Entered, enter};
+pub use netfilter::serve_notifications;
+
+/// Environment variable that carries the policy from the daemon to the
+/// supervisor (removed before the command starts).
+pub const POLICY_ENV: &str = "FORGE_SANDBOX_POLICY";
+
+/// What one confined process may do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Policy {
+    /// Trees (or files) it may read and execute.
+    pub read: Vec<PathBuf>,
+    /// Trees it may write (and read).
+    pub write: Vec<PathBuf>,
+    /// Directories inside `write` made read-only (a root's `.git`).
+    pub read_only: Vec<PathBuf>,
+    pub network: NetworkAccess,
+    pub limits: Limits,
+    /// Its private temporary directory (also in `write`).
+    pub tmpdir: PathBuf,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    /// Data segment per process (RLIMIT_DATA), in MiB.
+    pub memory_mb: u64,
+    /// Processes and threads at once (RLIMIT_NPROC, counted in the
+    /// command's own user namespace).
+    pub processes: u64,
+    /// CPU seconds per process (RLIMIT_CPU).
+    pub cpu_seconds: u64,
+}
+
+pub const DEFAULT_LIMITS: Limits = Limits { memory_mb: 8192, processes: 1024, cpu_seconds: 3600 };
+
+/// Places under the home directory never readable by commands, whatever
+/// `read_roots` says.
+pub const NEVER_READ_IN_HOME: &[&str] = &[".ssh", ".gnupg", ".aws", ".config/gh"];
+
+/// Toolchains and tool settings under the home directory that commands
+/// may read by default (where they exist).
+pub const HOME_TOOLCHAINS: &[&str] = &[
+    ".cargo",
+    ".rustup",
+    ".pyenv",
+    ".nvm",
+    ".volta",
+    ".bun",
+    ".deno",
+    ".sdkman",
+    ".rbenv",
+    ".local/bin",
+    ".local/lib",
+    ".local/share/pnpm",
+    "go",
+    ".m2",
+    ".gradle",
+    ".npmrc",
+    ".gitconfig",
+    ".config/git",
+];
+
+/// What this kernel offers, found when the daemon starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Support {
+    /// The Landlock ABI (0: none).
+    pub landlock_abi: i32,
+    /// Unprivileged user namespaces with the current user mapped (the
+    /// process limit per command, `.git` read-only, the network
+    /// namespace).
+    pub user_namespaces: bool,
+}
+
+impl Support {
+    /// Whether the kernel can confine commands: Landlock with the rights
+    /// to refuse links and renames across trees (ABI 2, Linux 5.19).
+    pub fn kernel(&self) -> bool {
+        self.landlock_abi >= 2
+    }
+
+    /// Why commands cannot be confined, in words for `forgectl status`.
+    pub fn missing(&self) -> Option<String> {
+        match self.landlock_abi {
+            a if a >= 2 => None,
+            0 => Some("this kernel has no Landlock (Linux 5.19 or later with landlock in the lsm= list)".into()),
+            a => Some(format!("this kernel's Landlock ABI is {a}; Forge needs 2 (Linux 5.19) or later")),
+        }
+    }
+
+    /// Finds out what the running kernel offers. `exe` is the daemon's
+    /// executable: the user-namespace check runs in a child of it, since
+    /// a threaded process cannot enter a namespace of its own.
+    pub fn probe(exe: &Path) -> Self {
+        let landlock_abi = landlock_abi();
+        let user_namespaces = std::process::Command::new(exe)
+            .arg(PROBE_ARG)
+            .arg("userns")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        Self { landlock_abi, user_namespaces }
+    }
+}
+
+/// The Landlock ABI version of the running kernel, 0 without Landlock.
+pub fn landlock_abi() -> i32 {
+    // SAFETY: landlock_create_ruleset(NULL, 0, VERSION) only returns a number.
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            1u32, /* LANDLOCK_CREATE_RULESET_VERSION */
+        )
+    };
+    if v < 0 { 0 } else { v as i32 }
+}
+
+/// First argument of the daemon's executable that runs a probe.
+pub const PROBE_ARG: &str = "__forge-probe";
+
+/// `forged __forge-probe ...`: checks run inside (or about) the sandbox.
+/// Exit status 0 means yes. Never returns.
+pub fn probe_main(args: &[std::ffi::OsString]) -> ! {
+    let args: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    let code = match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+        ["userns"] => i32::from(!enter::user_namespace_works()),
+        ["connect-tcp", addr] => probe_connect_tcp(addr),
+        ["connect-unix", path] => probe_connect_unix(path),
+        _ => {
+            eprintln!("forged: {PROBE_ARG} takes userns | connect-tcp ADDR | connect-unix PATH");
+            2
+        }
+    };
+    std::process::exit(code)
+}
+
+fn probe_connect_tcp(addr: &str) -> i32 {
+    let Ok(addr) = addr.parse::<std::net::SocketAddr>() else {
+        eprintln!("not an address: {addr}");
+        return 2;
+    };
+    match std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(3)) {
+        Ok(_) => {
+            println!("connected to {addr}");
+            0
+        }
+        Err(e) => {
+            println!("refused: {e}");
+            1
+        }
+    }
+}
+
+fn probe_connect_unix(path: &str) -> i32 {
+    use std::io::Read;
+    match std::os::unix::net::UnixStream::connect(path) {
+        Ok(mut s) => {
+            // The daemon closes a connection it refuses at once.
+            let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(2)));
+            let mut b = [0u8; 1];
+            match s.read(&mut b) {
+                Ok(0) => {
+                    println!("refused: closed by the peer");
+                    1
+                }
+                _ => {
+                    println!("connected to {path}");
+                    0
+                }
+            }
+        }
+        Err(e) => {
+            println!("refused: {e}");
+            1
+        }
+    }
+}
+
+/// Facts about the machine the daemon learns once at start.
+#[derive(Debug, Clone)]
+pub struct Host {
+    pub home: Option<PathBuf>,
+    /// `$FORGE_HOME`: never readable by commands.
+    pub forge_home: Option<PathBuf>,
+    /// Other places never readable (the daemon socket's directory).
+    pub private: Vec<PathBuf>,
+    /// The daemon's executable (the probes of `forgectl sandbox test` run it).
+    pub exe: Option<PathBuf>,
+    pub support: Support,
+}
+
+static HOST: OnceLock<Host> = OnceLock::new();
+
+/// Called once by the daemon at start.
+pub fn init(host: Host) {
+    let _ = HOST.set(host);
+}
+
+/// The host facts, if the daemon gave them (not in unit tests).
+pub fn host() -> Option<&'static Host> {
+    HOST.get()
+}
+
+/// What this machine offers (nothing before [`init`]).
+pub fn support() -> Support {
+    host().map(|h| h.support).unwrap_or(Support { landlock_abi: 0, user_namespaces: false })
+}
+
+/// `[tools.sandbox]` settings that shape commands' confinement.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Settings {
+    pub mode: SandboxMode,
+    pub read_roots: Option<Vec<String>>,
+    pub write_roots: Vec<String>,
+    pub network: NetworkAccess,
+    pub limits: Option<Limits>,
+    pub pass_env: Vec<String>,
+}
+
+impl Settings {
+    pub fn from_config(c: Option<&crate::config::ToolSandboxConfig>) -> Self {
+        let Some(c) = c else { return Self::default() };
+        let d = DEFAULT_LIMITS;
+        Self {
+            mode: c.mode.unwrap_or_default(),
+            read_roots: c.read_roots.clone(),
+            write_roots: c.write_roots.clone().unwrap_or_default(),
+            network: c.network.unwrap_or_default(),
+            limits: Some(Limits {
+                memory_mb: c.max_memory_mb.unwrap_or(d.memory_mb),
+                processes: c.max_processes.unwrap_or(d.processes),
+                cpu_seconds: c.max_cpu_seconds.unwrap_or(d.cpu_seconds),
+            }),
+            pass_env: c.pass_env.clone().unwrap_or_default(),
+        }
+    }
+
+    /// Whether commands run confined by the kernel: asked for, and the
+    /// kernel can.
+    pub fn kernel_active(&self) -> bool {
+        self.mode == SandboxMode::Kernel && support().kernel()
+    }
+}
+
+/// `~` and `~/...` against the home directory.
+fn expand_home(p: &str, home: Option<&Path>) -> Option<PathBuf> {
+    if p == "~" {
+        return home.map(Path::to_path_buf);
+    }
+    if let Some(rest) = p.strip_prefix("~/") {
+        return home.map(|h| h.join(rest));
+    }
+    let p = PathBuf::from(p);
+    p.is_absolute().then_some(p)
+}
+
+impl Policy {
+    /// The policy for a process working in `roots` (writable), with its
+    /// private `tmpdir`; `git_writable` for the git tools, which must
+    /// change `.git`.
+    pub fn build(settings: &Settings, roots: &[PathBuf], tmpdir: &Path, git_writable: bool) -> Policy {
+        let host = host();
+        let home = host.and_then(|h| h.home.clone());
+        let mut never: Vec<PathBuf> = Vec::new();
+        if let Some(h) = &home {
+            never.extend(NEVER_READ_IN_HOME.iter().map(|n| h.join(n)));
+        }
+        if let Some(h) = host {
+            never.extend(h.forge_home.iter().cloned());
+            never.extend(h.private.iter().cloned());
+        }
+        let never: Vec<PathBuf> = never.into_iter().map(|p| p.canonicalize().unwrap_or(p)).collect();
+
+        let mut read = Vec::new();
+        match &settings.read_roots {
+            Some(list) => {
+                for r in list {
+                    if let Some(p) = expand_home(r, home.as_deref()) {
+                        grant_around(&p, &never, &mut read);
+                    }
+                }
+            }
+            None => {
+                // The system, without the home directory; then the
+                // toolchains in it.
+                let mut hidden = never.clone();
+                hidden.extend(home.iter().map(|h| h.canonicalize().unwrap_or_else(|_| h.clone())));
+                grant_around(Path::new("/"), &hidden, &mut read);
+                if let Some(h) = &home {
+                    for t in HOME_TOOLCHAINS {
+                        let p = h.join(t);
+                        if p.exists() {
+                            grant_around(&p, &never, &mut read);
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(exe) = host.and_then(|h| h.exe.as_ref()) {
+            read.push(exe.clone());
+        }
+
+        let mut write = Vec::new();
+        for r in roots {
+            grant_around(r, &never, &mut write);
+        }
+        for w in &settings.write_roots {
+            if let Some(p) = expand_home(w, home.as_deref()) {
+                grant_around(&p, &never, &mut write);
+            }
+        }
+        write.push(tmpdir.to_path_buf());
+
+        let read_only = if git_writable {
+            Vec::new()
+        } else {
+            roots.iter().map(|r| r.join(".git")).filter(|g| g.is_dir()).collect()
+        };
+        Policy {
+            read,
+            write,
+            read_only,
+            network: settings.network,
+            limits: settings.limits.unwrap_or(DEFAULT_LIMITS),
+            tmpdir: tmpdir.to_path_buf(),
+        }
+    }
+
+    /// Whether a write to `path` (absolute) is granted.
+    pub fn may_write(&self, path: &Path) -> bool {
+        self.write.iter().any(|w| path.starts_with(w)) && !self.read_only.iter().any(|r| path.starts_with(r))
+    }
+
+    /// Whether a read of `path` (absolute) is granted.
+    pub fn may_read(&self, path: &Path) -> bool {
+        self.read.iter().chain(&self.write).any(|r| path.starts_with(r))
+    }
+}
+
+/// Adds `tree` to `out`, or, when a `hidden` place lies inside it, its
+/// entries around that place (recursively). A tree inside a hidden place
+/// is not added at all.
+fn grant_around(tree: &Path, hidden: &[PathBuf], out: &mut Vec<PathBuf>) {
+    let tree = tree.canonicalize().unwrap_or_else(|_| tree.to_path_buf());
+    if hidden.iter().any(|h| tree.starts_with(h)) {
+        return;
+    }
+    if !hidden.iter().any(|h| h.starts_with(&tree)) {
+        if tree.exists() && !out.contains(&tree) {
+            out.push(tree);
+        }
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(&tree) else { return };
+    for e in entries.flatten() {
+        let path = e.path();
+        // A link in the listing is granted as where it leads, which may
+        // be a hidden place: resolve it first.
+        grant_around(&path, hidden, out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tree_with_a_hidden_place_is_granted_around_it() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let d = dir.path().canonicalize().unwrap_or_else(|e| panic!("{e}"));
+        for p in ["a/.ssh", "a/src", "b"] {
+            std::fs::create_dir_all(d.join(p)).unwrap_or_else(|e| panic!("{e}"));
+        }
+        std::fs::write(d.join("a/notes"), "x").unwrap_or_else(|e| panic!("{e}"));
+        let mut out = Vec::new();
+        grant_around(&d, &[d.join("a/.ssh")], &mut out);
+        out.sort();
+        assert_eq!(out, vec![d.join("a/notes"), d.join("a/src"), d.join("b")]);
+        let mut inside = Vec::new();
+        grant_around(&d.join("a/.ssh"), &[d.join("a/.ssh")], &mut inside);
+        assert!(inside.is_empty(), "a tree inside a hidden place is never granted");
+    }
+
+    #[test]
+    fn writes_stop_at_read_only_git() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let d = dir.path().canonicalize().unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(d.join(".git")).unwrap_or_else(|e| panic!("{e}"));
+        let tmp = d.join("tmp");
+        let p = Policy::build(&Settings::default(), std::slice::from_ref(&d), &tmp, false);
+        assert!(p.may_write(&d.join("src/main.rs")));
+        assert!(!p.may_write(&d.join(".git/config")));
+        assert!(p.may_write(&tmp.join("x")));
+        assert!(!p.may_write(Path::new("/etc/passwd")));
+        assert!(p.may_read(Path::new("/etc/passwd")));
+        let g = Policy::build(&Settings::default(), std::slice::from_ref(&d), &tmp, true);
+        assert!(g.may_write(&d.join(".git/config")), "the git tools may change .git");
+    }
+}

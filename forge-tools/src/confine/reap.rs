@@ -1,0 +1,101 @@
+//! Killing everything a command started, even what left its process
+//! group (`setsid`, a double fork): the supervisor is a child subreaper,
+//! so every orphan below it is re-parented to it rather than to init, and
+//! the tree under it is all the command's.
+
+use std::collections::HashMap;
+
+/// Marks the calling process as a subreaper: orphans below it become its
+/// children.
+pub fn become_subreaper() {
+    // SAFETY: plain prctl.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+}
+
+/// `(pid, parent pid, threads)` of every live process (zombies left out).
+fn processes() -> Vec<(i32, i32, u64)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // "pid (comm) state ppid ...": comm may hold spaces and parens.
+            let rest = &stat[stat.rfind(')')? + 2..];
+            let mut fields = rest.split(' ');
+            let state = fields.next()?;
+            let ppid = fields.next()?.parse().ok()?;
+            // Field 20 of stat, the 18th after the state.
+            let threads = fields.nth(15).and_then(|t| t.parse().ok()).unwrap_or(1);
+            (state != "Z" && state != "X").then_some((pid, ppid, threads))
+        })
+        .collect()
+}
+
+/// The parent of `pid`, from `/proc/PID/stat`.
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split(' ').nth(1)?.parse().ok()
+}
+
+/// Whether `pid` runs below `ancestor` (a process the daemon started, or
+/// one of theirs: supervisors keep orphans below them).
+pub fn is_descendant(pid: i32, ancestor: i32) -> bool {
+    let mut p = pid;
+    for _ in 0..4096 {
+        match parent_of(p) {
+            Some(parent) if parent == ancestor => return true,
+            Some(parent) if parent > 1 && parent != p => p = parent,
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// The live processes below `root`, with their thread counts.
+fn tree(root: i32) -> Vec<(i32, u64)> {
+    let mut children: HashMap<i32, Vec<(i32, u64)>> = HashMap::new();
+    for (pid, ppid, threads) in processes() {
+        children.entry(ppid).or_default().push((pid, threads));
+    }
+    let mut out = Vec::new();
+    let mut todo = vec![root];
+    while let Some(p) = todo.pop() {
+        for &(c, threads) in children.get(&p).map(Vec::as_slice).unwrap_or(&[]) {
+            out.push((c, threads));
+            todo.push(c);
+        }
+    }
+    out
+}
+
+/// The live processes below `root`.
+pub fn descendants(root: i32) -> Vec<i32> {
+    tree(root).into_iter().map(|(pid, _)| pid).collect()
+}
+
+/// Threads (processes count as one each) of everything below the caller.
+pub fn tasks_below_me() -> u64 {
+    // SAFETY: plain system call.
+    tree(unsafe { libc::getpid() }).iter().map(|(_, t)| *t).sum()
+}
+
+/// Kills every process below the caller and reaps them. Repeats until
+/// none is left: a process forked just before its parent died is
+/// re-parented here and found on the next round.
+pub fn kill_descendants() {
+    // SAFETY: getpid, kill and waitpid with plain values.
+    let me = unsafe { libc::getpid() };
+    for _ in 0..200 {
+        let below = descendants(me);
+        if below.is_empty() {
+            break;
+        }
+        for pid in below {
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        while unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) } > 0 {}
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    while unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) } > 0 {}
+}

@@ -1,0 +1,260 @@
+//! The escape suite (`forgectl sandbox test`): each probe is a shell
+//! command run exactly as `run_command` runs one (the supervisor, the
+//! sandbox of the configuration in force), in a scratch project, trying
+//! one way out; the daemon then checks what actually happened on disk or
+//! on the wire, not what the command printed.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::{NetworkAccess, Policy, Settings};
+use crate::supervisor::{self, Confinement};
+
+/// One probe's outcome.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProbeRow {
+    /// What it tries, in words.
+    pub probe: String,
+    /// `refused` or `allowed`: what the configuration should do.
+    pub expected: String,
+    /// `refused`, `allowed` or `skipped`.
+    pub outcome: String,
+    /// What was seen.
+    pub detail: String,
+}
+
+impl ProbeRow {
+    pub fn passed(&self) -> bool {
+        self.outcome == "skipped" || self.outcome == self.expected
+    }
+}
+
+/// Where the probes run, and what they try to reach.
+pub struct Targets {
+    /// The daemon's socket (a command must not drive the daemon).
+    pub socket: PathBuf,
+    /// `$FORGE_HOME` (its store must not be readable).
+    pub forge_home: PathBuf,
+}
+
+struct Run {
+    code: Option<i32>,
+    out: String,
+}
+
+fn word(refused: bool) -> String {
+    if refused { "refused" } else { "allowed" }.into()
+}
+
+fn row(probe: &str, expected: bool, refused: bool, detail: impl Into<String>) -> ProbeRow {
+    ProbeRow { probe: probe.into(), expected: word(expected), outcome: word(refused), detail: detail.into() }
+}
+
+fn skipped(probe: &str, expected: bool, why: &str) -> ProbeRow {
+    ProbeRow { probe: probe.into(), expected: word(expected), outcome: "skipped".into(), detail: why.into() }
+}
+
+/// Runs `line` in `root` under `confinement`, giving up after `limit`.
+async fn run(line: &str, root: &Path, confinement: Option<&Confinement>, tmp: &Path, limit: Duration) -> Run {
+    let mut cmd = supervisor::command("/bin/sh", line, confinement);
+    cmd.current_dir(root).env("TMPDIR", tmp).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let Ok(child) = cmd.spawn() else { return Run { code: None, out: "cannot start /bin/sh".into() } };
+    let mut stop = supervisor::StopGuard::new(child.id());
+    match tokio::time::timeout(limit, child.wait_with_output()).await {
+        Ok(Ok(out)) => {
+            stop.disarm();
+            let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+            text.push_str(&String::from_utf8_lossy(&out.stderr));
+            Run { code: out.status.code(), out: text.trim().to_string() }
+        }
+        _ => Run { code: None, out: format!("stopped after {} s", limit.as_secs()) },
+    }
+}
+
+/// The first line of `text`, cut short.
+fn first_line(text: &str) -> String {
+    let line = text.lines().next().unwrap_or("").trim();
+    crate::short_summary(line.to_string())
+}
+
+/// Whether a process whose command line holds `marker` is alive.
+fn alive(marker: &str) -> bool {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return false };
+    dir.flatten().any(|e| {
+        std::fs::read(e.path().join("cmdline"))
+            .is_ok_and(|c| String::from_utf8_lossy(&c).replace('\0', " ").contains(marker))
+    })
+}
+
+fn sh_quote(p: &Path) -> String {
+    format!("'{}'", p.display().to_string().replace('\'', "'\\''"))
+}
+
+/// Runs every probe against `settings` (the configuration in force).
+pub async fn run_suite(settings: &Settings, targets: &Targets) -> std::io::Result<Vec<ProbeRow>> {
+    let scratch = tempfile::Builder::new().prefix("forge-sandbox-test-").tempdir()?;
+    let base = scratch.path().canonicalize()?;
+    let root = base.join("project");
+    let outside = base.join("outside");
+    let tmp = base.join("tmp");
+    for d in [&root, &outside, &tmp, &root.join(".git"), &root.join("d")] {
+        std::fs::create_dir_all(d)?;
+    }
+    std::fs::write(outside.join("target"), "original\n")?;
+    let roots = vec![root.clone()];
+    let confinement = if settings.kernel_active() && supervisor::enabled() {
+        Some(Confinement::new(Policy::build(settings, &roots, &tmp, false)))
+    } else {
+        None
+    };
+    let c = confinement.as_ref();
+    let q_out = sh_quote(&outside);
+    let short = Duration::from_secs(20);
+    let mut rows = Vec::new();
+
+    let writes = [
+        ("write outside the roots", format!("echo x > {q_out}/direct"), "direct"),
+        ("write outside through ..", "echo x > ../outside/dotdot".to_string(), "dotdot"),
+        ("write outside through a symlink", format!("ln -s {q_out} link && echo x > link/symlink"), "symlink"),
+        (
+            "write outside through /proc/self/root",
+            format!("echo x > /proc/self/root{}/proc", outside.display()),
+            "proc",
+        ),
+    ];
+    for (probe, line, file) in writes {
+        let r = run(&line, &root, c, &tmp, short).await;
+        let escaped = outside.join(file).exists();
+        rows.push(row(probe, true, !escaped, if escaped { "the file was written".into() } else { first_line(&r.out) }));
+    }
+    let r = run(&format!("ln {q_out}/target hard && echo changed > hard"), &root, c, &tmp, short).await;
+    let changed = std::fs::read_to_string(outside.join("target")).unwrap_or_default() != "original\n";
+    rows.push(row(
+        "write outside through a hard link",
+        true,
+        !changed,
+        if changed { "the outside file changed".into() } else { first_line(&r.out) },
+    ));
+    // One loop swaps a directory for a link to the outside while the
+    // other writes through its name.
+    let race = format!(
+        "(i=0; while [ $i -lt 300 ]; do mv d d.real; ln -s {q_out} d; rm d; mv d.real d; i=$((i+1)); done) & \
+         i=0; while [ $i -lt 300 ]; do echo x > d/race$i 2>/dev/null; i=$((i+1)); done; wait"
+    );
+    let r = run(&race, &root, c, &tmp, Duration::from_secs(60)).await;
+    let raced = std::fs::read_dir(&outside)
+        .map(|d| d.flatten().filter(|e| e.file_name().to_string_lossy().starts_with("race")).count())
+        .unwrap_or(0);
+    rows.push(row(
+        "write outside through a rename race",
+        true,
+        raced == 0,
+        if raced > 0 { format!("{raced} files written outside") } else { first_line(&r.out) },
+    ));
+    let r = run("touch .git/forge-probe", &root, c, &tmp, short).await;
+    let wrote = root.join(".git/forge-probe").exists();
+    rows.push(row(".git inside the roots", true, !wrote, if wrote { "written".into() } else { first_line(&r.out) }));
+    let r = run("echo ok > inside && echo ok > \"$TMPDIR/t\" && cat inside", &root, c, &tmp, short).await;
+    let ok = root.join("inside").exists() && tmp.join("t").exists();
+    rows.push(row("write in the roots and $TMPDIR", false, !ok, first_line(&r.out)));
+
+    // Secrets.
+    let home = super::host().and_then(|h| h.home.clone());
+    match home.as_ref().map(|h| h.join(".ssh")).filter(|s| s.is_dir()) {
+        Some(ssh) => {
+            let r = run(&format!("cat {}/id_* || ls {}", sh_quote(&ssh), sh_quote(&ssh)), &root, c, &tmp, short).await;
+            let refused = r.code != Some(0) && r.out.contains("ermission denied");
+            rows.push(row("read ~/.ssh", true, refused, first_line(&r.out)));
+        }
+        None => rows.push(skipped("read ~/.ssh", true, "there is no ~/.ssh")),
+    }
+    let db = targets.forge_home.join("forge.db");
+    let r = run(&format!("cat {} > /dev/null", sh_quote(&db)), &root, c, &tmp, short).await;
+    rows.push(row("read $FORGE_HOME/forge.db", true, r.code != Some(0), first_line(&r.out)));
+
+    // The network and the daemon.
+    let exe = super::host().and_then(|h| h.exe.clone());
+    match &exe {
+        Some(exe) => {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+            let port = listener.local_addr()?.port();
+            let line = format!("{} {} connect-tcp 127.0.0.1:{port}", sh_quote(exe), super::PROBE_ARG);
+            let r = run(&line, &root, c, &tmp, short).await;
+            let deny = settings.network == NetworkAccess::Deny;
+            rows.push(row(
+                &format!("connect to a loopback listener (network = \"{}\")", settings.network.word()),
+                deny,
+                r.code != Some(0),
+                first_line(&r.out),
+            ));
+            let line = format!("{} {} connect-tcp 1.1.1.1:443", sh_quote(exe), super::PROBE_ARG);
+            let r = run(&line, &root, c, &tmp, short).await;
+            let outward = settings.network != NetworkAccess::Allow;
+            if outward || r.code == Some(0) {
+                rows.push(row("connect to the internet (1.1.1.1:443)", outward, r.code != Some(0), first_line(&r.out)));
+            } else {
+                rows.push(skipped("connect to the internet (1.1.1.1:443)", false, "no route from this machine"));
+            }
+            let line = format!("{} {} connect-unix {}", sh_quote(exe), super::PROBE_ARG, sh_quote(&targets.socket));
+            let r = run(&line, &root, c, &tmp, short).await;
+            rows.push(row("connect to forged's socket", true, r.code != Some(0), first_line(&r.out)));
+            drop(listener);
+        }
+        None => rows.push(skipped("the network probes", true, "the daemon's executable is unknown")),
+    }
+
+    // Limits, with small values so the probes stay quick.
+    let small =
+        Settings { limits: Some(super::Limits { memory_mb: 256, processes: 64, cpu_seconds: 60 }), ..settings.clone() };
+    let small_c = c.map(|_| Confinement::new(Policy::build(&small, &roots, &tmp, false)));
+    let r = run("awk 'BEGIN { s = \"x\"; while (1) s = s s }'", &root, small_c.as_ref(), &tmp, short).await;
+    rows.push(row(
+        "memory hog (max_memory_mb lowered to 256 for the probe)",
+        true,
+        r.code.is_some_and(|c| c != 0),
+        first_line(&r.out),
+    ));
+    if c.is_none() || super::support().user_namespaces {
+        let bomb = "n=0; while [ $n -lt 200 ]; do sleep 5.4321 & n=$((n+1)); done 2>/dev/null; \
+                    echo started $(grep -ls '5\\.4321' /proc/[0-9]*/cmdline | wc -l)";
+        let r = run(bomb, &root, small_c.as_ref(), &tmp, Duration::from_secs(30)).await;
+        let started: Option<usize> =
+            r.out.lines().find_map(|l| l.strip_prefix("started ")).and_then(|n| n.trim().parse().ok());
+        let stopped = r.out.contains("[forge sandbox] stopped");
+        rows.push(row(
+            "fork bomb (max_processes lowered to 64 for the probe)",
+            true,
+            stopped || started.is_some_and(|n| n < 200),
+            match started {
+                _ if stopped => "the command was stopped at the limit".to_string(),
+                Some(n) => format!("{n} of 200 background processes started"),
+                None => first_line(&r.out),
+            },
+        ));
+    } else {
+        rows.push(skipped("fork bomb", true, "a per-command process limit needs user namespaces"));
+    }
+    let marker = format!("{}.{}", 600, std::process::id());
+    let line = format!("setsid sleep {marker} & (sleep {marker} &) ; sleep {marker}");
+    let _ = run(&line, &root, c, &tmp, Duration::from_secs(2)).await;
+    let mut left = true;
+    for _ in 0..100 {
+        left = alive(&format!("sleep {marker}"));
+        if !left {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    rows.push(row(
+        "a command outliving its timeout, with setsid children",
+        true,
+        !left,
+        if left { "processes were left running" } else { "all killed" },
+    ));
+    let r = run("grep NoNewPrivs /proc/self/status", &root, c, &tmp, short).await;
+    rows.push(row("setuid programs gain privileges", true, r.out.ends_with('1'), first_line(&r.out)));
+    Ok(rows)
+}
