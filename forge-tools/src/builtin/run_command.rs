@@ -35,11 +35,13 @@ pub fn is_secret(name: &str) -> bool {
     ["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"].iter().any(|w| upper.contains(w))
 }
 
-/// The environment a command gets: the daemon's, without secret-looking
-/// variables unless `[tools.sandbox] pass_env` names them.
-pub fn command_env(pass: &[String]) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+/// The daemon's variables a command must not get: secret-looking ones
+/// unless `[tools.sandbox] pass_env` names them, and any whose name is
+/// not text.
+pub fn hidden_env(pass: &[String]) -> Vec<std::ffi::OsString> {
     std::env::vars_os()
-        .filter(|(k, _)| k.to_str().is_some_and(|name| !is_secret(name) || pass.iter().any(|p| p == name)))
+        .map(|(k, _)| k)
+        .filter(|k| k.to_str().is_none_or(|name| is_secret(name) && !pass.iter().any(|p| p == name)))
         .collect()
 }
 
@@ -114,8 +116,10 @@ which the user must approve."
                 if args.sandbox == Some(false) { None } else { ctx.sandbox.confinement(tmp.path(), false) };
             let mut cmd = crate::supervisor::command(&shell(), &args.command, confinement.as_ref());
             cmd.current_dir(ctx.sandbox.cwd());
-            cmd.env_clear();
-            cmd.envs(command_env(&ctx.sandbox.command_settings().pass_env));
+            // Removed one by one: the supervisor's own variable stays.
+            for name in hidden_env(&ctx.sandbox.command_settings().pass_env) {
+                cmd.env_remove(name);
+            }
             for var in ["TMPDIR", "TMP", "TEMP"] {
                 cmd.env(var, tmp.path());
             }

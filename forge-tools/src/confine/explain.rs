@@ -11,7 +11,8 @@ use std::path::{Component, Path, PathBuf};
 
 use super::{NetworkAccess, Policy};
 
-const REFUSALS: &[&str] = &["Permission denied", "Operation not permitted", "Read-only file system"];
+const REFUSALS: &[&str] =
+    &["Permission denied", "Operation not permitted", "Read-only file system", "Invalid cross-device link"];
 const WRITE_HINTS: &[&str] = &[
     "cannot touch",
     "cannot create",
@@ -25,6 +26,7 @@ const WRITE_HINTS: &[&str] = &[
     "cannot link",
     "cannot rename",
     "Read-only file system",
+    "hard link",
 ];
 const NETWORK_FAILURES: &[&str] = &[
     "Could not resolve host",
@@ -66,7 +68,15 @@ fn paths_in(line: &str) -> Vec<String> {
             rest = &after[j + close.len_utf8()..];
         }
     }
-    found.extend(line.split(": ").map(|f| f.trim().to_string()));
+    // "prog: [line 1: ]what PATH: reason": the program is not the path.
+    for field in line.split(": ").skip(1) {
+        let field = field.trim();
+        match field.rsplit_once(' ') {
+            // "cannot create PATH", "can't open PATH"
+            Some((_, last)) => found.push(last.to_string()),
+            None => found.push(field.to_string()),
+        }
+    }
     found.retain(|p| !p.is_empty() && !p.contains(' ') && (p.contains('/') || p.starts_with('.')));
     found.dedup();
     found
@@ -163,11 +173,14 @@ mod tests {
              bash: line 1: ../outside/f: Permission denied\n\
              touch: cannot touch '.git/x': Read-only file system\n\
              rm: cannot remove 'src/own': Permission denied\n\
+             /bin/sh: 1: cannot create /etc/by-shell: Permission denied\n\
              curl: (6) Could not resolve host: example.com\n",
             key.display()
         );
         let found = refusals(&out, &root, &policy(&root), std::slice::from_ref(&root));
         assert!(found.iter().any(|f| f.starts_with("write to /etc/forge-x: outside")), "{found:?}");
+        assert!(found.iter().any(|f| f.starts_with("write to /etc/by-shell: outside")), "{found:?}");
+        assert!(!found.iter().any(|f| f.contains("/bin/")), "the program is not a path it was refused: {found:?}");
         assert!(found.iter().any(|f| f.starts_with(&format!("read of {}", key.display()))), "{found:?}");
         assert!(
             found.iter().any(|f| f.starts_with(&format!("write to {}", d.join("outside/f").display()))),

@@ -1,0 +1,285 @@
+//! The escape suite, through the real daemon and `run_command`: what the
+//! model runs stays in the session's roots whatever path it takes, cannot
+//! read secrets or the store, reach the network or the daemon, exhaust
+//! the machine, or outlive its call; and a confined command runs without
+//! a prompt while leaving the sandbox always asks.
+//!
+//! Every test checks the kernel first and says so when it cannot confine
+//! (no Landlock): then there is nothing to test.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use forge_tests::harness::{Forge, bin};
+use forge_tests::mock::{MockOptions, MockServer, tool_call};
+use serde_json::{Value, json};
+
+struct Setup {
+    _mock: MockServer,
+    forge: Forge,
+    project: tempfile::TempDir,
+    id: String,
+}
+
+/// A daemon with `config`, a session in a fresh project; `None` where the
+/// kernel cannot confine commands.
+async fn setup(config: &str, env: &[(&str, &str)]) -> Option<Setup> {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    for (k, v) in env {
+        forge.set_env(k, v);
+    }
+    if !config.is_empty() {
+        forge.write_config(config);
+    }
+    forge.start().await;
+    let status = forge.ok(&["--json", "sandbox"]).await.json_lines();
+    if status.first().and_then(|s| s["mode"].as_str()) != Some("kernel") {
+        eprintln!("skipped: commands are not confined on this machine: {status:?}");
+        return None;
+    }
+    let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let cwd = project.path().canonicalize().unwrap_or_else(|e| panic!("{e}")).display().to_string();
+    let id = forge.new_session(&["--cwd", &cwd]).await;
+    Some(Setup { _mock: mock, forge, project, id })
+}
+
+impl Setup {
+    fn dir(&self) -> PathBuf {
+        self.project.path().canonicalize().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Runs `command` as the model would, without approving anything;
+    /// returns the tool result the model saw.
+    async fn run(&self, command: &str) -> String {
+        let directive = tool_call("run_command", &json!({"command": command}));
+        self.forge.ok(&["send", "-s", &self.id, &format!("{directive} go")]).await;
+        let h = self.forge.ok(&["--json", "history", &self.id]).await.json_lines();
+        let result = h.iter().rev().find(|m| m["role"] == "tool").cloned().unwrap_or_default();
+        result["text"].as_str().unwrap_or_default().to_string()
+    }
+}
+
+fn q(p: &Path) -> String {
+    format!("'{}'", p.display())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_outside_the_roots_are_refused_by_every_path() {
+    let Some(s) = setup("", &[]).await else { return };
+    let outside = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let out = outside.path().canonicalize().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(out.join("target"), "original\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(s.dir().join("d")).unwrap_or_else(|e| panic!("{e}"));
+    let rel = pathdiff(&out, &s.dir());
+    let attempts = [
+        format!("echo x > {}/direct", q(&out)),
+        format!("echo x > {rel}/dotdot"),
+        format!("ln -s {} link; echo x > link/symlink", q(&out)),
+        format!("ln {}/target hard; echo changed > hard", q(&out)),
+        format!("echo x > /proc/self/root{}/proc", out.display()),
+        format!("mkdir -p {}/made", q(&out)),
+        format!("mv d {}/moved", q(&out)),
+    ];
+    let text = s.run(&attempts.join("; ")).await;
+    // A rename race: one loop swaps the directory for a link outside
+    // while the other writes through its name.
+    let race = format!(
+        "mkdir -p r; (i=0; while [ $i -lt 300 ]; do mv r r.real; ln -s {} r; rm r; mv r.real r; i=$((i+1)); done) & \
+         i=0; while [ $i -lt 300 ]; do echo x > r/race$i 2>/dev/null; i=$((i+1)); done; wait",
+        q(&out)
+    );
+    s.run(&race).await;
+    let mut left: Vec<String> = std::fs::read_dir(&out)
+        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    left.sort();
+    assert_eq!(left, vec!["target".to_string()], "nothing was made outside the roots");
+    assert_eq!(std::fs::read_to_string(out.join("target")).unwrap_or_default(), "original\n");
+    assert!(s.dir().join("d").is_dir(), "nothing was moved out");
+    assert!(text.contains("--- sandbox ---") && text.contains(&format!("write to {}/direct", out.display())), "{text}");
+    assert!(text.contains("\"sandbox\": false"), "the model is told how to ask: {text}");
+    // Inside the roots and in $TMPDIR, commands work as usual.
+    let ok = s.run("echo made > inside.txt && echo t > \"$TMPDIR/t\" && cat \"$TMPDIR/t\"").await;
+    assert!(ok.contains("exit status: 0") && !ok.contains("--- sandbox ---"), "{ok}");
+    assert_eq!(std::fs::read_to_string(s.dir().join("inside.txt")).unwrap_or_default(), "made\n");
+}
+
+/// `to` relative to `from`, through `..`.
+fn pathdiff(to: &Path, from: &Path) -> String {
+    let depth = from.components().count() - 1;
+    let up = vec![".."; depth].join("/");
+    format!("{up}{}", to.display())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_git_directory_is_read_only_for_commands() {
+    let Some(s) = setup("", &[]).await else { return };
+    std::fs::create_dir(s.dir().join(".git")).unwrap_or_else(|e| panic!("{e}"));
+    let text = s.run("touch .git/planted; echo ok > src.txt").await;
+    assert!(!s.dir().join(".git/planted").exists(), "{text}");
+    assert!(s.dir().join("src.txt").exists(), "{text}");
+    assert!(text.contains("`.git` is read-only for commands"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_and_the_store_cannot_be_read() {
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let h = home.path().canonicalize().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(h.join(".ssh")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(h.join(".ssh/id_ed25519"), "PRIVATE-KEY-MATERIAL\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(h.join("notes.txt"), "HOME-NOTES\n").unwrap_or_else(|e| panic!("{e}"));
+    let home_s = h.display().to_string();
+    let Some(s) = setup("", &[("HOME", &home_s)]).await else { return };
+    let db = s.forge.data_dir().join("forge.db");
+    let text = s
+        .run(&format!(
+            "cat {}/.ssh/id_ed25519; cat ~/.ssh/id_*; cat {}/notes.txt; head -c 64 {} | od -c | head -2",
+            q(&h),
+            q(&h),
+            q(&db)
+        ))
+        .await;
+    assert!(!text.contains("PRIVATE-KEY-MATERIAL"), "{text}");
+    assert!(!text.contains("HOME-NOTES"), "the home directory is not readable: {text}");
+    assert!(!text.contains("SQLite"), "the store is not readable: {text}");
+    assert!(text.contains(&format!("read of {}/.ssh/id_ed25519", home_s)), "{text}");
+}
+
+/// A loopback listener that records whether anyone connected.
+fn listener() -> (std::net::TcpListener, u16) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+    l.set_nonblocking(true).unwrap_or_else(|e| panic!("{e}"));
+    let port = l.local_addr().map(|a| a.port()).unwrap_or(0);
+    (l, port)
+}
+
+fn connect_probe(target: &str) -> String {
+    format!("{} __forge-probe connect-tcp {target}", q(&bin("forged")))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_network_is_denied_by_default_and_localhost_is_only_loopback() {
+    let Some(s) = setup("", &[]).await else { return };
+    let (l, port) = listener();
+    let text = s
+        .run(&format!(
+            "{}; curl -sS -m 5 http://example.com/ 2>&1 | head -1",
+            connect_probe(&format!("127.0.0.1:{port}"))
+        ))
+        .await;
+    assert!(text.contains("refused:"), "{text}");
+    assert!(l.accept().is_err(), "nobody connected to the test's listener");
+    assert!(text.contains("commands have no network access"), "the model is told why: {text}");
+
+    let Some(s) = setup("[tools.sandbox]\nnetwork = \"localhost\"\n", &[]).await else { return };
+    let text =
+        s.run(&format!("{}; {}", connect_probe(&format!("127.0.0.1:{port}")), connect_probe("192.0.2.7:443"))).await;
+    assert!(text.contains(&format!("connected to 127.0.0.1:{port}")), "{text}");
+    assert!(l.accept().is_ok(), "the loopback listener was reached");
+    assert!(text.contains("[forge sandbox] refused connect to 192.0.2.7:443"), "{text}");
+    assert!(text.contains("network: connect to 192.0.2.7:443"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_stop_a_fork_bomb_and_a_memory_hog() {
+    let config =
+        "[tools.sandbox]\nmax_processes = 64\nmax_memory_mb = 256\n[tools.timeouts]\nshell_commands_seconds = 20\n";
+    let Some(s) = setup(config, &[]).await else { return };
+    let bomb = s
+        .run("n=0; while [ $n -lt 300 ]; do sleep 7.3131 & n=$((n+1)); done 2>/dev/null; echo alive $(grep -ls '7\\.3131' /proc/[0-9]*/cmdline | wc -l)")
+        .await;
+    let alive: Option<usize> = bomb.lines().find_map(|l| l.strip_prefix("alive ")).and_then(|n| n.trim().parse().ok());
+    assert!(
+        bomb.contains("[forge sandbox] stopped") || alive.is_some_and(|n| n <= 64),
+        "the process limit held: {bomb}"
+    );
+    let hog = s.run("awk 'BEGIN { s = \"x\"; while (1) s = s s }'").await;
+    assert!(!hog.contains("exit status: 0"), "{hog}");
+    assert!(hog.contains("out of memory") || hog.contains("memory"), "{hog}");
+    // The daemon is fine.
+    s.forge.ok(&["status"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_past_its_timeout_is_killed_with_all_it_started() {
+    let Some(s) = setup("[tools.timeouts]\nshell_commands_seconds = 2\n", &[]).await else { return };
+    let text = s.run("setsid sleep 4242.5 & (sleep 4242.5 &); nohup sleep 4242.5 >/dev/null 2>&1 & sleep 4242.5").await;
+    assert!(text.contains("timed out"), "{text}");
+    let mut left = true;
+    for _ in 0..100 {
+        left = std::fs::read_dir("/proc")
+            .map(|d| {
+                d.flatten().any(|e| {
+                    std::fs::read(e.path().join("cmdline"))
+                        .is_ok_and(|c| String::from_utf8_lossy(&c).contains("4242.5"))
+                })
+            })
+            .unwrap_or(false);
+        if !left {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!left, "every process the command started is gone, setsid ones too");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn setuid_programs_gain_nothing_and_the_daemon_cannot_be_driven() {
+    let Some(s) = setup("", &[]).await else { return };
+    let mut command = "grep NoNewPrivs /proc/self/status".to_string();
+    // SAFETY: plain system call.
+    let root = unsafe { libc::getuid() } == 0;
+    if root {
+        // A copy of id(1) that would run as nobody.
+        let id = s.dir().join("suid-id");
+        std::fs::copy("/usr/bin/id", &id).unwrap_or_else(|e| panic!("{e}"));
+        let status = std::process::Command::new("chown").arg("65534").arg(&id).status();
+        let _ = std::process::Command::new("chmod").arg("4755").arg(&id).status();
+        if status.is_ok_and(|s| s.success()) {
+            command.push_str("; echo euid=$(./suid-id -u)");
+        }
+    }
+    command.push_str(&format!("; {} __forge-probe connect-unix {}", q(&bin("forged")), q(&s.forge.socket)));
+    let text = s.run(&command).await;
+    assert!(text.contains("NoNewPrivs:\t1"), "{text}");
+    assert!(!text.contains("euid=65534"), "the setuid bit was ignored: {text}");
+    assert!(text.contains("refused: closed by the peer"), "forged refused its own command's connection: {text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn confined_commands_run_without_a_prompt_and_leaving_the_sandbox_asks() {
+    let Some(s) = setup("", &[]).await else { return };
+    let text = s.run("echo hello-from-the-sandbox").await;
+    assert!(text.contains("hello-from-the-sandbox"), "ran without anyone approving: {text}");
+
+    let directive = tool_call("run_command", &json!({"command": "touch /tmp/forge-outside-probe", "sandbox": false}));
+    s.forge.ok(&["send", "--no-wait", "-s", &s.id, &format!("{directive} go")]).await;
+    let mut pending: Option<Value> = None;
+    for _ in 0..400 {
+        let list = s.forge.ok(&["--json", "approvals"]).await.json_lines();
+        if let Some(p) = list.into_iter().find(|p| p["session_id"] == s.id.as_str()) {
+            pending = Some(p);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let p = pending.unwrap_or_else(|| panic!("running outside the sandbox asks first"));
+    let summary = p["calls"][0]["summary"].as_str().unwrap_or_default();
+    assert!(summary.contains("OUTSIDE the sandbox"), "the approval says so: {summary}");
+    s.forge.ok(&["deny", &s.id]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forgectl_sandbox_test_refuses_every_escape() {
+    let Some(s) = setup("", &[]).await else { return };
+    let out = s.forge.ctl(&["sandbox", "test"]).await;
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("every probe had the expected outcome"), "{}", out.stdout);
+    let rows = s.forge.ok(&["--json", "sandbox", "test"]).await.json_lines();
+    assert!(rows.len() >= 15, "{rows:?}");
+    for r in &rows {
+        assert_eq!(r["ok"], true, "{r}");
+    }
+    assert!(rows.iter().any(|r| r["probe"] == "write outside through a rename race" && r["outcome"] == "refused"));
+}
