@@ -128,7 +128,11 @@ impl Engine {
             .user_agent(concat!("forge/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| EngineError::internal(format!("cannot build the HTTP client for MCP servers: {e}")))?;
-        let mcp = forge_mcp::McpHub::start(&opts.config.mcp, mcp_http);
+        let mut mcp_config = opts.config.mcp.clone();
+        for server in mcp_config.servers.iter_mut().filter(|s| s.sandbox == Some(true)) {
+            server.confine = Some(crate::tools::confine::Settings::from_config(opts.config.tools.sandbox.as_ref()));
+        }
+        let mcp = forge_mcp::McpHub::start(&mcp_config, mcp_http);
         let config = Arc::new(opts.config);
         let shared = Arc::new(Shared { db: db.clone(), store, writer, providers, tools, mcp, config, prompt });
         let engine = Engine {

@@ -51,10 +51,19 @@ pub struct McpServerConfig {
     pub startup_timeout_seconds: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_timeout_seconds: Option<u64>,
+    /// `true`: a stdio server runs in the command sandbox (`[tools.sandbox]`:
+    /// it may write only in its `cwd` and a private temporary directory,
+    /// and reach the network only as `network` says).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<bool>,
     /// The token `bearer_token_env_var` named, once read (never written
     /// out).
     #[serde(skip)]
     pub bearer_token: Option<String>,
+    /// The command sandbox's settings, given by the daemon for a server
+    /// with `sandbox = true`.
+    #[serde(skip)]
+    pub confine: Option<forge_tools::confine::Settings>,
 }
 
 /// How a server is reached.

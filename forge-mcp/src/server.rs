@@ -353,6 +353,27 @@ fn make_tools(server: &Arc<Server>, tools: Vec<rmcp::model::Tool>) -> Vec<Arc<Mc
     made
 }
 
+/// The sandbox of a server with `sandbox = true`: its `cwd` writable, and
+/// a private temporary directory of its own that lasts across restarts.
+fn sandbox_for(
+    config: &McpServerConfig,
+    settings: &forge_tools::confine::Settings,
+) -> Result<Option<forge_tools::supervisor::Confinement>, String> {
+    if !settings.kernel_active() {
+        return Ok(None);
+    }
+    let uid = std::os::unix::fs::MetadataExt::uid(
+        &std::fs::metadata("/proc/self").map_err(|e| format!("cannot read /proc/self: {e}"))?,
+    );
+    let tmp = std::env::temp_dir().join(format!("forge-mcp-{uid}-{}", config.name));
+    std::fs::create_dir_all(&tmp).map_err(|e| format!("cannot make {}: {e}", tmp.display()))?;
+    let _ = std::fs::set_permissions(&tmp, std::os::unix::fs::PermissionsExt::from_mode(0o700));
+    let roots: Vec<std::path::PathBuf> =
+        config.cwd.iter().filter_map(|c| std::path::Path::new(c).canonicalize().ok()).collect();
+    let policy = forge_tools::confine::Policy::build(settings, &roots, &tmp, false);
+    Ok(Some(forge_tools::supervisor::Confinement::new(policy)))
+}
+
 /// Connects, initializes and lists the tools.
 async fn connect(
     config: &McpServerConfig,
@@ -363,7 +384,11 @@ async fn connect(
     let handler = Handler { changed };
     let running = match config.transport() {
         Transport::Stdio { command, args } => {
-            let mut cmd = forge_tools::supervisor::exec_command(command, args, None);
+            let confinement = match &config.confine {
+                Some(settings) if config.sandbox == Some(true) => sandbox_for(config, settings)?,
+                _ => None,
+            };
+            let mut cmd = forge_tools::supervisor::exec_command(command, args, confinement.as_ref());
             cmd.envs(&config.env);
             if let Some(dir) = &config.cwd {
                 cmd.current_dir(dir);

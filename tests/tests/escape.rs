@@ -283,3 +283,31 @@ async fn forgectl_sandbox_test_refuses_every_escape() {
     }
     assert!(rows.iter().any(|r| r["probe"] == "write outside through a rename race" && r["outcome"] == "refused"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn git_tools_change_git_but_their_hooks_stay_in_the_sandbox() {
+    let Some(s) = setup("", &[]).await else { return };
+    let dir = s.dir();
+    let outside = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let escaped = outside.path().join("hook-escaped");
+    let git = |args: &[&str]| {
+        let ok =
+            std::process::Command::new("git").args(args).current_dir(&dir).output().is_ok_and(|o| o.status.success());
+        assert!(ok, "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["config", "user.email", "t@example.com"]);
+    git(&["config", "user.name", "T"]);
+    let hook = dir.join(".git/hooks/pre-commit");
+    std::fs::write(&hook, format!("#!/bin/sh\necho x > {} || true\n", q(&escaped))).unwrap_or_else(|e| panic!("{e}"));
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.join("a.txt"), "a\n").unwrap_or_else(|e| panic!("{e}"));
+    let calls =
+        [tool_call("git_add", &json!({"paths": ["a.txt"]})), tool_call("git_commit", &json!({"message": "boxed"}))];
+    s.forge.ok(&["send", "--auto-approve", "-s", &s.id, &format!("{} {} go", calls[0], calls[1])]).await;
+    let log = std::process::Command::new("git").args(["log", "--format=%s"]).current_dir(&dir).output();
+    let log = log.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
+    assert_eq!(log, "boxed\n", "the git tools wrote .git");
+    assert!(!escaped.exists(), "the commit's hook could not write outside the roots");
+}

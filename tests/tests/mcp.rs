@@ -310,3 +310,21 @@ async fn an_http_server_with_a_bearer_token_serves_tools() {
     assert!(!config.stdout.contains("secret-token-123") && !config.stdout.contains("forge\""), "{}", config.stdout);
     let _ = server.kill().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_with_sandbox_true_writes_only_in_its_cwd() {
+    let work = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let s = setup(&format!("sandbox = true\ncwd = {:?}", work.path().display().to_string())).await;
+    let status = s.forge.ok(&["--json", "sandbox"]).await.json_lines();
+    if status.first().and_then(|v| v["mode"].as_str()) != Some("kernel") {
+        eprintln!("skipped: commands are not confined on this machine");
+        return;
+    }
+    wait_mcp(&s.forge, "t", "ready", |v| v["state"] == "ready").await;
+    let id = s.session("boxed").await;
+    let (out, is_error) = s.call(&id, "t__echo", json!({"text": "hi"})).await;
+    assert_eq!((out.as_str(), is_error), ("echo: hi", false), "the server works in its sandbox");
+    s.call(&id, "t__note", json!({"text": "escaped"})).await;
+    assert!(!s.notes.exists(), "the server could not write outside its cwd");
+    assert!(!s.log.exists(), "nor its log there");
+}

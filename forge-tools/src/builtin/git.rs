@@ -250,16 +250,29 @@ impl ToolExecutor for GitTool {
         Box::pin(async move {
             let argv = (self.build)(&args, &ctx.sandbox)?;
             let failed = |message: String| ToolError::ExecutionFailed { tool: self.name.into(), message };
-            let out = tokio::process::Command::new("git")
-                .args(["-c", "core.pager=cat", "-c", "color.ui=false"])
-                .args(&argv)
-                .current_dir(ctx.sandbox.cwd())
+            // git runs hooks: it is confined like a command, with `.git`
+            // writable (the one thing the git tools are for).
+            let tmp = super::run_command::private_tmpdir()
+                .map_err(|e| failed(format!("cannot make a temporary directory: {e}")))?;
+            let confinement = ctx.sandbox.confinement(tmp.path(), true);
+            let mut full = vec!["-c".to_string(), "core.pager=cat".into(), "-c".into(), "color.ui=false".into()];
+            full.extend(argv.iter().cloned());
+            let mut cmd = crate::supervisor::exec_command("git", &full, confinement.as_ref());
+            cmd.current_dir(ctx.sandbox.cwd())
                 .env("GIT_TERMINAL_PROMPT", "0")
+                .env("TMPDIR", tmp.path())
                 .stdin(std::process::Stdio::null())
-                .kill_on_drop(true)
-                .output()
-                .await
-                .map_err(|e| failed(format!("cannot run git: {e}")))?;
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            for name in super::run_command::hidden_env(&ctx.sandbox.command_settings().pass_env) {
+                cmd.env_remove(name);
+            }
+            let child = cmd.spawn().map_err(|e| failed(format!("cannot run git: {e}")))?;
+            let mut stop = crate::supervisor::StopGuard::new(child.id());
+            let out = child.wait_with_output().await.map_err(|e| failed(format!("cannot run git: {e}")))?;
+            if crate::supervisor::enabled() {
+                stop.disarm();
+            }
             let stdout = String::from_utf8_lossy(&out.stdout);
             let stderr = String::from_utf8_lossy(&out.stderr);
             if !out.status.success() {
