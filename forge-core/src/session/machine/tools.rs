@@ -126,7 +126,7 @@ impl Session {
             } else if crate::tools::policy::parse_mode(&mode).is_none() {
                 return Err(EngineError::new(
                     ErrorKind::InvalidParams,
-                    format!("approval mode \"{mode}\" is not one of default, permissive (auto), strict"),
+                    format!("approval mode \"{mode}\" is not one of default, prompt, permissive (auto), strict"),
                 ));
             } else {
                 rules.mode = Some(mode);
