@@ -242,6 +242,17 @@ impl Transcript {
                     ev.seq
                 ));
             }
+            EventKind::HookRan { event, command, tool, decision, reason, .. } => {
+                self.end_text(&mut out);
+                let tool = tool.as_deref().map(|t| format!(" ({t})")).unwrap_or_default();
+                let reason = reason.as_deref().map(|r| format!(": {}", first_line(r, 160))).unwrap_or_default();
+                stdout_result(writeln!(
+                    out,
+                    "[{}] {event} hook{tool} `{}`: {decision}{reason}",
+                    ev.seq,
+                    first_line(command, 80)
+                ));
+            }
             EventKind::ApprovalResolved { approved, denied, .. } => {
                 self.end_text(&mut out);
                 stdout_result(writeln!(

@@ -53,6 +53,9 @@ pub struct ForgeConfig {
     /// `[[mcp.servers]]`: tool servers whose tools every session offers.
     #[serde(default)]
     pub mcp: forge_mcp::McpConfig,
+    /// `[[hooks]]`: commands run at points of a session.
+    #[serde(default)]
+    pub hooks: crate::hooks::HooksConfig,
 }
 
 /// A `[[models]]` entry.
@@ -256,6 +259,7 @@ impl ForgeConfig {
             }),
             _ => Ok(()),
         };
+        self.hooks.validate().map_err(|message| ConfigError::Value { path: path.to_path_buf(), message })?;
         if let Some(f) = self.context.summarize_at
             && !(f.is_finite() && (0.1..=1.0).contains(&f))
         {

@@ -1196,6 +1196,7 @@ impl Engine {
     ) -> Result<SendResult, EngineError> {
         self.check_running()?;
         let handle = self.handle_for(selector).await?;
+        let text = if options.continued { text } else { self.prompt_hooks(&handle, text, &client).await? };
         // Prefix matching: the same message again under the same node is
         // that node, answered anew (a sibling answer), not a copy.
         let same = match options.continued {
@@ -1206,6 +1207,51 @@ impl Engine {
         let files = self.files_lock(&handle.id).await;
         let _no_rewind = files.lock().await;
         handle.request(|reply| SessionCmd::Send { text, client, same, n, continued, reply }).await
+    }
+
+    /// Runs the `UserPromptSubmit` hooks on a message about to be sent:
+    /// each run is journaled; a block or a hook error refuses the message
+    /// (`hook_blocked`), and what the hooks add is appended to it.
+    async fn prompt_hooks(
+        &self,
+        handle: &SessionHandle,
+        text: String,
+        client: &ClientRef,
+    ) -> Result<String, EngineError> {
+        use crate::hooks::{HookDecision, HookEvent, HookSet};
+        let config = &self.shared().config;
+        if config.hooks.hooks.is_empty() && !config.hooks.import_claude {
+            return Ok(text);
+        }
+        let row =
+            self.shared().store.session(&handle.id).await?.ok_or_else(|| {
+                EngineError::new(ErrorKind::SessionNotFound, format!("session {} is gone", handle.id))
+            })?;
+        let cwd = std::path::Path::new(&row.cwd);
+        let (set, _) = HookSet::for_session(&config.hooks, cwd);
+        let hooks = set.matching(HookEvent::UserPromptSubmit, None);
+        if hooks.is_empty() {
+            return Ok(text);
+        }
+        let sandbox = crate::tools::Sandbox::for_session(cwd, config.tools.sandbox.as_ref());
+        let mut added = Vec::new();
+        for hook in &hooks {
+            let input = crate::hooks::input(
+                HookEvent::UserPromptSubmit,
+                &handle.id,
+                &row.cwd,
+                serde_json::json!({"prompt": text}),
+            );
+            let run = crate::hooks::run(hook, &input, &sandbox, None).await;
+            let (decision, says, context) = (run.decision, run.says(), run.context.clone());
+            let c = Some(client.clone());
+            handle.request(|reply| SessionCmd::HookRan { run, client: c, reply }).await?;
+            if decision != HookDecision::Allow {
+                return Err(EngineError::new(ErrorKind::HookBlocked, format!("the message was not sent: {says}")));
+            }
+            added.extend(context);
+        }
+        Ok(if added.is_empty() { text } else { format!("{text}\n\n{}", added.join("\n")) })
     }
 
     /// The lock a rewind of session `id` holds (see `Inner::files`).

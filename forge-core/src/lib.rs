@@ -12,6 +12,7 @@ pub mod engine;
 pub mod error;
 pub mod export;
 pub mod forest;
+pub mod hooks;
 pub mod ids;
 pub mod instructions;
 pub mod journal;

@@ -49,6 +49,9 @@ pub enum ErrorKind {
     RewindConflict,
     /// No MCP server has that name (`mcp.list` lists them).
     McpServerNotFound,
+    /// A `UserPromptSubmit` hook blocked the message (or failed): the
+    /// message says which hook and why.
+    HookBlocked,
     /// A bug or unexpected failure inside the daemon.
     Internal,
 }
@@ -75,6 +78,7 @@ impl ErrorKind {
             Self::ContextTooLong => -32055,
             Self::RewindConflict => -32056,
             Self::McpServerNotFound => -32057,
+            Self::HookBlocked => -32058,
             Self::Internal => -32060,
         }
     }
@@ -100,6 +104,7 @@ impl ErrorKind {
             Self::ContextTooLong => "context_too_long",
             Self::RewindConflict => "rewind_conflict",
             Self::McpServerNotFound => "mcp_server_not_found",
+            Self::HookBlocked => "hook_blocked",
             Self::Internal => "internal",
         }
     }

@@ -153,6 +153,23 @@ pub enum EventKind {
         mode: Option<String>,
         always_allow: Vec<String>,
     },
+    /// A hook ran (`[[hooks]]`, or a project's Claude settings): what ran,
+    /// for which event and tool, and what it decided.
+    HookRan {
+        /// `PreToolUse`, `PostToolUse`, `UserPromptSubmit`, `Stop` or
+        /// `SessionStart`.
+        event: String,
+        command: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool: Option<String>,
+        /// `allow`, `block` or `error` (an error never allows).
+        decision: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i32>,
+        duration_ms: u64,
+    },
     /// The daemon stopped during this turn's tool calls; the session waits
     /// for a client to choose `session.recover` resume or discard.
     ToolRecovery {

@@ -441,6 +441,18 @@ impl Transcript {
                 };
                 self.items.push(DisplayItem::Notice { level: Level::Info, text });
             }
+            EventKind::HookRan { event, command, tool, decision, reason, .. } => {
+                // Allows are routine; blocks and errors are worth a line.
+                if decision != "allow" {
+                    let tool = tool.as_deref().map(|t| format!(" ({t})")).unwrap_or_default();
+                    let reason = reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default();
+                    let level = if decision == "error" { Level::Warn } else { Level::Info };
+                    self.items.push(DisplayItem::Notice {
+                        level,
+                        text: format!("{event} hook{tool} `{command}` {decision}{reason}"),
+                    });
+                }
+            }
             EventKind::ApprovalResolved { approved, denied, .. } => {
                 self.approval = None;
                 let who = from.map(|f| format!(" by {f}")).unwrap_or_default();

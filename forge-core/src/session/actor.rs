@@ -24,6 +24,7 @@ use super::machine::{
 use super::{COMMAND_QUEUE, SessionCmd, SessionHandle, Snapshot, load};
 use crate::engine::Shared;
 use crate::error::EngineError;
+use crate::hooks::HookRun;
 use crate::instructions::ProjectInstructions;
 use crate::journal::{HealthState, JournalAck, PersistedProof, WriteBatch};
 use crate::provider::{ProviderError, ProviderEvent, ProviderStream};
@@ -82,7 +83,9 @@ pub(crate) struct SessionActor {
     apply_deltas_armed: bool,
 }
 
-/// What wakes the shell.
+/// What wakes the shell: one at a time, never stored, so its size does
+/// not matter.
+#[allow(clippy::large_enum_variant)]
 enum Wake {
     /// Something for the session.
     Event(Event),
@@ -91,9 +94,20 @@ enum Wake {
 }
 
 /// A tool call running in its own task.
+/// A tool task's end: its result, the files it changed, the hooks run.
+type ToolOutcome = (Result<String, ToolError>, Vec<FileAfter>, Vec<HookRun>);
+
 struct RunningTool {
-    task: JoinHandle<(Result<String, ToolError>, Vec<FileAfter>)>,
+    task: JoinHandle<ToolOutcome>,
     output: mpsc::Receiver<ToolOutput>,
+}
+
+/// The `PreToolUse` and `PostToolUse` hooks of one call.
+struct ToolHooks {
+    pre: Vec<crate::hooks::Hook>,
+    post: Vec<crate::hooks::Hook>,
+    session_id: String,
+    cwd: String,
 }
 
 /// The provider's stream. The mutex is never locked (the shell has `&mut`):
@@ -279,7 +293,20 @@ impl SessionActor {
                     baseline: self.baseline.clone(),
                 };
                 // One call at a time; a task left over would only leak.
-                if let Some(old) = self.tool.replace(spawn_tool(*run, recorder)) {
+                // Read now: a project's Claude settings may have changed.
+                let (set, problems) =
+                    crate::hooks::HookSet::for_session(&self.shared.config.hooks, run.ctx.sandbox.cwd());
+                for p in problems {
+                    tracing::warn!(session = self.session.id(), "hooks: {p}");
+                }
+                let name = run.tool.name().to_string();
+                let hooks = ToolHooks {
+                    pre: set.matching(crate::hooks::HookEvent::PreToolUse, Some(&name)),
+                    post: set.matching(crate::hooks::HookEvent::PostToolUse, Some(&name)),
+                    session_id: self.session.id().to_string(),
+                    cwd: run.ctx.sandbox.cwd().display().to_string(),
+                };
+                if let Some(old) = self.tool.replace(spawn_tool(*run, recorder, hooks)) {
                     old.task.abort();
                 }
             }
@@ -517,11 +544,32 @@ async fn record_scanned(
 /// Starts a tool call in its own task, with its timeout. The files it
 /// touches are recorded first (durably: a crash during the call leaves
 /// their content before it), and read again after it.
-fn spawn_tool(run: ToolRun, recorder: Recorder) -> RunningTool {
+fn spawn_tool(run: ToolRun, recorder: Recorder, hooks: ToolHooks) -> RunningTool {
     let ToolRun { tool, args, record, mut ctx, timeout } = run;
     let (output_tx, output) = mpsc::channel(TOOL_OUTPUT_CHANNEL);
     ctx.output = Some(output_tx);
     let task = tokio::spawn(async move {
+        use crate::hooks::{HookDecision, HookEvent};
+        let name = tool.name().to_string();
+        let mut runs: Vec<HookRun> = Vec::new();
+        let mut notes: Vec<String> = Vec::new();
+        let tool_input = args.clone();
+        let hook_input = |event: HookEvent, extra: serde_json::Value| {
+            crate::hooks::input(event, &hooks.session_id, &hooks.cwd, extra)
+        };
+        for hook in &hooks.pre {
+            let input =
+                hook_input(HookEvent::PreToolUse, serde_json::json!({"tool_name": name, "tool_input": tool_input}));
+            let r = crate::hooks::run(hook, &input, &ctx.sandbox, Some(&name)).await;
+            let (decision, says, context) = (r.decision, r.says(), r.context.clone());
+            runs.push(r);
+            // A block, and a hook that failed or hung, both stop the call.
+            if decision != HookDecision::Allow {
+                let message = format!("not run: {says}");
+                return (Err(ToolError::ExecutionFailed { tool: name, message }), Vec::new(), runs);
+            }
+            notes.extend(context);
+        }
         let touched: Vec<(String, std::path::PathBuf)> = match &record {
             Some(_) => tool
                 .touches(&args)
@@ -535,7 +583,7 @@ fn spawn_tool(run: ToolRun, recorder: Recorder) -> RunningTool {
             && let Err(e) = record_before(&recorder, node_id, call_id, &touched).await
         {
             let message = format!("not run: the files it would change could not be recorded for rewind ({e})");
-            return (Err(ToolError::ExecutionFailed { tool: tool.name().into(), message }), Vec::new());
+            return (Err(ToolError::ExecutionFailed { tool: tool.name().into(), message }), Vec::new(), runs);
         }
         // A command may change anything under the roots: scan before.
         let scanned = match &record {
@@ -550,17 +598,44 @@ fn spawn_tool(run: ToolRun, recorder: Recorder) -> RunningTool {
                     Err(e) => {
                         let message =
                             format!("not run: the files under the roots could not be recorded for rewind ({e})");
-                        return (Err(ToolError::ExecutionFailed { tool: tool.name().into(), message }), Vec::new());
+                        return (
+                            Err(ToolError::ExecutionFailed { tool: tool.name().into(), message }),
+                            Vec::new(),
+                            runs,
+                        );
                     }
                 }
             }
             _ => None,
         };
-        let result = match tokio::time::timeout(timeout, tool.execute(args, &ctx)).await {
+        let mut result = match tokio::time::timeout(timeout, tool.execute(args, &ctx)).await {
             Ok(r) => r,
             Err(_) => Err(ToolError::Timeout { tool: tool.name().into(), elapsed: timeout }),
         };
         crash_point(tool.name());
+        for hook in &hooks.post {
+            let response = match &result {
+                Ok(text) => serde_json::json!({"output": text, "is_error": false}),
+                Err(e) => serde_json::json!({"output": e.to_string(), "is_error": true}),
+            };
+            let input = hook_input(
+                HookEvent::PostToolUse,
+                serde_json::json!({"tool_name": name, "tool_input": tool_input, "tool_response": response}),
+            );
+            let r = crate::hooks::run(hook, &input, &ctx.sandbox, Some(&name)).await;
+            if r.decision != HookDecision::Allow {
+                notes.push(r.says());
+            }
+            notes.extend(r.context.clone());
+            runs.push(r);
+        }
+        if !notes.is_empty() {
+            let tail = format!("\n--- hooks ---\n{}", notes.join("\n"));
+            result = match result {
+                Ok(text) => Ok(text + &tail),
+                Err(e) => Err(ToolError::ExecutionFailed { tool: name.clone(), message: format!("{e}{tail}") }),
+            };
+        }
         let mut after: Vec<FileAfter> = tokio::task::spawn_blocking(move || {
             touched
                 .into_iter()
@@ -579,7 +654,7 @@ fn spawn_tool(run: ToolRun, recorder: Recorder) -> RunningTool {
                 Err(e) => tracing::warn!(error = %e, "what a command changed could not be recorded for rewind"),
             }
         }
-        (result, after)
+        (result, after, runs)
     });
     RunningTool { task, output }
 }
@@ -646,12 +721,12 @@ async fn tool_event(tool: &mut Option<RunningTool>) -> Event {
             rest.push(out);
         }
     }
-    let (end, changes) = match done {
-        Ok((result, changes)) => (ToolEnd::Finished(result), changes),
-        Err(e) if e.is_panic() => (ToolEnd::Panicked, Vec::new()),
-        Err(_) => (ToolEnd::Stopped, Vec::new()),
+    let (end, changes, hooks) = match done {
+        Ok((result, changes, hooks)) => (ToolEnd::Finished(result), changes, hooks),
+        Err(e) if e.is_panic() => (ToolEnd::Panicked, Vec::new(), Vec::new()),
+        Err(_) => (ToolEnd::Stopped, Vec::new(), Vec::new()),
     };
-    Event::ToolDone { rest, end, changes }
+    Event::ToolDone { rest, end, changes, hooks }
 }
 
 /// The session's armed timers, one sleep for the earliest.

@@ -42,6 +42,12 @@ pub(crate) enum SessionCmd {
         drop_queued: bool,
         reply: Reply<CancelResult>,
     },
+    /// A hook ran outside a tool call (`UserPromptSubmit`): journal it.
+    HookRan {
+        run: crate::hooks::HookRun,
+        client: Option<ClientRef>,
+        reply: Reply<()>,
+    },
     Rename {
         name: Option<String>,
         client: ClientRef,

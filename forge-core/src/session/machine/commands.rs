@@ -49,6 +49,12 @@ impl Session {
                     self.on_cancel(client, drop_queued, reply);
                 }
             }
+            SessionCmd::HookRan { run, client, reply } => {
+                if let Some(reply) = self.admit(reply, Access::Write) {
+                    self.on_hook_ran(run, client);
+                    self.pipeline.effect(OnDurable::Reply(Responder::with(reply, ())));
+                }
+            }
             SessionCmd::Rename { name, client, reply } => {
                 if let Some(reply) = self.admit(reply, Access::Write) {
                     self.on_rename(name, client, reply);

@@ -84,7 +84,7 @@ pub(crate) enum Event {
     /// A piece of the running tool's output.
     ToolOutput(ToolOutput),
     /// The running tool ended; `rest` is output it left in the buffer.
-    ToolDone { rest: Vec<ToolOutput>, end: ToolEnd, changes: Vec<FileAfter> },
+    ToolDone { rest: Vec<ToolOutput>, end: ToolEnd, changes: Vec<FileAfter>, hooks: Vec<crate::hooks::HookRun> },
     /// A timer armed with `Effect::Arm` fired.
     Timer(Timer),
     /// What the store holds for this session (at start, and after `Effect::Reload`).
@@ -373,10 +373,13 @@ impl Session {
                 }
             }
             Event::ToolOutput(out) => self.on_tool_output(out),
-            Event::ToolDone { rest, end, changes } => {
+            Event::ToolDone { rest, end, changes, hooks } => {
                 // Output still buffered comes before the result.
                 for out in rest {
                     self.on_tool_output(out);
+                }
+                for run in hooks {
+                    self.on_hook_ran(run, None);
                 }
                 self.on_tool_done(end, changes);
             }

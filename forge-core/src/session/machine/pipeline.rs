@@ -423,6 +423,7 @@ pub(crate) fn event_kind_name(kind: &EventKind) -> &'static str {
         EventKind::AwaitingToolResults { .. } => "awaiting_tool_results",
         EventKind::ApprovalResolved { .. } => "approval_resolved",
         EventKind::ApprovalRulesChanged { .. } => "approval_rules_changed",
+        EventKind::HookRan { .. } => "hook_ran",
         EventKind::Retrying { .. } => "retrying",
         EventKind::Usage { .. } => "usage",
         EventKind::SummarizationStarted { .. } => "summarization_started",

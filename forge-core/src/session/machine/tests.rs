@@ -455,6 +455,7 @@ fn a_tool_runs_only_after_its_announcement_is_durable_and_the_turn_continues_wit
         rest: Vec::new(),
         changes: Vec::new(),
         end: ToolEnd::Finished(Ok("fn main() {}".into())),
+        hooks: Vec::new(),
     });
     h.settle();
     assert_eq!(
@@ -509,7 +510,7 @@ fn a_panicking_tool_is_an_error_result_not_a_dead_session() {
     let mut h = Harness::new();
     h.answer_calling("read_file", r#"{"path":"a.rs"}"#);
     h.settle();
-    h.feed(Event::ToolDone { rest: Vec::new(), changes: Vec::new(), end: ToolEnd::Panicked });
+    h.feed(Event::ToolDone { rest: Vec::new(), changes: Vec::new(), end: ToolEnd::Panicked, hooks: Vec::new() });
     h.settle();
     let result = h.published.iter().find_map(|e| match &e.kind {
         EventKind::ToolResult { is_error, output, .. } => Some((*is_error, output.clone())),
@@ -916,6 +917,7 @@ fn a_tool_loop_that_outgrows_the_window_is_summarized_between_batches() {
         rest: Vec::new(),
         changes: Vec::new(),
         end: ToolEnd::Finished(Ok("line\n".repeat(2600))),
+        hooks: Vec::new(),
     });
     h.settle();
     assert!(h.names().contains(&"summarization_started"), "{:?}", h.names());

@@ -549,6 +549,27 @@ impl Session {
         self.pipeline.tool_output(call_id, out.stream, out.text);
     }
 
+    /// A hook ran: journaled, with what it decided.
+    pub(super) fn on_hook_ran(&mut self, run: crate::hooks::HookRun, client: Option<ClientRef>) {
+        let decision = match run.decision {
+            crate::hooks::HookDecision::Allow => "allow",
+            crate::hooks::HookDecision::Block => "block",
+            crate::hooks::HookDecision::Error => "error",
+        };
+        self.pipeline.event(
+            client,
+            EventKind::HookRan {
+                event: run.event.as_str().into(),
+                command: run.command,
+                tool: run.tool,
+                decision: decision.into(),
+                reason: run.reason,
+                exit_code: run.exit_code,
+                duration_ms: run.duration_ms,
+            },
+        );
+    }
+
     /// The running call ended.
     pub(super) fn on_tool_done(&mut self, end: ToolEnd, changes: Vec<super::FileAfter>) {
         let OperationState::ToolLoop(l) = &mut self.state else { return };

@@ -1,0 +1,497 @@
+//! Hooks: commands the user sets to run at points of a session, in
+//! Claude Code's format, so existing hook scripts work.
+//!
+//! A hook gets the event as JSON on stdin (`session_id`, `cwd`,
+//! `hook_event_name`, and per event `tool_name`, `tool_input`,
+//! `tool_response`, `prompt`). Exit status 0 allows (its stdout may add
+//! context, or be JSON: `decision` / `reason`, `continue` / `stopReason`,
+//! `hookSpecificOutput.permissionDecision`, `additionalContext`); 2 blocks,
+//! its stderr the reason the model (or the user) is given; anything else,
+//! malformed JSON and a hook killed at its timeout are hook errors, never
+//! an allow: a `PreToolUse` or `UserPromptSubmit` hook error stops what it
+//! guards. Hooks run in the command sandbox, with the session's roots, and
+//! every run is journaled (`hook_ran`).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::tools::Sandbox;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum HookEvent {
+    PreToolUse,
+    PostToolUse,
+    UserPromptSubmit,
+    Stop,
+    SessionStart,
+}
+
+impl HookEvent {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookEvent::PreToolUse => "PreToolUse",
+            HookEvent::PostToolUse => "PostToolUse",
+            HookEvent::UserPromptSubmit => "UserPromptSubmit",
+            HookEvent::Stop => "Stop",
+            HookEvent::SessionStart => "SessionStart",
+        }
+    }
+
+    fn parse(word: &str) -> Option<HookEvent> {
+        [Self::PreToolUse, Self::PostToolUse, Self::UserPromptSubmit, Self::Stop, Self::SessionStart]
+            .into_iter()
+            .find(|e| e.as_str() == word)
+    }
+}
+
+const DEFAULT_TIMEOUT_SECONDS: u64 = 60;
+/// Most of a hook's stdout or stderr kept.
+const MAX_HOOK_OUTPUT: usize = 64 * 1024;
+
+/// One `[[hooks]]` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HookConfig {
+    pub event: HookEvent,
+    /// A regular expression matched against the whole tool name (Forge's
+    /// or Claude's: `Bash` is `run_command`); absent, `""` or `*`: every
+    /// tool. Tool events only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matcher: Option<String>,
+    /// Run by `/bin/sh -c` in the session's directory.
+    pub command: String,
+    /// Seconds (default 60); a hook still running then is killed and
+    /// counted as an error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<u64>,
+}
+
+/// `[[hooks]]` (a list of hooks, where an entry may be `{ import_claude =
+/// true }`), or `[hooks]` with `import_claude` and `[[hooks.hook]]`
+/// entries: TOML cannot have `[hooks]` and `[[hooks]]` in one file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct HooksConfig {
+    /// Also run the hooks of a project's `.claude/settings.json` (and
+    /// `.claude/settings.local.json`).
+    pub import_claude: bool,
+    #[serde(rename = "hook", skip_serializing_if = "Vec::is_empty")]
+    pub hooks: Vec<HookConfig>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HooksTable {
+    import_claude: Option<bool>,
+    #[serde(default)]
+    hook: Vec<HookConfig>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HookEntry {
+    import_claude: Option<bool>,
+    event: Option<HookEvent>,
+    matcher: Option<String>,
+    command: Option<String>,
+    timeout: Option<u64>,
+}
+
+impl<'de> Deserialize<'de> for HooksConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        match toml::Value::deserialize(d)? {
+            toml::Value::Table(t) => {
+                let t: HooksTable =
+                    toml::Value::Table(t).try_into().map_err(|e| D::Error::custom(format!("[hooks]: {e}")))?;
+                Ok(HooksConfig { import_claude: t.import_claude.unwrap_or(false), hooks: t.hook })
+            }
+            toml::Value::Array(list) => {
+                let mut out = HooksConfig::default();
+                for (i, v) in list.into_iter().enumerate() {
+                    let e: HookEntry =
+                        v.try_into().map_err(|e| D::Error::custom(format!("[[hooks]] entry {}: {e}", i + 1)))?;
+                    out.import_claude |= e.import_claude.unwrap_or(false);
+                    match (e.event, e.command) {
+                        (Some(event), Some(command)) => {
+                            out.hooks.push(HookConfig { event, matcher: e.matcher, command, timeout: e.timeout })
+                        }
+                        (None, None) if e.import_claude.is_some() => {}
+                        _ => {
+                            return Err(D::Error::custom(format!(
+                                "[[hooks]] entry {} needs `event` (PreToolUse, PostToolUse, UserPromptSubmit, Stop, SessionStart) and `command`",
+                                i + 1
+                            )));
+                        }
+                    }
+                }
+                Ok(out)
+            }
+            _ => Err(D::Error::custom("`hooks` is a list of [[hooks]] entries or a [hooks] table")),
+        }
+    }
+}
+
+impl HooksConfig {
+    /// Checks the matchers; the error names the hook.
+    pub fn validate(&self) -> Result<(), String> {
+        for h in &self.hooks {
+            compile(h.matcher.as_deref()).map_err(|e| format!("[[hooks]] matcher {:?}: {e}", h.matcher))?;
+            if h.command.trim().is_empty() {
+                return Err(format!("a {} hook has an empty command", h.event.as_str()));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A matcher as a whole-name regular expression; `None` matches all.
+fn compile(matcher: Option<&str>) -> Result<Option<regex::Regex>, regex::Error> {
+    match matcher.map(str::trim) {
+        None | Some("") | Some("*") => Ok(None),
+        Some(m) => regex::Regex::new(&format!("^(?:{m})$")).map(Some),
+    }
+}
+
+/// Claude Code's names for Forge's tools, so imported matchers work.
+fn claude_names(tool: &str) -> &'static [&'static str] {
+    match tool {
+        "run_command" => &["Bash"],
+        "write_file" => &["Write"],
+        "apply_patch" => &["Edit", "MultiEdit"],
+        "read_file" => &["Read"],
+        "glob" => &["Glob"],
+        "search" => &["Grep"],
+        "web_fetch" => &["WebFetch"],
+        _ => &[],
+    }
+}
+
+/// A hook ready to run.
+#[derive(Debug, Clone)]
+pub struct Hook {
+    pub event: HookEvent,
+    matcher: Option<regex::Regex>,
+    pub command: String,
+    pub timeout: Duration,
+    /// Where it was set: `config.toml` or a settings file's path.
+    pub source: String,
+}
+
+impl Hook {
+    fn matches(&self, tool: Option<&str>) -> bool {
+        let (Some(re), Some(tool)) = (&self.matcher, tool) else { return true };
+        re.is_match(tool)
+            || claude_names(tool).iter().any(|n| re.is_match(n))
+            || (tool.contains("__") && re.is_match(&format!("mcp__{tool}")))
+    }
+}
+
+/// The hooks in force for a session.
+#[derive(Debug, Clone, Default)]
+pub struct HookSet {
+    hooks: Vec<Hook>,
+}
+
+impl HookSet {
+    /// `config.toml`'s hooks, and (with `import_claude`) those of the
+    /// project's Claude settings. Returns what could not be read too.
+    pub fn for_session(config: &HooksConfig, cwd: &Path) -> (HookSet, Vec<String>) {
+        let mut hooks = Vec::new();
+        let mut problems = Vec::new();
+        for h in &config.hooks {
+            match compile(h.matcher.as_deref()) {
+                Ok(matcher) => hooks.push(Hook {
+                    event: h.event,
+                    matcher,
+                    command: h.command.clone(),
+                    timeout: Duration::from_secs(h.timeout.unwrap_or(DEFAULT_TIMEOUT_SECONDS)),
+                    source: "config.toml".into(),
+                }),
+                Err(e) => problems.push(format!("config.toml: matcher {:?}: {e}", h.matcher)),
+            }
+        }
+        if config.import_claude {
+            for name in ["settings.json", "settings.local.json"] {
+                let path = cwd.join(".claude").join(name);
+                match std::fs::read_to_string(&path) {
+                    Ok(text) => claude_hooks(&text, &path.display().to_string(), &mut hooks, &mut problems),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => problems.push(format!("{}: {e}", path.display())),
+                }
+            }
+        }
+        (HookSet { hooks }, problems)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.hooks.is_empty()
+    }
+
+    /// The hooks for `event` (and `tool`, for tool events), in order.
+    pub fn matching(&self, event: HookEvent, tool: Option<&str>) -> Vec<Hook> {
+        self.hooks.iter().filter(|h| h.event == event && h.matches(tool)).cloned().collect()
+    }
+}
+
+/// The `hooks` section of a Claude settings file: `{EVENT: [{matcher,
+/// hooks: [{type: "command", command, timeout}]}]}`.
+fn claude_hooks(text: &str, source: &str, out: &mut Vec<Hook>, problems: &mut Vec<String>) {
+    let settings: Value = match serde_json::from_str(text) {
+        Ok(v) => v,
+        Err(e) => return problems.push(format!("{source}: not JSON: {e}")),
+    };
+    let Some(events) = settings.get("hooks").and_then(Value::as_object) else { return };
+    for (name, groups) in events {
+        let Some(event) = HookEvent::parse(name) else {
+            problems.push(format!("{source}: hook event {name} is not one Forge runs"));
+            continue;
+        };
+        for group in groups.as_array().into_iter().flatten() {
+            let matcher = match compile(group.get("matcher").and_then(Value::as_str)) {
+                Ok(m) => m,
+                Err(e) => {
+                    problems.push(format!("{source}: {name} matcher: {e}"));
+                    continue;
+                }
+            };
+            for h in group.get("hooks").and_then(Value::as_array).into_iter().flatten() {
+                let kind = h.get("type").and_then(Value::as_str).unwrap_or("command");
+                let Some(command) = h.get("command").and_then(Value::as_str).filter(|_| kind == "command") else {
+                    problems.push(format!("{source}: {name}: only \"command\" hooks are run"));
+                    continue;
+                };
+                let secs = h.get("timeout").and_then(Value::as_u64).unwrap_or(DEFAULT_TIMEOUT_SECONDS);
+                out.push(Hook {
+                    event,
+                    matcher: matcher.clone(),
+                    command: command.to_string(),
+                    timeout: Duration::from_secs(secs),
+                    source: source.to_string(),
+                });
+            }
+        }
+    }
+}
+
+/// What a hook decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HookDecision {
+    Allow,
+    Block,
+    Error,
+}
+
+/// One hook's run, as journaled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookRun {
+    pub event: HookEvent,
+    pub command: String,
+    pub tool: Option<String>,
+    pub decision: HookDecision,
+    /// Why it blocked, or what went wrong.
+    pub reason: Option<String>,
+    /// What it adds for the model.
+    pub context: Option<String>,
+    pub exit_code: Option<i32>,
+    pub duration_ms: u64,
+}
+
+impl HookRun {
+    /// The hook's finding in one line for the model or the user.
+    pub fn says(&self) -> String {
+        let what = match self.decision {
+            HookDecision::Block => "blocked",
+            HookDecision::Error => "failed",
+            HookDecision::Allow => "allowed",
+        };
+        match &self.reason {
+            Some(r) => format!("{} hook `{}` {what}: {r}", self.event.as_str(), self.command),
+            None => format!("{} hook `{}` {what}", self.event.as_str(), self.command),
+        }
+    }
+}
+
+/// The JSON a hook reads: the common fields and the event's own.
+pub fn input(event: HookEvent, session_id: &str, cwd: &str, extra: Value) -> Value {
+    let mut v =
+        json!({"session_id": session_id, "cwd": cwd, "hook_event_name": event.as_str(), "transcript_path": null});
+    if let (Some(obj), Value::Object(more)) = (v.as_object_mut(), extra) {
+        obj.extend(more);
+    }
+    v
+}
+
+async fn read_capped(pipe: Option<impl tokio::io::AsyncRead + Unpin>) -> String {
+    let Some(pipe) = pipe else { return String::new() };
+    let mut buf = Vec::new();
+    let _ = pipe.take(MAX_HOOK_OUTPUT as u64).read_to_end(&mut buf).await;
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// Reads a hook's exit status and output into its decision.
+fn judge(code: Option<i32>, stdout: &str, stderr: &str) -> (HookDecision, Option<String>, Option<String>) {
+    let stderr = stderr.trim();
+    let said = |fallback: &str| Some(if stderr.is_empty() { fallback.to_string() } else { stderr.to_string() });
+    match code {
+        Some(0) => {}
+        Some(2) => return (HookDecision::Block, said("blocked, without a reason"), None),
+        Some(c) if stderr.is_empty() => return (HookDecision::Error, Some(format!("exit status {c}")), None),
+        Some(c) => return (HookDecision::Error, Some(format!("exit status {c}: {stderr}")), None),
+        None => return (HookDecision::Error, Some("killed by a signal".into()), None),
+    }
+    let out = stdout.trim();
+    if !out.starts_with('{') {
+        return (HookDecision::Allow, None, (!out.is_empty()).then(|| out.to_string()));
+    }
+    let v: Value = match serde_json::from_str(out) {
+        Ok(v) => v,
+        Err(e) => return (HookDecision::Error, Some(format!("its output is not valid JSON: {e}")), None),
+    };
+    let specific = v.get("hookSpecificOutput");
+    let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
+    let context = text(v.get("additionalContext")).or_else(|| text(specific.and_then(|s| s.get("additionalContext"))));
+    let reason = text(v.get("reason"))
+        .or_else(|| text(specific.and_then(|s| s.get("permissionDecisionReason"))))
+        .or_else(|| text(v.get("stopReason")));
+    let decision = text(v.get("decision")).or_else(|| text(specific.and_then(|s| s.get("permissionDecision"))));
+    let blocked = matches!(decision.as_deref(), Some("block") | Some("deny"))
+        || v.get("continue").and_then(Value::as_bool) == Some(false);
+    match decision.as_deref() {
+        None | Some("block") | Some("deny") | Some("approve") | Some("allow") | Some("ask") | Some("undefined") => {}
+        Some(other) => return (HookDecision::Error, Some(format!("unknown decision {other:?}")), None),
+    }
+    if blocked {
+        (HookDecision::Block, reason.or_else(|| Some("blocked, without a reason".into())), context)
+    } else {
+        (HookDecision::Allow, reason, context)
+    }
+}
+
+/// Runs `hook` with `input` on stdin, in the session's sandbox.
+pub async fn run(hook: &Hook, input: &Value, sandbox: &Sandbox, tool: Option<&str>) -> HookRun {
+    use crate::tools::builtin::run_command::{hidden_env, private_tmpdir, shell};
+    use std::process::Stdio;
+    let started = Instant::now();
+    let done = |decision, reason: Option<String>, context, exit_code| HookRun {
+        event: hook.event,
+        command: hook.command.clone(),
+        tool: tool.map(str::to_string),
+        decision,
+        reason,
+        context,
+        exit_code,
+        duration_ms: started.elapsed().as_millis() as u64,
+    };
+    let tmp = match private_tmpdir() {
+        Ok(t) => t,
+        Err(e) => return done(HookDecision::Error, Some(format!("no temporary directory: {e}")), None, None),
+    };
+    let confinement = sandbox.confinement(tmp.path(), false);
+    let mut cmd = crate::tools::supervisor::command(&shell(), &hook.command, confinement.as_ref());
+    cmd.current_dir(sandbox.cwd())
+        .env("TMPDIR", tmp.path())
+        .env("CLAUDE_PROJECT_DIR", sandbox.cwd())
+        .env("FORGE_HOOK_EVENT", hook.event.as_str())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for name in hidden_env(&sandbox.command_settings().pass_env) {
+        cmd.env_remove(name);
+    }
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => return done(HookDecision::Error, Some(format!("cannot start: {e}")), None, None),
+    };
+    let mut stop = crate::tools::supervisor::StopGuard::new(child.id());
+    let stdin = child.stdin.take();
+    let body = input.to_string();
+    let feed = async move {
+        if let Some(mut stdin) = stdin {
+            // A hook that does not read its input is fine.
+            let _ = stdin.write_all(body.as_bytes()).await;
+        }
+    };
+    let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+    let work = async { tokio::join!(feed, read_capped(stdout), read_capped(stderr), child.wait()) };
+    match tokio::time::timeout(hook.timeout, work).await {
+        Ok((_, out, err, Ok(status))) => {
+            if crate::tools::supervisor::enabled() {
+                stop.disarm();
+            }
+            let (decision, reason, context) = judge(status.code(), &out, &err);
+            done(decision, reason, context, status.code())
+        }
+        Ok((_, _, _, Err(e))) => done(HookDecision::Error, Some(format!("cannot wait for it: {e}")), None, None),
+        // The guard kills it and all it started.
+        Err(_) => done(
+            HookDecision::Error,
+            Some(format!("timed out after {} s and was killed", hook.timeout.as_secs())),
+            None,
+            None,
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_status_and_json_output_decide() {
+        assert_eq!(judge(Some(0), "", ""), (HookDecision::Allow, None, None));
+        assert_eq!(judge(Some(0), "note this\n", "").2.as_deref(), Some("note this"));
+        let (d, r, _) = judge(Some(2), "", "no rm -rf here\n");
+        assert_eq!((d, r.as_deref()), (HookDecision::Block, Some("no rm -rf here")));
+        assert_eq!(judge(Some(1), "", "boom").0, HookDecision::Error);
+        assert_eq!(judge(None, "", "").0, HookDecision::Error);
+        let (d, r, _) = judge(Some(0), r#"{"decision": "block", "reason": "tests first"}"#, "");
+        assert_eq!((d, r.as_deref()), (HookDecision::Block, Some("tests first")));
+        let deny = r#"{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": "nope"}}"#;
+        assert_eq!(judge(Some(0), deny, "").1.as_deref(), Some("nope"));
+        let ctx = r#"{"hookSpecificOutput": {"additionalContext": "the build is red"}}"#;
+        assert_eq!(judge(Some(0), ctx, ""), (HookDecision::Allow, None, Some("the build is red".into())));
+        assert_eq!(judge(Some(0), "{not json", "").0, HookDecision::Error, "malformed output is an error");
+        assert_eq!(judge(Some(0), r#"{"decision": "maybe"}"#, "").0, HookDecision::Error);
+    }
+
+    #[test]
+    fn matchers_know_claudes_tool_names_and_both_config_forms_load() {
+        let list: HooksConfig = toml::from_str::<toml::Table>(
+            "[[hooks]]\nevent = \"PreToolUse\"\nmatcher = \"Bash\"\ncommand = \"x\"\n[[hooks]]\nimport_claude = true\n",
+        )
+        .ok()
+        .and_then(|t| t.get("hooks").cloned())
+        .and_then(|v| v.try_into().ok())
+        .unwrap_or_default();
+        assert!(list.import_claude);
+        assert_eq!(list.hooks.len(), 1);
+        let table: HooksConfig = toml::from_str::<toml::Table>(
+            "[hooks]\nimport_claude = true\n[[hooks.hook]]\nevent = \"Stop\"\ncommand = \"y\"\n",
+        )
+        .ok()
+        .and_then(|t| t.get("hooks").cloned())
+        .and_then(|v| v.try_into().ok())
+        .unwrap_or_default();
+        assert!(table.import_claude && table.hooks[0].event == HookEvent::Stop);
+        let (set, problems) = HookSet::for_session(&list, Path::new("/nonexistent"));
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(set.matching(HookEvent::PreToolUse, Some("run_command")).len(), 1, "Bash is run_command");
+        assert!(set.matching(HookEvent::PreToolUse, Some("write_file")).is_empty());
+        let mut imported = Vec::new();
+        let mut problems = Vec::new();
+        claude_hooks(
+            r#"{"hooks": {"PostToolUse": [{"matcher": "Edit|Write", "hooks": [{"type": "command", "command": "fmt", "timeout": 5}]}]}}"#,
+            "settings.json",
+            &mut imported,
+            &mut problems,
+        );
+        let set = HookSet { hooks: imported };
+        assert_eq!(set.matching(HookEvent::PostToolUse, Some("apply_patch")).len(), 1);
+        assert_eq!(set.matching(HookEvent::PostToolUse, Some("apply_patch"))[0].timeout, Duration::from_secs(5));
+    }
+}

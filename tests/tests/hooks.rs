@@ -1,0 +1,183 @@
+//! Hooks in Claude Code's format: a PreToolUse hook that blocks `rm -rf`
+//! stops it and the model sees why; one that hangs or prints nonsense is
+//! an error, never an allow; PostToolUse context reaches the model;
+//! UserPromptSubmit can refuse a message; hooks run in the sandbox; a
+//! project's `.claude/settings.json` is read when `import_claude` says so.
+
+use forge_tests::harness::Forge;
+use forge_tests::mock::{MockOptions, MockServer, tool_call};
+use serde_json::{Value, json};
+
+struct Setup {
+    _mock: MockServer,
+    forge: Forge,
+    project: tempfile::TempDir,
+    id: String,
+}
+
+async fn setup(config: &str, prepare: impl FnOnce(&std::path::Path)) -> Setup {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.write_config(config);
+    forge.start().await;
+    let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    prepare(project.path());
+    let cwd = project.path().display().to_string();
+    let id = forge.new_session(&["--cwd", &cwd]).await;
+    Setup { _mock: mock, forge, project, id }
+}
+
+impl Setup {
+    /// Sends a turn that calls `run_command` with `command` (approving
+    /// whatever asks); the tool result the model saw.
+    async fn run(&self, command: &str) -> String {
+        let directive = tool_call("run_command", &json!({"command": command}));
+        self.forge.ok(&["send", "--auto-approve", "-s", &self.id, &format!("{directive} go")]).await;
+        let h = self.forge.ok(&["--json", "history", &self.id]).await.json_lines();
+        let result = h.iter().rev().find(|m| m["role"] == "tool").cloned().unwrap_or_default();
+        result["text"].as_str().unwrap_or_default().to_string()
+    }
+
+    async fn hook_events(&self) -> Vec<Value> {
+        let ev = self.forge.rpc("session.events", json!({"session": self.id})).await;
+        ev["result"].as_array().cloned().unwrap_or_default().into_iter().filter(|e| e["kind"] == "hook_ran").collect()
+    }
+}
+
+/// A hook script that blocks commands mentioning `rm -rf`.
+const NO_RM: &str = "[[hooks]]\nevent = \"PreToolUse\"\nmatcher = \"run_command\"\n\
+command = \"if grep -q 'rm -rf'; then echo 'rm -rf is not allowed in this project' >&2; exit 2; fi\"\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pre_tool_use_hook_blocks_rm_rf_and_the_model_sees_why() {
+    let s = setup(NO_RM, |dir| std::fs::create_dir(dir.join("important")).unwrap_or_else(|e| panic!("{e}"))).await;
+    let text = s.run("rm -rf important").await;
+    assert!(s.project.path().join("important").is_dir(), "the command did not run: {text}");
+    assert!(
+        text.contains("not run: PreToolUse hook") && text.contains("rm -rf is not allowed in this project"),
+        "{text}"
+    );
+    let fine = s.run("echo fine").await;
+    assert!(fine.contains("fine") && fine.contains("exit status: 0"), "other commands run: {fine}");
+    let events = s.hook_events().await;
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert_eq!(events[0]["decision"], "block");
+    assert_eq!(events[0]["tool"], "run_command");
+    assert_eq!(events[1]["decision"], "allow");
+    // forgectl shows it.
+    let shown = s.forge.ok(&["attach", &s.id, "--until-idle"]).await;
+    assert!(
+        shown.stdout.contains("PreToolUse hook (run_command)") && shown.stdout.contains("block"),
+        "{}",
+        shown.stdout
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hook_that_hangs_or_prints_nonsense_is_an_error_never_an_allow() {
+    let config = "[[hooks]]\nevent = \"PreToolUse\"\nmatcher = \"run_command\"\ncommand = \"sleep 30\"\ntimeout = 1\n";
+    let s = setup(config, |_| {}).await;
+    let started = std::time::Instant::now();
+    let text = s.run("touch ran-after-hang").await;
+    assert!(started.elapsed() < std::time::Duration::from_secs(15), "killed at its timeout");
+    assert!(text.contains("timed out after 1 s and was killed"), "{text}");
+    assert!(!s.project.path().join("ran-after-hang").exists());
+
+    let config = "[[hooks]]\nevent = \"PreToolUse\"\ncommand = \"echo '{not json'\"\n\
+                  [[hooks]]\nevent = \"PreToolUse\"\nmatcher = \"write_file\"\ncommand = \"exit 7\"\n";
+    let s = setup(config, |_| {}).await;
+    let text = s.run("touch ran-after-nonsense").await;
+    assert!(text.contains("not valid JSON"), "{text}");
+    assert!(!s.project.path().join("ran-after-nonsense").exists());
+    let events = s.hook_events().await;
+    assert_eq!(events.last().map(|e| e["decision"].clone()), Some(json!("error")), "{events:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn post_tool_use_sees_the_result_and_its_context_reaches_the_model() {
+    // The hook keeps its input in the project (it may write there) and
+    // says something back.
+    let config = "[[hooks]]\nevent = \"PostToolUse\"\nmatcher = \"Bash\"\n\
+                  command = \"cat > hook-input.json; echo 'formatter ran: all clean'\"\n";
+    let s = setup(config, |_| {}).await;
+    let text = s.run("echo from-the-command").await;
+    assert!(text.contains("--- hooks ---\nformatter ran: all clean"), "{text}");
+    let input: Value = std::fs::read_to_string(s.project.path().join("hook-input.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    assert_eq!(input["hook_event_name"], "PostToolUse");
+    assert_eq!(input["tool_name"], "run_command");
+    assert_eq!(input["tool_input"]["command"], "echo from-the-command");
+    assert_eq!(input["session_id"], s.id.as_str());
+    assert!(input["tool_response"]["output"].as_str().unwrap_or("").contains("from-the-command"), "{input}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hook_that_tries_to_escape_stays_in_the_sandbox() {
+    let outside = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let target = outside.path().join("hook-was-here");
+    let config = format!(
+        "[[hooks]]\nevent = \"PreToolUse\"\ncommand = \"echo x > '{}' || true; cat \\\"$FORGE_HOME/forge.db\\\" > stolen 2>/dev/null || true\"\n",
+        target.display()
+    );
+    let s = setup(&config, |_| {}).await;
+    let status = s.forge.ok(&["--json", "sandbox"]).await.json_lines();
+    if status.first().and_then(|v| v["mode"].as_str()) != Some("kernel") {
+        eprintln!("skipped: commands are not confined on this machine");
+        return;
+    }
+    s.run("echo hi").await;
+    assert!(!target.exists(), "the hook could not write outside the roots");
+    let stolen = std::fs::read(s.project.path().join("stolen")).unwrap_or_default();
+    assert!(stolen.is_empty(), "nor read the store");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn user_prompt_submit_can_refuse_a_message_or_add_to_it() {
+    let config = "[[hooks]]\nevent = \"UserPromptSubmit\"\n\
+                  command = \"if grep -q secret-plan; then echo 'that stays off the record' >&2; exit 2; fi; echo 'today is a holiday'\"\n";
+    let s = setup(config, |_| {}).await;
+    let refused = s.forge.ctl(&["--json", "send", "-s", &s.id, "the secret-plan is ready"]).await;
+    assert_ne!(refused.code, 0);
+    assert!(
+        refused.stdout.contains("hook_blocked") && refused.stderr.contains("that stays off the record"),
+        "{refused:?}"
+    );
+    s.forge.ok(&["send", "-s", &s.id, "hello"]).await;
+    let h = s.forge.ok(&["--json", "history", &s.id]).await.json_lines();
+    let users: Vec<String> =
+        h.iter().filter(|m| m["role"] == "user").filter_map(|m| m["text"].as_str().map(str::to_string)).collect();
+    assert_eq!(users, vec!["hello\n\ntoday is a holiday".to_string()], "the refused message is not in the history");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_projects_claude_hooks_run_when_imported() {
+    let settings = json!({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
+        {"type": "command", "command": "echo '{\"decision\": \"block\", \"reason\": \"use the test runner\"}'"}
+    ]}]}});
+    let write = |dir: &std::path::Path| {
+        std::fs::create_dir_all(dir.join(".claude")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(dir.join(".claude/settings.json"), settings.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    };
+    let s = setup("[hooks]\nimport_claude = true\n", write).await;
+    let text = s.run("echo nope").await;
+    assert!(text.contains("not run") && text.contains("use the test runner"), "{text}");
+
+    let s = setup("", write).await;
+    let text = s.run("echo yes").await;
+    assert!(text.contains("exit status: 0"), "not imported unless asked: {text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_hook_entry_is_a_config_error_naming_it() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let forge = Forge::new(&mock);
+    forge.write_config("[[hooks]]\nevent = \"PreToolUse\"\n");
+    let out = forge.ctl(&["config", "check"]).await;
+    assert_ne!(out.code, 0);
+    assert!(out.stderr.contains("[[hooks]] entry 1 needs `event`"), "{}", out.stderr);
+    forge.write_config("[[hooks]]\nevent = \"BeforeLunch\"\ncommand = \"x\"\n");
+    let out = forge.ctl(&["config", "check"]).await;
+    assert!(out.stderr.contains("BeforeLunch"), "{}", out.stderr);
+}
