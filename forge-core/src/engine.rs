@@ -100,9 +100,13 @@ struct Inner {
     /// message edited, so no turn starts in the middle of a rewind.
     files: Mutex<HashMap<String, Arc<Mutex<()>>>>,
     shutting_down: AtomicBool,
+    /// What a `SessionStart` hook added, for the session's first message.
+    start_context: std::sync::Mutex<HashMap<String, String>>,
 }
 
 const MAX_NAME_LEN: usize = 64;
+/// Turns a `Stop` hook may extend one after the other.
+const MAX_STOP_CONTINUATIONS: u32 = 3;
 
 impl Engine {
     /// Opens the store, starts the writer, and recovers sessions that were
@@ -142,6 +146,7 @@ impl Engine {
                 names: Mutex::new(()),
                 files: Mutex::new(HashMap::new()),
                 shutting_down: AtomicBool::new(false),
+                start_context: Default::default(),
             }),
         };
         for id in engine.inner.shared.store.sessions_needing_attention().await? {
@@ -187,8 +192,14 @@ impl Engine {
             return Ok(h.clone());
         }
         let row = self.shared().store.session(id).await?.ok_or_else(|| EngineError::not_found(id))?;
+        let cwd = row.cwd.clone();
         let handle = SessionActor::spawn(self.inner.shared.clone(), row).await?;
         sessions.insert(id.to_string(), handle.clone());
+        if self.has_hooks(crate::hooks::HookEvent::Stop, &cwd)
+            && let Some(events) = handle.subscribe_live()
+        {
+            tokio::spawn(watch_stops(self.clone(), id.to_string(), cwd, events));
+        }
         Ok(handle)
     }
 
@@ -271,6 +282,7 @@ impl Engine {
                 },
             ],
         };
+        let fresh = fork.is_none();
         if let Some((from, node)) = fork {
             let event = SessionEvent {
                 session_id: id.clone(),
@@ -292,7 +304,92 @@ impl Engine {
         }
         self.shared().writer.write(batch).await.map_err(|e| EngineError::blocked(&e.to_string()))?;
         drop(_names);
+        if fresh {
+            self.session_start_hooks(&id).await?;
+        }
         self.session_info(&id).await
+    }
+
+    /// Whether any hook for `event` may apply in a session working in `cwd`.
+    fn has_hooks(&self, event: crate::hooks::HookEvent, cwd: &str) -> bool {
+        let config = &self.shared().config.hooks;
+        config.hooks.iter().any(|h| h.event == event)
+            || (config.import_claude && std::path::Path::new(cwd).join(".claude").is_dir())
+    }
+
+    /// Runs `event`'s hooks for session `id`, journaling each run; the
+    /// runs, in order (stopping at the first that does not allow).
+    async fn run_session_hooks(
+        &self,
+        handle: &SessionHandle,
+        cwd: &str,
+        event: crate::hooks::HookEvent,
+        extra: serde_json::Value,
+        client: Option<ClientRef>,
+    ) -> Result<Vec<crate::hooks::HookRun>, EngineError> {
+        let config = &self.shared().config;
+        let (set, _) = crate::hooks::HookSet::for_session(&config.hooks, Path::new(cwd));
+        let hooks = set.matching(event, None);
+        let mut runs = Vec::new();
+        if hooks.is_empty() {
+            return Ok(runs);
+        }
+        let sandbox = crate::tools::Sandbox::for_session(Path::new(cwd), config.tools.sandbox.as_ref());
+        for hook in &hooks {
+            let input = crate::hooks::input(event, &handle.id, cwd, extra.clone());
+            let run = crate::hooks::run(hook, &input, &sandbox, None).await;
+            let (journaled, c) = (run.clone(), client.clone());
+            handle.request(|reply| SessionCmd::HookRan { run: journaled, client: c, reply }).await?;
+            let stop = run.decision != crate::hooks::HookDecision::Allow;
+            runs.push(run);
+            if stop {
+                break;
+            }
+        }
+        Ok(runs)
+    }
+
+    /// `SessionStart` hooks of a new session: what they add goes with its
+    /// first message.
+    async fn session_start_hooks(&self, id: &str) -> Result<(), EngineError> {
+        let Some(row) = self.shared().store.session(id).await? else { return Ok(()) };
+        if !self.has_hooks(crate::hooks::HookEvent::SessionStart, &row.cwd) {
+            return Ok(());
+        }
+        let handle = self.handle(id).await?;
+        let runs = self
+            .run_session_hooks(
+                &handle,
+                &row.cwd,
+                crate::hooks::HookEvent::SessionStart,
+                serde_json::json!({"source": "startup"}),
+                None,
+            )
+            .await?;
+        let added: Vec<String> = runs.into_iter().filter_map(|r| r.context).collect();
+        if !added.is_empty() {
+            self.inner.start_context.lock().unwrap_or_else(|p| p.into_inner()).insert(id.to_string(), added.join("\n"));
+        }
+        Ok(())
+    }
+
+    /// `Stop` hooks after a turn ended: the reason of one that blocks, to
+    /// send the model on with.
+    async fn stop_hooks(&self, id: &str, cwd: &str, active: bool) -> Option<String> {
+        let handle = self.handle(id).await.ok()?;
+        let runs = self
+            .run_session_hooks(
+                &handle,
+                cwd,
+                crate::hooks::HookEvent::Stop,
+                serde_json::json!({"stop_hook_active": active}),
+                None,
+            )
+            .await
+            .ok()?;
+        let last = runs.last()?;
+        (last.decision == crate::hooks::HookDecision::Block)
+            .then(|| last.reason.clone().unwrap_or_else(|| "a Stop hook asked to go on".into()))
     }
 
     /// A node of a session's tree named by id, bookmark or id prefix.
@@ -1211,45 +1308,38 @@ impl Engine {
 
     /// Runs the `UserPromptSubmit` hooks on a message about to be sent:
     /// each run is journaled; a block or a hook error refuses the message
-    /// (`hook_blocked`), and what the hooks add is appended to it.
+    /// (`hook_blocked`), and what the hooks (and the session's
+    /// `SessionStart` hooks, for its first message) add is appended to it.
     async fn prompt_hooks(
         &self,
         handle: &SessionHandle,
         text: String,
         client: &ClientRef,
     ) -> Result<String, EngineError> {
-        use crate::hooks::{HookDecision, HookEvent, HookSet};
+        let mut added: Vec<String> = Vec::new();
+        added.extend(self.inner.start_context.lock().unwrap_or_else(|p| p.into_inner()).remove(&handle.id));
         let config = &self.shared().config;
-        if config.hooks.hooks.is_empty() && !config.hooks.import_claude {
-            return Ok(text);
-        }
-        let row =
-            self.shared().store.session(&handle.id).await?.ok_or_else(|| {
-                EngineError::new(ErrorKind::SessionNotFound, format!("session {} is gone", handle.id))
-            })?;
-        let cwd = std::path::Path::new(&row.cwd);
-        let (set, _) = HookSet::for_session(&config.hooks, cwd);
-        let hooks = set.matching(HookEvent::UserPromptSubmit, None);
-        if hooks.is_empty() {
-            return Ok(text);
-        }
-        let sandbox = crate::tools::Sandbox::for_session(cwd, config.tools.sandbox.as_ref());
-        let mut added = Vec::new();
-        for hook in &hooks {
-            let input = crate::hooks::input(
-                HookEvent::UserPromptSubmit,
-                &handle.id,
-                &row.cwd,
-                serde_json::json!({"prompt": text}),
-            );
-            let run = crate::hooks::run(hook, &input, &sandbox, None).await;
-            let (decision, says, context) = (run.decision, run.says(), run.context.clone());
-            let c = Some(client.clone());
-            handle.request(|reply| SessionCmd::HookRan { run, client: c, reply }).await?;
-            if decision != HookDecision::Allow {
-                return Err(EngineError::new(ErrorKind::HookBlocked, format!("the message was not sent: {says}")));
+        if !config.hooks.hooks.is_empty() || config.hooks.import_claude {
+            let row =
+                self.shared().store.session(&handle.id).await?.ok_or_else(|| EngineError::not_found(&handle.id))?;
+            let runs = self
+                .run_session_hooks(
+                    handle,
+                    &row.cwd,
+                    crate::hooks::HookEvent::UserPromptSubmit,
+                    serde_json::json!({"prompt": text}),
+                    Some(client.clone()),
+                )
+                .await?;
+            for run in runs {
+                if run.decision != crate::hooks::HookDecision::Allow {
+                    return Err(EngineError::new(
+                        ErrorKind::HookBlocked,
+                        format!("the message was not sent: {}", run.says()),
+                    ));
+                }
+                added.extend(run.context);
             }
-            added.extend(context);
         }
         Ok(if added.is_empty() { text } else { format!("{text}\n\n{}", added.join("\n")) })
     }
@@ -1508,3 +1598,53 @@ fn req_provider_matches_config(cfg: &ForgeConfig, provider: ProviderKind) -> boo
 }
 
 pub use crate::session::subscription::{EventFeed, FeedItem};
+
+/// Follows a session with `Stop` hooks: when a turn ends complete, the
+/// hooks run; one that blocks sends the model on with its reason (at most
+/// `MAX_STOP_CONTINUATIONS` times in a row, `stop_hook_active` telling
+/// the hook it is one of those). Ends with the session's actor.
+fn watch_stops(
+    engine: Engine,
+    id: String,
+    cwd: String,
+    events: tokio::sync::broadcast::Receiver<crate::session::PublishedEvent>,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+    // Boxed: it starts sessions, which start watchers.
+    Box::pin(watch_stops_loop(engine, id, cwd, events))
+}
+
+async fn watch_stops_loop(
+    engine: Engine,
+    id: String,
+    cwd: String,
+    mut events: tokio::sync::broadcast::Receiver<crate::session::PublishedEvent>,
+) {
+    use tokio::sync::broadcast::error::RecvError;
+    let mut chained = 0u32;
+    loop {
+        let ev = match events.recv().await {
+            Ok(ev) => ev,
+            Err(RecvError::Lagged(_)) => continue,
+            Err(RecvError::Closed) => return,
+        };
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(&ev.json) else { continue };
+        if v["kind"] != "turn_finished" {
+            continue;
+        }
+        if v["status"] != "complete" {
+            chained = 0;
+            continue;
+        }
+        match engine.stop_hooks(&id, &cwd, chained > 0).await {
+            Some(reason) if chained < MAX_STOP_CONTINUATIONS => {
+                chained += 1;
+                let text = format!("[Stop hook] {reason}");
+                let hook = ClientRef { id: 0, name: "hook".into(), kind: forge_proto::ClientKind::Other };
+                if let Err(e) = engine.send(&id, text, hook).await {
+                    tracing::warn!(session = %id, error = %e, "a Stop hook's continuation was not sent");
+                }
+            }
+            _ => chained = 0,
+        }
+    }
+}

@@ -181,3 +181,47 @@ async fn a_bad_hook_entry_is_a_config_error_naming_it() {
     let out = forge.ctl(&["config", "check"]).await;
     assert!(out.stderr.contains("BeforeLunch"), "{}", out.stderr);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_hook_sends_the_model_on_once_and_session_start_adds_context() {
+    let config = "[[hooks]]\nevent = \"SessionStart\"\ncommand = \"echo 'this project uses nextest'\"\n\
+                  [[hooks]]\nevent = \"Stop\"\n\
+                  command = \"cat >> stop-inputs.jsonl; echo >> stop-inputs.jsonl; if [ ! -e stopped-once ]; then touch stopped-once; echo 'run the tests too' >&2; exit 2; fi\"\n";
+    let s = setup(config, |_| {}).await;
+    s.forge.ok(&["send", "-s", &s.id, "hello"]).await;
+    // The continuation is a turn of its own; wait for it to end.
+    let mut users = Vec::new();
+    for _ in 0..200 {
+        s.forge.ok(&["attach", &s.id, "--until-idle"]).await;
+        let h = s.forge.ok(&["--json", "history", &s.id]).await.json_lines();
+        users =
+            h.iter().filter(|m| m["role"] == "user").filter_map(|m| m["text"].as_str().map(str::to_string)).collect();
+        if users.len() >= 2 && s.project.path().join("stop-inputs.jsonl").exists() {
+            let lines = std::fs::read_to_string(s.project.path().join("stop-inputs.jsonl")).unwrap_or_default();
+            if lines.lines().count() >= 2 {
+                break;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(users.first().map(String::as_str), Some("hello\n\nthis project uses nextest"), "{users:?}");
+    assert_eq!(users.get(1).map(String::as_str), Some("[Stop hook] run the tests too"), "{users:?}");
+    assert_eq!(users.len(), 2, "the second stop was allowed: {users:?}");
+    let inputs: Vec<Value> = std::fs::read_to_string(s.project.path().join("stop-inputs.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert_eq!(inputs.len(), 2, "{inputs:?}");
+    assert_eq!(inputs[0]["stop_hook_active"], false);
+    assert_eq!(inputs[1]["stop_hook_active"], true, "the hook is told it extended the turn");
+    let events = s.hook_events().await;
+    let kinds: Vec<(String, String)> = events
+        .iter()
+        .map(|e| (e["event"].as_str().unwrap_or("").to_string(), e["decision"].as_str().unwrap_or("").to_string()))
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![("SessionStart".into(), "allow".into()), ("Stop".into(), "block".into()), ("Stop".into(), "allow".into())]
+    );
+}
