@@ -223,6 +223,17 @@ impl ForgeConfig {
         read
     }
 
+    /// Every secret value the configuration holds (after
+    /// [`Self::capture_keys`]): API keys and MCP bearer tokens.
+    pub fn secrets(&self) -> Vec<String> {
+        let keys = [&self.api_keys.anthropic, &self.api_keys.openai, &self.api_keys.google];
+        keys.into_iter()
+            .flatten()
+            .cloned()
+            .chain(self.mcp.servers.iter().filter_map(|s| s.bearer_token.clone()))
+            .collect()
+    }
+
     /// The provider new sessions get: `[app] provider`, else the first
     /// provider with a key (Claude, OpenAI, Gemini), else Claude. Call
     /// after [`Self::capture_keys`].

@@ -752,14 +752,16 @@ impl Engine {
         let mut diff = String::new();
         for ((path, now, target, expected), file) in todo.into_iter().zip(result.files.iter_mut()) {
             let target_data = match &target {
-                Some((hash, mode)) => Some((
-                    store.blob(hash).await?.ok_or_else(|| {
-                        EngineError::internal(format!(
-                            "the recorded content of {path} ({hash}) is missing from the store"
-                        ))
-                    })?,
-                    *mode,
-                )),
+                Some((hash, mode)) => match store.blob(hash).await? {
+                    Some(data) => Some((data, *mode)),
+                    // Content holding a secret is never stored.
+                    None => {
+                        file.action = "kept".into();
+                        result.unknown.push(path.clone());
+                        tracing::info!(path = %path, "not restored: its recorded content held a secret and was not kept");
+                        continue;
+                    }
+                },
                 None => None,
             };
             if dry_run {
@@ -777,7 +779,7 @@ impl Engine {
                 let mut ops = Vec::new();
                 let after = now.as_ref().map(|(data, mode)| {
                     let hash = crate::rewind::hash(data);
-                    ops.push(StoreOp::PutBlob { hash: hash.clone(), data: data.clone() });
+                    ops.extend(StoreOp::blob(hash.clone(), data.clone()));
                     file.overwritten = Some(hash.clone());
                     (hash, *mode)
                 });

@@ -377,13 +377,13 @@ pub async fn run(hook: &Hook, input: &Value, sandbox: &Sandbox, tool: Option<&st
     use crate::tools::builtin::run_command::{hidden_env, private_tmpdir, shell};
     use std::process::Stdio;
     let started = Instant::now();
-    let done = |decision, reason: Option<String>, context, exit_code| HookRun {
+    let done = |decision, reason: Option<String>, context: Option<String>, exit_code| HookRun {
         event: hook.event,
         command: hook.command.clone(),
         tool: tool.map(str::to_string),
         decision,
-        reason,
-        context,
+        reason: reason.map(|r| crate::redact::scrub(&r).into_owned()),
+        context: context.map(|c| crate::redact::scrub(&c).into_owned()),
         exit_code,
         duration_ms: started.elapsed().as_millis() as u64,
     };

@@ -1,34 +1,127 @@
-//! Keeping secrets out of what is shown or logged.
+//! Keeping secrets out of what is shown, stored, logged or sent to the
+//! model.
+//!
+//! Two kinds of secret are replaced:
+//! - the values the daemon knows: the configured API keys, MCP bearer
+//!   tokens, and the values of its environment variables whose names end
+//!   in `_KEY`, `_TOKEN`, `_SECRET` or `_PASSWORD` (all read at start,
+//!   [`remember`]);
+//! - anything shaped like a credential: `sk-...`, `sk-ant-...`, `AIza...`,
+//!   GitHub tokens (`ghp_`, `gho_`, `ghu_`, `ghs_`, `ghr_`,
+//!   `github_pat_`), AWS access key ids, Slack tokens, private-key blocks.
+//!
+//! [`scrub`] is applied to everything that leaves a tool or a provider
+//! (tool results and their live output, provider errors, hook reasons)
+//! before it becomes an event, and to every log line.
 
-/// Replaces every known secret, and anything shaped like an API key
-/// (`sk-...`, `sk-ant-...`, `AIza...`), with `***`.
+use std::borrow::Cow;
+use std::sync::{OnceLock, RwLock};
+
+/// What a secret becomes.
+pub const REDACTED: &str = "[REDACTED]";
+
+/// Known secret values shorter than this are not replaced (they would
+/// match ordinary words).
+const MIN_SECRET_LEN: usize = 8;
+
+static KNOWN: RwLock<Vec<String>> = RwLock::new(Vec::new());
+
+/// Whether an environment variable's name says it holds a secret.
+pub fn is_secret_name(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    ["_KEY", "_TOKEN", "_SECRET", "_PASSWORD"].iter().any(|s| upper.ends_with(s))
+        || ["API_KEY", "APIKEY", "ACCESS_KEY", "SECRET", "TOKEN", "PASSWORD"].contains(&upper.as_str())
+}
+
+/// Adds secret values to replace from now on.
+pub fn remember<I: IntoIterator<Item = String>>(values: I) {
+    let mut known = KNOWN.write().unwrap_or_else(|p| p.into_inner());
+    for v in values {
+        let v = v.trim().to_string();
+        if v.len() >= MIN_SECRET_LEN && !known.contains(&v) {
+            known.push(v);
+        }
+    }
+    // Longest first: a secret containing another is replaced whole.
+    known.sort_by_key(|v| std::cmp::Reverse(v.len()));
+}
+
+/// The values of the process environment's secret-named variables.
+pub fn secret_env_values() -> Vec<String> {
+    std::env::vars().filter(|(k, _)| is_secret_name(k)).map(|(_, v)| v).collect()
+}
+
+fn shapes() -> Option<&'static regex::Regex> {
+    static SHAPES: OnceLock<Option<regex::Regex>> = OnceLock::new();
+    SHAPES
+        .get_or_init(|| {
+            let pattern = concat!(
+                r"(?s)-----BEGIN[A-Z ]*PRIVATE KEY( BLOCK)?-----.*?(-----END[A-Z ]*PRIVATE KEY( BLOCK)?-----|\z)",
+                r"|\b(?P<keep>sk-ant-|sk-|AIza|ghp_|gho_|ghu_|ghs_|ghr_|github_pat_|xox[abprs]-)[A-Za-z0-9_\-]{8,}",
+                r"|\b(AKIA|ASIA)[0-9A-Z]{16}\b",
+            );
+            // The pattern is fixed: the tests would fail first.
+            regex::Regex::new(pattern).ok()
+        })
+        .as_ref()
+}
+
+/// `text` with every known secret and every credential-shaped string
+/// replaced. Borrowed when nothing changed.
+pub fn scrub(text: &str) -> Cow<'_, str> {
+    let mut out = Cow::Borrowed(text);
+    {
+        let known = KNOWN.read().unwrap_or_else(|p| p.into_inner());
+        for s in known.iter() {
+            if out.contains(s.as_str()) {
+                out = Cow::Owned(out.replace(s.as_str(), REDACTED));
+            }
+        }
+    }
+    if let Some(shapes) = shapes()
+        && shapes.is_match(&out)
+    {
+        let replaced = shapes
+            .replace_all(&out, |c: &regex::Captures<'_>| match c.name("keep") {
+                Some(prefix) => format!("{}***", prefix.as_str()),
+                None => REDACTED.to_string(),
+            })
+            .into_owned();
+        out = Cow::Owned(replaced);
+    }
+    out
+}
+
+/// Whether `data` holds a known secret or a credential-shaped string.
+pub fn holds_secret(data: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(data);
+    matches!(scrub(&text), Cow::Owned(_))
+}
+
+/// `text` with `secrets` (at least 4 characters) and everything [`scrub`]
+/// replaces taken out.
 pub fn redact_secrets(text: &str, secrets: &[String]) -> String {
     let mut out = text.to_string();
     for s in secrets {
         if s.len() >= 4 {
-            out = out.replace(s.as_str(), "***");
+            out = out.replace(s.as_str(), REDACTED);
         }
     }
-    let mut result = String::with_capacity(out.len());
-    let mut rest = out.as_str();
-    loop {
-        let next = ["sk-", "AIza"].iter().filter_map(|p| rest.find(p).map(|i| (i, *p))).min();
-        let Some((i, prefix)) = next else {
-            result.push_str(rest);
-            break;
-        };
-        result.push_str(&rest[..i]);
-        let tail = &rest[i + prefix.len()..];
-        let len = tail.find(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_')).unwrap_or(tail.len());
-        if len >= 8 {
-            result.push_str(prefix);
-            result.push_str("***");
-        } else {
-            result.push_str(&rest[i..i + prefix.len() + len]);
-        }
-        rest = &tail[len..];
+    scrub(&out).into_owned()
+}
+
+/// A log writer that scrubs what it writes.
+pub struct ScrubbingWriter<W>(pub W);
+
+impl<W: std::io::Write> std::io::Write for ScrubbingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        self.0.write_all(scrub(&text).as_bytes())?;
+        Ok(buf.len())
     }
-    result
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
 }
 
 #[cfg(test)]
@@ -38,7 +131,33 @@ mod tests {
     #[test]
     fn keys_are_redacted() {
         let t = redact_secrets("bad key sk-ant-abcdef1234567890 and mysecretvalue", &["mysecretvalue".into()]);
-        assert_eq!(t, "bad key sk-*** and ***");
+        assert_eq!(t, "bad key sk-ant-*** and [REDACTED]");
         assert_eq!(redact_secrets("task-force sk-a", &[]), "task-force sk-a");
+    }
+
+    #[test]
+    fn every_token_shape_and_remembered_value_goes() {
+        remember(["hunter2-but-longer".to_string(), "short".to_string()]);
+        let text = "a=hunter2-but-longer b=short ghp_0123456789abcdefghijABCDEFGHIJ012345 \
+                    github_pat_11ABCDEFG0123456789_abcdefghijklmnop AKIAIOSFODNN7EXAMPLE \
+                    AIzaSyA-0123456789abcdefghijklmnopqrstu xoxb-123456789012-abcdefgh \
+                    -----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAA\n-----END OPENSSH PRIVATE KEY----- end";
+        let s = scrub(text);
+        for leaked in [
+            "hunter2-but-longer",
+            "0123456789abcdefghijABCDEF",
+            "11ABCDEFG",
+            "IOSFODNN7",
+            "SyA-0123",
+            "123456789012",
+            "b3BlbnNz",
+        ] {
+            assert!(!s.contains(leaked), "{leaked} in {s}");
+        }
+        assert!(s.contains("b=short"), "short values are left: {s}");
+        assert!(s.contains("ghp_***") && s.contains("[REDACTED] end"), "{s}");
+        assert!(matches!(scrub("nothing secret here"), Cow::Borrowed(_)));
+        assert!(is_secret_name("DEPLOY_TOKEN") && is_secret_name("db_password") && !is_secret_name("PATH"));
+        assert!(!is_secret_name("KEYBOARD_LAYOUT"));
     }
 }

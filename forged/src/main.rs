@@ -148,9 +148,13 @@ fn prepare(args: &Args) -> anyhow::Result<Prepared> {
         tracing::warn!(path = %path.display(), "made private to its owner (it was readable by other users)");
     }
     let mut config = ForgeConfig::load(&home.join("config.toml"))?;
+    // Every secret the daemon can know of is taken out of what it shows,
+    // stores and logs (read before the key variables are wiped).
+    forge_core::redact::remember(forge_core::redact::secret_env_values());
     // Keys live in the configuration from here on, not in the environment
     // that same-user processes can read.
     startup::forget_key_variables(&config.capture_keys());
+    forge_core::redact::remember(config.secrets());
     // Commands the model runs are supervised by this executable (whatever
     // its path is now: the file may have been replaced by a rebuild).
     supervisor::enable(PathBuf::from("/proc/self/exe"));

@@ -44,7 +44,8 @@ pub enum StoreOp {
     DeleteNodes {
         ids: Vec<String>,
     },
-    /// Content kept for rewind (a no-op when stored already).
+    /// Content kept for rewind (a no-op when stored already). Made with
+    /// [`StoreOp::blob`], which keeps secrets out.
     PutBlob {
         hash: String,
         data: Vec<u8>,
@@ -368,5 +369,14 @@ impl StoreOp {
             }
             StoreOp::StreamCommit { stream_id } => run("DELETE FROM streams WHERE stream_id = ?", &[stream_id]),
         }
+    }
+}
+
+impl StoreOp {
+    /// Content to keep for rewind, unless it holds a secret (a key, a
+    /// token, a private key): the store never holds one. Rewind then
+    /// leaves such a file as it is, saying why.
+    pub fn blob(hash: String, data: Vec<u8>) -> Option<StoreOp> {
+        (!crate::redact::holds_secret(&data)).then_some(StoreOp::PutBlob { hash, data })
     }
 }

@@ -474,7 +474,7 @@ async fn scan_and_store(
         let skip = |p: &Path| sandbox.is_denied(p);
         let scanned = crate::snapshot::scan(sandbox.roots(), &known, &skip, &mut |hash, data| {
             bytes += data.len();
-            batch.push(crate::journal::StoreOp::PutBlob { hash, data });
+            batch.extend(crate::journal::StoreOp::blob(hash, data));
             if bytes > SCAN_BATCH_BYTES {
                 bytes = 0;
                 flush(&mut batch, &mut failed);
@@ -691,7 +691,7 @@ async fn record_before(
         let state = state.map_err(|e| format!("{path}: {e}"))?;
         let before = state.map(|(data, mode)| {
             let hash = crate::rewind::hash(&data);
-            ops.push(crate::journal::StoreOp::PutBlob { hash: hash.clone(), data });
+            ops.extend(crate::journal::StoreOp::blob(hash.clone(), data));
             (hash, mode)
         });
         ops.push(crate::journal::StoreOp::BeginChange {

@@ -10,6 +10,7 @@
 //! | `mock:tokens=N` | reply with `N` tokens `w0 w1 ...` (see [`token_text`]) |
 //! | `mock:delay=MS` | wait `MS` ms between chunks |
 //! | `mock:status=CODE` | answer HTTP `CODE` with the provider's error body (429 adds `retry-after: 1`) |
+//! | `mock:echo-key` | answer 400 with an error that quotes the request's API key |
 //! | `mock:midstream_error=N` | after `N` text chunks, report an error inside the stream |
 //! | `mock:drop=N` | after `N` text chunks, cut the connection |
 //! | `mock:malformed=N` | after `N` text chunks, send an SSE event whose data is not JSON |
@@ -36,6 +37,7 @@ Directives: words in the last user message script the reply (removed from any ec
   mock:tool=NAME:JSON       the same with these arguments (JSON without spaces)
   mock:sleep=S              a run_command call runs `echo started; sleep S`
   mock:status=CODE          answer HTTP CODE with the provider's error body
+  mock:echo-key             answer 400 with an error quoting the request's API key
                             (429 also sends retry-after: 1)
   mock:fail=N               ...only the first N times this message is sent
                             (`mock:status=529 mock:fail=2`: two overloads, then an answer)
@@ -498,6 +500,12 @@ async fn handle(
     }
 
     let Conversation { count, last_user, results } = conversation(wire, &body);
+    // Some APIs quote the key they refused: a client must not show it.
+    if last_user.split_whitespace().any(|w| w == "mock:echo-key") {
+        let message = format!("Incorrect API key provided: {}", key.unwrap_or_default());
+        let body = wire.format().error_body(400, "invalid_request_error", &message);
+        return Ok(full(StatusCode::BAD_REQUEST, "application/json", body, &[]));
+    }
     // After tool results the mock answers them instead of following the
     // directives again (which would call the tools forever).
     let mut script = parse_script(&last_user, &opts);

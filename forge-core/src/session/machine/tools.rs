@@ -546,7 +546,8 @@ impl Session {
         let OperationState::ToolLoop(l) = &self.state else { return };
         let Some(r) = &l.running else { return };
         let call_id = r.id.clone();
-        self.pipeline.tool_output(call_id, out.stream, out.text);
+        let text = crate::redact::scrub(&out.text).into_owned();
+        self.pipeline.tool_output(call_id, out.stream, text);
     }
 
     /// A hook ran: journaled, with what it decided.
@@ -576,8 +577,10 @@ impl Session {
         let Some(running) = l.running.take() else { return };
         // What the call left in the files it touched, with its result.
         for change in changes {
-            if let (Some((hash, _)), Some(data)) = (&change.after, change.data) {
-                self.pipeline.op(StoreOp::PutBlob { hash: hash.clone(), data });
+            if let (Some((hash, _)), Some(data)) = (&change.after, change.data)
+                && let Some(blob) = StoreOp::blob(hash.clone(), data)
+            {
+                self.pipeline.op(blob);
             }
             self.pipeline.op(StoreOp::EndChange {
                 node_id: running.node_id.clone(),
@@ -752,6 +755,8 @@ impl Session {
         client: Option<ClientRef>,
     ) {
         let id = node_id.unwrap_or_else(|| new_id("m"));
+        // Nothing a tool printed carries a secret into the history.
+        let output = crate::redact::scrub(&output).into_owned();
         let info = ToolResultInfo { call_id: call_id.into(), name: name.into(), is_error };
         self.pipeline.op(StoreOp::InsertNode {
             id: id.clone(),
