@@ -143,6 +143,16 @@ impl Sandbox {
             "absolute_paths": "accepted inside the roots, as their relative form",
             "symlinks": "denied in every component of a path",
             "parent_dir": "`..` is denied",
+            "commands": {
+                "confined": self.commands.kernel_active(),
+                "mode": match self.commands.mode {
+                    crate::config::SandboxMode::Kernel => "kernel",
+                    crate::config::SandboxMode::PathsOnly => "paths-only",
+                },
+                "writable": "the roots and $TMPDIR (.git read-only)",
+                "network": self.commands.network.word(),
+                "outside": "run_command with \"sandbox\": false asks the user first",
+            },
         })
     }
 
