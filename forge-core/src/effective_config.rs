@@ -40,6 +40,13 @@ mode = "enabled"
 allowed_roots = ["."]
 allow_absolute = false
 include_default_denies = true
+mode = "kernel"
+network = "deny"
+write_roots = []
+max_memory_mb = {memory}
+max_processes = {processes}
+max_cpu_seconds = {cpu}
+pass_env = []
 
 [tools.approval]
 enabled = true
@@ -50,6 +57,9 @@ durability = "process"
 "#,
         budget = crate::provider::DEFAULT_THINKING_BUDGET,
         ttl = crate::provider::DEFAULT_GEMINI_CACHE_TTL,
+        memory = crate::tools::confine::DEFAULT_LIMITS.memory_mb,
+        processes = crate::tools::confine::DEFAULT_LIMITS.processes,
+        cpu = crate::tools::confine::DEFAULT_LIMITS.cpu_seconds,
     );
     text.parse().unwrap_or_default()
 }

@@ -388,7 +388,9 @@ impl Engine {
             .await
             .ok()?;
         let last = runs.last()?;
-        (last.decision == crate::hooks::HookDecision::Block)
+        // A Stop hook's `continue: false` means "stop": that is no reason
+        // to send the model on.
+        (last.decision == crate::hooks::HookDecision::Block && !last.halt)
             .then(|| last.reason.clone().unwrap_or_else(|| "a Stop hook asked to go on".into()))
     }
 
@@ -736,6 +738,7 @@ impl Engine {
                 action: action.into(),
                 conflict,
                 overwritten: None,
+                note: None,
             });
             todo.push((step.path, now, target, step.expected));
         }
@@ -757,8 +760,7 @@ impl Engine {
                     // Content holding a secret is never stored.
                     None => {
                         file.action = "kept".into();
-                        result.unknown.push(path.clone());
-                        tracing::info!(path = %path, "not restored: its recorded content held a secret and was not kept");
+                        file.note = Some("its recorded content held a secret, which Forge does not store".into());
                         continue;
                     }
                 },

@@ -299,6 +299,9 @@ pub struct HookRun {
     pub context: Option<String>,
     pub exit_code: Option<i32>,
     pub duration_ms: u64,
+    /// It answered `continue: false`: stop (for a `Stop` hook, let the
+    /// turn end).
+    pub halt: bool,
 }
 
 impl HookRun {
@@ -333,24 +336,28 @@ async fn read_capped(pipe: Option<impl tokio::io::AsyncRead + Unpin>) -> String 
     String::from_utf8_lossy(&buf).into_owned()
 }
 
+/// A hook's decision, reason and context, and whether it said
+/// `continue: false`.
+type Verdict = (HookDecision, Option<String>, Option<String>, bool);
+
 /// Reads a hook's exit status and output into its decision.
-fn judge(code: Option<i32>, stdout: &str, stderr: &str) -> (HookDecision, Option<String>, Option<String>) {
+fn judge(code: Option<i32>, stdout: &str, stderr: &str) -> Verdict {
     let stderr = stderr.trim();
     let said = |fallback: &str| Some(if stderr.is_empty() { fallback.to_string() } else { stderr.to_string() });
     match code {
         Some(0) => {}
-        Some(2) => return (HookDecision::Block, said("blocked, without a reason"), None),
-        Some(c) if stderr.is_empty() => return (HookDecision::Error, Some(format!("exit status {c}")), None),
-        Some(c) => return (HookDecision::Error, Some(format!("exit status {c}: {stderr}")), None),
-        None => return (HookDecision::Error, Some("killed by a signal".into()), None),
+        Some(2) => return (HookDecision::Block, said("blocked, without a reason"), None, false),
+        Some(c) if stderr.is_empty() => return (HookDecision::Error, Some(format!("exit status {c}")), None, false),
+        Some(c) => return (HookDecision::Error, Some(format!("exit status {c}: {stderr}")), None, false),
+        None => return (HookDecision::Error, Some("killed by a signal".into()), None, false),
     }
     let out = stdout.trim();
     if !out.starts_with('{') {
-        return (HookDecision::Allow, None, (!out.is_empty()).then(|| out.to_string()));
+        return (HookDecision::Allow, None, (!out.is_empty()).then(|| out.to_string()), false);
     }
     let v: Value = match serde_json::from_str(out) {
         Ok(v) => v,
-        Err(e) => return (HookDecision::Error, Some(format!("its output is not valid JSON: {e}")), None),
+        Err(e) => return (HookDecision::Error, Some(format!("its output is not valid JSON: {e}")), None, false),
     };
     let specific = v.get("hookSpecificOutput");
     let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
@@ -359,16 +366,25 @@ fn judge(code: Option<i32>, stdout: &str, stderr: &str) -> (HookDecision, Option
         .or_else(|| text(specific.and_then(|s| s.get("permissionDecisionReason"))))
         .or_else(|| text(v.get("stopReason")));
     let decision = text(v.get("decision")).or_else(|| text(specific.and_then(|s| s.get("permissionDecision"))));
-    let blocked = matches!(decision.as_deref(), Some("block") | Some("deny"))
-        || v.get("continue").and_then(Value::as_bool) == Some(false);
+    // "ask" wants the user's say, which a hook cannot get here: not an
+    // allow. `continue: false` stops what the hook guards.
+    let halt = v.get("continue").and_then(Value::as_bool) == Some(false);
+    let blocked = matches!(decision.as_deref(), Some("block") | Some("deny") | Some("ask")) || halt;
+    let reason = match decision.as_deref() {
+        Some("ask") => Some(format!(
+            "the hook asks for your approval, which Forge does not take from hooks: {}",
+            reason.as_deref().unwrap_or("no reason given")
+        )),
+        _ => reason,
+    };
     match decision.as_deref() {
         None | Some("block") | Some("deny") | Some("approve") | Some("allow") | Some("ask") | Some("undefined") => {}
-        Some(other) => return (HookDecision::Error, Some(format!("unknown decision {other:?}")), None),
+        Some(other) => return (HookDecision::Error, Some(format!("unknown decision {other:?}")), None, false),
     }
     if blocked {
-        (HookDecision::Block, reason.or_else(|| Some("blocked, without a reason".into())), context)
+        (HookDecision::Block, reason.or_else(|| Some("blocked, without a reason".into())), context, halt)
     } else {
-        (HookDecision::Allow, reason, context)
+        (HookDecision::Allow, reason, context, halt)
     }
 }
 
@@ -377,7 +393,7 @@ pub async fn run(hook: &Hook, input: &Value, sandbox: &Sandbox, tool: Option<&st
     use crate::tools::builtin::run_command::{hidden_env, private_tmpdir, shell};
     use std::process::Stdio;
     let started = Instant::now();
-    let done = |decision, reason: Option<String>, context: Option<String>, exit_code| HookRun {
+    let done = |decision, reason: Option<String>, context: Option<String>, exit_code, halt| HookRun {
         event: hook.event,
         command: hook.command.clone(),
         tool: tool.map(str::to_string),
@@ -386,10 +402,11 @@ pub async fn run(hook: &Hook, input: &Value, sandbox: &Sandbox, tool: Option<&st
         context: context.map(|c| crate::redact::scrub(&c).into_owned()),
         exit_code,
         duration_ms: started.elapsed().as_millis() as u64,
+        halt,
     };
     let tmp = match private_tmpdir() {
         Ok(t) => t,
-        Err(e) => return done(HookDecision::Error, Some(format!("no temporary directory: {e}")), None, None),
+        Err(e) => return done(HookDecision::Error, Some(format!("no temporary directory: {e}")), None, None, false),
     };
     let confinement = sandbox.confinement(tmp.path(), false);
     let mut cmd = crate::tools::supervisor::command(&shell(), &hook.command, confinement.as_ref());
@@ -405,7 +422,7 @@ pub async fn run(hook: &Hook, input: &Value, sandbox: &Sandbox, tool: Option<&st
     }
     let mut child = match cmd.spawn() {
         Ok(c) => c,
-        Err(e) => return done(HookDecision::Error, Some(format!("cannot start: {e}")), None, None),
+        Err(e) => return done(HookDecision::Error, Some(format!("cannot start: {e}")), None, None, false),
     };
     let mut stop = crate::tools::supervisor::StopGuard::new(child.id());
     let stdin = child.stdin.take();
@@ -423,16 +440,17 @@ pub async fn run(hook: &Hook, input: &Value, sandbox: &Sandbox, tool: Option<&st
             if crate::tools::supervisor::enabled() {
                 stop.disarm();
             }
-            let (decision, reason, context) = judge(status.code(), &out, &err);
-            done(decision, reason, context, status.code())
+            let (decision, reason, context, halt) = judge(status.code(), &out, &err);
+            done(decision, reason, context, status.code(), halt)
         }
-        Ok((_, _, _, Err(e))) => done(HookDecision::Error, Some(format!("cannot wait for it: {e}")), None, None),
+        Ok((_, _, _, Err(e))) => done(HookDecision::Error, Some(format!("cannot wait for it: {e}")), None, None, false),
         // The guard kills it and all it started.
         Err(_) => done(
             HookDecision::Error,
             Some(format!("timed out after {} s and was killed", hook.timeout.as_secs())),
             None,
             None,
+            false,
         ),
     }
 }
@@ -443,18 +461,21 @@ mod tests {
 
     #[test]
     fn exit_status_and_json_output_decide() {
-        assert_eq!(judge(Some(0), "", ""), (HookDecision::Allow, None, None));
+        assert_eq!(judge(Some(0), "", ""), (HookDecision::Allow, None, None, false));
         assert_eq!(judge(Some(0), "note this\n", "").2.as_deref(), Some("note this"));
-        let (d, r, _) = judge(Some(2), "", "no rm -rf here\n");
+        let (d, r, _, _) = judge(Some(2), "", "no rm -rf here\n");
         assert_eq!((d, r.as_deref()), (HookDecision::Block, Some("no rm -rf here")));
         assert_eq!(judge(Some(1), "", "boom").0, HookDecision::Error);
         assert_eq!(judge(None, "", "").0, HookDecision::Error);
-        let (d, r, _) = judge(Some(0), r#"{"decision": "block", "reason": "tests first"}"#, "");
+        let (d, r, _, _) = judge(Some(0), r#"{"decision": "block", "reason": "tests first"}"#, "");
         assert_eq!((d, r.as_deref()), (HookDecision::Block, Some("tests first")));
         let deny = r#"{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": "nope"}}"#;
         assert_eq!(judge(Some(0), deny, "").1.as_deref(), Some("nope"));
         let ctx = r#"{"hookSpecificOutput": {"additionalContext": "the build is red"}}"#;
-        assert_eq!(judge(Some(0), ctx, ""), (HookDecision::Allow, None, Some("the build is red".into())));
+        assert_eq!(judge(Some(0), ctx, ""), (HookDecision::Allow, None, Some("the build is red".into()), false));
+        let ask = r#"{"hookSpecificOutput": {"permissionDecision": "ask", "permissionDecisionReason": "risky"}}"#;
+        assert_eq!(judge(Some(0), ask, "").0, HookDecision::Block, "ask is never an allow");
+        assert!(judge(Some(0), r#"{"continue": false, "stopReason": "done"}"#, "").3);
         assert_eq!(judge(Some(0), "{not json", "").0, HookDecision::Error, "malformed output is an error");
         assert_eq!(judge(Some(0), r#"{"decision": "maybe"}"#, "").0, HookDecision::Error);
     }

@@ -359,15 +359,19 @@ fn sandbox_for(
     config: &McpServerConfig,
     settings: &forge_tools::confine::Settings,
 ) -> Result<Option<forge_tools::supervisor::Confinement>, String> {
+    // (Some: a server asking for the sandbox gets it or does not start.)
     if !settings.kernel_active() {
-        return Ok(None);
+        // Asked for a sandbox this machine cannot give: not started.
+        let why =
+            forge_tools::confine::support().missing().unwrap_or_else(|| "[tools.sandbox] mode = \"paths-only\"".into());
+        return Err(format!("it asks for sandbox = true, but commands cannot be confined here: {why}"));
     }
-    let uid = std::os::unix::fs::MetadataExt::uid(
-        &std::fs::metadata("/proc/self").map_err(|e| format!("cannot read /proc/self: {e}"))?,
-    );
-    let tmp = std::env::temp_dir().join(format!("forge-mcp-{uid}-{}", config.name));
-    std::fs::create_dir_all(&tmp).map_err(|e| format!("cannot make {}: {e}", tmp.display()))?;
-    let _ = std::fs::set_permissions(&tmp, std::os::unix::fs::PermissionsExt::from_mode(0o700));
+    // A fresh private directory (0700, a random name) for each start.
+    let tmp = tempfile::Builder::new()
+        .prefix(&format!("forge-mcp-{}-", config.name))
+        .tempdir()
+        .map_err(|e| format!("cannot make a temporary directory: {e}"))?
+        .keep();
     let roots: Vec<std::path::PathBuf> =
         config.cwd.iter().filter_map(|c| std::path::Path::new(c).canonicalize().ok()).collect();
     let policy = forge_tools::confine::Policy::build(settings, &roots, &tmp, false);

@@ -279,8 +279,9 @@ pub struct BranchInfo {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RestoredFile {
     pub path: String,
-    /// `restore` (new content), `create` (it had been deleted) or
-    /// `delete` (it had been created).
+    /// `restore` (new content), `create` (it had been deleted),
+    /// `delete` (it had been created), or `kept` (left as it is: `note`
+    /// says why).
     pub action: String,
     /// It had changed outside Forge since Forge changed it.
     #[serde(default)]
@@ -288,6 +289,10 @@ pub struct RestoredFile {
     /// With `force`: the blob (SHA-256) keeping what was overwritten.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overwritten: Option<String>,
+    /// Why a file was `kept` (its recorded content held a secret, which
+    /// Forge never stores).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// `session.rewind`, and the files of `session.checkout` with

@@ -86,10 +86,10 @@ fn supervised(start: Start<'_>, confinement: Option<&Confinement>) -> std::proce
                 Start::Shell(shell, line) => cmd.arg(shell).arg(line),
                 Start::Exec(program, args) => cmd.arg(EXEC_MARK).arg(program).args(args),
             };
-            if let Some(c) = confinement
-                && let Ok(json) = serde_json::to_string(c)
-            {
-                cmd.env(confine::POLICY_ENV, json);
+            if let Some(c) = confinement {
+                // A policy that cannot be written makes the supervisor
+                // refuse to start the command, never run it unconfined.
+                cmd.env(confine::POLICY_ENV, serde_json::to_string(c).unwrap_or_else(|_| "unwritable".into()));
             }
             cmd
         }

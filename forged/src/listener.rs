@@ -99,11 +99,14 @@ pub async fn serve(claim: &mut SocketClaim, daemon: Arc<Daemon>, signals: Signal
             // A command the model runs (or a hook, an MCP server) must not
             // drive the daemon: it could approve its own calls.
             Ok(cred)
-                if cred
-                    .pid()
-                    .is_some_and(|p| forge_core::tools::confine::reap::is_descendant(p, std::process::id() as i32)) =>
+                if cred.pid().is_none_or(|p| {
+                    forge_core::tools::confine::reap::may_descend_from(p, std::process::id() as i32)
+                }) =>
             {
-                tracing::warn!(pid = cred.pid(), "refused a connection from a process forged started for a session");
+                tracing::warn!(
+                    pid = cred.pid(),
+                    "refused a connection from a process forged started for a session (or one that is gone)"
+                );
                 continue;
             }
             Ok(cred) if cred.uid() == my_uid => {}

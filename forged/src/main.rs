@@ -159,10 +159,12 @@ fn prepare(args: &Args) -> anyhow::Result<Prepared> {
     // its path is now: the file may have been replaced by a rebuild).
     supervisor::enable(PathBuf::from("/proc/self/exe"));
     let support = confine::Support::probe(std::path::Path::new("/proc/self/exe"));
+    let socket = args.socket.clone().unwrap_or_else(forge_proto::paths::default_socket);
     confine::init(confine::Host {
-        home: std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute()),
+        home: startup::home_dir(),
         forge_home: Some(home.clone()),
         private: Vec::new(),
+        masked: startup::sockets_to_mask(&socket),
         exe: std::env::current_exe().ok(),
         support,
     });

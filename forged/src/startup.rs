@@ -2,6 +2,7 @@
 //! dumps or ptrace by other same-user processes, the descriptor limit, and
 //! API keys out of the environment.
 
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -160,4 +161,50 @@ mod tests {
         assert_eq!((mode(""), mode("forge.db"), mode("logs"), mode("logs/forged.log")), (0o700, 0o600, 0o700, 0o600));
         assert!(tighten_home(&home).is_empty(), "nothing left to change");
     }
+}
+
+/// The user's home directory: `$HOME`, else the password database's.
+pub fn home_dir() -> Option<PathBuf> {
+    if let Some(h) = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute()) {
+        return Some(h);
+    }
+    // SAFETY: getpwuid_r into a local buffer; the result points into it.
+    unsafe {
+        let mut pw: libc::passwd = std::mem::zeroed();
+        let mut buf = vec![0 as libc::c_char; 4096];
+        let mut out: *mut libc::passwd = std::ptr::null_mut();
+        if libc::getpwuid_r(libc::getuid(), &mut pw, buf.as_mut_ptr(), buf.len(), &mut out) != 0 || out.is_null() {
+            return None;
+        }
+        let dir = std::ffi::CStr::from_ptr(pw.pw_dir);
+        Some(PathBuf::from(std::ffi::OsStr::from_bytes(dir.to_bytes()))).filter(|h| h.is_absolute())
+    }
+}
+
+/// Where the user's sockets live, to hide from commands: Landlock cannot
+/// refuse connecting to a socket file before ABI 9, and the session bus or
+/// systemd's would start processes outside any sandbox.
+pub fn sockets_to_mask(daemon_socket: &Path) -> Vec<PathBuf> {
+    // SAFETY: plain system call.
+    let uid = unsafe { libc::getuid() };
+    let mut places: Vec<PathBuf> = vec![
+        PathBuf::from(format!("/run/user/{uid}")),
+        PathBuf::from("/run/dbus"),
+        PathBuf::from("/run/docker.sock"),
+        PathBuf::from("/run/podman"),
+        PathBuf::from("/tmp/.X11-unix"),
+    ];
+    for var in ["XDG_RUNTIME_DIR", "SSH_AUTH_SOCK"] {
+        places.extend(std::env::var_os(var).map(PathBuf::from).filter(|p| p.is_absolute()));
+    }
+    let mut out: Vec<PathBuf> = places.into_iter().filter_map(|p| p.canonicalize().ok()).collect();
+    // The daemon's own socket is bound only later: its directory is there.
+    if let (Some(dir), Some(name)) = (daemon_socket.parent(), daemon_socket.file_name())
+        && let Ok(dir) = dir.canonicalize()
+    {
+        out.push(dir.join(name));
+    }
+    out.sort();
+    out.dedup();
+    out
 }

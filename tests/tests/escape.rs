@@ -244,7 +244,15 @@ async fn setuid_programs_gain_nothing_and_the_daemon_cannot_be_driven() {
     let text = s.run(&command).await;
     assert!(text.contains("NoNewPrivs:\t1"), "{text}");
     assert!(!text.contains("euid=65534"), "the setuid bit was ignored: {text}");
-    assert!(text.contains("refused: closed by the peer"), "forged refused its own command's connection: {text}");
+    assert!(text.contains("refused:"), "the daemon's socket is out of reach: {text}");
+    // Even a command the user let out of the sandbox cannot drive the
+    // daemon: forged refuses its own descendants.
+    let probe = format!("{} __forge-probe connect-unix {}", q(&bin("forged")), q(&s.forge.socket));
+    let directive = tool_call("run_command", &json!({"command": probe, "sandbox": false}));
+    s.forge.ok(&["send", "--auto-approve", "-s", &s.id, &format!("{directive} go")]).await;
+    let h = s.forge.ok(&["--json", "history", &s.id]).await.json_lines();
+    let out = h.iter().rev().find(|m| m["role"] == "tool").map(|m| m["text"].to_string()).unwrap_or_default();
+    assert!(out.contains("refused: closed by the peer"), "forged refused the connection itself: {out}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -48,6 +48,15 @@ async fn keys_and_tokens_arrive_redacted_everywhere() {
             assert!(!text.contains(secret), "{secret} in {place}: {text}");
         }
     }
+    // A command changes the file that holds secrets: its old content was
+    // never stored, so undo leaves it as it is and says why.
+    let append = tool_call("run_command", &json!({"command": "echo more >> creds.txt"}));
+    forge.ok(&["send", "--auto-approve", "-s", &id, &format!("{append} go")]).await;
+    let undo = forge.ok(&["undo", &id]).await;
+    assert!(undo.stdout.contains("kept") && undo.stdout.contains("held a secret"), "{}", undo.stdout);
+    let now = std::fs::read_to_string(project.path().join("creds.txt")).unwrap_or_default();
+    assert!(now.ends_with("more\n"), "the file was not rolled back to something else: {now}");
+
     forge.ok(&["shutdown"]).await;
     // Everything the daemon wrote: the store, its WAL and logs.
     for file in walk(&forge.data_dir()) {

@@ -107,6 +107,7 @@ pub async fn rewind(
             .overwritten
             .as_deref()
             .map(|h| format!(" (it had changed outside Forge; what it held is kept as blob {h})"))
+            .or_else(|| f.note.as_deref().map(|n| format!(" (left as it is: {n})")))
             .unwrap_or_default();
         outln!("{:<8} {}{kept}", f.action, f.path);
     }

@@ -45,6 +45,10 @@ pub fn hidden_env(pass: &[String]) -> Vec<std::ffi::OsString> {
         .collect()
 }
 
+/// Variables naming the user's agents and buses, hidden (with their
+/// sockets) from confined commands.
+pub const SOCKET_VARS: &[&str] = &["SSH_AUTH_SOCK", "DBUS_SESSION_BUS_ADDRESS", "GPG_AGENT_INFO"];
+
 /// The shell commands run in: `$SHELL` if it is a POSIX-style one, else
 /// `/bin/sh`.
 pub fn shell() -> String {
@@ -119,6 +123,11 @@ which the user must approve."
             // Removed one by one: the supervisor's own variable stays.
             for name in hidden_env(&ctx.sandbox.command_settings().pass_env) {
                 cmd.env_remove(name);
+            }
+            if confinement.is_some() {
+                for name in SOCKET_VARS {
+                    cmd.env_remove(name);
+                }
             }
             for var in ["TMPDIR", "TMP", "TEMP"] {
                 cmd.env(var, tmp.path());

@@ -15,7 +15,9 @@ use landlock::{
 use super::{NetworkAccess, Policy};
 
 /// Device files every command may read and write.
-const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"];
+/// (Not `/dev/tty`: commands have no terminal, and one could type into
+/// the user's.)
+const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"];
 
 /// The Landlock ABI Forge's rules are written for (scopes: abstract Unix
 /// sockets and signals). An older kernel gets what it supports of it.
@@ -87,6 +89,28 @@ fn bind_read_only(dir: &Path) -> io::Result<()> {
             }
         }
         check(libc::mount(std::ptr::null(), c.as_ptr(), std::ptr::null(), flags, std::ptr::null()), "remount read-only")
+    }
+}
+
+/// Hides `place` in this mount namespace: an empty, read-only tmpfs over
+/// a directory, `/dev/null` over anything else (a socket).
+fn mask(place: &Path) -> io::Result<()> {
+    let c = CString::new(place.as_os_str().as_encoded_bytes()).map_err(|e| io::Error::other(e.to_string()))?;
+    let Ok(meta) = std::fs::symlink_metadata(place) else { return Ok(()) };
+    // SAFETY: mount(2) with valid C strings.
+    unsafe {
+        if meta.is_dir() {
+            let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC | libc::MS_RDONLY;
+            let opts = c"size=4k,mode=755";
+            check(libc::mount(c"tmpfs".as_ptr(), c.as_ptr(), c"tmpfs".as_ptr(), flags, opts.as_ptr().cast()), "mask")
+        } else if meta.file_type().is_symlink() {
+            Ok(())
+        } else {
+            check(
+                libc::mount(c"/dev/null".as_ptr(), c.as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null()),
+                "mask",
+            )
+        }
     }
 }
 
@@ -209,6 +233,10 @@ pub fn enter(policy: &Policy, user_namespaces: bool) -> io::Result<Entered> {
         for dir in &policy.read_only {
             bind_read_only(dir)?;
         }
+        // Never a place the command works in.
+        for place in policy.masked.iter().filter(|m| !policy.write.iter().any(|w| w.starts_with(m))) {
+            mask(place)?;
+        }
         if network_namespace {
             loopback_up()?;
         }
@@ -216,6 +244,10 @@ pub fn enter(policy: &Policy, user_namespaces: bool) -> io::Result<Entered> {
         // not use the command's allowance up.
         set_limit(libc::RLIMIT_NPROC, policy.limits.processes, "RLIMIT_NPROC")?;
     }
+    // A session of its own: no controlling terminal to type into.
+    // SAFETY: plain system call; fails only for a group leader, which the
+    // command (a child of its supervisor) is not.
+    unsafe { libc::setsid() };
     set_limit(libc::RLIMIT_DATA, policy.limits.memory_mb.saturating_mul(1024 * 1024), "RLIMIT_DATA")?;
     set_limit(libc::RLIMIT_CPU, policy.limits.cpu_seconds, "RLIMIT_CPU")?;
     // SAFETY: plain prctl.

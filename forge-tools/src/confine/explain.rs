@@ -102,8 +102,11 @@ pub fn refusals(output: &str, cwd: &Path, policy: &Policy, roots: &[PathBuf]) ->
         let writes = WRITE_HINTS.iter().any(|h| line.contains(h));
         for p in paths_in(line) {
             let full = absolute(&p, cwd);
-            let note = if policy.read_only.iter().any(|g| full.starts_with(g)) {
-                format!("write to {}: `.git` is read-only for commands (the git tools may change it)", full.display())
+            let guarded = policy.read_only.iter().find(|g| full.starts_with(g));
+            let note = if let Some(g) = guarded {
+                let name = g.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                let who = if name == ".git" { " (the git tools may change it)" } else { "" };
+                format!("write to {}: `{name}` is read-only for commands{who}", full.display())
             } else if !policy.may_read(&full) && !writes && full.exists() {
                 format!("read of {}: not among the places commands may read", full.display())
             } else if !policy.may_write(&full) && (writes || policy.may_read(&full) || !full.exists()) {
@@ -152,6 +155,7 @@ mod tests {
             read: vec![PathBuf::from("/usr"), PathBuf::from("/etc")],
             write: vec![root.to_path_buf(), PathBuf::from("/tmp/forge-cmd-x")],
             read_only: vec![root.join(".git")],
+            masked: Vec::new(),
             network: NetworkAccess::Deny,
             limits: DEFAULT_LIMITS,
             tmpdir: PathBuf::from("/tmp/forge-cmd-x"),

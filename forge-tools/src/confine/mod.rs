@@ -44,8 +44,12 @@ pub struct Policy {
     pub read: Vec<PathBuf>,
     /// Trees it may write (and read).
     pub write: Vec<PathBuf>,
-    /// Directories inside `write` made read-only (a root's `.git`).
+    /// Places inside `write` made read-only (a root's `.git` and
+    /// `.claude`).
     pub read_only: Vec<PathBuf>,
+    /// Places hidden behind an empty mount (see [`Host::masked`]).
+    #[serde(default)]
+    pub masked: Vec<PathBuf>,
     pub network: NetworkAccess,
     pub limits: Limits,
     /// Its private temporary directory (also in `write`).
@@ -67,7 +71,23 @@ pub const DEFAULT_LIMITS: Limits = Limits { memory_mb: 8192, processes: 1024, cp
 
 /// Places under the home directory never readable by commands, whatever
 /// `read_roots` says.
-pub const NEVER_READ_IN_HOME: &[&str] = &[".ssh", ".gnupg", ".aws", ".config/gh"];
+pub const NEVER_READ_IN_HOME: &[&str] = &[
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".config/gh",
+    ".netrc",
+    ".git-credentials",
+    ".docker/config.json",
+    ".npmrc",
+    ".pypirc",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".m2/settings.xml",
+    ".m2/settings-security.xml",
+    ".gradle/gradle.properties",
+    ".kube",
+];
 
 /// Toolchains and tool settings under the home directory that commands
 /// may read by default (where they exist).
@@ -87,7 +107,6 @@ pub const HOME_TOOLCHAINS: &[&str] = &[
     "go",
     ".m2",
     ".gradle",
-    ".npmrc",
     ".gitconfig",
     ".config/git",
 ];
@@ -105,18 +124,31 @@ pub struct Support {
 
 impl Support {
     /// Whether the kernel can confine commands: Landlock with the rights
-    /// to refuse links and renames across trees (ABI 2, Linux 5.19).
+    /// to refuse links, renames and truncation outside the granted trees
+    /// (ABI 3, Linux 6.2), and user namespaces (a mount namespace hides
+    /// the user's sockets, which Landlock cannot refuse before ABI 9).
     pub fn kernel(&self) -> bool {
-        self.landlock_abi >= 2
+        self.missing().is_none()
     }
 
     /// Why commands cannot be confined, in words for `forgectl status`.
     pub fn missing(&self) -> Option<String> {
         match self.landlock_abi {
-            a if a >= 2 => None,
-            0 => Some("this kernel has no Landlock (Linux 5.19 or later with landlock in the lsm= list)".into()),
-            a => Some(format!("this kernel's Landlock ABI is {a}; Forge needs 2 (Linux 5.19) or later")),
+            0 => Some("this kernel has no Landlock (Linux 6.2 or later with landlock in the lsm= list)".into()),
+            a if a < 3 => Some(format!("this kernel's Landlock ABI is {a}; Forge needs 3 (Linux 6.2) or later")),
+            _ if !self.user_namespaces => Some(
+                "unprivileged user namespaces are not available (kernel.unprivileged_userns_clone, or an AppArmor \
+                 restriction); Forge needs them to hide the user's sockets from commands"
+                    .into(),
+            ),
+            _ => None,
         }
+    }
+
+    /// The network setting commands get: `localhost` needs Landlock's TCP
+    /// rules (ABI 4) behind the supervisor's check, else it is `deny`.
+    pub fn network(&self, wanted: NetworkAccess) -> NetworkAccess {
+        if wanted == NetworkAccess::Localhost && self.landlock_abi < 4 { NetworkAccess::Deny } else { wanted }
     }
 
     /// Finds out what the running kernel offers. `exe` is the daemon's
@@ -219,6 +251,11 @@ pub struct Host {
     pub forge_home: Option<PathBuf>,
     /// Other places never readable (the daemon socket's directory).
     pub private: Vec<PathBuf>,
+    /// Places hidden from commands behind an empty mount: where the
+    /// user's sockets live (`$XDG_RUNTIME_DIR`: the session bus, systemd,
+    /// agents, this daemon), the system bus, Docker's and X11's sockets,
+    /// `$SSH_AUTH_SOCK`.
+    pub masked: Vec<PathBuf>,
     /// The daemon's executable (the probes of `forgectl sandbox test` run it).
     pub exe: Option<PathBuf>,
     pub support: Support,
@@ -346,16 +383,20 @@ impl Policy {
         }
         write.push(tmpdir.to_path_buf());
 
-        let read_only = if git_writable {
-            Vec::new()
-        } else {
-            roots.iter().map(|r| r.join(".git")).filter(|g| g.is_dir()).collect()
-        };
+        // `.git` (a directory, or a worktree's file) and Claude's project
+        // settings, which hold hooks: what runs later, outside.
+        let guarded: &[&str] = if git_writable { &[".claude"] } else { &[".git", ".claude"] };
+        let read_only = roots
+            .iter()
+            .flat_map(|r| guarded.iter().map(move |g| r.join(g)))
+            .filter(|p| std::fs::symlink_metadata(p).is_ok())
+            .collect();
         Policy {
             read,
             write,
             read_only,
-            network: settings.network,
+            masked: host.map(|h| h.masked.clone()).unwrap_or_default(),
+            network: support().network(settings.network),
             limits: settings.limits.unwrap_or(DEFAULT_LIMITS),
             tmpdir: tmpdir.to_path_buf(),
         }
@@ -389,6 +430,11 @@ fn grant_around(tree: &Path, hidden: &[PathBuf], out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(&tree) else { return };
     for e in entries.flatten() {
         let path = e.path();
+        // The policy travels as JSON: a name that is not UTF-8 is not
+        // granted (not readable), rather than failing every command.
+        if path.to_str().is_none() {
+            continue;
+        }
         // A link in the listing is granted as where it leads, which may
         // be a hidden place: resolve it first.
         grant_around(&path, hidden, out);

@@ -18,6 +18,7 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::NetworkAccess;
 
@@ -139,10 +140,14 @@ fn program(network: NetworkAccess) -> Vec<libc::sock_filter> {
     }
     a.ret(errno(libc::EACCES));
     if localhost {
+        // TCP only: SCTP and MPTCP could connect without `connect`.
         a.label("stream");
         a.load(arg(1));
         a.and(0xf);
-        a.jeq(libc::SOCK_STREAM as u32, "allow");
+        a.jne(libc::SOCK_STREAM as u32, "eacces");
+        a.load(arg(2));
+        a.jeq(0, "allow");
+        a.jeq(libc::IPPROTO_TCP as u32, "allow");
         a.ret(errno(libc::EACCES));
         for (label, flags_arg) in [("sendto", 3), ("sendmsg", 2), ("sendmmsg", 3)] {
             a.label(label);
@@ -264,13 +269,21 @@ fn read_memory(pid: u32, addr: u64, len: usize) -> Option<Vec<u8>> {
     })
 }
 
+/// The thread group (process) of thread `tid`.
+fn tgid_of(tid: u32) -> Option<libc::pid_t> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    status.lines().find_map(|l| l.strip_prefix("Tgid:")).and_then(|v| v.trim().parse().ok())
+}
+
 /// A copy of descriptor `fd` of thread `tid` of the command.
 fn take_fd(tid: u32, fd: i32) -> Option<OwnedFd> {
     // SAFETY: pidfd_open and pidfd_getfd return new descriptors or -1.
     unsafe {
         let mut pidfd = libc::syscall(libc::SYS_pidfd_open, tid as libc::pid_t, libc::O_EXCL /* PIDFD_THREAD */);
+        // Before Linux 6.9 only a process's own id opens a pidfd; its
+        // threads share the descriptor table.
         if pidfd < 0 {
-            pidfd = libc::syscall(libc::SYS_pidfd_open, tid as libc::pid_t, 0);
+            pidfd = libc::syscall(libc::SYS_pidfd_open, tgid_of(tid).unwrap_or(tid as libc::pid_t), 0);
         }
         if pidfd < 0 {
             return None;
@@ -374,7 +387,7 @@ pub fn serve_notifications(listener: OwnedFd) {
             }
         }
         let listener = listener.clone();
-        std::thread::spawn(move || {
+        let answer = move || {
             let answer = decide(&notif, listener.as_raw_fd());
             let (val, error, flags) = match answer {
                 Answer::Continue => (0, 0, libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32),
@@ -384,9 +397,20 @@ pub fn serve_notifications(listener: OwnedFd) {
             let mut resp = libc::seccomp_notif_resp { id: notif.id, val, error, flags };
             // SAFETY: SEND with a filled response; a dead process is ENOENT.
             unsafe { libc::ioctl(listener.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_SEND, &mut resp) };
-        });
+            IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
+        };
+        // A thread per call so a slow connect holds no other up; past a
+        // bound, the calls are answered in turn.
+        if IN_FLIGHT.fetch_add(1, Ordering::SeqCst) < MAX_THREADS {
+            std::thread::spawn(answer);
+        } else {
+            answer();
+        }
     }
 }
+
+static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+const MAX_THREADS: usize = 32;
 
 #[cfg(test)]
 mod tests {

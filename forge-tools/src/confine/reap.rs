@@ -39,17 +39,19 @@ fn parent_of(pid: i32) -> Option<i32> {
 }
 
 /// Whether `pid` runs below `ancestor` (a process the daemon started, or
-/// one of theirs: supervisors keep orphans below them).
-pub fn is_descendant(pid: i32, ancestor: i32) -> bool {
+/// one of theirs: supervisors keep orphans below them), or cannot be told
+/// (it is gone, or a parent vanished while looking): callers refuse both.
+pub fn may_descend_from(pid: i32, ancestor: i32) -> bool {
     let mut p = pid;
     for _ in 0..4096 {
         match parent_of(p) {
+            None => return true,
             Some(parent) if parent == ancestor => return true,
-            Some(parent) if parent > 1 && parent != p => p = parent,
-            _ => return false,
+            Some(0) => return false,
+            Some(parent) => p = parent,
         }
     }
-    false
+    true
 }
 
 /// The live processes below `root`, with their thread counts.

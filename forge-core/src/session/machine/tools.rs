@@ -561,7 +561,7 @@ impl Session {
             client,
             EventKind::HookRan {
                 event: run.event.as_str().into(),
-                command: run.command,
+                command: crate::redact::scrub(&run.command).into_owned(),
                 tool: run.tool,
                 decision: decision.into(),
                 reason: run.reason,
@@ -601,8 +601,12 @@ impl Session {
     /// Writes a result as history and as `tool_result` (as node `node_id`
     /// if given); the next call waits until it is durable.
     fn record_result(&mut self, call_id: &str, name: &str, result: Result<String, ToolError>, node_id: Option<String>) {
+        // Scrubbed before it is cut: a secret cut in two would no longer
+        // be recognized.
         let (output, is_error) = match result {
-            Ok(out) => (truncate_output(out, self.tool_limits().output_bytes), false),
+            Ok(out) => {
+                (truncate_output(crate::redact::scrub(&out).into_owned(), self.tool_limits().output_bytes), false)
+            }
             Err(e) => (format!("error: {e}"), true),
         };
         self.write_result_as(node_id, call_id, name, output, is_error, None);
