@@ -132,37 +132,6 @@ fn tighten(path: &Path, changed: &mut Vec<PathBuf>) {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_loose_home_is_made_private_and_what_changed_is_listed() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let home = dir.path().join("home");
-        std::fs::create_dir_all(home.join("logs")).unwrap_or_else(|e| panic!("{e}"));
-        std::fs::write(home.join("forge.db"), b"x").unwrap_or_else(|e| panic!("{e}"));
-        std::fs::write(home.join("logs/forged.log"), b"x").unwrap_or_else(|e| panic!("{e}"));
-        for (p, m) in [("", 0o755), ("forge.db", 0o644), ("logs", 0o755), ("logs/forged.log", 0o644)] {
-            std::fs::set_permissions(home.join(p), std::fs::Permissions::from_mode(m))
-                .unwrap_or_else(|e| panic!("{e}"));
-        }
-        std::fs::write(home.join("notes.txt"), b"mine").unwrap_or_else(|e| panic!("{e}"));
-        std::fs::set_permissions(home.join("notes.txt"), std::fs::Permissions::from_mode(0o644))
-            .unwrap_or_else(|e| panic!("{e}"));
-        let changed = tighten_home(&home);
-        assert_eq!(changed.len(), 4, "{changed:?}");
-        assert_eq!(
-            std::fs::metadata(home.join("notes.txt")).map(|m| m.permissions().mode() & 0o777).unwrap_or(0),
-            0o644,
-            "what is not Forge's is left alone"
-        );
-        let mode = |p: &str| std::fs::metadata(home.join(p)).map(|m| m.permissions().mode() & 0o777).unwrap_or(0);
-        assert_eq!((mode(""), mode("forge.db"), mode("logs"), mode("logs/forged.log")), (0o700, 0o600, 0o700, 0o600));
-        assert!(tighten_home(&home).is_empty(), "nothing left to change");
-    }
-}
-
 /// The user's home directory: `$HOME`, else the password database's.
 pub fn home_dir() -> Option<PathBuf> {
     if let Some(h) = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute()) {
@@ -207,4 +176,35 @@ pub fn sockets_to_mask(daemon_socket: &Path) -> Vec<PathBuf> {
     out.sort();
     out.dedup();
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_loose_home_is_made_private_and_what_changed_is_listed() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(home.join("logs")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(home.join("forge.db"), b"x").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(home.join("logs/forged.log"), b"x").unwrap_or_else(|e| panic!("{e}"));
+        for (p, m) in [("", 0o755), ("forge.db", 0o644), ("logs", 0o755), ("logs/forged.log", 0o644)] {
+            std::fs::set_permissions(home.join(p), std::fs::Permissions::from_mode(m))
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        std::fs::write(home.join("notes.txt"), b"mine").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::set_permissions(home.join("notes.txt"), std::fs::Permissions::from_mode(0o644))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let changed = tighten_home(&home);
+        assert_eq!(changed.len(), 4, "{changed:?}");
+        assert_eq!(
+            std::fs::metadata(home.join("notes.txt")).map(|m| m.permissions().mode() & 0o777).unwrap_or(0),
+            0o644,
+            "what is not Forge's is left alone"
+        );
+        let mode = |p: &str| std::fs::metadata(home.join(p)).map(|m| m.permissions().mode() & 0o777).unwrap_or(0);
+        assert_eq!((mode(""), mode("forge.db"), mode("logs"), mode("logs/forged.log")), (0o700, 0o600, 0o700, 0o600));
+        assert!(tighten_home(&home).is_empty(), "nothing left to change");
+    }
 }
