@@ -110,6 +110,61 @@ pub fn redact_secrets(text: &str, secrets: &[String]) -> String {
     scrub(&out).into_owned()
 }
 
+/// Scrubs a stream that arrives in pieces (a command's live output): a
+/// secret cut between two pieces must not slip through, nor the lines of
+/// a private key whose block began in an earlier piece.
+#[derive(Debug, Default)]
+pub struct StreamScrubber {
+    /// Text after the last line end, kept for the next piece.
+    carry: String,
+    /// Inside a private-key block.
+    in_key: bool,
+}
+
+/// Most text held back waiting for a line end.
+const MAX_CARRY: usize = 4096;
+
+impl StreamScrubber {
+    /// What of `piece` can be shown now, scrubbed.
+    pub fn push(&mut self, piece: &str) -> String {
+        self.carry.push_str(piece);
+        let cut = match self.carry.rfind('\n') {
+            Some(i) => i + 1,
+            None if self.carry.len() > MAX_CARRY => self.carry.len(),
+            None => return String::new(),
+        };
+        let rest = self.carry.split_off(cut);
+        let ready = std::mem::replace(&mut self.carry, rest);
+        self.lines(&ready)
+    }
+
+    /// The rest, at the end of the stream.
+    pub fn finish(&mut self) -> String {
+        let rest = std::mem::take(&mut self.carry);
+        self.lines(&rest)
+    }
+
+    fn lines(&mut self, text: &str) -> String {
+        let mut out = String::with_capacity(text.len());
+        for line in text.split_inclusive('\n') {
+            if self.in_key {
+                if line.contains("-----END") && line.contains("PRIVATE KEY") {
+                    self.in_key = false;
+                }
+                continue;
+            }
+            if line.contains("-----BEGIN") && line.contains("PRIVATE KEY") && !line.contains("-----END") {
+                self.in_key = true;
+                out.push_str(REDACTED);
+                out.push('\n');
+                continue;
+            }
+            out.push_str(&scrub(line));
+        }
+        out
+    }
+}
+
 /// A log writer that scrubs what it writes.
 pub struct ScrubbingWriter<W>(pub W);
 
@@ -133,6 +188,25 @@ mod tests {
         let t = redact_secrets("bad key sk-ant-abcdef1234567890 and mysecretvalue", &["mysecretvalue".into()]);
         assert_eq!(t, "bad key sk-ant-*** and [REDACTED]");
         assert_eq!(redact_secrets("task-force sk-a", &[]), "task-force sk-a");
+    }
+
+    #[test]
+    fn a_stream_cut_anywhere_leaks_nothing() {
+        let text = "token ghp_0123456789abcdefghijABCDEFGHIJ012345 here\n-----BEGIN RSA PRIVATE KEY-----\n\
+                    MIIEowIBAAKCAQEAsecret\nmorebits\n-----END RSA PRIVATE KEY-----\ndone\n";
+        for cut in 1..text.len() {
+            if !text.is_char_boundary(cut) {
+                continue;
+            }
+            let mut s = StreamScrubber::default();
+            let mut shown = s.push(&text[..cut]);
+            shown.push_str(&s.push(&text[cut..]));
+            shown.push_str(&s.finish());
+            for leaked in ["0123456789abcdefghij", "MIIEow", "morebits"] {
+                assert!(!shown.contains(leaked), "cut at {cut}: {shown}");
+            }
+            assert!(shown.ends_with("done\n"), "{shown}");
+        }
     }
 
     #[test]

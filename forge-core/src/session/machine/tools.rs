@@ -79,6 +79,15 @@ pub(super) struct RunningCall {
     /// The node its result will be (changes to files are recorded against
     /// it before the result exists).
     pub node_id: String,
+    /// Its live output (stdout, stderr), scrubbed across the pieces it
+    /// comes in.
+    pub scrubbers: [crate::redact::StreamScrubber; 2],
+}
+
+impl RunningCall {
+    fn scrubber(&mut self, stream: &str) -> &mut crate::redact::StreamScrubber {
+        &mut self.scrubbers[usize::from(stream == "stderr")]
+    }
 }
 
 impl Session {
@@ -491,7 +500,12 @@ impl Session {
                 self.pipeline.event(None, EventKind::ToolRunning { call_id: id.clone(), name: name.clone() });
                 // In progress from now: a cancel before it runs still
                 // answers it.
-                l.running = Some(RunningCall { id: id.clone(), name: name.clone(), node_id: new_id("m") });
+                l.running = Some(RunningCall {
+                    id: id.clone(),
+                    name: name.clone(),
+                    node_id: new_id("m"),
+                    scrubbers: Default::default(),
+                });
                 self.pipeline.effect(OnDurable::RunTool(PlannedCall { id, name, action: Ok((tool, args)) }));
             }
             None => {
@@ -543,11 +557,13 @@ impl Session {
     /// Live output of the running call, shown to clients as it comes
     /// (journaled like everything else; consecutive pieces merge).
     pub(super) fn on_tool_output(&mut self, out: ToolOutput) {
-        let OperationState::ToolLoop(l) = &self.state else { return };
-        let Some(r) = &l.running else { return };
+        let OperationState::ToolLoop(l) = &mut self.state else { return };
+        let Some(r) = &mut l.running else { return };
         let call_id = r.id.clone();
-        let text = crate::redact::scrub(&out.text).into_owned();
-        self.pipeline.tool_output(call_id, out.stream, text);
+        let text = r.scrubber(out.stream).push(&out.text);
+        if !text.is_empty() {
+            self.pipeline.tool_output(call_id, out.stream, text);
+        }
     }
 
     /// A hook ran: journaled, with what it decided.
@@ -574,7 +590,14 @@ impl Session {
     /// The running call ended.
     pub(super) fn on_tool_done(&mut self, end: ToolEnd, changes: Vec<super::FileAfter>) {
         let OperationState::ToolLoop(l) = &mut self.state else { return };
-        let Some(running) = l.running.take() else { return };
+        let Some(mut running) = l.running.take() else { return };
+        // What the scrubbers held back, before the result.
+        for stream in ["stdout", "stderr"] {
+            let rest = running.scrubber(stream).finish();
+            if !rest.is_empty() {
+                self.pipeline.tool_output(running.id.clone(), stream, rest);
+            }
+        }
         // What the call left in the files it touched, with its result.
         for change in changes {
             if let (Some((hash, _)), Some(data)) = (&change.after, change.data)
