@@ -165,7 +165,13 @@ pub async fn run_suite(settings: &Settings, targets: &Targets) -> std::io::Resul
     let home = super::host().and_then(|h| h.home.clone());
     match home.as_ref().map(|h| h.join(".ssh")).filter(|s| s.is_dir()) {
         Some(ssh) => {
-            let r = run(&format!("cat {}/id_* || ls {}", sh_quote(&ssh), sh_quote(&ssh)), &root, c, &tmp, short).await;
+            // The files as the daemon sees them: the command cannot list them.
+            let files: Vec<String> = std::fs::read_dir(&ssh)
+                .map(|d| d.flatten().filter(|e| e.path().is_file()).map(|e| sh_quote(&e.path())).collect())
+                .unwrap_or_default();
+            let line =
+                if files.is_empty() { format!("ls {}", sh_quote(&ssh)) } else { format!("cat {}", files.join(" ")) };
+            let r = run(&line, &root, c, &tmp, short).await;
             let refused = r.code != Some(0) && r.out.contains("ermission denied");
             rows.push(row("read ~/.ssh", true, refused, first_line(&r.out)));
         }
