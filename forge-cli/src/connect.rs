@@ -25,8 +25,12 @@ pub async fn daemon(g: &Global) -> Result<Connection, Failure> {
 /// [`daemon`], saying hello as `info` (an editor through `forgectl acp`).
 pub async fn daemon_as(g: &Global, info: ClientInfo) -> Result<Connection, Failure> {
     let socket = socket_path(g);
-    let started = |pid| eprintln!("forgectl: started forged (pid {pid}) on {}", socket.display());
-    connect_or_start(&socket, info, !g.no_autostart, started).await.map_err(|e| match e {
+    let fresh = std::sync::atomic::AtomicBool::new(false);
+    let started = |pid| {
+        fresh.store(true, std::sync::atomic::Ordering::Relaxed);
+        eprintln!("forgectl: started forged (pid {pid}) on {}", socket.display());
+    };
+    let conn = connect_or_start(&socket, info, !g.no_autostart, started).await.map_err(|e| match e {
         StartError::Connect(ConnectError::NotRunning { path, .. }) => Failure::new(
             UNREACHABLE,
             "daemon_not_running",
@@ -39,5 +43,16 @@ pub async fn daemon_as(g: &Global, info: ClientInfo) -> Result<Connection, Failu
         e @ (StartError::Spawn { .. } | StartError::Failed(_)) => {
             Failure::new(UNREACHABLE, "daemon_start_failed", e.to_string())
         }
-    })
+    })?;
+    // A daemon just started says whether it can confine commands.
+    if fresh.load(std::sync::atomic::Ordering::Relaxed)
+        && let Ok(status) = forge_client::ForgeApiClient::daemon_status(&conn.client).await
+        && let Some(sandbox) = status.sandbox.filter(|s| s.mode != "kernel")
+    {
+        eprintln!(
+            "forgectl: commands are not confined by the kernel here ({}); every command the model runs asks first",
+            sandbox.reason.as_deref().unwrap_or(&sandbox.mode)
+        );
+    }
+    Ok(conn)
 }

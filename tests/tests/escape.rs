@@ -319,3 +319,42 @@ async fn git_tools_change_git_but_their_hooks_stay_in_the_sandbox() {
     assert_eq!(log, "boxed\n", "the git tools wrote .git");
     assert!(!escaped.exists(), "the commit's hook could not write outside the roots");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_kernel_confinement_forge_says_so_and_every_command_asks() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let forge = Forge::new(&mock);
+    forge.write_config("[tools.sandbox]\nmode = \"paths-only\"\n[tools.approval]\nmode = \"auto\"\n");
+    // forgectl starts the daemon itself (no --no-autostart), as a user's
+    // would; it says the daemon cannot confine commands.
+    let mut cmd = tokio::process::Command::new(bin("forgectl"));
+    cmd.env_clear().env("PATH", std::env::var("PATH").unwrap_or_default());
+    for (k, v) in forge.client_env() {
+        cmd.env(k, v);
+    }
+    let out = cmd.arg("status").stdin(std::process::Stdio::null()).output().await.unwrap_or_else(|e| panic!("{e}"));
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("commands are not confined by the kernel"), "{stderr}");
+    assert!(stdout.contains("sandbox:   paths-only"), "{stdout}");
+    let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let id = forge.new_session(&["--cwd", &project.path().display().to_string()]).await;
+    let directive = tool_call("run_command", &json!({"command": "echo unconfined"}));
+    forge.ok(&["send", "--no-wait", "-s", &id, &format!("{directive} go")]).await;
+    let mut asked = false;
+    for _ in 0..400 {
+        let list = forge.ok(&["--json", "approvals"]).await.json_lines();
+        if list.iter().any(|p| p["session_id"] == id.as_str()) {
+            asked = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(asked, "an unconfined command asks even in auto mode");
+    forge.ok(&["deny", &id]).await;
+    // The escape suite says plainly that nothing is refused.
+    let suite = forge.ctl(&["sandbox", "test"]).await;
+    assert_eq!(suite.code, 1, "{}", suite.stdout);
+    assert!(suite.stdout.contains("FAILED") && suite.stdout.contains("paths-only"), "{}", suite.stdout);
+    forge.ok(&["shutdown"]).await;
+}
