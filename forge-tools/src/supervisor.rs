@@ -141,35 +141,61 @@ pub fn exec_command(program: &str, args: &[String], confinement: Option<&Confine
 /// Stops a supervised process and everything it started when dropped:
 /// on a timeout, and when the call is cancelled. Disarm it once the
 /// process has exited (its supervisor cleaned up already).
-pub struct StopGuard(Option<i32>);
+pub struct StopGuard {
+    pid: Option<i32>,
+    /// The supervisor's pidfd, taken while it surely runs: whether it
+    /// still does is then asked of it, never of a pid that may be reused.
+    pidfd: Option<OwnedFd>,
+}
 
 impl StopGuard {
     pub fn new(pid: Option<u32>) -> Self {
-        Self(pid.map(|p| p as i32))
+        let pid = pid.map(|p| p as i32);
+        // SAFETY: pidfd_open returns a new descriptor or -1.
+        let pidfd = pid.and_then(|p| {
+            let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, p, 0) };
+            (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
+        });
+        Self { pid, pidfd }
     }
 
     pub fn disarm(&mut self) {
-        self.0 = None;
+        self.pid = None;
     }
+}
+
+/// Signals the process behind `pidfd`; false once it has exited.
+fn signal(pidfd: &OwnedFd, sig: i32) -> bool {
+    // SAFETY: pidfd_send_signal on our own pidfd, no siginfo.
+    unsafe { libc::syscall(libc::SYS_pidfd_send_signal, pidfd.as_raw_fd(), sig, std::ptr::null::<u8>(), 0) == 0 }
 }
 
 impl Drop for StopGuard {
     fn drop(&mut self) {
-        let Some(pid) = self.0 else { return };
+        let Some(pid) = self.pid else { return };
         if !enabled() {
             // SAFETY: kill(2) on the process group we created.
             unsafe { libc::kill(-pid, libc::SIGKILL) };
             return;
         }
-        // The supervisor kills the whole tree below it; should it not
-        // manage within a few seconds, its group goes anyway.
-        // SAFETY: kill(2) on the supervisor we started (not yet reaped:
-        // the guard is disarmed once it is).
-        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let Some(pidfd) = self.pidfd.take() else {
+            // No pidfd (an old kernel): the group, at once.
+            // SAFETY: kill(2) on the group the supervisor leads.
+            unsafe { libc::kill(-pid, libc::SIGKILL) };
+            return;
+        };
+        // The supervisor kills the whole tree below it; should it still
+        // run after a few seconds, its group goes (the group id is still
+        // its own while it runs).
+        if !signal(&pidfd, libc::SIGTERM) {
+            return;
+        }
         std::thread::spawn(move || {
             std::thread::sleep(std::time::Duration::from_secs(3));
-            // SAFETY: kill(2) on the group the supervisor led.
-            unsafe { libc::kill(-pid, libc::SIGKILL) };
+            if signal(&pidfd, 0) {
+                // SAFETY: kill(2) on the group the running supervisor leads.
+                unsafe { libc::kill(-pid, libc::SIGKILL) };
+            }
         });
     }
 }
