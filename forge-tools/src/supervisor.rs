@@ -46,23 +46,19 @@ pub fn enabled() -> bool {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Confinement {
     pub policy: Policy,
-    /// Whether the kernel lets the command have user namespaces of its own.
-    pub user_namespaces: bool,
 }
 
 impl Confinement {
-    /// The confinement for `policy` on this machine.
     pub fn new(policy: Policy) -> Self {
-        Self { policy, user_namespaces: confine::support().user_namespaces }
+        Self { policy }
     }
 
-    /// Whether the kernel enforces the process limit: `RLIMIT_NPROC`
-    /// counted in the command's own user namespace. Root is exempt from
-    /// it, and without a namespace it would count all the user's
-    /// processes: then the supervisor counts instead.
+    /// Whether the kernel enforces the process limit: `RLIMIT_NPROC`,
+    /// counted in the command's own user namespace, from which root is
+    /// exempt: for root the supervisor counts instead.
     fn kernel_limits_processes(&self) -> bool {
         // SAFETY: plain system call.
-        self.user_namespaces && unsafe { libc::getuid() } != 0
+        (unsafe { libc::getuid() }) != 0
     }
 }
 
@@ -328,7 +324,7 @@ pub fn run(args: &[OsString]) -> ! {
             libc::sigemptyset(&mut empty);
             libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
             if let Some(c) = &confinement {
-                let entered = confine::enter(&c.policy, c.user_namespaces)
+                let entered = confine::enter(&c.policy)
                     .map_err(|e| std::io::Error::new(e.kind(), format!("cannot enter the sandbox: {e}")))?;
                 if let (Some(listener), Some(sock)) = (entered.listener, sender) {
                     send_fd(sock, listener.as_raw_fd())?;

@@ -179,8 +179,9 @@ fn landlock_error(e: impl std::fmt::Display) -> io::Error {
     io::Error::other(format!("Landlock: {e}"))
 }
 
-/// The Landlock domain: `read` and `write` trees, the devices, and (when
-/// the network is filtered rather than namespaced) no TCP bind or connect.
+/// The Landlock domain: `read` and `write` trees, the devices, and (for
+/// `localhost`, where the supervisor makes the allowed connections) no TCP
+/// bind or connect.
 fn restrict_files(policy: &Policy, filter_tcp: bool) -> io::Result<()> {
     let abi = ABI_USED;
     let mut ruleset = Ruleset::default()
@@ -217,33 +218,31 @@ fn restrict_files(policy: &Policy, filter_tcp: bool) -> io::Result<()> {
 }
 
 /// Puts the calling process (the command, between `fork` and `exec`)
-/// into the sandbox `policy` describes. `user_namespaces` says whether the
-/// daemon found them usable.
-pub fn enter(policy: &Policy, user_namespaces: bool) -> io::Result<Entered> {
-    let mut network_namespace = false;
-    if user_namespaces {
-        enter_user_namespace()?;
-        let mut flags = libc::CLONE_NEWNS;
-        if policy.network == NetworkAccess::Deny {
-            flags |= libc::CLONE_NEWNET;
-        }
-        // SAFETY: plain system call.
-        check(unsafe { libc::unshare(flags) }, "unshare(mount, network)")?;
-        network_namespace = policy.network == NetworkAccess::Deny;
-        for dir in &policy.read_only {
-            bind_read_only(dir)?;
-        }
-        // Never a place the command works in.
-        for place in policy.masked.iter().filter(|m| !policy.write.iter().any(|w| w.starts_with(m))) {
-            mask(place)?;
-        }
-        if network_namespace {
-            loopback_up()?;
-        }
-        // Counted in this namespace only: the user's other processes do
-        // not use the command's allowance up.
-        set_limit(libc::RLIMIT_NPROC, policy.limits.processes, "RLIMIT_NPROC")?;
+/// into the sandbox `policy` describes (kernel mode guarantees user
+/// namespaces: see `Support::kernel`).
+pub fn enter(policy: &Policy) -> io::Result<Entered> {
+    enter_user_namespace()?;
+    let network_namespace = policy.network == NetworkAccess::Deny;
+    let mut flags = libc::CLONE_NEWNS;
+    if network_namespace {
+        flags |= libc::CLONE_NEWNET;
     }
+    // SAFETY: plain system call.
+    check(unsafe { libc::unshare(flags) }, "unshare(mount, network)")?;
+    for dir in &policy.read_only {
+        bind_read_only(dir)?;
+    }
+    // Never a place the command works in.
+    for place in policy.masked.iter().filter(|m| !policy.write.iter().any(|w| w.starts_with(m))) {
+        mask(place)?;
+    }
+    if network_namespace {
+        loopback_up()?;
+    }
+    // Counted in this namespace only: the user's other processes do not
+    // use the command's allowance up (root is exempt: the supervisor
+    // counts for it).
+    set_limit(libc::RLIMIT_NPROC, policy.limits.processes, "RLIMIT_NPROC")?;
     // A session of its own: no controlling terminal to type into.
     // SAFETY: plain system call; fails only for a group leader, which the
     // command (a child of its supervisor) is not.
@@ -253,8 +252,8 @@ pub fn enter(policy: &Policy, user_namespaces: bool) -> io::Result<Entered> {
     // SAFETY: plain prctl.
     check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }, "PR_SET_NO_NEW_PRIVS")?;
     drop_capabilities()?;
-    let filter_network = policy.network != NetworkAccess::Allow && !network_namespace;
-    restrict_files(policy, filter_network)?;
-    let listener = if filter_network { super::netfilter::install(policy.network)? } else { None };
+    let localhost = policy.network == NetworkAccess::Localhost;
+    restrict_files(policy, localhost)?;
+    let listener = if localhost { Some(super::netfilter::install()?) } else { None };
     Ok(Entered { listener })
 }

@@ -1,17 +1,17 @@
-//! The network part of the sandbox where no network namespace does it (no
-//! user namespaces, or `network = "localhost"`): a seccomp filter.
+//! `network = "localhost"`: a seccomp filter (`deny` is a network
+//! namespace of the command's own, `allow` nothing).
 //!
-//! - `deny`: sockets other than Unix and netlink ones cannot be created.
-//! - `localhost`: TCP sockets can, but every `connect` and `bind` goes to
-//!   the supervisor (seccomp user notification), which performs the call
-//!   itself on a copy of the command's socket when the address is a
-//!   loopback one, and refuses it otherwise. Performing it (rather than
-//!   letting the kernel go on) leaves no window for another thread of the
-//!   command to swap the address after the check. UDP, raw sockets and TCP
-//!   Fast Open (a connect hidden in `sendto`) are refused.
-//!
-//! Both refuse `io_uring` (its operations bypass seccomp) and system calls
-//! of another architecture (the 32-bit `socketcall` multiplexer).
+//! Unix, netlink and TCP sockets can be created, but every `connect` and
+//! `bind` goes to the supervisor (seccomp user notification), which
+//! performs the call itself on a copy of the command's socket when the
+//! address is a loopback one, and refuses it otherwise. Performing it
+//! (rather than letting the kernel go on) leaves no window for another
+//! thread of the command to swap the address after the check; Landlock's
+//! TCP rules refuse any TCP connect the kernel would make on its own. UDP,
+//! raw sockets, SCTP and TCP Fast Open (a connect hidden in `sendto`) are
+//! refused, and so are `io_uring` (its operations bypass seccomp) and
+//! system calls of another architecture (the 32-bit `socketcall`
+//! multiplexer).
 //!
 //! seccomp filters are classic BPF; the few instructions needed are
 //! assembled here (seccompiler cannot return user notifications).
@@ -19,8 +19,6 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
-
-use super::NetworkAccess;
 
 #[cfg(target_arch = "x86_64")]
 const AUDIT_ARCH: u32 = 0xC000_003E;
@@ -108,9 +106,8 @@ fn errno(e: i32) -> u32 {
     libc::SECCOMP_RET_ERRNO | (e as u32 & libc::SECCOMP_RET_DATA)
 }
 
-/// The filter for `network`; `deny` and `localhost` only.
-fn program(network: NetworkAccess) -> Vec<libc::sock_filter> {
-    let localhost = network == NetworkAccess::Localhost;
+/// The `localhost` filter.
+fn program() -> Vec<libc::sock_filter> {
     let mut a = Asm::default();
     a.load(ARCH);
     a.jne(AUDIT_ARCH, "enosys");
@@ -121,43 +118,37 @@ fn program(network: NetworkAccess) -> Vec<libc::sock_filter> {
         a.jeq(nr as u32, "enosys");
     }
     a.jeq(libc::SYS_socket as u32, "socket");
-    if localhost {
-        a.jeq(libc::SYS_connect as u32, "notify");
-        a.jeq(libc::SYS_bind as u32, "notify");
-        a.jeq(libc::SYS_sendto as u32, "sendto");
-        a.jeq(libc::SYS_sendmsg as u32, "sendmsg");
-        a.jeq(libc::SYS_sendmmsg as u32, "sendmmsg");
-    }
+    a.jeq(libc::SYS_connect as u32, "notify");
+    a.jeq(libc::SYS_bind as u32, "notify");
+    a.jeq(libc::SYS_sendto as u32, "sendto");
+    a.jeq(libc::SYS_sendmsg as u32, "sendmsg");
+    a.jeq(libc::SYS_sendmmsg as u32, "sendmmsg");
     a.ret(libc::SECCOMP_RET_ALLOW);
 
     a.label("socket");
     a.load(arg(0));
     a.jeq(libc::AF_UNIX as u32, "allow");
     a.jeq(libc::AF_NETLINK as u32, "allow");
-    if localhost {
-        a.jeq(libc::AF_INET as u32, "stream");
-        a.jeq(libc::AF_INET6 as u32, "stream");
-    }
+    a.jeq(libc::AF_INET as u32, "stream");
+    a.jeq(libc::AF_INET6 as u32, "stream");
     a.ret(errno(libc::EACCES));
-    if localhost {
-        // TCP only: SCTP and MPTCP could connect without `connect`.
-        a.label("stream");
-        a.load(arg(1));
-        a.and(0xf);
-        a.jne(libc::SOCK_STREAM as u32, "eacces");
-        a.load(arg(2));
-        a.jeq(0, "allow");
-        a.jeq(libc::IPPROTO_TCP as u32, "allow");
-        a.ret(errno(libc::EACCES));
-        for (label, flags_arg) in [("sendto", 3), ("sendmsg", 2), ("sendmmsg", 3)] {
-            a.label(label);
-            a.load(arg(flags_arg));
-            a.jset(libc::MSG_FASTOPEN as u32, "eacces");
-            a.ret(libc::SECCOMP_RET_ALLOW);
-        }
-        a.label("notify");
-        a.ret(libc::SECCOMP_RET_USER_NOTIF);
+    // TCP only: SCTP and MPTCP could connect without `connect`.
+    a.label("stream");
+    a.load(arg(1));
+    a.and(0xf);
+    a.jne(libc::SOCK_STREAM as u32, "eacces");
+    a.load(arg(2));
+    a.jeq(0, "allow");
+    a.jeq(libc::IPPROTO_TCP as u32, "allow");
+    a.ret(errno(libc::EACCES));
+    for (label, flags_arg) in [("sendto", 3), ("sendmsg", 2), ("sendmmsg", 3)] {
+        a.label(label);
+        a.load(arg(flags_arg));
+        a.jset(libc::MSG_FASTOPEN as u32, "eacces");
+        a.ret(libc::SECCOMP_RET_ALLOW);
     }
+    a.label("notify");
+    a.ret(libc::SECCOMP_RET_USER_NOTIF);
     a.label("eacces");
     a.ret(errno(libc::EACCES));
     a.label("enosys");
@@ -167,23 +158,27 @@ fn program(network: NetworkAccess) -> Vec<libc::sock_filter> {
     a.assemble()
 }
 
-/// Installs the filter for `network` on the calling thread (no new
-/// privileges must be set); for `localhost`, returns the listener the
-/// supervisor answers on.
-pub(super) fn install(network: NetworkAccess) -> io::Result<Option<OwnedFd>> {
-    let mut filter = program(network);
+/// Installs the `localhost` filter on the calling thread (no new
+/// privileges must be set) and returns the listener the supervisor
+/// answers on.
+pub(super) fn install() -> io::Result<OwnedFd> {
+    let mut filter = program();
     let prog = libc::sock_fprog { len: filter.len() as u16, filter: filter.as_mut_ptr() };
-    let flags = if network == NetworkAccess::Localhost { libc::SECCOMP_FILTER_FLAG_NEW_LISTENER } else { 0 };
     // SAFETY: seccomp(2) with a valid program that outlives the call.
     let ret = unsafe {
-        libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, flags, &prog as *const libc::sock_fprog)
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+            &prog as *const libc::sock_fprog,
+        )
     };
     if ret < 0 {
         let e = io::Error::last_os_error();
         return Err(io::Error::new(e.kind(), format!("seccomp: {e}")));
     }
     // SAFETY: with NEW_LISTENER the return value is a new descriptor.
-    Ok((flags != 0).then(|| unsafe { OwnedFd::from_raw_fd(ret as i32) }))
+    Ok(unsafe { OwnedFd::from_raw_fd(ret as i32) })
 }
 
 /// A socket address the command passed, read from its memory.
@@ -418,16 +413,14 @@ mod tests {
 
     #[test]
     fn every_jump_lands_inside_the_program() {
-        for network in [NetworkAccess::Deny, NetworkAccess::Localhost] {
-            let prog = program(network);
-            for (i, insn) in prog.iter().enumerate() {
-                if insn.code & 0x07 == 0x05 {
-                    assert!(i + 1 + (insn.jt as usize) < prog.len(), "{network:?} #{i}");
-                    assert!(i + 1 + (insn.jf as usize) < prog.len(), "{network:?} #{i}");
-                }
+        let prog = program();
+        for (i, insn) in prog.iter().enumerate() {
+            if insn.code & 0x07 == 0x05 {
+                assert!(i + 1 + (insn.jt as usize) < prog.len(), "#{i}");
+                assert!(i + 1 + (insn.jf as usize) < prog.len(), "#{i}");
             }
-            assert_eq!(prog.last().map(|i| i.code), Some(RET_K));
         }
+        assert_eq!(prog.last().map(|i| i.code), Some(RET_K));
     }
 
     #[test]
