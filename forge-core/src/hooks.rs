@@ -390,7 +390,7 @@ fn judge(code: Option<i32>, stdout: &str, stderr: &str) -> Verdict {
 
 /// Runs `hook` with `input` on stdin, in the session's sandbox.
 pub async fn run(hook: &Hook, input: &Value, sandbox: &Sandbox, tool: Option<&str>) -> HookRun {
-    use crate::tools::builtin::run_command::{hidden_env, private_tmpdir, shell};
+    use crate::tools::builtin::run_command::{prepare, private_tmpdir, shell};
     use std::process::Stdio;
     let started = Instant::now();
     let done = |decision, reason: Option<String>, context: Option<String>, exit_code, halt| HookRun {
@@ -410,16 +410,12 @@ pub async fn run(hook: &Hook, input: &Value, sandbox: &Sandbox, tool: Option<&st
     };
     let confinement = sandbox.confinement(tmp.path(), false);
     let mut cmd = crate::tools::supervisor::command(&shell(), &hook.command, confinement.as_ref());
-    cmd.current_dir(sandbox.cwd())
-        .env("TMPDIR", tmp.path())
-        .env("CLAUDE_PROJECT_DIR", sandbox.cwd())
+    prepare(&mut cmd, sandbox, tmp.path(), confinement.is_some());
+    cmd.env("CLAUDE_PROJECT_DIR", sandbox.cwd())
         .env("FORGE_HOOK_EVENT", hook.event.as_str())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    for name in hidden_env(&sandbox.command_settings().pass_env) {
-        cmd.env_remove(name);
-    }
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => return done(HookDecision::Error, Some(format!("cannot start: {e}")), None, None, false),

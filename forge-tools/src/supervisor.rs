@@ -204,6 +204,18 @@ fn fail(message: impl std::fmt::Display, code: i32) -> ! {
     std::process::exit(code)
 }
 
+/// A message of `iov` with `control` as room for one descriptor (both
+/// must outlive it).
+fn fd_message(iov: &mut libc::iovec, control: &mut [u8]) -> libc::msghdr {
+    // SAFETY: a zeroed msghdr is valid; the pointers set are the caller's.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = control.len();
+    msg
+}
+
 /// Sends descriptor `fd` over the Unix socket `sock`.
 fn send_fd(sock: i32, fd: i32) -> std::io::Result<()> {
     // SAFETY: sendmsg with one byte and one SCM_RIGHTS descriptor in a
@@ -211,13 +223,8 @@ fn send_fd(sock: i32, fd: i32) -> std::io::Result<()> {
     unsafe {
         let mut byte = [0u8; 1];
         let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
-        let space = libc::CMSG_SPACE(std::mem::size_of::<i32>() as u32) as usize;
-        let mut control = vec![0u8; space];
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = space;
+        let mut control = vec![0u8; libc::CMSG_SPACE(std::mem::size_of::<i32>() as u32) as usize];
+        let msg = fd_message(&mut iov, &mut control);
         let cmsg = libc::CMSG_FIRSTHDR(&msg);
         (*cmsg).cmsg_level = libc::SOL_SOCKET;
         (*cmsg).cmsg_type = libc::SCM_RIGHTS;
@@ -237,13 +244,8 @@ fn recv_fd(sock: i32) -> Option<OwnedFd> {
     unsafe {
         let mut byte = [0u8; 1];
         let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
-        let space = libc::CMSG_SPACE(std::mem::size_of::<i32>() as u32) as usize;
-        let mut control = vec![0u8; space];
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = space;
+        let mut control = vec![0u8; libc::CMSG_SPACE(std::mem::size_of::<i32>() as u32) as usize];
+        let mut msg = fd_message(&mut iov, &mut control);
         if libc::recvmsg(sock, &mut msg, libc::MSG_CMSG_CLOEXEC) <= 0 {
             return None;
         }

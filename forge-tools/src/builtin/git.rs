@@ -258,15 +258,11 @@ impl ToolExecutor for GitTool {
             let mut full = vec!["-c".to_string(), "core.pager=cat".into(), "-c".into(), "color.ui=false".into()];
             full.extend(argv.iter().cloned());
             let mut cmd = crate::supervisor::exec_command("git", &full, confinement.as_ref());
-            cmd.current_dir(ctx.sandbox.cwd())
-                .env("GIT_TERMINAL_PROMPT", "0")
-                .env("TMPDIR", tmp.path())
+            super::run_command::prepare(&mut cmd, &ctx.sandbox, tmp.path(), confinement.is_some());
+            cmd.env("GIT_TERMINAL_PROMPT", "0")
                 .stdin(std::process::Stdio::null())
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped());
-            for name in super::run_command::hidden_env(&ctx.sandbox.command_settings().pass_env) {
-                cmd.env_remove(name);
-            }
             let child = cmd.spawn().map_err(|e| failed(format!("cannot run git: {e}")))?;
             let mut stop = crate::supervisor::StopGuard::new(child.id());
             let out = child.wait_with_output().await.map_err(|e| failed(format!("cannot run git: {e}")))?;

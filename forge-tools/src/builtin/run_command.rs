@@ -58,6 +58,27 @@ pub fn shell() -> String {
     }
 }
 
+/// What every process started for the model starts with: the session's
+/// directory; its private temporary directory as `TMPDIR`, `TMP` and
+/// `TEMP`; none of the daemon's secret-looking variables (unless
+/// `pass_env` names them); and, when confined, none naming the user's
+/// agents and buses (their sockets are hidden too). Variables are removed
+/// one by one: the supervisor's own stays.
+pub fn prepare(cmd: &mut tokio::process::Command, sandbox: &crate::Sandbox, tmp: &std::path::Path, confined: bool) {
+    cmd.current_dir(sandbox.cwd());
+    for name in hidden_env(&sandbox.command_settings().pass_env) {
+        cmd.env_remove(name);
+    }
+    if confined {
+        for name in SOCKET_VARS {
+            cmd.env_remove(name);
+        }
+    }
+    for var in ["TMPDIR", "TMP", "TEMP"] {
+        cmd.env(var, tmp);
+    }
+}
+
 /// A private temporary directory for one command (`TMPDIR`), removed
 /// when it ends.
 pub fn private_tmpdir() -> std::io::Result<tempfile::TempDir> {
@@ -119,19 +140,7 @@ which the user must approve."
             let confinement =
                 if args.sandbox == Some(false) { None } else { ctx.sandbox.confinement(tmp.path(), false) };
             let mut cmd = crate::supervisor::command(&shell(), &args.command, confinement.as_ref());
-            cmd.current_dir(ctx.sandbox.cwd());
-            // Removed one by one: the supervisor's own variable stays.
-            for name in hidden_env(&ctx.sandbox.command_settings().pass_env) {
-                cmd.env_remove(name);
-            }
-            if confinement.is_some() {
-                for name in SOCKET_VARS {
-                    cmd.env_remove(name);
-                }
-            }
-            for var in ["TMPDIR", "TMP", "TEMP"] {
-                cmd.env(var, tmp.path());
-            }
+            prepare(&mut cmd, &ctx.sandbox, tmp.path(), confinement.is_some());
             cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
             let mut child = cmd.spawn().map_err(|e| failed(format!("cannot start the shell: {e}")))?;
             let mut stop = crate::supervisor::StopGuard::new(child.id());
