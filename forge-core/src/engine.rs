@@ -1177,7 +1177,8 @@ impl Engine {
         let tools = &self.shared().config.tools;
         let settings = confine::Settings::from_config(tools.sandbox.as_ref());
         let support = confine::support();
-        let limits = settings.limits.unwrap_or(confine::DEFAULT_LIMITS);
+        let totals = confine::totals();
+        let limits = settings.limits();
         let (mode, reason) = match (settings.mode, support.missing()) {
             (confine::SandboxMode::PathsOnly, _) => (
                 "paths-only",
@@ -1194,6 +1195,9 @@ impl Engine {
             max_memory_mb: limits.memory_mb,
             max_processes: limits.processes,
             max_cpu_seconds: limits.cpu_seconds,
+            processes_bounded: totals.pids,
+            memory_bounded: totals.memory,
+            totals: totals.how,
             reason,
         }
     }

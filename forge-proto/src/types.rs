@@ -612,9 +612,23 @@ pub struct SandboxStatus {
     pub user_namespaces: bool,
     /// `deny`, `allow` or `localhost`.
     pub network: String,
+    /// Memory of a command: in all where `memory_bounded`, else per
+    /// process.
     pub max_memory_mb: u64,
+    /// Processes and threads of a command at once.
     pub max_processes: u64,
     pub max_cpu_seconds: u64,
+    /// `max_processes` bounds all of a command's processes together, root
+    /// included (a pids cgroup of its own).
+    #[serde(default)]
+    pub processes_bounded: bool,
+    /// `max_memory_mb` bounds a command's memory in all (a memory cgroup
+    /// of its own), not only each process's.
+    #[serde(default)]
+    pub memory_bounded: bool,
+    /// Where the totals are bounded (the cgroup), or why they are not.
+    #[serde(default)]
+    pub totals: String,
     /// Why commands are not confined, when they are not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,

@@ -59,15 +59,21 @@ pub struct ToolSandboxConfig {
     pub write_roots: Option<Vec<String>>,
     /// `deny` (default), `allow` or `localhost`.
     pub network: Option<NetworkAccess>,
-    /// Per process (its data segment), default 8192.
+    /// Memory of one command in all (its cgroup), and of each of its
+    /// processes; default 8192 (where no memory cgroup is available, the
+    /// machine's memory divided by 64, at least 256).
     pub max_memory_mb: Option<u64>,
-    /// Processes and threads one command may have at once, default 1024.
+    /// Processes and threads one command may have at once, default 1024
+    /// (64 where no pids cgroup is available).
     pub max_processes: Option<u64>,
     /// CPU seconds per process, default 3600.
     pub max_cpu_seconds: Option<u64>,
     /// Environment variables commands get even though their names look
     /// secret (`*_KEY`, `*_TOKEN`, ...).
     pub pass_env: Option<Vec<String>>,
+    /// Unix sockets outside the session's roots that commands may connect
+    /// to (paths; `~` is the home directory). Every other one is refused.
+    pub allow_unix_sockets: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -52,14 +52,6 @@ impl Confinement {
     pub fn new(policy: Policy) -> Self {
         Self { policy }
     }
-
-    /// Whether the kernel enforces the process limit: `RLIMIT_NPROC`,
-    /// counted in the command's own user namespace, from which root is
-    /// exempt: for root the supervisor counts instead.
-    fn kernel_limits_processes(&self) -> bool {
-        // SAFETY: plain system call.
-        (unsafe { libc::getuid() }) != 0
-    }
 }
 
 /// What starts a supervised process: the shell with a command line, or a
@@ -204,76 +196,16 @@ fn fail(message: impl std::fmt::Display, code: i32) -> ! {
     std::process::exit(code)
 }
 
-/// A message of `iov` with `control` as room for one descriptor (both
-/// must outlive it).
-fn fd_message(iov: &mut libc::iovec, control: &mut [u8]) -> libc::msghdr {
-    // SAFETY: a zeroed msghdr is valid; the pointers set are the caller's.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = control.len();
-    msg
-}
-
-/// Sends descriptor `fd` over the Unix socket `sock`.
-fn send_fd(sock: i32, fd: i32) -> std::io::Result<()> {
-    // SAFETY: sendmsg with one byte and one SCM_RIGHTS descriptor in a
-    // control buffer sized by CMSG_SPACE.
-    unsafe {
-        let mut byte = [0u8; 1];
-        let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
-        let mut control = vec![0u8; libc::CMSG_SPACE(std::mem::size_of::<i32>() as u32) as usize];
-        let msg = fd_message(&mut iov, &mut control);
-        let cmsg = libc::CMSG_FIRSTHDR(&msg);
-        (*cmsg).cmsg_level = libc::SOL_SOCKET;
-        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<i32>() as u32) as usize;
-        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<i32>(), fd);
-        if libc::sendmsg(sock, &msg, 0) < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
-}
-
-/// Receives a descriptor sent with [`send_fd`]; `None` at end of file.
-fn recv_fd(sock: i32) -> Option<OwnedFd> {
-    // SAFETY: recvmsg into a buffer sized by CMSG_SPACE; the descriptor is
-    // read only from an SCM_RIGHTS message.
-    unsafe {
-        let mut byte = [0u8; 1];
-        let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
-        let mut control = vec![0u8; libc::CMSG_SPACE(std::mem::size_of::<i32>() as u32) as usize];
-        let mut msg = fd_message(&mut iov, &mut control);
-        if libc::recvmsg(sock, &mut msg, libc::MSG_CMSG_CLOEXEC) <= 0 {
-            return None;
-        }
-        let cmsg = libc::CMSG_FIRSTHDR(&msg);
-        if cmsg.is_null() || (*cmsg).cmsg_type != libc::SCM_RIGHTS {
-            return None;
-        }
-        let fd = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<i32>());
-        Some(OwnedFd::from_raw_fd(fd))
-    }
-}
-
 /// The supervisor's `main`: `args` after [`SUPERVISE_ARG`] are the daemon's
 /// pid, then the shell and the command line, or `--exec` and a program
 /// with its arguments; the sandbox comes in [`confine::POLICY_ENV`].
 /// Never returns.
 pub fn run(args: &[OsString]) -> ! {
-    let (daemon, mut child) = match args {
+    let (daemon, argv): (&OsString, Vec<OsString>) = match args {
         [daemon, mark, program, rest @ ..] if mark == EXEC_MARK => {
-            let mut cmd = std::process::Command::new(program);
-            cmd.args(rest);
-            (daemon, cmd)
+            (daemon, std::iter::once(program.clone()).chain(rest.iter().cloned()).collect())
         }
-        [daemon, shell, command_line] => {
-            let mut cmd = std::process::Command::new(shell);
-            cmd.arg("-c").arg(command_line);
-            (daemon, cmd)
-        }
+        [daemon, shell, command_line] => (daemon, vec![shell.clone(), "-c".into(), command_line.clone()]),
         _ => {
             fail(format!("{SUPERVISE_ARG} takes DAEMON_PID SHELL COMMAND_LINE or DAEMON_PID --exec PROGRAM ARGS..."), 2)
         }
@@ -296,99 +228,154 @@ pub fn run(args: &[OsString]) -> ! {
     };
     // The daemon may have died before the line above.
     // SAFETY: plain system call.
-    let mut stop = unsafe { libc::getppid() } as u32 != daemon;
+    let stop = unsafe { libc::getppid() } as u32 != daemon;
     confine::reap::become_subreaper();
-
     let confinement: Option<Confinement> = std::env::var(confine::POLICY_ENV).ok().map(|json| {
         serde_json::from_str(&json).unwrap_or_else(|e| fail(format!("the sandbox policy cannot be read: {e}"), 126))
     });
-    child.env_remove(confine::POLICY_ENV);
-    let confinement_limit = confinement.as_ref().map(|c| c.policy.limits.processes);
-    let kernel_counts = confinement.as_ref().is_some_and(Confinement::kernel_limits_processes);
-    let mut channel: Option<(OwnedFd, OwnedFd)> = None;
-    if confinement.as_ref().is_some_and(|c| c.policy.network == confine::NetworkAccess::Localhost) {
-        let mut fds = [0; 2];
-        // SAFETY: socketpair into a two-int array.
-        if unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) }
-            != 0
-        {
-            fail(format!("socketpair: {}", std::io::Error::last_os_error()), 126);
+    match confinement {
+        Some(c) => run_confined(&c.policy, argv, &signals, stop),
+        None => run_plain(argv, &signals, stop),
+    }
+}
+
+/// Waits for one of the blocked signals for at most `timeout`; true for
+/// a stop (SIGTERM, SIGHUP).
+fn wait_signal(signals: &libc::sigset_t, timeout: std::time::Duration) -> bool {
+    let t =
+        libc::timespec { tv_sec: timeout.as_secs() as libc::time_t, tv_nsec: timeout.subsec_nanos() as libc::c_long };
+    // SAFETY: waits for one of the blocked signals.
+    let sig = unsafe { libc::sigtimedwait(signals, std::ptr::null_mut(), &t) };
+    sig == libc::SIGTERM || sig == libc::SIGHUP
+}
+
+/// Reaps every child that ended; the status of `pid` if it was one.
+fn reap(pid: libc::pid_t) -> Option<i32> {
+    let mut status = None;
+    loop {
+        let mut raw = 0;
+        // SAFETY: waitpid for any child, without blocking.
+        let got = unsafe { libc::waitpid(-1, &mut raw, libc::WNOHANG) };
+        if got == pid {
+            status = Some(raw);
         }
-        // SAFETY: both are new descriptors of ours.
-        channel = Some(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) });
-    }
-    let sender = channel.as_ref().map(|(_, theirs)| theirs.as_raw_fd());
-    // SAFETY: the supervisor is single-threaded here, so entering the
-    // sandbox may allocate between fork and exec.
-    unsafe {
-        child.pre_exec(move || {
-            let mut empty: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut empty);
-            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-            if let Some(c) = &confinement {
-                let entered = confine::enter(&c.policy)
-                    .map_err(|e| std::io::Error::new(e.kind(), format!("cannot enter the sandbox: {e}")))?;
-                if let (Some(listener), Some(sock)) = (entered.listener, sender) {
-                    send_fd(sock, listener.as_raw_fd())?;
-                }
-            }
-            Ok(())
-        });
-    }
-    let mut started = match child.spawn() {
-        Ok(c) => c,
-        Err(e) => fail(format!("cannot start {}: {e}", child.get_program().to_string_lossy()), 127),
-    };
-    if let Some((ours, theirs)) = channel {
-        drop(theirs);
-        if let Some(listener) = recv_fd(ours.as_raw_fd()) {
-            std::thread::spawn(move || confine::serve_notifications(listener));
+        if got <= 0 {
+            return status;
         }
     }
-    let pid = started.id() as libc::pid_t;
-    let count_limit =
-        confinement_limit.filter(|_| !kernel_counts).map(|limit| (limit, std::time::Duration::from_millis(100)));
-    let mut status: Option<i32> = None;
-    while status.is_none() && !stop {
-        // Reap the command and any orphan that ended (orphans are ours:
-        // unreaped they would count against the process limit).
-        loop {
-            let mut raw = 0;
-            // SAFETY: waitpid for any child, without blocking.
-            let got = unsafe { libc::waitpid(-1, &mut raw, libc::WNOHANG) };
-            if got == pid {
-                status = Some(raw);
-            }
-            if got <= 0 {
-                break;
-            }
-        }
-        if status.is_some() {
+}
+
+/// A confined command: its own namespaces and cgroup ([`confine::spawn`]).
+fn run_confined(policy: &Policy, argv: Vec<OsString>, signals: &libc::sigset_t, mut stop: bool) -> ! {
+    let group = policy.cgroup.as_ref().map(|tree| {
+        confine::cgroup::CommandGroup::create(tree, policy.limits.processes, policy.limits.memory_mb)
+            .unwrap_or_else(|e| fail(format!("cannot make the command's cgroup: {e}"), 126))
+    });
+    let spawned = confine::spawn::spawn(policy, argv, confine::POLICY_ENV, group.as_ref())
+        .unwrap_or_else(|e| fail(format!("cannot start the command in its sandbox: {e}"), 126));
+    let init = spawned.init;
+    // Root is exempt from RLIMIT_NPROC: without a pids cgroup, count.
+    // SAFETY: plain system call.
+    let count = (group.as_ref().is_none_or(|g| g.tasks().is_none()) && unsafe { libc::getuid() } == 0)
+        .then_some(policy.limits.processes);
+    let mut init_status = None;
+    while init_status.is_none() && !stop {
+        init_status = reap(init);
+        if init_status.is_some() {
             break;
         }
-        let timeout = match count_limit {
-            Some((_, every)) => libc::timespec { tv_sec: 0, tv_nsec: every.as_nanos() as libc::c_long },
-            None => libc::timespec { tv_sec: 1, tv_nsec: 0 },
-        };
-        // SAFETY: waits for one of the blocked signals.
-        let sig = unsafe { libc::sigtimedwait(&signals, std::ptr::null_mut(), &timeout) };
-        stop = sig == libc::SIGTERM || sig == libc::SIGHUP;
-        if let Some((limit, _)) = count_limit
+        let every =
+            if count.is_some() { std::time::Duration::from_millis(100) } else { std::time::Duration::from_secs(1) };
+        stop = wait_signal(signals, every);
+        if let Some(limit) = count
             && confine::reap::tasks_below_me() > limit
         {
             eprintln!(
                 "[forge sandbox] stopped: the command ran more than {limit} processes and threads at once ([tools.sandbox] max_processes)"
             );
-            confine::reap::kill_descendants();
-            std::process::exit(137);
+            stop = true;
+        }
+    }
+    if init_status.is_none() {
+        // A stop: everything in the namespace goes with its init.
+        // (Less the init, which is Forge's.)
+        let running = match group.as_ref().and_then(|g| g.tasks()) {
+            Some(t) => t.saturating_sub(1),
+            None => confine::reap::descendants(init).len() as u64,
+        };
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(init, libc::SIGKILL) };
+        if let Some(g) = &group {
+            g.kill();
+        }
+        eprintln!("[forge sandbox] stopped: {running} process(es) and thread(s) of the command killed");
+    }
+    confine::reap::kill_descendants();
+    // What the init reported of the command, else how the init ended.
+    let command = init_status.and_then(|_| spawned.command_status()).or(init_status);
+    if let Some(g) = &group {
+        let refused = g.forks_refused();
+        if refused > 0 {
+            eprintln!(
+                "[forge sandbox] {refused} process start(s) refused: the command reached {} processes and threads at once ([tools.sandbox] max_processes)",
+                policy.limits.processes
+            );
+        }
+        let oom = g.oom_kills();
+        if oom > 0 {
+            eprintln!(
+                "[forge sandbox] {oom} process(es) killed: the command used its {} MiB of memory ([tools.sandbox] max_memory_mb)",
+                policy.limits.memory_mb
+            );
+        }
+    }
+    drop(group);
+    match command {
+        Some(raw) => exit_like(raw),
+        None => std::process::exit(143),
+    }
+}
+
+/// An unconfined command (`sandbox: false`, or no kernel sandbox): only
+/// supervised, so that nothing it starts outlives it.
+fn run_plain(argv: Vec<OsString>, signals: &libc::sigset_t, mut stop: bool) -> ! {
+    let mut child = std::process::Command::new(&argv[0]);
+    child.args(&argv[1..]);
+    child.env_remove(confine::POLICY_ENV);
+    // SAFETY: resets the signal mask in the child before exec.
+    unsafe {
+        child.pre_exec(|| {
+            let mut empty: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut empty);
+            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+            Ok(())
+        });
+    }
+    let mut started = match child.spawn() {
+        Ok(c) => c,
+        Err(e) => fail(format!("cannot start {}: {e}", argv[0].to_string_lossy()), 127),
+    };
+    let pid = started.id() as libc::pid_t;
+    let mut status = None;
+    while status.is_none() && !stop {
+        status = reap(pid);
+        if status.is_none() {
+            stop = wait_signal(signals, std::time::Duration::from_secs(1));
         }
     }
     // Whatever the command left running goes with it.
     confine::reap::kill_descendants();
-    let Some(raw) = status else {
-        let _ = started.kill();
-        std::process::exit(143)
-    };
+    match status {
+        Some(raw) => exit_like(raw),
+        None => {
+            let _ = started.kill();
+            std::process::exit(143)
+        }
+    }
+}
+
+/// Exits as the command did, so the daemon sees its own status.
+fn exit_like(raw: i32) -> ! {
     let s = std::process::ExitStatus::from_raw(raw);
     match (s.code(), s.signal()) {
         (Some(code), _) => std::process::exit(code),
@@ -397,6 +384,10 @@ pub fn run(args: &[OsString]) -> ! {
             // SAFETY: default action for `sig`, then raise it.
             unsafe {
                 libc::signal(sig, libc::SIG_DFL);
+                let mut set: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                libc::sigaddset(&mut set, sig);
+                libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
                 libc::raise(sig);
             }
             std::process::exit(128 + sig)

@@ -109,6 +109,13 @@ pub async fn serve(claim: &mut SocketClaim, daemon: Arc<Daemon>, signals: Signal
                 );
                 continue;
             }
+            // Nor one confined by another Forge's sandbox (a second
+            // daemon's command), unless this daemon runs in that very
+            // sandbox (Forge's own tests, run by Forge).
+            Ok(cred) if cred.pid().is_some_and(forge_core::tools::confine::reap::in_other_sandbox) => {
+                tracing::warn!(pid = cred.pid(), "refused a connection from a command in a Forge sandbox");
+                continue;
+            }
             Ok(cred) if cred.uid() == my_uid => {}
             Ok(cred) => {
                 tracing::warn!(uid = cred.uid(), "refused a connection from another user");

@@ -90,7 +90,12 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(args, prepared)) {
+    let result = runtime.block_on(run(args, prepared));
+    drop(runtime);
+    if let Some(tree) = confine::host().and_then(|h| h.totals.tree.as_ref()) {
+        confine::cgroup::release(tree);
+    }
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("forged: {e:#}");
@@ -159,6 +164,7 @@ fn prepare(args: &Args) -> anyhow::Result<Prepared> {
     // its path is now: the file may have been replaced by a rebuild).
     supervisor::enable(PathBuf::from("/proc/self/exe"));
     let support = confine::Support::probe(std::path::Path::new("/proc/self/exe"));
+    let totals = startup::command_totals();
     let socket = args.socket.clone().unwrap_or_else(forge_proto::paths::default_socket);
     confine::init(confine::Host {
         home: startup::home_dir(),
@@ -167,6 +173,7 @@ fn prepare(args: &Args) -> anyhow::Result<Prepared> {
         masked: startup::sockets_to_mask(&socket),
         exe: std::env::current_exe().ok(),
         support,
+        totals: totals.clone(),
     });
     let mode = config.tools.sandbox.as_ref().and_then(|s| s.mode).unwrap_or_default();
     match support.missing() {
@@ -179,6 +186,10 @@ fn prepare(args: &Args) -> anyhow::Result<Prepared> {
         _ => tracing::info!(
             landlock_abi = support.landlock_abi,
             user_namespaces = support.user_namespaces,
+            fresh_proc = support.fresh_proc,
+            pids_total = totals.pids,
+            memory_total = totals.memory,
+            totals = %totals.how,
             ?mode,
             "command sandbox"
         ),

@@ -150,6 +150,17 @@ pub fn home_dir() -> Option<PathBuf> {
     }
 }
 
+/// Which totals of a command this machine bounds: the cgroup commands
+/// get (the daemon may move itself into a leaf of its own cgroup so that
+/// it can pass the controllers on), or why there is none.
+pub fn command_totals() -> forge_core::tools::confine::Totals {
+    use forge_core::tools::confine::{Totals, cgroup};
+    match cgroup::prepare() {
+        Ok(tree) => Totals { pids: tree.pids(), memory: tree.memory(), how: tree.describe(), tree: Some(tree) },
+        Err(why) => Totals { pids: false, memory: false, how: why, tree: None },
+    }
+}
+
 /// Where the user's sockets live, to hide from commands: Landlock cannot
 /// refuse connecting to a socket file before ABI 9, and the session bus or
 /// systemd's would start processes outside any sandbox.

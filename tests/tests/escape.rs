@@ -143,7 +143,9 @@ async fn secrets_and_the_store_cannot_be_read() {
     assert!(!text.contains("PRIVATE-KEY-MATERIAL"), "{text}");
     assert!(!text.contains("HOME-NOTES"), "the home directory is not readable: {text}");
     assert!(!text.contains("SQLite"), "the store is not readable: {text}");
-    assert!(text.contains(&format!("read of {}/.ssh/id_ed25519", home_s)), "{text}");
+    // Refused, or not even there (a home in /tmp is behind the command's
+    // private /tmp).
+    assert!(text.contains(&format!("read of {}/.ssh/id_ed25519", home_s)) || text.contains("No such file"), "{text}");
 }
 
 /// A loopback listener that records whether anyone connected.
@@ -191,7 +193,9 @@ async fn limits_stop_a_fork_bomb_and_a_memory_hog() {
         .await;
     let alive: Option<usize> = bomb.lines().find_map(|l| l.strip_prefix("alive ")).and_then(|n| n.trim().parse().ok());
     assert!(
-        bomb.contains("[forge sandbox] stopped") || alive.is_some_and(|n| n <= 64),
+        bomb.contains("[forge sandbox] stopped")
+            || bomb.contains("process start(s) refused")
+            || alive.is_some_and(|n| n <= 64),
         "the process limit held: {bomb}"
     );
     let hog = s.run("awk 'BEGIN { s = \"x\"; while (1) s = s s }'").await;

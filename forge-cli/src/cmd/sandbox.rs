@@ -88,10 +88,25 @@ pub fn status_lines(s: &SandboxStatus) -> Vec<String> {
             if s.user_namespaces { "yes" } else { "no" }
         )),
     }
+    let memory = if s.memory_bounded { "in all" } else { "per process" };
     lines.push(format!(
-        "           network {}, {} MiB and {} CPU s per process, {} processes",
-        s.network, s.max_memory_mb, s.max_cpu_seconds, s.max_processes
+        "           network {}, {} MiB {memory}, {} processes at once, {} CPU s per process",
+        s.network, s.max_memory_mb, s.max_processes, s.max_cpu_seconds
     ));
+    let unbounded: Vec<&str> = [(!s.processes_bounded, "processes"), (!s.memory_bounded, "memory")]
+        .iter()
+        .filter(|(u, _)| *u)
+        .map(|(_, w)| *w)
+        .collect();
+    if unbounded.is_empty() {
+        lines.push(format!("           totals per command: {}", s.totals));
+    } else {
+        lines.push(format!(
+            "           NOT bounded per command in all: {} ({}); the defaults keep processes x memory under this machine's memory",
+            unbounded.join(" and "),
+            s.totals
+        ));
+    }
     lines
 }
 

@@ -1,11 +1,13 @@
-//! Entering the sandbox: run in the command's process after `fork` and
-//! before `exec`, by the supervisor (a single-threaded process, so the
-//! allocations here are safe).
+//! Entering the sandbox, in two steps: the command's init process (pid 1
+//! of a PID namespace of its own, in a user, mount and IPC namespace, and
+//! a network namespace for `network = "deny"`) sets up what the command
+//! sees ([`init_namespaces`]); the command itself, between `fork` and
+//! `exec`, then gives up what it may do ([`restrict`]). Both run in
+//! copies of the single-threaded supervisor, so allocating is safe.
 
-use std::ffi::CString;
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
@@ -23,13 +25,6 @@ const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/random",
 /// sockets and signals). An older kernel gets what it supports of it.
 const ABI_USED: ABI = ABI::V6;
 
-/// What entering set up.
-pub struct Entered {
-    /// The seccomp listener (network = "localhost"): the supervisor
-    /// answers the command's `connect` and `bind` calls on it.
-    pub listener: Option<OwnedFd>,
-}
-
 fn os_err(what: &str) -> io::Error {
     let e = io::Error::last_os_error();
     io::Error::new(e.kind(), format!("{what}: {e}"))
@@ -43,73 +38,66 @@ fn write_file(path: &str, text: &str) -> io::Result<()> {
     std::fs::write(path, text).map_err(|e| io::Error::new(e.kind(), format!("{path}: {e}")))
 }
 
-/// A user namespace with the current user and group mapped to
-/// themselves: the caller gets capabilities over namespaces it creates
-/// next, and its process count starts from zero.
-fn enter_user_namespace() -> io::Result<()> {
-    // SAFETY: plain system calls.
-    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-    check(unsafe { libc::unshare(libc::CLONE_NEWUSER) }, "unshare(CLONE_NEWUSER)")?;
+/// Maps the user and group (as they were before the user namespace was
+/// entered) to themselves in the caller's new user namespace: it then has
+/// capabilities over the namespaces made with it, and its process count
+/// starts from zero.
+pub(super) fn map_user(uid: libc::uid_t, gid: libc::gid_t) -> io::Result<()> {
     write_file("/proc/self/setgroups", "deny")?;
     write_file("/proc/self/uid_map", &format!("{uid} {uid} 1"))?;
     write_file("/proc/self/gid_map", &format!("{gid} {gid} 1"))
 }
 
-/// For the daemon's start-up check: can this process enter a user
-/// namespace and a mount and network namespace inside it?
-pub(super) fn user_namespace_works() -> bool {
-    enter_user_namespace().is_ok()
-        // SAFETY: plain system call.
-        && unsafe { libc::unshare(libc::CLONE_NEWNS | libc::CLONE_NEWNET) } == 0
-}
-
-/// `dir` read-only in this mount namespace: a bind mount of itself,
-/// remounted read-only with the flags the kernel locks kept.
-fn bind_read_only(dir: &Path) -> io::Result<()> {
-    let c = CString::new(dir.as_os_str().as_encoded_bytes()).map_err(|e| io::Error::other(e.to_string()))?;
-    // SAFETY: mount(2) and statvfs(2) with valid C strings.
-    unsafe {
-        check(
-            libc::mount(c.as_ptr(), c.as_ptr(), std::ptr::null(), libc::MS_BIND | libc::MS_REC, std::ptr::null()),
-            "bind mount",
-        )?;
-        let mut st: libc::statvfs = std::mem::zeroed();
-        check(libc::statvfs(c.as_ptr(), &mut st), "statvfs")?;
-        let mut flags = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY;
-        for (st_flag, ms_flag) in [
-            (libc::ST_NOSUID, libc::MS_NOSUID),
-            (libc::ST_NODEV, libc::MS_NODEV),
-            (libc::ST_NOEXEC, libc::MS_NOEXEC),
-            (libc::ST_NOATIME, libc::MS_NOATIME),
-            (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
-            (libc::ST_RELATIME, libc::MS_RELATIME),
-        ] {
-            if st.f_flag & st_flag != 0 {
-                flags |= ms_flag;
-            }
-        }
-        check(libc::mount(std::ptr::null(), c.as_ptr(), std::ptr::null(), flags, std::ptr::null()), "remount read-only")
+/// The namespaces every command gets (the network one only for `deny`).
+pub(super) fn namespace_flags(policy: &Policy) -> libc::c_int {
+    let mut flags = libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC;
+    if policy.network == NetworkAccess::Deny {
+        flags |= libc::CLONE_NEWNET;
     }
+    flags
 }
 
-/// Hides `place` in this mount namespace: an empty, read-only tmpfs over
-/// a directory, `/dev/null` over anything else (a socket).
-fn mask(place: &Path) -> io::Result<()> {
-    let c = CString::new(place.as_os_str().as_encoded_bytes()).map_err(|e| io::Error::other(e.to_string()))?;
-    let Ok(meta) = std::fs::symlink_metadata(place) else { return Ok(()) };
-    // SAFETY: mount(2) with valid C strings.
+/// What the daemon's start-up check found (`forged __forge-probe userns`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum NamespaceProbe {
+    /// User, mount, PID and network namespaces, and a `/proc` of their own.
+    Full,
+    /// The namespaces, but the kernel refuses a new `/proc` (a container
+    /// whose `/proc` is partly hidden).
+    NoFreshProc,
+    None,
+}
+
+/// Can this (single-threaded) process make the namespaces a command gets,
+/// and mount a `/proc` in them? Checked in a child, as a command's init.
+pub(super) fn probe_namespaces() -> NamespaceProbe {
+    // SAFETY: plain system calls; the child only maps its user, mounts
+    // and exits.
     unsafe {
-        if meta.is_dir() {
-            let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC | libc::MS_RDONLY;
-            let opts = c"size=4k,mode=755";
-            check(libc::mount(c"tmpfs".as_ptr(), c.as_ptr(), c"tmpfs".as_ptr(), flags, opts.as_ptr().cast()), "mask")
-        } else if meta.file_type().is_symlink() {
-            Ok(())
-        } else {
-            check(
-                libc::mount(c"/dev/null".as_ptr(), c.as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null()),
-                "mask",
-            )
+        let (uid, gid) = (libc::getuid(), libc::getgid());
+        let flags =
+            libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWNET | libc::CLONE_NEWIPC;
+        let pid =
+            libc::syscall(libc::SYS_clone, (flags | libc::SIGCHLD) as libc::c_ulong, 0usize, 0usize, 0usize, 0usize);
+        if pid < 0 {
+            return NamespaceProbe::None;
+        }
+        if pid == 0 {
+            let code = if map_user(uid, gid).is_err() || super::mounts::make_private().is_err() {
+                1
+            } else if super::mounts::fresh_proc() {
+                0
+            } else {
+                3
+            };
+            libc::_exit(code);
+        }
+        let mut status = 0;
+        libc::waitpid(pid as libc::pid_t, &mut status, 0);
+        match libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)) {
+            Some(0) => NamespaceProbe::Full,
+            Some(3) => NamespaceProbe::NoFreshProc,
+            _ => NamespaceProbe::None,
         }
     }
 }
@@ -182,7 +170,7 @@ fn landlock_error(e: impl std::fmt::Display) -> io::Error {
 /// The Landlock domain: `read` and `write` trees, the devices, and (for
 /// `localhost`, where the supervisor makes the allowed connections) no TCP
 /// bind or connect.
-fn restrict_files(policy: &Policy, filter_tcp: bool) -> io::Result<()> {
+fn restrict_files(policy: &Policy, writable: &[PathBuf], filter_tcp: bool) -> io::Result<()> {
     let abi = ABI_USED;
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
@@ -200,7 +188,7 @@ fn restrict_files(policy: &Policy, filter_tcp: bool) -> io::Result<()> {
         .read
         .iter()
         .map(|p| (p.as_path(), read))
-        .chain(policy.write.iter().map(|p| (p.as_path(), all)))
+        .chain(policy.write.iter().chain(writable).map(|p| (p.as_path(), all)))
         .chain(DEVICES.iter().map(|d| (Path::new(*d), all)))
         .chain([(Path::new("/dev/pts"), all)]);
     for (path, access) in grants {
@@ -217,35 +205,44 @@ fn restrict_files(policy: &Policy, filter_tcp: bool) -> io::Result<()> {
     Ok(())
 }
 
-/// Puts the calling process (the command, between `fork` and `exec`)
-/// into the sandbox `policy` describes (kernel mode guarantees user
-/// namespaces: see `Support::kernel`).
-pub fn enter(policy: &Policy) -> io::Result<Entered> {
-    enter_user_namespace()?;
-    let network_namespace = policy.network == NetworkAccess::Deny;
-    let mut flags = libc::CLONE_NEWNS;
-    if network_namespace {
-        flags |= libc::CLONE_NEWNET;
-    }
-    // SAFETY: plain system call.
-    check(unsafe { libc::unshare(flags) }, "unshare(mount, network)")?;
+/// Run by the command's init process, in its new namespaces: maps the
+/// user, builds the file system view ([`super::mounts`]) and brings up
+/// loopback. Returns the private places the command may write in, and
+/// whether its `/proc` is its own.
+pub(super) fn init_namespaces(policy: &Policy, uid: libc::uid_t, gid: libc::gid_t) -> io::Result<(Vec<PathBuf>, bool)> {
+    map_user(uid, gid)?;
+    super::mounts::make_private()?;
+    let writable = super::mounts::private_places(policy, policy.limits.memory_mb.max(64))?;
     for dir in &policy.read_only {
-        bind_read_only(dir)?;
+        super::mounts::bind_read_only(dir)?;
     }
     // Never a place the command works in.
     for place in policy.masked.iter().filter(|m| !policy.write.iter().any(|w| w.starts_with(m))) {
-        mask(place)?;
+        super::mounts::mask(place)?;
     }
-    if network_namespace {
+    // The working directory still points into the mounts as they were
+    // (a private place's original, under no read-only `.git`): take it
+    // again by name, through the new ones.
+    let cwd = std::env::current_dir()?;
+    std::env::set_current_dir(&cwd)?;
+    let fresh_proc = super::mounts::fresh_proc();
+    if policy.network == NetworkAccess::Deny {
         loopback_up()?;
     }
-    // Counted in this namespace only: the user's other processes do not
-    // use the command's allowance up (root is exempt: the supervisor
-    // counts for it).
+    Ok((writable, fresh_proc))
+}
+
+/// Run by the command between `fork` and `exec`: limits, its own session,
+/// no privileges, Landlock (with `writable` private places) and the
+/// seccomp filter, whose listener the supervisor answers on.
+pub(super) fn restrict(policy: &Policy, writable: &[PathBuf]) -> io::Result<OwnedFd> {
+    // Counted in this user namespace only: the user's other processes do
+    // not use the command's allowance up (root is exempt: the cgroup or
+    // the supervisor counts for it).
     set_limit(libc::RLIMIT_NPROC, policy.limits.processes, "RLIMIT_NPROC")?;
     // A session of its own: no controlling terminal to type into.
     // SAFETY: plain system call; fails only for a group leader, which the
-    // command (a child of its supervisor) is not.
+    // command (a child of its init) is not.
     unsafe { libc::setsid() };
     set_limit(libc::RLIMIT_DATA, policy.limits.memory_mb.saturating_mul(1024 * 1024), "RLIMIT_DATA")?;
     set_limit(libc::RLIMIT_CPU, policy.limits.cpu_seconds, "RLIMIT_CPU")?;
@@ -253,7 +250,6 @@ pub fn enter(policy: &Policy) -> io::Result<Entered> {
     check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }, "PR_SET_NO_NEW_PRIVS")?;
     drop_capabilities()?;
     let localhost = policy.network == NetworkAccess::Localhost;
-    restrict_files(policy, localhost)?;
-    let listener = if localhost { Some(super::netfilter::install()?) } else { None };
-    Ok(Entered { listener })
+    restrict_files(policy, writable, localhost)?;
+    super::netfilter::install(policy.network)
 }

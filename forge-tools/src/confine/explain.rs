@@ -159,6 +159,8 @@ mod tests {
             network: NetworkAccess::Deny,
             limits: DEFAULT_LIMITS,
             tmpdir: PathBuf::from("/tmp/forge-cmd-x"),
+            unix_sockets: Vec::new(),
+            cgroup: None,
         }
     }
 

@@ -4,25 +4,31 @@
 //!
 //! The daemon computes a [`Policy`] per process: the trees it may read,
 //! the trees it may write (the session's roots and a private temporary
-//! directory), the `.git` directories kept read-only, the network it may
-//! reach and its resource limits. The command's supervisor (see
-//! [`crate::supervisor`]) applies it in the child between `fork` and
-//! `exec` ([`enter`]): a user namespace (so limits and mounts are the
-//! command's own), a network namespace or a seccomp filter, read-only
-//! bind mounts, rlimits, no new privileges, Landlock, and capabilities
-//! dropped. The kernel, not Forge, then refuses what the policy does not
-//! grant, to the command and to everything it starts.
+//! directory), the `.git` directories kept read-only, the Unix sockets
+//! and network it may reach, and its resource limits. The command's
+//! supervisor (see [`crate::supervisor`]) applies it ([`spawn`]): a
+//! cgroup of the command's own for its totals ([`cgroup`]); user, mount,
+//! PID and IPC namespaces (and a network namespace for `deny`) whose init
+//! builds the command's view of the files ([`mounts`]); then, in the
+//! command, rlimits, no new privileges, capabilities dropped, Landlock,
+//! and a seccomp filter whose `connect` calls the supervisor answers
+//! ([`netfilter`], [`unix`]). The kernel, not Forge, then refuses what the
+//! policy does not grant, to the command and to everything it starts.
 //!
 //! Landlock only adds rights to trees, it cannot take a subtree back out:
 //! a tree with a hidden place under it (the home directory under `/`,
 //! `~/.ssh` under `~`) is granted as its entries, recursively, around the
 //! hidden place ([`Policy::build`]).
 
+pub mod cgroup;
 mod enter;
 pub mod explain;
+mod mounts;
 mod netfilter;
 pub mod reap;
+pub mod spawn;
 pub mod suite;
+pub mod unix;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -30,8 +36,7 @@ use std::sync::OnceLock;
 use serde::{Deserialize, Serialize};
 
 pub use crate::config::{NetworkAccess, SandboxMode};
-pub use enter::{Entered, enter};
-pub use netfilter::serve_notifications;
+pub use netfilter::{Rules, serve_notifications};
 
 /// Environment variable that carries the policy from the daemon to the
 /// supervisor (removed before the command starts).
@@ -54,20 +59,69 @@ pub struct Policy {
     pub limits: Limits,
     /// Its private temporary directory (also in `write`).
     pub tmpdir: PathBuf,
+    /// Unix sockets outside `write` it may connect to (the user's
+    /// `allow_unix_sockets`).
+    #[serde(default)]
+    pub unix_sockets: Vec<PathBuf>,
+    /// Where its cgroup goes (`None`: no totals on this machine).
+    #[serde(default)]
+    pub cgroup: Option<cgroup::Tree>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Limits {
-    /// Data segment per process (RLIMIT_DATA), in MiB.
+    /// Memory in MiB: of the whole command where a memory cgroup bounds
+    /// it (`memory.max`), and of each process's data segment
+    /// (RLIMIT_DATA).
     pub memory_mb: u64,
-    /// Processes and threads at once (RLIMIT_NPROC, counted in the
-    /// command's own user namespace).
+    /// Processes and threads of the whole command at once (`pids.max`, and
+    /// RLIMIT_NPROC counted in the command's own user namespace).
     pub processes: u64,
     /// CPU seconds per process (RLIMIT_CPU).
     pub cpu_seconds: u64,
 }
 
 pub const DEFAULT_LIMITS: Limits = Limits { memory_mb: 8192, processes: 1024, cpu_seconds: 3600 };
+
+/// Where no cgroup bounds the totals: few enough processes that all of
+/// them at their memory limit still fit in the machine's memory.
+pub const FALLBACK_PROCESSES: u64 = 64;
+
+/// This machine's memory in MiB (0 if unknown).
+pub fn machine_memory_mb() -> u64 {
+    // SAFETY: sysinfo(2) into a zeroed struct.
+    let mut info: libc::sysinfo = unsafe { std::mem::zeroed() };
+    if unsafe { libc::sysinfo(&mut info) } != 0 {
+        return 0;
+    }
+    (info.totalram as u64).saturating_mul(info.mem_unit as u64) / (1024 * 1024)
+}
+
+/// The limits commands get when the configuration sets none: with
+/// cgroups, [`DEFAULT_LIMITS`] as totals; without a memory cgroup, per
+/// process, so few processes and so little memory each that together
+/// they stay under the machine's memory.
+pub fn default_limits(totals: &Totals) -> Limits {
+    if totals.memory {
+        return DEFAULT_LIMITS;
+    }
+    let processes = if totals.pids { DEFAULT_LIMITS.processes } else { FALLBACK_PROCESSES };
+    let share = machine_memory_mb() / FALLBACK_PROCESSES.max(1);
+    Limits { memory_mb: share.clamp(256, DEFAULT_LIMITS.memory_mb), processes, cpu_seconds: DEFAULT_LIMITS.cpu_seconds }
+}
+
+/// Which totals of a command this machine bounds, and how.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
+pub struct Totals {
+    /// All its processes and threads together (`pids.max`).
+    pub pids: bool,
+    /// All its memory together (`memory.max`).
+    pub memory: bool,
+    /// Where (a cgroup), or why not.
+    pub how: String,
+    #[serde(skip)]
+    pub tree: Option<cgroup::Tree>,
+}
 
 /// Places under the home directory never readable by commands, whatever
 /// `read_roots` says.
@@ -116,10 +170,13 @@ pub const HOME_TOOLCHAINS: &[&str] = &[
 pub struct Support {
     /// The Landlock ABI (0: none).
     pub landlock_abi: i32,
-    /// Unprivileged user namespaces with the current user mapped (the
-    /// process limit per command, `.git` read-only, the network
-    /// namespace).
+    /// Unprivileged user namespaces with the current user mapped, and
+    /// mount, PID and network namespaces in them (the command's own view
+    /// of the files, `.git` read-only, the end of all it started, the
+    /// network namespace).
     pub user_namespaces: bool,
+    /// The kernel lets a command's namespace mount a `/proc` of its own.
+    pub fresh_proc: bool,
 }
 
 impl Support {
@@ -156,15 +213,16 @@ impl Support {
     /// a threaded process cannot enter a namespace of its own.
     pub fn probe(exe: &Path) -> Self {
         let landlock_abi = landlock_abi();
-        let user_namespaces = std::process::Command::new(exe)
+        let code = std::process::Command::new(exe)
             .arg(PROBE_ARG)
             .arg("userns")
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .status()
-            .is_ok_and(|s| s.success());
-        Self { landlock_abi, user_namespaces }
+            .ok()
+            .and_then(|s| s.code());
+        Self { landlock_abi, user_namespaces: matches!(code, Some(0) | Some(3)), fresh_proc: code == Some(0) }
     }
 }
 
@@ -190,7 +248,11 @@ pub const PROBE_ARG: &str = "__forge-probe";
 pub fn probe_main(args: &[std::ffi::OsString]) -> ! {
     let args: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
     let code = match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
-        ["userns"] => i32::from(!enter::user_namespace_works()),
+        ["userns"] => match enter::probe_namespaces() {
+            enter::NamespaceProbe::Full => 0,
+            enter::NamespaceProbe::NoFreshProc => 3,
+            enter::NamespaceProbe::None => 1,
+        },
         ["connect-tcp", addr] => probe_connect_tcp(addr),
         ["connect-unix", path] => probe_connect_unix(path),
         _ => {
@@ -259,6 +321,8 @@ pub struct Host {
     /// The daemon's executable (the probes of `forgectl sandbox test` run it).
     pub exe: Option<PathBuf>,
     pub support: Support,
+    /// Which totals commands' cgroups bound.
+    pub totals: Totals,
 }
 
 static HOST: OnceLock<Host> = OnceLock::new();
@@ -275,7 +339,14 @@ pub fn host() -> Option<&'static Host> {
 
 /// What this machine offers (nothing before [`init`]).
 pub fn support() -> Support {
-    host().map(|h| h.support).unwrap_or(Support { landlock_abi: 0, user_namespaces: false })
+    host().map(|h| h.support).unwrap_or(Support { landlock_abi: 0, user_namespaces: false, fresh_proc: false })
+}
+
+/// Which totals this machine bounds (none before [`init`]).
+pub fn totals() -> Totals {
+    host()
+        .map(|h| h.totals.clone())
+        .unwrap_or_else(|| Totals { how: "no cgroup (unit tests)".into(), ..Default::default() })
 }
 
 /// `[tools.sandbox]` settings that shape commands' confinement.
@@ -287,24 +358,37 @@ pub struct Settings {
     pub network: NetworkAccess,
     pub limits: Option<Limits>,
     pub pass_env: Vec<String>,
+    /// Unix sockets outside the roots commands may connect to.
+    pub allow_unix_sockets: Vec<String>,
 }
 
 impl Settings {
     pub fn from_config(c: Option<&crate::config::ToolSandboxConfig>) -> Self {
         let Some(c) = c else { return Self::default() };
-        let d = DEFAULT_LIMITS;
+        let given = c.max_memory_mb.is_some() || c.max_processes.is_some() || c.max_cpu_seconds.is_some();
         Self {
             mode: c.mode.unwrap_or_default(),
             read_roots: c.read_roots.clone(),
             write_roots: c.write_roots.clone().unwrap_or_default(),
             network: c.network.unwrap_or_default(),
-            limits: Some(Limits {
-                memory_mb: c.max_memory_mb.unwrap_or(d.memory_mb),
-                processes: c.max_processes.unwrap_or(d.processes),
-                cpu_seconds: c.max_cpu_seconds.unwrap_or(d.cpu_seconds),
+            // Unset values take this machine's defaults (see `limits`).
+            limits: given.then(|| {
+                let d = default_limits(&totals());
+                Limits {
+                    memory_mb: c.max_memory_mb.unwrap_or(d.memory_mb),
+                    processes: c.max_processes.unwrap_or(d.processes),
+                    cpu_seconds: c.max_cpu_seconds.unwrap_or(d.cpu_seconds),
+                }
             }),
             pass_env: c.pass_env.clone().unwrap_or_default(),
+            allow_unix_sockets: c.allow_unix_sockets.clone().unwrap_or_default(),
         }
+    }
+
+    /// The limits in force: the configured ones, else this machine's
+    /// defaults.
+    pub fn limits(&self) -> Limits {
+        self.limits.unwrap_or_else(|| default_limits(&totals()))
     }
 
     /// Whether commands run confined by the kernel: asked for, and the
@@ -391,14 +475,22 @@ impl Policy {
             .flat_map(|r| guarded.iter().map(move |g| r.join(g)))
             .filter(|p| std::fs::symlink_metadata(p).is_ok())
             .collect();
+        let unix_sockets = settings
+            .allow_unix_sockets
+            .iter()
+            .filter_map(|s| expand_home(s, home.as_deref()))
+            .map(|p| unix::lexical(&p))
+            .collect();
         Policy {
             read,
             write,
             read_only,
             masked: host.map(|h| h.masked.clone()).unwrap_or_default(),
             network: support().network(settings.network),
-            limits: settings.limits.unwrap_or(DEFAULT_LIMITS),
+            limits: settings.limits(),
             tmpdir: tmpdir.to_path_buf(),
+            unix_sockets,
+            cgroup: host.and_then(|h| h.totals.tree.clone()),
         }
     }
 

@@ -1,17 +1,20 @@
-//! `network = "localhost"`: a seccomp filter (`deny` is a network
-//! namespace of the command's own, `allow` nothing).
+//! The seccomp filter every confined command gets: each `connect` and
+//! `bind` goes to the command's init (seccomp user notification), which
+//! runs outside the command's Landlock domain but inside its namespaces.
 //!
-//! Unix, netlink and TCP sockets can be created, but every `connect` and
-//! `bind` goes to the supervisor (seccomp user notification), which
-//! performs the call itself on a copy of the command's socket when the
-//! address is a loopback one, and refuses it otherwise. Performing it
-//! (rather than letting the kernel go on) leaves no window for another
-//! thread of the command to swap the address after the check; Landlock's
-//! TCP rules refuse any TCP connect the kernel would make on its own. UDP,
-//! raw sockets, SCTP and TCP Fast Open (a connect hidden in `sendto`) are
-//! refused, and so are `io_uring` (its operations bypass seccomp) and
-//! system calls of another architecture (the 32-bit `socketcall`
-//! multiplexer).
+//! - Unix sockets: see [`super::unix`] (every network setting).
+//! - `network = "localhost"`: the init performs a TCP `connect` or
+//!   `bind` itself on a copy of the command's socket when the address is
+//!   a loopback one, and refuses it otherwise. Performing it (rather than
+//!   letting the kernel go on) leaves no window for another thread of the
+//!   command to swap the address after the check; Landlock's TCP rules
+//!   refuse any TCP connect the kernel would make on its own. UDP, raw
+//!   sockets, SCTP and TCP Fast Open (a connect hidden in `sendto`) are
+//!   refused. (`deny` is a network namespace of the command's own, `allow`
+//!   lets TCP and UDP go.)
+//!
+//! `io_uring` (its operations bypass seccomp) and system calls of another
+//! architecture (the 32-bit `socketcall` multiplexer) are refused.
 //!
 //! seccomp filters are classic BPF; the few instructions needed are
 //! assembled here (seccompiler cannot return user notifications).
@@ -19,6 +22,9 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::NetworkAccess;
+use super::unix::{Refused, UnixAddr, UnixRules};
 
 #[cfg(target_arch = "x86_64")]
 const AUDIT_ARCH: u32 = 0xC000_003E;
@@ -106,8 +112,9 @@ fn errno(e: i32) -> u32 {
     libc::SECCOMP_RET_ERRNO | (e as u32 & libc::SECCOMP_RET_DATA)
 }
 
-/// The `localhost` filter.
-fn program() -> Vec<libc::sock_filter> {
+/// The filter for a `network` setting.
+fn program(network: NetworkAccess) -> Vec<libc::sock_filter> {
+    let localhost = network == NetworkAccess::Localhost;
     let mut a = Asm::default();
     a.load(ARCH);
     a.jne(AUDIT_ARCH, "enosys");
@@ -120,12 +127,17 @@ fn program() -> Vec<libc::sock_filter> {
     a.jeq(libc::SYS_socket as u32, "socket");
     a.jeq(libc::SYS_connect as u32, "notify");
     a.jeq(libc::SYS_bind as u32, "notify");
-    a.jeq(libc::SYS_sendto as u32, "sendto");
-    a.jeq(libc::SYS_sendmsg as u32, "sendmsg");
-    a.jeq(libc::SYS_sendmmsg as u32, "sendmmsg");
+    if localhost {
+        a.jeq(libc::SYS_sendto as u32, "sendto");
+        a.jeq(libc::SYS_sendmsg as u32, "sendmsg");
+        a.jeq(libc::SYS_sendmmsg as u32, "sendmmsg");
+    }
     a.ret(libc::SECCOMP_RET_ALLOW);
 
     a.label("socket");
+    if !localhost {
+        a.ret(libc::SECCOMP_RET_ALLOW);
+    }
     a.load(arg(0));
     a.jeq(libc::AF_UNIX as u32, "allow");
     a.jeq(libc::AF_NETLINK as u32, "allow");
@@ -141,11 +153,13 @@ fn program() -> Vec<libc::sock_filter> {
     a.jeq(0, "allow");
     a.jeq(libc::IPPROTO_TCP as u32, "allow");
     a.ret(errno(libc::EACCES));
-    for (label, flags_arg) in [("sendto", 3), ("sendmsg", 2), ("sendmmsg", 3)] {
-        a.label(label);
-        a.load(arg(flags_arg));
-        a.jset(libc::MSG_FASTOPEN as u32, "eacces");
-        a.ret(libc::SECCOMP_RET_ALLOW);
+    if localhost {
+        for (label, flags_arg) in [("sendto", 3), ("sendmsg", 2), ("sendmmsg", 3)] {
+            a.label(label);
+            a.load(arg(flags_arg));
+            a.jset(libc::MSG_FASTOPEN as u32, "eacces");
+            a.ret(libc::SECCOMP_RET_ALLOW);
+        }
     }
     a.label("notify");
     a.ret(libc::SECCOMP_RET_USER_NOTIF);
@@ -158,11 +172,10 @@ fn program() -> Vec<libc::sock_filter> {
     a.assemble()
 }
 
-/// Installs the `localhost` filter on the calling thread (no new
-/// privileges must be set) and returns the listener the supervisor
-/// answers on.
-pub(super) fn install() -> io::Result<OwnedFd> {
-    let mut filter = program();
+/// Installs the filter on the calling thread (no new privileges must be
+/// set) and returns the listener the command's init answers on.
+pub(super) fn install(network: NetworkAccess) -> io::Result<OwnedFd> {
+    let mut filter = program(network);
     let prog = libc::sock_fprog { len: filter.len() as u16, filter: filter.as_mut_ptr() };
     // SAFETY: seccomp(2) with a valid program that outlives the call.
     let ret = unsafe {
@@ -312,26 +325,82 @@ enum Answer {
     Error(i32),
 }
 
-fn decide(notif: &libc::seccomp_notif, listener: i32) -> Answer {
+/// What the init enforces: the network setting and where Unix sockets
+/// may be reached.
+#[derive(Debug)]
+pub struct Rules {
+    pub network: NetworkAccess,
+    pub unix: UnixRules,
+}
+
+impl Rules {
+    /// Opens the directories of the sockets the user allows: call it
+    /// before they may be hidden.
+    pub fn of(policy: &super::Policy) -> Rules {
+        Rules { network: policy.network, unix: UnixRules::new(policy.write.clone(), &policy.unix_sockets) }
+    }
+}
+
+/// The address the call passed, read from the command's memory, once the
+/// notification is known to be still live (the process may have died and
+/// its id been reused while we read).
+fn address(notif: &libc::seccomp_notif, listener: i32) -> Result<Vec<u8>, i32> {
+    let len = (notif.data.args[2] as usize).min(128);
+    let bytes = read_memory(notif.pid, notif.data.args[1], len).ok_or(libc::EFAULT)?;
+    let mut id = notif.id;
+    // SAFETY: an ioctl on the listener with a u64.
+    if unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_ID_VALID, &mut id) } != 0 {
+        return Err(libc::ESRCH);
+    }
+    Ok(bytes)
+}
+
+fn decide_unix(notif: &libc::seccomp_notif, listener: i32, sock: &OwnedFd, rules: &UnixRules) -> Answer {
+    let bytes = match address(notif, listener) {
+        Ok(b) => b,
+        Err(e) => return Answer::Error(e),
+    };
+    let Some(addr) = UnixAddr::parse(&bytes) else { return Answer::Error(libc::EINVAL) };
+    if notif.data.nr as i64 == libc::SYS_bind {
+        // Where a socket file may be made is Landlock's to say; an
+        // abstract name is not a file.
+        return match addr {
+            UnixAddr::Abstract(name) => {
+                say_once(format!("[forge sandbox] refused bind to the abstract Unix socket @{name}"));
+                Answer::Error(libc::EACCES)
+            }
+            _ => Answer::Continue,
+        };
+    }
+    match super::unix::connect(notif.pid, sock, &addr, rules) {
+        Ok(()) => Answer::Value(0),
+        Err(Refused::Errno(e)) => Answer::Error(e),
+        Err(Refused::Policy(what)) => {
+            say_once(super::unix::refusal(&what));
+            Answer::Error(libc::EACCES)
+        }
+    }
+}
+
+fn decide(notif: &libc::seccomp_notif, listener: i32, rules: &Rules) -> Answer {
     let nr = notif.data.nr as i64;
     let is_connect = nr == libc::SYS_connect;
     let fd = notif.data.args[0] as i32;
     let Some(sock) = take_fd(notif.pid, fd) else { return Answer::Error(libc::EBADF) };
-    // A Unix socket's address can only name a Unix socket, whatever the
-    // command writes there later: the kernel may go on.
     match socket_family(&sock) {
-        Some(libc::AF_UNIX) | Some(libc::AF_NETLINK) => return Answer::Continue,
+        Some(libc::AF_UNIX) => return decide_unix(notif, listener, &sock, &rules.unix),
+        // Netlink addresses name no file and no host.
+        Some(libc::AF_NETLINK) => return Answer::Continue,
+        // `deny`: the command's own network namespace decides; `allow`:
+        // nothing to decide.
+        _ if rules.network != NetworkAccess::Localhost => return Answer::Continue,
         Some(libc::AF_INET) | Some(libc::AF_INET6) => {}
         _ => return Answer::Error(libc::EACCES),
     }
-    let len = (notif.data.args[2] as usize).min(128);
-    let Some(bytes) = read_memory(notif.pid, notif.data.args[1], len) else { return Answer::Error(libc::EFAULT) };
-    // The process may have died and its id been reused while we read.
-    let mut id = notif.id;
-    // SAFETY: an ioctl on the listener with a u64.
-    if unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_ID_VALID, &mut id) } != 0 {
-        return Answer::Error(libc::ESRCH);
-    }
+    let bytes = match address(notif, listener) {
+        Ok(b) => b,
+        Err(e) => return Answer::Error(e),
+    };
     let Some(addr) = Addr::parse(&bytes) else { return Answer::Error(libc::EAFNOSUPPORT) };
     let verb = if is_connect { "connect to" } else { "bind to" };
     let port = match &addr {
@@ -345,7 +414,7 @@ fn decide(notif: &libc::seccomp_notif, listener: i32) -> Answer {
         } else {
             "commands may reach only this machine's loopback ([tools.sandbox] network = \"localhost\")".to_string()
         };
-        eprintln!("[forge sandbox] refused {verb} {}: {why}", addr.show());
+        say_once(format!("[forge sandbox] refused {verb} {}: {why}", addr.show()));
         return Answer::Error(libc::EACCES);
     }
     let (raw, raw_len) = addr.raw();
@@ -366,10 +435,11 @@ fn decide(notif: &libc::seccomp_notif, listener: i32) -> Answer {
 
 /// Answers the command's `connect` and `bind` calls until the listener
 /// closes (every confined process is gone). Runs on a thread of the
-/// supervisor; a blocking connect gets a thread of its own so the others
-/// are not held up.
-pub fn serve_notifications(listener: OwnedFd) {
+/// command's init; a blocking connect gets a thread of its own so the
+/// others are not held up.
+pub fn serve_notifications(listener: OwnedFd, rules: Rules) {
     let listener = std::sync::Arc::new(listener);
+    let rules = std::sync::Arc::new(rules);
     loop {
         // SAFETY: a zeroed notification is what RECV expects.
         let mut notif: libc::seccomp_notif = unsafe { std::mem::zeroed() };
@@ -381,9 +451,9 @@ pub fn serve_notifications(listener: OwnedFd) {
                 _ => return,
             }
         }
-        let listener = listener.clone();
+        let (listener, rules) = (listener.clone(), rules.clone());
         let answer = move || {
-            let answer = decide(&notif, listener.as_raw_fd());
+            let answer = decide(&notif, listener.as_raw_fd(), &rules);
             let (val, error, flags) = match answer {
                 Answer::Continue => (0, 0, libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32),
                 Answer::Value(v) => (v, 0, 0),
@@ -404,6 +474,17 @@ pub fn serve_notifications(listener: OwnedFd) {
     }
 }
 
+/// Writes a refusal to the command's stderr, once per command (a program
+/// retrying in a loop would fill its output).
+fn say_once(line: String) {
+    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut said = SAID.lock().unwrap_or_else(|p| p.into_inner());
+    if said.len() < 64 && !said.contains(&line) {
+        eprintln!("{line}");
+        said.push(line);
+    }
+}
+
 static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
 const MAX_THREADS: usize = 32;
 
@@ -413,14 +494,16 @@ mod tests {
 
     #[test]
     fn every_jump_lands_inside_the_program() {
-        let prog = program();
-        for (i, insn) in prog.iter().enumerate() {
-            if insn.code & 0x07 == 0x05 {
-                assert!(i + 1 + (insn.jt as usize) < prog.len(), "#{i}");
-                assert!(i + 1 + (insn.jf as usize) < prog.len(), "#{i}");
+        for network in [NetworkAccess::Deny, NetworkAccess::Localhost, NetworkAccess::Allow] {
+            let prog = program(network);
+            for (i, insn) in prog.iter().enumerate() {
+                if insn.code & 0x07 == 0x05 {
+                    assert!(i + 1 + (insn.jt as usize) < prog.len(), "{network:?} #{i}");
+                    assert!(i + 1 + (insn.jf as usize) < prog.len(), "{network:?} #{i}");
+                }
             }
+            assert_eq!(prog.last().map(|i| i.code), Some(RET_K));
         }
-        assert_eq!(prog.last().map(|i| i.code), Some(RET_K));
     }
 
     #[test]

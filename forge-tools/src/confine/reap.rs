@@ -54,6 +54,52 @@ pub fn may_descend_from(pid: i32, ancestor: i32) -> bool {
     true
 }
 
+/// The supervisors (`forged __forge-supervise`) above `pid`: the Forge
+/// sandboxes it runs in, as this PID namespace shows them.
+fn supervisors_above(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    let mut p = pid;
+    for _ in 0..4096 {
+        match parent_of(p) {
+            Some(parent) if parent > 0 => {
+                let cmdline = std::fs::read(format!("/proc/{parent}/cmdline")).unwrap_or_default();
+                if cmdline.split(|b| *b == 0).nth(1) == Some(crate::supervisor::SUPERVISE_ARG.as_bytes()) {
+                    out.push(parent);
+                }
+                p = parent;
+            }
+            _ => break,
+        }
+    }
+    out
+}
+
+/// The Forge command cgroup `pid` runs in, if any.
+fn command_group_of(pid: i32) -> Option<String> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let marker = format!("/{}", super::cgroup::COMMAND_PREFIX);
+    text.lines().find_map(|l| {
+        let path = l.splitn(3, ':').nth(2)?;
+        path.contains(&marker).then(|| path.to_string())
+    })
+}
+
+/// Whether `pid` runs confined by a Forge sandbox (of any daemon) that
+/// the calling process does not run in itself.
+pub fn in_other_sandbox(pid: i32) -> bool {
+    // SAFETY: plain system call.
+    let me = unsafe { libc::getpid() };
+    let mine = supervisors_above(me);
+    if supervisors_above(pid).iter().any(|s| !mine.contains(s)) {
+        return true;
+    }
+    match (command_group_of(pid), command_group_of(me)) {
+        (Some(theirs), Some(ours)) => theirs != ours,
+        (Some(_), None) => true,
+        _ => false,
+    }
+}
+
 /// The live processes below `root`, with their thread counts.
 fn tree(root: i32) -> Vec<(i32, u64)> {
     let mut children: HashMap<i32, Vec<(i32, u64)>> = HashMap::new();

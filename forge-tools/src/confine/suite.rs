@@ -230,13 +230,13 @@ pub async fn run_suite(settings: &Settings, targets: &Targets) -> std::io::Resul
         let r = run(bomb, &root, small_c.as_ref(), &tmp, Duration::from_secs(30)).await;
         let started: Option<usize> =
             r.out.lines().find_map(|l| l.strip_prefix("started ")).and_then(|n| n.trim().parse().ok());
-        let stopped = r.out.contains("[forge sandbox] stopped");
+        let stopped = r.out.contains("[forge sandbox] stopped") || r.out.contains("process start(s) refused");
         rows.push(row(
             "fork bomb (max_processes lowered to 64 for the probe)",
             true,
             stopped || started.is_some_and(|n| n < 200),
             match started {
-                _ if stopped => "the command was stopped at the limit".to_string(),
+                _ if stopped => "the command was held at the limit".to_string(),
                 Some(n) => format!("{n} of 200 background processes started"),
                 None => first_line(&r.out),
             },
