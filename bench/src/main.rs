@@ -352,6 +352,7 @@ async fn search_bench(pattern: &str, dir: &Path) -> anyhow::Result<()> {
         limits: forge_core::tools::ToolLimits { output_bytes: 1 << 20, ..Default::default() },
         about: None,
         library: None,
+        timeout: None,
         output: None,
         file_hashes: Default::default(),
     };
@@ -409,6 +410,7 @@ async fn patch_bench() -> anyhow::Result<()> {
         limits: forge_core::tools::ToolLimits { output_bytes: 1 << 20, ..Default::default() },
         about: None,
         library: None,
+        timeout: None,
         output: None,
         file_hashes: Default::default(),
     };

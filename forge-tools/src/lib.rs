@@ -105,6 +105,9 @@ pub struct ToolCtx {
     pub about: Option<Arc<Value>>,
     /// What `recall` searches: the session's facts and messages.
     pub library: Option<Arc<dyn Library>>,
+    /// How long the call may run, for tools that stop themselves on
+    /// time ([`ToolExecutor::stops_on_time`]).
+    pub timeout: Option<Duration>,
 }
 
 pub type LibraryFut<'a, T> = Pin<Box<dyn Future<Output = Result<T, String>> + Send + 'a>>;
@@ -147,6 +150,7 @@ impl ToolCtx {
             file_hashes: Default::default(),
             about: None,
             library: None,
+            timeout: None,
         }
     }
 }
@@ -206,6 +210,12 @@ pub trait ToolExecutor: Send + Sync {
     /// The tool runs commands (which the kernel sandbox confines, so that
     /// the approval policy may let them run without asking).
     fn runs_commands(&self) -> bool {
+        false
+    }
+    /// The tool stops itself at `ToolCtx::timeout` and says what it
+    /// stopped (the caller then waits a little longer before it gives
+    /// up on it).
+    fn stops_on_time(&self) -> bool {
         false
     }
     /// A call may change any file under the session's roots (a shell

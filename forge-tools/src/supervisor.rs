@@ -160,7 +160,15 @@ fn signal(pidfd: &OwnedFd, sig: i32) -> bool {
 
 impl Drop for StopGuard {
     fn drop(&mut self) {
-        let Some(pid) = self.pid else { return };
+        self.stop();
+    }
+}
+
+impl StopGuard {
+    /// Stops the process now (once): its supervisor kills all below it
+    /// and says how many on its stderr.
+    pub fn stop(&mut self) {
+        let Some(pid) = self.pid.take() else { return };
         if !enabled() {
             // SAFETY: kill(2) on the process group we created.
             unsafe { libc::kill(-pid, libc::SIGKILL) };

@@ -362,3 +362,140 @@ async fn without_kernel_confinement_forge_says_so_and_every_command_asks() {
     assert!(suite.stdout.contains("FAILED") && suite.stdout.contains("paths-only"), "{}", suite.stdout);
     forge.ok(&["shutdown"]).await;
 }
+
+/// Whether a process whose command line holds `marker` is alive.
+fn alive(marker: &str) -> usize {
+    std::fs::read_dir("/proc")
+        .map(|d| {
+            d.flatten()
+                .filter(|e| {
+                    std::fs::read(e.path().join("cmdline"))
+                        .is_ok_and(|c| String::from_utf8_lossy(&c).replace('\0', " ").contains(marker))
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_flood_stays_at_max_processes_and_nothing_outlives_the_timeout() {
+    let config = "[tools.sandbox]\nmax_processes = 64\n[tools.timeouts]\nshell_commands_seconds = 4\n";
+    let Some(s) = setup(config, &[]).await else { return };
+    // Thousands of sleeping children (bounded, never a fork bomb).
+    let flood = format!("{} __forge-probe flood 3000", q(&bin("forged")));
+    let text = s.run(&flood).await;
+    let started: Option<u64> = text
+        .lines()
+        .find_map(|l| l.strip_prefix("started "))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok());
+    assert!(started.is_some_and(|n| n < 64), "the flood stopped at max_processes: {text}");
+    assert!(text.contains("timed out after 4 s and was stopped"), "{text}");
+    let killed: Option<u64> =
+        text.split("was stopped: ").nth(1).and_then(|r| r.split_whitespace().next()).and_then(|n| n.parse().ok());
+    assert!(
+        killed.is_some_and(|k| k >= started.unwrap_or(0) && k <= 64),
+        "the result says how many were killed: {text}"
+    );
+    let mut left = usize::MAX;
+    for _ in 0..100 {
+        left = alive("__forge-probe flood");
+        if left == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(left, 0, "nothing the command started is left");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_is_bounded_for_the_whole_command() {
+    let config = "[tools.sandbox]\nmax_memory_mb = 512\n[tools.timeouts]\nshell_commands_seconds = 20\n";
+    let Some(s) = setup(config, &[]).await else { return };
+    let status = s.forge.ok(&["--json", "sandbox"]).await.json_lines();
+    if status.first().and_then(|s| s["memory_bounded"].as_bool()) != Some(true) {
+        require_or_skip("no memory cgroup: a command's memory is bounded per process only");
+        return;
+    }
+    let hog = q(&bin("forged"));
+    // Six children of 200 MB under a 512 MB total; they report and wait,
+    // and the command ends when the shell has waited long enough.
+    let line = format!(
+        "for i in 1 2 3 4 5 6; do {hog} __forge-probe hog 200 & done; sleep 6; echo held $(grep -ls 'hog.200' /proc/[0-9]*/cmdline | wc -l)"
+    );
+    let text = s.run(&line).await;
+    let holding = text.matches("holding 200 MiB").count();
+    assert!(holding < 6, "not all six got their 200 MB: {text}");
+    assert!(text.contains("the command used its 512 MiB of memory"), "the result says why: {text}");
+    // One memfd of 1 GiB is memory too.
+    let text = s.run(&format!("{hog} __forge-probe hog-memfd 1024; echo done")).await;
+    assert!(!text.contains("holding 1024 MiB"), "{text}");
+    s.forge.ok(&["status"]).await;
+}
+
+/// Skips a test that needs what this machine lacks, unless
+/// `FORGE_REQUIRE_SANDBOX=1` (CI) says every escape test must run.
+fn require_or_skip(why: &str) {
+    if std::env::var("FORGE_REQUIRE_SANDBOX").is_ok_and(|v| v == "1") {
+        panic!("FORGE_REQUIRE_SANDBOX=1 but {why}");
+    }
+    eprintln!("SKIPPED: {why}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sockets_outside_the_roots_reach_nothing_tmux_and_other_daemons_included() {
+    let Some(s) = setup("", &[]).await else { return };
+    let outside_tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    // A directory like a home's, outside /tmp.
+    let home_like = tempfile::tempdir_in(forge_tests::harness::bin_dir()).unwrap_or_else(|e| panic!("{e}"));
+    let marker = outside_tmp.path().join("ran-outside");
+    let mut lines = Vec::new();
+    let tmux = std::process::Command::new("tmux").arg("-V").output().is_ok_and(|o| o.status.success());
+    let mut servers = Vec::new();
+    if tmux {
+        for dir in [outside_tmp.path(), home_like.path()] {
+            let sock = dir.join("tmux.sock");
+            let ok = std::process::Command::new("tmux")
+                .args(["-S", &sock.display().to_string(), "new-session", "-d", "sleep 600"])
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "a tmux server for the test");
+            servers.push(sock.clone());
+            lines.push(format!("tmux -S {} new-window 'touch {}'; echo tmux=$?", q(&sock), q(&marker)));
+        }
+    } else {
+        require_or_skip("tmux is not installed: the tmux escape is not tried");
+    }
+    // A second daemon (another FORGE_HOME), its socket in /tmp, and a
+    // third whose socket lies inside the session's project: the sandbox
+    // lets the connect through, the daemon refuses a sandboxed peer.
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut second = Forge::new(&mock);
+    second.start().await;
+    let mut third = Forge::new(&mock);
+    third.socket = s.dir().join("third.sock");
+    third.start().await;
+    for sock in [&second.socket, &third.socket] {
+        lines.push(format!("{} __forge-probe connect-unix {}", q(&bin("forged")), q(sock)));
+        lines.push(format!(
+            "{} --socket {} --no-autostart session new --cwd /; echo forgectl=$?",
+            q(&bin("forgectl")),
+            q(sock)
+        ));
+    }
+    let text = s.run(&lines.join("; ")).await;
+    assert!(!marker.exists(), "nothing ran outside through tmux: {text}");
+    if tmux {
+        assert!(text.contains("refused connect to the Unix socket"), "the command is told: {text}");
+        assert!(!text.contains("tmux=0"), "{text}");
+    }
+    assert!(!text.contains("connected to"), "no daemon took the connection: {text}");
+    assert!(!text.contains("forgectl=0"), "{text}");
+    for f in [&second, &third] {
+        let list = f.ok(&["--json", "ps"]).await.json_lines();
+        assert!(list.is_empty(), "no session was made in another daemon: {list:?}");
+    }
+    for sock in servers {
+        let _ = std::process::Command::new("tmux").args(["-S", &sock.display().to_string(), "kill-server"]).status();
+    }
+}

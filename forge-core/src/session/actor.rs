@@ -608,7 +608,10 @@ fn spawn_tool(run: ToolRun, recorder: Recorder, hooks: ToolHooks) -> RunningTool
             }
             _ => None,
         };
-        let mut result = match tokio::time::timeout(timeout, tool.execute(args, &ctx)).await {
+        // A tool that stops itself on time is given a moment more to say
+        // what it stopped.
+        let outer = if tool.stops_on_time() { timeout + std::time::Duration::from_secs(15) } else { timeout };
+        let mut result = match tokio::time::timeout(outer, tool.execute(args, &ctx)).await {
             Ok(r) => r,
             Err(_) => Err(ToolError::Timeout { tool: tool.name().into(), elapsed: timeout }),
         };

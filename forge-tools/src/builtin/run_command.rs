@@ -122,6 +122,9 @@ which the user must approve."
     fn runs_commands(&self) -> bool {
         true
     }
+    fn stops_on_time(&self) -> bool {
+        true
+    }
     fn approval_summary(&self, args: &Value, sandbox: &crate::Sandbox) -> String {
         let line = args.get("command").and_then(Value::as_str).unwrap_or("?");
         if wants_no_sandbox(args) {
@@ -147,15 +150,34 @@ which the user must approve."
             let stdout = child.stdout.take();
             let stderr = child.stderr.take();
             let max = ctx.limits.output_bytes;
-            let (out, err, status) =
-                tokio::join!(pump(stdout, "stdout", ctx, max), pump(stderr, "stderr", ctx, max), child.wait());
+            let mut run = Box::pin(async {
+                tokio::join!(pump(stdout, "stdout", ctx, max), pump(stderr, "stderr", ctx, max), child.wait())
+            });
+            let limit = ctx.timeout.unwrap_or(self.timeout());
+            let (out, err, status, timed_out) = match tokio::time::timeout(limit, &mut run).await {
+                Ok((out, err, status)) => (out, err, status, false),
+                Err(_) => {
+                    // The supervisor kills everything the command started
+                    // and says how much on stderr, which ends the pipes.
+                    stop.stop();
+                    match tokio::time::timeout(std::time::Duration::from_secs(10), &mut run).await {
+                        Ok((out, err, status)) => (out, err, status, true),
+                        Err(_) => return Err(ToolError::Timeout { tool: "run_command".into(), elapsed: limit }),
+                    }
+                }
+            };
             let status = status.map_err(|e| failed(e.to_string()))?;
             // The supervisor has cleaned up after the command.
             if crate::supervisor::enabled() {
                 stop.disarm();
             }
             let code = status.code().map(|c| c.to_string()).unwrap_or_else(|| "killed by a signal".into());
-            let mut text = format!("exit status: {code}\n");
+            let mut text = if timed_out {
+                let killed = stopped_count(&err).map(|n| format!(": {n} process(es) killed")).unwrap_or_default();
+                format!("timed out after {} s and was stopped{killed}\n", limit.as_secs())
+            } else {
+                format!("exit status: {code}\n")
+            };
             if !out.is_empty() {
                 text.push_str(&format!("--- stdout ---\n{out}"));
             }
@@ -172,9 +194,15 @@ which the user must approve."
             {
                 text.push_str(&note);
             }
-            Ok(text)
+            if timed_out { Err(failed(text)) } else { Ok(text) }
         })
     }
+}
+
+/// How many processes the supervisor said it killed at a stop.
+fn stopped_count(stderr: &str) -> Option<u64> {
+    let rest = stderr.lines().find_map(|l| l.strip_prefix("[forge sandbox] stopped: "))?;
+    rest.split_whitespace().next()?.parse().ok()
 }
 
 /// Reads a pipe to its end, forwarding chunks as they come and keeping at

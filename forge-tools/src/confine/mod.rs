@@ -25,6 +25,7 @@ mod enter;
 pub mod explain;
 mod mounts;
 mod netfilter;
+mod probe;
 pub mod reap;
 pub mod spawn;
 pub mod suite;
@@ -37,6 +38,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::config::{NetworkAccess, SandboxMode};
 pub use netfilter::{Rules, serve_notifications};
+pub use probe::{PROBE_ARG, probe_main};
 
 /// Environment variable that carries the policy from the daemon to the
 /// supervisor (removed before the command starts).
@@ -238,71 +240,6 @@ pub fn landlock_abi() -> i32 {
         )
     };
     if v < 0 { 0 } else { v as i32 }
-}
-
-/// First argument of the daemon's executable that runs a probe.
-pub const PROBE_ARG: &str = "__forge-probe";
-
-/// `forged __forge-probe ...`: checks run inside (or about) the sandbox.
-/// Exit status 0 means yes. Never returns.
-pub fn probe_main(args: &[std::ffi::OsString]) -> ! {
-    let args: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
-    let code = match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
-        ["userns"] => match enter::probe_namespaces() {
-            enter::NamespaceProbe::Full => 0,
-            enter::NamespaceProbe::NoFreshProc => 3,
-            enter::NamespaceProbe::None => 1,
-        },
-        ["connect-tcp", addr] => probe_connect_tcp(addr),
-        ["connect-unix", path] => probe_connect_unix(path),
-        _ => {
-            eprintln!("forged: {PROBE_ARG} takes userns | connect-tcp ADDR | connect-unix PATH");
-            2
-        }
-    };
-    std::process::exit(code)
-}
-
-fn probe_connect_tcp(addr: &str) -> i32 {
-    let Ok(addr) = addr.parse::<std::net::SocketAddr>() else {
-        eprintln!("not an address: {addr}");
-        return 2;
-    };
-    match std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(3)) {
-        Ok(_) => {
-            println!("connected to {addr}");
-            0
-        }
-        Err(e) => {
-            println!("refused: {e}");
-            1
-        }
-    }
-}
-
-fn probe_connect_unix(path: &str) -> i32 {
-    use std::io::Read;
-    match std::os::unix::net::UnixStream::connect(path) {
-        Ok(mut s) => {
-            // The daemon closes a connection it refuses at once.
-            let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(2)));
-            let mut b = [0u8; 1];
-            match s.read(&mut b) {
-                Ok(0) => {
-                    println!("refused: closed by the peer");
-                    1
-                }
-                _ => {
-                    println!("connected to {path}");
-                    0
-                }
-            }
-        }
-        Err(e) => {
-            println!("refused: {e}");
-            1
-        }
-    }
 }
 
 /// Facts about the machine the daemon learns once at start.

@@ -549,6 +549,7 @@ impl Session {
             file_hashes: self.file_hashes.clone(),
             about: (tool.name() == "introspect").then(|| Arc::new(self.introspection())),
             library: None,
+            timeout: Some(timeout_for(tool.as_ref(), &self.config)),
         };
         let timeout = timeout_for(tool.as_ref(), &self.config);
         self.out.push(Effect::RunTool(Box::new(ToolRun { tool, args, record, ctx, timeout })));
