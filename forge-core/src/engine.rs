@@ -334,7 +334,7 @@ impl Engine {
         if hooks.is_empty() {
             return Ok(runs);
         }
-        let sandbox = crate::tools::Sandbox::for_session(Path::new(cwd), config.tools.sandbox.as_ref());
+        let sandbox = crate::tools::Sandbox::for_session(Path::new(cwd), &config.tools);
         for hook in &hooks {
             let input = crate::hooks::input(event, &handle.id, cwd, extra.clone());
             let run = crate::hooks::run(hook, &input, &sandbox, None).await;

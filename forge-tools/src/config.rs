@@ -27,6 +27,7 @@ pub struct ToolsConfig {
     pub approval: Option<ToolApprovalConfig>,
     pub read_file: Option<ReadFileConfig>,
     pub apply_patch: Option<ApplyPatchConfig>,
+    pub git: Option<GitToolsConfig>,
     /// Other per-tool tables (`[tools.search]`, ...), kept for their tools.
     #[serde(flatten)]
     pub other: BTreeMap<String, toml::Value>,
@@ -132,6 +133,16 @@ pub struct ToolApprovalConfig {
 pub struct ReadFileConfig {
     pub max_file_read_bytes: Option<usize>,
     pub max_scan_bytes: Option<usize>,
+}
+
+/// `[tools.git]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GitToolsConfig {
+    /// Run the repository's hooks (pre-commit, ...) in the git tools;
+    /// default false. They run in the command sandbox, with `.git/config`
+    /// and the hooks read-only.
+    pub run_hooks: Option<bool>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -19,6 +19,10 @@ pub enum DenialReason {
     Denied { path: String, pattern: String },
     #[error("`{path}` is a hard link (its other names may be outside the allowed roots)")]
     HardLink { path: String },
+    #[error(
+        "`{0}` is inside `.git`: its configuration and hooks run programs outside the sandbox, so no tool writes there (use the git tools)"
+    )]
+    GitInternals(String),
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

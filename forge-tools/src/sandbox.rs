@@ -73,6 +73,8 @@ pub struct Sandbox {
     allow_absolute: bool,
     /// How commands are confined (`[tools.sandbox]` mode, network, limits).
     commands: crate::confine::Settings,
+    /// `[tools.git] run_hooks`.
+    git_hooks: bool,
 }
 
 impl Sandbox {
@@ -90,14 +92,26 @@ impl Sandbox {
             }
         }
         let denied = builder.build().unwrap_or_else(|_| GlobSet::empty());
-        Self { cwd, roots: root_paths, aliases, patterns: kept, denied, allow_absolute, commands: Default::default() }
+        Self {
+            cwd,
+            roots: root_paths,
+            aliases,
+            patterns: kept,
+            denied,
+            allow_absolute,
+            commands: Default::default(),
+            git_hooks: false,
+        }
     }
 
-    /// The sandbox of a session working in `cwd`, as `[tools.sandbox]` says.
-    pub fn for_session(cwd: &Path, config: Option<&crate::config::ToolSandboxConfig>) -> Self {
+    /// The sandbox of a session working in `cwd`, as `[tools.sandbox]`
+    /// (and `[tools.git]`) say.
+    pub fn for_session(cwd: &Path, tools: &crate::config::ToolsConfig) -> Self {
+        let config = tools.sandbox.as_ref();
         let s = Settings::from(config);
         let mut sandbox = Sandbox::new(cwd, &s.roots, &s.denied, s.defaults, s.absolute);
         sandbox.commands = crate::confine::Settings::from_config(config);
+        sandbox.git_hooks = tools.git.as_ref().and_then(|g| g.run_hooks).unwrap_or(false);
         sandbox
     }
 
@@ -115,6 +129,24 @@ impl Sandbox {
         }
         let policy = crate::confine::Policy::build(&self.commands, &self.roots, tmpdir, git_writable);
         Some(crate::supervisor::Confinement::new(policy))
+    }
+
+    /// The kernel sandbox for the git tools: `.git` writable but for its
+    /// configuration and hooks (and `hooks_dir`, the project's
+    /// core.hooksPath, when hooks run).
+    pub fn git_confinement(&self, tmpdir: &Path, hooks_dir: Option<String>) -> Option<crate::supervisor::Confinement> {
+        if !self.commands.kernel_active() || !crate::supervisor::enabled() {
+            return None;
+        }
+        let settings = crate::confine::Settings { git_hooks_dir: hooks_dir, ..self.commands.clone() };
+        let policy = crate::confine::Policy::build(&settings, &self.roots, tmpdir, true);
+        Some(crate::supervisor::Confinement::new(policy))
+    }
+
+    /// Whether the git tools run the repository's hooks
+    /// (`[tools.git] run_hooks`).
+    pub fn git_hooks(&self) -> bool {
+        self.git_hooks
     }
 
     /// The roots (absolute) and deny patterns a session's sandbox has, to
@@ -154,6 +186,18 @@ impl Sandbox {
                 "outside": "run_command with \"sandbox\": false asks the user first",
             },
         })
+    }
+
+    /// Resolves `path` for writing: as [`Sandbox::resolve`], and never
+    /// inside a `.git` directory (its configuration and hooks run
+    /// programs later, outside any sandbox).
+    pub fn resolve_write(&self, path: &str) -> Result<PathBuf, DenialReason> {
+        let full = self.resolve(path)?;
+        let inside = self.roots.iter().find_map(|r| full.strip_prefix(r).ok()).unwrap_or(&full);
+        if inside.components().any(|c| c.as_os_str() == ".git") {
+            return Err(DenialReason::GitInternals(path.to_string()));
+        }
+        Ok(full)
     }
 
     /// Resolves `path` for reading or writing, or says which rule denies it.

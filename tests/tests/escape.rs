@@ -499,3 +499,92 @@ async fn sockets_outside_the_roots_reach_nothing_tmux_and_other_daemons_included
         let _ = std::process::Command::new("tmux").args(["-S", &sock.display().to_string(), "kill-server"]).status();
     }
 }
+
+/// `git args` in `dir`, as the user would run it.
+fn user_git(dir: &Path, args: &[&str]) -> String {
+    let out =
+        std::process::Command::new("git").args(args).current_dir(dir).output().unwrap_or_else(|e| panic!("git: {e}"));
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_planted_hook_never_changes_git_config_and_the_users_git_runs_nothing() {
+    for run_hooks in [false, true] {
+        let config = if run_hooks { "[tools.git]\nrun_hooks = true\n" } else { "" };
+        let Some(s) = setup(config, &[]).await else { return };
+        let dir = s.dir();
+        let marker = dir.join("fsmonitor-ran");
+        user_git(&dir, &["init", "-q"]);
+        user_git(&dir, &["config", "user.email", "t@example.com"]);
+        user_git(&dir, &["config", "user.name", "T"]);
+        // What husky sets up.
+        user_git(&dir, &["config", "core.hooksPath", ".husky"]);
+        let before = std::fs::read_to_string(dir.join(".git/config")).unwrap_or_default();
+        // The model plants a hook that would make the user's next `git
+        // status` run its command, and a file to commit.
+        let hook = format!(
+            "#!/bin/sh\ntouch hook-ran\ngit config core.fsmonitor 'touch {}'\necho x >> .git/hooks/post-commit\n",
+            marker.display()
+        );
+        let plant = format!(
+            "mkdir -p .husky && printf '%s' {} > .husky/pre-commit && chmod +x .husky/pre-commit && echo a > a.txt",
+            q(Path::new(&hook))
+        );
+        s.run(&plant).await;
+        let calls =
+            [tool_call("git_add", &json!({"paths": ["a.txt"]})), tool_call("git_commit", &json!({"message": "plain"}))];
+        s.forge.ok(&["send", "--auto-approve", "-s", &s.id, &format!("{} {} go", calls[0], calls[1])]).await;
+        // A write to .git/config by a file tool is refused too.
+        let write = tool_call("write_file", &json!({"path": ".git/config", "content": "[core]\nfsmonitor = evil\n"}));
+        s.forge.ok(&["send", "--auto-approve", "-s", &s.id, &format!("{write} go")]).await;
+        let h = s.forge.ok(&["--json", "history", &s.id]).await.json_lines();
+        let refusal = h.iter().rev().find(|m| m["role"] == "tool").map(|m| m["text"].to_string()).unwrap_or_default();
+        assert!(refusal.contains("inside `.git`"), "{refusal}");
+
+        assert_eq!(
+            std::fs::read_to_string(dir.join(".git/config")).unwrap_or_default(),
+            before,
+            "run_hooks={run_hooks}"
+        );
+        assert!(!dir.join(".git/hooks/post-commit").exists(), "the hooks stay as they were");
+        assert_eq!(dir.join("hook-ran").exists(), run_hooks, "hooks run only when [tools.git] run_hooks says so");
+        if !run_hooks {
+            assert_eq!(user_git(&dir, &["log", "--format=%s"]), "plain\n", "the commit was made, without the hook");
+        }
+        user_git(&dir, &["status"]);
+        assert!(!marker.exists(), "the user's own git status ran nothing the model wrote");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_git_tools_run_nothing_a_repository_config_names() {
+    let Some(s) = setup("", &[]).await else { return };
+    let dir = s.dir();
+    let ran = dir.join("ran");
+    user_git(&dir, &["init", "-q"]);
+    user_git(&dir, &["config", "user.email", "t@example.com"]);
+    user_git(&dir, &["config", "user.name", "T"]);
+    for (k, v) in [
+        ("core.fsmonitor", format!("touch {}/fsmonitor", ran.display())),
+        ("filter.x.clean", format!("sh -c 'touch {}/filter; cat'", ran.display())),
+        ("diff.external", format!("touch {}/external", ran.display())),
+    ] {
+        user_git(&dir, &["config", k, &v]);
+    }
+    std::fs::create_dir(&ran).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.join(".gitattributes"), "*.txt filter=x\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.join("a.txt"), "a\n").unwrap_or_else(|e| panic!("{e}"));
+    let calls = [
+        tool_call("git_status", &json!({})),
+        tool_call("git_add", &json!({"paths": ["a.txt", ".gitattributes"]})),
+        tool_call("git_diff", &json!({"staged": true})),
+    ];
+    s.forge.ok(&["send", "--auto-approve", "-s", &s.id, &format!("{} {} {} go", calls[0], calls[1], calls[2])]).await;
+    let left: Vec<_> =
+        std::fs::read_dir(&ran).map(|d| d.flatten().map(|e| e.file_name()).collect()).unwrap_or_default();
+    assert!(left.is_empty(), "nothing the repository's config names ran: {left:?}");
+    let h = s.forge.ok(&["--json", "history", &s.id]).await.json_lines();
+    let results: Vec<String> = h.iter().filter(|m| m["role"] == "tool").map(|m| m["text"].to_string()).collect();
+    assert!(results.iter().any(|r| r.contains("+a")), "git_diff showed the change: {results:?}");
+}

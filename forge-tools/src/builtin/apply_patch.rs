@@ -27,7 +27,7 @@ struct Plan {
 fn plan(patch: &Patch, sandbox: &Sandbox) -> Result<Plan, ToolError> {
     let mut files = Vec::new();
     for f in &patch.files {
-        let path = sandbox.resolve(&f.path).map_err(ToolError::SandboxViolation)?;
+        let path = sandbox.resolve_write(&f.path).map_err(ToolError::SandboxViolation)?;
         if path.components().any(|c| c.as_os_str() == ".git") {
             return Err(ToolError::SandboxViolation(crate::DenialReason::Denied {
                 path: f.path.clone(),

@@ -250,33 +250,34 @@ impl ToolExecutor for GitTool {
         Box::pin(async move {
             let argv = (self.build)(&args, &ctx.sandbox)?;
             let failed = |message: String| ToolError::ExecutionFailed { tool: self.name.into(), message };
-            // git runs hooks: it is confined like a command, with `.git`
-            // writable (the one thing the git tools are for).
             let tmp = super::run_command::private_tmpdir()
                 .map_err(|e| failed(format!("cannot make a temporary directory: {e}")))?;
-            let confinement = ctx.sandbox.confinement(tmp.path(), true);
-            let mut full = vec!["-c".to_string(), "core.pager=cat".into(), "-c".into(), "color.ui=false".into()];
-            full.extend(argv.iter().cloned());
-            let mut cmd = crate::supervisor::exec_command("git", &full, confinement.as_ref());
-            super::run_command::prepare(&mut cmd, &ctx.sandbox, tmp.path(), confinement.is_some());
-            cmd.env("GIT_TERMINAL_PROMPT", "0")
-                .stdin(std::process::Stdio::null())
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped());
-            let child = cmd.spawn().map_err(|e| failed(format!("cannot run git: {e}")))?;
-            let mut stop = crate::supervisor::StopGuard::new(child.id());
-            let out = child.wait_with_output().await.map_err(|e| failed(format!("cannot run git: {e}")))?;
-            if crate::supervisor::enabled() {
-                stop.disarm();
-            }
+            // What the repository's own configuration names, read with
+            // `.git` read-only, is switched off for the call itself.
+            let read_only = ctx.sandbox.confinement(tmp.path(), false);
+            let local = run_git(ctx, &["config", "--local", "--includes", "--list"], read_only.as_ref(), tmp.path())
+                .await
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                .unwrap_or_default();
+            let run_hooks = ctx.sandbox.git_hooks();
+            let mut full = super::git_config::overrides(&local, run_hooks);
+            let subcommand = argv.first().map(String::as_str).unwrap_or("");
+            full.push(subcommand.to_string());
+            full.extend(super::git_config::diff_flags(subcommand).iter().map(|f| f.to_string()));
+            full.extend(argv.iter().skip(1).cloned());
+            // git may run hooks: it is confined like a command, with `.git`
+            // writable (the one thing the git tools are for) but for its
+            // configuration and hooks.
+            let hooks_dir = if run_hooks { super::git_config::hooks_dir(&local) } else { None };
+            let confinement = ctx.sandbox.git_confinement(tmp.path(), hooks_dir);
+            let full: Vec<&str> = full.iter().map(String::as_str).collect();
+            let out = run_git(ctx, &full, confinement.as_ref(), tmp.path())
+                .await
+                .map_err(|e| failed(format!("cannot run git: {e}")))?;
             let stdout = String::from_utf8_lossy(&out.stdout);
             let stderr = String::from_utf8_lossy(&out.stderr);
             if !out.status.success() {
-                return Err(failed(format!(
-                    "git {} failed: {}",
-                    argv.first().map(String::as_str).unwrap_or(""),
-                    stderr.trim()
-                )));
+                return Err(failed(format!("git {subcommand} failed: {}", stderr.trim())));
             }
             let mut text = stdout.into_owned();
             if text.trim().is_empty() {
@@ -285,6 +286,36 @@ impl ToolExecutor for GitTool {
             Ok(truncate_output(text, ctx.limits.output_bytes))
         })
     }
+}
+
+/// Runs git with `args` in the session's directory, supervised and
+/// (given a confinement) sandboxed.
+async fn run_git(
+    ctx: &ToolCtx,
+    args: &[&str],
+    confinement: Option<&crate::supervisor::Confinement>,
+    tmp: &std::path::Path,
+) -> std::io::Result<std::process::Output> {
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let mut cmd = crate::supervisor::exec_command("git", &args, confinement);
+    super::run_command::prepare(&mut cmd, &ctx.sandbox, tmp, confinement.is_some());
+    cmd.env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_EDITOR", "true")
+        .env("GIT_SEQUENCE_EDITOR", "true")
+        .env_remove("GIT_EXTERNAL_DIFF")
+        .env_remove("GIT_SSH_COMMAND")
+        .env_remove("GIT_SSH")
+        .env_remove("GIT_ASKPASS")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn()?;
+    let mut stop = crate::supervisor::StopGuard::new(child.id());
+    let out = child.wait_with_output().await?;
+    if crate::supervisor::enabled() {
+        stop.disarm();
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

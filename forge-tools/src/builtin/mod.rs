@@ -3,6 +3,7 @@
 mod apply_patch;
 pub mod current_date;
 mod git;
+mod git_config;
 mod glob;
 mod introspect;
 pub(crate) mod read_file;

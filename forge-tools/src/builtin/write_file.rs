@@ -52,7 +52,7 @@ impl ToolExecutor for WriteFile {
     fn execute<'a>(&'a self, args: Value, ctx: &'a ToolCtx) -> ToolFut<'a> {
         Box::pin(async move {
             let args: Args = crate::parse_args(args)?;
-            let path = ctx.sandbox.resolve(&args.path).map_err(ToolError::SandboxViolation)?;
+            let path = ctx.sandbox.resolve_write(&args.path).map_err(ToolError::SandboxViolation)?;
             // Git's own files are never written by a tool.
             if path.components().any(|c| c.as_os_str() == ".git") {
                 return Err(ToolError::SandboxViolation(DenialReason::Denied {

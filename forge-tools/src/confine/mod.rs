@@ -297,6 +297,9 @@ pub struct Settings {
     pub pass_env: Vec<String>,
     /// Unix sockets outside the roots commands may connect to.
     pub allow_unix_sockets: Vec<String>,
+    /// The project's hooks directory (core.hooksPath, relative to a
+    /// root), kept read-only for the git tools when they run hooks.
+    pub git_hooks_dir: Option<String>,
 }
 
 impl Settings {
@@ -319,6 +322,7 @@ impl Settings {
             }),
             pass_env: c.pass_env.clone().unwrap_or_default(),
             allow_unix_sockets: c.allow_unix_sockets.clone().unwrap_or_default(),
+            git_hooks_dir: None,
         }
     }
 
@@ -405,8 +409,16 @@ impl Policy {
         write.push(tmpdir.to_path_buf());
 
         // `.git` (a directory, or a worktree's file) and Claude's project
-        // settings, which hold hooks: what runs later, outside.
-        let guarded: &[&str] = if git_writable { &[".claude"] } else { &[".git", ".claude"] };
+        // settings, which hold hooks: what runs later, outside. The git
+        // tools change `.git`, but never its configuration or its hooks
+        // (nor the hooks directory a project sets with core.hooksPath).
+        let guarded: Vec<String> = if git_writable {
+            let mut g: Vec<String> = [".claude", ".git/config", ".git/hooks"].map(String::from).to_vec();
+            g.extend(settings.git_hooks_dir.iter().cloned());
+            g
+        } else {
+            [".git", ".claude"].map(String::from).to_vec()
+        };
         let read_only = roots
             .iter()
             .flat_map(|r| guarded.iter().map(move |g| r.join(g)))

@@ -851,5 +851,5 @@ fn timeout_for(tool: &dyn ToolExecutor, config: &crate::config::ForgeConfig) -> 
 
 /// The sandbox for a session's tools, from `[tools.sandbox]`.
 fn sandbox_for(cwd: &str, config: &crate::config::ForgeConfig) -> Sandbox {
-    Sandbox::for_session(std::path::Path::new(cwd), config.tools.sandbox.as_ref())
+    Sandbox::for_session(std::path::Path::new(cwd), &config.tools)
 }
