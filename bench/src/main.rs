@@ -165,7 +165,9 @@ async fn follow(
 
 async fn new_session(socket: &Path) -> anyhow::Result<String> {
     let conn = connect(socket, info()).await?;
-    Ok(conn.client.session_create(None, Some("/tmp".into()), None, None).await?.id)
+    let dir = std::env::temp_dir().join("forge-bench");
+    std::fs::create_dir_all(&dir)?;
+    Ok(conn.client.session_create(None, Some(dir.display().to_string()), None, None, None).await?.id)
 }
 
 async fn journal_counts(socket: &Path) -> anyhow::Result<(u64, u64)> {

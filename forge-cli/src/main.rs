@@ -407,6 +407,15 @@ acknowledged is lost. Fix the cause, then `forgectl journal reset`: sessions rec
     Import {
         /// The export (JSON lines); `-` reads stdin
         file: String,
+        /// Re-root the session in DIR instead of the directory it was
+        /// exported from (needed when that was `/`, a home directory or a
+        /// system directory)
+        #[arg(long, value_name = "DIR")]
+        cwd: Option<PathBuf>,
+        /// Keep a broad directory (`/`, the home directory itself, a
+        /// system directory) as the session's directory
+        #[arg(long)]
+        allow_broad_root: bool,
     },
     /// Print forgectl's completion script for a shell (bash, zsh, fish,
     /// elvish, powershell)
@@ -523,7 +532,9 @@ fn main() -> ExitCode {
             Command::Export { session, format, output } => {
                 cmd::export::export(&g, &session, format, output.as_deref()).await
             }
-            Command::Import { file } => cmd::export::import(&g, &file).await,
+            Command::Import { file, cwd, allow_broad_root } => {
+                cmd::export::import(&g, &file, cwd.as_deref(), allow_broad_root).await
+            }
             Command::Completions { .. } | Command::Man { .. } => Ok(()),
         }
     });

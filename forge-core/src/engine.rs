@@ -83,6 +83,8 @@ pub struct CreateSession {
     pub cwd: Option<String>,
     pub provider: Option<String>,
     pub model: Option<String>,
+    /// The user means it when `cwd` is a broad directory.
+    pub allow_broad_root: bool,
 }
 
 #[derive(Clone)]
@@ -244,6 +246,7 @@ impl Engine {
                 format!("cwd must be an absolute path, got \"{cwd}\""),
             ));
         }
+        check_root(&cwd, req.allow_broad_root)?;
         let _names = self.inner.names.lock().await;
         if let Some(name) = &req.name {
             self.check_name(name, None).await?;
@@ -591,7 +594,14 @@ impl Engine {
             let to = Self::path_ids(&forest, Some(&node))?;
             self.move_files(&id, &from, &to, false, files.1, &mut moved).await?;
         }
-        let req = CreateSession { name, cwd: Some(row.cwd), provider: Some(row.provider), model: Some(row.model) };
+        // The source session's directory was accepted when it was made.
+        let req = CreateSession {
+            name,
+            cwd: Some(row.cwd),
+            provider: Some(row.provider),
+            model: Some(row.model),
+            allow_broad_root: true,
+        };
         let info = self.create_session_at(req, client.clone(), Some((id, node.clone()))).await?;
         if !moved.files.is_empty() {
             let handle = self.handle_for(&info.id).await?;
@@ -870,7 +880,12 @@ impl Engine {
 
     /// A session exported elsewhere, with its ids: refused if this store
     /// has the session, one of its nodes, or its name already.
-    pub async fn import(&self, lines: Vec<serde_json::Value>) -> Result<SessionInfo, EngineError> {
+    pub async fn import(
+        &self,
+        lines: Vec<serde_json::Value>,
+        cwd: Option<String>,
+        allow_broad_root: bool,
+    ) -> Result<SessionInfo, EngineError> {
         self.check_running()?;
         let lines = lines
             .into_iter()
@@ -881,7 +896,24 @@ impl Engine {
                 })
             })
             .collect::<Result<Vec<crate::export::Line>, _>>()?;
-        let import = crate::export::plan_import(lines)?;
+        let mut import = crate::export::plan_import(lines)?;
+        if let Some(StoreOp::CreateSession { cwd: root, .. }) = import.ops.first_mut() {
+            if let Some(new) = cwd {
+                if !Path::new(&new).is_dir() {
+                    return Err(EngineError::new(ErrorKind::InvalidParams, format!("{new} is not a directory")));
+                }
+                *root = new;
+            }
+            check_root(root, allow_broad_root).map_err(|e| {
+                EngineError::new(
+                    e.kind,
+                    format!(
+                        "{}; or import it into a directory of your choice: forgectl import FILE --cwd DIR",
+                        e.message
+                    ),
+                )
+            })?;
+        }
         let store = &self.shared().store;
         let _names = self.inner.names.lock().await;
         if store.session(&import.id).await?.is_some() {
@@ -1654,5 +1686,18 @@ async fn watch_stops_loop(
             }
             _ => chained = 0,
         }
+    }
+}
+
+/// Refuses a session directory too broad to work in, unless the user
+/// means it.
+fn check_root(cwd: &str, allow_broad_root: bool) -> Result<(), EngineError> {
+    if allow_broad_root {
+        return Ok(());
+    }
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    match crate::tools::roots::too_broad(Path::new(cwd), home.as_deref()) {
+        Some(why) => Err(EngineError::new(ErrorKind::BroadRoot, crate::tools::roots::refusal(cwd, &why))),
+        None => Ok(()),
     }
 }

@@ -27,12 +27,16 @@ pub trait ForgeApi {
     async fn hello(&self, protocol_version: u32, client: ClientInfo) -> RpcResult<HelloResult>;
 
     #[method(name = "session.create", param_kind = map)]
+    /// `allow_broad_root`: the user means it when `cwd` is `/`, the home
+    /// directory itself or a system directory (refused otherwise, error
+    /// kind `broad_root`).
     async fn session_create(
         &self,
         name: Option<String>,
         cwd: Option<String>,
         provider: Option<String>,
         model: Option<String>,
+        allow_broad_root: Option<bool>,
     ) -> RpcResult<SessionInfo>;
 
     #[method(name = "session.list", param_kind = map)]
@@ -104,13 +108,18 @@ pub trait ForgeApi {
     /// A session exported elsewhere, with its ids (`forgectl import`);
     /// refused if this daemon has it, one of its nodes, or its name. Long
     /// exports go in pieces: `more: true` keeps them (under the `upload`
-    /// the first answer names) until the last piece.
+    /// the first answer names) until the last piece. `cwd` re-roots the
+    /// session in another directory (given with the last piece); a broad
+    /// one (`/`, the home directory, a system directory) is refused unless
+    /// `allow_broad_root`.
     #[method(name = "session.import", param_kind = map)]
     async fn session_import(
         &self,
         lines: Vec<serde_json::Value>,
         upload: Option<String>,
         more: Option<bool>,
+        cwd: Option<String>,
+        allow_broad_root: Option<bool>,
     ) -> RpcResult<ImportResult>;
 
     /// The models Forge knows (built in and from `[[models]]`), optionally

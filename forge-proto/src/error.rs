@@ -52,6 +52,9 @@ pub enum ErrorKind {
     /// A `UserPromptSubmit` hook blocked the message (or failed): the
     /// message says which hook and why.
     HookBlocked,
+    /// The session's directory is `/`, the home directory itself or a
+    /// system directory (`allow_broad_root` if the user means it).
+    BroadRoot,
     /// A bug or unexpected failure inside the daemon.
     Internal,
 }
@@ -79,6 +82,7 @@ impl ErrorKind {
             Self::RewindConflict => -32056,
             Self::McpServerNotFound => -32057,
             Self::HookBlocked => -32058,
+            Self::BroadRoot => -32059,
             Self::Internal => -32060,
         }
     }
@@ -105,6 +109,7 @@ impl ErrorKind {
             Self::RewindConflict => "rewind_conflict",
             Self::McpServerNotFound => "mcp_server_not_found",
             Self::HookBlocked => "hook_blocked",
+            Self::BroadRoot => "broad_root",
             Self::Internal => "internal",
         }
     }

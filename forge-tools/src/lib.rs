@@ -8,6 +8,7 @@ pub mod confine;
 mod error;
 pub mod lp1;
 pub mod policy;
+pub mod roots;
 pub mod sandbox;
 pub mod supervisor;
 

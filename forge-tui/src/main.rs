@@ -50,6 +50,11 @@ struct Args {
     /// Working directory of the new session (default: the current one).
     #[arg(long, requires = "new")]
     cwd: Option<PathBuf>,
+    /// Work in `/`, the home directory itself or a system directory
+    /// (refused otherwise: commands change anything under the directory
+    /// without asking).
+    #[arg(long, requires = "new")]
+    allow_broad_root: bool,
     /// Model of the new session.
     #[arg(long, requires = "new")]
     model: Option<String>,
@@ -164,6 +169,7 @@ async fn start(args: Args) -> anyhow::Result<()> {
                 Some(cwd.display().to_string()),
                 args.provider.clone(),
                 args.model.clone(),
+                Some(args.allow_broad_root),
             )
             .await
             .map_err(|e| anyhow::anyhow!("cannot create the session: {}", runtime::error_text(e)))?;

@@ -198,7 +198,7 @@ async fn pick_loop(
             PickerAction::Attach(id) => return Ok(Some(id)),
             PickerAction::New => {
                 let cwd = std::env::current_dir().map(|d| d.display().to_string()).ok();
-                match client.session_create(None, cwd, None, None).await {
+                match client.session_create(None, cwd, None, None, None).await {
                     Ok(info) => return Ok(Some(info.id)),
                     Err(e) => p.message = Some(format!("cannot create a session: {e}")),
                 }

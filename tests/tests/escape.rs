@@ -588,3 +588,34 @@ async fn the_git_tools_run_nothing_a_repository_config_names() {
     let results: Vec<String> = h.iter().filter(|m| m["role"] == "tool").map(|m| m["text"].to_string()).collect();
     assert!(results.iter().any(|r| r.contains("+a")), "git_diff showed the change: {results:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broad_roots_are_refused_unless_the_user_means_it_and_imports_can_be_rerooted() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let home_s = home.path().canonicalize().unwrap_or_else(|e| panic!("{e}")).display().to_string();
+    forge.set_env("HOME", &home_s);
+    forge.start().await;
+    for dir in ["/", home_s.as_str(), "/etc", "/usr/lib"] {
+        let out = forge.ctl(&["--json", "session", "new", "--cwd", dir]).await;
+        assert_ne!(out.code, 0, "{dir}: {}", out.stdout);
+        let all = format!("{}{}", out.stdout, out.stderr);
+        assert!(all.contains("broad_root") || all.contains("too broad"), "{dir}: {all}");
+        assert!(all.contains("--allow-broad-root"), "the message says what to do: {all}");
+    }
+    let id = forge.new_session(&["--cwd", "/", "--allow-broad-root"]).await;
+    // An export whose session works in `/` is refused, then re-rooted.
+    let export = forge.ok(&["export", &id]).await.stdout;
+    forge.ok(&["session", "rm", &id]).await;
+    let file = home.path().join("s.jsonl");
+    std::fs::write(&file, export).unwrap_or_else(|e| panic!("{e}"));
+    let file_s = file.display().to_string();
+    let refused = forge.ctl(&["import", &file_s]).await;
+    assert_ne!(refused.code, 0);
+    assert!(refused.stderr.contains("--cwd DIR"), "{}", refused.stderr);
+    let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let p = project.path().canonicalize().unwrap_or_else(|e| panic!("{e}")).display().to_string();
+    let info = forge.ok(&["--json", "import", &file_s, "--cwd", &p]).await.json_lines();
+    assert_eq!(info.first().and_then(|i| i["cwd"].as_str()), Some(p.as_str()), "{info:?}");
+}

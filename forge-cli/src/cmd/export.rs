@@ -115,7 +115,13 @@ fn markdown(title: &str, cwd: &str, messages: &[forge_proto::HistoryMessage]) ->
 /// Most bytes of lines in one `session.import` piece.
 const PIECE_BYTES: usize = 4 * 1024 * 1024;
 
-pub async fn import(g: &Global, file: &str) -> Result<(), Failure> {
+pub async fn import(
+    g: &Global,
+    file: &str,
+    cwd: Option<&std::path::Path>,
+    allow_broad_root: bool,
+) -> Result<(), Failure> {
+    let cwd = cwd.map(|p| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()).display().to_string());
     let mut text = String::new();
     let read = if file == "-" {
         std::io::stdin().read_to_string(&mut text).map(|_| ())
@@ -153,7 +159,10 @@ pub async fn import(g: &Global, file: &str) -> Result<(), Failure> {
     let (last, mut upload) = (pieces.len() - 1, None);
     let mut imported = None;
     for (i, piece) in pieces.into_iter().enumerate() {
-        let r = conn.client.session_import(piece, upload.take(), Some(i < last)).await?;
+        let r = conn
+            .client
+            .session_import(piece, upload.take(), Some(i < last), cwd.clone(), Some(allow_broad_root))
+            .await?;
         upload = r.upload;
         imported = r.session;
     }

@@ -51,11 +51,20 @@ pub struct NewSession {
     /// Working directory [default: the current directory]
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<std::path::PathBuf>,
+    /// Work in `/`, the home directory itself or a system directory
+    /// (refused otherwise: commands change anything under the directory
+    /// without asking)
+    #[arg(long)]
+    pub allow_broad_root: bool,
 }
 
 impl NewSession {
     pub fn is_empty(&self) -> bool {
-        self.name.is_none() && self.provider.is_none() && self.model.is_none() && self.cwd.is_none()
+        self.name.is_none()
+            && self.provider.is_none()
+            && self.model.is_none()
+            && self.cwd.is_none()
+            && !self.allow_broad_root
     }
 
     pub async fn create(self, client: &Client) -> Result<SessionInfo, Failure> {
@@ -63,7 +72,7 @@ impl NewSession {
             Some(p) => Some(std::path::absolute(&p).unwrap_or(p).display().to_string()),
             None => std::env::current_dir().ok().map(|p| p.display().to_string()),
         };
-        Ok(client.session_create(self.name, cwd, self.provider, self.model).await?)
+        Ok(client.session_create(self.name, cwd, self.provider, self.model, Some(self.allow_broad_root)).await?)
     }
 }
 

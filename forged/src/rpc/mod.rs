@@ -107,8 +107,19 @@ impl ForgeApiServer for ConnServer {
         cwd: Option<String>,
         provider: Option<String>,
         model: Option<String>,
+        allow_broad_root: Option<bool>,
     ) -> RpcResult<SessionInfo> {
-        session::create(self, name, cwd, provider, model).await
+        session::create(
+            self,
+            forge_core::CreateSession {
+                name,
+                cwd,
+                provider,
+                model,
+                allow_broad_root: allow_broad_root.unwrap_or(false),
+            },
+        )
+        .await
     }
 
     async fn session_list(&self) -> RpcResult<Vec<SessionInfo>> {
@@ -163,6 +174,8 @@ impl ForgeApiServer for ConnServer {
         lines: Vec<serde_json::Value>,
         upload: Option<String>,
         more: Option<bool>,
+        cwd: Option<String>,
+        allow_broad_root: Option<bool>,
     ) -> RpcResult<forge_proto::ImportResult> {
         let lines = match self.daemon.uploads.add(upload, lines, more.unwrap_or(false)).map_err(to_rpc)? {
             session::Upload::Kept { upload, received } => {
@@ -171,7 +184,7 @@ impl ForgeApiServer for ConnServer {
             session::Upload::Complete(lines) => lines,
         };
         let received = lines.len() as u64;
-        let info = self.engine().import(lines).await.map_err(to_rpc)?;
+        let info = self.engine().import(lines, cwd, allow_broad_root.unwrap_or(false)).await.map_err(to_rpc)?;
         Ok(forge_proto::ImportResult { upload: None, received, session: Some(info) })
     }
 

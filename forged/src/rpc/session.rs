@@ -11,14 +11,7 @@ use serde_json::value::RawValue;
 use super::{ConnServer, to_rpc};
 use crate::follow::Outlet;
 
-pub async fn create(
-    server: &ConnServer,
-    name: Option<String>,
-    cwd: Option<String>,
-    provider: Option<String>,
-    model: Option<String>,
-) -> RpcResult<SessionInfo> {
-    let req = CreateSession { name, cwd, provider, model };
+pub async fn create(server: &ConnServer, req: CreateSession) -> RpcResult<SessionInfo> {
     server.engine().create_session(req, server.client_ref()).await.map_err(to_rpc)
 }
 

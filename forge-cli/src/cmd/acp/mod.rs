@@ -303,7 +303,7 @@ async fn new_session(b: &Bridge, req: NewSessionRequest) -> Result<(NewSessionRe
     if !req.cwd.is_absolute() {
         return Err(rpc_error(-32602, format!("cwd must be an absolute path, not {cwd}")));
     }
-    let info = d.client.session_create(None, Some(cwd), None, None).await.map_err(from_client)?;
+    let info = d.client.session_create(None, Some(cwd), None, None, None).await.map_err(from_client)?;
     give_mcp_servers(d, &info.id, &req.mcp_servers).await?;
     if let Ok(mut cwds) = b.cwds.lock() {
         cwds.insert(info.id.clone(), req.cwd.clone());
