@@ -8,7 +8,9 @@
 //!   [`remember`]);
 //! - anything shaped like a credential: `sk-...`, `sk-ant-...`, `AIza...`,
 //!   GitHub tokens (`ghp_`, `gho_`, `ghu_`, `ghs_`, `ghr_`,
-//!   `github_pat_`), AWS access key ids, Slack tokens, private-key blocks.
+//!   `github_pat_`), AWS access key ids and secret access keys, Stripe
+//!   secret keys, Slack tokens, JWTs, passwords in URLs
+//!   (`scheme://user:password@host`), private-key blocks.
 //!
 //! [`scrub`] is applied to everything that leaves a tool or a provider
 //! (tool results and their live output, provider errors, hook reasons)
@@ -57,8 +59,12 @@ fn shapes() -> Option<&'static regex::Regex> {
         .get_or_init(|| {
             let pattern = concat!(
                 r"(?s)-----BEGIN[A-Z ]*PRIVATE KEY( BLOCK)?-----.*?(-----END[A-Z ]*PRIVATE KEY( BLOCK)?-----|\z)",
-                r"|\b(?P<keep>sk-ant-|sk-|AIza|ghp_|gho_|ghu_|ghs_|ghr_|github_pat_|xox[abprs]-)[A-Za-z0-9_\-]{8,}",
+                r"|\b(?P<keep>sk-ant-|sk-|sk_live_|sk_test_|rk_live_|rk_test_|AIza|ghp_|gho_|ghu_|ghs_|ghr_|github_pat_|xox[abprs]-)[A-Za-z0-9_\-]{8,}",
                 r"|\b(AKIA|ASIA)[0-9A-Z]{16}\b",
+                r"|\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",
+                r"|(?P<url>\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^:/@\s]+:)[^@/\s]+@",
+                r"|(?i:(?P<aws>(aws_?)?secret_?access_?key[\x22']?\s*[:=]\s*[\x22']?))[A-Za-z0-9/+]{40}",
+                r"|(?P<b64>\b[A-Za-z0-9/+]{40}\b)",
             );
             // The pattern is fixed: the tests would fail first.
             regex::Regex::new(pattern).ok()
@@ -82,9 +88,27 @@ pub fn scrub(text: &str) -> Cow<'_, str> {
         && shapes.is_match(&out)
     {
         let replaced = shapes
-            .replace_all(&out, |c: &regex::Captures<'_>| match c.name("keep") {
-                Some(prefix) => format!("{}***", prefix.as_str()),
-                None => REDACTED.to_string(),
+            .replace_all(&out, |c: &regex::Captures<'_>| {
+                if let Some(prefix) = c.name("keep") {
+                    return format!("{}***", prefix.as_str());
+                }
+                if let Some(url) = c.name("url") {
+                    return format!("{}{REDACTED}@", url.as_str());
+                }
+                if let Some(label) = c.name("aws") {
+                    return format!("{}{REDACTED}", label.as_str());
+                }
+                if let Some(m) = c.name("b64") {
+                    // Forty characters of base64 are an AWS secret access
+                    // key when they look random: both cases and a `/` or
+                    // `+` (never a commit hash, never a word).
+                    let t = m.as_str();
+                    let random = t.bytes().any(|b| b.is_ascii_uppercase())
+                        && t.bytes().any(|b| b.is_ascii_lowercase())
+                        && t.bytes().any(|b| b == b'/' || b == b'+');
+                    return if random { REDACTED.to_string() } else { t.to_string() };
+                }
+                REDACTED.to_string()
             })
             .into_owned();
         out = Cow::Owned(replaced);
@@ -233,5 +257,36 @@ mod tests {
         assert!(matches!(scrub("nothing secret here"), Cow::Borrowed(_)));
         assert!(is_secret_name("DEPLOY_TOKEN") && is_secret_name("db_password") && !is_secret_name("PATH"));
         assert!(!is_secret_name("KEYBOARD_LAYOUT"));
+    }
+
+    #[test]
+    fn aws_secrets_stripe_keys_jwts_and_url_passwords_go() {
+        let cases = [
+            ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI"),
+            ("AWS_SECRET_ACCESS_KEY=abcdEFGHijklMNOPqrstUVWXyz0123456789ABCD", "abcdEFGH"),
+            ("\"SecretAccessKey\": \"Zm9vYmFyYmF6cXV4cXV1eHh5enp5MTIzNDU2Nzg5MA\"", "Zm9vYmFyYmF6"),
+            ("key wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY in a log", "K7MDENG"),
+            ("stripe sk_live_51H8abcdefghijklmnop and rk_test_4eC39HqLyjWDarjtT1zdp7dc", "51H8abcdef"),
+            ("rk_test_4eC39HqLyjWDarjtT1zdp7dc", "4eC39Hq"),
+            (
+                "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+                "dozjgNry",
+            ),
+            ("postgres://admin:s3cr3t-pa55@db.example.com:5432/app", "s3cr3t-pa55"),
+            ("base_url = \"https://user:hunter22@proxy.local/v1\"", "hunter22"),
+        ];
+        for (text, secret) in cases {
+            let s = scrub(text);
+            assert!(!s.contains(secret), "{secret} in {s}");
+        }
+        let url = scrub("https://user:hunter22@proxy.local/v1");
+        assert_eq!(url, "https://user:[REDACTED]@proxy.local/v1", "the rest of the URL stays");
+        for plain in [
+            "commit 9fceb02d0ae598e95dc970b74767f19372d61af8 fixed it",
+            "see https://example.com/a/b and git@github.com:o/r.git",
+            "ThisIsJustAVeryLongIdentifierNameWithoutSlashes",
+        ] {
+            assert_eq!(scrub(plain), plain, "left as it was");
+        }
     }
 }

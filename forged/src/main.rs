@@ -129,7 +129,8 @@ fn check_config(args: &Args) -> ExitCode {
                 let state = if path.exists() { "valid" } else { "absent: every setting is a default" };
                 println!("# {} ({state})", path.display());
             }
-            println!("{}", t.trim_end());
+            // A base URL may carry a password (`https://user:pass@host`).
+            println!("{}", forge_core::redact::scrub(t.trim_end()));
             ExitCode::SUCCESS
         }
         Err(e) => {

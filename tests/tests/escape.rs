@@ -5,7 +5,8 @@
 //! a prompt while leaving the sandbox always asks.
 //!
 //! Every test checks the kernel first and says so when it cannot confine
-//! (no Landlock): then there is nothing to test.
+//! (no Landlock): then there is nothing to test, and with
+//! `FORGE_REQUIRE_SANDBOX=1` (CI) the test fails instead.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -35,7 +36,7 @@ async fn setup(config: &str, env: &[(&str, &str)]) -> Option<Setup> {
     forge.start().await;
     let status = forge.ok(&["--json", "sandbox"]).await.json_lines();
     if status.first().and_then(|s| s["mode"].as_str()) != Some("kernel") {
-        eprintln!("skipped: commands are not confined on this machine: {status:?}");
+        require_or_skip(&format!("commands are not confined on this machine: {status:?}"));
         return None;
     }
     let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
