@@ -115,6 +115,11 @@ impl Sandbox {
         sandbox
     }
 
+    /// Confines commands as `settings` say (the escape suite's probes).
+    pub fn set_command_settings(&mut self, settings: crate::confine::Settings) {
+        self.commands = settings;
+    }
+
     /// How commands are confined.
     pub fn command_settings(&self) -> &crate::confine::Settings {
         &self.commands

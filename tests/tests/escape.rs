@@ -68,7 +68,9 @@ fn q(p: &Path) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_outside_the_roots_are_refused_by_every_path() {
     let Some(s) = setup("", &[]).await else { return };
-    let outside = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    // Outside /tmp, which commands see as a private /tmp of their own: a
+    // place they can see but not write.
+    let outside = tempfile::tempdir_in(forge_tests::harness::bin_dir()).unwrap_or_else(|e| panic!("{e}"));
     let out = outside.path().canonicalize().unwrap_or_else(|e| panic!("{e}"));
     std::fs::write(out.join("target"), "original\n").unwrap_or_else(|e| panic!("{e}"));
     std::fs::create_dir(s.dir().join("d")).unwrap_or_else(|e| panic!("{e}"));

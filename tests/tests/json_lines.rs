@@ -69,7 +69,7 @@ async fn calls_and_errors_over_json_lines() {
     assert_eq!(r["result"]["protocol_version"], 1);
     assert_eq!(r["result"]["server"]["name"], "forged");
 
-    let r = c.call(2, "session.create", json!({"name": "lines", "cwd": "/tmp"})).await;
+    let r = c.call(2, "session.create", json!({"name": "lines", "cwd": "/tmp/forge-json-lines-test"})).await;
     assert_eq!(r["result"]["name"], "lines");
     // String ids come back as they were sent.
     c.send_raw(r#"{"jsonrpc":"2.0","id":"a-1","method":"session.list","params":{}}"#).await;

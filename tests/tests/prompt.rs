@@ -50,7 +50,7 @@ async fn the_prompt_can_be_replaced_or_extended_and_a_missing_file_stops_the_dae
         .unwrap_or_else(|e| panic!("{e}"));
     forge.write_config("[app]\nsystem_prompt_file = \"team-prompt.md\"\nsystem_prompt_append = \"Answer briefly.\"\n");
     forge.start().await;
-    let id = forge.new_session(&["--cwd", "/"]).await;
+    let id = forge.new_session(&["--cwd", "/", "--allow-broad-root"]).await;
     forge.ok(&["send", "-s", &id, "mock:tokens=2 hi"]).await;
     let system = mock.requests()[0].body["system"][0]["text"].as_str().unwrap_or_default().to_string();
     assert_eq!(system, "You review code in /.\n\nAnswer briefly.\n");

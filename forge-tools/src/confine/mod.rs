@@ -29,6 +29,8 @@ mod probe;
 pub mod reap;
 pub mod spawn;
 pub mod suite;
+mod suite_limits;
+mod suite_reach;
 pub mod unix;
 
 use std::path::{Path, PathBuf};

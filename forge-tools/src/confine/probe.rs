@@ -20,12 +20,13 @@ pub fn probe_main(args: &[std::ffi::OsString]) -> ! {
         },
         ["connect-tcp", addr] => probe_connect_tcp(addr),
         ["connect-unix", path] => probe_connect_unix(path),
-        ["flood", n] => probe_flood(n.parse().unwrap_or(0)),
+        ["flood", n] => probe_flood(n.parse().unwrap_or(0), false),
+        ["flood", n, "exit"] => probe_flood(n.parse().unwrap_or(0), true),
         ["hog", mb] => probe_hog(mb.parse().unwrap_or(0), false),
         ["hog-memfd", mb] => probe_hog(mb.parse().unwrap_or(0), true),
         _ => {
             eprintln!(
-                "forged: {PROBE_ARG} takes userns | connect-tcp ADDR | connect-unix PATH | flood N | hog MB | hog-memfd MB"
+                "forged: {PROBE_ARG} takes userns | connect-tcp ADDR | connect-unix PATH | flood N [exit] | hog MB | hog-memfd MB"
             );
             2
         }
@@ -34,8 +35,9 @@ pub fn probe_main(args: &[std::ffi::OsString]) -> ! {
 }
 
 /// Starts `n` children that only sleep (bounded: never a fork bomb), says
-/// how many started, then sleeps until killed.
-fn probe_flood(n: u32) -> i32 {
+/// how many started, then sleeps until killed (or, with `exit`, leaves
+/// them to the end of the command).
+fn probe_flood(n: u32, exit: bool) -> i32 {
     use std::io::Write;
     let mut started = 0;
     for _ in 0..n {
@@ -51,6 +53,9 @@ fn probe_flood(n: u32) -> i32 {
     }
     println!("started {started} of {n}");
     let _ = std::io::stdout().flush();
+    if exit {
+        return 0;
+    }
     loop {
         // SAFETY: plain system call.
         unsafe { libc::pause() };
@@ -113,7 +118,14 @@ fn probe_connect_tcp(addr: &str) -> i32 {
 
 fn probe_connect_unix(path: &str) -> i32 {
     use std::io::Read;
-    match std::os::unix::net::UnixStream::connect(path) {
+    use std::os::linux::net::SocketAddrExt;
+    // `@name`: an abstract socket.
+    let stream = match path.strip_prefix('@') {
+        Some(name) => std::os::unix::net::SocketAddr::from_abstract_name(name)
+            .and_then(|a| std::os::unix::net::UnixStream::connect_addr(&a)),
+        None => std::os::unix::net::UnixStream::connect(path),
+    };
+    match stream {
         Ok(mut s) => {
             // The daemon closes a connection it refuses at once.
             let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(2)));

@@ -40,25 +40,31 @@ pub struct Targets {
     pub forge_home: PathBuf,
 }
 
-struct Run {
-    code: Option<i32>,
-    out: String,
+pub(super) struct Run {
+    pub code: Option<i32>,
+    pub out: String,
 }
 
-fn word(refused: bool) -> String {
+pub(super) fn word(refused: bool) -> String {
     if refused { "refused" } else { "allowed" }.into()
 }
 
-fn row(probe: &str, expected: bool, refused: bool, detail: impl Into<String>) -> ProbeRow {
+pub(super) fn row(probe: &str, expected: bool, refused: bool, detail: impl Into<String>) -> ProbeRow {
     ProbeRow { probe: probe.into(), expected: word(expected), outcome: word(refused), detail: detail.into() }
 }
 
-fn skipped(probe: &str, expected: bool, why: &str) -> ProbeRow {
+pub(super) fn skipped(probe: &str, expected: bool, why: &str) -> ProbeRow {
     ProbeRow { probe: probe.into(), expected: word(expected), outcome: "skipped".into(), detail: why.into() }
 }
 
 /// Runs `line` in `root` under `confinement`, giving up after `limit`.
-async fn run(line: &str, root: &Path, confinement: Option<&Confinement>, tmp: &Path, limit: Duration) -> Run {
+pub(super) async fn run(
+    line: &str,
+    root: &Path,
+    confinement: Option<&Confinement>,
+    tmp: &Path,
+    limit: Duration,
+) -> Run {
     let mut cmd = supervisor::command("/bin/sh", line, confinement);
     cmd.current_dir(root).env("TMPDIR", tmp).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let Ok(child) = cmd.spawn() else { return Run { code: None, out: "cannot start /bin/sh".into() } };
@@ -75,13 +81,13 @@ async fn run(line: &str, root: &Path, confinement: Option<&Confinement>, tmp: &P
 }
 
 /// The first line of `text`, cut short.
-fn first_line(text: &str) -> String {
+pub(super) fn first_line(text: &str) -> String {
     let line = text.lines().next().unwrap_or("").trim();
     crate::short_summary(line.to_string())
 }
 
 /// Whether a process whose command line holds `marker` is alive.
-fn alive(marker: &str) -> bool {
+pub(super) fn alive(marker: &str) -> bool {
     let Ok(dir) = std::fs::read_dir("/proc") else { return false };
     dir.flatten().any(|e| {
         std::fs::read(e.path().join("cmdline"))
@@ -89,13 +95,31 @@ fn alive(marker: &str) -> bool {
     })
 }
 
-fn sh_quote(p: &Path) -> String {
+pub(super) fn sh_quote(p: &Path) -> String {
     format!("'{}'", p.display().to_string().replace('\'', "'\\''"))
+}
+
+/// Where the probes run: the project (the root), a place outside it,
+/// the command's `$TMPDIR`, and the daemon's executable (for the probes
+/// it runs inside the sandbox).
+pub(super) struct Probe {
+    pub root: PathBuf,
+    pub outside: PathBuf,
+    pub tmp: PathBuf,
+    pub exe: Option<PathBuf>,
 }
 
 /// Runs every probe against `settings` (the configuration in force).
 pub async fn run_suite(settings: &Settings, targets: &Targets) -> std::io::Result<Vec<ProbeRow>> {
-    let scratch = tempfile::Builder::new().prefix("forge-sandbox-test-").tempdir()?;
+    // In the home directory's cache where there is one: a place commands
+    // can see but not write (a private /tmp would hide one in /tmp, and
+    // the probes would test nothing).
+    let home_cache = super::host().and_then(|h| h.home.as_ref()).map(|h| h.join(".cache")).filter(|c| c.is_dir());
+    let builder = tempfile::Builder::new().prefix("forge-sandbox-test-").clone();
+    let scratch = match home_cache.map(|c| builder.tempdir_in(c)) {
+        Some(Ok(d)) => d,
+        _ => builder.tempdir()?,
+    };
     let base = scratch.path().canonicalize()?;
     let root = base.join("project");
     let outside = base.join("outside");
@@ -212,54 +236,8 @@ pub async fn run_suite(settings: &Settings, targets: &Targets) -> std::io::Resul
         None => rows.push(skipped("the network probes", true, "the daemon's executable is unknown")),
     }
 
-    // Limits, with small values so the probes stay quick.
-    let small =
-        Settings { limits: Some(super::Limits { memory_mb: 256, processes: 64, cpu_seconds: 60 }), ..settings.clone() };
-    let small_c = c.map(|_| Confinement::new(Policy::build(&small, &roots, &tmp, false)));
-    let r = run("awk 'BEGIN { s = \"x\"; while (1) s = s s }'", &root, small_c.as_ref(), &tmp, short).await;
-    rows.push(row(
-        "memory hog (max_memory_mb lowered to 256 for the probe)",
-        true,
-        r.code.is_some_and(|c| c != 0),
-        first_line(&r.out),
-    ));
-    {
-        // (Kernel mode has user namespaces: RLIMIT_NPROC is the command's.)
-        let bomb = "n=0; while [ $n -lt 200 ]; do sleep 5.4321 & n=$((n+1)); done 2>/dev/null; \
-                    echo started $(grep -ls '5\\.4321' /proc/[0-9]*/cmdline | wc -l)";
-        let r = run(bomb, &root, small_c.as_ref(), &tmp, Duration::from_secs(30)).await;
-        let started: Option<usize> =
-            r.out.lines().find_map(|l| l.strip_prefix("started ")).and_then(|n| n.trim().parse().ok());
-        let stopped = r.out.contains("[forge sandbox] stopped") || r.out.contains("process start(s) refused");
-        rows.push(row(
-            "fork bomb (max_processes lowered to 64 for the probe)",
-            true,
-            stopped || started.is_some_and(|n| n < 200),
-            match started {
-                _ if stopped => "the command was held at the limit".to_string(),
-                Some(n) => format!("{n} of 200 background processes started"),
-                None => first_line(&r.out),
-            },
-        ));
-    }
-    let marker = format!("{}.{}", 600, std::process::id());
-    let line = format!("setsid sleep {marker} & (sleep {marker} &) ; sleep {marker}");
-    let _ = run(&line, &root, c, &tmp, Duration::from_secs(2)).await;
-    let mut left = true;
-    for _ in 0..100 {
-        left = alive(&format!("sleep {marker}"));
-        if !left {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    rows.push(row(
-        "a command outliving its timeout, with setsid children",
-        true,
-        !left,
-        if left { "processes were left running" } else { "all killed" },
-    ));
-    let r = run("grep NoNewPrivs /proc/self/status", &root, c, &tmp, short).await;
-    rows.push(row("setuid programs gain privileges", true, r.out.ends_with('1'), first_line(&r.out)));
+    let probe = Probe { root: root.clone(), outside: outside.clone(), tmp: tmp.clone(), exe: exe.clone() };
+    rows.extend(super::suite_reach::run_probes(settings, &probe, c).await?);
+    rows.extend(super::suite_limits::run_probes(settings, &probe, c).await);
     Ok(rows)
 }

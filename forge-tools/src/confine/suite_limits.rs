@@ -1,0 +1,97 @@
+//! The escape suite's limits: memory and processes, per process and in
+//! all, and nothing outliving its command.
+
+use std::time::Duration;
+
+use super::suite::{Probe, ProbeRow, alive, first_line, row, run, sh_quote, skipped};
+use super::{Policy, Settings};
+use crate::supervisor::Confinement;
+
+pub(super) async fn run_probes(settings: &Settings, p: &Probe, c: Option<&Confinement>) -> Vec<ProbeRow> {
+    let (root, tmp) = (&p.root, &p.tmp);
+    let roots = vec![root.clone()];
+    let short = Duration::from_secs(20);
+    let mut rows = Vec::new();
+    // Limits, with small values so the probes stay quick.
+    let small =
+        Settings { limits: Some(super::Limits { memory_mb: 256, processes: 64, cpu_seconds: 60 }), ..settings.clone() };
+    let small_c = c.map(|_| Confinement::new(Policy::build(&small, &roots, tmp, false)));
+    let r = run("awk 'BEGIN { s = \"x\"; while (1) s = s s }'", root, small_c.as_ref(), tmp, short).await;
+    rows.push(row(
+        "memory hog (max_memory_mb lowered to 256 for the probe)",
+        true,
+        r.code.is_some_and(|c| c != 0),
+        first_line(&r.out),
+    ));
+    match &p.exe {
+        Some(exe) => {
+            // A bounded flood: 200 sleeping children, never a fork bomb.
+            let line = format!("{} {} flood 200 exit", sh_quote(exe), super::PROBE_ARG);
+            let r = run(&line, root, small_c.as_ref(), tmp, Duration::from_secs(30)).await;
+            let started: Option<u64> = r
+                .out
+                .lines()
+                .find_map(|l| l.strip_prefix("started "))
+                .and_then(|l| l.split_whitespace().next())
+                .and_then(|n| n.parse().ok());
+            rows.push(row(
+                "a flood of 200 processes (max_processes lowered to 64 for the probe)",
+                true,
+                started.is_some_and(|n| n < 64) || r.out.contains("[forge sandbox] stopped"),
+                match started {
+                    _ if r.out.contains("[forge sandbox] stopped") => "stopped at the limit".to_string(),
+                    Some(n) => format!("{n} of 200 started"),
+                    None => first_line(&r.out),
+                },
+            ));
+            let totals = super::totals();
+            if totals.memory {
+                // Three children of 200 MiB under a 256 MiB total.
+                let line = format!(
+                    "for i in 1 2 3; do {} {} hog 200 & done; sleep 3; echo alive $(grep -ls 'hog.200' /proc/[0-9]*/cmdline | wc -l)",
+                    sh_quote(exe),
+                    super::PROBE_ARG
+                );
+                let r = run(&line, root, small_c.as_ref(), tmp, Duration::from_secs(30)).await;
+                let held = r.out.matches("holding 200 MiB").count();
+                rows.push(row(
+                    "three children of 200 MiB under a 256 MiB total",
+                    true,
+                    held < 3,
+                    r.out
+                        .lines()
+                        .find(|l| l.contains("[forge sandbox]"))
+                        .map(str::to_string)
+                        .unwrap_or_else(|| format!("{held} of 3 held 200 MiB")),
+                ));
+            } else {
+                rows.push(skipped(
+                    "three children of 200 MiB under a 256 MiB total",
+                    true,
+                    &format!("memory is bounded per process only here: {}", totals.how),
+                ));
+            }
+        }
+        None => rows.push(skipped("the process and memory totals", true, "the daemon's executable is unknown")),
+    }
+    let marker = format!("{}.{}", 600, std::process::id());
+    let line = format!("setsid sleep {marker} & (sleep {marker} &) ; sleep {marker}");
+    let _ = run(&line, root, c, tmp, Duration::from_secs(2)).await;
+    let mut left = true;
+    for _ in 0..100 {
+        left = alive(&format!("sleep {marker}"));
+        if !left {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    rows.push(row(
+        "a command outliving its timeout, with setsid children",
+        true,
+        !left,
+        if left { "processes were left running" } else { "all killed" },
+    ));
+    let r = run("grep NoNewPrivs /proc/self/status", root, c, tmp, short).await;
+    rows.push(row("setuid programs gain privileges", true, r.out.ends_with('1'), first_line(&r.out)));
+    rows
+}
