@@ -30,7 +30,7 @@ impl Failure {
         if self.message.is_empty() {
             return;
         }
-        eprintln!("forgectl: {}", self.message);
+        eprintln!("forgectl: {}", crate::output::shown(&self.message));
         if json {
             outln!("{}", serde_json::json!({"type": "error", "error": {"kind": self.kind, "message": self.message}}));
         }

@@ -6,7 +6,7 @@
 macro_rules! outln {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let r = writeln!(std::io::stdout(), $($arg)*);
+        let r = writeln!($crate::output::stdout(), $($arg)*);
         $crate::output::stdout_result(r);
     }};
 }
@@ -15,7 +15,7 @@ macro_rules! outln {
 macro_rules! out {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let mut stdout = std::io::stdout();
+        let mut stdout = $crate::output::stdout();
         let r = write!(stdout, $($arg)*).and_then(|()| stdout.flush());
         $crate::output::stdout_result(r);
     }};
@@ -78,6 +78,11 @@ pub struct Global {
     /// Fail (exit 3) instead of starting forged when none is running
     #[arg(long, global = true)]
     pub no_autostart: bool,
+    /// Write model and tool text byte for byte: without it, control
+    /// sequences in it (a clipboard write, a clear-screen, a hidden link)
+    /// are shown as text (`^[`), so they cannot drive your terminal
+    #[arg(long, global = true)]
+    pub raw: bool,
 }
 
 #[derive(Subcommand)]
@@ -474,6 +479,7 @@ fn main() -> ExitCode {
         }
     };
     let json = cli.global.json;
+    output::set_raw(cli.global.raw);
     let result = runtime.block_on(async move {
         let g = cli.global;
         match cli.command {

@@ -5,6 +5,28 @@ use std::io::Write;
 
 use forge_proto::{ClientRef, EventKind, SessionEvent, SessionInfo};
 
+static RAW: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// `--raw`: model and tool text goes out byte for byte.
+pub fn set_raw(raw: bool) {
+    RAW.store(raw, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Stdout for people: control sequences in what it writes (model and tool
+/// text) are shown as text unless `--raw` (forgectl adds none of its own).
+pub fn stdout() -> forge_client::terminal::SafeWriter<std::io::StdoutLock<'static>> {
+    forge_client::terminal::SafeWriter::new(std::io::stdout().lock(), RAW.load(std::sync::atomic::Ordering::Relaxed))
+}
+
+/// `text` as [`stdout`] would show it, for what goes to stderr.
+pub fn shown(text: &str) -> std::borrow::Cow<'_, str> {
+    if RAW.load(std::sync::atomic::Ordering::Relaxed) {
+        std::borrow::Cow::Borrowed(text)
+    } else {
+        forge_client::terminal::safe(text)
+    }
+}
+
 pub fn json_line<T: serde::Serialize>(value: &T) {
     if let Ok(s) = serde_json::to_string(value) {
         let mut out = std::io::stdout().lock();
@@ -127,7 +149,7 @@ impl Transcript {
     }
 
     pub fn event(&mut self, ev: &SessionEvent) {
-        let mut out = std::io::stdout().lock();
+        let mut out = stdout();
         let who = client_label(&ev.client);
         match &ev.kind {
             EventKind::SessionCreated { name, cwd, provider, model } => {
@@ -425,7 +447,7 @@ impl Transcript {
     }
 
     pub fn finish(&mut self) {
-        let mut out = std::io::stdout().lock();
+        let mut out = stdout();
         self.end_text(&mut out);
         stdout_result(out.flush());
     }
@@ -556,7 +578,7 @@ pub fn approval_prompt(session: &str, calls: &[forge_proto::ApprovalCall], to_st
     if to_stdout {
         outln!("{text}");
     } else {
-        eprintln!("forgectl: {text}");
+        eprintln!("forgectl: {}", shown(&text));
     }
 }
 

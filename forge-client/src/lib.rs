@@ -9,6 +9,7 @@
 pub mod autostart;
 mod connection;
 pub mod shell;
+pub mod terminal;
 pub mod tree;
 
 pub use connection::*;

@@ -177,7 +177,10 @@ async fn run_loop(
                 last_frame = now;
                 if dirty {
                     let mut drawn = Default::default();
-                    term.draw(|f| drawn = draw(f, app, &mut cache))?;
+                    term.draw(|f| {
+                        drawn = draw(f, app, &mut cache);
+                        terminal_safe(f.buffer_mut());
+                    })?;
                     app.total_lines = drawn.total_lines;
                     app.page_lines = drawn.page_lines;
                     if let Some(offset) = drawn.focused {
@@ -559,5 +562,16 @@ pub fn error_text(e: forge_client::jsonrpsee::core::ClientError) -> String {
     match e {
         forge_client::jsonrpsee::core::ClientError::Call(obj) => obj.message().to_string(),
         other => other.to_string(),
+    }
+}
+
+/// Model and tool text never drives the terminal: ratatui drops control
+/// characters already; what reorders or hides text (bidirectional
+/// overrides) is shown as `?`.
+fn terminal_safe(buf: &mut ratatui::buffer::Buffer) {
+    for cell in buf.content.iter_mut() {
+        if cell.symbol().chars().any(forge_client::terminal::unsafe_char) {
+            cell.set_symbol("?");
+        }
     }
 }

@@ -622,3 +622,24 @@ async fn broad_roots_are_refused_unless_the_user_means_it_and_imports_can_be_rer
     let info = forge.ok(&["--json", "import", &file_s, "--cwd", &p]).await.json_lines();
     assert_eq!(info.first().and_then(|i| i["cwd"].as_str()), Some(p.as_str()), "{info:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn escape_sequences_from_the_model_and_tools_show_as_text() {
+    let Some(s) = setup("", &[]).await else { return };
+    // A clipboard write (OSC 52), a clear-screen and a hidden hyperlink in
+    // a command's output, which the mock's answer repeats.
+    let line = r"printf 'A\033]52;c;ZXZpbA==\007B\033[2JC\033]8;;https://evil.example\033\\link\033]8;;\033\\D\n'";
+    let directive = tool_call("run_command", &json!({"command": line}));
+    let sent = s.forge.ok(&["send", "-s", &s.id, &format!("{directive} go")]).await;
+    let shown = format!("{}{}", sent.stdout, sent.stderr);
+    assert!(!shown.contains('\x1b') && !shown.contains('\x07'), "send wrote a control sequence: {shown:?}");
+    assert!(shown.contains("^[]52;c;ZXZpbA==^G"), "the sequence shows as text: {shown:?}");
+    let history = s.forge.ok(&["history", &s.id]).await.stdout;
+    assert!(!history.contains('\x1b'), "{history:?}");
+    assert!(history.contains("^[[2J"), "{history:?}");
+    let attach = s.forge.ok(&["attach", &s.id, "--from", "1", "--until-idle"]).await.stdout;
+    assert!(!attach.contains('\x1b'), "{attach:?}");
+    // For pipes that want the bytes.
+    let raw = s.forge.ok(&["--raw", "history", &s.id]).await.stdout;
+    assert!(raw.contains("\x1b]52;c;ZXZpbA==\x07"), "{raw:?}");
+}

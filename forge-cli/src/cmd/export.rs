@@ -35,7 +35,7 @@ fn write_out(path: Option<&std::path::Path>, text: &str) -> Result<(), Failure> 
                 .map_err(|e| Failure::new(1, "io", format!("cannot write {}: {e}", p.display())))
         }
         None => {
-            crate::output::stdout_result(std::io::stdout().write_all(text.as_bytes()));
+            crate::output::stdout_result(crate::output::stdout().write_all(text.as_bytes()));
             Ok(())
         }
     }

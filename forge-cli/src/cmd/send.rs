@@ -120,7 +120,7 @@ pub async fn follow_turn(
     // Thinking is being printed on stderr: end its line before anything else.
     let mut thinking_shown = false;
     let mut interrupted = false;
-    let mut stdout = std::io::stdout();
+    let mut stdout = crate::output::stdout();
     let mut ends_with_newline = true;
     // Answers given so far, and whether another was asked for after one.
     // With `-n`: the answers given so far, and the last one's node.
@@ -176,7 +176,7 @@ pub async fn follow_turn(
                     eprint!("forgectl: thinking: ");
                     thinking_shown = true;
                 }
-                eprint!("{text}");
+                eprint!("{}", crate::output::shown(text));
             }
             EventKind::TextDelta { text } if in_turn && !g.json => {
                 if std::mem::take(&mut thinking_shown) {
@@ -219,7 +219,7 @@ pub async fn follow_turn(
                     calls.len()
                 );
                 for c in calls {
-                    eprintln!("  {} {}({})", c.id, c.name, c.arguments);
+                    eprintln!("  {} {}({})", c.id, c.name, crate::output::shown(&c.arguments));
                 }
                 eprintln!("  answer with: forgectl tool-result {session_id} CALL_ID [--error] OUTPUT");
             }
@@ -248,7 +248,10 @@ pub async fn follow_turn(
             }
             EventKind::ToolResult { name, is_error, output, .. } if in_turn && !g.json => {
                 let verdict = if *is_error { "failed" } else { "done" };
-                eprintln!("forgectl: tool {name} {verdict}: {}", crate::output::first_line(output, 100));
+                eprintln!(
+                    "forgectl: tool {name} {verdict}: {}",
+                    crate::output::shown(&crate::output::first_line(output, 100))
+                );
             }
             EventKind::TurnFinished { message_id: m, status, error, .. } if m == message_id => {
                 if std::mem::take(&mut thinking_shown) {
@@ -269,7 +272,7 @@ pub async fn follow_turn(
                     }
                     _ => {
                         let msg = error.clone().unwrap_or_else(|| "the turn failed".into());
-                        eprintln!("forgectl: [Stream error] {msg}");
+                        eprintln!("forgectl: [Stream error] {}", crate::output::shown(&msg));
                         Err(Failure::silent(TURN_FAILED))
                     }
                 };
