@@ -362,6 +362,12 @@ Exit status of `sandbox test`: 0 if every probe was refused (or allowed, where t
         #[command(subcommand)]
         action: Option<cmd::sandbox::SandboxAction>,
     },
+    /// Trust a folder's own hooks and MCP servers (its .claude/settings.json
+    /// and .mcp.json, as they are now); --list, --revoke, --show
+    #[command(
+        after_help = "A freshly cloned repository's hooks and MCP servers run programs on your machine: Forge honours them only in folders you trust, and only as their files were when you trusted them (a change, yours or a command's, needs your word again). Until then a new session says once what it ignored."
+    )]
+    Trust(cmd::trust::TrustArgs),
     /// MCP tool servers: state, tools and calls; `mcp restart NAME`
     #[command(after_help = "Servers come from [[mcp.servers]] in config.toml, e.g.\n\n  \
 [[mcp.servers]]\n  name = \"files\"\n  command = \"npx\"\n  args = [\"-y\", \"@modelcontextprotocol/server-filesystem\", \".\"]\n\n  \
@@ -516,6 +522,7 @@ fn main() -> ExitCode {
             Command::Acp => cmd::acp::run(&g).await,
             Command::Mcp { action, session } => cmd::mcp::run(&g, action, session).await,
             Command::Sandbox { action } => cmd::sandbox::run(&g, action).await,
+            Command::Trust(a) => cmd::trust::run(&g, a).await,
             Command::Models { provider } => cmd::misc::models(&g, provider).await,
             Command::Usage { session, since } => cmd::misc::usage(&g, session, since).await,
             Command::Summarize { session } => cmd::session::summarize(&g, &session).await,

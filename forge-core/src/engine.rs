@@ -37,6 +37,8 @@ pub(crate) struct Shared {
     pub config: Arc<ForgeConfig>,
     /// The system prompt's template (rendered per session).
     pub prompt: Arc<crate::prompt::PromptTemplate>,
+    /// The folders whose own hooks and MCP servers the user trusts.
+    pub trust: crate::trust::TrustStore,
 }
 
 /// How `session.send` is to answer.
@@ -140,7 +142,8 @@ impl Engine {
         }
         let mcp = forge_mcp::McpHub::start(&mcp_config, mcp_http);
         let config = Arc::new(opts.config);
-        let shared = Arc::new(Shared { db: db.clone(), store, writer, providers, tools, mcp, config, prompt });
+        let trust = crate::trust::TrustStore::open(&opts.home);
+        let shared = Arc::new(Shared { db: db.clone(), store, writer, providers, tools, mcp, config, prompt, trust });
         let engine = Engine {
             inner: Arc::new(Inner {
                 shared,
@@ -157,7 +160,7 @@ impl Engine {
         Ok(engine)
     }
 
-    fn shared(&self) -> &Shared {
+    pub(crate) fn shared(&self) -> &Shared {
         &self.inner.shared
     }
 
@@ -310,7 +313,12 @@ impl Engine {
         if fresh {
             self.session_start_hooks(&id).await?;
         }
-        self.session_info(&id).await
+        let mut info = self.session_info(&id).await?;
+        info.untrusted = self.untrusted(Path::new(&info.cwd));
+        if let Some(u) = &info.untrusted {
+            tracing::info!(session = %id, dir = %u.dir, ignored = ?u.provides, "a folder's own hooks and servers are ignored until trusted");
+        }
+        Ok(info)
     }
 
     /// Whether any hook for `event` may apply in a session working in `cwd`.
@@ -331,7 +339,8 @@ impl Engine {
         client: Option<ClientRef>,
     ) -> Result<Vec<crate::hooks::HookRun>, EngineError> {
         let config = &self.shared().config;
-        let (set, _) = crate::hooks::HookSet::for_session(&config.hooks, Path::new(cwd));
+        let trusted = self.shared().trust.state(Path::new(cwd)).trusted();
+        let (set, _) = crate::hooks::HookSet::for_session(&config.hooks, Path::new(cwd), trusted);
         let hooks = set.matching(event, None);
         let mut runs = Vec::new();
         if hooks.is_empty() {
@@ -991,6 +1000,7 @@ impl Engine {
             usage: None,
             approval_mode: row.approval.mode,
             always_allow: row.approval.always,
+            untrusted: None,
         }
     }
 

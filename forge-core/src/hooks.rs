@@ -198,8 +198,10 @@ pub struct HookSet {
 
 impl HookSet {
     /// `config.toml`'s hooks, and (with `import_claude`) those of the
-    /// project's Claude settings. Returns what could not be read too.
-    pub fn for_session(config: &HooksConfig, cwd: &Path) -> (HookSet, Vec<String>) {
+    /// project's Claude settings when the user trusts the folder
+    /// (`trusted`, see [`crate::trust`]). Returns what could not be read
+    /// too.
+    pub fn for_session(config: &HooksConfig, cwd: &Path, trusted: bool) -> (HookSet, Vec<String>) {
         let mut hooks = Vec::new();
         let mut problems = Vec::new();
         for h in &config.hooks {
@@ -214,7 +216,7 @@ impl HookSet {
                 Err(e) => problems.push(format!("config.toml: matcher {:?}: {e}", h.matcher)),
             }
         }
-        if config.import_claude {
+        if config.import_claude && trusted {
             for name in ["settings.json", "settings.local.json"] {
                 let path = cwd.join(".claude").join(name);
                 match std::fs::read_to_string(&path) {
@@ -495,7 +497,7 @@ mod tests {
         .and_then(|v| v.try_into().ok())
         .unwrap_or_default();
         assert!(table.import_claude && table.hooks[0].event == HookEvent::Stop);
-        let (set, problems) = HookSet::for_session(&list, Path::new("/nonexistent"));
+        let (set, problems) = HookSet::for_session(&list, Path::new("/nonexistent"), true);
         assert!(problems.is_empty(), "{problems:?}");
         assert_eq!(set.matching(HookEvent::PreToolUse, Some("run_command")).len(), 1, "Bash is run_command");
         assert!(set.matching(HookEvent::PreToolUse, Some("write_file")).is_empty());

@@ -25,6 +25,7 @@ pub mod rewind;
 pub mod session;
 pub mod snapshot;
 pub mod store;
+pub mod trust;
 /// The tools live in their own crate; this name keeps their paths.
 pub use forge_tools as tools;
 

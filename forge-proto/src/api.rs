@@ -13,6 +13,7 @@ use jsonrpsee::types::ErrorObjectOwned;
 // The subscription's item type is named only on the client side.
 #[cfg_attr(not(feature = "client"), allow(unused_imports))]
 use crate::events::{SessionEvent, SubscriptionItem};
+use crate::trust::FolderTrust;
 use crate::types::*;
 
 pub type RpcResult<T> = Result<T, ErrorObjectOwned>;
@@ -154,6 +155,25 @@ pub trait ForgeApi {
     /// limits, leftover processes, setuid). Takes some seconds.
     #[method(name = "sandbox.test", param_kind = map)]
     async fn sandbox_test(&self) -> RpcResult<SandboxReport>;
+
+    /// The folders the user trusts, each with its state now (a trusted
+    /// folder whose files changed is `changed`).
+    #[method(name = "trust.list", param_kind = map)]
+    async fn trust_list(&self) -> RpcResult<Vec<FolderTrust>>;
+
+    /// A folder's trust: what it provides that runs code (its Claude
+    /// settings' hooks, `.mcp.json`'s servers) and whether Forge honours it.
+    #[method(name = "trust.show", param_kind = map)]
+    async fn trust_show(&self, dir: String) -> RpcResult<FolderTrust>;
+
+    /// Trusts a folder as its files are now: its own hooks and MCP servers
+    /// are honoured from the next session (or tool call) on.
+    #[method(name = "trust.add", param_kind = map)]
+    async fn trust_add(&self, dir: String) -> RpcResult<FolderTrust>;
+
+    /// Stops trusting a folder.
+    #[method(name = "trust.revoke", param_kind = map)]
+    async fn trust_revoke(&self, dir: String) -> RpcResult<FolderTrust>;
 
     /// Cancels the running turn; the partial answer is kept, marked
     /// cancelled. With `drop_queued`, queued messages are dropped too.

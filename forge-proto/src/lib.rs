@@ -14,10 +14,12 @@ pub mod error;
 pub mod events;
 pub mod paths;
 pub mod schema;
+pub mod trust;
 pub mod types;
 
 pub use error::{ErrorData, ErrorKind};
 pub use events::{EventKind, SessionEvent, SubscriptionItem, TurnStatus};
+pub use trust::FolderTrust;
 pub use types::*;
 
 /// The protocol version spoken by this build. A client states the version it

@@ -10,6 +10,8 @@ use schemars::SchemaGenerator;
 use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value, json};
 
+use crate::FolderTrust;
+
 use crate::error::ErrorKind;
 use crate::events::{SessionEvent, SubscriptionItem};
 use crate::types::*;
@@ -77,6 +79,7 @@ fn type_schema(g: &mut SchemaGenerator, ty: &str) -> Result<Value, String> {
         SandboxReport,
         ExportResult,
         ImportResult,
+        FolderTrust,
         serde_json::Value,
         ErrorKind,
     );

@@ -155,6 +155,12 @@ pub struct SessionInfo {
     /// Tools allowed always in this session.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub always_allow: Vec<String>,
+    /// What the session's folder provides that runs code and Forge
+    /// ignores until the user trusts it (`session.create` only, when
+    /// there is such a thing): clients say so once and may offer
+    /// `trust.add`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub untrusted: Option<crate::FolderTrust>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

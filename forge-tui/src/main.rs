@@ -173,6 +173,9 @@ async fn start(args: Args) -> anyhow::Result<()> {
             )
             .await
             .map_err(|e| anyhow::anyhow!("cannot create the session: {}", runtime::error_text(e)))?;
+        if let Some(folder) = &info.untrusted {
+            ask_trust(&conn.client, folder).await;
+        }
         info.id
     } else if let Some(s) = &args.session {
         let info =
@@ -202,5 +205,26 @@ fn ui_options(args: &Args) -> UiOptions {
         reduced_motion: flag("reduced_motion"),
         inline: args.inline || tui == "inline",
         no_color: std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()),
+    }
+}
+
+/// A new session's folder provides hooks or MCP servers that Forge
+/// ignores until trusted: asked once, before the screen is taken.
+async fn ask_trust(client: &forge_client::jsonrpsee::async_client::Client, folder: &forge_proto::FolderTrust) {
+    use std::io::Write;
+    let what = forge_client::terminal::safe(&folder.provides.join(", ")).into_owned();
+    eprint!(
+        "forge: {} provides {what}. They run programs on your machine; Forge ignores them until you trust this folder.\nTrust it (as its files are now)? [y/N] ",
+        folder.dir
+    );
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    if std::io::stdin().read_line(&mut answer).is_ok() && answer.trim().eq_ignore_ascii_case("y") {
+        match forge_client::ForgeApiClient::trust_add(client, folder.dir.clone()).await {
+            Ok(_) => eprintln!("forge: trusted {}", folder.dir),
+            Err(e) => eprintln!("forge: cannot trust it: {}", runtime::error_text(e)),
+        }
+    } else {
+        eprintln!("forge: not trusted; `forgectl trust {}` trusts it later", folder.dir);
     }
 }

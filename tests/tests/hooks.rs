@@ -161,8 +161,33 @@ async fn a_projects_claude_hooks_run_when_imported() {
         std::fs::write(dir.join(".claude/settings.json"), settings.to_string()).unwrap_or_else(|e| panic!("{e}"));
     };
     let s = setup("[hooks]\nimport_claude = true\n", write).await;
+    let dir = s.project.path().canonicalize().unwrap_or_else(|e| panic!("{e}")).display().to_string();
+    // A freshly cloned project: its hooks wait for the user's trust, and a
+    // new session there says so once.
+    let text = s.run("echo before-trust").await;
+    assert!(text.contains("exit status: 0"), "an untrusted folder's hooks do not run: {text}");
+    let again = s.forge.ctl(&["session", "new", "--cwd", &dir]).await;
+    assert!(
+        again.stderr.contains("ignored until you trust") && again.stderr.contains("hooks in .claude/settings.json"),
+        "{}",
+        again.stderr
+    );
+    let shown = s.forge.ok(&["--json", "trust", "--show", &dir]).await.json_lines();
+    assert_eq!(shown.first().and_then(|t| t["state"].as_str()), Some("untrusted"), "{shown:?}");
+    s.forge.ok(&["trust", &dir]).await;
     let text = s.run("echo nope").await;
     assert!(text.contains("not run") && text.contains("use the test runner"), "{text}");
+    let list = s.forge.ok(&["--json", "trust", "--list"]).await.json_lines();
+    assert!(list.iter().any(|t| t["dir"] == dir.as_str() && t["state"] == "trusted"), "{list:?}");
+    // Changed since trusted (a pull, or a file planted): asked again.
+    let changed =
+        json!({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "exit 2"}]}]}});
+    std::fs::write(s.project.path().join(".claude/settings.json"), changed.to_string())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let text = s.run("echo after-change").await;
+    assert!(text.contains("exit status: 0"), "a changed folder's hooks wait for trust again: {text}");
+    s.forge.ok(&["trust", "--revoke", &dir]).await;
+    assert!(s.forge.ok(&["--json", "trust", "--list"]).await.json_lines().is_empty());
 
     let s = setup("", write).await;
     let text = s.run("echo yes").await;

@@ -11,3 +11,4 @@ pub mod sandbox;
 pub mod send;
 pub mod session;
 pub mod tree;
+pub mod trust;

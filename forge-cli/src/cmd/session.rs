@@ -72,7 +72,12 @@ impl NewSession {
             Some(p) => Some(std::path::absolute(&p).unwrap_or(p).display().to_string()),
             None => std::env::current_dir().ok().map(|p| p.display().to_string()),
         };
-        Ok(client.session_create(self.name, cwd, self.provider, self.model, Some(self.allow_broad_root)).await?)
+        let info =
+            client.session_create(self.name, cwd, self.provider, self.model, Some(self.allow_broad_root)).await?;
+        if let Some(u) = &info.untrusted {
+            super::trust::notice(u);
+        }
+        Ok(info)
     }
 }
 

@@ -294,8 +294,9 @@ impl SessionActor {
                 };
                 // One call at a time; a task left over would only leak.
                 // Read now: a project's Claude settings may have changed.
-                let (set, problems) =
-                    crate::hooks::HookSet::for_session(&self.shared.config.hooks, run.ctx.sandbox.cwd());
+                let cwd = run.ctx.sandbox.cwd();
+                let trusted = self.shared.trust.state(cwd).trusted();
+                let (set, problems) = crate::hooks::HookSet::for_session(&self.shared.config.hooks, cwd, trusted);
                 for p in problems {
                     tracing::warn!(session = self.session.id(), "hooks: {p}");
                 }

@@ -417,6 +417,23 @@ impl ForgeApiServer for ConnServer {
         self.engine().sandbox_test(&self.daemon.socket).await.map_err(to_rpc)
     }
 
+    async fn trust_list(&self) -> RpcResult<Vec<forge_proto::FolderTrust>> {
+        Ok(self.engine().trust_list())
+    }
+
+    async fn trust_show(&self, dir: String) -> RpcResult<forge_proto::FolderTrust> {
+        self.engine().trust_show(&dir).map_err(to_rpc)
+    }
+
+    async fn trust_add(&self, dir: String) -> RpcResult<forge_proto::FolderTrust> {
+        tracing::info!(client = self.conn.id, dir, "trust.add called");
+        self.engine().trust_add(&dir).map_err(to_rpc)
+    }
+
+    async fn trust_revoke(&self, dir: String) -> RpcResult<forge_proto::FolderTrust> {
+        self.engine().trust_revoke(&dir).map_err(to_rpc)
+    }
+
     async fn journal_status(&self) -> RpcResult<JournalStatus> {
         self.engine().journal_status().await.map_err(to_rpc)
     }

@@ -8,6 +8,7 @@
 //! - [`turn`]: one prompt, followed to its end, approvals included.
 
 mod map;
+mod trust;
 mod turn;
 
 use std::collections::HashMap;
@@ -129,8 +130,11 @@ pub async fn run(g: &Global) -> std::result::Result<(), Failure> {
         )
         .on_receive_request(
             async move |req: NewSessionRequest, responder, cx: ConnectionTo<Client>| match new_session(&b2, req).await {
-                Ok((response, id)) => {
+                Ok((response, id, untrusted)) => {
                     responder.respond(response)?;
+                    if let Some(folder) = untrusted {
+                        tokio::spawn(trust::ask(b2.clone(), cx.clone(), id.clone(), folder));
+                    }
                     announce_commands(&cx, &id)
                 }
                 Err(e) => responder.respond_with_error(e),
@@ -297,7 +301,10 @@ async fn give_mcp_servers(d: &Connection, session: &str, servers: &[McpServer]) 
     Ok(())
 }
 
-async fn new_session(b: &Bridge, req: NewSessionRequest) -> Result<(NewSessionResponse, String)> {
+async fn new_session(
+    b: &Bridge,
+    req: NewSessionRequest,
+) -> Result<(NewSessionResponse, String, Option<forge_proto::FolderTrust>)> {
     let d = b.daemon().await?;
     let cwd = req.cwd.display().to_string();
     if !req.cwd.is_absolute() {
@@ -310,7 +317,7 @@ async fn new_session(b: &Bridge, req: NewSessionRequest) -> Result<(NewSessionRe
     }
     let response =
         NewSessionResponse::new(info.id.clone()).modes(modes(&info)).config_options(config_options(d, &info).await?);
-    Ok((response, info.id))
+    Ok((response, info.id, info.untrusted))
 }
 
 async fn load_session(

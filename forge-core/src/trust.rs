@@ -1,0 +1,277 @@
+//! Workspace trust: what a project brings that runs code (the hooks of
+//! `.claude/settings.json` and `.claude/settings.local.json`, the MCP
+//! servers of `.mcp.json`) is honoured only in a folder the user has
+//! trusted (`forgectl trust DIR`), and only as it was when trusted: the
+//! record keeps a digest of those files, so a freshly cloned repository,
+//! or a file a command planted, waits for the user's word again.
+//!
+//! Records live in `$FORGE_HOME/trust.json` (private to the user, never
+//! readable by commands).
+
+use std::path::{Path, PathBuf};
+use std::sync::RwLock;
+
+use serde::{Deserialize, Serialize};
+use sha2::Digest;
+
+/// The project files that can make Forge run a program.
+const PROJECT_FILES: &[&str] = &[".claude/settings.json", ".claude/settings.local.json", ".mcp.json"];
+
+/// One trusted folder.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    pub dir: String,
+    /// SHA-256 of the project files as they were when trusted.
+    pub digest: String,
+    pub trusted_ms: i64,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct File {
+    #[serde(default)]
+    trusted: Vec<Record>,
+}
+
+/// What a folder provides that runs code, and its digest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Project {
+    /// What runs code, in words (`hooks in .claude/settings.json`).
+    pub provides: Vec<String>,
+    pub digest: String,
+}
+
+/// A folder's trust, as Forge sees it now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum State {
+    /// The folder provides nothing that runs code.
+    Nothing,
+    Trusted(Project),
+    /// Not trusted: what it provides is ignored.
+    Untrusted(Project),
+    /// Trusted once, but its files changed since: ignored until trusted
+    /// again.
+    Changed(Project),
+}
+
+impl State {
+    pub fn trusted(&self) -> bool {
+        matches!(self, State::Trusted(_))
+    }
+
+    pub fn word(&self) -> &'static str {
+        match self {
+            State::Nothing => "nothing",
+            State::Trusted(_) => "trusted",
+            State::Untrusted(_) => "untrusted",
+            State::Changed(_) => "changed",
+        }
+    }
+}
+
+/// What `dir`'s project files provide that runs code (hooks and MCP
+/// servers; a file without them counts too: it may gain some).
+pub fn project(dir: &Path) -> Option<Project> {
+    let mut hash = sha2::Sha256::new();
+    let mut provides = Vec::new();
+    for name in PROJECT_FILES {
+        let Ok(bytes) = std::fs::read(dir.join(name)) else { continue };
+        hash.update(name.as_bytes());
+        hash.update((bytes.len() as u64).to_le_bytes());
+        hash.update(&bytes);
+        let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+        let count = |key: &str| v.get(key).and_then(|h| h.as_object()).map(|o| o.len()).unwrap_or(0);
+        provides.push(match *name {
+            ".mcp.json" => format!("MCP servers in .mcp.json ({})", count("mcpServers")),
+            _ => format!("hooks in {name} ({} event(s))", count("hooks")),
+        });
+    }
+    if provides.is_empty() {
+        return None;
+    }
+    let digest = hash.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    Some(Project { provides, digest })
+}
+
+/// The trusted folders, kept in a file of the daemon's home.
+pub struct TrustStore {
+    path: PathBuf,
+    records: RwLock<Vec<Record>>,
+}
+
+/// The folder as recorded: its canonical path.
+fn key(dir: &Path) -> String {
+    dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf()).display().to_string()
+}
+
+impl TrustStore {
+    /// Reads `$FORGE_HOME/trust.json` (none yet: nothing is trusted; one
+    /// that cannot be read: nothing is trusted, and a warning says why).
+    pub fn open(home: &Path) -> TrustStore {
+        let path = home.join("trust.json");
+        let records = match std::fs::read(&path) {
+            Ok(bytes) => match serde_json::from_slice::<File>(&bytes) {
+                Ok(f) => f.trusted,
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "cannot read the trusted folders; none is trusted");
+                    Vec::new()
+                }
+            },
+            Err(_) => Vec::new(),
+        };
+        TrustStore { path, records: RwLock::new(records) }
+    }
+
+    /// `dir`'s trust now.
+    pub fn state(&self, dir: &Path) -> State {
+        let Some(project) = project(dir) else { return State::Nothing };
+        let k = key(dir);
+        let records = self.records.read().unwrap_or_else(|p| p.into_inner());
+        match records.iter().find(|r| r.dir == k) {
+            Some(r) if r.digest == project.digest => State::Trusted(project),
+            Some(_) => State::Changed(project),
+            None => State::Untrusted(project),
+        }
+    }
+
+    pub fn list(&self) -> Vec<Record> {
+        self.records.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Trusts `dir` as its project files are now.
+    pub fn trust(&self, dir: &Path, now_ms: i64) -> std::io::Result<State> {
+        if !dir.is_dir() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("{} is not a directory", dir.display()),
+            ));
+        }
+        let digest = project(dir).map(|p| p.digest).unwrap_or_default();
+        let k = key(dir);
+        {
+            let mut records = self.records.write().unwrap_or_else(|p| p.into_inner());
+            records.retain(|r| r.dir != k);
+            records.push(Record { dir: k, digest, trusted_ms: now_ms });
+            self.save(&records)?;
+        }
+        Ok(self.state(dir))
+    }
+
+    /// Forgets `dir`; whether it was trusted.
+    pub fn revoke(&self, dir: &Path) -> std::io::Result<bool> {
+        let k = key(dir);
+        let mut records = self.records.write().unwrap_or_else(|p| p.into_inner());
+        let before = records.len();
+        records.retain(|r| r.dir != k && r.dir != dir.display().to_string());
+        if records.len() == before {
+            return Ok(false);
+        }
+        self.save(&records)?;
+        Ok(true)
+    }
+
+    /// Writes the records whole, private to the user, replacing the file
+    /// in one rename.
+    fn save(&self, records: &[Record]) -> std::io::Result<()> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let text = serde_json::to_vec_pretty(&File { trusted: records.to_vec() }).map_err(std::io::Error::other)?;
+        let tmp = self.path.with_extension("json.tmp");
+        let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+        f.write_all(&text)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, &self.path)
+    }
+}
+
+/// `dir`'s trust on the wire.
+pub fn folder(store: &TrustStore, dir: &Path) -> forge_proto::FolderTrust {
+    let state = store.state(dir);
+    let k = key(dir);
+    let trusted_ms = store.list().into_iter().find(|r| r.dir == k).map(|r| r.trusted_ms);
+    let provides = match &state {
+        State::Nothing => Vec::new(),
+        State::Trusted(p) | State::Untrusted(p) | State::Changed(p) => p.provides.clone(),
+    };
+    forge_proto::FolderTrust { dir: k, state: state.word().into(), provides, trusted_ms }
+}
+
+fn absolute(dir: &str) -> Result<PathBuf, crate::error::EngineError> {
+    let p = PathBuf::from(dir);
+    if !p.is_absolute() {
+        return Err(crate::error::EngineError::new(
+            forge_proto::ErrorKind::InvalidParams,
+            format!("`{dir}` is not an absolute path"),
+        ));
+    }
+    Ok(p)
+}
+
+/// `trust.*`.
+impl crate::engine::Engine {
+    pub fn trust_list(&self) -> Vec<forge_proto::FolderTrust> {
+        let store = &self.shared().trust;
+        store.list().iter().map(|r| folder(store, Path::new(&r.dir))).collect()
+    }
+
+    pub fn trust_show(&self, dir: &str) -> Result<forge_proto::FolderTrust, crate::error::EngineError> {
+        Ok(folder(&self.shared().trust, &absolute(dir)?))
+    }
+
+    pub fn trust_add(&self, dir: &str) -> Result<forge_proto::FolderTrust, crate::error::EngineError> {
+        let dir = absolute(dir)?;
+        let store = &self.shared().trust;
+        store.trust(&dir, crate::ids::now_ms()).map_err(|e| {
+            crate::error::EngineError::new(
+                forge_proto::ErrorKind::InvalidParams,
+                format!("cannot trust {}: {e}", dir.display()),
+            )
+        })?;
+        tracing::info!(dir = %dir.display(), "folder trusted");
+        Ok(folder(store, &dir))
+    }
+
+    pub fn trust_revoke(&self, dir: &str) -> Result<forge_proto::FolderTrust, crate::error::EngineError> {
+        let dir = absolute(dir)?;
+        let store = &self.shared().trust;
+        store
+            .revoke(&dir)
+            .map_err(|e| crate::error::EngineError::internal(format!("cannot write the trusted folders: {e}")))?;
+        Ok(folder(store, &dir))
+    }
+
+    /// What `cwd` provides that is ignored until trusted (for a new
+    /// session's answer), if anything.
+    pub(crate) fn untrusted(&self, cwd: &Path) -> Option<forge_proto::FolderTrust> {
+        let f = folder(&self.shared().trust, cwd);
+        matches!(f.state.as_str(), "untrusted" | "changed").then_some(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_folder_is_trusted_as_its_files_were_and_a_change_asks_again() {
+        let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let project_dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let p = project_dir.path();
+        let store = TrustStore::open(home.path());
+        assert_eq!(store.state(p), State::Nothing, "nothing to trust");
+        std::fs::create_dir(p.join(".claude")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(p.join(".claude/settings.json"), r#"{"hooks":{"Stop":[]}}"#).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(p.join(".mcp.json"), r#"{"mcpServers":{"a":{},"b":{}}}"#).unwrap_or_else(|e| panic!("{e}"));
+        let State::Untrusted(project) = store.state(p) else { panic!("a cloned project is not trusted") };
+        assert_eq!(project.provides, ["hooks in .claude/settings.json (1 event(s))", "MCP servers in .mcp.json (2)"]);
+        assert!(store.trust(p, 1).unwrap_or_else(|e| panic!("{e}")).trusted());
+        assert!(TrustStore::open(home.path()).state(p).trusted(), "kept across restarts");
+        // A planted file changes what the folder provides.
+        std::fs::write(p.join(".claude/settings.local.json"), r#"{"hooks":{}}"#).unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(store.state(p), State::Changed(_)));
+        assert!(store.revoke(p).unwrap_or_else(|e| panic!("{e}")));
+        assert!(matches!(store.state(p), State::Untrusted(_)));
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(home.path().join("trust.json")).map(|m| m.permissions().mode()).unwrap_or(0);
+        assert_eq!(mode & 0o077, 0, "private to the user");
+    }
+}
