@@ -200,6 +200,7 @@ impl Engine {
         let cwd = row.cwd.clone();
         let handle = SessionActor::spawn(self.inner.shared.clone(), row).await?;
         sessions.insert(id.to_string(), handle.clone());
+        self.start_project_servers(id, Path::new(&cwd));
         if self.has_hooks(crate::hooks::HookEvent::Stop, &cwd)
             && let Some(events) = handle.subscribe_live()
         {
@@ -314,6 +315,7 @@ impl Engine {
             self.session_start_hooks(&id).await?;
         }
         let mut info = self.session_info(&id).await?;
+        self.start_project_servers(&id, Path::new(&info.cwd));
         info.untrusted = self.untrusted(Path::new(&info.cwd));
         if let Some(u) = &info.untrusted {
             tracing::info!(session = %id, dir = %u.dir, ignored = ?u.provides, "a folder's own hooks and servers are ignored until trusted");
@@ -1302,20 +1304,7 @@ impl Engine {
     ) -> Result<Vec<forge_proto::McpServerInfo>, EngineError> {
         self.check_running()?;
         let id = self.resolve(selector).await?;
-        let servers = servers
-            .into_iter()
-            .map(|s| forge_mcp::McpServerConfig {
-                name: s.name,
-                command: s.command,
-                args: s.args,
-                env: s.env,
-                url: s.url,
-                headers: s.headers,
-                ..Default::default()
-            })
-            .collect();
-        let config = forge_mcp::McpConfig { servers };
-        config.validate().map_err(|e| EngineError::new(ErrorKind::InvalidParams, e))?;
+        let config = mcp_config(servers)?;
         self.shared().mcp.set_session_servers(&id, config.servers);
         Ok(self.shared().mcp.report(Some(&id)).into_iter().filter(|r| r.session.is_some()).map(mcp_info).collect())
     }
@@ -1710,4 +1699,24 @@ fn check_root(cwd: &str, allow_broad_root: bool) -> Result<(), EngineError> {
         Some(why) => Err(EngineError::new(ErrorKind::BroadRoot, crate::tools::roots::refusal(cwd, &why))),
         None => Ok(()),
     }
+}
+
+/// Servers given on the wire (an editor's, a project's `.mcp.json`),
+/// checked as `[[mcp.servers]]` entries are.
+pub(crate) fn mcp_config(servers: Vec<forge_proto::McpServerSpec>) -> Result<forge_mcp::McpConfig, EngineError> {
+    let servers = servers
+        .into_iter()
+        .map(|s| forge_mcp::McpServerConfig {
+            name: s.name,
+            command: s.command,
+            args: s.args,
+            env: s.env,
+            url: s.url,
+            headers: s.headers,
+            ..Default::default()
+        })
+        .collect();
+    let config = forge_mcp::McpConfig { servers };
+    config.validate().map_err(|e| EngineError::new(ErrorKind::InvalidParams, e))?;
+    Ok(config)
 }

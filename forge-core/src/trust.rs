@@ -92,6 +92,41 @@ pub fn project(dir: &Path) -> Option<Project> {
     Some(Project { provides, digest })
 }
 
+/// The MCP servers of `dir`'s `.mcp.json` (Claude Code's format:
+/// `{"mcpServers": {NAME: {command, args, env} | {type: "http", url,
+/// headers}}}`); what cannot be read is skipped with a warning.
+pub fn project_mcp_servers(dir: &Path) -> Vec<forge_proto::McpServerSpec> {
+    let Ok(bytes) = std::fs::read(dir.join(".mcp.json")) else { return Vec::new() };
+    let v: serde_json::Value = match serde_json::from_slice(&bytes) {
+        Ok(v) => v,
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), error = %e, ".mcp.json is not JSON; its servers are not started");
+            return Vec::new();
+        }
+    };
+    let strings = |v: Option<&serde_json::Value>| -> std::collections::BTreeMap<String, String> {
+        v.and_then(|m| m.as_object())
+            .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
+            .unwrap_or_default()
+    };
+    let Some(servers) = v.get("mcpServers").and_then(|s| s.as_object()) else { return Vec::new() };
+    servers
+        .iter()
+        .map(|(name, s)| forge_proto::McpServerSpec {
+            name: name.clone(),
+            command: s.get("command").and_then(|c| c.as_str()).map(str::to_string),
+            args: s
+                .get("args")
+                .and_then(|a| a.as_array())
+                .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
+                .unwrap_or_default(),
+            env: strings(s.get("env")),
+            url: s.get("url").and_then(|c| c.as_str()).map(str::to_string),
+            headers: strings(s.get("headers")),
+        })
+        .collect()
+}
+
 /// The trusted folders, kept in a file of the daemon's home.
 pub struct TrustStore {
     path: PathBuf,
@@ -237,6 +272,25 @@ impl crate::engine::Engine {
             .revoke(&dir)
             .map_err(|e| crate::error::EngineError::internal(format!("cannot write the trusted folders: {e}")))?;
         Ok(folder(store, &dir))
+    }
+
+    /// Starts the MCP servers a trusted folder's `.mcp.json` names for
+    /// session `id` (working in `cwd`).
+    /// (Not when the session has servers of its own already: started
+    /// before, or an editor's.)
+    pub(crate) fn start_project_servers(&self, id: &str, cwd: &Path) {
+        let has_own = self.shared().mcp.report(Some(id)).iter().any(|r| r.session.is_some());
+        if has_own || !self.shared().trust.state(cwd).trusted() {
+            return;
+        }
+        let servers = project_mcp_servers(cwd);
+        if servers.is_empty() {
+            return;
+        }
+        match crate::engine::mcp_config(servers) {
+            Ok(config) => self.shared().mcp.set_session_servers(id, config.servers),
+            Err(e) => tracing::warn!(session = id, error = %e, "the project's MCP servers (.mcp.json) are not started"),
+        }
     }
 
     /// What `cwd` provides that is ignored until trusted (for a new

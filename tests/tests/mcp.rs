@@ -337,3 +337,30 @@ async fn a_server_with_sandbox_true_writes_only_in_its_cwd() {
     assert!(!s.notes.exists(), "the server could not write outside its cwd");
     assert!(!s.log.exists(), "nor its log there");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_projects_mcp_servers_start_only_once_the_folder_is_trusted() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = project.path().canonicalize().unwrap_or_else(|e| panic!("{e}")).display().to_string();
+    let log = project.path().join("server.log").display().to_string();
+    let servers = serde_json::json!({"mcpServers": {"proj": {"command": bin("forge-mcp-test").display().to_string(), "args": ["--log", log]}}});
+    std::fs::write(project.path().join(".mcp.json"), servers.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    // A freshly cloned project: its server does not start, and the new
+    // session says why.
+    let out = forge.ctl(&["--json", "session", "new", "--cwd", &dir]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stderr.contains("MCP servers in .mcp.json (1)"), "{}", out.stderr);
+    let id = out.json_lines().first().and_then(|i| i["id"].as_str().map(str::to_string)).unwrap_or_default();
+    let list = forge.ok(&["--json", "mcp", "-s", &id]).await.json_lines();
+    assert!(!list.iter().any(|s| s["name"] == "proj"), "not started untrusted: {list:?}");
+    forge.ok(&["trust", &dir]).await;
+    let id = forge.new_session(&["--cwd", &dir]).await;
+    let list = forge.ok(&["--json", "mcp", "-s", &id]).await.json_lines();
+    assert!(
+        list.iter().any(|s| s["name"] == "proj" && s["session_id"] == id.as_str()),
+        "started once trusted: {list:?}"
+    );
+}
