@@ -643,3 +643,14 @@ async fn escape_sequences_from_the_model_and_tools_show_as_text() {
     let raw = s.forge.ok(&["--raw", "history", &s.id]).await.stdout;
     assert!(raw.contains("\x1b]52;c;ZXZpbA==\x07"), "{raw:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_forge_home_inside_the_project_is_hidden() {
+    let Some(s) = setup("", &[]).await else { return };
+    let store = s.dir().join("tests/other-home");
+    std::fs::create_dir_all(&store).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(store.join("forge.db"), "SQLite format 3 SECRET-STORE").unwrap_or_else(|e| panic!("{e}"));
+    let text = s.run("cat tests/other-home/forge.db; ls tests/other-home; echo x > tests/other-home/planted").await;
+    assert!(!text.contains("SECRET-STORE"), "{text}");
+    assert!(!store.join("planted").exists(), "{text}");
+}

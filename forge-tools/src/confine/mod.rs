@@ -368,6 +368,14 @@ impl Policy {
             never.extend(h.forge_home.iter().cloned());
             never.extend(h.private.iter().cloned());
         }
+        // Other Forge homes (a second daemon's, a test's) where commands
+        // could otherwise reach them: in the roots and the places the user
+        // opened (the home directory is hidden, /tmp is private).
+        let opened = settings.read_roots.iter().flatten().chain(&settings.write_roots);
+        let searched: Vec<PathBuf> =
+            roots.iter().cloned().chain(opened.filter_map(|r| expand_home(r, home.as_deref()))).collect();
+        let stores = forge_homes(&searched);
+        never.extend(stores.iter().cloned());
         let never: Vec<PathBuf> = never.into_iter().map(|p| p.canonicalize().unwrap_or(p)).collect();
 
         let mut read = Vec::new();
@@ -436,7 +444,7 @@ impl Policy {
             read,
             write,
             read_only,
-            masked: host.map(|h| h.masked.clone()).unwrap_or_default(),
+            masked: host.map(|h| h.masked.clone()).unwrap_or_default().into_iter().chain(stores).collect(),
             network: support().network(settings.network),
             limits: settings.limits(),
             tmpdir: tmpdir.to_path_buf(),
@@ -454,6 +462,38 @@ impl Policy {
     pub fn may_read(&self, path: &Path) -> bool {
         self.read.iter().chain(&self.write).any(|r| path.starts_with(r))
     }
+}
+
+/// Directories that hold a Forge store (`forge.db`) in `trees`, looked
+/// for a few levels down (bounded: big trees are not walked whole).
+pub fn forge_homes(trees: &[PathBuf]) -> Vec<PathBuf> {
+    const DEPTH: usize = 4;
+    const MAX_ENTRIES: usize = 20_000;
+    const SKIP: &[&str] = &[".git", "node_modules", "target", ".venv", "venv", "__pycache__", "dist", "build"];
+    let mut found = Vec::new();
+    let mut seen = 0usize;
+    let mut todo: Vec<(PathBuf, usize)> = trees.iter().map(|t| (t.clone(), 0)).collect();
+    while let Some((dir, depth)) = todo.pop() {
+        if dir.join("forge.db").is_file() {
+            found.push(dir.clone());
+            continue;
+        }
+        if depth >= DEPTH {
+            continue;
+        }
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for e in entries.flatten() {
+            seen += 1;
+            if seen > MAX_ENTRIES {
+                return found;
+            }
+            let skip = e.file_name().to_str().is_none_or(|n| SKIP.contains(&n));
+            if !skip && e.file_type().is_ok_and(|t| t.is_dir()) {
+                todo.push((e.path(), depth + 1));
+            }
+        }
+    }
+    found
 }
 
 /// Adds `tree` to `out`, or, when a `hidden` place lies inside it, its
@@ -503,6 +543,24 @@ mod tests {
         let mut inside = Vec::new();
         grant_around(&d.join("a/.ssh"), &[d.join("a/.ssh")], &mut inside);
         assert!(inside.is_empty(), "a tree inside a hidden place is never granted");
+    }
+
+    #[test]
+    fn forge_stores_in_the_roots_are_found_and_never_granted() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let d = dir.path().canonicalize().unwrap_or_else(|e| panic!("{e}"));
+        for p in ["proj/tests/forge-home", "proj/node_modules/x/store", "proj/src"] {
+            std::fs::create_dir_all(d.join(p)).unwrap_or_else(|e| panic!("{e}"));
+        }
+        for p in ["proj/tests/forge-home/forge.db", "proj/node_modules/x/store/forge.db"] {
+            std::fs::write(d.join(p), "SQLite").unwrap_or_else(|e| panic!("{e}"));
+        }
+        let root = d.join("proj");
+        assert_eq!(forge_homes(std::slice::from_ref(&root)), vec![root.join("tests/forge-home")]);
+        let p = Policy::build(&Settings::default(), std::slice::from_ref(&root), &d.join("tmp"), false);
+        assert!(!p.may_write(&root.join("tests/forge-home/forge.db")) && !p.may_read(&root.join("tests/forge-home/x")));
+        assert!(p.may_write(&root.join("src/main.rs")));
+        assert!(p.masked.contains(&root.join("tests/forge-home")), "hidden behind an empty mount");
     }
 
     #[test]
