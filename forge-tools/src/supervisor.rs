@@ -279,6 +279,7 @@ fn run_confined(policy: &Policy, argv: Vec<OsString>, signals: &libc::sigset_t, 
         confine::cgroup::CommandGroup::create(tree, policy.limits.processes, policy.limits.memory_mb)
             .unwrap_or_else(|e| fail(format!("cannot make the command's cgroup: {e}"), 126))
     });
+    let placeholders = confine::placeholder::Placeholders::hold(&policy.absent);
     let spawned = confine::spawn::spawn(policy, argv, confine::POLICY_ENV, group.as_ref())
         .unwrap_or_else(|e| fail(format!("cannot start the command in its sandbox: {e}"), 126));
     let init = spawned.init;
@@ -337,7 +338,7 @@ fn run_confined(policy: &Policy, argv: Vec<OsString>, signals: &libc::sigset_t, 
             );
         }
     }
-    drop(group);
+    drop((group, placeholders));
     match command {
         Some(raw) => exit_like(raw),
         None => std::process::exit(143),

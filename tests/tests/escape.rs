@@ -654,3 +654,24 @@ async fn another_forge_home_inside_the_project_is_hidden() {
     assert!(!text.contains("SECRET-STORE"), "{text}");
     assert!(!store.join("planted").exists(), "{text}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_cannot_make_a_repository_or_project_settings_where_there_are_none() {
+    let Some(s) = setup("", &[]).await else { return };
+    let marker = s.dir().join("fsmonitor-ran");
+    let line = format!(
+        "git init -q; git config core.fsmonitor 'touch {}'; mkdir -p .claude .forge; echo '{{}}' > .claude/settings.json; echo done",
+        marker.display()
+    );
+    let text = s.run(&line).await;
+    assert!(text.contains("may not make `.git`"), "the model is told why: {text}");
+    for name in [".git", ".claude", ".forge"] {
+        assert!(!s.dir().join(name).exists(), "{name} was not made, and no placeholder is left: {text}");
+    }
+    // The user's own git, here, runs nothing.
+    let _ = std::process::Command::new("git").arg("status").current_dir(s.dir()).output();
+    assert!(!marker.exists());
+    // A subdirectory is the project's own business.
+    let text = s.run("mkdir -p sub/.claude && echo ok > sub/.claude/x && cat sub/.claude/x").await;
+    assert!(text.contains("ok"), "{text}");
+}

@@ -216,6 +216,11 @@ pub(super) fn init_namespaces(policy: &Policy, uid: libc::uid_t, gid: libc::gid_
     for dir in &policy.read_only {
         super::mounts::bind_read_only(dir)?;
     }
+    // The supervisor's placeholders: empty and read-only, so nothing can
+    // be made there.
+    for place in policy.absent.iter().filter(|p| p.is_dir()) {
+        super::mounts::mask(place)?;
+    }
     // Never a place the command works in.
     for place in policy.masked.iter().filter(|m| !policy.write.iter().any(|w| w.starts_with(m))) {
         super::mounts::mask(place)?;

@@ -103,10 +103,17 @@ pub fn refusals(output: &str, cwd: &Path, policy: &Policy, roots: &[PathBuf]) ->
         for p in paths_in(line) {
             let full = absolute(&p, cwd);
             let guarded = policy.read_only.iter().find(|g| full.starts_with(g));
+            let made = policy.absent.iter().find(|g| full.starts_with(g));
             let note = if let Some(g) = guarded {
                 let name = g.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
                 let who = if name == ".git" { " (the git tools may change it)" } else { "" };
                 format!("write to {}: `{name}` is read-only for commands{who}", full.display())
+            } else if let Some(g) = made {
+                let name = g.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                format!(
+                    "write to {}: commands may not make `{name}` in the project (what it holds would run programs outside the sandbox later); the user can",
+                    full.display()
+                )
             } else if !policy.may_read(&full) && !writes && full.exists() {
                 format!("read of {}: not among the places commands may read", full.display())
             } else if !policy.may_write(&full) && (writes || policy.may_read(&full) || !full.exists()) {
@@ -161,6 +168,7 @@ mod tests {
             tmpdir: PathBuf::from("/tmp/forge-cmd-x"),
             unix_sockets: Vec::new(),
             cgroup: None,
+            absent: Vec::new(),
         }
     }
 

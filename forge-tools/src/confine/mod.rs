@@ -25,6 +25,7 @@ mod enter;
 pub mod explain;
 mod mounts;
 mod netfilter;
+pub mod placeholder;
 mod probe;
 pub mod reap;
 pub mod spawn;
@@ -70,7 +71,17 @@ pub struct Policy {
     /// Where its cgroup goes (`None`: no totals on this machine).
     #[serde(default)]
     pub cgroup: Option<cgroup::Tree>,
+    /// Places a command may not create (a root's `.git`, `.claude`,
+    /// `.forge`, where there is none): the supervisor holds an empty
+    /// directory there while the command runs, read-only to it.
+    #[serde(default)]
+    pub absent: Vec<PathBuf>,
 }
+
+/// What a root may not gain from a command: what makes programs run later
+/// outside the sandbox (git's configuration and hooks, Claude Code's and
+/// Forge's project settings).
+pub const GUARDED: &[&str] = &[".git", ".claude", ".forge"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Limits {
@@ -434,6 +445,11 @@ impl Policy {
             .flat_map(|r| guarded.iter().map(move |g| r.join(g)))
             .filter(|p| std::fs::symlink_metadata(p).is_ok())
             .collect();
+        let absent = roots
+            .iter()
+            .flat_map(|r| GUARDED.iter().map(move |g| r.join(g)))
+            .filter(|p| std::fs::symlink_metadata(p).is_err())
+            .collect();
         let unix_sockets = settings
             .allow_unix_sockets
             .iter()
@@ -450,6 +466,7 @@ impl Policy {
             tmpdir: tmpdir.to_path_buf(),
             unix_sockets,
             cgroup: host.and_then(|h| h.totals.tree.clone()),
+            absent,
         }
     }
 

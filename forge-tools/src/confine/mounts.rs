@@ -233,6 +233,7 @@ mod tests {
             tmpdir: PathBuf::from("/tmp/forge-cmd-x"),
             unix_sockets: Vec::new(),
             cgroup: None,
+            absent: Vec::new(),
         }
     }
 
