@@ -294,3 +294,44 @@ async fn an_editor_over_acp_drives_a_daemon_session_that_everyone_sees() {
     assert!(replay.iter().any(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
         && m["params"]["update"]["content"]["text"].as_str().map(str::trim_end) == Some("w0 w1 w2 w3 w4")));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_session_in_an_untrusted_folder_asks_the_editor_once() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = project.path().canonicalize().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(dir.join(".claude")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.join(".claude/settings.json"), r#"{"hooks":{"Stop":[]}}"#).unwrap_or_else(|e| panic!("{e}"));
+    let mut ed = Editor::start(&forge);
+    ed.initialize().await;
+    let id = ed.send("session/new", json!({"cwd": dir.display().to_string(), "mcpServers": []})).await;
+    let created = ed.answer_to(id, &mut |_| None).await;
+    assert!(created.get("error").is_none(), "{created}");
+    // The agent asks whether to trust the folder; the editor says yes.
+    let mut asked = None;
+    for _ in 0..20 {
+        let msg = ed.read().await;
+        if msg["method"] == "session/request_permission" {
+            asked = Some(msg);
+            break;
+        }
+    }
+    let asked = asked.unwrap_or_else(|| panic!("no trust question; seen {:?}", ed.seen));
+    let title = asked["params"]["toolCall"]["title"].as_str().unwrap_or_default().to_string();
+    assert!(title.starts_with("Trust "), "{asked}");
+    ed.write(json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"outcome": {"outcome": "selected", "optionId": "trust"}}}))
+        .await;
+    let dir_s = dir.display().to_string();
+    let mut state = String::new();
+    for _ in 0..100 {
+        let shown = forge.ok(&["--json", "trust", "--show", &dir_s]).await.json_lines();
+        state = shown.first().and_then(|t| t["state"].as_str()).unwrap_or_default().to_string();
+        if state == "trusted" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(state, "trusted");
+}
