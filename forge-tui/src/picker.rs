@@ -199,7 +199,24 @@ async fn pick_loop(
             PickerAction::New => {
                 let cwd = std::env::current_dir().map(|d| d.display().to_string()).ok();
                 match client.session_create(None, cwd, None, None, None).await {
-                    Ok(info) => return Ok(Some(info.id)),
+                    Ok(info) => {
+                        // The folder's own hooks and servers wait for the
+                        // user's word: asked once, here.
+                        if let Some(folder) = &info.untrusted {
+                            p.message = Some(format!(
+                                "{} provides {}: they run programs, and Forge ignores them until you trust the folder. t: trust it, any other key: not now",
+                                folder.dir,
+                                forge_client::terminal::safe(&folder.provides.join(", "))
+                            ));
+                            term.draw(|f| draw(f, &p, theme))?;
+                            if let Some(Ok(Event::Key(k))) = keys.next().await
+                                && k.code == crossterm::event::KeyCode::Char('t')
+                            {
+                                let _ = client.trust_add(folder.dir.clone()).await;
+                            }
+                        }
+                        return Ok(Some(info.id));
+                    }
                     Err(e) => p.message = Some(format!("cannot create a session: {e}")),
                 }
             }
