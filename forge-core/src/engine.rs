@@ -1255,7 +1255,7 @@ impl Engine {
         let rows = confine::suite::run_suite(&settings, &targets)
             .await
             .map_err(|e| EngineError::internal(format!("cannot prepare the escape suite: {e}")))?;
-        let probes: Vec<forge_proto::SandboxProbe> = rows
+        let mut probes: Vec<forge_proto::SandboxProbe> = rows
             .into_iter()
             .map(|r| forge_proto::SandboxProbe {
                 ok: r.passed(),
@@ -1265,6 +1265,7 @@ impl Engine {
                 detail: r.detail,
             })
             .collect();
+        probes.push(crate::trust::probe(&self.shared().trust));
         Ok(forge_proto::SandboxReport { status: self.sandbox_status(), passed: probes.iter().all(|p| p.ok), probes })
     }
 

@@ -218,6 +218,31 @@ impl TrustStore {
     }
 }
 
+/// The escape suite's row: a cloned project's hooks and servers wait for
+/// the user's trust.
+pub fn probe(store: &TrustStore) -> forge_proto::SandboxProbe {
+    let row = |refused: bool, detail: String| forge_proto::SandboxProbe {
+        probe: "a cloned project's hooks and MCP servers run before it is trusted".into(),
+        expected: "refused".into(),
+        outcome: if refused { "refused" } else { "allowed" }.into(),
+        ok: refused,
+        detail,
+    };
+    let Ok(dir) = tempfile::Builder::new().prefix("forge-trust-probe-").tempdir() else {
+        return row(false, "cannot make a scratch project".into());
+    };
+    let write = std::fs::create_dir(dir.path().join(".claude"))
+        .and_then(|()| std::fs::write(dir.path().join(".claude/settings.json"), r#"{"hooks":{"SessionStart":[]}}"#))
+        .and_then(|()| std::fs::write(dir.path().join(".mcp.json"), r#"{"mcpServers":{"x":{"command":"x"}}}"#));
+    if let Err(e) = write {
+        return row(false, format!("cannot make a scratch project: {e}"));
+    }
+    match store.state(dir.path()) {
+        State::Untrusted(p) => row(true, format!("ignored until trusted: {}", p.provides.join(", "))),
+        other => row(false, format!("the folder is {}", other.word())),
+    }
+}
+
 /// `dir`'s trust on the wire.
 pub fn folder(store: &TrustStore, dir: &Path) -> forge_proto::FolderTrust {
     let state = store.state(dir);
