@@ -486,3 +486,16 @@ impl Drop for SmallDisk {
         let _ = std::process::Command::new("umount").arg("-l").arg(&self.path).status();
     }
 }
+
+/// Says that a test did not check what it is for, and why: on stderr,
+/// and as a line in `$FORGE_SKIP_LOG` when set (`.ci/run` counts them in
+/// its closing summary).
+pub fn skipped(test: &str, why: &str) {
+    eprintln!("SKIPPED {test}: {why}");
+    if let Some(log) = std::env::var_os("FORGE_SKIP_LOG") {
+        use std::io::Write;
+        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(log) {
+            let _ = writeln!(f, "{test}: {why}");
+        }
+    }
+}

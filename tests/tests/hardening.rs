@@ -380,7 +380,10 @@ async fn a_connection_flood_does_not_starve_new_clients() {
         }
     }
     if lim.rlim_cur < 2500 {
-        eprintln!("skipped: this process may open only {} files; the flood needs 2,500", lim.rlim_cur);
+        forge_tests::harness::skipped(
+            "hardening",
+            &format!("this process may open only {} files; the flood needs 2,500", lim.rlim_cur),
+        );
         return;
     }
     let mut forge = Forge::bare();

@@ -124,7 +124,7 @@ async fn a_hook_that_tries_to_escape_stays_in_the_sandbox() {
     let s = setup(&config, |_| {}).await;
     let status = s.forge.ok(&["--json", "sandbox"]).await.json_lines();
     if status.first().and_then(|v| v["mode"].as_str()) != Some("kernel") {
-        eprintln!("skipped: commands are not confined on this machine");
+        forge_tests::harness::skipped("hooks", "commands are not confined on this machine");
         return;
     }
     s.run("echo hi").await;

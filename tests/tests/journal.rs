@@ -15,7 +15,7 @@ fn text_of(events: &[Value]) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_disk_blocks_safely_and_a_reset_brings_the_daemon_back() {
     let Some(disk) = SmallDisk::mount("4m") else {
-        eprintln!("SKIPPED: mounting a small tmpfs needs root; the disk-full test did not run");
+        forge_tests::harness::skipped("journal", "mounting a small tmpfs needs root; the disk-full test did not run");
         return;
     };
     let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));

@@ -326,7 +326,7 @@ async fn a_server_with_sandbox_true_writes_only_in_its_cwd() {
     let s = setup(&format!("sandbox = true\ncwd = {:?}", work.path().display().to_string())).await;
     let status = s.forge.ok(&["--json", "sandbox"]).await.json_lines();
     if status.first().and_then(|v| v["mode"].as_str()) != Some("kernel") {
-        eprintln!("skipped: commands are not confined on this machine");
+        forge_tests::harness::skipped("mcp", "commands are not confined on this machine");
         return;
     }
     wait_mcp(&s.forge, "t", "ready", |v| v["state"] == "ready").await;

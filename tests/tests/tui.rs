@@ -17,7 +17,7 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 async fn setup() -> Option<(MockServer, Forge, tempfile::TempDir)> {
     if !Tmux::available() {
-        eprintln!("skipped: tmux is not installed (apt-get install tmux)");
+        forge_tests::harness::skipped("tui", "tmux is not installed (apt-get install tmux)");
         return None;
     }
     let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
