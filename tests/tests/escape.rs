@@ -99,9 +99,16 @@ async fn writes_outside_the_roots_are_refused_by_every_path() {
     left.sort();
     assert_eq!(left, vec!["target".to_string()], "nothing was made outside the roots");
     assert_eq!(std::fs::read_to_string(out.join("target")).unwrap_or_default(), "original\n");
-    assert!(s.dir().join("d").is_dir(), "nothing was moved out");
-    assert!(text.contains("--- sandbox ---") && text.contains(&format!("write to {}/direct", out.display())), "{text}");
-    assert!(text.contains("\"sandbox\": false"), "the model is told how to ask: {text}");
+    // A checkout under /tmp puts the outside behind the command's private
+    // /tmp: not even there. Elsewhere it is there, and the kernel refuses.
+    if !["/tmp", "/var/tmp", "/dev/shm"].iter().any(|p| out.starts_with(p)) {
+        assert!(s.dir().join("d").is_dir(), "nothing was moved out");
+        assert!(
+            text.contains("--- sandbox ---") && text.contains(&format!("write to {}/direct", out.display())),
+            "{text}"
+        );
+        assert!(text.contains("\"sandbox\": false"), "the model is told how to ask: {text}");
+    }
     // Inside the roots and in $TMPDIR, commands work as usual.
     let ok = s.run("echo made > inside.txt && echo t > \"$TMPDIR/t\" && cat \"$TMPDIR/t\"").await;
     assert!(ok.contains("exit status: 0") && !ok.contains("--- sandbox ---"), "{ok}");

@@ -212,7 +212,12 @@ fn restrict_files(policy: &Policy, writable: &[PathBuf], filter_tcp: bool) -> io
 pub(super) fn init_namespaces(policy: &Policy, uid: libc::uid_t, gid: libc::gid_t) -> io::Result<(Vec<PathBuf>, bool)> {
     map_user(uid, gid)?;
     super::mounts::make_private()?;
-    let writable = super::mounts::private_places(policy, policy.limits.memory_mb.max(64))?;
+    // A private place's files are memory: at most the command's own, and
+    // never more than a quarter of the machine's (without a memory
+    // cgroup nothing else would bound them).
+    let machine = super::machine_memory_mb();
+    let size = if machine > 0 { policy.limits.memory_mb.min(machine / 4) } else { policy.limits.memory_mb };
+    let writable = super::mounts::private_places(policy, size.max(64))?;
     for dir in &policy.read_only {
         super::mounts::bind_read_only(dir)?;
     }

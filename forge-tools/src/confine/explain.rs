@@ -168,6 +168,7 @@ mod tests {
             tmpdir: PathBuf::from("/tmp/forge-cmd-x"),
             unix_sockets: Vec::new(),
             cgroup: None,
+            shown: Vec::new(),
             absent: Vec::new(),
         }
     }

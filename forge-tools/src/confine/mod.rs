@@ -71,6 +71,10 @@ pub struct Policy {
     /// Where its cgroup goes (`None`: no totals on this machine).
     #[serde(default)]
     pub cgroup: Option<cgroup::Tree>,
+    /// Read places mounted back (read-only) into the private places: the
+    /// daemon's executable and the user's `read_roots`.
+    #[serde(default)]
+    pub shown: Vec<PathBuf>,
     /// Places a command may not create (a root's `.git`, `.claude`,
     /// `.forge`, where there is none): the supervisor holds an empty
     /// directory there while the command runs, read-only to it.
@@ -414,8 +418,20 @@ impl Policy {
                 }
             }
         }
+        // Read places a private /tmp (or /var/tmp, /dev/shm) must still
+        // show: the daemon's executable (the probes run it) and what the
+        // user opened by name.
+        let mut shown: Vec<PathBuf> = settings
+            .read_roots
+            .iter()
+            .flatten()
+            .filter_map(|r| expand_home(r, home.as_deref()))
+            .map(|p| p.canonicalize().unwrap_or(p))
+            .filter(|p| p.as_path() != Path::new("/"))
+            .collect();
         if let Some(exe) = host.and_then(|h| h.exe.as_ref()) {
             read.push(exe.clone());
+            shown.push(exe.clone());
         }
 
         let mut write = Vec::new();
@@ -466,6 +482,7 @@ impl Policy {
             tmpdir: tmpdir.to_path_buf(),
             unix_sockets,
             cgroup: host.and_then(|h| h.totals.tree.clone()),
+            shown,
             absent,
         }
     }

@@ -87,13 +87,20 @@ fn move_tree(tree: &OwnedFd, at: &Path) -> io::Result<()> {
     check(r as libc::c_int, &format!("move_mount {}", at.display()))
 }
 
-/// What the policy lets the command write under `place`: mounted back
-/// after `place` is replaced (the outermost of nested ones). Read grants
-/// are not: they are pieces of the system tree (`/tmp`'s entries, when a
-/// hidden place lies in `/tmp`), which is what a private place hides.
+/// What the policy lets the command write under `place`, and the read
+/// places it names (`shown`): mounted back after `place` is replaced (the
+/// outermost of nested ones), with whether it is writable. Other read
+/// grants are not: they are pieces of the system tree (`/tmp`'s entries,
+/// when a hidden place lies in `/tmp`), which is what a private place
+/// hides.
 fn exposed(policy: &Policy, place: &Path) -> Vec<(PathBuf, bool)> {
-    let mut out: Vec<(PathBuf, bool)> =
-        policy.write.iter().map(|p| (p.clone(), true)).filter(|(p, _)| p.starts_with(place) && p != place).collect();
+    let mut out: Vec<(PathBuf, bool)> = policy
+        .write
+        .iter()
+        .map(|p| (p.clone(), true))
+        .chain(policy.shown.iter().map(|p| (p.clone(), false)))
+        .filter(|(p, _)| p.starts_with(place) && p != place)
+        .collect();
     out.sort();
     let mut kept: Vec<(PathBuf, bool)> = Vec::new();
     for (p, w) in out {
@@ -233,6 +240,7 @@ mod tests {
             tmpdir: PathBuf::from("/tmp/forge-cmd-x"),
             unix_sockets: Vec::new(),
             cgroup: None,
+            shown: vec![PathBuf::from("/tmp/build/forged")],
             absent: Vec::new(),
         }
     }
@@ -246,8 +254,12 @@ mod tests {
         let back = exposed(&p, Path::new("/tmp"));
         assert_eq!(
             back,
-            vec![(PathBuf::from("/tmp/forge-cmd-x"), true), (PathBuf::from("/tmp/project"), true),],
-            "read grants stay hidden: they are pieces of the system tree"
+            vec![
+                (PathBuf::from("/tmp/build/forged"), false),
+                (PathBuf::from("/tmp/forge-cmd-x"), true),
+                (PathBuf::from("/tmp/project"), true),
+            ],
+            "other read grants stay hidden: they are pieces of the system tree"
         );
         assert!(exposed(&p, Path::new("/var/tmp")).is_empty());
     }
