@@ -242,7 +242,15 @@ pub fn run(args: &[OsString]) -> ! {
         serde_json::from_str(&json).unwrap_or_else(|e| fail(format!("the sandbox policy cannot be read: {e}"), 126))
     });
     match confinement {
-        Some(c) => run_confined(&c.policy, argv, &signals, stop),
+        Some(mut c) => {
+            // The program itself stays visible, wherever it lives (an MCP
+            // server built under /tmp is behind a private /tmp otherwise).
+            let program = std::path::Path::new(&argv[0]);
+            if program.is_absolute() {
+                c.policy.shown.push(program.canonicalize().unwrap_or_else(|_| program.to_path_buf()));
+            }
+            run_confined(&c.policy, argv, &signals, stop)
+        }
         None => run_plain(argv, &signals, stop),
     }
 }
