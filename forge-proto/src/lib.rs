@@ -10,12 +10,14 @@
 
 #[cfg(any(feature = "server", feature = "client"))]
 pub mod api;
+pub mod calls;
 pub mod error;
 pub mod events;
 pub mod paths;
 pub mod schema;
 pub mod trust;
 pub mod types;
+pub mod usage;
 
 pub use error::{ErrorData, ErrorKind};
 pub use events::{EventKind, SessionEvent, SubscriptionItem, TurnStatus};

@@ -8,6 +8,7 @@ pub mod live;
 pub(crate) mod load;
 pub(crate) mod machine;
 pub mod subscription;
+mod tool_task;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -21,6 +21,7 @@
 //! - [`tools`]: the tool loop of a turn, approvals included.
 //! - [`recovery`]: what the store says was left unfinished.
 
+mod approvals;
 mod budget;
 mod commands;
 pub(crate) mod pipeline;

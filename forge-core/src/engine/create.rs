@@ -1,0 +1,312 @@
+//! Making sessions: creating one (its directory checked, its first events
+//! journaled), forking one at a node, and a session's export and import.
+
+use super::*;
+
+impl Engine {
+    pub async fn create_session(&self, req: CreateSession, client: ClientRef) -> Result<SessionInfo, EngineError> {
+        self.create_session_at(req, client, None).await
+    }
+
+    /// A new session; with `fork` (session, node), one sharing that
+    /// session's path up to the node.
+    pub(super) async fn create_session_at(
+        &self,
+        req: CreateSession,
+        client: ClientRef,
+        fork: Option<(String, String)>,
+    ) -> Result<SessionInfo, EngineError> {
+        self.check_running()?;
+        let cfg = &self.shared().config;
+        let provider_name = req.provider.unwrap_or_else(|| cfg.default_provider().as_str().to_string());
+        let provider = ProviderKind::parse(&provider_name).ok_or_else(|| {
+            EngineError::new(
+                ErrorKind::Config,
+                format!("unknown provider \"{provider_name}\"; use claude (or anthropic), openai or gemini"),
+            )
+        })?;
+        let model = req
+            .model
+            .filter(|m| !m.trim().is_empty())
+            .or_else(|| cfg.app.model.clone().filter(|_| req_provider_matches_config(cfg, provider)))
+            .unwrap_or_else(|| provider.default_model().to_string());
+        let cwd = match req.cwd {
+            Some(c) if !c.is_empty() => c,
+            _ => std::env::current_dir().map(|p| p.display().to_string()).unwrap_or_else(|_| "/".into()),
+        };
+        if !Path::new(&cwd).is_absolute() {
+            return Err(EngineError::new(
+                ErrorKind::InvalidParams,
+                format!("cwd must be an absolute path, got \"{cwd}\""),
+            ));
+        }
+        check_root(&cwd, req.allow_broad_root)?;
+        let _names = self.inner.names.lock().await;
+        if let Some(name) = &req.name {
+            self.check_name(name, None).await?;
+        }
+        let id = new_id("s");
+        let created_ms = now_ms();
+        let event = SessionEvent {
+            session_id: id.clone(),
+            seq: 1,
+            ts_ms: created_ms,
+            client: Some(client),
+            kind: EventKind::SessionCreated {
+                name: req.name.clone(),
+                cwd: cwd.clone(),
+                provider: provider.as_str().into(),
+                model: model.clone(),
+            },
+        };
+        let body: Arc<str> = serde_json::to_string(&event).map_err(|e| EngineError::internal(e.to_string()))?.into();
+        let mut batch = WriteBatch {
+            ops: vec![
+                StoreOp::CreateSession {
+                    id: id.clone(),
+                    name: req.name,
+                    cwd,
+                    provider: provider.as_str().into(),
+                    model,
+                    created_ms,
+                },
+                StoreOp::AppendEvent {
+                    session_id: id.clone(),
+                    seq: 1,
+                    ts_ms: created_ms,
+                    kind: event_kind_name(&event.kind),
+                    body,
+                },
+            ],
+        };
+        let fresh = fork.is_none();
+        if let Some((from, node)) = fork {
+            let event = SessionEvent {
+                session_id: id.clone(),
+                seq: 2,
+                ts_ms: created_ms,
+                client: event.client.clone(),
+                kind: EventKind::SessionForked { from: from.clone(), node: node.clone() },
+            };
+            let body: Arc<str> =
+                serde_json::to_string(&event).map_err(|e| EngineError::internal(e.to_string()))?.into();
+            batch.ops.push(StoreOp::ForkSession { id: id.clone(), from, node });
+            batch.ops.push(StoreOp::AppendEvent {
+                session_id: id.clone(),
+                seq: 2,
+                ts_ms: created_ms,
+                kind: event_kind_name(&event.kind),
+                body,
+            });
+        }
+        self.shared().writer.write(batch).await.map_err(|e| EngineError::blocked(&e.to_string()))?;
+        drop(_names);
+        if fresh {
+            self.session_start_hooks(&id).await?;
+        }
+        let mut info = self.session_info(&id).await?;
+        self.start_project_servers(&id, Path::new(&info.cwd));
+        info.untrusted = self.untrusted(Path::new(&info.cwd));
+        if let Some(u) = &info.untrusted {
+            tracing::info!(session = %id, dir = %u.dir, ignored = ?u.provides, "a folder's own hooks and servers are ignored until trusted");
+        }
+        Ok(info)
+    }
+
+    /// A new session sharing `selector`'s path up to `node` (its head if
+    /// none), in the same directory with the same model.
+    /// With `files.0`, the files move from the origin's head to the fork
+    /// node's state (`files.1`: forced).
+    pub async fn fork(
+        &self,
+        selector: &str,
+        node: Option<&str>,
+        name: Option<String>,
+        files: (bool, bool),
+        client: ClientRef,
+    ) -> Result<SessionInfo, EngineError> {
+        self.check_running()?;
+        let id = self.resolve(selector).await?;
+        // Moving the origin's files: no turn of it starts meanwhile, and
+        // none may be running.
+        let lock = self.files_lock(&id).await;
+        let _moving = match files.0 {
+            true => Some(lock.lock().await),
+            false => None,
+        };
+        if files.0 {
+            let handle = self.handle_for(&id).await?;
+            if !matches!(handle.snapshot.borrow().state, forge_proto::OperationStateKind::Idle) {
+                return Err(EngineError::new(
+                    ErrorKind::SessionBusy,
+                    format!(
+                        "session {id} is running a turn; wait for it to end (or cancel it), then fork with --restore-files"
+                    ),
+                ));
+            }
+        }
+        let row = self.shared().store.session(&id).await?.ok_or_else(|| EngineError::not_found(&id))?;
+        let node = match node {
+            Some(n) => self.resolve_node(&id, n).await?.1,
+            None => row.head_id.clone().ok_or_else(|| {
+                EngineError::new(
+                    ErrorKind::InvalidParams,
+                    "the conversation is empty: nothing to fork (`forgectl session new` starts a session)",
+                )
+            })?,
+        };
+        let forest = Forest::new(self.shared().store.tree(&id).await?);
+        if forest.get(&node)?.role == forge_proto::Role::Summary {
+            return Err(EngineError::new(ErrorKind::InvalidParams, "a fork starts at a message, not at a summary"));
+        }
+        // Files first: a conflict stops the fork before it exists.
+        let mut moved = forge_proto::RewindResult {
+            session_id: id.clone(),
+            node: Some(node.clone()),
+            files: Vec::new(),
+            unknown: Vec::new(),
+            dry_run: false,
+            diff: None,
+            conversation: true,
+        };
+        if files.0 {
+            let from = Self::path_ids(&forest, row.head_id.as_deref())?;
+            let to = Self::path_ids(&forest, Some(&node))?;
+            self.move_files(&id, &from, &to, false, files.1, &mut moved).await?;
+        }
+        // The source session's directory was accepted when it was made.
+        let req = CreateSession {
+            name,
+            cwd: Some(row.cwd),
+            provider: Some(row.provider),
+            model: Some(row.model),
+            allow_broad_root: true,
+        };
+        let info = self.create_session_at(req, client.clone(), Some((id, node.clone()))).await?;
+        if !moved.files.is_empty() {
+            let handle = self.handle_for(&info.id).await?;
+            let files = moved.files;
+            handle.request(|reply| SessionCmd::FilesRestored { node: Some(node), files, client, reply }).await?;
+        }
+        Ok(info)
+    }
+
+    /// The node ids from the root to `head` (empty for none).
+    pub(super) fn path_ids(forest: &Forest, head: Option<&str>) -> Result<Vec<String>, EngineError> {
+        Ok(match head {
+            Some(h) => forest.path(h)?.into_iter().map(|n| n.id.clone()).collect(),
+            None => Vec::new(),
+        })
+    }
+
+    /// A whole session as JSON lines (see [`crate::export`]).
+    pub async fn export(&self, selector: &str) -> Result<Vec<serde_json::Value>, EngineError> {
+        let id = self.resolve(selector).await?;
+        let row = self.shared().store.session(&id).await?.ok_or_else(|| EngineError::not_found(&id))?;
+        crate::export::export(&self.shared().store, &row)
+            .await?
+            .into_iter()
+            .map(|l| serde_json::to_value(l).map_err(|e| EngineError::internal(e.to_string())))
+            .collect()
+    }
+
+    /// A session exported elsewhere, with its ids: refused if this store
+    /// has the session, one of its nodes, or its name already.
+    pub async fn import(
+        &self,
+        lines: Vec<serde_json::Value>,
+        cwd: Option<String>,
+        allow_broad_root: bool,
+    ) -> Result<SessionInfo, EngineError> {
+        self.check_running()?;
+        let lines = lines
+            .into_iter()
+            .enumerate()
+            .map(|(i, l)| {
+                serde_json::from_value(l).map_err(|e| {
+                    EngineError::new(ErrorKind::InvalidParams, format!("line {} of the export: {e}", i + 1))
+                })
+            })
+            .collect::<Result<Vec<crate::export::Line>, _>>()?;
+        let mut import = crate::export::plan_import(lines)?;
+        if let Some(StoreOp::CreateSession { cwd: root, .. }) = import.ops.first_mut() {
+            if let Some(new) = cwd {
+                if !Path::new(&new).is_dir() {
+                    return Err(EngineError::new(ErrorKind::InvalidParams, format!("{new} is not a directory")));
+                }
+                *root = new;
+            }
+            check_root(root, allow_broad_root).map_err(|e| {
+                EngineError::new(
+                    e.kind,
+                    format!(
+                        "{}; or import it into a directory of your choice: forgectl import FILE --cwd DIR",
+                        e.message
+                    ),
+                )
+            })?;
+        }
+        let store = &self.shared().store;
+        let _names = self.inner.names.lock().await;
+        if store.session(&import.id).await?.is_some() {
+            return Err(EngineError::new(
+                ErrorKind::InvalidParams,
+                format!(
+                    "session {} is here already (it was exported from this daemon, or imported before); remove it first (`forgectl session rm {}`) to import it again",
+                    import.id, import.id
+                ),
+            ));
+        }
+        if let Some(name) = &import.name {
+            self.check_name(name, None).await?;
+        }
+        let taken = store.existing_nodes(&import.nodes).await?;
+        if let Some(node) = taken.first() {
+            return Err(EngineError::new(
+                ErrorKind::InvalidParams,
+                format!("{} of its messages are here already (node {node}, of another session)", taken.len()),
+            ));
+        }
+        self.shared()
+            .writer
+            .write(WriteBatch { ops: import.ops })
+            .await
+            .map_err(|e| EngineError::blocked(&e.to_string()))?;
+        self.session_info(&import.id).await
+    }
+
+    pub(super) async fn check_name(&self, name: &str, owner: Option<&str>) -> Result<(), EngineError> {
+        if !crate::ids::is_valid_name(name, MAX_NAME_LEN) {
+            return Err(EngineError::new(
+                ErrorKind::InvalidName,
+                format!(
+                    "\"{name}\" is not a valid session name: use up to {MAX_NAME_LEN} letters, digits, '-', '_' or '.', not starting with '-'"
+                ),
+            ));
+        }
+        match self.shared().store.name_owner(name).await? {
+            Some(other) if Some(other.as_str()) != owner => Err(EngineError::new(
+                ErrorKind::InvalidName,
+                format!("the name \"{name}\" is taken by session {other}"),
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Refuses a session directory too broad to work in, unless the user
+/// means it.
+pub(super) fn check_root(cwd: &str, allow_broad_root: bool) -> Result<(), EngineError> {
+    if allow_broad_root {
+        return Ok(());
+    }
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    match crate::tools::roots::too_broad(Path::new(cwd), home.as_deref()) {
+        Some(why) => Err(EngineError::new(ErrorKind::BroadRoot, crate::tools::roots::refusal(cwd, &why))),
+        None => Ok(()),
+    }
+}
+
+pub(super) fn req_provider_matches_config(cfg: &ForgeConfig, provider: ProviderKind) -> bool {
+    cfg.default_provider() == provider
+}

@@ -1,0 +1,97 @@
+//! Usage and models on the wire: prices, totals, `usage.report` and
+//! `models.list`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::types::Usage;
+
+/// A model's list prices, in USD per million tokens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Price {
+    pub input: f64,
+    pub output: f64,
+    #[serde(default)]
+    pub cache_read: f64,
+    #[serde(default)]
+    pub cache_write: f64,
+}
+
+impl Price {
+    /// What `usage` costs at these prices, in USD.
+    pub fn cost(&self, usage: &Usage) -> f64 {
+        (usage.input_tokens as f64 * self.input
+            + usage.output_tokens as f64 * self.output
+            + usage.cache_read_tokens as f64 * self.cache_read
+            + usage.cache_write_tokens as f64 * self.cache_write)
+            / 1_000_000.0
+    }
+}
+
+/// Tokens and their estimated cost, summed over provider responses.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct UsageTotal {
+    pub tokens: Usage,
+    /// Estimated from the catalog's prices; responses of models without a
+    /// known price count as 0 (see `unpriced`).
+    pub cost_usd: f64,
+    /// Provider responses counted.
+    pub responses: u64,
+    /// Of those, responses whose model has no known price.
+    #[serde(default)]
+    pub unpriced: u64,
+}
+
+impl UsageTotal {
+    pub fn add(&mut self, usage: &Usage, price: Option<&Price>) {
+        self.tokens.add(usage);
+        self.responses += 1;
+        match price {
+            Some(p) => self.cost_usd += p.cost(usage),
+            None => self.unpriced += 1,
+        }
+    }
+
+    pub fn merge(&mut self, other: &UsageTotal) {
+        self.tokens.add(&other.tokens);
+        self.cost_usd += other.cost_usd;
+        self.responses += other.responses;
+        self.unpriced += other.unpriced;
+    }
+}
+
+/// One line of a usage report: a session, a working directory or a model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct UsageLine {
+    /// The session id, the directory, or `provider/model`.
+    pub key: String,
+    #[serde(flatten)]
+    pub total: UsageTotal,
+}
+
+/// `usage.report`: tokens and cost summed per session, per working
+/// directory and per model, most expensive first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct UsageReport {
+    /// Only responses from this time on (Unix ms), if given.
+    pub since_ms: Option<i64>,
+    pub total: UsageTotal,
+    pub sessions: Vec<UsageLine>,
+    pub cwds: Vec<UsageLine>,
+    pub models: Vec<UsageLine>,
+}
+
+/// A model, as `models.list` reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ModelInfo {
+    pub name: String,
+    /// `claude`, `openai` or `gemini`.
+    pub provider: String,
+    pub context_window: u64,
+    pub max_output_tokens: u32,
+    /// `builtin` (Forge's table of current models) or `config` (a
+    /// `[[models]]` entry).
+    pub source: String,
+    /// List prices, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price: Option<Price>,
+}
