@@ -498,9 +498,30 @@ impl Policy {
     }
 }
 
+/// How long a search for Forge homes under the same trees is reused:
+/// every command, hook and git call builds a policy, often several in a
+/// row.
+const HOMES_FRESH_FOR: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Directories that hold a Forge store (`forge.db`) in `trees`, looked
-/// for a few levels down (bounded: big trees are not walked whole).
+/// for a few levels down (bounded: big trees are not walked whole); the
+/// answer for the same trees is reused for a few seconds.
 pub fn forge_homes(trees: &[PathBuf]) -> Vec<PathBuf> {
+    type Found = (Vec<PathBuf>, std::time::Instant, Vec<PathBuf>);
+    static LAST: std::sync::Mutex<Option<Found>> = std::sync::Mutex::new(None);
+    let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((t, at, found)) = last.as_ref()
+        && t == trees
+        && at.elapsed() < HOMES_FRESH_FOR
+    {
+        return found.clone();
+    }
+    let found = search_forge_homes(trees);
+    *last = Some((trees.to_vec(), std::time::Instant::now(), found.clone()));
+    found
+}
+
+fn search_forge_homes(trees: &[PathBuf]) -> Vec<PathBuf> {
     const DEPTH: usize = 4;
     const MAX_ENTRIES: usize = 20_000;
     const SKIP: &[&str] = &[".git", "node_modules", "target", ".venv", "venv", "__pycache__", "dist", "build"];

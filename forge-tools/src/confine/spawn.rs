@@ -182,8 +182,8 @@ fn init_main(
     }
 }
 
-/// The command: restricts itself, hands the seccomp listener to the
-/// supervisor, and becomes the program. Never returns.
+/// The command: restricts itself, hands the seccomp listener to its
+/// init, and becomes the program. Never returns.
 fn exec_command(
     policy: &Policy,
     writable: &[std::path::PathBuf],
