@@ -102,7 +102,9 @@ impl Engine {
         self.shared().writer.write(batch).await.map_err(|e| EngineError::blocked(&e.to_string()))?;
         drop(_names);
         if fresh {
-            self.session_start_hooks(&id).await?;
+            // Its `SessionStart` hooks have run (and are journaled) before
+            // the creator hears of it.
+            self.handle(&id).await?.request(|reply| SessionCmd::Start { reply }).await?;
         }
         let mut info = self.session_info(&id).await?;
         self.start_project_servers(&id, Path::new(&info.cwd));

@@ -4,11 +4,9 @@
 
 mod admin;
 mod create;
-mod hooks;
 mod tree;
 
 pub(crate) use admin::mcp_config;
-use hooks::watch_stops;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -112,13 +110,9 @@ struct Inner {
     /// message edited, so no turn starts in the middle of a rewind.
     files: Mutex<HashMap<String, Arc<Mutex<()>>>>,
     shutting_down: AtomicBool,
-    /// What a `SessionStart` hook added, for the session's first message.
-    start_context: std::sync::Mutex<HashMap<String, String>>,
 }
 
 const MAX_NAME_LEN: usize = 64;
-/// Turns a `Stop` hook may extend one after the other.
-const MAX_STOP_CONTINUATIONS: u32 = 3;
 
 impl Engine {
     /// Opens the store, starts the writer, and recovers sessions that were
@@ -159,7 +153,6 @@ impl Engine {
                 names: Mutex::new(()),
                 files: Mutex::new(HashMap::new()),
                 shutting_down: AtomicBool::new(false),
-                start_context: Default::default(),
             }),
         };
         for id in engine.inner.shared.store.sessions_needing_attention().await? {
@@ -209,11 +202,6 @@ impl Engine {
         let handle = SessionActor::spawn(self.inner.shared.clone(), row).await?;
         sessions.insert(id.to_string(), handle.clone());
         self.start_project_servers(id, Path::new(&cwd));
-        if self.has_hooks(crate::hooks::HookEvent::Stop, &cwd)
-            && let Some(events) = handle.subscribe_live()
-        {
-            tokio::spawn(watch_stops(self.clone(), id.to_string(), cwd, events));
-        }
         Ok(handle)
     }
 
@@ -446,7 +434,6 @@ impl Engine {
     ) -> Result<SendResult, EngineError> {
         self.check_running()?;
         let handle = self.handle_for(selector).await?;
-        let text = if options.continued { text } else { self.prompt_hooks(&handle, text, &client).await? };
         // Prefix matching: the same message again under the same node is
         // that node, answered anew (a sibling answer), not a copy.
         let same = match options.continued {

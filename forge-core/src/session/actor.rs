@@ -17,8 +17,9 @@ use forge_proto::{JournalHealth, OperationStateKind};
 use futures::{FutureExt, StreamExt};
 use tokio::sync::{broadcast, mpsc, watch};
 
+use super::machine::call::JobOutcome;
 use super::machine::{Effect, Event, MAX_INCOMING_EVENTS_PER_TICK, RecoveryCause, Session, Timer};
-use super::tool_task::{Recorder, RunningTool, ToolHooks, spawn_tool, tool_event};
+use super::tool_task::{Recorder, RunningTool, spawn_tool, tool_event};
 use super::{COMMAND_QUEUE, SessionCmd, SessionHandle, Snapshot, load};
 use crate::engine::Shared;
 use crate::error::EngineError;
@@ -61,6 +62,8 @@ pub(crate) struct SessionActor {
     /// The provider request of the stream in progress, polled here.
     request: Option<Request>,
     tool: Option<RunningTool>,
+    /// Hooks and a call's records, running in their own tasks.
+    jobs: futures::stream::FuturesUnordered<Pin<Box<dyn std::future::Future<Output = Event> + Send>>>,
     /// The session's roots as last scanned around a command (see
     /// `snapshot.rs`).
     baseline: Arc<std::sync::Mutex<crate::snapshot::Manifest>>,
@@ -117,8 +120,10 @@ impl SessionActor {
         let system_prompt: Arc<str> = format!("{template}{}", instructions.text).into();
         let tools_version = shared.mcp.version();
         let tools = shared.tools_for(&row.id);
+        let hooks = hooks_for(&shared, &row.id, Path::new(&row.cwd));
         let mut session = Session::new(shared.config.clone(), tools, row, system_prompt);
         session.set_instruction_files(instructions.files());
+        session.set_hooks(hooks);
         let mut actor = SessionActor {
             session,
             template,
@@ -135,6 +140,7 @@ impl SessionActor {
             snapshot,
             request: None,
             tool: None,
+            jobs: Default::default(),
             baseline: Default::default(),
             timers: Timers::default(),
             last_batch_at: Instant::now(),
@@ -160,15 +166,7 @@ impl SessionActor {
                 break;
             }
             match self.next_event().await {
-                Wake::Event(event) => {
-                    // A new turn sends the project's instructions as they are now.
-                    // and the MCP servers' tools as they are now.
-                    if matches!(event, Event::Command(super::SessionCmd::Send { .. })) {
-                        self.refresh_instructions().await;
-                        self.refresh_tools();
-                    }
-                    self.handle(event).await
-                }
+                Wake::Event(event) => self.handle(event).await,
                 Wake::ApplyDeltas => {
                     self.apply_deltas_armed = false;
                     self.shared.writer.apply_soon();
@@ -199,6 +197,7 @@ impl SessionActor {
             timer = self.timers.next() => Event::Timer(timer),
             () = &mut self.apply_deltas_at, if self.apply_deltas_armed => return Wake::ApplyDeltas,
             event = tool_event(&mut self.tool) => event,
+            Some(event) = self.jobs.next(), if !self.jobs.is_empty() => event,
             first = next_provider_event(&mut self.request) => Event::Provider(self.burst(first)),
         };
         Wake::Event(event)
@@ -221,26 +220,41 @@ impl SessionActor {
         }
     }
 
-    /// Takes the MCP servers' tools again if they changed.
-    fn refresh_tools(&mut self) {
+    /// Reads again what may have changed outside the session since its
+    /// last message: the project's instruction files, the MCP servers'
+    /// tools, the hooks in force.
+    fn refresh(&mut self, then: super::SessionCmd) -> Event {
+        let cwd = PathBuf::from(self.session.cwd());
+        let prompt = self.instructions.changed(&cwd, &self.shared.config).then(|| {
+            self.instructions = ProjectInstructions::load(&cwd, &self.shared.config);
+            let prompt: Arc<str> = format!("{}{}", self.template, self.instructions.text).into();
+            (prompt, self.instructions.files())
+        });
         let version = self.shared.mcp.version();
-        if version != self.tools_version {
+        let tools = (version != self.tools_version).then(|| {
             self.tools_version = version;
-            self.session.set_tools(self.shared.tools_for(self.session.id()));
-        }
+            self.shared.tools_for(self.session.id())
+        });
+        let hooks = hooks_for(&self.shared, self.session.id(), &cwd);
+        Event::Refreshed(Box::new(super::machine::Refresh { prompt, tools, hooks, then }))
     }
 
-    /// Reads the project instruction files again if they changed since the
-    /// prompt was made; the session gets the new prompt before the turn.
-    async fn refresh_instructions(&mut self) {
-        let cwd = PathBuf::from(self.session.cwd());
-        if !self.instructions.changed(&cwd, &self.shared.config) {
-            return;
-        }
-        self.instructions = ProjectInstructions::load(&cwd, &self.shared.config);
-        let prompt: Arc<str> = format!("{}{}", self.template, self.instructions.text).into();
-        let files = self.instructions.files();
-        self.handle(Event::SystemPrompt { prompt, instruction_files: files }).await;
+    /// Runs `work` beside the shell; `failed` is what it reports if it
+    /// panics (a job always reports back).
+    fn job(
+        &mut self,
+        job: u64,
+        work: impl std::future::Future<Output = JobOutcome> + Send + 'static,
+        failed: impl FnOnce() -> JobOutcome + Send + 'static,
+    ) {
+        let task = tokio::spawn(work);
+        self.jobs.push(Box::pin(async move {
+            let outcome = task.await.unwrap_or_else(|e| {
+                tracing::error!(job, error = %e, "a session job panicked");
+                failed()
+            });
+            Event::JobDone { job, outcome }
+        }));
     }
 
     /// Carries out one effect; some bring an event back at once.
@@ -262,30 +276,42 @@ impl SessionActor {
                         session: self.session.id().to_string(),
                     }));
                 }
-                let recorder = Recorder {
-                    writer: self.shared.writer.clone(),
-                    session_id: self.session.id().to_string(),
-                    baseline: self.baseline.clone(),
-                };
                 // One call at a time; a task left over would only leak.
-                // Read now: a project's Claude settings may have changed.
-                let cwd = run.ctx.sandbox.cwd();
-                let trusted = self.shared.trust.state(cwd).trusted();
-                let (set, problems) = crate::hooks::HookSet::for_session(&self.shared.config.hooks, cwd, trusted);
-                for p in problems {
-                    tracing::warn!(session = self.session.id(), "hooks: {p}");
-                }
-                let name = run.tool.name().to_string();
-                let hooks = ToolHooks {
-                    pre: set.matching(crate::hooks::HookEvent::PreToolUse, Some(&name)),
-                    post: set.matching(crate::hooks::HookEvent::PostToolUse, Some(&name)),
-                    session_id: self.session.id().to_string(),
-                    cwd: run.ctx.sandbox.cwd().display().to_string(),
-                };
-                if let Some(old) = self.tool.replace(spawn_tool(*run, recorder, hooks)) {
+                if let Some(old) = self.tool.replace(spawn_tool(*run)) {
                     old.task.abort();
                 }
             }
+            Effect::RunHooks(job) => {
+                let id = job.job;
+                let first = job.hooks.first().map(|h| (h.event, h.command.clone()));
+                let tool = job.tool.clone();
+                let failed = move || {
+                    let runs = first.map(|(event, command)| crate::hooks::HookRun {
+                        event,
+                        command,
+                        tool,
+                        decision: crate::hooks::HookDecision::Error,
+                        reason: Some("the hook's runner failed inside forged".into()),
+                        context: None,
+                        exit_code: None,
+                        duration_ms: 0,
+                        halt: false,
+                    });
+                    JobOutcome::Hooks(runs.into_iter().collect())
+                };
+                self.job(id, async move { JobOutcome::Hooks(super::tool_task::run_hooks(*job).await) }, failed);
+            }
+            Effect::RecordBefore(job) => {
+                let (id, recorder) = (job.job, self.recorder());
+                let failed = || JobOutcome::RecordedBefore(Err("recording the files failed inside forged".into()));
+                self.job(id, super::tool_task::record_before(recorder, *job), failed);
+            }
+            Effect::RecordAfter(job) => {
+                let (id, recorder) = (job.job, self.recorder());
+                let failed = || JobOutcome::RecordedAfter { ops: Vec::new(), changes: Vec::new() };
+                self.job(id, super::tool_task::record_after(recorder, *job), failed);
+            }
+            Effect::Refresh { then } => return Some(self.refresh(then)),
             Effect::StopTool => {
                 if let Some(tool) = self.tool.take() {
                     tool.task.abort();
@@ -314,6 +340,10 @@ impl SessionActor {
             }
         }
         None
+    }
+
+    fn recorder(&self) -> Recorder {
+        Recorder { writer: self.shared.writer.clone(), baseline: self.baseline.clone() }
     }
 
     /// Writes everything pending and applies it (at start-up).
@@ -404,6 +434,17 @@ impl SessionActor {
         }
         burst
     }
+}
+
+/// The hooks in force for a session working in `cwd`: the config's, and
+/// a trusted project's own.
+fn hooks_for(shared: &Shared, session: &str, cwd: &Path) -> crate::hooks::HookSet {
+    let trusted = shared.trust.state(cwd).trusted();
+    let (set, problems) = crate::hooks::HookSet::for_session(&shared.config.hooks, cwd, trusted);
+    for p in problems {
+        tracing::warn!(session, "hooks: {p}");
+    }
+    set
 }
 
 /// The provider stream's next event (`None`: it ended).

@@ -43,10 +43,9 @@ pub(crate) enum SessionCmd {
         drop_queued: bool,
         reply: Reply<CancelResult>,
     },
-    /// A hook ran outside a tool call (`UserPromptSubmit`): journal it.
-    HookRan {
-        run: crate::hooks::HookRun,
-        client: Option<ClientRef>,
+    /// A new session begins: its `SessionStart` hooks run (answered once
+    /// their runs are durable).
+    Start {
         reply: Reply<()>,
     },
     Rename {

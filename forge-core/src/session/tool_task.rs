@@ -1,7 +1,7 @@
-//! A tool call's task, beside the session's shell: the `PreToolUse`
-//! hooks, the files it may change recorded for rewind before it runs (a
-//! command's roots scanned), the call under its timeout (a panic is an
-//! error result), the `PostToolUse` hooks, and what changed after.
+//! What the session's shell runs beside it for a tool call, each stage
+//! as the machine asks (see `machine/call.rs`): the call itself under its
+//! timeout (a panic is an error result), its hooks, and the records of
+//! the files it may change, before and after.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -9,36 +9,28 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use super::machine::call::{Before, JobOutcome, RecordAfter, RecordBefore};
+use super::machine::hooks::HookJob;
 use super::machine::{Event, FileAfter, ToolEnd, ToolRun};
-use crate::hooks::HookRun;
-use crate::journal::WriteBatch;
+use crate::hooks::{HookDecision, HookRun};
+use crate::journal::{StoreOp, WriteBatch};
 use crate::tools::{ToolError, ToolOutput};
 
 /// Output pieces buffered between a running tool and the session; a tool
 /// that outruns it loses live pieces, never its result.
 const TOOL_OUTPUT_CHANNEL: usize = 256;
 
-/// A tool task's end: its result, the files it changed, the hooks run.
-pub(super) type ToolOutcome = (Result<String, ToolError>, Vec<FileAfter>, Vec<HookRun>);
-
 /// A tool call running in its own task.
 pub(super) struct RunningTool {
-    pub(super) task: JoinHandle<ToolOutcome>,
+    pub(super) task: JoinHandle<Result<String, ToolError>>,
     pub(super) output: mpsc::Receiver<ToolOutput>,
 }
 
-/// The `PreToolUse` and `PostToolUse` hooks of one call.
-pub(super) struct ToolHooks {
-    pub(super) pre: Vec<crate::hooks::Hook>,
-    pub(super) post: Vec<crate::hooks::Hook>,
-    pub(super) session_id: String,
-    pub(super) cwd: String,
-}
-
-/// Where a tool call's file changes are recorded.
+/// Where a command's scans store the contents they read, and the roots as
+/// last scanned (reused for files whose size, time and mode are unchanged).
+#[derive(Clone)]
 pub(super) struct Recorder {
     pub(super) writer: crate::journal::JournalWriter,
-    pub(super) session_id: String,
     pub(super) baseline: Arc<std::sync::Mutex<crate::snapshot::Manifest>>,
 }
 
@@ -105,156 +97,107 @@ impl std::fmt::Display for ScanFailure {
     }
 }
 
-/// Records what a command changed under the roots: each changed file's
-/// state before (durably, now) and after (with the result).
-pub(super) async fn record_scanned(
-    recorder: &Recorder,
-    sandbox: &crate::tools::Sandbox,
-    before: crate::snapshot::Manifest,
-    node_id: &str,
-    call_id: &str,
-) -> Result<Vec<FileAfter>, String> {
-    let after = scan_and_store(recorder, sandbox, before.clone()).await.map_err(|e| e.to_string())?;
-    let changed = crate::snapshot::changed(&before, &after);
-    let ops: Vec<crate::journal::StoreOp> = changed
-        .iter()
-        .map(|p| crate::journal::StoreOp::BeginChange {
-            session_id: recorder.session_id.clone(),
-            node_id: node_id.to_string(),
-            call_id: call_id.to_string(),
-            path: p.display().to_string(),
-            before: before.state(p),
-            created_ms: crate::ids::now_ms(),
-        })
-        .collect();
-    if !ops.is_empty() {
-        recorder.writer.write(WriteBatch { ops }).await.map_err(|e| e.to_string())?;
+/// Runs a call's hooks in order (with `stop_at_first`, none after one
+/// that does not allow).
+pub(super) async fn run_hooks(job: HookJob) -> Vec<HookRun> {
+    let mut runs = Vec::new();
+    for hook in &job.hooks {
+        let run = crate::hooks::run(hook, &job.input, &job.sandbox, job.tool.as_deref()).await;
+        let stop = job.stop_at_first && run.decision != HookDecision::Allow;
+        runs.push(run);
+        if stop {
+            break;
+        }
     }
-    let out = changed
-        .iter()
-        .map(|p| FileAfter { path: p.display().to_string(), after: after.state(p), data: None })
-        .collect();
-    *recorder.baseline.lock().unwrap_or_else(|p| p.into_inner()) = after;
-    Ok(out)
+    runs
 }
 
-/// Starts a tool call in its own task, with its timeout. The files it
-/// touches are recorded first (durably: a crash during the call leaves
-/// their content before it), and read again after it.
-pub(super) fn spawn_tool(run: ToolRun, recorder: Recorder, hooks: ToolHooks) -> RunningTool {
-    let ToolRun { tool, args, record, mut ctx, timeout } = run;
+/// Reads the files a call may change (and scans the roots for a command):
+/// the ops that record them, for the journal, and the scan.
+pub(super) async fn record_before(recorder: Recorder, job: RecordBefore) -> JobOutcome {
+    let mut ops = Vec::new();
+    if !job.touched.is_empty() {
+        match read_before(&job).await {
+            Ok(o) => ops = o,
+            Err(e) => {
+                let e = format!("the files it would change could not be recorded for rewind ({e})");
+                return JobOutcome::RecordedBefore(Err(e));
+            }
+        }
+    }
+    let mut scanned = None;
+    if job.scan {
+        let known = recorder.baseline.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        match scan_and_store(&recorder, &job.sandbox, known).await {
+            Ok(m) => scanned = Some(Box::new(m)),
+            Err(ScanFailure::TooBig(e)) => {
+                tracing::warn!(error = %e, "a command's file changes are not recorded for rewind")
+            }
+            Err(e) => {
+                let e = format!("the files under the roots could not be recorded for rewind ({e})");
+                return JobOutcome::RecordedBefore(Err(e));
+            }
+        }
+    }
+    JobOutcome::RecordedBefore(Ok((ops, scanned)))
+}
+
+/// Reads what a call changed: each named file's state after, and for a
+/// command what changed under the roots (its state before recorded now).
+pub(super) async fn record_after(recorder: Recorder, job: RecordAfter) -> JobOutcome {
+    let RecordAfter { session_id, node_id, call_id, before, sandbox, .. } = job;
+    let Before { touched, scanned } = before;
+    let mut changes: Vec<FileAfter> = tokio::task::spawn_blocking(move || {
+        touched
+            .into_iter()
+            .filter_map(|(path, p)| {
+                let state = crate::rewind::read_state(&p).ok()?;
+                let after = state.as_ref().map(|(data, mode)| (crate::rewind::hash(data), *mode));
+                Some(FileAfter { path, after, data: state.map(|(data, _)| data) })
+            })
+            .collect()
+    })
+    .await
+    .unwrap_or_default();
+    let mut ops = Vec::new();
+    if let Some(before) = scanned {
+        match scan_and_store(&recorder, &sandbox, (*before).clone()).await {
+            Ok(after) => {
+                for p in crate::snapshot::changed(&before, &after) {
+                    let path = p.display().to_string();
+                    ops.push(StoreOp::BeginChange {
+                        session_id: session_id.clone(),
+                        node_id: node_id.clone(),
+                        call_id: call_id.clone(),
+                        path: path.clone(),
+                        before: before.state(&p),
+                        created_ms: crate::ids::now_ms(),
+                    });
+                    changes.push(FileAfter { path, after: after.state(&p), data: None });
+                }
+                *recorder.baseline.lock().unwrap_or_else(|p| p.into_inner()) = after;
+            }
+            Err(e) => tracing::warn!(error = %e, "what a command changed could not be recorded for rewind"),
+        }
+    }
+    JobOutcome::RecordedAfter { ops, changes }
+}
+
+/// Starts a tool call in its own task, with its timeout.
+pub(super) fn spawn_tool(run: ToolRun) -> RunningTool {
+    let ToolRun { tool, args, mut ctx, timeout } = run;
     let (output_tx, output) = mpsc::channel(TOOL_OUTPUT_CHANNEL);
     ctx.output = Some(output_tx);
     let task = tokio::spawn(async move {
-        use crate::hooks::{HookDecision, HookEvent};
-        let name = tool.name().to_string();
-        let mut runs: Vec<HookRun> = Vec::new();
-        let mut notes: Vec<String> = Vec::new();
-        let tool_input = args.clone();
-        let hook_input = |event: HookEvent, extra: serde_json::Value| {
-            crate::hooks::input(event, &hooks.session_id, &hooks.cwd, extra)
-        };
-        for hook in &hooks.pre {
-            let input =
-                hook_input(HookEvent::PreToolUse, serde_json::json!({"tool_name": name, "tool_input": tool_input}));
-            let r = crate::hooks::run(hook, &input, &ctx.sandbox, Some(&name)).await;
-            let (decision, says, context) = (r.decision, r.says(), r.context.clone());
-            runs.push(r);
-            // A block, and a hook that failed or hung, both stop the call.
-            if decision != HookDecision::Allow {
-                let message = format!("not run: {says}");
-                return (Err(ToolError::ExecutionFailed { tool: name, message }), Vec::new(), runs);
-            }
-            notes.extend(context);
-        }
-        let touched: Vec<(String, std::path::PathBuf)> = match &record {
-            Some(_) => tool
-                .touches(&args)
-                .iter()
-                .filter_map(|p| ctx.sandbox.resolve(p).ok())
-                .map(|p| (p.display().to_string(), p))
-                .collect(),
-            None => Vec::new(),
-        };
-        if let (Some((node_id, call_id)), false) = (&record, touched.is_empty())
-            && let Err(e) = record_before(&recorder, node_id, call_id, &touched).await
-        {
-            let message = format!("not run: the files it would change could not be recorded for rewind ({e})");
-            return (Err(ToolError::ExecutionFailed { tool: tool.name().into(), message }), Vec::new(), runs);
-        }
-        // A command may change anything under the roots: scan before.
-        let scanned = match &record {
-            Some(_) if tool.changes_files_anywhere() => {
-                let known = recorder.baseline.lock().unwrap_or_else(|p| p.into_inner()).clone();
-                match scan_and_store(&recorder, &ctx.sandbox, known).await {
-                    Ok(m) => Some(m),
-                    Err(ScanFailure::TooBig(e)) => {
-                        tracing::warn!(error = %e, "a command's file changes are not recorded for rewind");
-                        None
-                    }
-                    Err(e) => {
-                        let message =
-                            format!("not run: the files under the roots could not be recorded for rewind ({e})");
-                        return (
-                            Err(ToolError::ExecutionFailed { tool: tool.name().into(), message }),
-                            Vec::new(),
-                            runs,
-                        );
-                    }
-                }
-            }
-            _ => None,
-        };
         // A tool that stops itself on time is given a moment more to say
         // what it stopped.
         let outer = if tool.stops_on_time() { timeout + std::time::Duration::from_secs(15) } else { timeout };
-        let mut result = match tokio::time::timeout(outer, tool.execute(args, &ctx)).await {
+        let result = match tokio::time::timeout(outer, tool.execute(args, &ctx)).await {
             Ok(r) => r,
             Err(_) => Err(ToolError::Timeout { tool: tool.name().into(), elapsed: timeout }),
         };
         crash_point(tool.name());
-        for hook in &hooks.post {
-            let response = match &result {
-                Ok(text) => serde_json::json!({"output": text, "is_error": false}),
-                Err(e) => serde_json::json!({"output": e.to_string(), "is_error": true}),
-            };
-            let input = hook_input(
-                HookEvent::PostToolUse,
-                serde_json::json!({"tool_name": name, "tool_input": tool_input, "tool_response": response}),
-            );
-            let r = crate::hooks::run(hook, &input, &ctx.sandbox, Some(&name)).await;
-            if r.decision != HookDecision::Allow {
-                notes.push(r.says());
-            }
-            notes.extend(r.context.clone());
-            runs.push(r);
-        }
-        if !notes.is_empty() {
-            let tail = format!("\n--- hooks ---\n{}", notes.join("\n"));
-            result = match result {
-                Ok(text) => Ok(text + &tail),
-                Err(e) => Err(ToolError::ExecutionFailed { tool: name.clone(), message: format!("{e}{tail}") }),
-            };
-        }
-        let mut after: Vec<FileAfter> = tokio::task::spawn_blocking(move || {
-            touched
-                .into_iter()
-                .filter_map(|(path, p)| {
-                    let state = crate::rewind::read_state(&p).ok()?;
-                    let after = state.as_ref().map(|(data, mode)| (crate::rewind::hash(data), *mode));
-                    Some(FileAfter { path, after, data: state.map(|(data, _)| data) })
-                })
-                .collect()
-        })
-        .await
-        .unwrap_or_default();
-        if let (Some(before), Some((node_id, call_id))) = (scanned, &record) {
-            match record_scanned(&recorder, &ctx.sandbox, before, node_id, call_id).await {
-                Ok(changes) => after.extend(changes),
-                Err(e) => tracing::warn!(error = %e, "what a command changed could not be recorded for rewind"),
-            }
-        }
-        (result, after, runs)
+        result
     });
     RunningTool { task, output }
 }
@@ -272,15 +215,10 @@ pub(super) fn crash_point(tool: &str) {
     }
 }
 
-/// The content of the files a call is about to change, made durable
-/// before it runs.
-pub(super) async fn record_before(
-    recorder: &Recorder,
-    node_id: &str,
-    call_id: &str,
-    touched: &[(String, std::path::PathBuf)],
-) -> Result<(), String> {
-    let paths = touched.to_vec();
+/// The content of the files a call is about to change, as ops for the
+/// journal (made durable before it runs).
+async fn read_before(job: &RecordBefore) -> Result<Vec<StoreOp>, String> {
+    let paths = job.touched.clone();
     let states = tokio::task::spawn_blocking(move || {
         paths.into_iter().map(|(shown, p)| (shown, crate::rewind::read_state(&p))).collect::<Vec<_>>()
     })
@@ -291,19 +229,19 @@ pub(super) async fn record_before(
         let state = state.map_err(|e| format!("{path}: {e}"))?;
         let before = state.map(|(data, mode)| {
             let hash = crate::rewind::hash(&data);
-            ops.extend(crate::journal::StoreOp::blob(hash.clone(), data));
+            ops.extend(StoreOp::blob(hash.clone(), data));
             (hash, mode)
         });
-        ops.push(crate::journal::StoreOp::BeginChange {
-            session_id: recorder.session_id.clone(),
-            node_id: node_id.to_string(),
-            call_id: call_id.to_string(),
+        ops.push(StoreOp::BeginChange {
+            session_id: job.session_id.clone(),
+            node_id: job.node_id.clone(),
+            call_id: job.call_id.clone(),
             path,
             before,
             created_ms: crate::ids::now_ms(),
         });
     }
-    recorder.writer.write(crate::journal::WriteBatch { ops }).await.map(|_| ()).map_err(|e| e.to_string())
+    Ok(ops)
 }
 
 /// The running tool's next output piece, or its end (output first, so
@@ -321,10 +259,10 @@ pub(super) async fn tool_event(tool: &mut Option<RunningTool>) -> Event {
             rest.push(out);
         }
     }
-    let (end, changes, hooks) = match done {
-        Ok((result, changes, hooks)) => (ToolEnd::Finished(result), changes, hooks),
-        Err(e) if e.is_panic() => (ToolEnd::Panicked, Vec::new(), Vec::new()),
-        Err(_) => (ToolEnd::Stopped, Vec::new(), Vec::new()),
+    let end = match done {
+        Ok(result) => ToolEnd::Finished(result),
+        Err(e) if e.is_panic() => ToolEnd::Panicked,
+        Err(_) => ToolEnd::Stopped,
     };
-    Event::ToolDone { rest, end, changes, hooks }
+    Event::ToolDone { rest, end }
 }

@@ -19,12 +19,12 @@ use crate::store::QueuedRow;
 const MAX_COMPLETIONS: u32 = 10;
 
 /// `session.send`, as asked.
-struct SendArgs {
-    text: String,
-    client: ClientRef,
-    same: Vec<crate::session::SameMessage>,
-    n: u32,
-    continued: bool,
+pub(super) struct SendArgs {
+    pub text: String,
+    pub client: ClientRef,
+    pub same: Vec<crate::session::SameMessage>,
+    pub n: u32,
+    pub continued: bool,
 }
 
 /// What a command needs of the session to be done.
@@ -49,10 +49,9 @@ impl Session {
                     self.on_cancel(client, drop_queued, reply);
                 }
             }
-            SessionCmd::HookRan { run, client, reply } => {
+            SessionCmd::Start { reply } => {
                 if let Some(reply) = self.admit(reply, Access::Write) {
-                    self.on_hook_ran(run, client);
-                    self.pipeline.effect(OnDurable::Reply(Responder::with(reply, ())));
+                    self.on_start(reply);
                 }
             }
             SessionCmd::Rename { name, client, reply } => {
@@ -192,9 +191,35 @@ impl Session {
         Ok(())
     }
 
-    fn on_send(&mut self, args: SendArgs, reply: Reply<SendResult>) {
+    pub(super) fn on_send(&mut self, args: SendArgs, reply: Reply<SendResult>) {
         if let Err(e) = self.check_send(&args) {
             return self.out.push(Effect::Reply(ReadyReply::now(reply, Err(e))));
+        }
+        self.submit(args, reply);
+    }
+
+    /// A message whose hooks ran (or that waited behind one that had
+    /// hooks): checked again, the session having gone on meanwhile.
+    pub(super) fn accept_later(&mut self, args: SendArgs, reply: Reply<SendResult>, added: Vec<String>) {
+        let Some(reply) = self.admit(reply, Access::Write) else { return };
+        if let Err(e) = self.check_send(&args) {
+            return self.out.push(Effect::Reply(ReadyReply::now(reply, Err(e))));
+        }
+        self.accept_send(args, reply, added);
+    }
+
+    /// Sends a message its hooks allowed, with what they (and, for the
+    /// session's first message, its `SessionStart` hooks) added.
+    pub(super) fn accept_send(&mut self, mut args: SendArgs, reply: Reply<SendResult>, mut added: Vec<String>) {
+        if !args.continued
+            && let Some(start) = self.start_context.take()
+        {
+            added.insert(0, start);
+        }
+        if !added.is_empty() {
+            args.text = format!("{}\n\n{}", args.text, added.join("\n"));
+            // The message differs from the one the store was asked about.
+            args.same.clear();
         }
         let SendArgs { text, client, same, n, continued } = args;
         // Only a turn that starts now asks for several answers (a queued
@@ -285,6 +310,7 @@ impl Session {
             || self.cancel_tools(Some(client.clone()), None)
             || self.cancel_budget_wait(client.clone())
             || self.cancel_summary(client.clone())
+            || self.cancel_stop_hooks()
             || (matches!(self.state, OperationState::ToolRecovery { .. })
                 && self.on_recover(forge_proto::RecoverAction::Discard, Some(client)).is_ok());
         let result = CancelResult {
@@ -370,6 +396,12 @@ impl Session {
         match &mut self.exit {
             Some(Exit::Shutdown(replies)) => replies.extend(reply),
             _ => self.exit = Some(Exit::Shutdown(reply.into_iter().collect())),
+        }
+        // Hooks still running decide nothing any more.
+        self.drop_submissions("forged is shutting down");
+        self.cancel_stop_hooks();
+        if let Some(s) = self.starting.take() {
+            self.out.push(Effect::Reply(ReadyReply::now(s.reply, Ok(()))));
         }
     }
 

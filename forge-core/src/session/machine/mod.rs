@@ -23,7 +23,9 @@
 
 mod approvals;
 mod budget;
+pub(crate) mod call;
 mod commands;
+pub(crate) mod hooks;
 pub(crate) mod pipeline;
 mod recovery;
 mod state;
@@ -85,14 +87,27 @@ pub(crate) enum Event {
     /// A piece of the running tool's output.
     ToolOutput(ToolOutput),
     /// The running tool ended; `rest` is output it left in the buffer.
-    ToolDone { rest: Vec<ToolOutput>, end: ToolEnd, changes: Vec<FileAfter>, hooks: Vec<crate::hooks::HookRun> },
+    ToolDone { rest: Vec<ToolOutput>, end: ToolEnd },
+    /// A job the shell ran (hooks, a tool call's records) is done.
+    JobDone { job: u64, outcome: call::JobOutcome },
     /// A timer armed with `Effect::Arm` fired.
     Timer(Timer),
     /// What the store holds for this session (at start, and after `Effect::Reload`).
     Loaded { durable: Result<Box<Durable>, EngineError>, cause: RecoveryCause },
-    /// The project instruction files changed: the prompt from the next
-    /// request on.
-    SystemPrompt { prompt: Arc<str>, instruction_files: Vec<String> },
+    /// What may have changed outside since the last message (after
+    /// `Effect::Refresh`), then the message.
+    Refreshed(Box<Refresh>),
+}
+
+/// What the shell read again before a message.
+pub(crate) struct Refresh {
+    /// The system prompt and its instruction files, if the files changed.
+    pub prompt: Option<(Arc<str>, Vec<String>)>,
+    /// The tools, if an MCP server's changed.
+    pub tools: Option<Arc<ToolRegistry>>,
+    /// The hooks in force now (a project's settings may have changed).
+    pub hooks: crate::hooks::HookSet,
+    pub then: SessionCmd,
 }
 
 /// How a tool's run ended.
@@ -119,6 +134,15 @@ pub(crate) enum Effect {
     RunTool(Box<ToolRun>),
     /// Stop the running tool: its result is decided already.
     StopTool,
+    /// Run hooks; their runs come back as `Event::JobDone`.
+    RunHooks(Box<hooks::HookJob>),
+    /// Record the files a call may change; back as `Event::JobDone`.
+    RecordBefore(Box<call::RecordBefore>),
+    /// Read what a call changed; back as `Event::JobDone`.
+    RecordAfter(Box<call::RecordAfter>),
+    /// Read again what may have changed outside (instruction files, MCP
+    /// tools, hooks), then handle the message (`Event::Refreshed`).
+    Refresh { then: SessionCmd },
     /// Answer a caller.
     Reply(ReadyReply),
     /// Send `Event::Timer` after this long (arming it again moves it).
@@ -158,9 +182,6 @@ pub(crate) struct FileAfter {
 pub(crate) struct ToolRun {
     pub tool: Arc<dyn ToolExecutor>,
     pub args: serde_json::Value,
-    /// Record the files the call touches for rewind, against this tool
-    /// result node and call id.
-    pub record: Option<(String, String)>,
     /// The shell adds the output channel.
     pub ctx: ToolCtx,
     pub timeout: Duration,
@@ -226,6 +247,8 @@ enum OnDurable {
     NextTool,
     /// `tool_running` for this call is durable: run it.
     RunTool(tools::PlannedCall),
+    /// The running call's records are durable: run it.
+    Launch,
 }
 
 /// `session.send` with `n` > 1: the answers still to ask for, and the
@@ -296,6 +319,20 @@ pub(crate) struct Session {
     budget_confirmed_at: Option<f64>,
     /// The running turn asks for several answers (`session.send` `n`).
     completions: Option<Completions>,
+    /// The hooks in force (read again before each message).
+    hooks: crate::hooks::HookSet,
+    /// Messages whose `UserPromptSubmit` hooks run (the first) or wait.
+    submissions: VecDeque<hooks::Submission>,
+    /// A new session's `SessionStart` hooks, running.
+    starting: Option<hooks::Starting>,
+    /// What `SessionStart` hooks added, for the first message.
+    start_context: Option<String>,
+    /// Stop hooks sent the model on this many times in a row.
+    stop_chain: u32,
+    /// How the turn being finished ended (for its `Stop` hooks).
+    finished: Option<forge_proto::MessageStatus>,
+    /// The last job id given out.
+    next_job: u64,
     /// Effects of the event being handled.
     out: Vec<Effect>,
 }
@@ -334,6 +371,13 @@ impl Session {
             anchor: None,
             budget_confirmed_at: None,
             completions: None,
+            hooks: Default::default(),
+            submissions: VecDeque::new(),
+            starting: None,
+            start_context: None,
+            stop_chain: 0,
+            finished: None,
+            next_job: 0,
             out: Vec::new(),
         };
         session.size_tools();
@@ -344,14 +388,22 @@ impl Session {
     /// effects are appended to `effects`, for the shell to carry out.
     pub(crate) fn handle(&mut self, event: Event, effects: &mut Vec<Effect>) {
         match event {
-            // Stopping needs no history: a daemon shutting down does not
-            // read every quiet session's back from the store.
-            Event::Command(cmd)
-                if matches!(self.history, History::Released) && !matches!(cmd, SessionCmd::Shutdown { .. }) =>
-            {
-                self.out.push(Effect::ReadHistory { head: self.row.head_id.clone(), then: cmd });
+            // A message is sent with the instructions, tools and hooks as
+            // they are now.
+            Event::Command(cmd @ SessionCmd::Send { .. }) => self.out.push(Effect::Refresh { then: cmd }),
+            Event::Command(cmd) => self.take_command(cmd),
+            Event::Refreshed(refresh) => {
+                let Refresh { prompt, tools, hooks, then } = *refresh;
+                if let Some((prompt, files)) = prompt {
+                    self.system_prompt = prompt;
+                    self.instruction_files = files;
+                }
+                if let Some(tools) = tools {
+                    self.set_tools(tools);
+                }
+                self.hooks = hooks;
+                self.take_command(then);
             }
-            Event::Command(cmd) => self.on_command(cmd),
             Event::HistoryRead { history, then } => {
                 match history {
                     Ok(path) => {
@@ -374,28 +426,37 @@ impl Session {
                 }
             }
             Event::ToolOutput(out) => self.on_tool_output(out),
-            Event::ToolDone { rest, end, changes, hooks } => {
+            Event::ToolDone { rest, end } => {
                 // Output still buffered comes before the result.
                 for out in rest {
                     self.on_tool_output(out);
                 }
-                for run in hooks {
-                    self.on_hook_ran(run, None);
-                }
-                self.on_tool_done(end, changes);
+                self.on_tool_done(end);
             }
+            Event::JobDone { job, outcome } => self.on_job_done(job, outcome),
             Event::Timer(Timer::ReleaseHistory) => self.release_history(),
             Event::Timer(Timer::Retry) => self.retry_request(),
             Event::Timer(Timer::SummaryRetry) => self.retry_summary(),
             Event::Loaded { durable, cause } => self.on_loaded(durable, cause),
-            Event::SystemPrompt { prompt, instruction_files } => {
-                self.system_prompt = prompt;
-                self.instruction_files = instruction_files;
-            }
         }
         self.cut_batch();
         self.arm_release();
         effects.append(&mut self.out);
+    }
+
+    /// A command, once the history it may need is held. Stopping needs
+    /// none: a daemon shutting down does not read every quiet session's
+    /// back from the store.
+    fn take_command(&mut self, cmd: SessionCmd) {
+        if matches!(self.history, History::Released) && !matches!(cmd, SessionCmd::Shutdown { .. }) {
+            return self.out.push(Effect::ReadHistory { head: self.row.head_id.clone(), then: cmd });
+        }
+        self.on_command(cmd);
+    }
+
+    /// The hooks in force from now on.
+    pub(crate) fn set_hooks(&mut self, hooks: crate::hooks::HookSet) {
+        self.hooks = hooks;
     }
 
     /// What list and show report without asking the session.
@@ -539,10 +600,14 @@ impl Session {
         match c {
             OnDurable::Reply(responder) => self.out.push(Effect::Reply(responder.answer(Ok(seqs)))),
             OnDurable::TurnDone => {
+                self.completions = None;
+                let finished = self.finished.take();
                 if matches!(self.state, OperationState::Finishing) {
+                    if self.stop_hooks(finished) {
+                        return;
+                    }
                     self.state = OperationState::Idle;
                 }
-                self.completions = None;
                 self.start_next_queued();
             }
             OnDurable::StartQueued => self.start_next_queued(),
@@ -551,6 +616,7 @@ impl Session {
             OnDurable::Removed => {}
             OnDurable::NextTool => self.next_tool(),
             OnDurable::RunTool(call) => self.run_tool(call),
+            OnDurable::Launch => self.launch_recorded(),
         }
     }
 
@@ -641,6 +707,8 @@ impl Session {
     fn is_quiet(&self) -> bool {
         matches!(self.state, OperationState::Idle)
             && self.queue.is_empty()
+            && self.submissions.is_empty()
+            && self.starting.is_none()
             && self.pipeline.is_idle()
             && self.exit.is_none()
     }

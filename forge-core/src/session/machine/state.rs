@@ -70,6 +70,11 @@ pub(super) enum OperationState {
     /// The request would not fit: the turn waits for a summary of the
     /// conversation's start.
     Summarizing(super::summarize::SummaryJob),
+    /// The turn ended complete and is durable; its `Stop` hooks run
+    /// (`job`) before the session is idle.
+    StopHooks {
+        job: u64,
+    },
     /// The store cannot be written; all new work is refused until a reset.
     PersistenceBlocked {
         reason: String,
@@ -80,7 +85,7 @@ impl OperationState {
     pub fn kind(&self) -> OperationStateKind {
         match self {
             Self::Idle => OperationStateKind::Idle,
-            Self::Streaming(_) | Self::Finishing => OperationStateKind::Streaming,
+            Self::Streaming(_) | Self::Finishing | Self::StopHooks { .. } => OperationStateKind::Streaming,
             Self::ToolLoop(l) if l.awaiting_approval() => OperationStateKind::AwaitingApproval,
             Self::AwaitingBudget { .. } => OperationStateKind::AwaitingApproval,
             Self::Summarizing(job) if job.waiting => OperationStateKind::SummarizationRetry,

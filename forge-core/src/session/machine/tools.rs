@@ -19,13 +19,13 @@ use forge_proto::{
 use serde_json::Value;
 
 use super::state::OperationState;
-use super::{Effect, OnDurable, Session, ToolEnd, ToolRun};
+use super::{Effect, OnDurable, Session};
 use crate::error::EngineError;
 use crate::ids::{new_id, now_ms};
 use crate::journal::StoreOp;
 use crate::provider::ChatMessage;
 use crate::store::rows::NodeMeta;
-use crate::tools::{Sandbox, ToolCtx, ToolError, ToolExecutor, ToolLimits, ToolOutput, ToolSpec, truncate_output};
+use crate::tools::{Sandbox, ToolError, ToolExecutor, ToolLimits, ToolSpec, truncate_output};
 
 /// Tool batches one user turn may run before it is stopped.
 const DEFAULT_MAX_ITERATIONS: u32 = 20;
@@ -75,6 +75,9 @@ pub(super) fn spec_bytes(specs: &[ToolSpec]) -> usize {
 pub(super) struct RunningCall {
     pub id: String,
     pub name: String,
+    /// Its arguments (for its hooks).
+    pub args: Value,
+    pub stage: super::call::CallStage,
     /// The node its result will be (changes to files are recorded against
     /// it before the result exists).
     pub node_id: String,
@@ -84,7 +87,7 @@ pub(super) struct RunningCall {
 }
 
 impl RunningCall {
-    fn scrubber(&mut self, stream: &str) -> &mut crate::redact::StreamScrubber {
+    pub(super) fn scrubber(&mut self, stream: &str) -> &mut crate::redact::StreamScrubber {
         &mut self.scrubbers[usize::from(stream == "stderr")]
     }
 }
@@ -192,7 +195,7 @@ impl Session {
         }
     }
 
-    fn tool_limits(&self) -> ToolLimits {
+    pub(super) fn tool_limits(&self) -> ToolLimits {
         ToolLimits::from_config(&self.config.tools)
     }
 
@@ -310,6 +313,8 @@ impl Session {
                 l.running = Some(RunningCall {
                     id: id.clone(),
                     name: name.clone(),
+                    args: args.clone(),
+                    stage: super::call::CallStage::Announced,
                     node_id: new_id("m"),
                     scrubbers: Default::default(),
                 });
@@ -339,99 +344,15 @@ impl Session {
         }
     }
 
-    /// `tool_running` is durable: now the call may run.
-    pub(super) fn run_tool(&mut self, call: PlannedCall) {
-        // Cancelled meanwhile: the call has its result already.
-        let OperationState::ToolLoop(l) = &self.state else { return };
-        if l.running.as_ref().is_none_or(|r| r.id != call.id) {
-            return;
-        }
-        let Ok((tool, args)) = call.action else { return };
-        let record = l.running.as_ref().map(|r| (r.node_id.clone(), r.id.clone()));
-        let ctx = ToolCtx {
-            sandbox: sandbox_for(&self.row.cwd, &self.config),
-            call_id: call.id.clone(),
-            limits: self.tool_limits(),
-            output: None,
-            file_hashes: self.file_hashes.clone(),
-            about: (tool.name() == "introspect").then(|| Arc::new(self.introspection())),
-            library: None,
-            timeout: Some(timeout_for(tool.as_ref(), &self.config)),
-        };
-        let timeout = timeout_for(tool.as_ref(), &self.config);
-        self.out.push(Effect::RunTool(Box::new(ToolRun { tool, args, record, ctx, timeout })));
-    }
-
-    /// Live output of the running call, shown to clients as it comes
-    /// (journaled like everything else; consecutive pieces merge).
-    pub(super) fn on_tool_output(&mut self, out: ToolOutput) {
-        let OperationState::ToolLoop(l) = &mut self.state else { return };
-        let Some(r) = &mut l.running else { return };
-        let call_id = r.id.clone();
-        let text = r.scrubber(out.stream).push(&out.text);
-        if !text.is_empty() {
-            self.pipeline.tool_output(call_id, out.stream, text);
-        }
-    }
-
-    /// A hook ran: journaled, with what it decided.
-    pub(super) fn on_hook_ran(&mut self, run: crate::hooks::HookRun, client: Option<ClientRef>) {
-        let decision = match run.decision {
-            crate::hooks::HookDecision::Allow => "allow",
-            crate::hooks::HookDecision::Block => "block",
-            crate::hooks::HookDecision::Error => "error",
-        };
-        self.pipeline.event(
-            client,
-            EventKind::HookRan {
-                event: run.event.as_str().into(),
-                command: crate::redact::scrub(&run.command).into_owned(),
-                tool: run.tool,
-                decision: decision.into(),
-                reason: run.reason,
-                exit_code: run.exit_code,
-                duration_ms: run.duration_ms,
-            },
-        );
-    }
-
-    /// The running call ended.
-    pub(super) fn on_tool_done(&mut self, end: ToolEnd, changes: Vec<super::FileAfter>) {
-        let OperationState::ToolLoop(l) = &mut self.state else { return };
-        let Some(mut running) = l.running.take() else { return };
-        // What the scrubbers held back, before the result.
-        for stream in ["stdout", "stderr"] {
-            let rest = running.scrubber(stream).finish();
-            if !rest.is_empty() {
-                self.pipeline.tool_output(running.id.clone(), stream, rest);
-            }
-        }
-        // What the call left in the files it touched, with its result.
-        for change in changes {
-            if let (Some((hash, _)), Some(data)) = (&change.after, change.data)
-                && let Some(blob) = StoreOp::blob(hash.clone(), data)
-            {
-                self.pipeline.op(blob);
-            }
-            self.pipeline.op(StoreOp::EndChange {
-                node_id: running.node_id.clone(),
-                path: change.path,
-                after: change.after,
-            });
-        }
-        let stopped =
-            |message: &str| ToolError::ExecutionFailed { tool: running.name.clone(), message: message.into() };
-        let result = match end {
-            ToolEnd::Finished(result) => result,
-            ToolEnd::Panicked => Err(stopped("the tool panicked")),
-            ToolEnd::Stopped => Err(stopped("the tool was stopped")),
-        };
-        self.record_result(&running.id, &running.name, result, Some(running.node_id));
-    }
-
     /// Writes a result as history and as `tool_result` (as node `node_id`
     /// if given); the next call waits until it is durable.
-    fn record_result(&mut self, call_id: &str, name: &str, result: Result<String, ToolError>, node_id: Option<String>) {
+    pub(super) fn record_result(
+        &mut self,
+        call_id: &str,
+        name: &str,
+        result: Result<String, ToolError>,
+        node_id: Option<String>,
+    ) {
         // Scrubbed before it is cut: a secret cut in two would no longer
         // be recognized.
         let (output, is_error) = match result {
@@ -642,7 +563,7 @@ impl Session {
 
 /// `[tools.timeouts]`: shell commands, file operations, everything else;
 /// the tool's own default where the config says nothing.
-fn timeout_for(tool: &dyn ToolExecutor, config: &crate::config::ForgeConfig) -> std::time::Duration {
+pub(super) fn timeout_for(tool: &dyn ToolExecutor, config: &crate::config::ForgeConfig) -> std::time::Duration {
     if let Some(own) = tool.own_timeout() {
         return own;
     }

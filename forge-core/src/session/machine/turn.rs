@@ -580,6 +580,7 @@ impl Session {
     /// completed, else `error` (`generation_aborted` for a cancel).
     pub(super) fn finish_turn_event(&mut self, client: Option<ClientRef>, finished: EventKind) {
         if let EventKind::TurnFinished { message_id, status, error_kind, error, .. } = &finished {
+            self.finished = Some(*status);
             let nodes = self.generated_nodes(message_id);
             let message_id = message_id.clone();
             let end = match status {

@@ -35,6 +35,12 @@ struct Harness {
     tool_runs: Vec<String>,
     tool_running: bool,
     timers: Vec<Timer>,
+    /// The hooks in force, as the shell reads them before each message.
+    hooks: crate::hooks::HookSet,
+    /// Hooks the session asked to run, not yet answered.
+    hook_jobs: Vec<crate::session::machine::hooks::HookJob>,
+    /// The system prompt the next refresh finds.
+    next_prompt: Option<Arc<str>>,
 }
 
 fn row() -> SessionRow {
@@ -86,6 +92,9 @@ impl Harness {
             tool_runs: Vec::new(),
             tool_running: false,
             timers: Vec::new(),
+            hooks: Default::default(),
+            hook_jobs: Vec::new(),
+            next_prompt: None,
         };
         let durable = Durable {
             row: row(),
@@ -154,6 +163,21 @@ impl Harness {
                     self.tool_running = true;
                 }
                 Effect::StopTool => self.tool_running = false,
+                Effect::RunHooks(job) => self.hook_jobs.push(*job),
+                // Nothing to record: the calls here name no real file.
+                Effect::RecordBefore(r) => self.feed(Event::JobDone {
+                    job: r.job,
+                    outcome: call::JobOutcome::RecordedBefore(Ok((Vec::new(), None))),
+                }),
+                Effect::RecordAfter(r) => self.feed(Event::JobDone {
+                    job: r.job,
+                    outcome: call::JobOutcome::RecordedAfter { ops: Vec::new(), changes: Vec::new() },
+                }),
+                Effect::Refresh { then } => {
+                    let prompt = self.next_prompt.take().map(|p| (p, Vec::new()));
+                    let refresh = Refresh { prompt, tools: None, hooks: self.hooks.clone(), then };
+                    self.feed(Event::Refreshed(Box::new(refresh)))
+                }
                 Effect::Reply(answer) => answer.send(),
                 Effect::Arm(timer, _) => self.timers.push(timer),
                 Effect::ReadTree { then } => {
@@ -451,12 +475,7 @@ fn a_tool_runs_only_after_its_announcement_is_durable_and_the_turn_continues_wit
     assert_eq!(h.tool_runs, ["read_file"]);
     assert_eq!(h.state(), OperationStateKind::ExecutingTools);
     h.feed(Event::ToolOutput(ToolOutput { stream: "stdout", text: "reading".into() }));
-    h.feed(Event::ToolDone {
-        rest: Vec::new(),
-        changes: Vec::new(),
-        end: ToolEnd::Finished(Ok("fn main() {}".into())),
-        hooks: Vec::new(),
-    });
+    h.feed(Event::ToolDone { rest: Vec::new(), end: ToolEnd::Finished(Ok("fn main() {}".into())) });
     h.settle();
     assert_eq!(
         h.names(),
@@ -510,7 +529,7 @@ fn a_panicking_tool_is_an_error_result_not_a_dead_session() {
     let mut h = Harness::new();
     h.answer_calling("read_file", r#"{"path":"a.rs"}"#);
     h.settle();
-    h.feed(Event::ToolDone { rest: Vec::new(), changes: Vec::new(), end: ToolEnd::Panicked, hooks: Vec::new() });
+    h.feed(Event::ToolDone { rest: Vec::new(), end: ToolEnd::Panicked });
     h.settle();
     let result = h.published.iter().find_map(|e| match &e.kind {
         EventKind::ToolResult { is_error, output, .. } => Some((*is_error, output.clone())),
@@ -913,12 +932,7 @@ fn a_tool_loop_that_outgrows_the_window_is_summarized_between_batches() {
     events.push(ProviderEvent::Done);
     h.provider(events);
     h.settle();
-    h.feed(Event::ToolDone {
-        rest: Vec::new(),
-        changes: Vec::new(),
-        end: ToolEnd::Finished(Ok("line\n".repeat(2600))),
-        hooks: Vec::new(),
-    });
+    h.feed(Event::ToolDone { rest: Vec::new(), end: ToolEnd::Finished(Ok("line\n".repeat(2600))) });
     h.settle();
     assert!(h.names().contains(&"summarization_started"), "{:?}", h.names());
     h.provider(vec![text("Five questions were answered at length."), ProviderEvent::Done]);
@@ -1118,8 +1132,10 @@ fn a_root_is_found_again_only_under_the_same_system_prompt() {
     };
     let prompt = Some(digest(&h));
     assert_eq!(again(&mut h, prompt.clone()), first.message_id, "the same prompt: that root");
-    h.feed(Event::SystemPrompt { prompt: "Be another test.".into(), instruction_files: Vec::new() });
+    h.next_prompt = Some("Be another test.".into());
     let other = again(&mut h, prompt);
     assert_ne!(other, first.message_id, "another prompt: a new root");
     assert_eq!(h.forest().replies(None).len(), 2);
 }
+
+mod with_hooks;

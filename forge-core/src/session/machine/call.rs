@@ -1,0 +1,394 @@
+//! One tool call's stages, each a state of the running call that the
+//! machine moves on from when the shell reports back:
+//!
+//! 1. `PreHooks`: its `PreToolUse` hooks run; a block or a failed hook is
+//!    the call's (error) result, and it never runs.
+//! 2. `RecordingBefore`: the files it may change are read for rewind (a
+//!    command's roots scanned); their contents go through the journal
+//!    and the call runs only once they are durable (`Recorded`).
+//! 3. `Running`: the shell runs it under its timeout.
+//! 4. `PostHooks`: its `PostToolUse` hooks run; what they say is added to
+//!    the result.
+//! 5. `RecordingAfter`: what it changed is read; written with its result.
+//!
+//! A cancel at any stage answers the call at once; a stage that reports
+//! back afterwards is recognised by its job id and dropped.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::state::OperationState;
+use super::{Effect, FileAfter, OnDurable, Session, ToolEnd, ToolRun};
+use crate::hooks::{HookDecision, HookEvent, HookRun};
+use crate::journal::StoreOp;
+use crate::tools::{ToolCtx, ToolError, ToolExecutor, ToolOutput};
+
+/// A call about to run: its tool and arguments.
+pub(super) type Ready = (Arc<dyn ToolExecutor>, Value);
+
+/// What was recorded of a call's files before it ran.
+#[derive(Default)]
+pub(crate) struct Before {
+    /// The files it names (as recorded, and resolved).
+    pub touched: Vec<(String, PathBuf)>,
+    /// The roots as scanned before a command (none: not scanned).
+    pub scanned: Option<Box<crate::snapshot::Manifest>>,
+}
+
+/// Where the running call is.
+pub(super) enum CallStage {
+    /// `tool_running` is written; the call starts once it is durable.
+    Announced,
+    PreHooks {
+        job: u64,
+        ready: Ready,
+    },
+    RecordingBefore {
+        job: u64,
+        ready: Ready,
+        notes: Vec<String>,
+        touched: Vec<(String, PathBuf)>,
+    },
+    /// The records are written; it runs once they are durable.
+    Recorded {
+        ready: Ready,
+        notes: Vec<String>,
+        before: Before,
+    },
+    Running {
+        notes: Vec<String>,
+        before: Before,
+    },
+    PostHooks {
+        job: u64,
+        result: Result<String, ToolError>,
+        notes: Vec<String>,
+        before: Before,
+    },
+    RecordingAfter {
+        job: u64,
+        result: Result<String, ToolError>,
+    },
+    /// Between two stages (never seen outside a transition).
+    Moving,
+}
+
+/// For the shell: read the files a call may change, before it runs.
+pub(crate) struct RecordBefore {
+    pub job: u64,
+    pub session_id: String,
+    pub node_id: String,
+    pub call_id: String,
+    pub touched: Vec<(String, PathBuf)>,
+    /// Scan the roots too (a command may change anything under them).
+    pub scan: bool,
+    pub sandbox: crate::tools::Sandbox,
+}
+
+/// For the shell: read what a call changed.
+pub(crate) struct RecordAfter {
+    pub job: u64,
+    pub session_id: String,
+    pub node_id: String,
+    pub call_id: String,
+    pub before: Before,
+    pub sandbox: crate::tools::Sandbox,
+}
+
+/// What the shell reports of a job.
+pub(crate) enum JobOutcome {
+    Hooks(Vec<HookRun>),
+    /// The ops recording the files before (contents and `BeginChange`),
+    /// and the scan; or why they could not be recorded.
+    RecordedBefore(Result<(Vec<StoreOp>, Option<Box<crate::snapshot::Manifest>>), String>),
+    /// The ops recording what a scanned command changed, and each changed
+    /// file's state after.
+    RecordedAfter {
+        ops: Vec<StoreOp>,
+        changes: Vec<FileAfter>,
+    },
+}
+
+impl Session {
+    /// A job the shell ran for this session came back.
+    pub(super) fn on_job_done(&mut self, job: u64, outcome: JobOutcome) {
+        match outcome {
+            JobOutcome::Hooks(runs) => self.on_hooks_ran(job, runs),
+            other if self.tool_stage_job() == Some(job) => self.call_stage_done(other),
+            _ => tracing::debug!(session = %self.row.id, job, "a call no longer running reported back: dropped"),
+        }
+    }
+
+    /// The job the running call waits for.
+    pub(super) fn tool_stage_job(&self) -> Option<u64> {
+        let OperationState::ToolLoop(l) = &self.state else { return None };
+        match l.running.as_ref()?.stage {
+            CallStage::PreHooks { job, .. }
+            | CallStage::RecordingBefore { job, .. }
+            | CallStage::PostHooks { job, .. }
+            | CallStage::RecordingAfter { job, .. } => Some(job),
+            _ => None,
+        }
+    }
+
+    /// Takes the running call's stage, leaving `Moving`.
+    fn take_stage(&mut self) -> Option<CallStage> {
+        let OperationState::ToolLoop(l) = &mut self.state else { return None };
+        let running = l.running.as_mut()?;
+        Some(std::mem::replace(&mut running.stage, CallStage::Moving))
+    }
+
+    fn set_stage(&mut self, stage: CallStage) {
+        if let OperationState::ToolLoop(l) = &mut self.state
+            && let Some(running) = l.running.as_mut()
+        {
+            running.stage = stage;
+        }
+    }
+
+    /// (node, call id, tool name) of the running call.
+    fn running_ids(&self) -> Option<(String, String, String)> {
+        let OperationState::ToolLoop(l) = &self.state else { return None };
+        l.running.as_ref().map(|r| (r.node_id.clone(), r.id.clone(), r.name.clone()))
+    }
+
+    /// `tool_running` is durable: the call's stages begin.
+    pub(super) fn run_tool(&mut self, call: super::tools::PlannedCall) {
+        // Cancelled meanwhile: the call has its result already.
+        let Some((_, call_id, name)) = self.running_ids() else { return };
+        if call_id != call.id {
+            return;
+        }
+        let Ok(ready) = call.action else { return };
+        let pre = self.hooks.matching(HookEvent::PreToolUse, Some(&name));
+        if pre.is_empty() {
+            return self.record_before(ready, Vec::new());
+        }
+        let extra = json!({"tool_name": name, "tool_input": ready.1});
+        let job = self.run_hooks(pre, HookEvent::PreToolUse, extra, Some(name));
+        self.set_stage(CallStage::PreHooks { job, ready });
+    }
+
+    /// The hooks of the running call ran.
+    pub(super) fn tool_hooks_ran(&mut self, runs: Vec<HookRun>) {
+        for run in &runs {
+            self.journal_hook(run, None);
+        }
+        match self.take_stage() {
+            Some(CallStage::PreHooks { ready, .. }) => {
+                // A block, and a hook that failed or hung, both stop the call.
+                if let Some(r) = runs.iter().find(|r| r.decision != HookDecision::Allow) {
+                    let message = format!("not run: {}", r.says());
+                    let tool = ready.0.name().to_string();
+                    return self.finish_call(Err(ToolError::ExecutionFailed { tool, message }), Vec::new());
+                }
+                let notes = runs.into_iter().filter_map(|r| r.context).collect();
+                self.record_before(ready, notes);
+            }
+            Some(CallStage::PostHooks { result, mut notes, before, .. }) => {
+                for r in runs {
+                    if r.decision != HookDecision::Allow {
+                        notes.push(r.says());
+                    }
+                    notes.extend(r.context);
+                }
+                let name = self.running_ids().map(|(_, _, n)| n).unwrap_or_default();
+                self.record_after(with_notes(result, &notes, &name), before);
+            }
+            Some(other) => self.set_stage(other),
+            None => {}
+        }
+    }
+
+    /// Has what the call may change read for rewind, or runs it.
+    fn record_before(&mut self, ready: Ready, notes: Vec<String>) {
+        let Some((node_id, call_id, _)) = self.running_ids() else { return };
+        let sandbox = super::tools::sandbox_for(&self.row.cwd, &self.config);
+        let touched: Vec<(String, PathBuf)> = ready
+            .0
+            .touches(&ready.1)
+            .iter()
+            .filter_map(|p| sandbox.resolve(p).ok())
+            .map(|p| (p.display().to_string(), p))
+            .collect();
+        let scan = ready.0.changes_files_anywhere();
+        if touched.is_empty() && !scan {
+            return self.launch(ready, notes, Before::default());
+        }
+        let job = self.new_job();
+        self.out.push(Effect::RecordBefore(Box::new(RecordBefore {
+            job,
+            session_id: self.row.id.clone(),
+            node_id,
+            call_id,
+            touched: touched.clone(),
+            scan,
+            sandbox,
+        })));
+        self.set_stage(CallStage::RecordingBefore { job, ready, notes, touched });
+    }
+
+    fn call_stage_done(&mut self, outcome: JobOutcome) {
+        match (self.take_stage(), outcome) {
+            (Some(CallStage::RecordingBefore { ready, notes, touched, .. }), JobOutcome::RecordedBefore(recorded)) => {
+                match recorded {
+                    Err(e) => {
+                        let tool = ready.0.name().to_string();
+                        self.finish_call(
+                            Err(ToolError::ExecutionFailed { tool, message: format!("not run: {e}") }),
+                            Vec::new(),
+                        )
+                    }
+                    Ok((ops, scanned)) => {
+                        let before = Before { touched, scanned };
+                        if ops.is_empty() {
+                            return self.launch(ready, notes, before);
+                        }
+                        // Durable before the call may change anything: a crash
+                        // while it runs leaves the contents it started from.
+                        for op in ops {
+                            self.pipeline.op(op);
+                        }
+                        self.set_stage(CallStage::Recorded { ready, notes, before });
+                        self.pipeline.effect(OnDurable::Launch);
+                    }
+                }
+            }
+            (Some(CallStage::RecordingAfter { result, .. }), JobOutcome::RecordedAfter { ops, changes }) => {
+                for op in ops {
+                    self.pipeline.op(op);
+                }
+                self.finish_call(result, changes);
+            }
+            (Some(stage), _) => self.set_stage(stage),
+            (None, _) => {}
+        }
+    }
+
+    /// The call's records are durable: run it.
+    pub(super) fn launch_recorded(&mut self) {
+        match self.take_stage() {
+            Some(CallStage::Recorded { ready, notes, before }) => self.launch(ready, notes, before),
+            Some(other) => self.set_stage(other),
+            None => {}
+        }
+    }
+
+    fn launch(&mut self, (tool, args): Ready, notes: Vec<String>, before: Before) {
+        let Some((_, call_id, _)) = self.running_ids() else { return };
+        let timeout = super::tools::timeout_for(tool.as_ref(), &self.config);
+        let ctx = ToolCtx {
+            sandbox: super::tools::sandbox_for(&self.row.cwd, &self.config),
+            call_id,
+            limits: self.tool_limits(),
+            output: None,
+            file_hashes: self.file_hashes.clone(),
+            about: (tool.name() == "introspect").then(|| Arc::new(self.introspection())),
+            library: None,
+            timeout: Some(timeout),
+        };
+        self.out.push(Effect::RunTool(Box::new(ToolRun { tool, args, ctx, timeout })));
+        self.set_stage(CallStage::Running { notes, before });
+    }
+
+    /// Live output of the running call, shown to clients as it comes
+    /// (journaled like everything else; consecutive pieces merge).
+    pub(super) fn on_tool_output(&mut self, out: ToolOutput) {
+        let OperationState::ToolLoop(l) = &mut self.state else { return };
+        let Some(r) = &mut l.running else { return };
+        let call_id = r.id.clone();
+        let text = r.scrubber(out.stream).push(&out.text);
+        if !text.is_empty() {
+            self.pipeline.tool_output(call_id, out.stream, text);
+        }
+    }
+
+    /// The call ran: its `PostToolUse` hooks, then what it changed.
+    pub(super) fn on_tool_done(&mut self, end: ToolEnd) {
+        let Some(CallStage::Running { notes, before }) = self.take_stage() else { return };
+        let Some((_, _, name)) = self.running_ids() else { return };
+        let stopped = |message: &str| ToolError::ExecutionFailed { tool: name.clone(), message: message.into() };
+        let result = match end {
+            ToolEnd::Finished(result) => result,
+            ToolEnd::Panicked => Err(stopped("the tool panicked")),
+            ToolEnd::Stopped => Err(stopped("the tool was stopped")),
+        };
+        let post = self.hooks.matching(HookEvent::PostToolUse, Some(&name));
+        if post.is_empty() {
+            return self.record_after(with_notes(result, &notes, &name), before);
+        }
+        let input = self.state_args().unwrap_or(Value::Null);
+        let response = match &result {
+            Ok(text) => json!({"output": text, "is_error": false}),
+            Err(e) => json!({"output": e.to_string(), "is_error": true}),
+        };
+        let extra = json!({"tool_name": name, "tool_input": input, "tool_response": response});
+        let job = self.run_hooks(post, HookEvent::PostToolUse, extra, Some(name));
+        self.set_stage(CallStage::PostHooks { job, result, notes, before });
+    }
+
+    /// The running call's arguments, for its `PostToolUse` hooks.
+    fn state_args(&self) -> Option<Value> {
+        let OperationState::ToolLoop(l) = &self.state else { return None };
+        l.running.as_ref().map(|r| r.args.clone())
+    }
+
+    fn record_after(&mut self, result: Result<String, ToolError>, before: Before) {
+        if before.touched.is_empty() && before.scanned.is_none() {
+            return self.finish_call(result, Vec::new());
+        }
+        let Some((node_id, call_id, _)) = self.running_ids() else { return };
+        let job = self.new_job();
+        self.out.push(Effect::RecordAfter(Box::new(RecordAfter {
+            job,
+            session_id: self.row.id.clone(),
+            node_id,
+            call_id,
+            before,
+            sandbox: super::tools::sandbox_for(&self.row.cwd, &self.config),
+        })));
+        self.set_stage(CallStage::RecordingAfter { job, result });
+    }
+
+    /// The call is done: its output held back, the files it changed and
+    /// its result are written, and the next call waits for them.
+    fn finish_call(&mut self, result: Result<String, ToolError>, changes: Vec<FileAfter>) {
+        let OperationState::ToolLoop(l) = &mut self.state else { return };
+        let Some(mut running) = l.running.take() else { return };
+        // What the scrubbers held back, before the result.
+        for stream in ["stdout", "stderr"] {
+            let rest = running.scrubber(stream).finish();
+            if !rest.is_empty() {
+                self.pipeline.tool_output(running.id.clone(), stream, rest);
+            }
+        }
+        // What the call left in the files it touched, with its result.
+        for change in changes {
+            if let (Some((hash, _)), Some(data)) = (&change.after, change.data)
+                && let Some(blob) = StoreOp::blob(hash.clone(), data)
+            {
+                self.pipeline.op(blob);
+            }
+            self.pipeline.op(StoreOp::EndChange {
+                node_id: running.node_id.clone(),
+                path: change.path,
+                after: change.after,
+            });
+        }
+        self.record_result(&running.id, &running.name, result, Some(running.node_id));
+    }
+}
+
+/// The result with what hooks said about it.
+fn with_notes(result: Result<String, ToolError>, notes: &[String], tool: &str) -> Result<String, ToolError> {
+    if notes.is_empty() {
+        return result;
+    }
+    let tail = format!("\n--- hooks ---\n{}", notes.join("\n"));
+    match result {
+        Ok(text) => Ok(text + &tail),
+        Err(e) => Err(ToolError::ExecutionFailed { tool: tool.to_string(), message: format!("{e}{tail}") }),
+    }
+}
