@@ -203,10 +203,20 @@ impl Transcript {
                     None => stdout_result(writeln!(out, "[{}] bookmark {name} deleted by {who}", ev.seq)),
                 }
             }
-            EventKind::FilesRestored { node, files } => {
+            EventKind::RewindStarted { node, files, .. } => {
                 self.end_text(&mut out);
                 let at = node.as_deref().unwrap_or("the start");
-                stdout_result(writeln!(out, "[{}] {} file(s) put back as at {at} by {who}", ev.seq, files.len()));
+                stdout_result(writeln!(out, "[{}] putting {} file(s) back as at {at} ({who})", ev.seq, files.len()));
+            }
+            EventKind::FilesRestored { node, files, recovered } => {
+                self.end_text(&mut out);
+                let at = node.as_deref().unwrap_or("the start");
+                let by = if *recovered {
+                    "on restart (forged had stopped during the rewind)".to_string()
+                } else {
+                    format!("by {who}")
+                };
+                stdout_result(writeln!(out, "[{}] {} file(s) put back as at {at} {by}", ev.seq, files.len()));
             }
             EventKind::SessionForked { from, node } => {
                 self.end_text(&mut out);

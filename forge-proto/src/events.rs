@@ -87,6 +87,22 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         node: Option<String>,
         files: Vec<crate::types::RestoredFile>,
+        /// Finished on restart: the daemon stopped during the rewind that
+        /// `rewind_started` announced.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        recovered: bool,
+    },
+    /// A rewind is about to move files (its intent, durable before the
+    /// first file moves): `files` as `files_restored` will report them,
+    /// `steps` what each is to hold. A daemon stopped before its
+    /// `files_restored` finishes it on restart. With `conversation`, the
+    /// head then moves to `node` (no `node`: the conversation is cleared).
+    RewindStarted {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        node: Option<String>,
+        conversation: bool,
+        files: Vec<crate::types::RestoredFile>,
+        steps: Vec<crate::types::RewindStep>,
     },
     /// A bookmark was set (`node_id`) or deleted (no `node_id`).
     BookmarkSet {

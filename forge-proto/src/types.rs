@@ -84,6 +84,8 @@ pub enum OperationStateKind {
     SummarizingWithQueued,
     SummarizationRetryWithQueued,
     PersistenceBlocked,
+    /// A rewind is moving files (journaled first: a restart finishes it).
+    Rewinding,
     #[serde(other)]
     Unknown,
 }
@@ -102,6 +104,7 @@ impl OperationStateKind {
             Self::SummarizingWithQueued => "summarizing_with_queued",
             Self::SummarizationRetryWithQueued => "summarization_retry_with_queued",
             Self::PersistenceBlocked => "persistence_blocked",
+            Self::Rewinding => "rewinding",
             Self::Unknown => "unknown",
         }
     }
@@ -120,6 +123,7 @@ impl OperationStateKind {
             | Self::SummarizingWithQueued
             | Self::SummarizationRetryWithQueued => "summary",
             Self::PersistenceBlocked => "journal_reset",
+            Self::Rewinding => "files",
             Self::Unknown => "-",
         }
     }
@@ -282,6 +286,17 @@ pub struct BranchInfo {
     pub head: bool,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bookmarks: Vec<String>,
+}
+
+/// What a rewind is to leave in one file: content (by SHA-256) and mode,
+/// or no file (`hash` absent).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RewindStep {
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash: Option<String>,
+    #[serde(default)]
+    pub mode: u32,
 }
 
 /// A file a rewind (or a checkout with `restore_files`) put back.

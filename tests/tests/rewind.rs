@@ -194,3 +194,42 @@ async fn a_crash_between_a_change_and_its_result_leaves_a_record_that_rewind_use
     assert_eq!(std::fs::read_to_string(dir.join("a.txt")).ok().as_deref(), Some("kept\n"), "the patched file is back");
     assert_eq!(history(&forge, &id).await.len(), 4, "the two crashed turns are undone");
 }
+
+/// The daemon dies (SIGKILL) in the middle of an undo, 15 of 40 files
+/// put back: on restart it finishes the undo from its journaled intent,
+/// says so, and the conversation moves as the undo asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_undo_cut_by_a_crash_is_finished_on_restart() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = project.path().to_path_buf();
+    let id = forge.new_session(&["--cwd", &dir.display().to_string(), "--name", "u"]).await;
+    let command = "for i in $(seq 10 49); do echo $i > f$i.txt; done";
+    forge
+        .ok(&["send", "--auto-approve", "-s", "u", &format!("{} go", call("run_command", json!({"command": command})))])
+        .await;
+    let count = || (10..50).filter(|i| dir.join(format!("f{i}.txt")).exists()).count();
+    assert_eq!(count(), 40);
+
+    forge.terminate().await;
+    forge.set_env("FORGE_CRASH_AFTER_RESTORED", "15");
+    forge.start().await;
+    let cut = forge.ctl(&["undo", "u"]).await;
+    assert_ne!(cut.code, 0, "the daemon died mid-undo: {} {}", cut.stdout, cut.stderr);
+    forge.kill9().await;
+    assert_eq!(count(), 25, "15 files were put back before the crash");
+
+    forge.set_env("FORGE_CRASH_AFTER_RESTORED", "");
+    forge.start().await;
+    let events = forge.ok(&["--json", "attach", "u", "--from", "1", "--until-idle"]).await.json_lines();
+    assert_eq!(count(), 0, "the undo was finished on restart");
+    let finished = events.iter().find(|e| e["kind"] == "files_restored").cloned().unwrap_or_default();
+    assert_eq!(finished["recovered"], true, "{events:?}");
+    assert_eq!(finished["files"].as_array().map(Vec::len), Some(40));
+    assert!(events.iter().any(|e| e["kind"] == "history_cleared"), "the conversation moved as asked");
+    assert!(history(&forge, &id).await.is_empty());
+    let shown = forge.ok(&["attach", "u", "--from", "1", "--until-idle"]).await.stdout;
+    assert!(shown.contains("on restart"), "{shown}");
+}

@@ -42,6 +42,8 @@ pub async fn run(g: &Global, a: AttachArgs) -> Result<(), Failure> {
     let mut live = false;
     // Waiting for a person: nothing happens until someone answers.
     let mut waiting_decision = false;
+    // A rewind is moving files (`rewind_started` without its end yet).
+    let mut rewinding = false;
     if from_live {
         // Nothing is replayed, so learn what the session is doing as we
         // join, then follow every event after that moment.
@@ -49,6 +51,7 @@ pub async fn run(g: &Global, a: AttachArgs) -> Result<(), Failure> {
         use forge_proto::OperationStateKind as K;
         match info.state {
             K::Idle => {}
+            K::Rewinding => rewinding = true,
             K::AwaitingApproval | K::AwaitingToolResults | K::ToolRecovery | K::PersistenceBlocked => {
                 running = Some(String::new());
                 waiting_decision = true;
@@ -56,7 +59,7 @@ pub async fn run(g: &Global, a: AttachArgs) -> Result<(), Failure> {
             _ => running = Some(String::new()),
         }
         queued_before = info.queued_messages;
-        if a.until_idle && running.is_none() && queued_before == 0 {
+        if a.until_idle && running.is_none() && !rewinding && queued_before == 0 {
             return Ok(());
         }
         from_seq = Some(info.last_seq + 1);
@@ -89,6 +92,8 @@ pub async fn run(g: &Global, a: AttachArgs) -> Result<(), Failure> {
                         running = Some(message_id.clone());
                     }
                     EventKind::TurnFinished { .. } => running = None,
+                    EventKind::RewindStarted { .. } => rewinding = true,
+                    EventKind::FilesRestored { .. } => rewinding = false,
                     EventKind::QueueCleared { .. } => {
                         queued.clear();
                         queued_before = 0;
@@ -112,8 +117,8 @@ pub async fn run(g: &Global, a: AttachArgs) -> Result<(), Failure> {
                 } else {
                     transcript.event(&ev);
                 }
-                let finished = matches!(ev.kind, EventKind::TurnFinished { .. });
-                let idle = finished && running.is_none() && queued.is_empty() && queued_before == 0;
+                let finished = matches!(ev.kind, EventKind::TurnFinished { .. } | EventKind::FilesRestored { .. });
+                let idle = finished && running.is_none() && !rewinding && queued.is_empty() && queued_before == 0;
                 if a.until_idle && live && (idle || waiting_decision) {
                     transcript.finish();
                     return Ok(());
@@ -124,7 +129,9 @@ pub async fn run(g: &Global, a: AttachArgs) -> Result<(), Failure> {
                 if g.json {
                     json_line(&SubscriptionItem::Live { last_seq });
                 }
-                if a.until_idle && ((running.is_none() && queued.is_empty() && queued_before == 0) || waiting_decision)
+                if a.until_idle
+                    && ((running.is_none() && !rewinding && queued.is_empty() && queued_before == 0)
+                        || waiting_decision)
                 {
                     transcript.finish();
                     return Ok(());

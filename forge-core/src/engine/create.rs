@@ -129,24 +129,6 @@ impl Engine {
     ) -> Result<SessionInfo, EngineError> {
         self.check_running()?;
         let id = self.resolve(selector).await?;
-        // Moving the origin's files: no turn of it starts meanwhile, and
-        // none may be running.
-        let lock = self.files_lock(&id).await;
-        let _moving = match files.0 {
-            true => Some(lock.lock().await),
-            false => None,
-        };
-        if files.0 {
-            let handle = self.handle_for(&id).await?;
-            if !matches!(handle.snapshot.borrow().state, forge_proto::OperationStateKind::Idle) {
-                return Err(EngineError::new(
-                    ErrorKind::SessionBusy,
-                    format!(
-                        "session {id} is running a turn; wait for it to end (or cancel it), then fork with --restore-files"
-                    ),
-                ));
-            }
-        }
         let row = self.shared().store.session(&id).await?.ok_or_else(|| EngineError::not_found(&id))?;
         let node = match node {
             Some(n) => self.resolve_node(&id, n).await?.1,
@@ -161,20 +143,31 @@ impl Engine {
         if forest.get(&node)?.role == forge_proto::Role::Summary {
             return Err(EngineError::new(ErrorKind::InvalidParams, "a fork starts at a message, not at a summary"));
         }
-        // Files first: a conflict stops the fork before it exists.
-        let mut moved = forge_proto::RewindResult {
-            session_id: id.clone(),
-            node: Some(node.clone()),
-            files: Vec::new(),
-            unknown: Vec::new(),
-            dry_run: false,
-            diff: None,
-            conversation: true,
-        };
+        // Files first (the origin moves them, as a rewind that leaves its
+        // conversation): a conflict stops the fork before it exists.
+        let mut moved = Vec::new();
         if files.0 {
-            let from = Self::path_ids(&forest, row.head_id.as_deref())?;
-            let to = Self::path_ids(&forest, Some(&node))?;
-            self.move_files(&id, &from, &to, false, files.1, &mut moved).await?;
+            let args = crate::session::machine::rewind::RewindArgs {
+                node: Some(node.clone()),
+                last_turn: false,
+                files: true,
+                conversation: false,
+                dry_run: false,
+                force: files.1,
+                client: client.clone(),
+            };
+            let handle = self.handle_for(&id).await?;
+            moved = handle.request(|reply| SessionCmd::Rewind { args, reply }).await.map_err(|e| {
+                match e.kind {
+                    ErrorKind::SessionBusy => EngineError::new(
+                        ErrorKind::SessionBusy,
+                        format!(
+                            "session {id} is running a turn; wait for it to end (or cancel it), then fork with --restore-files"
+                        ),
+                    ),
+                    _ => e,
+                }
+            })?.files;
         }
         // The source session's directory was accepted when it was made.
         let req = CreateSession {
@@ -185,20 +178,12 @@ impl Engine {
             allow_broad_root: true,
         };
         let info = self.create_session_at(req, client.clone(), Some((id, node.clone()))).await?;
-        if !moved.files.is_empty() {
+        if !moved.is_empty() {
             let handle = self.handle_for(&info.id).await?;
-            let files = moved.files;
+            let files = moved;
             handle.request(|reply| SessionCmd::FilesRestored { node: Some(node), files, client, reply }).await?;
         }
         Ok(info)
-    }
-
-    /// The node ids from the root to `head` (empty for none).
-    pub(super) fn path_ids(forest: &Forest, head: Option<&str>) -> Result<Vec<String>, EngineError> {
-        Ok(match head {
-            Some(h) => forest.path(h)?.into_iter().map(|n| n.id.clone()).collect(),
-            None => Vec::new(),
-        })
     }
 
     /// A whole session as JSON lines (see [`crate::export`]).

@@ -105,10 +105,6 @@ struct Inner {
     sessions: Mutex<HashMap<String, SessionHandle>>,
     /// Serialises name changes so two sessions never get one name.
     names: Mutex<()>,
-    /// Per session: held while a rewind moves its files (from its idle
-    /// check to the head's move), and while a message is sent or a
-    /// message edited, so no turn starts in the middle of a rewind.
-    files: Mutex<HashMap<String, Arc<Mutex<()>>>>,
     shutting_down: AtomicBool,
 }
 
@@ -151,7 +147,6 @@ impl Engine {
                 shared,
                 sessions: Mutex::new(HashMap::new()),
                 names: Mutex::new(()),
-                files: Mutex::new(HashMap::new()),
                 shutting_down: AtomicBool::new(false),
             }),
         };
@@ -441,8 +436,6 @@ impl Engine {
             false => self.shared().store.user_messages_under_head(&handle.id, &text).await?,
         };
         let (n, continued) = (options.n.unwrap_or(1), options.continued);
-        let files = self.files_lock(&handle.id).await;
-        let _no_rewind = files.lock().await;
         handle.request(|reply| SessionCmd::Send { text, client, same, n, continued, reply }).await
     }
 

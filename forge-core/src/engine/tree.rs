@@ -85,9 +85,7 @@ impl Engine {
     /// The file changes recorded in a session and the sessions it was
     /// forked from (a fork shares their nodes).
     pub(super) async fn lineage_changes(&self, id: &str) -> Result<Vec<crate::rewind::Change>, EngineError> {
-        let store = &self.shared().store;
-        let sessions = store.lineage(id).await?;
-        Ok(store.file_changes(&sessions).await?)
+        crate::session::lineage_changes(&self.shared().store, id).await
     }
 
     /// Where each branch of a session's tree ends.
@@ -136,13 +134,12 @@ impl Engine {
         self.check_running()?;
         let handle = self.handle_for(selector).await?;
         let (_, node) = self.resolve_node(&handle.id, node).await?;
-        let files = self.files_lock(&handle.id).await;
-        let _no_rewind = files.lock().await;
         handle.request(|reply| SessionCmd::Edit { node, text, client, reply }).await
     }
 
     /// Rewinds a session to `node` (the last turn's start if none): the
-    /// files tools changed since are put back, then the head moves there.
+    /// files tools changed since are put back, then the head moves there
+    /// (the session does it, in its `Rewinding` state).
     #[allow(clippy::too_many_arguments)]
     pub async fn rewind(
         &self,
@@ -156,194 +153,21 @@ impl Engine {
     ) -> Result<forge_proto::RewindResult, EngineError> {
         self.check_running()?;
         let handle = self.handle_for(selector).await?;
-        let id = handle.id.clone();
-        // From the head read to the head moved, no turn starts.
-        let lock = self.files_lock(&id).await;
-        let _moving = lock.lock().await;
-        let store = &self.shared().store;
-        let row = store.session(&id).await?.ok_or_else(|| EngineError::not_found(&id))?;
-        let (forest, target) = match node {
-            Some(n) => {
-                let (forest, n) = self.resolve_node(&id, n).await?;
-                if forest.get(&n)?.role == forge_proto::Role::Summary {
-                    return Err(EngineError::new(ErrorKind::InvalidParams, "rewind to a message, not to a summary"));
-                }
-                (forest, Some(n))
-            }
-            None => {
-                let forest = Forest::new(store.tree(&id).await?);
-                let path = Self::path_ids(&forest, row.head_id.as_deref())?;
-                let last_user =
-                    path.iter().rev().find(|n| forest.get(n).is_ok_and(|n| n.role == forge_proto::Role::User));
-                let Some(last_user) = last_user.cloned() else {
-                    return Err(EngineError::new(
-                        ErrorKind::InvalidParams,
-                        "nothing to undo: the conversation has no turn",
-                    ));
-                };
-                let parent = forest.get(&last_user)?.parent_id.clone();
-                (forest, parent)
-            }
+        let node = match node {
+            Some(n) => Some(self.resolve_node(&handle.id, n).await?.1),
+            None => None,
         };
-        if !matches!(handle.snapshot.borrow().state, forge_proto::OperationStateKind::Idle) {
-            return Err(EngineError::new(
-                ErrorKind::SessionBusy,
-                format!("session {id} is running a turn; wait for it to end (or cancel it), then rewind"),
-            ));
-        }
-        let from = Self::path_ids(&forest, row.head_id.as_deref())?;
-        let to = Self::path_ids(&forest, target.as_deref())?;
-        let mut result = forge_proto::RewindResult {
-            session_id: id.clone(),
-            node: target.clone(),
-            files: Vec::new(),
-            unknown: Vec::new(),
+        let last_turn = node.is_none();
+        let args = crate::session::machine::rewind::RewindArgs {
+            node,
+            last_turn,
+            files,
+            conversation,
             dry_run,
-            diff: None,
-            conversation: conversation && !dry_run,
+            force,
+            client,
         };
-        if files {
-            self.move_files(&id, &from, &to, dry_run, force, &mut result).await?;
-        }
-        if dry_run {
-            return Ok(result);
-        }
-        if !result.files.is_empty() {
-            let (node, files) = (target.clone(), result.files.clone());
-            let client = client.clone();
-            handle.request(|reply| SessionCmd::FilesRestored { node, files, client, reply }).await?;
-        }
-        if conversation {
-            match target {
-                Some(node) => handle.request(|reply| SessionCmd::Checkout { node, client, reply }).await?,
-                None => handle.request(|reply| SessionCmd::Clear { client, reply }).await?,
-            }
-        }
-        Ok(result)
-    }
-
-    /// Moves the files of session `id` (and what its forks' origins
-    /// recorded) from their state at the end of `from` to the end of `to`.
-    pub(super) async fn move_files(
-        &self,
-        id: &str,
-        from: &[String],
-        to: &[String],
-        dry_run: bool,
-        force: bool,
-        result: &mut forge_proto::RewindResult,
-    ) -> Result<(), EngineError> {
-        let store = &self.shared().store;
-        let changes = self.lineage_changes(id).await?;
-        let steps = crate::rewind::plan(from, to, &changes);
-        // What each file holds now, read off the session task.
-        let paths: Vec<String> = steps.iter().map(|s| s.path.clone()).collect();
-        let current = tokio::task::spawn_blocking(move || {
-            paths.iter().map(|p| crate::rewind::read_state(Path::new(p))).collect::<Vec<_>>()
-        })
-        .await
-        .map_err(|e| EngineError::internal(e.to_string()))?;
-        let mut todo = Vec::new();
-        let mut conflicts = Vec::new();
-        for (step, now) in steps.into_iter().zip(current) {
-            let now =
-                now.map_err(|e| EngineError::new(ErrorKind::InvalidParams, format!("cannot read {}: {e}", step.path)))?;
-            let now_state = now.as_ref().map(|(data, mode)| (crate::rewind::hash(data), *mode));
-            let Some(target) = step.target.clone() else {
-                result.unknown.push(step.path.clone());
-                continue;
-            };
-            if target == now_state {
-                continue;
-            }
-            let conflict = step.expected.as_ref().is_some_and(|e| *e != now_state);
-            if conflict {
-                conflicts.push(step.path.clone());
-            }
-            let action = match (&now_state, &target) {
-                (Some(_), None) => "delete",
-                (None, Some(_)) => "create",
-                _ => "restore",
-            };
-            result.files.push(forge_proto::RestoredFile {
-                path: step.path.clone(),
-                action: action.into(),
-                conflict,
-                overwritten: None,
-                note: None,
-            });
-            todo.push((step.path, now, target, step.expected));
-        }
-        if !conflicts.is_empty() && !force && !dry_run {
-            return Err(EngineError::new(
-                ErrorKind::RewindConflict,
-                format!(
-                    "these files changed outside Forge since Forge last changed them, and were left as they are: {}. \
-                     Look at them (--dry-run shows the diff), then rewind with --force to overwrite them (what they hold is kept)",
-                    conflicts.join(", ")
-                ),
-            ));
-        }
-        let mut diff = String::new();
-        for ((path, now, target, expected), file) in todo.into_iter().zip(result.files.iter_mut()) {
-            let target_data = match &target {
-                Some((hash, mode)) => match store.blob(hash).await? {
-                    Some(data) => Some((data, *mode)),
-                    // Content holding a secret is never stored.
-                    None => {
-                        file.action = "kept".into();
-                        file.note = Some("its recorded content held a secret, which Forge does not store".into());
-                        continue;
-                    }
-                },
-                None => None,
-            };
-            if dry_run {
-                diff.push_str(&crate::rewind::unified_diff(
-                    &path,
-                    now.as_ref().map(|(d, _)| d.as_slice()),
-                    target_data.as_ref().map(|(d, _)| d.as_slice()),
-                ));
-                continue;
-            }
-            if file.conflict {
-                // Forced: what is overwritten is kept, as a change made
-                // after the head it leaves, so going back there (checkout
-                // with --restore-files) brings it back.
-                let mut ops = Vec::new();
-                let after = now.as_ref().map(|(data, mode)| {
-                    let hash = crate::rewind::hash(data);
-                    ops.extend(StoreOp::blob(hash.clone(), data.clone()));
-                    file.overwritten = Some(hash.clone());
-                    (hash, *mode)
-                });
-                // (With no head, under the session's own id: on no path,
-                // but its content is kept.)
-                let node_id = from.last().cloned().unwrap_or_else(|| id.to_string());
-                ops.push(StoreOp::RecordChange {
-                    session_id: id.to_string(),
-                    node_id,
-                    call_id: "edited-by-hand".into(),
-                    path: path.clone(),
-                    before: expected.flatten(),
-                    after,
-                    created_ms: crate::ids::now_ms(),
-                });
-                let batch = crate::journal::WriteBatch { ops };
-                self.shared().writer.write(batch).await.map_err(|e| EngineError::blocked(&e.to_string()))?;
-            }
-            let p = PathBuf::from(&path);
-            tokio::task::spawn_blocking(move || {
-                crate::rewind::write_state(&p, target_data.as_ref().map(|(d, m)| (d.as_slice(), *m)))
-            })
-            .await
-            .map_err(|e| EngineError::internal(e.to_string()))?
-            .map_err(|e| EngineError::internal(format!("cannot restore {path}: {e}")))?;
-        }
-        if dry_run {
-            result.diff = Some(diff);
-        }
-        Ok(())
+        handle.request(|reply| SessionCmd::Rewind { args, reply }).await
     }
 
     pub async fn bookmark(
@@ -387,10 +211,5 @@ impl Engine {
         let handle = self.handle_for(selector).await?;
         let (_, node) = self.resolve_node(&handle.id, node).await?;
         handle.request(|reply| SessionCmd::Split { node, at, client, reply }).await
-    }
-
-    /// The lock a rewind of session `id` holds (see `Inner::files`).
-    pub(super) async fn files_lock(&self, id: &str) -> Arc<Mutex<()>> {
-        self.inner.files.lock().await.entry(id.to_string()).or_default().clone()
     }
 }

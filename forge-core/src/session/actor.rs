@@ -311,6 +311,16 @@ impl SessionActor {
                 let failed = || JobOutcome::RecordedAfter { ops: Vec::new(), changes: Vec::new() };
                 self.job(id, super::tool_task::record_after(recorder, *job), failed);
             }
+            Effect::PlanRewind(job) => {
+                let (id, store) = (job.job, self.shared.store.clone());
+                let failed = || JobOutcome::RewindPlanned(Err(EngineError::internal("planning the rewind failed")));
+                self.job(id, super::rewind_task::plan(store, *job), failed);
+            }
+            Effect::RestoreFiles(job) => {
+                let (id, store) = (job.job, self.shared.store.clone());
+                let failed = || JobOutcome::FilesRestored { done: 0, error: Some("restoring the files failed".into()) };
+                self.job(id, super::rewind_task::restore(store, *job), failed);
+            }
             Effect::Refresh { then } => return Some(self.refresh(then)),
             Effect::StopTool => {
                 if let Some(tool) = self.tool.take() {

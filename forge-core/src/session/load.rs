@@ -6,6 +6,7 @@ use std::collections::HashSet;
 
 use forge_proto::{EventKind, SessionEvent, ToolCallRecord};
 
+use super::machine::rewind::RewindIntent;
 use super::machine::{Durable, RecoveredStream, Unfinished, chat_message};
 use crate::engine::Shared;
 use crate::error::EngineError;
@@ -38,7 +39,26 @@ pub(super) async fn durable(shared: &Shared, row: SessionRow, recovering: bool) 
         _ => None,
     };
     let interrupted_changes = store.interrupted_changes(&row.id).await?;
-    Ok(Durable { row, queue, path, unfinished, spent, summaries, in_force, interrupted_changes })
+    let rewind = if recovering { unfinished_rewind(store, &row.id).await? } else { None };
+    Ok(Durable { row, queue, path, unfinished, spent, summaries, in_force, interrupted_changes, rewind })
+}
+
+/// A rewind whose intent (`rewind_started`) is durable and whose end
+/// (`files_restored`) is not.
+async fn unfinished_rewind(store: &Store, id: &str) -> Result<Option<RewindIntent>, EngineError> {
+    let Some((started, body)) = store.last_event_of_kind(id, "rewind_started").await? else { return Ok(None) };
+    if store.last_seq_of_kind(id, "files_restored").await? > started {
+        return Ok(None);
+    }
+    let event: SessionEvent = serde_json::from_value(body)
+        .map_err(|e| EngineError::internal(format!("the journal's rewind_started cannot be read: {e}")))?;
+    let EventKind::RewindStarted { node, conversation, files, steps } = event.kind else { return Ok(None) };
+    let path = match (conversation, &node) {
+        (false, _) => None,
+        (true, None) => Some(Vec::new()),
+        (true, Some(n)) => Some(history(store, Some(n)).await?),
+    };
+    Ok(Some(RewindIntent { node, files, steps, path }))
 }
 
 /// Tokens and estimated cost of provider responses (of one session, or

@@ -7,6 +7,9 @@ pub(crate) mod actor;
 pub mod live;
 pub(crate) mod load;
 pub(crate) mod machine;
+mod rewind_task;
+
+pub(crate) use rewind_task::lineage_changes;
 pub mod subscription;
 mod tool_task;
 
@@ -132,8 +135,12 @@ pub(crate) enum SessionCmd {
         client: ClientRef,
         reply: Reply<forge_proto::SplitResult>,
     },
-    /// Files were put back (by the engine, while the session was idle):
-    /// tell every client.
+    /// Rewinds the files and (or) the conversation (see `machine/rewind.rs`).
+    Rewind {
+        args: machine::rewind::RewindArgs,
+        reply: Reply<forge_proto::RewindResult>,
+    },
+    /// Files were put back (for a fork, by its origin): tell every client.
     FilesRestored {
         node: Option<String>,
         files: Vec<forge_proto::RestoredFile>,

@@ -485,7 +485,9 @@ impl Store {
             "SELECT session_id FROM queued_messages UNION SELECT session_id FROM streams
              UNION SELECT s.id FROM sessions s WHERE
                (SELECT MAX(seq) FROM events e WHERE e.session_id = s.id AND e.kind = 'turn_started') >
-               COALESCE((SELECT MAX(seq) FROM events e WHERE e.session_id = s.id AND e.kind = 'turn_finished'), 0)",
+               COALESCE((SELECT MAX(seq) FROM events e WHERE e.session_id = s.id AND e.kind = 'turn_finished'), 0)
+               OR (SELECT MAX(seq) FROM events e WHERE e.session_id = s.id AND e.kind = 'rewind_started') >
+               COALESCE((SELECT MAX(seq) FROM events e WHERE e.session_id = s.id AND e.kind = 'files_restored'), 0)",
         )
         .fetch_all(&self.pool())
         .await?)

@@ -109,6 +109,14 @@ pub(crate) enum JobOutcome {
         ops: Vec<StoreOp>,
         changes: Vec<FileAfter>,
     },
+    /// What a rewind does to the files.
+    RewindPlanned(Result<Box<super::rewind::RewindPlan>, crate::error::EngineError>),
+    /// A rewind's files were written: the first `done`, and why it
+    /// stopped there if it did.
+    FilesRestored {
+        done: usize,
+        error: Option<String>,
+    },
 }
 
 impl Session {
@@ -116,6 +124,8 @@ impl Session {
     pub(super) fn on_job_done(&mut self, job: u64, outcome: JobOutcome) {
         match outcome {
             JobOutcome::Hooks(runs) => self.on_hooks_ran(job, runs),
+            JobOutcome::RewindPlanned(plan) => self.on_rewind_planned(job, plan),
+            JobOutcome::FilesRestored { done, error } => self.on_files_restored(job, done, error),
             other if self.tool_stage_job() == Some(job) => self.call_stage_done(other),
             _ => tracing::debug!(session = %self.row.id, job, "a call no longer running reported back: dropped"),
         }

@@ -112,11 +112,12 @@ impl Session {
             SessionCmd::Shutdown { reply } => self.begin_shutdown(Some(reply)),
             SessionCmd::FilesRestored { node, files, client, reply } => {
                 if let Some(reply) = self.admit(reply, Access::Write) {
-                    self.pipeline.event(Some(client), EventKind::FilesRestored { node, files });
+                    self.pipeline.event(Some(client), EventKind::FilesRestored { node, files, recovered: false });
                     self.reply_when_durable(reply, Ok(()));
                 }
             }
             cmd @ (SessionCmd::Checkout { .. }
+            | SessionCmd::Rewind { .. }
             | SessionCmd::Edit { .. }
             | SessionCmd::Bookmark { .. }
             | SessionCmd::DeleteNode { .. }
@@ -367,11 +368,16 @@ impl Session {
             let err = self.busy("cancel it first, then clear");
             return self.out.push(Effect::Reply(ReadyReply::now(reply, Err(err))));
         }
+        self.clear_history(client);
+        self.pipeline.effect(OnDurable::Reply(Responder::with(reply, ())));
+    }
+
+    /// The conversation starts over (the tree keeps every node).
+    pub(super) fn clear_history(&mut self, client: ClientRef) {
         self.path.clear();
         self.row.head_id = None;
         self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: None });
         self.pipeline.event(Some(client), EventKind::HistoryCleared {});
-        self.pipeline.effect(OnDurable::Reply(Responder::with(reply, ())));
     }
 
     fn on_remove(&mut self, reply: Reply<()>) {

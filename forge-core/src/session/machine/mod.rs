@@ -16,18 +16,24 @@
 //! outbox, cut into a numbered batch (`Effect::Write`), and applied and
 //! published only with the writer's [`PersistedProof`] from its ack.
 //!
+//! - [`journal`]: batches, acks, applying what is durable, blocking.
 //! - [`commands`]: what each client command does.
 //! - [`turn`]: a turn's stream, from the user message to the answer.
 //! - [`tools`]: the tool loop of a turn, approvals included.
+//! - [`call`]: one tool call's stages; [`hooks`]: hooks as transitions.
+//! - [`rewind`]: files put back, as the `Rewinding` state.
 //! - [`recovery`]: what the store says was left unfinished.
 
 mod approvals;
 mod budget;
 pub(crate) mod call;
 mod commands;
+mod history;
 pub(crate) mod hooks;
+mod journal;
 pub(crate) mod pipeline;
 mod recovery;
+pub(crate) mod rewind;
 mod state;
 mod summarize;
 #[cfg(test)]
@@ -40,10 +46,10 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use forge_proto::{EventKind, JournalHealth, OperationStateKind};
+use forge_proto::OperationStateKind;
 use tokio::sync::oneshot;
 
-use self::pipeline::{AckOutcome, Entry, MAX_PERSISTED_APPLIES_PER_TICK, Persisted, Pipeline};
+use self::pipeline::Pipeline;
 use self::state::OperationState;
 use super::{SessionCmd, Snapshot};
 use crate::config::ForgeConfig;
@@ -53,9 +59,9 @@ use crate::provider::{ChatMessage, ChatRequest, ProviderEvent, ProviderSettings}
 use crate::store::{QueuedRow, SessionRow};
 use crate::tools::{ToolCtx, ToolError, ToolExecutor, ToolOutput, ToolRegistry};
 
+pub(crate) use history::chat_message;
 pub(crate) use recovery::{Durable, RecoveredStream, RecoveryCause, Unfinished};
 pub(crate) use state::fold_tool_call;
-pub(crate) use turn::chat_message;
 
 /// Provider events a burst may hold (see `Event::Provider`): the shell
 /// takes no more before it looks at its other inputs again.
@@ -140,6 +146,10 @@ pub(crate) enum Effect {
     RecordBefore(Box<call::RecordBefore>),
     /// Read what a call changed; back as `Event::JobDone`.
     RecordAfter(Box<call::RecordAfter>),
+    /// Work out what a rewind does to the files; back as `Event::JobDone`.
+    PlanRewind(Box<rewind::PlanRewind>),
+    /// Write a rewind's files; back as `Event::JobDone`.
+    RestoreFiles(Box<rewind::RestoreFiles>),
     /// Read again what may have changed outside (instruction files, MCP
     /// tools, hooks), then handle the message (`Event::Refreshed`).
     Refresh { then: SessionCmd },
@@ -249,6 +259,8 @@ enum OnDurable {
     RunTool(tools::PlannedCall),
     /// The running call's records are durable: run it.
     Launch,
+    /// A rewind's intent is durable: move the files.
+    Restore,
 }
 
 /// `session.send` with `n` > 1: the answers still to ask for, and the
@@ -525,179 +537,6 @@ impl Session {
 
     fn is_blocked(&self) -> bool {
         matches!(self.state, OperationState::PersistenceBlocked { .. })
-    }
-
-    // ----- the journal -----
-
-    /// Cuts the outbox into the next batch if no write is in flight.
-    fn cut_batch(&mut self) {
-        if self.is_blocked() {
-            return;
-        }
-        if let Some((seq, batch)) = self.pipeline.take_batch() {
-            self.out.push(Effect::Write { seq, batch });
-        }
-    }
-
-    fn on_ack(&mut self, ack: JournalAck) {
-        tracing::trace!(session = %self.row.id, batch = ack.seq, ok = ack.result.is_ok(), "journal ack");
-        match self.pipeline.on_ack(ack) {
-            Ok(AckOutcome::Persisted) => {}
-            Ok(AckOutcome::Failed { reason, effects }) => {
-                let err = EngineError::blocked(&reason);
-                self.fail(effects, &err);
-                self.block(reason);
-            }
-            Err(violation) => {
-                tracing::error!(session = %self.row.id, %violation, "journal invariant violated");
-                self.block(format!("internal invariant violated: {violation}"));
-            }
-        }
-    }
-
-    /// Applies durable entries, within the per-tick budget.
-    fn apply_persisted(&mut self) {
-        for _ in 0..MAX_PERSISTED_APPLIES_PER_TICK {
-            if let Some((seqs, continuations)) = self.pipeline.next_effects() {
-                for c in continuations {
-                    self.on_durable(c, &seqs);
-                }
-                continue;
-            }
-            match self.pipeline.next_persisted() {
-                Some(Ok(p)) => self.apply(p),
-                Some(Err(violation)) => {
-                    tracing::error!(session = %self.row.id, %violation, "journal invariant violated");
-                    self.block(format!("internal invariant violated: {violation}"));
-                    return;
-                }
-                None => break,
-            }
-        }
-    }
-
-    /// One durable entry: update the state it concerns, then publish it.
-    /// Only a [`Persisted`] envelope, which carries the writer's proof,
-    /// can get here.
-    fn apply(&mut self, p: Persisted) {
-        if let Entry::Seal { info, .. } = &p.entry {
-            self.on_sealed(info.clone());
-            return;
-        }
-        if let (Entry::Event { kind, .. }, OperationState::Streaming(s)) = (&p.entry, &mut self.state) {
-            match kind {
-                EventKind::TextDelta { text } => s.text.push_str(text),
-                other => state::fold_tool_call(&mut s.tool_calls, other),
-            }
-        }
-        if let (Some(seq), Some(json)) = (p.seq, p.json) {
-            self.row.last_seq = seq;
-            self.out.push(Effect::Publish { seq, json, proof: p.proof });
-        }
-    }
-
-    fn on_durable(&mut self, c: OnDurable, seqs: &[Option<u64>]) {
-        match c {
-            OnDurable::Reply(responder) => self.out.push(Effect::Reply(responder.answer(Ok(seqs)))),
-            OnDurable::TurnDone => {
-                self.completions = None;
-                let finished = self.finished.take();
-                if matches!(self.state, OperationState::Finishing) {
-                    if self.stop_hooks(finished) {
-                        return;
-                    }
-                    self.state = OperationState::Idle;
-                }
-                self.start_next_queued();
-            }
-            OnDurable::StartQueued => self.start_next_queued(),
-            // Whoever asked it to shut down is still answered.
-            OnDurable::Removed if self.exit.is_none() => self.exit = Some(Exit::Removed),
-            OnDurable::Removed => {}
-            OnDurable::NextTool => self.next_tool(),
-            OnDurable::RunTool(call) => self.run_tool(call),
-            OnDurable::Launch => self.launch_recorded(),
-        }
-    }
-
-    /// Tells the callers among `continuations` that their command failed.
-    fn fail(&mut self, continuations: Vec<OnDurable>, err: &EngineError) {
-        for c in continuations {
-            if let OnDurable::Reply(responder) = c {
-                self.out.push(Effect::Reply(responder.answer(Err(err.clone()))));
-            }
-        }
-    }
-
-    fn on_health(&mut self, state: HealthState) {
-        match (&self.state, state.health) {
-            (OperationState::PersistenceBlocked { .. }, JournalHealth::Healthy) => {
-                // The store is writable again: start over from what is
-                // durable, recovering the stream the failure interrupted.
-                tracing::info!(session = %self.row.id, "journal healthy again: reloading the session");
-                // Nothing runs until the reload (which the shell does at
-                // once) has recovered what the failure interrupted.
-                self.state = OperationState::Idle;
-                let row = Box::new(self.row.clone());
-                self.out.push(Effect::Reload { row, cause: RecoveryCause::StoreFailure });
-            }
-            (OperationState::PersistenceBlocked { .. }, _) => {}
-            (_, JournalHealth::Blocked) => {
-                self.block(state.reason.unwrap_or_else(|| "the store cannot be written".into()));
-            }
-            _ => {}
-        }
-    }
-
-    /// The durable state is read: take it, and recover what it says was
-    /// left unfinished (unless the journal is blocked: then recovery waits
-    /// for the reset, which reloads).
-    fn on_loaded(&mut self, durable: Result<Box<Durable>, EngineError>, cause: RecoveryCause) {
-        let durable = match durable {
-            Ok(d) => *d,
-            Err(e) => return self.block(format!("reloading after a reset failed: {e}")),
-        };
-        self.row = durable.row;
-        self.completions = None;
-        self.queue = durable.queue.into();
-        self.path = durable.path;
-        self.spent = durable.spent;
-        self.summaries = durable.summaries;
-        self.in_force = durable.in_force;
-        self.interrupted_changes = durable.interrupted_changes;
-        self.history = History::Held { release_armed: false };
-        self.pipeline.reload(self.row.last_seq);
-        if self.is_blocked() {
-            return;
-        }
-        self.recover(durable.unfinished, cause);
-        // The next queued message waits until recovery is durable.
-        if self.pipeline.is_idle() {
-            self.start_next_queued();
-        } else {
-            self.pipeline.effect(OnDurable::StartQueued);
-        }
-    }
-
-    /// Fail closed: stop all work, refuse new work, tell every waiter.
-    fn block(&mut self, reason: String) {
-        if self.is_blocked() {
-            return;
-        }
-        tracing::error!(session = %self.row.id, %reason, "session blocked: persistence failed");
-        self.completions = None;
-        if let OperationState::Streaming(_) = &self.state {
-            self.out.push(Effect::StopRequest);
-        }
-        if let OperationState::ToolLoop(l) = &mut self.state
-            && l.running.take().is_some()
-        {
-            self.out.push(Effect::StopTool);
-        }
-        let err = EngineError::blocked(&reason);
-        let abandoned = self.pipeline.abandon();
-        self.fail(abandoned, &err);
-        self.state = OperationState::PersistenceBlocked { reason };
     }
 
     // ----- history held in memory -----

@@ -407,6 +407,7 @@ pub(crate) fn event_kind_name(kind: &EventKind) -> &'static str {
         EventKind::NodeSplit { .. } => "node_split",
         EventKind::BookmarkSet { .. } => "bookmark_set",
         EventKind::FilesRestored { .. } => "files_restored",
+        EventKind::RewindStarted { .. } => "rewind_started",
         EventKind::SessionForked { .. } => "session_forked",
         EventKind::MessageQueued { .. } => "message_queued",
         EventKind::TurnStarted { .. } => "turn_started",

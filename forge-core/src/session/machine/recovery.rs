@@ -37,6 +37,8 @@ pub(crate) struct Durable {
     /// Calls interrupted after recording file changes (see
     /// `Session::interrupted_changes`).
     pub interrupted_changes: std::collections::HashMap<String, String>,
+    /// A rewind the daemon stopped during (its intent without its end).
+    pub rewind: Option<super::rewind::RewindIntent>,
 }
 
 /// What the session left unfinished, as the store shows it.

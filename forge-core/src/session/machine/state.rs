@@ -75,6 +75,8 @@ pub(super) enum OperationState {
     StopHooks {
         job: u64,
     },
+    /// A rewind moves files (see `rewind.rs`).
+    Rewinding(Box<super::rewind::Rewinding>),
     /// The store cannot be written; all new work is refused until a reset.
     PersistenceBlocked {
         reason: String,
@@ -94,6 +96,7 @@ impl OperationState {
             Self::ToolRecovery { .. } => OperationStateKind::ToolRecovery,
             Self::AwaitingToolResults { .. } => OperationStateKind::AwaitingToolResults,
             Self::PersistenceBlocked { .. } => OperationStateKind::PersistenceBlocked,
+            Self::Rewinding(_) => OperationStateKind::Rewinding,
         }
     }
 

@@ -7,8 +7,8 @@ use forge_proto::{ClientRef, ErrorKind, EventKind, MessageStatus, Role};
 
 use super::Session;
 use super::commands::Access;
+use super::history::chat_message;
 use super::state::OperationState;
-use super::turn::chat_message;
 use crate::error::EngineError;
 use crate::forest::Forest;
 use crate::ids::{new_id, now_ms};
@@ -56,6 +56,14 @@ impl Session {
             SessionCmd::Split { node, at, client, reply } => {
                 run!(reply, |s: &mut Session, f: &Forest| s.split(f, &node, at, client))
             }
+            SessionCmd::Rewind { args, reply } => {
+                let access = if args.dry_run { Access::Read } else { Access::Write };
+                let Some(reply) = self.admit(reply, access) else { return };
+                match &forest {
+                    Ok(f) => self.on_rewind(f, args, reply),
+                    Err(e) => self.out.push(super::Effect::Reply(super::ReadyReply::now(reply, Err(e.clone())))),
+                }
+            }
             other => self.on_command(other),
         }
     }
@@ -75,7 +83,7 @@ impl Session {
 
     /// Points the session at `head` (none: an empty conversation), with
     /// `path` the conversation up to it.
-    fn move_head(&mut self, head: Option<String>, path: Vec<ChatMessage>, client: &ClientRef) {
+    pub(super) fn move_head(&mut self, head: Option<String>, path: Vec<ChatMessage>, client: &ClientRef) {
         let previous = self.row.head_id.clone();
         self.row.head_id = head.clone();
         self.path = path;

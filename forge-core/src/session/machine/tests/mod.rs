@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use forge_proto::{
-    ApprovalDecision, ClientRef, ErrorKind, EventKind, MessageStatus, OperationStateKind, RecoverAction, RecoveryBadge,
-    SessionEvent,
+    ApprovalDecision, ClientRef, ErrorKind, EventKind, JournalHealth, MessageStatus, OperationStateKind, RecoverAction,
+    RecoveryBadge, SessionEvent,
 };
 use tokio::sync::oneshot;
 
@@ -41,6 +41,9 @@ struct Harness {
     hook_jobs: Vec<crate::session::machine::hooks::HookJob>,
     /// The system prompt the next refresh finds.
     next_prompt: Option<Arc<str>>,
+    /// Rewinds to plan, and files to restore, not yet answered.
+    plans: Vec<rewind::PlanRewind>,
+    restores: Vec<rewind::RestoreFiles>,
 }
 
 fn row() -> SessionRow {
@@ -80,6 +83,17 @@ impl Harness {
     }
 
     fn configured(config: ForgeConfig, unfinished: Unfinished, path: Vec<ChatMessage>) -> Self {
+        Self::restarted(config, unfinished, path, None)
+    }
+
+    /// A session started with what the store says, a rewind's intent
+    /// without its end among it.
+    fn restarted(
+        config: ForgeConfig,
+        unfinished: Unfinished,
+        path: Vec<ChatMessage>,
+        rewind: Option<rewind::RewindIntent>,
+    ) -> Self {
         let s = Session::new(Arc::new(config), Arc::new(ToolRegistry::builtin()), row(), "Be a test.".into());
         let mut h = Harness {
             s,
@@ -95,6 +109,8 @@ impl Harness {
             hooks: Default::default(),
             hook_jobs: Vec::new(),
             next_prompt: None,
+            plans: Vec::new(),
+            restores: Vec::new(),
         };
         let durable = Durable {
             row: row(),
@@ -105,6 +121,7 @@ impl Harness {
             summaries: Vec::new(),
             in_force: None,
             interrupted_changes: Default::default(),
+            rewind,
         };
         h.feed(Event::Loaded { durable: Ok(Box::new(durable)), cause: RecoveryCause::Restart });
         h
@@ -164,6 +181,8 @@ impl Harness {
                 }
                 Effect::StopTool => self.tool_running = false,
                 Effect::RunHooks(job) => self.hook_jobs.push(*job),
+                Effect::PlanRewind(job) => self.plans.push(*job),
+                Effect::RestoreFiles(job) => self.restores.push(*job),
                 // Nothing to record: the calls here name no real file.
                 Effect::RecordBefore(r) => self.feed(Event::JobDone {
                     job: r.job,
@@ -197,6 +216,7 @@ impl Harness {
                         summaries: Vec::new(),
                         in_force: None,
                         interrupted_changes: Default::default(),
+                        rewind: None,
                     };
                     self.feed(Event::Loaded { durable: Ok(Box::new(durable)), cause });
                 }
@@ -1138,4 +1158,5 @@ fn a_root_is_found_again_only_under_the_same_system_prompt() {
     assert_eq!(h.forest().replies(None).len(), 2);
 }
 
+mod rewinds;
 mod with_hooks;

@@ -1,0 +1,151 @@
+//! Rewind driven by events alone: its intent is durable before a file
+//! moves, nothing else runs meanwhile, and a rewind cut by a crash is
+//! finished on restart and said to be.
+
+use super::*;
+use crate::session::machine::call::JobOutcome;
+use crate::session::machine::rewind::{RewindArgs, RewindIntent, RewindPlan};
+use forge_proto::{RestoredFile, RewindResult, RewindStep};
+
+fn restored(path: &str) -> RestoredFile {
+    RestoredFile { path: path.into(), action: "restore".into(), conflict: false, overwritten: None, note: None }
+}
+
+fn step(path: &str) -> RewindStep {
+    RewindStep { path: path.into(), hash: Some("ab".repeat(32)), mode: 0o644 }
+}
+
+fn plan(files: &[&str], conflicts: &[&str]) -> RewindPlan {
+    RewindPlan {
+        result: RewindResult {
+            session_id: "s1".into(),
+            node: None,
+            files: files.iter().map(|f| restored(f)).collect(),
+            unknown: Vec::new(),
+            dry_run: false,
+            diff: None,
+            conversation: false,
+        },
+        steps: files.iter().map(|f| step(f)).collect(),
+        conflicts: conflicts.iter().map(|c| c.to_string()).collect(),
+        keep: Vec::new(),
+    }
+}
+
+impl Harness {
+    /// Two turns, then `forgectl undo`.
+    fn undo(&mut self, force: bool) -> oneshot::Receiver<Result<RewindResult, EngineError>> {
+        for text_ in ["one", "two"] {
+            self.say(text_);
+            self.settle();
+            self.provider(vec![text("ok"), ProviderEvent::Done]);
+            self.settle();
+        }
+        let args = RewindArgs {
+            node: None,
+            last_turn: true,
+            files: true,
+            conversation: true,
+            dry_run: false,
+            force,
+            client: client(),
+        };
+        self.command(|reply| SessionCmd::Rewind { args, reply })
+    }
+
+    fn planned(&mut self, plan: RewindPlan) {
+        let job = self.plans.remove(0).job;
+        self.feed(Event::JobDone { job, outcome: JobOutcome::RewindPlanned(Ok(Box::new(plan))) });
+    }
+
+    fn restored(&mut self, done: usize, error: Option<&str>) {
+        let job = self.restores.remove(0).job;
+        let error = error.map(str::to_string);
+        self.feed(Event::JobDone { job, outcome: JobOutcome::FilesRestored { done, error } });
+    }
+}
+
+#[test]
+fn files_move_only_once_the_intent_is_durable_and_a_message_sent_meanwhile_waits() {
+    let mut h = Harness::new();
+    let reply = h.undo(false);
+    assert_eq!(h.plans.len(), 1);
+    assert_eq!(h.state(), OperationStateKind::Rewinding);
+    h.planned(plan(&["/p/a.txt", "/p/b.txt"], &[]));
+    assert!(h.restores.is_empty(), "no file moves before rewind_started is durable");
+    h.say("while rewinding");
+    h.settle();
+    assert_eq!(h.restores.len(), 1, "the intent is durable: the files move");
+    assert_eq!(h.restores[0].steps.len(), 2);
+    assert_eq!(h.requests.len(), 2, "the message waits for the rewind");
+    assert!(h.names().contains(&"message_queued"));
+    h.restored(2, None);
+    h.settle();
+    let result = answered(reply).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(result.files.len(), 2);
+    let names = h.names();
+    let order: Vec<&str> =
+        names.iter().copied().filter(|n| ["rewind_started", "files_restored", "head_moved"].contains(n)).collect();
+    assert_eq!(order, ["rewind_started", "files_restored", "head_moved"]);
+    assert_eq!(h.requests.len(), 3, "then the queued message runs, on the rewound conversation");
+    assert_eq!(h.requests[2].messages.iter().filter(|m| m.text == "two").count(), 0);
+}
+
+#[test]
+fn a_conflict_without_force_moves_nothing_and_says_which_files() {
+    let mut h = Harness::new();
+    let reply = h.undo(false);
+    h.planned(plan(&["/p/a.txt"], &["/p/a.txt"]));
+    h.settle();
+    let Err(e) = answered(reply) else { panic!("a conflict must refuse") };
+    assert_eq!(e.kind, ErrorKind::RewindConflict);
+    assert!(e.message.contains("/p/a.txt") && e.message.contains("--force"), "{}", e.message);
+    assert!(h.restores.is_empty());
+    assert!(!h.names().contains(&"rewind_started"));
+    assert_eq!(h.state(), OperationStateKind::Idle);
+}
+
+#[test]
+fn a_rewind_cut_by_a_crash_is_finished_on_restart_and_says_so() {
+    let intent = RewindIntent {
+        node: None,
+        files: vec![restored("/p/a.txt"), restored("/p/b.txt")],
+        steps: vec![step("/p/a.txt"), step("/p/b.txt")],
+        path: Some(Vec::new()),
+    };
+    let history = vec![ChatMessage::user("one"), ChatMessage::assistant("ok", Vec::new())];
+    let mut h = Harness::restarted(config(), Unfinished::Nothing, history, Some(intent));
+    assert_eq!(h.state(), OperationStateKind::Rewinding);
+    assert_eq!(h.restores.len(), 1, "the files are written again at once");
+    assert_eq!(h.restores[0].steps.len(), 2);
+    h.restored(2, None);
+    h.settle();
+    let recovered = h.published.iter().find_map(|e| match &e.kind {
+        EventKind::FilesRestored { files, recovered, .. } => Some((files.len(), *recovered)),
+        _ => None,
+    });
+    assert_eq!(recovered, Some((2, true)));
+    assert!(h.names().contains(&"history_cleared"), "the conversation moves as the intent said");
+    assert_eq!(h.state(), OperationStateKind::Idle);
+    h.say("after");
+    assert_eq!(h.requests[0].messages, vec![ChatMessage::user("after")]);
+}
+
+#[test]
+fn a_file_that_cannot_be_written_stops_the_rewind_and_names_what_moved() {
+    let mut h = Harness::new();
+    let reply = h.undo(false);
+    h.planned(plan(&["/p/a.txt", "/p/b.txt"], &[]));
+    h.settle();
+    h.restored(1, Some("cannot restore /p/b.txt: read-only file system"));
+    h.settle();
+    let Err(e) = answered(reply) else { panic!("a failed write must say so") };
+    assert!(e.message.contains("/p/b.txt") && e.message.contains("1 file(s) were restored"), "{}", e.message);
+    let files = h.published.iter().find_map(|e| match &e.kind {
+        EventKind::FilesRestored { files, .. } => Some(files.iter().map(|f| f.path.clone()).collect::<Vec<_>>()),
+        _ => None,
+    });
+    assert_eq!(files, Some(vec!["/p/a.txt".to_string()]));
+    assert!(!h.names().contains(&"head_moved"), "the conversation stays where it was");
+    assert_eq!(h.state(), OperationStateKind::Idle);
+}
