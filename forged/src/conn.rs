@@ -3,7 +3,7 @@
 //!
 //! A local process can open connections until the daemon's slots run out
 //! and then send nothing (or half a request). New clients must still be
-//! answered: a partial request is given [`PARTIAL_REQUEST_TIMEOUT`], and
+//! answered: a partial request is given [`partial_request_timeout`], and
 //! when no slot is free the connection idle the longest that follows no
 //! session and has no call running is closed to make room.
 
@@ -17,8 +17,16 @@ use forge_proto::ClientInfo;
 use jsonrpsee::core::middleware::{Batch, Notification, Request, RpcServiceT};
 use tokio_util::sync::CancellationToken;
 
-/// How long the rest of a request may take once its first byte arrived.
-pub const PARTIAL_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long the rest of a request may take once its first byte arrived:
+/// 30 s (`FORGE_PARTIAL_REQUEST_TIMEOUT_SECS` shortens it, for tests that
+/// watch half-sent requests being cut off).
+pub fn partial_request_timeout() -> Duration {
+    static TIMEOUT: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *TIMEOUT.get_or_init(|| {
+        let secs = std::env::var("FORGE_PARTIAL_REQUEST_TIMEOUT_SECS").ok().and_then(|v| v.parse().ok());
+        Duration::from_secs(secs.filter(|s| *s > 0).unwrap_or(30))
+    })
+}
 
 /// One connection: its id, after `hello` who the client is, and what it
 /// is doing.

@@ -17,7 +17,7 @@ use jsonrpsee::server::{ServerConfig, serve_with_graceful_shutdown, stop_channel
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::conn::{Activity, PARTIAL_REQUEST_TIMEOUT};
+use crate::conn::{Activity, partial_request_timeout};
 use crate::ndjson;
 use crate::rpc::{ConnServer, Daemon};
 use crate::socket::SocketClaim;
@@ -154,7 +154,7 @@ pub async fn serve(claim: &mut SocketClaim, daemon: Arc<Daemon>, signals: Signal
                         // request must be whole in time (the WebSocket upgrade
                         // counts once its first call arrives).
                         let first_request = async {
-                            tokio::time::sleep(PARTIAL_REQUEST_TIMEOUT).await;
+                            tokio::time::sleep(partial_request_timeout()).await;
                             if conn.has_requested() {
                                 std::future::pending::<()>().await;
                             }
@@ -166,7 +166,7 @@ pub async fn serve(claim: &mut SocketClaim, daemon: Arc<Daemon>, signals: Signal
                             () = first_request => tracing::info!(
                                 conn = conn.id,
                                 "closed an HTTP connection that sent no whole request within {} s",
-                                PARTIAL_REQUEST_TIMEOUT.as_secs()
+                                partial_request_timeout().as_secs()
                             ),
                         }
                     }

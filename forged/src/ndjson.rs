@@ -31,7 +31,7 @@ use tokio::sync::{Mutex, Semaphore};
 use tokio::task::{AbortHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
-use crate::conn::PARTIAL_REQUEST_TIMEOUT;
+use crate::conn::partial_request_timeout;
 use crate::follow::Outlet;
 use crate::rpc::{ConnServer, event_text, to_rpc};
 
@@ -154,7 +154,7 @@ pub async fn serve(stream: UnixStream, server: ConnServer, methods: Methods) {
         }
         // One byte past the limit tells a long line from one that fits.
         let mut limited = (&mut reader).take(MAX_LINE as u64 + 1);
-        let n = match tokio::time::timeout(PARTIAL_REQUEST_TIMEOUT, limited.read_until(b'\n', &mut buf)).await {
+        let n = match tokio::time::timeout(partial_request_timeout(), limited.read_until(b'\n', &mut buf)).await {
             Ok(Ok(n)) => n,
             Ok(Err(e)) => {
                 tracing::debug!(conn = server.conn_id(), error = %e, "JSON-lines connection read failed");
@@ -164,7 +164,7 @@ pub async fn serve(stream: UnixStream, server: ConnServer, methods: Methods) {
                 tracing::info!(
                     conn = server.conn_id(),
                     "closed a JSON-lines connection whose request line did not end within {} s",
-                    PARTIAL_REQUEST_TIMEOUT.as_secs()
+                    partial_request_timeout().as_secs()
                 );
                 break;
             }

@@ -260,6 +260,29 @@ impl Forge {
         count
     }
 
+    /// The session (id or name) as `forgectl ps` reports it, once `ready`
+    /// holds for it: what a test waits for instead of sleeping. Panics
+    /// naming `what` after 10 s.
+    pub async fn wait_for_session(
+        &self,
+        session: &str,
+        what: &str,
+        ready: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
+        let mut last = serde_json::Value::Null;
+        for _ in 0..400 {
+            let ps = self.ok(&["--json", "ps"]).await.json_lines();
+            if let Some(s) = ps.into_iter().find(|s| s["id"] == session || s["name"] == session) {
+                if ready(&s) {
+                    return s;
+                }
+                last = s;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("waited 10 s for session {session} to be {what}; it is {last}");
+    }
+
     /// Creates a session and returns its id.
     pub async fn new_session(&self, extra: &[&str]) -> String {
         let mut args = vec!["session", "new"];

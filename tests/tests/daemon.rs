@@ -78,7 +78,7 @@ async fn shutdown_cancels_running_turns_and_keeps_them() {
     forge.start().await;
     forge.new_session(&["--name", "s"]).await;
     forge.ok(&["send", "--no-wait", "-s", "s", "mock:tokens=5000 mock:delay=3 long"]).await;
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    forge.wait_for_session("s", "streaming", |s| s["state"] == "streaming" && s["last_seq"].as_u64() > Some(4)).await;
     let r = forge.ok(&["shutdown"]).await;
     assert!(r.stdout.contains("stopped"), "{}", r.stdout);
     assert_eq!(forge.terminate().await, Some(0), "a clean exit");

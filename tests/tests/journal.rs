@@ -27,7 +27,7 @@ async fn a_full_disk_blocks_safely_and_a_reset_brings_the_daemon_back() {
     // The disk fills up while an answer streams.
     let question = "mock:tokens=20000 mock:pad=40 mock:delay=1 while full";
     let streaming = forge.ctl_cmd(&["send", "-s", "d", question]).spawn().unwrap_or_else(|e| panic!("{e}"));
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    forge.wait_for_session("d", "streaming", |s| s["state"] == "streaming" && s["last_seq"].as_u64() > Some(12)).await;
     let filler = disk.fill();
     let r = forge_tests::harness::Ran::from(streaming.wait_with_output().await.unwrap_or_else(|e| panic!("{e}")));
     assert_eq!(r.code, 1, "the streaming client is told the turn stopped: {}", r.stderr);
@@ -103,7 +103,7 @@ async fn kill_9_at_random_moments_loses_nothing_a_client_saw() {
         // A follower records exactly what a client was shown.
         let follower =
             forge.ctl_cmd(&["--json", "attach", "crash", "--from", "live"]).spawn().unwrap_or_else(|e| panic!("{e}"));
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(forge.attached_clients(1).await, 1, "the follower follows before the turn starts");
         forge.ok(&["send", "--no-wait", "-s", "crash", "mock:tokens=4000 mock:delay=1 stream"]).await;
         expected_turns += 1;
         // Different moments: from just after the start to deep into the stream.

@@ -1,8 +1,6 @@
 //! Streaming turns end to end: the real forged and forgectl against the
 //! mock provider.
 
-use std::time::Duration;
-
 use forge_tests::harness::Forge;
 use forge_tests::mock::{MockOptions, MockServer, token_text};
 use serde_json::Value;
@@ -71,8 +69,8 @@ async fn two_attached_clients_see_identical_events_and_a_late_one_replays_exactl
     let id = forge.new_session(&["--name", "shared"]).await;
     let a = forge.ctl_cmd(&["--json", "attach", "shared", "--from", "1"]).spawn().unwrap_or_else(|e| panic!("{e}"));
     let b = forge.ctl_cmd(&["--json", "attach", &id, "--from", "1"]).spawn().unwrap_or_else(|e| panic!("{e}"));
-    // Let both subscribe before the turn starts.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Both follow before the turn starts.
+    assert_eq!(forge.attached_clients(2).await, 2);
     forge.ok(&["send", "-s", "shared", "mock:tokens=200 mock:delay=2 go"]).await;
     forge.ok(&["cancel", "shared"]).await; // a no-op: shows up nowhere
     // Stop both followers and compare.
@@ -129,7 +127,8 @@ async fn a_stream_killed_midway_is_recovered_as_an_interrupted_message() {
     let follower =
         forge.ctl_cmd(&["--json", "attach", "crash", "--from", "1"]).spawn().unwrap_or_else(|e| panic!("{e}"));
     forge.ok(&["send", "--no-wait", "-s", "crash", "mock:tokens=2000 mock:delay=5 long"]).await;
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    // Midway: part of the answer is durable (and on its way to the follower).
+    forge.wait_for_session("crash", "streaming with part of its answer", |s| s["last_seq"].as_u64() > Some(20)).await;
     forge.kill9().await;
     let seen = forge_tests::harness::Ran::from(follower.wait_with_output().await.unwrap_or_else(|e| panic!("{e}")));
     let shown = text_of(&seen.json_lines());
@@ -170,7 +169,8 @@ async fn cancel_keeps_the_partial_answer_marked_cancelled() {
         .ctl_cmd(&["send", "-s", "c", "mock:tokens=5000 mock:delay=3 slow"])
         .spawn()
         .unwrap_or_else(|e| panic!("{e}"));
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Cancelled once part of the answer is durable.
+    forge.wait_for_session("c", "streaming with part of its answer", |s| s["last_seq"].as_u64() > Some(8)).await;
     let r = forge.ok(&["cancel", "c"]).await;
     assert!(r.stdout.contains("cancelled the running turn"), "{}", r.stdout);
     let out = forge_tests::harness::Ran::from(send.wait_with_output().await.unwrap_or_else(|e| panic!("{e}")));
@@ -197,7 +197,8 @@ async fn a_message_sent_during_a_turn_is_queued_and_runs_next() {
         .ctl_cmd(&["send", "-s", "q", "mock:tokens=300 mock:delay=2 first"])
         .spawn()
         .unwrap_or_else(|e| panic!("{e}"));
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The second message comes while the first turn runs.
+    forge.wait_for_session("q", "running its first turn", |s| s["state"] == "streaming").await;
     let second = forge.ok(&["send", "-s", "q", "mock:tokens=3 second"]).await;
     assert!(second.stderr.contains("queued"), "the sender is told: {}", second.stderr);
     assert_eq!(second.stdout.trim_end(), token_text(3).trim_end());
