@@ -136,6 +136,14 @@ impl<'de> Deserialize<'de> for HooksConfig {
 }
 
 impl HooksConfig {
+    /// Whether any hook may apply in a session working in `cwd`: hooks in
+    /// config.toml, or (with `import_claude`) a project's `.claude`
+    /// directory. A cheap test, so that sessions without hooks never read
+    /// settings files or the trust store for them.
+    pub fn may_apply(&self, cwd: &Path) -> bool {
+        !self.hooks.is_empty() || (self.import_claude && cwd.join(".claude").is_dir())
+    }
+
     /// Checks the matchers; the error names the hook.
     pub fn validate(&self) -> Result<(), String> {
         for h in &self.hooks {

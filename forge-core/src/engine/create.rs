@@ -41,6 +41,8 @@ impl Engine {
             ));
         }
         check_root(&cwd, req.allow_broad_root)?;
+        // A new session with no hook to run is not started until it is used.
+        let start_hooks = fork.is_none() && cfg.hooks.may_apply(Path::new(&cwd));
         let _names = self.inner.names.lock().await;
         if let Some(name) = &req.name {
             self.check_name(name, None).await?;
@@ -79,7 +81,6 @@ impl Engine {
                 },
             ],
         };
-        let fresh = fork.is_none();
         if let Some((from, node)) = fork {
             let event = SessionEvent {
                 session_id: id.clone(),
@@ -101,7 +102,7 @@ impl Engine {
         }
         self.shared().writer.write(batch).await.map_err(|e| EngineError::blocked(&e.to_string()))?;
         drop(_names);
-        if fresh {
+        if start_hooks {
             // Its `SessionStart` hooks have run (and are journaled) before
             // the creator hears of it.
             self.handle(&id).await?.request(|reply| SessionCmd::Start { reply }).await?;

@@ -449,6 +449,9 @@ impl SessionActor {
 /// The hooks in force for a session working in `cwd`: the config's, and
 /// a trusted project's own.
 fn hooks_for(shared: &Shared, session: &str, cwd: &Path) -> crate::hooks::HookSet {
+    if !shared.config.hooks.may_apply(cwd) {
+        return crate::hooks::HookSet::default();
+    }
     let trusted = shared.trust.state(cwd).trusted();
     let (set, problems) = crate::hooks::HookSet::for_session(&shared.config.hooks, cwd, trusted);
     for p in problems {

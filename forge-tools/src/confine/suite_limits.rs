@@ -54,10 +54,18 @@ pub(super) async fn run_probes(settings: &Settings, p: &Probe, c: Option<&Confin
                 );
                 let r = run(&line, root, small_c.as_ref(), tmp, Duration::from_secs(30)).await;
                 let held = r.out.matches("holding 200 MiB").count();
+                // On a busy machine the three may take turns: each holds its
+                // 200 MiB after the one before was killed. What the total
+                // forbids is all three holding at once (alive at the end).
+                let alive: Option<usize> = r
+                    .out
+                    .lines()
+                    .find_map(|l| l.strip_prefix("alive "))
+                    .and_then(|n| n.trim().parse().ok());
                 rows.push(row(
                     "three children of 200 MiB under a 256 MiB total",
                     true,
-                    held < 3,
+                    held < 3 || alive.is_some_and(|n| n < 3),
                     r.out
                         .lines()
                         .find(|l| l.contains("[forge sandbox]"))

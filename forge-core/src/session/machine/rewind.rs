@@ -20,7 +20,7 @@
 use forge_proto::{ClientRef, ErrorKind, EventKind, RestoredFile, RewindResult, RewindStep, Role};
 
 use super::state::OperationState;
-use super::{Effect, OnDurable, ReadyReply, Responder, Session};
+use super::{Effect, OnDurable, ReadyReply, Session};
 use crate::error::EngineError;
 use crate::forest::Forest;
 use crate::journal::StoreOp;
@@ -99,14 +99,6 @@ pub(super) struct Rewinding {
     pub recovered: bool,
 }
 
-/// What a rewind does first.
-enum Planned {
-    /// No files to move: finish now.
-    Now { client: ClientRef, node: Option<String>, path: Option<Vec<ChatMessage>>, result: RewindResult },
-    /// Plan the files (`Rewinding` in `Planning`).
-    Files(Rewinding),
-}
-
 fn ids(forest: &Forest, head: Option<&str>) -> Result<Vec<String>, EngineError> {
     Ok(match head {
         Some(h) => forest.path(h)?.into_iter().map(|n| n.id.clone()).collect(),
@@ -121,18 +113,23 @@ impl Session {
             let err = self.busy("wait for it to end (or cancel it), then rewind");
             return self.out.push(Effect::Reply(ReadyReply::now(reply, Err(err))));
         }
+        let files = args.files;
         match self.plan_rewind(forest, args) {
             Err(e) => self.out.push(Effect::Reply(ReadyReply::now(reply, Err(e)))),
-            Ok(Planned::Now { client, node, path, result }) => self.finish_rewind(&client, node, path, result, reply),
-            Ok(Planned::Files(mut r)) => {
+            Ok(mut r) => {
                 r.reply = Some(reply);
-                self.state = OperationState::Rewinding(Box::new(r));
+                match files {
+                    true => self.state = OperationState::Rewinding(Box::new(r)),
+                    // No file to move: the conversation moves now.
+                    false => self.finish_rewind(r),
+                }
             }
         }
     }
 
-    /// Where the rewind goes, and whether files are to be planned first.
-    fn plan_rewind(&mut self, forest: &Forest, args: RewindArgs) -> Result<Planned, EngineError> {
+    /// Where the rewind goes; with files to move, the shell is asked to
+    /// plan them.
+    fn plan_rewind(&mut self, forest: &Forest, args: RewindArgs) -> Result<Rewinding, EngineError> {
         let from = ids(forest, self.row.head_id.as_deref())?;
         let target = match (args.last_turn, &args.node) {
             (true, _) => {
@@ -167,19 +164,22 @@ impl Session {
             diff: None,
             conversation: args.conversation && !args.dry_run,
         };
-        if !args.files {
-            return Ok(Planned::Now { client: args.client, node: target, path, result });
-        }
-        let job = self.new_job();
-        self.out.push(Effect::PlanRewind(Box::new(PlanRewind {
-            job,
-            session_id: self.row.id.clone(),
-            from,
-            to,
-            dry_run: args.dry_run,
-            force: args.force,
-        })));
-        Ok(Planned::Files(Rewinding {
+        let job = match args.files {
+            false => 0,
+            true => {
+                let job = self.new_job();
+                self.out.push(Effect::PlanRewind(Box::new(PlanRewind {
+                    job,
+                    session_id: self.row.id.clone(),
+                    from,
+                    to,
+                    dry_run: args.dry_run,
+                    force: args.force,
+                })));
+                job
+            }
+        };
+        Ok(Rewinding {
             job,
             stage: RewindStage::Planning,
             node: target,
@@ -189,36 +189,45 @@ impl Session {
             reply: None,
             force: args.force,
             recovered: false,
-        }))
+        })
+    }
+
+    /// The rewind in progress, if it waits for `job` in a stage `at`
+    /// accepts: taken, the session idle again.
+    fn take_rewind(&mut self, job: u64, at: fn(&RewindStage) -> bool) -> Option<Rewinding> {
+        match &self.state {
+            OperationState::Rewinding(r) if r.job == job && at(&r.stage) => {}
+            _ => return None,
+        }
+        match std::mem::replace(&mut self.state, OperationState::Idle) {
+            OperationState::Rewinding(r) => Some(*r),
+            _ => None,
+        }
+    }
+
+    /// The rewind is over: its caller is answered (a success once it is
+    /// durable) and what queued behind it may start.
+    fn end_rewind(&mut self, reply: Option<Reply<RewindResult>>, result: Result<RewindResult, EngineError>) {
+        if let Some(reply) = reply {
+            self.reply_when_durable(reply, result);
+        }
+        self.start_next_queued();
     }
 
     /// The shell worked out what the rewind does to the files.
     pub(super) fn on_rewind_planned(&mut self, job: u64, plan: Result<Box<RewindPlan>, EngineError>) {
-        let OperationState::Rewinding(r) = &mut self.state else { return };
-        if r.job != job || !matches!(r.stage, RewindStage::Planning) {
-            return;
-        }
-        let fail = |s: &mut Session, r: Box<Rewinding>, e: EngineError| {
-            s.state = OperationState::Idle;
-            if let Some(reply) = r.reply {
-                s.out.push(Effect::Reply(ReadyReply::now(reply, Err(e))));
-            }
-            s.start_next_queued();
-        };
-        let OperationState::Rewinding(mut r) = std::mem::replace(&mut self.state, OperationState::Idle) else {
-            return;
-        };
+        let Some(mut r) = self.take_rewind(job, |s| matches!(s, RewindStage::Planning)) else { return };
         let plan = match plan {
             Ok(p) => *p,
-            Err(e) => return fail(self, r, e),
+            Err(e) => return self.end_rewind(r.reply, Err(e)),
         };
         r.result.files = plan.result.files;
         r.result.unknown = plan.result.unknown;
         r.result.diff = plan.result.diff;
         if r.result.dry_run {
-            let result = r.result.clone();
+            // Nothing is written: answered at once.
             if let Some(reply) = r.reply.take() {
-                self.out.push(Effect::Reply(ReadyReply::now(reply, Ok(result))));
+                self.out.push(Effect::Reply(ReadyReply::now(reply, Ok(r.result))));
             }
             return self.start_next_queued();
         }
@@ -231,11 +240,10 @@ impl Session {
                     plan.conflicts.join(", ")
                 ),
             );
-            return fail(self, r, err);
+            return self.end_rewind(r.reply, Err(err));
         }
         if plan.steps.is_empty() {
-            let Rewinding { node, path, result, client, reply, .. } = *r;
-            return self.finish_files(&client, node, path, result, reply, false);
+            return self.finish_rewind(r);
         }
         for op in plan.keep {
             self.pipeline.op(op);
@@ -250,91 +258,51 @@ impl Session {
             },
         );
         r.stage = RewindStage::Journaling { steps: plan.steps };
-        self.state = OperationState::Rewinding(r);
+        self.state = OperationState::Rewinding(Box::new(r));
         self.pipeline.effect(OnDurable::Restore);
     }
 
     /// The intent is durable: the files may move.
     pub(super) fn restore_files(&mut self) {
+        let job = self.new_job();
         let OperationState::Rewinding(r) = &mut self.state else { return };
         let RewindStage::Journaling { steps } = std::mem::replace(&mut r.stage, RewindStage::Restoring) else {
             return;
         };
-        self.next_job += 1;
-        r.job = self.next_job;
-        self.out.push(Effect::RestoreFiles(Box::new(RestoreFiles { job: r.job, steps })));
+        r.job = job;
+        self.out.push(Effect::RestoreFiles(Box::new(RestoreFiles { job, steps })));
     }
 
     /// The shell wrote the files (the first `done`; `error`: why it
     /// stopped there).
     pub(super) fn on_files_restored(&mut self, job: u64, done: usize, error: Option<String>) {
-        match &self.state {
-            OperationState::Rewinding(r) if r.job == job && matches!(r.stage, RewindStage::Restoring) => {}
-            _ => return,
-        }
-        let OperationState::Rewinding(r) = std::mem::replace(&mut self.state, OperationState::Idle) else {
-            return;
-        };
-        let Rewinding { node, path, mut result, client, reply, recovered, .. } = *r;
-        match error {
-            None => self.finish_files(&client, node, path, result, reply, recovered),
-            Some(e) => {
-                // What did move is said; the rest is as it was.
-                let restored: Vec<RestoredFile> =
-                    result.files.drain(..).filter(|f| f.action != "kept").take(done).collect();
-                self.pipeline.event(Some(client), EventKind::FilesRestored { node, files: restored, recovered });
-                let err = EngineError::internal(format!(
-                    "{e}; {done} file(s) were restored before it, the others are as they were"
-                ));
-                if let Some(reply) = reply {
-                    self.out.push(Effect::Reply(ReadyReply::now(reply, Err(err))));
-                }
-                self.start_next_queued();
-            }
-        }
+        let Some(mut r) = self.take_rewind(job, |s| matches!(s, RewindStage::Restoring)) else { return };
+        let Some(e) = error else { return self.finish_rewind(r) };
+        // What did move is said; the rest is as it was, and so is the
+        // conversation.
+        let restored: Vec<RestoredFile> = r.result.files.drain(..).filter(|f| f.action != "kept").take(done).collect();
+        self.pipeline
+            .event(Some(r.client), EventKind::FilesRestored { node: r.node, files: restored, recovered: r.recovered });
+        let err =
+            EngineError::internal(format!("{e}; {done} file(s) were restored before it, the others are as they were"));
+        self.end_rewind(r.reply, Err(err));
     }
 
-    /// The files are in place: `files_restored`, then the head's move.
-    fn finish_files(
-        &mut self,
-        client: &ClientRef,
-        node: Option<String>,
-        path: Option<Vec<ChatMessage>>,
-        result: RewindResult,
-        reply: Option<Reply<RewindResult>>,
-        recovered: bool,
-    ) {
+    /// The files are in place: `files_restored` (if any moved), the
+    /// conversation's move, and the answer once they are durable.
+    fn finish_rewind(&mut self, r: Rewinding) {
+        let Rewinding { node, path, result, client, reply, recovered, .. } = r;
         if !result.files.is_empty() {
             let files = result.files.clone();
             self.pipeline
                 .event(Some(client.clone()), EventKind::FilesRestored { node: node.clone(), files, recovered });
         }
-        self.state = OperationState::Idle;
-        match reply {
-            Some(reply) => self.finish_rewind(client, node, path, result, reply),
-            None => self.move_conversation(client, node, path),
-        }
-        self.start_next_queued();
-    }
-
-    fn finish_rewind(
-        &mut self,
-        client: &ClientRef,
-        node: Option<String>,
-        path: Option<Vec<ChatMessage>>,
-        result: RewindResult,
-        reply: Reply<RewindResult>,
-    ) {
-        self.move_conversation(client, node, path);
-        self.pipeline.effect(OnDurable::Reply(Responder::with(reply, result)));
-    }
-
-    fn move_conversation(&mut self, client: &ClientRef, node: Option<String>, path: Option<Vec<ChatMessage>>) {
         match (path, node) {
             (None, _) => {}
-            (Some(path), Some(node)) => self.move_head(Some(node), path, client),
-            (Some(_), None) => self.clear_history(client.clone()),
+            (Some(path), Some(node)) => self.move_head(Some(node), path, &client),
+            (Some(_), None) => self.clear_history(client),
         }
+        self.end_rewind(reply, Ok(result));
     }
 
     /// A rewind the daemon stopped during: finish it (see the module).
