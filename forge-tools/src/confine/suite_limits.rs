@@ -57,11 +57,8 @@ pub(super) async fn run_probes(settings: &Settings, p: &Probe, c: Option<&Confin
                 // On a busy machine the three may take turns: each holds its
                 // 200 MiB after the one before was killed. What the total
                 // forbids is all three holding at once (alive at the end).
-                let alive: Option<usize> = r
-                    .out
-                    .lines()
-                    .find_map(|l| l.strip_prefix("alive "))
-                    .and_then(|n| n.trim().parse().ok());
+                let alive: Option<usize> =
+                    r.out.lines().find_map(|l| l.strip_prefix("alive ")).and_then(|n| n.trim().parse().ok());
                 rows.push(row(
                     "three children of 200 MiB under a 256 MiB total",
                     true,
