@@ -17,11 +17,12 @@
 //!     target/release/forge-bench patch                  # apply_patch on a 10,000-line file
 //!     target/release/forge-bench memory [--runs N] [--mb M]  # RSS after each run of M MB streamed
 
+use forge_proto::params::{CheckoutParams, CreateParams, SendParams, SubscribeParams};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use forge_client::ForgeApiClient;
+use forge_client::ForgeClient;
 use forge_client::{Connection, Follow, connect};
 use forge_proto::{ClientInfo, ClientKind, EventKind, SubscriptionItem};
 use forge_tests::mock::{MockOptions, MockServer, unix_ns};
@@ -112,7 +113,10 @@ fn over_websocket() -> bool {
 /// (elapsed, bytes of text received).
 async fn run_turn(socket: &Path, session: &str, msg: &str) -> anyhow::Result<(Duration, usize)> {
     let conn = connect(socket, info()).await?;
-    let sent = conn.client.session_send(session.to_string(), Some(msg.to_string()), None, None).await?;
+    let sent = conn
+        .client
+        .session_send(SendParams { session: session.to_string(), text: Some(msg.to_string()), ..Default::default() })
+        .await?;
     let start = Instant::now();
     let mut bytes = 0;
     // Text bytes so far; true once the turn is over.
@@ -144,7 +148,7 @@ async fn follow(
     mut on: impl FnMut(SubscriptionItem) -> bool,
 ) -> anyhow::Result<bool> {
     if over_websocket() {
-        let mut sub = conn.client.session_subscribe(session, from_seq).await?;
+        let mut sub = conn.client.session_subscribe(SubscribeParams { session, from_seq }).await?;
         ready();
         while let Some(item) = sub.next().await {
             if on(item?) {
@@ -167,12 +171,16 @@ async fn new_session(socket: &Path) -> anyhow::Result<String> {
     let conn = connect(socket, info()).await?;
     let dir = std::env::temp_dir().join("forge-bench");
     std::fs::create_dir_all(&dir)?;
-    Ok(conn.client.session_create(None, Some(dir.display().to_string()), None, None, None).await?.id)
+    Ok(conn
+        .client
+        .session_create(CreateParams { cwd: Some(dir.display().to_string()), ..Default::default() })
+        .await?
+        .id)
 }
 
 async fn journal_counts(socket: &Path) -> anyhow::Result<(u64, u64)> {
     let conn = connect(socket, info()).await?;
-    let st = conn.client.journal_status().await?;
+    let st = conn.client.journal_status(()).await?;
     Ok((st.rows, st.transactions))
 }
 
@@ -208,12 +216,11 @@ async fn latency(d: &Daemon, chunks: usize, delay_ms: u64, clients: usize) -> an
     // with the turn.
     let conn = connect(socket, info()).await?;
     conn.client
-        .session_send(
-            session.clone(),
-            Some(format!("mock:tokens={chunks} mock:delay={delay_ms} mock:stamp")),
-            None,
-            None,
-        )
+        .session_send(SendParams {
+            session: session.clone(),
+            text: Some(format!("mock:tokens={chunks} mock:delay={delay_ms} mock:stamp")),
+            ..Default::default()
+        })
         .await?;
     let mut seen = Vec::new();
     for d in done {
@@ -450,7 +457,7 @@ async fn tree_bench(turns: usize) -> anyhow::Result<()> {
     let history = conn.client.session_history(session.clone()).await?.messages;
     // Branches: the same question again under every tenth answer.
     for k in (1..history.len()).step_by(20) {
-        conn.client.session_checkout(session.clone(), history[k].id.clone()).await?;
+        conn.client.session_checkout(CheckoutParams { session: session.clone(), node: history[k].id.clone() }).await?;
         run_turn(&d.socket, &session, &format!("a branch at {k} mock:tokens=5")).await?;
     }
     let mut tree_ms = Vec::new();
@@ -462,7 +469,7 @@ async fn tree_bench(turns: usize) -> anyhow::Result<()> {
         tree_ms.push(t.elapsed().as_secs_f64() * 1000.0);
         let target = history[(round * 37) % history.len()].id.clone();
         let t = Instant::now();
-        conn.client.session_checkout(session.clone(), target).await?;
+        conn.client.session_checkout(CheckoutParams { session: session.clone(), node: target }).await?;
         checkout_ms.push(t.elapsed().as_secs_f64() * 1000.0);
     }
     for v in [&mut tree_ms, &mut checkout_ms] {

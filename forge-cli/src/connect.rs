@@ -46,7 +46,7 @@ pub async fn daemon_as(g: &Global, info: ClientInfo) -> Result<Connection, Failu
     })?;
     // A daemon just started says whether it can confine commands.
     if fresh.load(std::sync::atomic::Ordering::Relaxed)
-        && let Ok(status) = forge_client::ForgeApiClient::daemon_status(&conn.client).await
+        && let Ok(status) = forge_client::ForgeClient::daemon_status(&conn.client, ()).await
         && let Some(sandbox) = status.sandbox.filter(|s| s.mode != "kernel")
     {
         eprintln!(

@@ -1,8 +1,9 @@
 //! A small async client for Rust programs: connects to the daemon's Unix
 //! socket over WebSocket, performs the `hello` handshake, and exposes the
-//! typed [`ForgeApiClient`](forge_proto::api::ForgeApiClient) methods;
+//! typed [`ForgeClient`](forge_proto::methods::ForgeClient) methods;
 //! [`Follow`] follows a session over newline-delimited JSON-RPC.
 
+use forge_proto::params::HelloParams;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -16,8 +17,8 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 
-use forge_proto::api::ForgeApiClient;
 use forge_proto::events::SubscriptionItem;
+use forge_proto::methods::ForgeClient;
 use forge_proto::types::{ClientInfo, HelloResult};
 use forge_proto::{MAX_MESSAGE_BYTES, PROTOCOL_VERSION};
 
@@ -76,10 +77,13 @@ pub async fn connect(socket: &Path, info: ClientInfo) -> Result<Connection, Conn
         .request_timeout(Duration::from_secs(120))
         .max_buffer_capacity_per_subscription(buffer.unwrap_or(4096))
         .build_with_tokio(tx, rx);
-    let hello = client.hello(PROTOCOL_VERSION, info.clone()).await.map_err(|e| match e {
-        jsonrpsee::core::ClientError::Call(obj) => ConnectError::Hello(obj.message().to_string()),
-        other => ConnectError::Hello(other.to_string()),
-    })?;
+    let hello =
+        client.hello(HelloParams { protocol_version: PROTOCOL_VERSION, client: info.clone() }).await.map_err(|e| {
+            match e {
+                jsonrpsee::core::ClientError::Call(obj) => ConnectError::Hello(obj.message().to_string()),
+                other => ConnectError::Hello(other.to_string()),
+            }
+        })?;
     if hello.protocol_version != PROTOCOL_VERSION {
         return Err(ConnectError::Protocol { client: PROTOCOL_VERSION, daemon: hello.protocol_version });
     }

@@ -1,7 +1,7 @@
 //! The Rust client of `forged`, for Forge's own clients (`forgectl`, the
 //! TUI, the benchmarks) and anyone writing one: connect over the daemon's
 //! Unix socket and say hello ([`connect`]), call the typed
-//! [`ForgeApiClient`] methods, follow a session over JSON lines
+//! [`ForgeClient`] methods, follow a session over JSON lines
 //! ([`Follow`]), or start the daemon when none answers ([`autostart`]).
 //! The wire schema itself lives in `forge-proto`; the engine never links
 //! this crate.
@@ -13,7 +13,7 @@ pub mod terminal;
 pub mod tree;
 
 pub use connection::*;
-pub use forge_proto::api::ForgeApiClient;
+pub use forge_proto::methods::ForgeClient;
 /// Re-exported so clients use the same jsonrpsee as this crate.
 pub use jsonrpsee;
 

@@ -229,7 +229,7 @@ pub fn plan_import(lines: Vec<Line>) -> Result<Import, EngineError> {
                     )));
                 }
                 seq = ev.seq;
-                let kind = crate::session::machine::pipeline::event_kind_name(&ev.kind);
+                let kind = ev.kind.name();
                 let body: std::sync::Arc<str> = event.to_string().into();
                 ops.push(StoreOp::AppendEvent { session_id: id.clone(), seq, ts_ms: ev.ts_ms, kind, body });
             }

@@ -29,6 +29,6 @@ pub mod trust;
 /// The tools live in their own crate; this name keeps their paths.
 pub use forge_tools as tools;
 
-pub use engine::{CreateSession, Engine, EngineOptions, EventFeed, FeedItem, SendOptions};
+pub use engine::{Engine, EngineOptions, EventFeed, FeedItem};
 pub use error::EngineError;
 pub use session::live::LiveTap;

@@ -252,7 +252,10 @@ async fn a_turn_stopped_in_its_tools_waits_for_a_decision_and_never_reruns_an_in
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let r = engine
-        .recover(id, forge_proto::RecoverAction::Resume, ClientRef::daemon())
+        .recover(
+            forge_proto::params::RecoverParams { session: id.into(), action: forge_proto::RecoverAction::Resume },
+            ClientRef::daemon(),
+        )
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(r.rerun, vec!["c2".to_string()]);

@@ -87,10 +87,11 @@ pub struct PendingApproval {
     pub calls: Vec<ApprovalCall>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ApprovalDecision {
     ApproveAll,
+    #[default]
     DenyAll,
     /// Approve the calls named by `call_ids` (or 1-based `indices`); deny
     /// the others.
@@ -116,10 +117,11 @@ pub struct RecoveryCall {
     pub interrupted: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RecoverAction {
     /// Run what is safe to run again and continue the turn.
+    #[default]
     Resume,
     /// Answer every unfinished call as discarded and end the turn.
     Discard,

@@ -369,6 +369,13 @@ pub enum EventKind {
     Unknown,
 }
 
+impl EventKind {
+    /// The kind's wire name (`"text_delta"`), as serde writes it.
+    pub fn name(&self) -> &'static str {
+        crate::tag::tag_of(self, "kind").unwrap_or("unknown")
+    }
+}
+
 /// How a turn ended: the status its answer gets in the history.
 pub use crate::types::MessageStatus as TurnStatus;
 

@@ -1,20 +1,21 @@
 //! The Forge wire protocol.
 //!
 //! Everything a client and `forged` exchange is defined here once: the
-//! JSON-RPC API trait (`api::ForgeApiServer` with the `server` feature,
-//! `api::ForgeApiClient` with `client`), the params/results of each
-//! method, the [`events::SessionEvent`] stream, the error codes and their
+//! table of JSON-RPC methods ([`methods`]: from it the server trait with
+//! the `server` feature, the client with `client`, and the schema), each
+//! method's params ([`params`]) and result, the [`events::SessionEvent`] stream, the error codes and their
 //! stable `kind` strings. This crate knows nothing of the engine and holds
 //! no transport: it only describes what travels on the socket (the client
 //! is `forge-client`).
 
-#[cfg(any(feature = "server", feature = "client"))]
-pub mod api;
 pub mod calls;
 pub mod error;
 pub mod events;
+pub mod methods;
+pub mod params;
 pub mod paths;
 pub mod schema;
+mod tag;
 pub mod trust;
 pub mod types;
 pub mod usage;

@@ -21,7 +21,7 @@ pub enum ClientKind {
 }
 
 /// Who a client says it is, given in `hello`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ClientInfo {
     pub name: String,
     pub version: String,

@@ -16,11 +16,12 @@ mod runtime;
 mod theme;
 mod transcript;
 
+use forge_proto::params::CreateParams;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use forge_client::ForgeApiClient;
+use forge_client::ForgeClient;
 use forge_client::autostart::connect_or_start;
 
 use crate::app::{App, UiOptions};
@@ -164,13 +165,13 @@ async fn start(args: Args) -> anyhow::Result<()> {
         let cwd = std::fs::canonicalize(&cwd).unwrap_or(cwd);
         let info = conn
             .client
-            .session_create(
-                args.name.clone(),
-                Some(cwd.display().to_string()),
-                args.provider.clone(),
-                args.model.clone(),
-                Some(args.allow_broad_root),
-            )
+            .session_create(CreateParams {
+                name: args.name.clone(),
+                cwd: Some(cwd.display().to_string()),
+                provider: args.provider.clone(),
+                model: args.model.clone(),
+                allow_broad_root: args.allow_broad_root,
+            })
             .await
             .map_err(|e| anyhow::anyhow!("cannot create the session: {}", runtime::error_text(e)))?;
         if let Some(folder) = &info.untrusted {
@@ -220,7 +221,7 @@ async fn ask_trust(client: &forge_client::jsonrpsee::async_client::Client, folde
     let _ = std::io::stderr().flush();
     let mut answer = String::new();
     if std::io::stdin().read_line(&mut answer).is_ok() && answer.trim().eq_ignore_ascii_case("y") {
-        match forge_client::ForgeApiClient::trust_add(client, folder.dir.clone()).await {
+        match forge_client::ForgeClient::trust_add(client, folder.dir.clone()).await {
             Ok(_) => eprintln!("forge: trusted {}", folder.dir),
             Err(e) => eprintln!("forge: cannot trust it: {}", runtime::error_text(e)),
         }

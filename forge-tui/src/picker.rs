@@ -3,9 +3,10 @@
 //! starts a new one here, r renames, d removes (after a y), q leaves.
 
 use crossterm::event::{Event, EventStream, KeyCode, KeyEventKind, KeyModifiers};
-use forge_client::ForgeApiClient;
+use forge_client::ForgeClient;
 use forge_client::jsonrpsee::async_client::Client;
 use forge_proto::SessionInfo;
+use forge_proto::params::{CreateParams, RenameParams};
 use futures::StreamExt;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout};
@@ -177,7 +178,7 @@ async fn pick_loop(
     let mut reload = true;
     loop {
         if reload {
-            p.sessions = client.session_list().await?;
+            p.sessions = client.session_list(()).await?;
             p.sessions.sort_by_key(|s| std::cmp::Reverse(s.updated_ms));
             p.selected = p.selected.min(p.sessions.len().saturating_sub(1));
             reload = false;
@@ -198,7 +199,7 @@ async fn pick_loop(
             PickerAction::Attach(id) => return Ok(Some(id)),
             PickerAction::New => {
                 let cwd = std::env::current_dir().map(|d| d.display().to_string()).ok();
-                match client.session_create(None, cwd, None, None, None).await {
+                match client.session_create(CreateParams { cwd, ..Default::default() }).await {
                     Ok(info) => {
                         // The folder's own hooks and servers wait for the
                         // user's word: asked once, here.
@@ -221,7 +222,7 @@ async fn pick_loop(
                 }
             }
             PickerAction::Rename(id, name) => {
-                if let Err(e) = client.session_rename(id, name).await {
+                if let Err(e) = client.session_rename(RenameParams { session: id, name }).await {
                     p.message = Some(format!("rename failed: {e}"));
                 }
                 reload = true;

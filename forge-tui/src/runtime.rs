@@ -5,6 +5,10 @@
 //! in bounded batches, and drawing happens at most once per frame interval,
 //! so a flood of deltas never delays a key by more than one frame.
 
+use forge_proto::params::{
+    AnswerParams, CancelParams, CheckoutParams, ConfigureParams, ContextParams, EditParams, ForkParams, ModelsParams,
+    RecoverParams, RewindParams, SendParams, ToolResultParams,
+};
 use std::io::Stdout;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -13,7 +17,7 @@ use std::time::{Duration, Instant};
 use crossterm::event::{DisableBracketedPaste, EnableBracketedPaste, Event, EventStream};
 use crossterm::execute;
 use crossterm::terminal::{EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode};
-use forge_client::ForgeApiClient;
+use forge_client::ForgeClient;
 use forge_client::jsonrpsee::async_client::Client;
 use forge_client::{Follow, connect};
 use forge_proto::{ApprovalDecision, ClientInfo, ClientKind, RecoverAction, SubscriptionItem};
@@ -120,7 +124,7 @@ async fn run_loop(
         // The picker lists what the daemon's catalog knows (`forgectl models`).
         let (client, tx) = (client.clone(), tx.clone());
         tokio::spawn(async move {
-            if let Ok(models) = client.models_list(None).await {
+            if let Ok(models) = client.models_list(ModelsParams::default()).await {
                 let _ = tx.send(Msg::Models(models)).await;
             }
         });
@@ -369,7 +373,7 @@ fn perform(action: Action, client: &Arc<Client>, session: &str, app: &mut App, t
         Action::Send(msg) => {
             let text = msg.text().to_string();
             tokio::spawn(async move {
-                match c.session_send(s, Some(text.clone()), None, None).await {
+                match c.session_send(SendParams { session: s, text: Some(text.clone()), ..Default::default() }).await {
                     Ok(r) if r.queued => {
                         say(
                             tx,
@@ -385,7 +389,7 @@ fn perform(action: Action, client: &Arc<Client>, session: &str, app: &mut App, t
         }
         Action::Cancel => {
             tokio::spawn(async move {
-                if let Err(e) = c.session_cancel(s, None).await {
+                if let Err(e) = c.session_cancel(CancelParams { session: s, ..Default::default() }).await {
                     say(tx, Level::Warn, format!("cancel: {}", error_text(e))).await;
                 }
             });
@@ -393,7 +397,16 @@ fn perform(action: Action, client: &Arc<Client>, session: &str, app: &mut App, t
         Action::Answer { approval_id, decision, indices } => {
             tokio::spawn(async move {
                 let indices = (decision == ApprovalDecision::ApproveSelected).then_some(indices);
-                if let Err(e) = c.approval_answer(s, decision, Some(approval_id), None, indices, None).await {
+                if let Err(e) = c
+                    .approval_answer(AnswerParams {
+                        session: s,
+                        decision,
+                        approval_id: Some(approval_id),
+                        indices,
+                        ..Default::default()
+                    })
+                    .await
+                {
                     say(tx, Level::Warn, format!("approval: {}", error_text(e))).await;
                 }
             });
@@ -401,14 +414,14 @@ fn perform(action: Action, client: &Arc<Client>, session: &str, app: &mut App, t
         Action::Recover { resume } => {
             tokio::spawn(async move {
                 let action = if resume { RecoverAction::Resume } else { RecoverAction::Discard };
-                if let Err(e) = c.session_recover(s, action).await {
+                if let Err(e) = c.session_recover(RecoverParams { session: s, action }).await {
                     say(tx, Level::Warn, format!("recover: {}", error_text(e))).await;
                 }
             });
         }
         Action::ToolResult { call_id, output, is_error } => {
             tokio::spawn(async move {
-                match c.session_tool_result(s, call_id, output, Some(is_error)).await {
+                match c.session_tool_result(ToolResultParams { session: s, call_id, output, is_error }).await {
                     Ok(r) if r.remaining.is_empty() => {
                         say(tx, Level::Info, "all tool results in; the model continues".into()).await
                     }
@@ -419,7 +432,7 @@ fn perform(action: Action, client: &Arc<Client>, session: &str, app: &mut App, t
         }
         Action::Journal => {
             tokio::spawn(async move {
-                let text = match c.journal_status().await {
+                let text = match c.journal_status(()).await {
                     Ok(j) => format!(
                         "journal: {:?}{}; {} transactions, {} rows, largest group {}, last commit {} us; {} open streams",
                         j.health,
@@ -437,7 +450,7 @@ fn perform(action: Action, client: &Arc<Client>, session: &str, app: &mut App, t
         }
         Action::Configure { provider, model } => {
             tokio::spawn(async move {
-                if let Err(e) = c.session_configure(s, provider, model).await {
+                if let Err(e) = c.session_configure(ConfigureParams { session: s, provider, model }).await {
                     say(tx, Level::Warn, format!("model: {}", error_text(e))).await;
                 }
             });
@@ -451,7 +464,7 @@ fn perform(action: Action, client: &Arc<Client>, session: &str, app: &mut App, t
         }
         Action::Context => {
             tokio::spawn(async move {
-                let text = match c.session_context(s, None, None).await {
+                let text = match c.session_context(ContextParams { session: s, ..Default::default() }).await {
                     Ok(ctx) => format!("context: {}", forge_client::context_line(&ctx)),
                     Err(e) => format!("context: {}", error_text(e)),
                 };
@@ -460,7 +473,7 @@ fn perform(action: Action, client: &Arc<Client>, session: &str, app: &mut App, t
         }
         Action::Tools => {
             tokio::spawn(async move {
-                let text = match c.tools_list().await {
+                let text = match c.tools_list(()).await {
                     Ok(tools) => {
                         let w = tools.iter().map(|t| t.name.len()).max().unwrap_or(0);
                         let lines: Vec<String> = tools
@@ -487,7 +500,7 @@ fn perform(action: Action, client: &Arc<Client>, session: &str, app: &mut App, t
         Action::RefreshTree => spawn_tree_read(client, session, &tx, TreeOpen::Nothing),
         Action::Edit { node, text } => {
             tokio::spawn(async move {
-                match c.session_edit(s, node, text.clone()).await {
+                match c.session_edit(EditParams { session: s, node, text: text.clone() }).await {
                     Ok(r) if r.in_place => say(tx, Level::Info, "edited in place".to_string()).await,
                     Ok(_) => {
                         say(tx, Level::Info, "edited as a new branch ([ and ] switch between the versions)".to_string())
@@ -501,7 +514,7 @@ fn perform(action: Action, client: &Arc<Client>, session: &str, app: &mut App, t
         }
         Action::Rewind { node } => {
             tokio::spawn(async move {
-                let text = match c.session_rewind(s, node, None, None, None, None).await {
+                let text = match c.session_rewind(RewindParams { session: s, node, ..Default::default() }).await {
                     Ok(r) => format!(
                         "rewound to {}: {} file(s) put back{}",
                         r.node.as_deref().unwrap_or("the start"),
@@ -529,14 +542,14 @@ fn perform(action: Action, client: &Arc<Client>, session: &str, app: &mut App, t
         }
         Action::Checkout { node } => {
             tokio::spawn(async move {
-                if let Err(e) = c.session_checkout(s, node).await {
+                if let Err(e) = c.session_checkout(CheckoutParams { session: s, node }).await {
                     say(tx, Level::Warn, format!("checkout: {}", error_text(e))).await;
                 }
             });
         }
         Action::Fork { node } => {
             tokio::spawn(async move {
-                let text = match c.session_fork(s, node, None, None, None).await {
+                let text = match c.session_fork(ForkParams { session: s, node, ..Default::default() }).await {
                     Ok(info) => format!(
                         "forked: session {} ({} messages shared); open it with `forge {}`",
                         info.id, info.message_count, info.id

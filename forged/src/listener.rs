@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use forge_proto::MAX_MESSAGE_BYTES;
-use forge_proto::api::ForgeApiServer;
 use jsonrpsee::server::middleware::rpc::RpcServiceBuilder;
 use jsonrpsee::server::{ServerConfig, serve_with_graceful_shutdown, stop_channel};
 use tokio::signal::unix::{Signal, SignalKind, signal};
@@ -133,7 +132,14 @@ pub async fn serve(claim: &mut SocketClaim, daemon: Arc<Daemon>, signals: Signal
             p = slot(&permits, &daemon) => match p { Some(p) => p, None => break },
         };
         let conn = daemon.connections.open();
-        let methods = ConnServer::new(daemon.clone(), conn.clone()).into_rpc();
+        let methods = match forge_proto::methods::into_module(ConnServer::new(daemon.clone(), conn.clone())) {
+            Ok(m) => m,
+            Err(e) => {
+                // A method named twice in the table: a bug of this build.
+                tracing::error!(error = %e, "the methods could not be registered");
+                break;
+            }
+        };
         let (builder, stop) = (builder.clone(), stop_handle.clone());
         let daemon = daemon.clone();
         tokio::spawn(async move {

@@ -1,8 +1,9 @@
 //! `forgectl approvals`, `approve`, `deny`: one inbox for every session's
 //! pending tool approvals, answerable from any terminal or script.
 
-use forge_client::ForgeApiClient;
+use forge_client::ForgeClient;
 use forge_proto::ApprovalDecision;
+use forge_proto::params::{AnswerParams, ApprovalRulesParams, RecoverParams, ToolResultParams};
 
 use crate::Global;
 use crate::connect::daemon;
@@ -12,7 +13,15 @@ use crate::output::{approval_prompt, json_line};
 pub async fn list(g: &Global, forget: Option<String>) -> Result<(), Failure> {
     let conn = daemon(g).await?;
     if let Some(session) = forget {
-        let r = conn.client.session_approval_rules(session, Some(String::new()), None, Some(true)).await?;
+        let r = conn
+            .client
+            .session_approval_rules(ApprovalRulesParams {
+                session,
+                mode: Some(String::new()),
+                clear: true,
+                ..Default::default()
+            })
+            .await?;
         if g.json {
             json_line(&r);
         } else {
@@ -20,7 +29,7 @@ pub async fn list(g: &Global, forget: Option<String>) -> Result<(), Failure> {
         }
         return Ok(());
     }
-    let pending = conn.client.approval_list().await?;
+    let pending = conn.client.approval_list(()).await?;
     if g.json {
         for p in &pending {
             json_line(p);
@@ -36,7 +45,7 @@ pub async fn list(g: &Global, forget: Option<String>) -> Result<(), Failure> {
         approval_prompt(&p.session_id, &p.calls, true);
     }
     // The rules sessions have of their own ("allow always", a mode).
-    let sessions = conn.client.session_list().await?;
+    let sessions = conn.client.session_list(()).await?;
     let ruled: Vec<_> = sessions.iter().filter(|s| s.approval_mode.is_some() || !s.always_allow.is_empty()).collect();
     if !ruled.is_empty() {
         outln!();
@@ -60,7 +69,10 @@ pub async fn approve(g: &Global, session: &str, all: bool, calls: Vec<u32>, alwa
     let conn = daemon(g).await?;
     let (decision, indices) =
         if all { (ApprovalDecision::ApproveAll, None) } else { (ApprovalDecision::ApproveSelected, Some(calls)) };
-    let r = conn.client.approval_answer(session.to_string(), decision, None, None, indices, Some(always)).await?;
+    let r = conn
+        .client
+        .approval_answer(AnswerParams { session: session.to_string(), decision, indices, always, ..Default::default() })
+        .await?;
     if g.json {
         json_line(&r);
     } else {
@@ -76,7 +88,14 @@ pub async fn approve(g: &Global, session: &str, all: bool, calls: Vec<u32>, alwa
 
 pub async fn deny(g: &Global, session: &str) -> Result<(), Failure> {
     let conn = daemon(g).await?;
-    let r = conn.client.approval_answer(session.to_string(), ApprovalDecision::DenyAll, None, None, None, None).await?;
+    let r = conn
+        .client
+        .approval_answer(AnswerParams {
+            session: session.to_string(),
+            decision: ApprovalDecision::DenyAll,
+            ..Default::default()
+        })
+        .await?;
     if g.json {
         json_line(&r);
     } else {
@@ -88,7 +107,7 @@ pub async fn deny(g: &Global, session: &str) -> Result<(), Failure> {
 pub async fn recover(g: &Global, session: &str, resume: bool) -> Result<(), Failure> {
     let conn = daemon(g).await?;
     let action = if resume { forge_proto::RecoverAction::Resume } else { forge_proto::RecoverAction::Discard };
-    let r = conn.client.session_recover(session.to_string(), action).await?;
+    let r = conn.client.session_recover(RecoverParams { session: session.to_string(), action }).await?;
     if g.json {
         json_line(&r);
     } else if resume {
@@ -120,7 +139,10 @@ pub async fn tool_result(
         output.join(" ")
     };
     let conn = daemon(g).await?;
-    let r = conn.client.session_tool_result(session.to_string(), call_id, text, Some(error)).await?;
+    let r = conn
+        .client
+        .session_tool_result(ToolResultParams { session: session.to_string(), call_id, output: text, is_error: error })
+        .await?;
     if g.json {
         json_line(&r);
     } else if r.remaining.is_empty() {

@@ -4,7 +4,7 @@ use std::collections::HashSet;
 
 use clap::Args;
 use forge_client::Follow;
-use forge_client::ForgeApiClient;
+use forge_client::ForgeClient;
 use forge_proto::{EventKind, SubscriptionItem};
 
 use crate::Global;

@@ -1,9 +1,10 @@
 //! `forgectl export` and `forgectl import`: a whole session as JSON lines
 //! (round-trip exact), or its conversation as Markdown to read.
 
+use forge_proto::params::{ExportParams, ImportParams};
 use std::io::{Read, Write};
 
-use forge_client::ForgeApiClient;
+use forge_client::ForgeClient;
 use forge_proto::Role;
 
 use crate::Global;
@@ -48,7 +49,10 @@ pub async fn export(g: &Global, session: &str, format: Format, out: Option<&std:
             // Long sessions come in pages.
             let (mut text, mut offset, mut count) = (String::new(), None, 0usize);
             let id = loop {
-                let r = conn.client.session_export(session.to_string(), offset).await?;
+                let r = conn
+                    .client
+                    .session_export(ExportParams { session: session.to_string(), offset: offset.unwrap_or_default() })
+                    .await?;
                 for line in &r.lines {
                     text.push_str(&serde_json::to_string(line).unwrap_or_default());
                     text.push('\n');
@@ -161,7 +165,13 @@ pub async fn import(
     for (i, piece) in pieces.into_iter().enumerate() {
         let r = conn
             .client
-            .session_import(piece, upload.take(), Some(i < last), cwd.clone(), Some(allow_broad_root))
+            .session_import(ImportParams {
+                lines: piece,
+                upload: upload.take(),
+                more: i < last,
+                cwd: cwd.clone(),
+                allow_broad_root,
+            })
             .await?;
         upload = r.upload;
         imported = r.session;

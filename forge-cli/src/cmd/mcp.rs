@@ -1,8 +1,9 @@
 //! `forgectl mcp`: the MCP servers, their state and tools; `forgectl mcp
 //! restart NAME`.
 
-use forge_client::ForgeApiClient;
+use forge_client::ForgeClient;
 use forge_proto::McpServerInfo;
+use forge_proto::params::{McpListParams, McpRestartParams};
 
 use crate::Global;
 use crate::connect::daemon;
@@ -25,7 +26,7 @@ pub async fn run(g: &Global, action: Option<McpAction>, session: Option<String>)
     let conn = daemon(g).await?;
     match action.unwrap_or(McpAction::List) {
         McpAction::List => {
-            let servers = conn.client.mcp_list(session).await?;
+            let servers = conn.client.mcp_list(McpListParams { session }).await?;
             if g.json {
                 for s in &servers {
                     json_line(s);
@@ -43,7 +44,7 @@ pub async fn run(g: &Global, action: Option<McpAction>, session: Option<String>)
             }
         }
         McpAction::Restart { name } => {
-            let s = conn.client.mcp_restart(name, session).await?;
+            let s = conn.client.mcp_restart(McpRestartParams { name, session }).await?;
             if g.json {
                 json_line(&s);
             } else {

@@ -1,7 +1,8 @@
 //! `forgectl cancel`, `status`, `shutdown`.
 
-use forge_client::ForgeApiClient;
+use forge_client::ForgeClient;
 use forge_proto::JournalHealth;
+use forge_proto::params::{CancelParams, ModelsParams, UsageParams};
 
 use crate::Global;
 use crate::connect::{daemon, socket_path};
@@ -14,7 +15,7 @@ use crate::output::json_line;
 
 pub async fn cancel(g: &Global, session: &str, drop_queued: bool) -> Result<(), Failure> {
     let conn = daemon(g).await?;
-    let r = conn.client.session_cancel(session.to_string(), Some(drop_queued)).await?;
+    let r = conn.client.session_cancel(CancelParams { session: session.to_string(), drop_queued }).await?;
     if g.json {
         json_line(&r);
     } else if r.cancelled {
@@ -30,7 +31,7 @@ pub async fn cancel(g: &Global, session: &str, drop_queued: bool) -> Result<(), 
 
 pub async fn models(g: &Global, provider: Option<String>) -> Result<(), Failure> {
     let conn = daemon(g).await?;
-    let models = conn.client.models_list(provider).await?;
+    let models = conn.client.models_list(ModelsParams { provider }).await?;
     if g.json {
         for m in &models {
             json_line(m);
@@ -79,7 +80,7 @@ pub async fn usage(g: &Global, session: Option<String>, since: Option<String>) -
         })?),
     };
     let conn = daemon(g).await?;
-    let r = conn.client.usage_report(session, since_ms).await?;
+    let r = conn.client.usage_report(UsageParams { session, since_ms }).await?;
     if g.json {
         json_line(&r);
         return Ok(());
@@ -170,7 +171,7 @@ pub fn config(g: &Global, action: ConfigAction) -> Result<(), Failure> {
 
 pub async fn status(g: &Global) -> Result<(), Failure> {
     let conn = daemon(g).await?;
-    let s = conn.client.daemon_status().await?;
+    let s = conn.client.daemon_status(()).await?;
     if g.json {
         json_line(&s);
         return Ok(());
@@ -214,9 +215,9 @@ pub enum JournalAction {
 pub async fn journal(g: &Global, action: Option<JournalAction>) -> Result<(), Failure> {
     let conn = daemon(g).await?;
     let st = match action.unwrap_or(JournalAction::Status) {
-        JournalAction::Status => conn.client.journal_status().await?,
+        JournalAction::Status => conn.client.journal_status(()).await?,
         JournalAction::Reset => {
-            let st = conn.client.journal_reset().await?;
+            let st = conn.client.journal_reset(()).await?;
             if !g.json {
                 if let Some(note) = &st.restored {
                     outln!("journal reset: {note}");
@@ -262,7 +263,7 @@ pub async fn shutdown(g: &Global) -> Result<(), Failure> {
         Err(f) => return Err(f),
     };
     let pid = conn.hello.server.pid;
-    conn.client.daemon_shutdown().await?;
+    conn.client.daemon_shutdown(()).await?;
     // Wait until the daemon released its lock, which it does last, after
     // everything is on disk: then a new daemon can start at once.
     let lock_path = socket.with_extension("lock");

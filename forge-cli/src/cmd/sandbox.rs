@@ -1,7 +1,7 @@
 //! `forgectl sandbox [status|test]`: how the commands the model runs are
 //! confined, and the escape suite against that configuration.
 
-use forge_client::ForgeApiClient;
+use forge_client::ForgeClient;
 use forge_proto::SandboxStatus;
 
 use crate::Global;
@@ -28,7 +28,7 @@ pub async fn run(g: &Global, action: Option<SandboxAction>) -> Result<(), Failur
     let conn = daemon(g).await?;
     match action.unwrap_or(SandboxAction::Status) {
         SandboxAction::Status => {
-            let s = conn.client.daemon_status().await?;
+            let s = conn.client.daemon_status(()).await?;
             let Some(sandbox) = s.sandbox else {
                 return Err(Failure::new(
                     PROBE_FAILED,
@@ -46,7 +46,7 @@ pub async fn run(g: &Global, action: Option<SandboxAction>) -> Result<(), Failur
             if !g.json {
                 eprintln!("running the escape suite (some seconds)...");
             }
-            let report = conn.client.sandbox_test().await?;
+            let report = conn.client.sandbox_test(()).await?;
             if g.json {
                 for p in &report.probes {
                     json_line(p);

@@ -1,10 +1,11 @@
 //! `forgectl send`: send a message and stream the answer.
 
+use forge_proto::params::{AnswerParams, CancelParams, SendParams};
 use std::io::{Read, Write};
 
 use clap::Args;
 use forge_client::Follow;
-use forge_client::ForgeApiClient;
+use forge_client::ForgeClient;
 use forge_proto::{ApprovalDecision, EventKind, JournalHealth, SubscriptionItem, TurnStatus};
 
 use crate::Global;
@@ -83,7 +84,9 @@ pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
     };
     let (text, n, cont) =
         (Some(text).filter(|t| !t.is_empty()), (a.n != 1).then_some(a.n), Some(a.continue_).filter(|c| *c));
-    let sent = client.session_send(session.clone(), text, n, cont).await?;
+    let sent = client
+        .session_send(SendParams { session: session.clone(), text, n, continued: cont.unwrap_or_default() })
+        .await?;
     if let Some(pos) = sent.queue_position {
         eprintln!(
             "forgectl: a turn is running in session {}; your message is queued (#{pos}) and runs next",
@@ -131,7 +134,7 @@ pub async fn follow_turn(
             _ = tokio::signal::ctrl_c(), if !interrupted => {
                 interrupted = true;
                 eprintln!("\nforgectl: cancelling the turn (the partial answer is kept)...");
-                let _ = client.session_cancel(session_id.to_string(), None).await;
+                let _ = client.session_cancel(CancelParams { session: session_id.to_string(), ..Default::default() }).await;
                 continue;
             }
         };
@@ -188,14 +191,12 @@ pub async fn follow_turn(
             EventKind::ApprovalRequested { approval_id, calls } if in_turn => {
                 if auto_approve {
                     let r = client
-                        .approval_answer(
-                            session_id.to_string(),
-                            ApprovalDecision::ApproveAll,
-                            Some(approval_id.clone()),
-                            None,
-                            None,
-                            None,
-                        )
+                        .approval_answer(AnswerParams {
+                            session: session_id.to_string(),
+                            decision: ApprovalDecision::ApproveAll,
+                            approval_id: Some(approval_id.clone()),
+                            ..Default::default()
+                        })
                         .await;
                     match r {
                         Ok(_) => eprintln!("forgectl: approved {} tool call(s) (--auto-approve)", calls.len()),

@@ -1,9 +1,10 @@
 //! `forgectl session ...` and `forgectl history`.
 
 use clap::{Args, Subcommand};
-use forge_client::ForgeApiClient;
+use forge_client::ForgeClient;
 use forge_client::jsonrpsee::async_client::Client;
 use forge_proto::SessionInfo;
+use forge_proto::params::{ConfigureParams, ContextParams, CreateParams, ModelsParams, RecallParams, RenameParams};
 use forge_proto::{MessageStatus, RecoveryBadge, Role};
 
 use crate::Global;
@@ -72,8 +73,15 @@ impl NewSession {
             Some(p) => Some(std::path::absolute(&p).unwrap_or(p).display().to_string()),
             None => std::env::current_dir().ok().map(|p| p.display().to_string()),
         };
-        let info =
-            client.session_create(self.name, cwd, self.provider, self.model, Some(self.allow_broad_root)).await?;
+        let info = client
+            .session_create(CreateParams {
+                name: self.name,
+                cwd,
+                provider: self.provider,
+                model: self.model,
+                allow_broad_root: self.allow_broad_root,
+            })
+            .await?;
         if let Some(u) = &info.untrusted {
             super::trust::notice(u);
         }
@@ -94,7 +102,7 @@ pub async fn run(g: &Global, c: SessionCmd) -> Result<(), Failure> {
             }
         }
         SessionCmd::List => {
-            let list = client.session_list().await?;
+            let list = client.session_list(()).await?;
             if g.json {
                 for s in &list {
                     json_line(s);
@@ -112,7 +120,7 @@ pub async fn run(g: &Global, c: SessionCmd) -> Result<(), Failure> {
             }
         }
         SessionCmd::Rename { session, name, clear } => {
-            let info = client.session_rename(session, if clear { None } else { name }).await?;
+            let info = client.session_rename(RenameParams { session, name: if clear { None } else { name } }).await?;
             if g.json {
                 json_line(&info);
             } else {
@@ -138,7 +146,7 @@ pub async fn model(g: &Global, session: &str, model: Option<String>, provider: O
     let info = if model.is_none() && provider.is_none() {
         conn.client.session_show(session.to_string()).await?
     } else {
-        conn.client.session_configure(session.to_string(), provider, model).await?
+        conn.client.session_configure(ConfigureParams { session: session.to_string(), provider, model }).await?
     };
     if g.json {
         json_line(&info);
@@ -146,7 +154,7 @@ pub async fn model(g: &Global, session: &str, model: Option<String>, provider: O
     }
     outln!("{} uses {}/{}", info.id, info.provider, info.model);
     // A model the catalog does not know gets conservative limits: say so.
-    let known = conn.client.models_list(Some(info.provider.clone())).await?;
+    let known = conn.client.models_list(ModelsParams { provider: Some(info.provider.clone()) }).await?;
     if !known.iter().any(|m| m.name == info.model) {
         eprintln!(
             "forgectl: note: {} is not in the catalog (`forgectl models`); Forge assumes a small window until a [[models]] entry in config.toml gives its figures",
@@ -175,7 +183,10 @@ pub async fn summarize(g: &Global, session: &str) -> Result<(), Failure> {
 
 pub async fn recall(g: &Global, session: &str, query: &str, limit: u32) -> Result<(), Failure> {
     let conn = daemon(g).await?;
-    let r = conn.client.session_recall(session.to_string(), query.to_string(), Some(limit)).await?;
+    let r = conn
+        .client
+        .session_recall(RecallParams { session: session.to_string(), query: query.to_string(), limit: Some(limit) })
+        .await?;
     if g.json {
         json_line(&r);
         return Ok(());
@@ -204,7 +215,7 @@ pub async fn recall(g: &Global, session: &str, query: &str, limit: u32) -> Resul
 
 pub async fn context(g: &Global, session: &str, system: bool, span: Option<u32>) -> Result<(), Failure> {
     let conn = daemon(g).await?;
-    let c = conn.client.session_context(session.to_string(), Some(system), span).await?;
+    let c = conn.client.session_context(ContextParams { session: session.to_string(), system, span }).await?;
     if g.json {
         json_line(&c);
         return Ok(());

@@ -1,8 +1,9 @@
 //! The conversation tree: `forgectl tree`, `branches`, `checkout`, `edit`,
 //! `fork` and `bookmark`.
 
-use forge_client::ForgeApiClient;
+use forge_client::ForgeClient;
 use forge_client::tree::{draw, role_letter};
+use forge_proto::params::{BookmarkParams, CheckoutParams, EditParams, ForkParams, RewindParams};
 
 use crate::Global;
 use crate::connect::daemon;
@@ -61,7 +62,8 @@ pub async fn branches(g: &Global, session: &str) -> Result<(), Failure> {
 
 pub async fn checkout(g: &Global, session: &str, node: &str) -> Result<(), Failure> {
     let conn = daemon(g).await?;
-    let info = conn.client.session_checkout(session.to_string(), node.to_string()).await?;
+    let info =
+        conn.client.session_checkout(CheckoutParams { session: session.to_string(), node: node.to_string() }).await?;
     if g.json {
         json_line(&info);
     } else {
@@ -88,7 +90,14 @@ pub async fn rewind(
     let conn = daemon(g).await?;
     let r = conn
         .client
-        .session_rewind(session.to_string(), node, Some(!what.1), Some(!what.0), Some(dry_run), Some(force))
+        .session_rewind(RewindParams {
+            session: session.to_string(),
+            node,
+            files_only: !what.1,
+            conversation_only: !what.0,
+            dry_run,
+            force,
+        })
         .await?;
     if g.json {
         json_line(&r);
@@ -131,7 +140,7 @@ pub async fn edit(g: &Global, session: &str, node: &str, text: String, no_wait: 
     let conn = daemon(g).await?;
     // Events from here on carry the answer, if there is one.
     let from = conn.client.session_show(session.to_string()).await?.last_seq + 1;
-    let r = conn.client.session_edit(session.to_string(), node.to_string(), text).await?;
+    let r = conn.client.session_edit(EditParams { session: session.to_string(), node: node.to_string(), text }).await?;
     if g.json {
         json_line(&serde_json::json!({"type": "edited", "result": r}));
     } else if r.in_place {
@@ -153,7 +162,10 @@ pub async fn fork(
     files: (bool, bool),
 ) -> Result<(), Failure> {
     let conn = daemon(g).await?;
-    let info = conn.client.session_fork(session.to_string(), node, name, Some(files.0), Some(files.1)).await?;
+    let info = conn
+        .client
+        .session_fork(ForkParams { session: session.to_string(), node, name, restore_files: files.0, force: files.1 })
+        .await?;
     if g.json {
         json_line(&info);
     } else {
@@ -177,7 +189,7 @@ pub async fn bookmark(
     delete: bool,
 ) -> Result<(), Failure> {
     let conn = daemon(g).await?;
-    let r = conn.client.session_bookmark(session.to_string(), name, node, Some(delete)).await?;
+    let r = conn.client.session_bookmark(BookmarkParams { session: session.to_string(), name, node, delete }).await?;
     if g.json {
         json_line(&r);
     } else {

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use forge_client::ForgeApiClient;
+use forge_client::ForgeClient;
 use forge_proto::FolderTrust;
 
 use crate::Global;
@@ -52,7 +52,7 @@ pub fn notice(f: &FolderTrust) {
 pub async fn run(g: &Global, a: TrustArgs) -> Result<(), Failure> {
     let conn = daemon(g).await?;
     if a.list {
-        let list = conn.client.trust_list().await?;
+        let list = conn.client.trust_list(()).await?;
         for f in &list {
             if g.json {
                 json_line(f);

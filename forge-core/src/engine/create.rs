@@ -1,10 +1,12 @@
 //! Making sessions: creating one (its directory checked, its first events
 //! journaled), forking one at a node, and a session's export and import.
 
+use forge_proto::params::{CreateParams, ForkParams, RewindParams};
+
 use super::*;
 
 impl Engine {
-    pub async fn create_session(&self, req: CreateSession, client: ClientRef) -> Result<SessionInfo, EngineError> {
+    pub async fn create_session(&self, req: CreateParams, client: ClientRef) -> Result<SessionInfo, EngineError> {
         self.create_session_at(req, client, None).await
     }
 
@@ -12,7 +14,7 @@ impl Engine {
     /// session's path up to the node.
     pub(super) async fn create_session_at(
         &self,
-        req: CreateSession,
+        req: CreateParams,
         client: ClientRef,
         fork: Option<(String, String)>,
     ) -> Result<SessionInfo, EngineError> {
@@ -76,7 +78,7 @@ impl Engine {
                     session_id: id.clone(),
                     seq: 1,
                     ts_ms: created_ms,
-                    kind: event_kind_name(&event.kind),
+                    kind: event.kind.name(),
                     body,
                 },
             ],
@@ -96,7 +98,7 @@ impl Engine {
                 session_id: id.clone(),
                 seq: 2,
                 ts_ms: created_ms,
-                kind: event_kind_name(&event.kind),
+                kind: event.kind.name(),
                 body,
             });
         }
@@ -118,20 +120,13 @@ impl Engine {
 
     /// A new session sharing `selector`'s path up to `node` (its head if
     /// none), in the same directory with the same model.
-    /// With `files.0`, the files move from the origin's head to the fork
-    /// node's state (`files.1`: forced).
-    pub async fn fork(
-        &self,
-        selector: &str,
-        node: Option<&str>,
-        name: Option<String>,
-        files: (bool, bool),
-        client: ClientRef,
-    ) -> Result<SessionInfo, EngineError> {
+    /// With `restore_files`, the files move from the origin's head to the
+    /// fork node's state (`force`: even those changed outside Forge).
+    pub async fn fork(&self, params: ForkParams, client: ClientRef) -> Result<SessionInfo, EngineError> {
         self.check_running()?;
-        let id = self.resolve(selector).await?;
+        let id = self.resolve(&params.session).await?;
         let row = self.shared().store.session(&id).await?.ok_or_else(|| EngineError::not_found(&id))?;
-        let node = match node {
+        let node = match &params.node {
             Some(n) => self.resolve_node(&id, n).await?.1,
             None => row.head_id.clone().ok_or_else(|| {
                 EngineError::new(
@@ -147,18 +142,17 @@ impl Engine {
         // Files first (the origin moves them, as a rewind that leaves its
         // conversation): a conflict stops the fork before it exists.
         let mut moved = Vec::new();
-        if files.0 {
-            let args = crate::session::machine::rewind::RewindArgs {
+        if params.restore_files {
+            let rewind = RewindParams {
+                session: id.clone(),
                 node: Some(node.clone()),
-                last_turn: false,
-                files: true,
-                conversation: false,
-                dry_run: false,
-                force: files.1,
-                client: client.clone(),
+                files_only: true,
+                force: params.force,
+                ..Default::default()
             };
+            let client = client.clone();
             let handle = self.handle_for(&id).await?;
-            moved = handle.request(|reply| SessionCmd::Rewind { args, reply }).await.map_err(|e| {
+            moved = handle.request(|reply| SessionCmd::Rewind { params: rewind, client, reply }).await.map_err(|e| {
                 match e.kind {
                     ErrorKind::SessionBusy => EngineError::new(
                         ErrorKind::SessionBusy,
@@ -171,8 +165,8 @@ impl Engine {
             })?.files;
         }
         // The source session's directory was accepted when it was made.
-        let req = CreateSession {
-            name,
+        let req = CreateParams {
+            name: params.name,
             cwd: Some(row.cwd),
             provider: Some(row.provider),
             model: Some(row.model),

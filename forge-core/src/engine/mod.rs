@@ -13,6 +13,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use forge_proto::params::{
+    Addressed, AnswerParams, ApprovalRulesParams, CancelParams, ConfigureParams, ContextParams, RecoverParams,
+    RenameParams, SendParams, SessionRef, ToolResultParams,
+};
 use forge_proto::{
     CancelResult, ClientRef, ErrorKind, EventKind, HistoryResult, JournalHealth, JournalStatus, OperationStateKind,
     SendResult, SessionEvent, SessionInfo,
@@ -26,8 +30,7 @@ use crate::ids::{new_id, now_ms};
 use crate::journal::{JournalWriter, ResetOutcome, StoreOp, WriteBatch};
 use crate::provider::{ProviderClient, ProviderKind};
 use crate::session::actor::SessionActor;
-use crate::session::machine::pipeline::event_kind_name;
-use crate::session::{SessionCmd, SessionHandle};
+use crate::session::{Reply, SessionCmd, SessionHandle};
 use crate::store::{SessionRow, Store};
 
 /// What every session actor shares.
@@ -45,15 +48,6 @@ pub(crate) struct Shared {
     pub prompt: Arc<crate::prompt::PromptTemplate>,
     /// The folders whose own hooks and MCP servers the user trusts.
     pub trust: crate::trust::TrustStore,
-}
-
-/// How `session.send` is to answer.
-#[derive(Debug, Clone, Default)]
-pub struct SendOptions {
-    /// Answers to ask for, each a sibling of the others (default 1).
-    pub n: Option<u32>,
-    /// No new message: answer what the session holds now.
-    pub continued: bool,
 }
 
 pub struct EngineOptions {
@@ -82,17 +76,6 @@ impl Shared {
         }
         Arc::new(all)
     }
-}
-
-/// Parameters of `session.create`.
-#[derive(Debug, Default, Clone)]
-pub struct CreateSession {
-    pub name: Option<String>,
-    pub cwd: Option<String>,
-    pub provider: Option<String>,
-    pub model: Option<String>,
-    /// The user means it when `cwd` is a broad directory.
-    pub allow_broad_root: bool,
 }
 
 #[derive(Clone)]
@@ -205,6 +188,19 @@ impl Engine {
         self.handle(&id).await
     }
 
+    /// A session's command: its params go to the session named in them
+    /// as they are. Returns the session's id with the answer.
+    async fn command<P: Addressed, T>(
+        &self,
+        params: P,
+        cmd: impl FnOnce(P, Reply<T>) -> SessionCmd,
+    ) -> Result<(String, T), EngineError> {
+        self.check_running()?;
+        let handle = self.handle_for(params.session()).await?;
+        let answer = handle.request(|reply| cmd(params, reply)).await?;
+        Ok((handle.id, answer))
+    }
+
     fn info_from(&self, row: SessionRow, live: Option<&SessionHandle>, message_count: u64) -> SessionInfo {
         let (state, queued, last_seq, attached) = match live {
             Some(h) => {
@@ -253,10 +249,8 @@ impl Engine {
 
     /// Starts a summary of the session's conversation up to its newest
     /// exchange.
-    pub async fn summarize(&self, selector: &str) -> Result<forge_proto::SummarizeResult, EngineError> {
-        self.check_running()?;
-        let handle = self.handle_for(selector).await?;
-        handle.request(|reply| SessionCmd::Summarize { reply }).await
+    pub async fn summarize(&self, params: SessionRef) -> Result<forge_proto::SummarizeResult, EngineError> {
+        Ok(self.command(params, |_, reply| SessionCmd::Summarize { reply }).await?.1)
     }
 
     /// The facts kept from a session's summarized spans that match
@@ -309,72 +303,36 @@ impl Engine {
         self.session_info(&id).await
     }
 
-    pub async fn rename(
-        &self,
-        selector: &str,
-        name: Option<String>,
-        client: ClientRef,
-    ) -> Result<SessionInfo, EngineError> {
-        self.check_running()?;
-        let handle = self.handle_for(selector).await?;
-        let name = name.map(|n| n.trim().to_string()).filter(|n| !n.is_empty());
+    pub async fn rename(&self, mut params: RenameParams, client: ClientRef) -> Result<SessionInfo, EngineError> {
+        params.name = params.name.map(|n| n.trim().to_string()).filter(|n| !n.is_empty());
+        let id = self.resolve(&params.session).await?;
         let _names = self.inner.names.lock().await;
-        if let Some(n) = &name {
-            self.check_name(n, Some(&handle.id)).await?;
+        if let Some(n) = &params.name {
+            self.check_name(n, Some(&id)).await?;
         }
-        handle.request(|reply| SessionCmd::Rename { name, client, reply }).await?;
+        params.session = id;
+        let (id, ()) = self.command(params, |params, reply| SessionCmd::Rename { params, client, reply }).await?;
         drop(_names);
-        self.session_info(&handle.id).await
+        self.session_info(&id).await
     }
 
-    /// Switches provider and/or model; a provider alone gets its default model.
-    pub async fn configure(
-        &self,
-        selector: &str,
-        provider: Option<String>,
-        model: Option<String>,
-        client: ClientRef,
-    ) -> Result<SessionInfo, EngineError> {
-        self.check_running()?;
-        let handle = self.handle_for(selector).await?;
-        let model = model.map(|m| m.trim().to_string()).filter(|m| !m.is_empty());
-        let (provider, model) = match provider {
-            Some(p) => {
-                let kind = ProviderKind::parse(&p).ok_or_else(|| {
-                    EngineError::new(
-                        ErrorKind::InvalidParams,
-                        format!("unknown provider \"{p}\"; use claude (or anthropic), openai or gemini"),
-                    )
-                })?;
-                (kind.as_str().to_string(), model.unwrap_or_else(|| kind.default_model().to_string()))
-            }
-            None => match model {
-                // A model alone keeps the session's provider.
-                Some(m) => (self.session_info(&handle.id).await?.provider, m),
-                None => return Err(EngineError::new(ErrorKind::InvalidParams, "give a provider, a model or both")),
-            },
-        };
-        handle.request(|reply| SessionCmd::Configure { provider, model, client, reply }).await?;
-        self.session_info(&handle.id).await
+    /// Switches provider and/or model (the session works out which).
+    pub async fn configure(&self, params: ConfigureParams, client: ClientRef) -> Result<SessionInfo, EngineError> {
+        let (id, ()) = self.command(params, |params, reply| SessionCmd::Configure { params, client, reply }).await?;
+        self.session_info(&id).await
     }
 
-    pub async fn clear(&self, selector: &str, client: ClientRef) -> Result<SessionInfo, EngineError> {
-        self.check_running()?;
-        let handle = self.handle_for(selector).await?;
-        handle.request(|reply| SessionCmd::Clear { client, reply }).await?;
-        self.session_info(&handle.id).await
+    pub async fn clear(&self, params: SessionRef, client: ClientRef) -> Result<SessionInfo, EngineError> {
+        let (id, ()) = self.command(params, |_, reply| SessionCmd::Clear { client, reply }).await?;
+        self.session_info(&id).await
     }
 
     /// How much of the model's window the session uses; with `system`, the
     /// system prompt its requests carry too.
-    pub async fn context(
-        &self,
-        selector: &str,
-        system: bool,
-        span: Option<u32>,
-    ) -> Result<forge_proto::ContextInfo, EngineError> {
-        let handle = self.handle_for(selector).await?;
-        let mut info = handle.request(|reply| SessionCmd::Context { system, reply }).await?;
+    pub async fn context(&self, params: ContextParams) -> Result<forge_proto::ContextInfo, EngineError> {
+        let span = params.span;
+        let handle = self.handle_for(&params.session).await?;
+        let mut info = handle.request(|reply| SessionCmd::Context { params, reply }).await?;
         let store = &self.shared().store;
         let summaries = store.summaries(&handle.id).await?;
         info.summaries = summaries
@@ -406,47 +364,30 @@ impl Engine {
         Ok(info)
     }
 
-    pub async fn remove(&self, selector: &str) -> Result<String, EngineError> {
-        self.check_running()?;
-        let handle = self.handle_for(selector).await?;
-        handle.request(|reply| SessionCmd::Remove { reply }).await?;
-        self.inner.sessions.lock().await.remove(&handle.id);
-        Ok(handle.id)
+    pub async fn remove(&self, params: SessionRef) -> Result<String, EngineError> {
+        let (id, ()) = self.command(params, |_, reply| SessionCmd::Remove { reply }).await?;
+        self.inner.sessions.lock().await.remove(&id);
+        Ok(id)
     }
 
-    pub async fn send(&self, selector: &str, text: String, client: ClientRef) -> Result<SendResult, EngineError> {
-        self.send_with(selector, text, SendOptions::default(), client).await
-    }
-
-    /// `session.send` with its options: `n` sibling answers, or, with
-    /// `continued`, an answer to what the session holds (no new message).
-    pub async fn send_with(
-        &self,
-        selector: &str,
-        text: String,
-        options: SendOptions,
-        client: ClientRef,
-    ) -> Result<SendResult, EngineError> {
+    /// `session.send`: a message (or, with `continue`, none) for the
+    /// session to answer.
+    pub async fn send(&self, params: SendParams, client: ClientRef) -> Result<SendResult, EngineError> {
         self.check_running()?;
-        let handle = self.handle_for(selector).await?;
+        let handle = self.handle_for(&params.session).await?;
         // Prefix matching: the same message again under the same node is
         // that node, answered anew (a sibling answer), not a copy.
-        let same = match options.continued {
-            true => Vec::new(),
-            false => self.shared().store.user_messages_under_head(&handle.id, &text).await?,
+        let same = match (params.continued, &params.text) {
+            (false, Some(text)) => self.shared().store.user_messages_under_head(&handle.id, text).await?,
+            _ => Vec::new(),
         };
-        let (n, continued) = (options.n.unwrap_or(1), options.continued);
-        handle.request(|reply| SessionCmd::Send { text, client, same, n, continued, reply }).await
+        handle.request(|reply| SessionCmd::Send { params, client, same, reply }).await
     }
 
-    pub async fn cancel(
-        &self,
-        selector: &str,
-        drop_queued: bool,
-        client: ClientRef,
-    ) -> Result<CancelResult, EngineError> {
-        let handle = self.handle_for(selector).await?;
-        handle.request(|reply| SessionCmd::Cancel { client, drop_queued, reply }).await
+    pub async fn cancel(&self, params: CancelParams, client: ClientRef) -> Result<CancelResult, EngineError> {
+        // A cancel goes through while the daemon stops.
+        let handle = self.handle_for(&params.session).await?;
+        handle.request(|reply| SessionCmd::Cancel { params, client, reply }).await
     }
 
     /// Every pending approval of the live sessions (sessions with one are
@@ -462,60 +403,37 @@ impl Engine {
             .collect()
     }
 
-    #[allow(clippy::too_many_arguments)] // the wire's params, one by one
     pub async fn answer_approval(
         &self,
-        selector: &str,
-        decision: forge_proto::ApprovalDecision,
-        approval_id: Option<String>,
-        call_ids: Option<Vec<String>>,
-        indices: Option<Vec<u32>>,
-        always: bool,
+        params: AnswerParams,
         client: ClientRef,
     ) -> Result<forge_proto::ApprovalResult, EngineError> {
-        self.check_running()?;
-        let handle = self.handle_for(selector).await?;
-        handle
-            .request(|reply| SessionCmd::Approve { decision, approval_id, call_ids, indices, always, client, reply })
-            .await
+        Ok(self.command(params, |params, reply| SessionCmd::Approve { params, client, reply }).await?.1)
     }
 
     /// A session's own approval rules, changed as asked.
     pub async fn approval_rules(
         &self,
-        selector: &str,
-        mode: Option<String>,
-        allow: Vec<String>,
-        clear: bool,
+        params: ApprovalRulesParams,
         client: ClientRef,
     ) -> Result<forge_proto::ApprovalRules, EngineError> {
-        self.check_running()?;
-        let handle = self.handle_for(selector).await?;
-        handle.request(|reply| SessionCmd::ApprovalRules { mode, allow, clear, client, reply }).await
+        Ok(self.command(params, |params, reply| SessionCmd::ApprovalRules { params, client, reply }).await?.1)
     }
 
     pub async fn tool_result(
         &self,
-        selector: &str,
-        call_id: String,
-        output: String,
-        is_error: bool,
+        params: ToolResultParams,
         client: ClientRef,
     ) -> Result<forge_proto::ToolResultAccepted, EngineError> {
-        self.check_running()?;
-        let handle = self.handle_for(selector).await?;
-        handle.request(|reply| SessionCmd::ToolResult { call_id, output, is_error, client, reply }).await
+        Ok(self.command(params, |params, reply| SessionCmd::ToolResult { params, client, reply }).await?.1)
     }
 
     pub async fn recover(
         &self,
-        selector: &str,
-        action: forge_proto::RecoverAction,
+        params: RecoverParams,
         client: ClientRef,
     ) -> Result<forge_proto::RecoverResult, EngineError> {
-        self.check_running()?;
-        let handle = self.handle_for(selector).await?;
-        handle.request(|reply| SessionCmd::Recover { action, client, reply }).await
+        Ok(self.command(params, |params, reply| SessionCmd::Recover { params, client, reply }).await?.1)
     }
 
     pub async fn history(&self, selector: &str) -> Result<HistoryResult, EngineError> {

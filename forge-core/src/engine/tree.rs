@@ -2,6 +2,8 @@
 //! editing, rewinding (files included), bookmarks, deleting and splitting
 //! nodes.
 
+use forge_proto::params::{BookmarkParams, CheckoutParams, DeleteNodeParams, EditParams, RewindParams, SplitParams};
+
 use super::*;
 
 impl Engine {
@@ -116,100 +118,68 @@ impl Engine {
         Ok(out)
     }
 
-    pub async fn checkout(&self, selector: &str, node: &str, client: ClientRef) -> Result<SessionInfo, EngineError> {
-        self.check_running()?;
-        let handle = self.handle_for(selector).await?;
-        let (_, node) = self.resolve_node(&handle.id, node).await?;
-        handle.request(|reply| SessionCmd::Checkout { node, client, reply }).await?;
-        self.session_info(&handle.id).await
+    /// A tree command: its node (by id, prefix or bookmark) resolved to
+    /// an id in the params the session gets.
+    async fn tree_command<P: Addressed, T>(
+        &self,
+        mut params: P,
+        node: impl FnOnce(&mut P) -> Option<&mut String>,
+        cmd: impl FnOnce(P, Reply<T>) -> SessionCmd,
+    ) -> Result<(String, T), EngineError> {
+        let id = self.resolve(params.session()).await?;
+        if let Some(node) = node(&mut params) {
+            *node = self.resolve_node(&id, node).await?.1;
+        }
+        self.command(params, cmd).await
     }
 
-    pub async fn edit(
-        &self,
-        selector: &str,
-        node: &str,
-        text: String,
-        client: ClientRef,
-    ) -> Result<forge_proto::EditResult, EngineError> {
-        self.check_running()?;
-        let handle = self.handle_for(selector).await?;
-        let (_, node) = self.resolve_node(&handle.id, node).await?;
-        handle.request(|reply| SessionCmd::Edit { node, text, client, reply }).await
+    pub async fn checkout(&self, params: CheckoutParams, client: ClientRef) -> Result<SessionInfo, EngineError> {
+        let cmd = |params, reply| SessionCmd::Checkout { params, client, reply };
+        let (id, ()) = self.tree_command(params, |p| Some(&mut p.node), cmd).await?;
+        self.session_info(&id).await
+    }
+
+    pub async fn edit(&self, params: EditParams, client: ClientRef) -> Result<forge_proto::EditResult, EngineError> {
+        let cmd = |params, reply| SessionCmd::Edit { params, client, reply };
+        Ok(self.tree_command(params, |p| Some(&mut p.node), cmd).await?.1)
     }
 
     /// Rewinds a session to `node` (the last turn's start if none): the
     /// files tools changed since are put back, then the head moves there
     /// (the session does it, in its `Rewinding` state).
-    #[allow(clippy::too_many_arguments)]
     pub async fn rewind(
         &self,
-        selector: &str,
-        node: Option<&str>,
-        files: bool,
-        conversation: bool,
-        dry_run: bool,
-        force: bool,
+        params: RewindParams,
         client: ClientRef,
     ) -> Result<forge_proto::RewindResult, EngineError> {
-        self.check_running()?;
-        let handle = self.handle_for(selector).await?;
-        let node = match node {
-            Some(n) => Some(self.resolve_node(&handle.id, n).await?.1),
-            None => None,
-        };
-        let last_turn = node.is_none();
-        let args = crate::session::machine::rewind::RewindArgs {
-            node,
-            last_turn,
-            files,
-            conversation,
-            dry_run,
-            force,
-            client,
-        };
-        handle.request(|reply| SessionCmd::Rewind { args, reply }).await
+        let cmd = |params, reply| SessionCmd::Rewind { params, client, reply };
+        Ok(self.tree_command(params, |p| p.node.as_mut(), cmd).await?.1)
     }
 
     pub async fn bookmark(
         &self,
-        selector: &str,
-        name: String,
-        node: Option<&str>,
-        delete: bool,
+        params: BookmarkParams,
         client: ClientRef,
     ) -> Result<forge_proto::BookmarkResult, EngineError> {
-        self.check_running()?;
-        let handle = self.handle_for(selector).await?;
-        let node = match node {
-            Some(n) if !delete => Some(self.resolve_node(&handle.id, n).await?.1),
-            _ => None,
-        };
-        handle.request(|reply| SessionCmd::Bookmark { name, node, delete, client, reply }).await
+        let cmd = |params, reply| SessionCmd::Bookmark { params, client, reply };
+        // A bookmark deleted needs no node.
+        fn node(p: &mut BookmarkParams) -> Option<&mut String> {
+            if p.delete { None } else { p.node.as_mut() }
+        }
+        Ok(self.tree_command(params, node, cmd).await?.1)
     }
 
     pub async fn delete_node(
         &self,
-        selector: &str,
-        node: &str,
-        cascade: bool,
+        params: DeleteNodeParams,
         client: ClientRef,
     ) -> Result<forge_proto::DeleteNodeResult, EngineError> {
-        self.check_running()?;
-        let handle = self.handle_for(selector).await?;
-        let (_, node) = self.resolve_node(&handle.id, node).await?;
-        handle.request(|reply| SessionCmd::DeleteNode { node, cascade, client, reply }).await
+        let cmd = |params, reply| SessionCmd::DeleteNode { params, client, reply };
+        Ok(self.tree_command(params, |p| Some(&mut p.node), cmd).await?.1)
     }
 
-    pub async fn split(
-        &self,
-        selector: &str,
-        node: &str,
-        at: u64,
-        client: ClientRef,
-    ) -> Result<forge_proto::SplitResult, EngineError> {
-        self.check_running()?;
-        let handle = self.handle_for(selector).await?;
-        let (_, node) = self.resolve_node(&handle.id, node).await?;
-        handle.request(|reply| SessionCmd::Split { node, at, client, reply }).await
+    pub async fn split(&self, params: SplitParams, client: ClientRef) -> Result<forge_proto::SplitResult, EngineError> {
+        let cmd = |params, reply| SessionCmd::Split { params, client, reply };
+        Ok(self.tree_command(params, |p| Some(&mut p.node), cmd).await?.1)
     }
 }

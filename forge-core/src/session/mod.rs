@@ -16,6 +16,10 @@ mod tool_task;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use forge_proto::params::{
+    AnswerParams, ApprovalRulesParams, BookmarkParams, CancelParams, CheckoutParams, ConfigureParams, ContextParams,
+    DeleteNodeParams, EditParams, RecoverParams, RenameParams, RewindParams, SendParams, SplitParams, ToolResultParams,
+};
 use forge_proto::{CancelResult, ClientRef, ErrorKind, OperationStateKind, SendResult};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
@@ -25,25 +29,22 @@ use crate::error::EngineError;
 pub(crate) type Reply<T> = oneshot::Sender<Result<T, EngineError>>;
 
 /// Commands a session accepts: one variant each, handled in one arm of
-/// `Session::on_command`.
+/// `Session::on_command`. A client's command carries its params as the
+/// wire gave them (the session and node references resolved to ids).
 pub(crate) enum SessionCmd {
     Send {
-        text: String,
+        params: SendParams,
         client: ClientRef,
         /// Identical user messages already under the head, as the store
         /// had them. One is reused instead of a new node if the head is
         /// still the one it hangs from (for a root: if it was sent under
         /// the same system prompt).
         same: Vec<SameMessage>,
-        /// Answers to ask for, each a sibling of the others (1: one).
-        n: u32,
-        /// No new message: answer what the path holds now.
-        continued: bool,
         reply: Reply<SendResult>,
     },
     Cancel {
+        params: CancelParams,
         client: ClientRef,
-        drop_queued: bool,
         reply: Reply<CancelResult>,
     },
     /// A new session begins: its `SessionStart` hooks run (answered once
@@ -52,41 +53,32 @@ pub(crate) enum SessionCmd {
         reply: Reply<()>,
     },
     Rename {
-        name: Option<String>,
+        params: RenameParams,
         client: ClientRef,
         reply: Reply<()>,
     },
     Approve {
-        decision: forge_proto::ApprovalDecision,
-        approval_id: Option<String>,
-        call_ids: Option<Vec<String>>,
-        indices: Option<Vec<u32>>,
-        always: bool,
+        params: AnswerParams,
         client: ClientRef,
         reply: Reply<forge_proto::ApprovalResult>,
     },
     ApprovalRules {
-        mode: Option<String>,
-        allow: Vec<String>,
-        clear: bool,
+        params: ApprovalRulesParams,
         client: ClientRef,
         reply: Reply<forge_proto::ApprovalRules>,
     },
     ToolResult {
-        call_id: String,
-        output: String,
-        is_error: bool,
+        params: ToolResultParams,
         client: ClientRef,
         reply: Reply<forge_proto::ToolResultAccepted>,
     },
     Recover {
-        action: forge_proto::RecoverAction,
+        params: RecoverParams,
         client: ClientRef,
         reply: Reply<forge_proto::RecoverResult>,
     },
     Configure {
-        provider: String,
-        model: String,
+        params: ConfigureParams,
         client: ClientRef,
         reply: Reply<()>,
     },
@@ -95,8 +87,7 @@ pub(crate) enum SessionCmd {
         reply: Reply<()>,
     },
     Context {
-        /// Include the system prompt.
-        system: bool,
+        params: ContextParams,
         reply: Reply<forge_proto::ContextInfo>,
     },
     /// Summarize the conversation up to its newest exchange now.
@@ -106,38 +97,34 @@ pub(crate) enum SessionCmd {
     /// The tree commands: each reads the session's tree first
     /// (`Effect::ReadTree`), then changes it through the journal.
     Checkout {
-        node: String,
+        params: CheckoutParams,
         client: ClientRef,
         reply: Reply<()>,
     },
     Edit {
-        node: String,
-        text: String,
+        params: EditParams,
         client: ClientRef,
         reply: Reply<forge_proto::EditResult>,
     },
     Bookmark {
-        name: String,
-        node: Option<String>,
-        delete: bool,
+        params: BookmarkParams,
         client: ClientRef,
         reply: Reply<forge_proto::BookmarkResult>,
     },
     DeleteNode {
-        node: String,
-        cascade: bool,
+        params: DeleteNodeParams,
         client: ClientRef,
         reply: Reply<forge_proto::DeleteNodeResult>,
     },
     Split {
-        node: String,
-        at: u64,
+        params: SplitParams,
         client: ClientRef,
         reply: Reply<forge_proto::SplitResult>,
     },
     /// Rewinds the files and (or) the conversation (see `machine/rewind.rs`).
     Rewind {
-        args: machine::rewind::RewindArgs,
+        params: RewindParams,
+        client: ClientRef,
         reply: Reply<forge_proto::RewindResult>,
     },
     /// Files were put back (for a fork, by its origin): tell every client.

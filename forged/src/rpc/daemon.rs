@@ -1,12 +1,14 @@
 //! `hello` and `daemon.*`.
 
-use forge_proto::api::RpcResult;
 use forge_proto::error::rpc_error;
-use forge_proto::{ClientInfo, DaemonStatus, ErrorKind, HelloResult, PROTOCOL_VERSION, ServerInfo};
+use forge_proto::methods::RpcResult;
+use forge_proto::params::HelloParams;
+use forge_proto::{DaemonStatus, ErrorKind, HelloResult, PROTOCOL_VERSION, ServerInfo};
 
 use super::{ConnServer, to_rpc};
 
-pub fn hello(server: &ConnServer, protocol_version: u32, client: ClientInfo) -> RpcResult<HelloResult> {
+pub fn hello(server: &ConnServer, p: HelloParams) -> RpcResult<HelloResult> {
+    let HelloParams { protocol_version, client } = p;
     if protocol_version != PROTOCOL_VERSION {
         return Err(rpc_error(
             ErrorKind::ProtocolMismatch,

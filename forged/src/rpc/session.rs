@@ -1,9 +1,10 @@
 //! `session.*` methods that need more than a direct engine call.
 
-use forge_core::{CreateSession, FeedItem};
-use forge_proto::api::RpcResult;
+use forge_core::FeedItem;
 use forge_proto::error::rpc_error;
-use forge_proto::{ErrorKind, SessionEvent, SessionInfo, SubscriptionItem};
+use forge_proto::methods::RpcResult;
+use forge_proto::params::{EventsParams, SubscribeParams};
+use forge_proto::{ErrorKind, SessionEvent, SubscriptionItem};
 use jsonrpsee::core::SubscriptionResult;
 use jsonrpsee::{PendingSubscriptionSink, SubscriptionSink};
 use serde_json::value::RawValue;
@@ -11,18 +12,9 @@ use serde_json::value::RawValue;
 use super::{ConnServer, to_rpc};
 use crate::follow::Outlet;
 
-pub async fn create(server: &ConnServer, req: CreateSession) -> RpcResult<SessionInfo> {
-    server.engine().create_session(req, server.client_ref()).await.map_err(to_rpc)
-}
-
-pub async fn events(
-    server: &ConnServer,
-    session: String,
-    after_seq: Option<u64>,
-    limit: Option<u32>,
-) -> RpcResult<Vec<SessionEvent>> {
+pub async fn events(server: &ConnServer, p: EventsParams) -> RpcResult<Vec<SessionEvent>> {
     let (_, bodies) =
-        server.engine().events(&session, after_seq.unwrap_or(0), limit.unwrap_or(10_000)).await.map_err(to_rpc)?;
+        server.engine().events(&p.session, p.after_seq, p.limit.unwrap_or(10_000)).await.map_err(to_rpc)?;
     bodies
         .iter()
         .map(|b| {
@@ -63,10 +55,10 @@ pub(crate) fn item_text(item: &FeedItem) -> Option<String> {
 pub async fn subscribe(
     server: &ConnServer,
     pending: PendingSubscriptionSink,
-    session: String,
-    from_seq: Option<u64>,
+    p: SubscribeParams,
 ) -> SubscriptionResult {
-    let feed = match server.engine().subscribe(&session, from_seq).await {
+    let from_seq = p.from_seq;
+    let feed = match server.engine().subscribe(&p.session, from_seq).await {
         Ok(f) => f,
         Err(e) => {
             pending.reject(to_rpc(e)).await;

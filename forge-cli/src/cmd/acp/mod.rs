@@ -11,6 +11,10 @@ mod map;
 mod trust;
 mod turn;
 
+use forge_proto::params::{
+    ApprovalRulesParams, CancelParams, CheckoutParams, ConfigureParams, CreateParams, ForkParams, ModelsParams,
+    RewindParams, SetMcpServersParams,
+};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -25,7 +29,7 @@ use agent_client_protocol::v1::schema::{
     SetSessionModeRequest, SetSessionModeResponse,
 };
 use agent_client_protocol::{Agent, Client, Stdio, UntypedMessage};
-use forge_client::{Connection, ForgeApiClient};
+use forge_client::{Connection, ForgeClient};
 use forge_proto::{ClientInfo, ClientKind, McpServerSpec, SessionInfo};
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
@@ -172,7 +176,10 @@ pub async fn run(g: &Global) -> std::result::Result<(), Failure> {
         .on_receive_notification(
             async move |n: CancelNotification, _cx: ConnectionTo<Client>| {
                 if let Ok(d) = b5.daemon().await {
-                    let _ = d.client.session_cancel(n.session_id.to_string(), None).await;
+                    let _ = d
+                        .client
+                        .session_cancel(CancelParams { session: n.session_id.to_string(), ..Default::default() })
+                        .await;
                 }
                 Ok(())
             },
@@ -297,7 +304,10 @@ async fn give_mcp_servers(d: &Connection, session: &str, servers: &[McpServer]) 
     if specs.is_empty() {
         return Ok(());
     }
-    d.client.session_set_mcp_servers(session.to_string(), specs).await.map_err(from_client)?;
+    d.client
+        .session_set_mcp_servers(SetMcpServersParams { session: session.to_string(), servers: specs })
+        .await
+        .map_err(from_client)?;
     Ok(())
 }
 
@@ -310,7 +320,8 @@ async fn new_session(
     if !req.cwd.is_absolute() {
         return Err(rpc_error(-32602, format!("cwd must be an absolute path, not {cwd}")));
     }
-    let info = d.client.session_create(None, Some(cwd), None, None, None).await.map_err(from_client)?;
+    let info =
+        d.client.session_create(CreateParams { cwd: Some(cwd), ..Default::default() }).await.map_err(from_client)?;
     give_mcp_servers(d, &info.id, &req.mcp_servers).await?;
     if let Ok(mut cwds) = b.cwds.lock() {
         cwds.insert(info.id.clone(), req.cwd.clone());
@@ -367,7 +378,11 @@ async fn set_mode(b: &Bridge, session: &str, mode: &str) -> Result<()> {
     }
     let d = b.daemon().await?;
     d.client
-        .session_approval_rules(session.to_string(), Some(mode.to_string()), None, None)
+        .session_approval_rules(ApprovalRulesParams {
+            session: session.to_string(),
+            mode: Some(mode.to_string()),
+            ..Default::default()
+        })
         .await
         .map_err(from_client)?;
     Ok(())
@@ -375,7 +390,7 @@ async fn set_mode(b: &Bridge, session: &str, mode: &str) -> Result<()> {
 
 /// The model selector: the catalog's models, the session's chosen.
 async fn config_options(d: &Connection, info: &SessionInfo) -> Result<Vec<SessionConfigOption>> {
-    let models = d.client.models_list(None).await.map_err(from_client)?;
+    let models = d.client.models_list(ModelsParams::default()).await.map_err(from_client)?;
     let mut options: Vec<SessionConfigSelectOption> = models
         .iter()
         .map(|m| {
@@ -394,9 +409,12 @@ async fn config_options(d: &Connection, info: &SessionInfo) -> Result<Vec<Sessio
 }
 
 async fn set_model(d: &Connection, session: &str, model: &str) -> Result<SessionInfo> {
-    let models = d.client.models_list(None).await.map_err(from_client)?;
+    let models = d.client.models_list(ModelsParams::default()).await.map_err(from_client)?;
     let provider = models.iter().find(|m| m.name == model).map(|m| m.provider.clone());
-    d.client.session_configure(session.to_string(), provider, Some(model.to_string())).await.map_err(from_client)
+    d.client
+        .session_configure(ConfigureParams { session: session.to_string(), provider, model: Some(model.to_string()) })
+        .await
+        .map_err(from_client)
 }
 
 async fn set_config_option(b: &Bridge, req: SetSessionConfigOptionRequest) -> Result<Vec<SessionConfigOption>> {
@@ -436,19 +454,38 @@ async fn extension(b: &Bridge, method: &str, params: Value, cx: &ConnectionTo<Cl
             let force = params.get("force").and_then(Value::as_bool);
             let r = d
                 .client
-                .session_rewind(need_session()?, s("node"), None, None, dry, force)
+                .session_rewind(RewindParams {
+                    session: need_session()?,
+                    node: s("node"),
+                    dry_run: dry.unwrap_or_default(),
+                    force: force.unwrap_or_default(),
+                    ..Default::default()
+                })
                 .await
                 .map_err(from_client)?;
             to_value(r)
         }
         "_forge/fork" => {
-            let r =
-                d.client.session_fork(need_session()?, s("node"), s("name"), None, None).await.map_err(from_client)?;
+            let r = d
+                .client
+                .session_fork(ForkParams {
+                    session: need_session()?,
+                    node: s("node"),
+                    name: s("name"),
+                    ..Default::default()
+                })
+                .await
+                .map_err(from_client)?;
             to_value(r)
         }
         "_forge/checkout" => {
             let node = s("node").ok_or_else(|| rpc_error(-32602, "_forge/checkout needs `node`"))?;
-            to_value(d.client.session_checkout(need_session()?, node).await.map_err(from_client)?)
+            to_value(
+                d.client
+                    .session_checkout(CheckoutParams { session: need_session()?, node })
+                    .await
+                    .map_err(from_client)?,
+            )
         }
         _ => Err(agent_client_protocol::Error::method_not_found().data(json!({"method": method}))),
     }

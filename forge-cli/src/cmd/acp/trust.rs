@@ -11,7 +11,7 @@ use agent_client_protocol::v1::schema::{
     ContentBlock, PermissionOption, PermissionOptionKind, RequestPermissionOutcome, RequestPermissionRequest,
     TextContent, ToolCallContent, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
 };
-use forge_client::ForgeApiClient;
+use forge_client::ForgeClient;
 use forge_proto::FolderTrust;
 
 use super::Bridge;

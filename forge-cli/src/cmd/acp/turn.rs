@@ -3,6 +3,7 @@
 //! becomes `session/request_permission` for each call; if another client
 //! answers first, the editor's requests are withdrawn (`$/cancel_request`).
 
+use forge_proto::params::{AnswerParams, ApprovalRulesParams, RewindParams, SendParams, UsageParams};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -14,7 +15,7 @@ use agent_client_protocol::v1::schema::{
     RequestPermissionOutcome, RequestPermissionRequest, SessionNotification, SessionUpdate, StopReason, TextContent,
     ToolCallContent, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
 };
-use forge_client::{Follow, ForgeApiClient};
+use forge_client::{Follow, ForgeClient};
 use forge_proto::{ApprovalCall, ApprovalDecision, EventKind, JournalHealth, SubscriptionItem};
 use serde_json::Value;
 use tokio::task::JoinHandle;
@@ -52,7 +53,11 @@ pub(super) async fn prompt(b: &Arc<Bridge>, req: PromptRequest, cx: &ConnectionT
         say(cx, &session, &reply)?;
         return Ok(PromptResponse::new(StopReason::EndTurn));
     }
-    let sent = d.client.session_send(session.clone(), Some(text), None, None).await.map_err(from_client)?;
+    let sent = d
+        .client
+        .session_send(SendParams { session: session.clone(), text: Some(text), ..Default::default() })
+        .await
+        .map_err(from_client)?;
     let mut follow =
         Follow::open(&d.socket, &d.info, sent.session_id.clone(), Some(sent.seq)).await.map_err(from_client)?;
     let cwd = match b.cwd(&session) {
@@ -257,7 +262,14 @@ async fn ask(b: Arc<Bridge>, cx: ConnectionTo<Client>, session: String, approval
         }
     }
     if !always.is_empty() {
-        let _ = d.client.session_approval_rules(session.clone(), None, Some(always), None).await;
+        let _ = d
+            .client
+            .session_approval_rules(ApprovalRulesParams {
+                session: session.clone(),
+                allow: always,
+                ..Default::default()
+            })
+            .await;
     }
     let decision = if approved.len() == calls.len() {
         ApprovalDecision::ApproveAll
@@ -268,7 +280,16 @@ async fn ask(b: Arc<Bridge>, cx: ConnectionTo<Client>, session: String, approval
     };
     let ids = (decision == ApprovalDecision::ApproveSelected).then_some(approved);
     // Another client may have answered meanwhile: the first answer wins.
-    let _ = d.client.approval_answer(session, decision, Some(approval_id), ids, None, None).await;
+    let _ = d
+        .client
+        .approval_answer(AnswerParams {
+            session,
+            decision,
+            approval_id: Some(approval_id),
+            call_ids: ids,
+            ..Default::default()
+        })
+        .await;
 }
 
 /// A prompt that is one of Forge's commands (`/undo`, `/summarize`,
@@ -280,7 +301,7 @@ async fn command(b: &Bridge, session: &str, text: &str) -> Result<Option<String>
         "undo" => {
             let r = d
                 .client
-                .session_rewind(session.to_string(), None, None, None, None, None)
+                .session_rewind(RewindParams { session: session.to_string(), ..Default::default() })
                 .await
                 .map_err(from_client)?;
             let files: Vec<String> = r.files.iter().map(|f| format!("{} {}", f.action, f.path)).collect();
@@ -295,7 +316,11 @@ async fn command(b: &Bridge, session: &str, text: &str) -> Result<Option<String>
             format!("Summarizing {} messages ({} tokens) in the background.", r.messages, r.tokens_before)
         }
         "usage" => {
-            let r = d.client.usage_report(Some(session.to_string()), None).await.map_err(from_client)?;
+            let r = d
+                .client
+                .usage_report(UsageParams { session: Some(session.to_string()), ..Default::default() })
+                .await
+                .map_err(from_client)?;
             let t = &r.total;
             format!(
                 "{} responses, {} input and {} output tokens, about ${:.4}.",

@@ -3,6 +3,7 @@
 //! the pending approval as journaled and restored after a restart, and a
 //! user's answer.
 
+use forge_proto::params::AnswerParams;
 use forge_proto::{ApprovalCall, ApprovalDecision, ApprovalResult, ClientRef, ErrorKind, EventKind};
 
 use super::state::OperationState;
@@ -124,13 +125,10 @@ impl Session {
     /// A client's answer to the pending approval.
     pub(super) fn on_approval(
         &mut self,
-        decision: ApprovalDecision,
-        approval_id: Option<String>,
-        call_ids: Option<Vec<String>>,
-        indices: Option<Vec<u32>>,
-        always: bool,
+        params: AnswerParams,
         client: ClientRef,
     ) -> Result<ApprovalResult, EngineError> {
+        let AnswerParams { decision, approval_id, call_ids, indices, always, .. } = params;
         let not_pending = || {
             EngineError::new(
                 ErrorKind::ApprovalNotPending,

@@ -3,6 +3,7 @@
 //! hands it to its handler. A handler answers through a [`Responder`] kept
 //! with the batch its effects go into, or at once with an error.
 
+use forge_proto::params::ConfigureParams;
 use forge_proto::{CancelResult, ClientRef, ErrorKind, EventKind, SendResult};
 use tokio::sync::oneshot;
 
@@ -12,6 +13,7 @@ use crate::catalog::Source;
 use crate::error::EngineError;
 use crate::ids::new_id;
 use crate::journal::StoreOp;
+use crate::provider_kind::ProviderKind;
 use crate::session::{Reply, SessionCmd};
 use crate::store::QueuedRow;
 
@@ -39,14 +41,21 @@ pub(super) enum Access {
 impl Session {
     pub(super) fn on_command(&mut self, cmd: SessionCmd) {
         match cmd {
-            SessionCmd::Send { text, client, same, n, continued, reply } => {
+            SessionCmd::Send { params, client, same, reply } => {
                 if let Some(reply) = self.admit(reply, Access::Write) {
-                    self.on_send(SendArgs { text, client, same, n, continued }, reply);
+                    let args = SendArgs {
+                        text: params.text.unwrap_or_default(),
+                        client,
+                        same,
+                        n: params.n.unwrap_or(1),
+                        continued: params.continued,
+                    };
+                    self.on_send(args, reply);
                 }
             }
-            SessionCmd::Cancel { client, drop_queued, reply } => {
+            SessionCmd::Cancel { params, client, reply } => {
                 if let Some(reply) = self.admit(reply, Access::Write) {
-                    self.on_cancel(client, drop_queued, reply);
+                    self.on_cancel(client, params.drop_queued, reply);
                 }
             }
             SessionCmd::Start { reply } => {
@@ -54,14 +63,14 @@ impl Session {
                     self.on_start(reply);
                 }
             }
-            SessionCmd::Rename { name, client, reply } => {
+            SessionCmd::Rename { params, client, reply } => {
                 if let Some(reply) = self.admit(reply, Access::Write) {
-                    self.on_rename(name, client, reply);
+                    self.on_rename(params.name, client, reply);
                 }
             }
-            SessionCmd::Configure { provider, model, client, reply } => {
+            SessionCmd::Configure { params, client, reply } => {
                 if let Some(reply) = self.admit(reply, Access::Write) {
-                    self.on_configure(provider, model, client, reply);
+                    self.on_configure(params, client, reply);
                 }
             }
             SessionCmd::Clear { client, reply } => {
@@ -75,9 +84,9 @@ impl Session {
                     self.out.push(Effect::Reply(ReadyReply::now(reply, result)));
                 }
             }
-            SessionCmd::Context { system, reply } => {
+            SessionCmd::Context { params, reply } => {
                 if let Some(reply) = self.admit(reply, Access::Read) {
-                    self.out.push(Effect::Reply(ReadyReply::now(reply, Ok(self.context_info(system)))));
+                    self.out.push(Effect::Reply(ReadyReply::now(reply, Ok(self.context_info(params.system)))));
                 }
             }
             SessionCmd::Remove { reply } => {
@@ -85,27 +94,27 @@ impl Session {
                     self.on_remove(reply);
                 }
             }
-            SessionCmd::Approve { decision, approval_id, call_ids, indices, always, client, reply } => {
+            SessionCmd::Approve { params, client, reply } => {
                 if let Some(reply) = self.admit(reply, Access::Write) {
-                    let result = self.on_approval(decision, approval_id, call_ids, indices, always, client);
+                    let result = self.on_approval(params, client);
                     self.reply_when_durable(reply, result);
                 }
             }
-            SessionCmd::ApprovalRules { mode, allow, clear, client, reply } => {
+            SessionCmd::ApprovalRules { params, client, reply } => {
                 if let Some(reply) = self.admit(reply, Access::Write) {
-                    let result = self.on_approval_rules(mode, allow, clear, Some(client));
+                    let result = self.on_approval_rules(params.mode, params.allow, params.clear, Some(client));
                     self.reply_when_durable(reply, result);
                 }
             }
-            SessionCmd::ToolResult { call_id, output, is_error, client, reply } => {
+            SessionCmd::ToolResult { params, client, reply } => {
                 if let Some(reply) = self.admit(reply, Access::Write) {
-                    let result = self.on_tool_result(call_id, output, is_error, client);
+                    let result = self.on_tool_result(params, client);
                     self.reply_when_durable(reply, result);
                 }
             }
-            SessionCmd::Recover { action, client, reply } => {
+            SessionCmd::Recover { params, client, reply } => {
                 if let Some(reply) = self.admit(reply, Access::Write) {
-                    let result = self.on_recover(action, Some(client));
+                    let result = self.on_recover(params.action, Some(client));
                     self.reply_when_durable(reply, result);
                 }
             }
@@ -329,7 +338,32 @@ impl Session {
         self.pipeline.effect(OnDurable::Reply(Responder::with(reply, ())));
     }
 
-    fn on_configure(&mut self, provider: String, model: String, client: ClientRef, reply: Reply<()>) {
+    /// A provider alone takes its default model; a model alone keeps the
+    /// session's provider.
+    fn configured(&self, params: ConfigureParams) -> Result<(String, String), EngineError> {
+        let model = params.model.map(|m| m.trim().to_string()).filter(|m| !m.is_empty());
+        match params.provider {
+            Some(p) => {
+                let kind = ProviderKind::parse(&p).ok_or_else(|| {
+                    EngineError::new(
+                        ErrorKind::InvalidParams,
+                        format!("unknown provider \"{p}\"; use claude (or anthropic), openai or gemini"),
+                    )
+                })?;
+                Ok((kind.as_str().to_string(), model.unwrap_or_else(|| kind.default_model().to_string())))
+            }
+            None => match model {
+                Some(m) => Ok((self.row.provider.clone(), m)),
+                None => Err(EngineError::new(ErrorKind::InvalidParams, "give a provider, a model or both")),
+            },
+        }
+    }
+
+    fn on_configure(&mut self, params: ConfigureParams, client: ClientRef, reply: Reply<()>) {
+        let (provider, model) = match self.configured(params) {
+            Ok(pm) => pm,
+            Err(e) => return self.out.push(Effect::Reply(ReadyReply::now(reply, Err(e)))),
+        };
         // Queued messages go out with the model they were sent for: the
         // configuration is frozen while any waits.
         if !self.queue.is_empty() && (provider != self.row.provider || model != self.row.model) {

@@ -290,7 +290,7 @@ impl<F> Pipeline<F> {
                         session_id: self.session_id.clone(),
                         seq,
                         ts_ms,
-                        kind: event_kind_name(kind),
+                        kind: kind.name(),
                         body: json.clone(),
                     });
                     seqs.push(Some(seq));
@@ -392,56 +392,6 @@ impl<F> Pipeline<F> {
         self.outbox = Outbox::default();
         self.to_apply.clear();
         self.pending_effects.clear();
-    }
-}
-
-pub(crate) fn event_kind_name(kind: &EventKind) -> &'static str {
-    match kind {
-        EventKind::SessionCreated { .. } => "session_created",
-        EventKind::SessionRenamed { .. } => "session_renamed",
-        EventKind::SessionConfigured { .. } => "session_configured",
-        EventKind::HistoryCleared {} => "history_cleared",
-        EventKind::HeadMoved { .. } => "head_moved",
-        EventKind::NodeEdited { .. } => "node_edited",
-        EventKind::NodesDeleted { .. } => "nodes_deleted",
-        EventKind::NodeSplit { .. } => "node_split",
-        EventKind::BookmarkSet { .. } => "bookmark_set",
-        EventKind::FilesRestored { .. } => "files_restored",
-        EventKind::RewindStarted { .. } => "rewind_started",
-        EventKind::SessionForked { .. } => "session_forked",
-        EventKind::MessageQueued { .. } => "message_queued",
-        EventKind::TurnStarted { .. } => "turn_started",
-        EventKind::TextDelta { .. } => "text_delta",
-        EventKind::ThinkingDelta { .. } => "thinking_delta",
-        EventKind::ToolCallStarted { .. } => "tool_call_started",
-        EventKind::ToolCallArgs { .. } => "tool_call_args",
-        EventKind::ToolRunning { .. } => "tool_running",
-        EventKind::ToolOutput { .. } => "tool_output",
-        EventKind::ToolResult { .. } => "tool_result",
-        EventKind::StreamResumed { .. } => "stream_resumed",
-        EventKind::ApprovalRequested { .. } => "approval_requested",
-        EventKind::ToolRecovery { .. } => "tool_recovery",
-        EventKind::AwaitingToolResults { .. } => "awaiting_tool_results",
-        EventKind::ApprovalResolved { .. } => "approval_resolved",
-        EventKind::ApprovalRulesChanged { .. } => "approval_rules_changed",
-        EventKind::HookRan { .. } => "hook_ran",
-        EventKind::Retrying { .. } => "retrying",
-        EventKind::Usage { .. } => "usage",
-        EventKind::SummarizationStarted { .. } => "summarization_started",
-        EventKind::SummarizationRetry { .. } => "summarization_retry",
-        EventKind::SummarizationDone { .. } => "summarization_done",
-        EventKind::SummarizationFailed { .. } => "summarization_failed",
-        EventKind::ContextRestored { .. } => "context_restored",
-        EventKind::CancelRequested {} => "cancel_requested",
-        EventKind::TurnFinished { .. } => "turn_finished",
-        EventKind::ProviderRequest { .. } => "provider_request",
-        EventKind::ProviderResponse { .. } => "provider_response",
-        EventKind::AssistantNode { .. } => "assistant_node",
-        EventKind::ToolResultNode { .. } => "tool_result_node",
-        EventKind::Done { .. } => "done",
-        EventKind::Error { .. } => "error",
-        EventKind::QueueCleared { .. } => "queue_cleared",
-        EventKind::Unknown => "unknown",
     }
 }
 

@@ -39,6 +39,27 @@ pub(crate) struct RewindArgs {
     pub client: ClientRef,
 }
 
+impl RewindArgs {
+    /// `session.rewind`'s params, as the machine reads them.
+    pub(crate) fn new(p: forge_proto::params::RewindParams, client: ClientRef) -> Result<Self, EngineError> {
+        if p.files_only && p.conversation_only {
+            return Err(EngineError::new(
+                ErrorKind::InvalidParams,
+                "files_only and conversation_only exclude each other",
+            ));
+        }
+        Ok(Self {
+            last_turn: p.node.is_none(),
+            node: p.node,
+            files: !p.conversation_only,
+            conversation: !p.files_only,
+            dry_run: p.dry_run,
+            force: p.force,
+            client,
+        })
+    }
+}
+
 /// For the shell: work out what a rewind from the end of `from` to the end
 /// of `to` does to the files.
 pub(crate) struct PlanRewind {

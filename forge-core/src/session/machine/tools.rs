@@ -393,11 +393,10 @@ impl Session {
     /// Parse-only: a client's result for one call.
     pub(super) fn on_tool_result(
         &mut self,
-        call_id: String,
-        output: String,
-        is_error: bool,
+        params: forge_proto::params::ToolResultParams,
         client: ClientRef,
     ) -> Result<forge_proto::ToolResultAccepted, EngineError> {
+        let forge_proto::params::ToolResultParams { call_id, output, is_error, .. } = params;
         let OperationState::AwaitingToolResults { pending, .. } = &mut self.state else {
             return Err(EngineError::new(
                 ErrorKind::SessionBusy,

@@ -3,11 +3,13 @@
 //! (`Effect::ReadTree`), only while no turn runs, and journaled like any
 //! other change: the ops, then an event every client sees.
 
+use forge_proto::params::BookmarkParams;
 use forge_proto::{ClientRef, ErrorKind, EventKind, MessageStatus, Role};
 
 use super::Session;
 use super::commands::Access;
 use super::history::chat_message;
+use super::rewind::RewindArgs;
 use super::state::OperationState;
 use crate::error::EngineError;
 use crate::forest::Forest;
@@ -41,27 +43,30 @@ impl Session {
             }};
         }
         match cmd {
-            SessionCmd::Checkout { node, client, reply } => {
-                run!(reply, |s: &mut Session, f: &Forest| s.checkout(f, &node, client))
+            SessionCmd::Checkout { params, client, reply } => {
+                run!(reply, |s: &mut Session, f: &Forest| s.checkout(f, &params.node, client))
             }
-            SessionCmd::Edit { node, text, client, reply } => {
-                run!(reply, |s: &mut Session, f: &Forest| s.edit(f, &node, text, client))
+            SessionCmd::Edit { params, client, reply } => {
+                run!(reply, |s: &mut Session, f: &Forest| s.edit(f, &params.node, params.text, client))
             }
-            SessionCmd::Bookmark { name, node, delete, client, reply } => {
+            SessionCmd::Bookmark { params, client, reply } => {
+                let BookmarkParams { name, node, delete, .. } = params;
                 run!(reply, |s: &mut Session, f: &Forest| s.bookmark(f, name, node, delete, client))
             }
-            SessionCmd::DeleteNode { node, cascade, client, reply } => {
-                run!(reply, |s: &mut Session, f: &Forest| s.delete_node(f, &node, cascade, client))
+            SessionCmd::DeleteNode { params, client, reply } => {
+                let cascade = params.cascade.unwrap_or(true);
+                run!(reply, |s: &mut Session, f: &Forest| s.delete_node(f, &params.node, cascade, client))
             }
-            SessionCmd::Split { node, at, client, reply } => {
-                run!(reply, |s: &mut Session, f: &Forest| s.split(f, &node, at, client))
+            SessionCmd::Split { params, client, reply } => {
+                run!(reply, |s: &mut Session, f: &Forest| s.split(f, &params.node, params.at, client))
             }
-            SessionCmd::Rewind { args, reply } => {
-                let access = if args.dry_run { Access::Read } else { Access::Write };
+            SessionCmd::Rewind { params, client, reply } => {
+                let access = if params.dry_run { Access::Read } else { Access::Write };
                 let Some(reply) = self.admit(reply, access) else { return };
-                match &forest {
-                    Ok(f) => self.on_rewind(f, args, reply),
-                    Err(e) => self.out.push(super::Effect::Reply(super::ReadyReply::now(reply, Err(e.clone())))),
+                match (&forest, RewindArgs::new(params, client)) {
+                    (Ok(f), Ok(args)) => self.on_rewind(f, args, reply),
+                    (Err(e), _) => self.out.push(super::Effect::Reply(super::ReadyReply::now(reply, Err(e.clone())))),
+                    (_, Err(e)) => self.out.push(super::Effect::Reply(super::ReadyReply::now(reply, Err(e)))),
                 }
             }
             other => self.on_command(other),

@@ -3,6 +3,7 @@
 //! session writes; every test asserts what a client would see: the events
 //! published, the answers to commands, the state in `forgectl ps`.
 
+use forge_proto::params::{AnswerParams, RecoverParams, RenameParams, SendParams};
 use std::sync::Arc;
 
 use forge_proto::{
@@ -11,7 +12,6 @@ use forge_proto::{
 };
 use tokio::sync::oneshot;
 
-use super::pipeline::event_kind_name;
 use super::*;
 use crate::journal::{PersistError, StoreOp};
 use crate::session::Reply;
@@ -254,14 +254,8 @@ impl Harness {
     }
 
     fn send(&mut self, text: &str) -> oneshot::Receiver<Result<forge_proto::SendResult, EngineError>> {
-        self.command(|reply| SessionCmd::Send {
-            text: text.into(),
-            client: client(),
-            same: Vec::new(),
-            n: 1,
-            continued: false,
-            reply,
-        })
+        let params = SendParams { text: Some(text.into()), ..Default::default() };
+        self.command(|reply| SessionCmd::Send { params, client: client(), same: Vec::new(), reply })
     }
 
     /// Sends a message whose answer the test does not look at.
@@ -288,7 +282,7 @@ impl Harness {
     }
 
     fn names(&self) -> Vec<&'static str> {
-        self.published.iter().map(|e| event_kind_name(&e.kind)).collect()
+        self.published.iter().map(|e| e.kind.name()).collect()
     }
 
     fn state(&self) -> OperationStateKind {
@@ -390,7 +384,7 @@ fn cancel_is_answered_promptly_under_a_delta_flood() {
     for _ in 0..1000 {
         h.provider((0..MAX_INCOMING_EVENTS_PER_TICK).map(|_| text("x")).collect());
     }
-    let cancel = h.command(|reply| SessionCmd::Cancel { client: client(), drop_queued: false, reply });
+    let cancel = h.command(|reply| SessionCmd::Cancel { params: Default::default(), client: client(), reply });
     assert!(!h.request_open, "the request stops at once");
     let mut writes = 0;
     while !h.written.is_empty() {
@@ -421,19 +415,23 @@ fn a_failed_write_blocks_the_session_until_the_journal_recovers() {
     h.say("hello");
     h.settle();
     h.provider(vec![text("part")]);
-    let rename = h.command(|reply| SessionCmd::Rename { name: Some("n".into()), client: client(), reply });
+    let rename = h.command(|reply| SessionCmd::Rename {
+        params: RenameParams { name: Some("n".into()), ..Default::default() },
+        client: client(),
+        reply,
+    });
     h.fail_write();
     assert_eq!(h.state(), OperationStateKind::PersistenceBlocked);
     assert!(!h.request_open, "the stream stops");
     assert!(h.written.is_empty(), "nothing more is written");
     assert_eq!(h.names(), ["turn_started", "provider_request"], "nothing of the failed batch is shown");
-    let err = h.command(|reply| SessionCmd::Rename { name: None, client: client(), reply });
+    let err = h.command(|reply| SessionCmd::Rename { params: Default::default(), client: client(), reply });
     assert_eq!(answered(err).err().map(|e| e.kind), Some(ErrorKind::PersistenceBlocked));
     // The rename was in the batch after the failed one: told as well.
     assert_eq!(answered(rename).err().map(|e| e.kind), Some(ErrorKind::PersistenceBlocked));
     let send = h.send("more");
     assert_eq!(answered(send).err().map(|e| e.kind), Some(ErrorKind::PersistenceBlocked));
-    let context = h.command(|reply| SessionCmd::Context { system: false, reply });
+    let context = h.command(|reply| SessionCmd::Context { params: Default::default(), reply });
     assert!(answered(context).is_ok(), "a read is still answered");
 
     let healthy = HealthState { health: JournalHealth::Healthy, reason: None, since_ms: 0 };
@@ -569,25 +567,19 @@ fn a_side_effecting_call_waits_for_approval_and_a_denial_is_a_result_the_model_s
     assert_eq!(pending.calls[0].call_id, "c1");
     assert!(h.tool_runs.is_empty());
 
-    let wrong = h.command(|reply| SessionCmd::Approve {
-        always: false,
+    let params = AnswerParams {
         decision: ApprovalDecision::ApproveAll,
         approval_id: Some("not-it".into()),
-        call_ids: None,
-        indices: None,
-        client: client(),
-        reply,
-    });
+        ..Default::default()
+    };
+    let wrong = h.command(|reply| SessionCmd::Approve { params, client: client(), reply });
     assert_eq!(answered(wrong).err().map(|e| e.kind), Some(ErrorKind::ApprovalNotPending));
-    let deny = h.command(|reply| SessionCmd::Approve {
-        always: false,
+    let params = AnswerParams {
         decision: ApprovalDecision::DenyAll,
         approval_id: Some(pending.approval_id.clone()),
-        call_ids: None,
-        indices: None,
-        client: client(),
-        reply,
-    });
+        ..Default::default()
+    };
+    let deny = h.command(|reply| SessionCmd::Approve { params, client: client(), reply });
     h.settle();
     assert_eq!(answered(deny).map(|r| r.denied).ok(), Some(vec!["c1".to_string()]));
     assert!(h.tool_runs.is_empty(), "a denied call never runs");
@@ -677,8 +669,11 @@ fn tool_recovery_is_announced_once_and_waits_for_a_decision() {
     let mut again = Harness::loaded(unfinished(true), path);
     again.settle();
     assert!(again.names().is_empty(), "already announced");
-    let decision =
-        again.command(|reply| SessionCmd::Recover { action: RecoverAction::Resume, client: client(), reply });
+    let decision = again.command(|reply| SessionCmd::Recover {
+        params: RecoverParams { action: RecoverAction::Resume, ..Default::default() },
+        client: client(),
+        reply,
+    });
     again.settle();
     let result = answered(decision).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(result.not_rerun, ["c1"], "a side-effecting call that had started is not run again");
@@ -690,7 +685,7 @@ fn a_quiet_session_lets_go_of_its_history_and_reads_it_back_for_the_next_command
     let mut h = Harness::new();
     assert_eq!(h.timers, [Timer::ReleaseHistory]);
     h.feed(Event::Timer(Timer::ReleaseHistory));
-    let context = h.command(|reply| SessionCmd::Context { system: false, reply });
+    let context = h.command(|reply| SessionCmd::Context { params: Default::default(), reply });
     assert_eq!(answered(context).map(|c| c.messages).ok(), Some(1), "read back from the store");
 }
 
@@ -720,7 +715,7 @@ fn a_call_cancelled_before_it_runs_still_gets_its_result_and_never_runs() {
     h.ack(); // the answer is durable: tool_running is written
     assert!(h.names().contains(&"tool_call_args") && !h.names().contains(&"tool_running"));
     assert_eq!(h.written.len(), 1, "tool_running in flight");
-    let cancel = h.command(|reply| SessionCmd::Cancel { client: client(), drop_queued: false, reply });
+    let cancel = h.command(|reply| SessionCmd::Cancel { params: Default::default(), client: client(), reply });
     h.settle();
     assert!(answered(cancel).is_ok_and(|r| r.cancelled));
     assert!(h.tool_runs.is_empty(), "cancelled before it ran: it never runs");
@@ -840,7 +835,7 @@ fn a_cancel_while_waiting_to_retry_ends_the_turn_and_nothing_is_sent_again() {
     let mut h = Harness::new();
     h.streaming();
     h.provider(vec![transient(None)]);
-    let cancel = h.command(|reply| SessionCmd::Cancel { client: client(), drop_queued: false, reply });
+    let cancel = h.command(|reply| SessionCmd::Cancel { params: Default::default(), client: client(), reply });
     h.settle();
     assert!(answered(cancel).is_ok_and(|r| r.cancelled));
     h.feed(Event::Timer(Timer::Retry));
@@ -970,14 +965,8 @@ fn a_tool_loop_that_outgrows_the_window_is_summarized_between_batches() {
 }
 
 fn send_with(h: &mut Harness, text: &str, n: u32, continued: bool) -> Result<forge_proto::SendResult, EngineError> {
-    let rx = h.command(|reply| SessionCmd::Send {
-        text: text.into(),
-        client: client(),
-        same: Vec::new(),
-        n,
-        continued,
-        reply,
-    });
+    let params = SendParams { text: Some(text.into()), n: Some(n), continued, ..Default::default() };
+    let rx = h.command(|reply| SessionCmd::Send { params, client: client(), same: Vec::new(), reply });
     h.settle();
     answered(rx)
 }
@@ -1065,7 +1054,7 @@ fn a_cancel_ends_the_generation_with_one_generation_aborted_error() {
     let mut h = Harness::new();
     h.streaming();
     h.provider(vec![text("partial")]);
-    let rx = h.command(|reply| SessionCmd::Cancel { client: client(), drop_queued: false, reply });
+    let rx = h.command(|reply| SessionCmd::Cancel { params: Default::default(), client: client(), reply });
     h.settle();
     drop(answered(rx));
     let errors: Vec<(String, usize)> = h
@@ -1109,7 +1098,7 @@ fn a_cancel_between_two_answers_asks_for_no_more() {
     send_with(&mut h, "pick", 3, false).unwrap_or_else(|e| panic!("{e}"));
     h.provider(vec![text("one"), ProviderEvent::Done]);
     // The answer is sealed, not yet history: no stream runs to cancel.
-    let rx = h.command(|reply| SessionCmd::Cancel { client: client(), drop_queued: false, reply });
+    let rx = h.command(|reply| SessionCmd::Cancel { params: Default::default(), client: client(), reply });
     h.settle();
     assert_eq!(answered(rx).ok().map(|r| r.cancelled), Some(true));
     assert_eq!(h.requests.len(), 1, "no second answer was asked for");
@@ -1137,14 +1126,8 @@ fn a_root_is_found_again_only_under_the_same_system_prompt() {
         h.settle();
         let same =
             vec![crate::session::SameMessage { node: first.message_id.clone(), under: None, system_prompt: prompt }];
-        let rx = h.command(|reply| SessionCmd::Send {
-            text: "hello".into(),
-            client: client(),
-            same,
-            n: 1,
-            continued: false,
-            reply,
-        });
+        let params = SendParams { text: Some("hello".into()), ..Default::default() };
+        let rx = h.command(|reply| SessionCmd::Send { params, client: client(), same, reply });
         h.settle();
         h.provider(vec![text("hi"), ProviderEvent::Done]);
         h.settle();

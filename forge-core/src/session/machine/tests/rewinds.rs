@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::session::machine::call::JobOutcome;
-use crate::session::machine::rewind::{RewindArgs, RewindIntent, RewindPlan};
+use crate::session::machine::rewind::{RewindIntent, RewindPlan};
 use forge_proto::{RestoredFile, RewindResult, RewindStep};
 
 fn restored(path: &str) -> RestoredFile {
@@ -41,16 +41,8 @@ impl Harness {
             self.provider(vec![text("ok"), ProviderEvent::Done]);
             self.settle();
         }
-        let args = RewindArgs {
-            node: None,
-            last_turn: true,
-            files: true,
-            conversation: true,
-            dry_run: false,
-            force,
-            client: client(),
-        };
-        self.command(|reply| SessionCmd::Rewind { args, reply })
+        let params = forge_proto::params::RewindParams { force, ..Default::default() };
+        self.command(|reply| SessionCmd::Rewind { params, client: client(), reply })
     }
 
     fn planned(&mut self, plan: RewindPlan) {

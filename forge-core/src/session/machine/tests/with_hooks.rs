@@ -213,7 +213,7 @@ fn a_hook_job_that_comes_back_after_a_cancel_changes_nothing() {
     h.answer_calling("read_file", r#"{"path":"a.rs"}"#);
     h.settle();
     assert_eq!(h.hook_jobs.len(), 1);
-    drop(h.command(|reply| SessionCmd::Cancel { client: client(), drop_queued: false, reply }));
+    drop(h.command(|reply| SessionCmd::Cancel { params: Default::default(), client: client(), reply }));
     h.settle();
     assert_eq!(finished(&h).0, MessageStatus::Cancelled);
     let before = h.published.len();

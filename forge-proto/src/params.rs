@@ -1,0 +1,428 @@
+//! Each method's params as one struct: what the client sends is what the
+//! daemon (and, for a session's commands, the session machine) receives.
+//! Params are passed by name (a JSON object); an absent optional param and
+//! `null` mean the same, and a flag left out is `false`.
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::calls::{ApprovalDecision, McpServerSpec, RecoverAction};
+use crate::types::ClientInfo;
+
+/// `null` reads as the type's default (a flag as `false`, a list as
+/// empty): clients that send every param, set or not, send `null`s.
+fn or_default<'de, D: Deserializer<'de>, T: Deserialize<'de> + Default>(d: D) -> Result<T, D::Error> {
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// A method that takes no params.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct NoParams {}
+
+impl From<()> for NoParams {
+    fn from((): ()) -> Self {
+        Self {}
+    }
+}
+
+/// A params struct that names the session it is for: a full id, a unique
+/// id prefix, or the session's name.
+pub trait Addressed {
+    fn session(&self) -> &str;
+}
+
+/// Declares a params struct (serde, schema, `Default`) and, when it has a
+/// `session` field, [`Addressed`] for it.
+macro_rules! params {
+    ($(#[$meta:meta])* $name:ident { session: String, $($body:tt)* }) => {
+        params!(@struct $(#[$meta])* $name { pub session: String, $($body)* });
+        impl Addressed for $name {
+            fn session(&self) -> &str {
+                &self.session
+            }
+        }
+    };
+    ($(#[$meta:meta])* $name:ident { $($body:tt)* }) => {
+        params!(@struct $(#[$meta])* $name { $($body)* });
+    };
+    (@struct $(#[$meta:meta])* $name:ident { $($body:tt)* }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+        pub struct $name { $($body)* }
+    };
+}
+
+params!(
+    /// A method about one session and nothing else.
+    SessionRef { session: String, }
+);
+
+/// A session id (or prefix, or name) alone, for the client's methods.
+macro_rules! from_string {
+    ($name:ident . $field:ident) => {
+        impl From<String> for $name {
+            fn from($field: String) -> Self {
+                Self { $field }
+            }
+        }
+        impl From<&str> for $name {
+            fn from($field: &str) -> Self {
+                Self { $field: $field.to_string() }
+            }
+        }
+        impl From<&String> for $name {
+            fn from($field: &String) -> Self {
+                Self { $field: $field.clone() }
+            }
+        }
+    };
+}
+
+from_string!(SessionRef.session);
+
+params!(
+    HelloParams {
+        /// The protocol version the client speaks.
+        pub protocol_version: u32,
+        pub client: ClientInfo,
+    }
+);
+
+params!(
+    CreateParams {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub name: Option<String>,
+        /// The session's directory (default: the daemon's).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub cwd: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub provider: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub model: Option<String>,
+        /// The user means it when `cwd` is `/`, the home directory itself
+        /// or a system directory (refused otherwise, error kind
+        /// `broad_root`).
+        #[serde(default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
+        pub allow_broad_root: bool,
+    }
+);
+
+params!(
+    RenameParams {
+        session: String,
+        /// The new name; `null` clears it.
+        #[serde(default)]
+        pub name: Option<String>,
+    }
+);
+
+params!(
+    SendParams {
+        session: String,
+        /// The message (absent with `continue`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub text: Option<String>,
+        /// That many sibling answers (tools off only); default 1.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub n: Option<u32>,
+        /// No new message: answer what the session holds now.
+        #[serde(rename = "continue", default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
+        pub continued: bool,
+    }
+);
+
+params!(
+    ConfigureParams {
+        session: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub provider: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub model: Option<String>,
+    }
+);
+
+params!(
+    ContextParams {
+        session: String,
+        /// Add the system prompt the session's requests carry.
+        #[serde(default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
+        pub system: bool,
+        /// The original messages the session's N-th summary stands for.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub span: Option<u32>,
+    }
+);
+
+params!(
+    RecallParams {
+        session: String,
+        pub query: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub limit: Option<u32>,
+    }
+);
+
+params!(
+    ExportParams {
+        session: String,
+        /// The line to start from (a previous answer's `next`).
+        #[serde(default, deserialize_with = "or_default")]
+        pub offset: u64,
+    }
+);
+
+params!(
+    ImportParams {
+        pub lines: Vec<serde_json::Value>,
+        /// The upload the first piece's answer named.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub upload: Option<String>,
+        /// More pieces follow.
+        #[serde(default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
+        pub more: bool,
+        /// Re-roots the session in another directory (with the last piece).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub cwd: Option<String>,
+        #[serde(default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
+        pub allow_broad_root: bool,
+    }
+);
+
+params!(
+    ModelsParams {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub provider: Option<String>,
+    }
+);
+
+params!(
+    UsageParams {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub session: Option<String>,
+        /// From this time on (Unix ms).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub since_ms: Option<i64>,
+    }
+);
+
+params!(
+    McpListParams {
+        /// The servers that session sees (its own and config.toml's).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub session: Option<String>,
+    }
+);
+
+params!(
+    McpRestartParams {
+        pub name: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub session: Option<String>,
+    }
+);
+
+params!(
+    /// A folder, for the trust methods.
+    DirParams {
+        pub dir: String,
+    }
+);
+
+from_string!(DirParams.dir);
+
+params!(
+    CancelParams {
+        session: String,
+        /// Drop queued messages too.
+        #[serde(default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
+        pub drop_queued: bool,
+    }
+);
+
+params!(
+    RecoverParams {
+        session: String,
+        pub action: RecoverAction,
+    }
+);
+
+params!(
+    ToolResultParams {
+        session: String,
+        pub call_id: String,
+        pub output: String,
+        #[serde(default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
+        pub is_error: bool,
+    }
+);
+
+params!(
+    CheckoutParams {
+        session: String,
+        pub node: String,
+    }
+);
+
+params!(
+    RewindParams {
+        session: String,
+        /// Where to go back to (default: before the last turn).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub node: Option<String>,
+        /// Leave the conversation.
+        #[serde(default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
+        pub files_only: bool,
+        /// Leave the files.
+        #[serde(default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
+        pub conversation_only: bool,
+        /// Change nothing; return the diff.
+        #[serde(default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
+        pub dry_run: bool,
+        /// Overwrite files changed outside Forge since.
+        #[serde(default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
+        pub force: bool,
+    }
+);
+
+params!(
+    EditParams {
+        session: String,
+        pub node: String,
+        pub text: String,
+    }
+);
+
+params!(
+    ForkParams {
+        session: String,
+        /// Where the new session branches off (default: the head).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub node: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub name: Option<String>,
+        /// Put back the files tools changed after `node`.
+        #[serde(default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
+        pub restore_files: bool,
+        /// With `restore_files`: even files changed outside Forge since.
+        #[serde(default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
+        pub force: bool,
+    }
+);
+
+params!(
+    BookmarkParams {
+        session: String,
+        pub name: String,
+        /// Default: the head.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub node: Option<String>,
+        #[serde(default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
+        pub delete: bool,
+    }
+);
+
+params!(
+    DeleteNodeParams {
+        session: String,
+        pub node: String,
+        /// Everything under the node goes too (default); `false`: its
+        /// children hang from its parent instead.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub cascade: Option<bool>,
+    }
+);
+
+params!(
+    SplitParams {
+        session: String,
+        pub node: String,
+        /// The character to cut at.
+        pub at: u64,
+    }
+);
+
+params!(
+    EventsParams {
+        session: String,
+        /// Events with a greater seq (default 0).
+        #[serde(default, deserialize_with = "or_default")]
+        pub after_seq: u64,
+        /// At most this many (default and maximum 10000).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub limit: Option<u32>,
+    }
+);
+
+params!(
+    SubscribeParams {
+        session: String,
+        /// Replay stored events from this seq (default: live only).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub from_seq: Option<u64>,
+    }
+);
+
+params!(
+    AnswerParams {
+        session: String,
+        pub decision: ApprovalDecision,
+        /// Must match the pending approval, when given (a stale answer
+        /// cannot approve a newer request).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub approval_id: Option<String>,
+        /// With `approve_selected`: the calls approved.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub call_ids: Option<Vec<String>>,
+        /// With `approve_selected`: the calls approved, 1-based.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub indices: Option<Vec<u32>>,
+        /// Allow these tools always in this session.
+        #[serde(default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
+        pub always: bool,
+    }
+);
+
+params!(
+    ApprovalRulesParams {
+        session: String,
+        /// `default`, `permissive` or `strict`; `""` drops the session's.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub mode: Option<String>,
+        /// Tools that run without asking in this session.
+        #[serde(default, deserialize_with = "or_default", skip_serializing_if = "Vec::is_empty")]
+        pub allow: Vec<String>,
+        /// Forget the tools allowed before first.
+        #[serde(default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
+        pub clear: bool,
+    }
+);
+
+params!(
+    SetMcpServersParams {
+        session: String,
+        pub servers: Vec<McpServerSpec>,
+    }
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nulls_and_absent_params_read_as_their_defaults() {
+        let p: RewindParams = serde_json::from_str(r#"{"session":"s","node":null,"force":null}"#).unwrap();
+        assert_eq!(p, RewindParams { session: "s".into(), ..Default::default() });
+        let p: SendParams = serde_json::from_str(r#"{"session":"s","continue":true}"#).unwrap();
+        assert!(p.continued && p.text.is_none());
+        assert!(serde_json::from_str::<SendParams>(r#"{"text":"hi"}"#).is_err(), "session is required");
+    }
+
+    #[test]
+    fn unset_params_are_not_sent() {
+        let p = RewindParams { session: "s".into(), dry_run: true, ..Default::default() };
+        assert_eq!(serde_json::to_value(&p).unwrap(), serde_json::json!({"session": "s", "dry_run": true}));
+    }
+}
