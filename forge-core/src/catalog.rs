@@ -6,10 +6,9 @@
 //! and what is left of its window, never below 1.
 
 pub use forge_proto::Price;
-use forge_proto::{ErrorKind, Usage};
+use forge_proto::Usage;
 
 use crate::config::ForgeConfig;
-use crate::error::EngineError;
 use crate::provider_kind::ProviderKind;
 
 /// What Forge knows of a model.
@@ -102,34 +101,6 @@ const FAMILIES: &[(&str, u64, u32)] = &[
 /// For a model nothing is known of (a local server's, say): small enough
 /// not to overrun it. A `[[models]]` entry gives the real figures.
 const UNKNOWN: (u64, u32) = (32_768, 4_096);
-
-/// Checks the `[[models]]` entries: a known provider, figures above zero.
-pub fn validate(config: &ForgeConfig) -> Result<(), EngineError> {
-    for (i, m) in config.models.iter().enumerate() {
-        let which = format!("[[models]] entry {} (`{}`)", i + 1, m.name);
-        let bad = |what: String| Err(EngineError::new(ErrorKind::Config, format!("{which}: {what}")));
-        if m.name.trim().is_empty() {
-            return bad("`name` is empty".into());
-        }
-        if ProviderKind::parse(&m.provider).is_none() {
-            return bad(format!("unknown provider \"{}\"; use claude, openai or gemini", m.provider));
-        }
-        if m.context_window == 0 || m.max_output_tokens == 0 {
-            return bad("`context_window` and `max_output_tokens` must be at least 1".into());
-        }
-        let prices = [m.input_price, m.output_price, m.cache_read_price, m.cache_write_price];
-        if prices.iter().flatten().any(|p| !p.is_finite() || *p < 0.0) {
-            return bad("prices must be numbers of US dollars per million tokens, 0 or more".into());
-        }
-        if m.output_price.is_some() != m.input_price.is_some() {
-            return bad("give both `input_price` and `output_price` (USD per million tokens), or neither".into());
-        }
-    }
-    if config.app.max_output_tokens == Some(0) {
-        return Err(EngineError::new(ErrorKind::Config, "[app] max_output_tokens must be at least 1"));
-    }
-    Ok(())
-}
 
 /// What is known of `model` at `provider`: a `[[models]]` entry first,
 /// then the built-in table, the family, or the conservative default.
@@ -243,10 +214,10 @@ mod tests {
 
     #[test]
     fn bad_entries_are_refused_with_their_place() {
-        let c = config("[[models]]\nname = \"x\"\nprovider = \"acme\"\ncontext_window = 1\nmax_output_tokens = 1\n");
-        let err = validate(&c).err().map(|e| e.message).unwrap_or_default();
+        let parse = |text: &str| ForgeConfig::parse(text, std::path::Path::new("config.toml"));
+        let bad = "[[models]]\nname = \"x\"\nprovider = \"acme\"\ncontext_window = 1\nmax_output_tokens = 1\n";
+        let err = parse(bad).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(err.contains("entry 1") && err.contains("acme"), "{err}");
-        let c = config("[app]\nmax_output_tokens = 0\n");
-        assert!(validate(&c).is_err());
+        assert!(parse("[app]\nmax_output_tokens = 0\n").is_err());
     }
 }

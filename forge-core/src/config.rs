@@ -150,17 +150,7 @@ pub struct GoogleConfig {
     pub cache_ttl_seconds: Option<u64>,
 }
 
-/// How hard the store works to survive failures.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Durability {
-    /// WAL with synchronous=NORMAL: survives any crash of forged, may lose
-    /// the last transactions on power loss.
-    #[default]
-    Process,
-    /// WAL with synchronous=FULL: also survives power loss, slower commits.
-    Power,
-}
+pub use crate::store::Durability;
 
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -307,8 +297,36 @@ impl ForgeConfig {
             });
         }
         self.mcp.validate().map_err(|message| ConfigError::Value { path: path.to_path_buf(), message })?;
-        crate::catalog::validate(self).map_err(|e| ConfigError::Value { path: path.to_path_buf(), message: e.message })
+        validate_models(self).map_err(|message| ConfigError::Value { path: path.to_path_buf(), message })
     }
+}
+
+/// Checks the `[[models]]` entries: a known provider, figures above zero.
+fn validate_models(config: &ForgeConfig) -> Result<(), String> {
+    for (i, m) in config.models.iter().enumerate() {
+        let which = format!("[[models]] entry {} (`{}`)", i + 1, m.name);
+        let bad = |what: String| Err(format!("{which}: {what}"));
+        if m.name.trim().is_empty() {
+            return bad("`name` is empty".into());
+        }
+        if crate::provider_kind::ProviderKind::parse(&m.provider).is_none() {
+            return bad(format!("unknown provider \"{}\"; use claude, openai or gemini", m.provider));
+        }
+        if m.context_window == 0 || m.max_output_tokens == 0 {
+            return bad("`context_window` and `max_output_tokens` must be at least 1".into());
+        }
+        let prices = [m.input_price, m.output_price, m.cache_read_price, m.cache_write_price];
+        if prices.iter().flatten().any(|p| !p.is_finite() || *p < 0.0) {
+            return bad("prices must be numbers of US dollars per million tokens, 0 or more".into());
+        }
+        if m.output_price.is_some() != m.input_price.is_some() {
+            return bad("give both `input_price` and `output_price` (USD per million tokens), or neither".into());
+        }
+    }
+    if config.app.max_output_tokens == Some(0) {
+        return Err("[app] max_output_tokens must be at least 1".into());
+    }
+    Ok(())
 }
 
 /// The line a value error is about: its message starts with `[section]

@@ -23,6 +23,7 @@ pub mod provider_kind;
 pub mod redact;
 pub mod rewind;
 pub mod session;
+mod shared;
 pub mod snapshot;
 pub mod store;
 pub mod trust;

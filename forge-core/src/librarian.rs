@@ -7,8 +7,6 @@
 
 use std::collections::{HashMap, HashSet};
 
-use serde::{Deserialize, Serialize};
-
 use forge_proto::RecallHit;
 
 use crate::provider::{ChatMessage, ChatRole};
@@ -23,24 +21,7 @@ const MAX_PER_KIND: usize = 12;
 /// Most lines of a summary indexed as facts.
 const MAX_SUMMARY_LINES: usize = 80;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FactKind {
-    /// What the user asked or said.
-    Request,
-    /// A choice made, and often why.
-    Decision,
-    /// A file read, written or named.
-    File,
-    /// A command run, with how it ended.
-    Command,
-    /// An error met.
-    Error,
-    /// A name in backticks: a function, a crate, a flag.
-    Name,
-    /// A line of the summary itself.
-    Summary,
-}
+pub use crate::store::rows::FactKind;
 
 impl FactKind {
     pub fn as_str(self) -> &'static str {

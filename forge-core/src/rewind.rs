@@ -9,20 +9,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-/// A file's content (a blob's hash) and permission bits; `None`: absent.
-pub type FileState = Option<(String, u32)>;
-
-/// One recorded change of one file by one tool call.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Change {
-    /// The tool result node it belongs to.
-    pub node_id: String,
-    pub path: String,
-    pub before: FileState,
-    pub after: FileState,
-    /// The tool's result was recorded (`after` is known).
-    pub done: bool,
-}
+pub use crate::store::rows::{Change, FileState};
 
 /// What one file must become.
 #[derive(Debug, Clone, PartialEq, Eq)]

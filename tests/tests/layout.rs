@@ -1,6 +1,7 @@
 //! The code base's own rules, checked on every run: no production source
 //! file grows past 700 lines (split it by area instead), so each stays
-//! readable in one sitting.
+//! readable in one sitting; and no two modules of the daemon import each
+//! other, directly or around a loop (a module and its parent aside).
 
 use std::path::{Path, PathBuf};
 
@@ -39,4 +40,114 @@ fn no_production_file_is_over_700_lines() {
         .collect();
     long.sort();
     assert!(long.is_empty(), "split these by area (at most {MAX_LINES} lines each): {}", long.join(", "));
+}
+
+/// A crate's modules (one per file) and the modules each one names through
+/// `crate::` and `super::` paths, test code left out.
+fn module_graph(src: &Path) -> std::collections::BTreeMap<Vec<String>, std::collections::BTreeSet<Vec<String>>> {
+    let mut files = Vec::new();
+    sources(src, &mut files);
+    let module_of = |f: &Path| -> Vec<String> {
+        let rel = f.strip_prefix(src).unwrap_or(f).with_extension("");
+        let mut parts: Vec<String> = rel.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+        if matches!(parts.last().map(String::as_str), Some("mod" | "lib" | "main")) {
+            parts.pop();
+        }
+        parts
+    };
+    let modules: std::collections::BTreeSet<Vec<String>> = files.iter().map(|f| module_of(f)).collect();
+    let mut graph = std::collections::BTreeMap::new();
+    for f in &files {
+        let me = module_of(f);
+        let text = std::fs::read_to_string(f).unwrap_or_default();
+        // Unit tests sit at the end of a file, after `#[cfg(test)]`.
+        let text = text.split("#[cfg(test)]").next().unwrap_or_default();
+        let mut uses = std::collections::BTreeSet::new();
+        for line in text.lines().map(str::trim).filter(|l| !l.starts_with("//")) {
+            for (at, _) in line.match_indices("crate::").chain(line.match_indices("super::")) {
+                let path: Vec<&str> = line[at..]
+                    .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+                    .next()
+                    .unwrap_or_default()
+                    .split("::")
+                    .filter(|p| !p.is_empty())
+                    .collect();
+                let mut target: Vec<String> = match path.first() {
+                    Some(&"crate") => Vec::new(),
+                    _ => me[..me.len().saturating_sub(1)].to_vec(),
+                };
+                let mut rest = &path[1..];
+                while rest.first() == Some(&"super") {
+                    target.pop();
+                    rest = &rest[1..];
+                }
+                target.extend(rest.iter().map(|s| s.to_string()));
+                while !target.is_empty() && !modules.contains(&target) {
+                    target.pop();
+                }
+                // A module and its ancestors: the child uses what its
+                // parent holds; the parent declares and re-exports it.
+                if !me.starts_with(&target) && !target.starts_with(&me) {
+                    uses.insert(target);
+                }
+            }
+        }
+        graph.insert(me, uses);
+    }
+    graph
+}
+
+/// The modules that reach each other around a loop, each loop once.
+fn loops(graph: &std::collections::BTreeMap<Vec<String>, std::collections::BTreeSet<Vec<String>>>) -> Vec<Vec<String>> {
+    let reach = |from: &Vec<String>| {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut todo: Vec<&Vec<String>> = graph.get(from).into_iter().flatten().collect();
+        while let Some(m) = todo.pop() {
+            if seen.insert(m.clone()) {
+                todo.extend(graph.get(m).into_iter().flatten());
+            }
+        }
+        seen
+    };
+    let reached: std::collections::BTreeMap<&Vec<String>, _> = graph.keys().map(|m| (m, reach(m))).collect();
+    let mut out: Vec<Vec<String>> = Vec::new();
+    for (m, r) in &reached {
+        if !r.contains(*m) {
+            continue;
+        }
+        let mut knot: Vec<String> = reached
+            .iter()
+            .filter(|(o, or)| r.contains(**o) && or.contains(*m))
+            .map(|(o, _)| if o.is_empty() { "crate".into() } else { o.join("::") })
+            .collect();
+        knot.sort();
+        if !out.contains(&knot) {
+            out.push(knot);
+        }
+    }
+    out
+}
+
+#[test]
+fn no_two_modules_of_the_daemon_import_each_other() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_default();
+    for krate in ["forge-core", "forged"] {
+        let graph = module_graph(&root.join(krate).join("src"));
+        assert!(graph.len() > 5, "{krate}'s modules were not found");
+        let knots = loops(&graph);
+        assert!(
+            knots.is_empty(),
+            "{krate}: these modules import each other (directly or around a loop); move what they share into one of them or a module below both: {knots:?}"
+        );
+    }
+}
+
+#[test]
+fn a_loop_of_imports_is_found() {
+    let m = |s: &str| s.split("::").map(str::to_string).collect::<Vec<_>>();
+    let graph =
+        [(m("a"), [m("b")].into()), (m("b"), [m("c")].into()), (m("c"), [m("a")].into()), (m("d"), [m("a")].into())]
+            .into_iter()
+            .collect();
+    assert_eq!(loops(&graph), vec![vec!["a".to_string(), "b".into(), "c".into()]]);
 }

@@ -5,6 +5,7 @@
 mod admin;
 mod create;
 mod tree;
+mod trust;
 
 pub(crate) use admin::mcp_config;
 
@@ -31,51 +32,13 @@ use crate::journal::{JournalWriter, ResetOutcome, StoreOp, WriteBatch};
 use crate::provider::{ProviderClient, ProviderKind};
 use crate::session::actor::SessionActor;
 use crate::session::{Reply, SessionCmd, SessionHandle};
+use crate::shared::Shared;
 use crate::store::{SessionRow, Store};
-
-/// What every session actor shares.
-pub(crate) struct Shared {
-    pub db: PathBuf,
-    pub store: Store,
-    pub writer: JournalWriter,
-    pub providers: ProviderClient,
-    /// The built-in tools.
-    pub tools: Arc<crate::tools::ToolRegistry>,
-    /// The MCP servers and their tools.
-    pub mcp: forge_mcp::McpHub,
-    pub config: Arc<ForgeConfig>,
-    /// The system prompt's template (rendered per session).
-    pub prompt: Arc<crate::prompt::PromptTemplate>,
-    /// The folders whose own hooks and MCP servers the user trusts.
-    pub trust: crate::trust::TrustStore,
-}
 
 pub struct EngineOptions {
     /// `$FORGE_HOME`: holds `forge.db`.
     pub home: PathBuf,
     pub config: ForgeConfig,
-}
-
-impl Shared {
-    fn db_path(&self) -> &Path {
-        &self.db
-    }
-
-    /// The tools `session` offers now: the built-in ones and its MCP
-    /// servers' (MCP names hold `__`, so they never clash with these).
-    pub(crate) fn tools_for(&self, session: &str) -> Arc<crate::tools::ToolRegistry> {
-        let mcp = self.mcp.tools(Some(session));
-        if mcp.is_empty() {
-            return self.tools.clone();
-        }
-        let mut all = (*self.tools).clone();
-        for tool in mcp {
-            if let Err(e) = all.register(tool) {
-                tracing::warn!("MCP tool not offered: {e}");
-            }
-        }
-        Arc::new(all)
-    }
 }
 
 #[derive(Clone)]

@@ -17,7 +17,6 @@ pub use crate::provider_kind::ProviderKind;
 pub use crate::redact::redact_secrets;
 pub use errors::{ProviderError, RetryHint};
 use forge_proto::{ToolCallRecord, Usage};
-use serde::{Deserialize, Serialize};
 
 use crate::tools::ToolSpec;
 
@@ -38,32 +37,7 @@ pub struct ChatMessage {
     pub node: Option<String>,
 }
 
-/// What a provider needs to be sent back, exactly as it came, to continue
-/// a conversation after an answer. Kept in the answer's history node.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum Reasoning {
-    /// An Anthropic `thinking` block and the signature that vouches for it.
-    Thinking { thinking: String, signature: String },
-    /// An Anthropic `redacted_thinking` block (encrypted by the provider).
-    RedactedThinking { data: String },
-    /// An OpenAI Responses reasoning item; with `store: false` its
-    /// encrypted content is what carries the reasoning to the next request.
-    OpenAiReasoning {
-        id: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        encrypted_content: Option<String>,
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        summary: Vec<String>,
-    },
-    /// A Gemini `thoughtSignature`, on the part it came with: tool call
-    /// number `call`, or the text when `None`.
-    GeminiSignature {
-        signature: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        call: Option<usize>,
-    },
-}
+pub use crate::store::rows::Reasoning;
 
 impl ChatMessage {
     pub fn user(text: impl Into<String>) -> Self {

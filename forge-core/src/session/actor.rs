@@ -21,11 +21,11 @@ use super::machine::call::JobOutcome;
 use super::machine::{Effect, Event, MAX_INCOMING_EVENTS_PER_TICK, RecoveryCause, Session, Timer};
 use super::tool_task::{Recorder, RunningTool, spawn_tool, tool_event};
 use super::{COMMAND_QUEUE, SessionCmd, SessionHandle, Snapshot, load};
-use crate::engine::Shared;
 use crate::error::EngineError;
 use crate::instructions::ProjectInstructions;
 use crate::journal::{HealthState, JournalAck, PersistedProof, WriteBatch};
 use crate::provider::{ProviderError, ProviderEvent, ProviderStream};
+use crate::shared::Shared;
 use crate::store::SessionRow;
 
 /// Subscribers may fall this many events behind before they are told they

@@ -8,9 +8,9 @@ use forge_proto::{EventKind, SessionEvent, ToolCallRecord};
 
 use super::machine::rewind::RewindIntent;
 use super::machine::{Durable, RecoveredStream, Unfinished, chat_message};
-use crate::engine::Shared;
 use crate::error::EngineError;
 use crate::provider::ChatMessage;
+use crate::shared::Shared;
 use crate::store::{SessionRow, Store, StreamRow};
 
 /// The session's durable state (`row` if the store has no newer one);

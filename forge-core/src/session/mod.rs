@@ -144,15 +144,7 @@ pub(crate) enum SessionCmd {
     },
 }
 
-/// A user message identical to one being sent, under the same head.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct SameMessage {
-    pub node: String,
-    /// The node it hangs from (none: a root).
-    pub under: Option<String>,
-    /// For a root: the digest of the system prompt it was sent under.
-    pub system_prompt: Option<String>,
-}
+pub(crate) use crate::store::rows::SameMessage;
 
 /// An event as published to subscribers: already durable, already JSON.
 #[derive(Debug, Clone)]

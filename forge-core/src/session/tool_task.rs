@@ -9,8 +9,9 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::machine::call::{Before, JobOutcome, RecordAfter, RecordBefore};
+use super::machine::call::{JobOutcome, RecordAfter, RecordBefore};
 use super::machine::hooks::HookJob;
+use super::machine::state::Before;
 use super::machine::{Event, FileAfter, ToolEnd, ToolRun};
 use crate::hooks::{HookDecision, HookRun};
 use crate::journal::{StoreOp, WriteBatch};

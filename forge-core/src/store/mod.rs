@@ -14,9 +14,8 @@ use sqlx::Connection;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{ConnectOptions, Row, SqlitePool};
 
-use crate::config::Durability;
 use rows::NodeMeta;
-pub use rows::{FactRow, NodeRow, QueuedRow, SessionRow, StreamRow, UsageRow};
+pub use rows::{Durability, FactRow, NodeRow, QueuedRow, SessionRow, StreamRow, UsageRow};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -209,7 +208,7 @@ impl Store {
     }
 
     /// The file changes recorded for these sessions' tool calls.
-    pub async fn file_changes(&self, sessions: &[String]) -> Result<Vec<crate::rewind::Change>, StoreError> {
+    pub async fn file_changes(&self, sessions: &[String]) -> Result<Vec<rows::Change>, StoreError> {
         let mut out = Vec::new();
         for s in sessions {
             let rows: Vec<ChangeRow> = sqlx::query_as(
@@ -220,7 +219,7 @@ impl Store {
             .fetch_all(&self.pool())
             .await?;
             let state = |h: Option<String>, m: Option<i64>| h.map(|h| (h, m.unwrap_or(0o644) as u32));
-            out.extend(rows.into_iter().map(|(node_id, path, bh, bm, ah, am, done)| crate::rewind::Change {
+            out.extend(rows.into_iter().map(|(node_id, path, bh, bm, ah, am, done)| rows::Change {
                 node_id,
                 path,
                 before: state(bh, bm),
@@ -255,7 +254,7 @@ impl Store {
         &self,
         session: &str,
         text: &str,
-    ) -> Result<Vec<crate::session::SameMessage>, StoreError> {
+    ) -> Result<Vec<rows::SameMessage>, StoreError> {
         let rows: Vec<(String, Option<String>, Option<String>)> = sqlx::query_as(
             "SELECT n.id, s.head_id, json_extract(n.meta, '$.system_prompt') FROM sessions s JOIN nodes n
                ON (n.parent_id = s.head_id OR (s.head_id IS NULL AND n.parent_id IS NULL AND n.session_id = s.id))
@@ -268,7 +267,7 @@ impl Store {
         .await?;
         Ok(rows
             .into_iter()
-            .map(|(node, under, system_prompt)| crate::session::SameMessage { node, under, system_prompt })
+            .map(|(node, under, system_prompt)| rows::SameMessage { node, under, system_prompt })
             .collect())
     }
 
@@ -381,10 +380,7 @@ impl Store {
 
     /// A session's Librarian facts: (summary, node, kind, text), in the
     /// order they were kept.
-    pub async fn facts(
-        &self,
-        session: &str,
-    ) -> Result<Vec<(String, String, crate::librarian::FactKind, String)>, StoreError> {
+    pub async fn facts(&self, session: &str) -> Result<Vec<(String, String, rows::FactKind, String)>, StoreError> {
         let rows: Vec<(String, String, String, String)> =
             sqlx::query_as("SELECT summary_id, node_id, kind, text FROM facts WHERE session_id = ? ORDER BY rowid")
                 .bind(session)

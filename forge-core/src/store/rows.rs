@@ -82,7 +82,7 @@ pub struct NodeMeta {
     pub tool_result: Option<ToolResultInfo>,
     /// Thinking signatures and reasoning items, sent back to the provider.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub reasoning: Vec<crate::provider::Reasoning>,
+    pub reasoning: Vec<Reasoning>,
     /// For a summary node: the span it replaces in requests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary_of: Option<forge_proto::SummarySpan>,
@@ -231,4 +231,87 @@ impl StreamRow {
             reasoning: r.try_get("reasoning")?,
         })
     }
+}
+
+/// How hard the store works to survive failures.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Durability {
+    /// WAL with synchronous=NORMAL: survives any crash of forged, may lose
+    /// the last transactions on power loss.
+    #[default]
+    Process,
+    /// WAL with synchronous=FULL: also survives power loss, slower commits.
+    Power,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FactKind {
+    /// What the user asked or said.
+    Request,
+    /// A choice made, and often why.
+    Decision,
+    /// A file read, written or named.
+    File,
+    /// A command run, with how it ended.
+    Command,
+    /// An error met.
+    Error,
+    /// A name in backticks: a function, a crate, a flag.
+    Name,
+    /// A line of the summary itself.
+    Summary,
+}
+
+/// A file's content (a blob's hash) and permission bits; `None`: absent.
+pub type FileState = Option<(String, u32)>;
+
+/// One recorded change of one file by one tool call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// The tool result node it belongs to.
+    pub node_id: String,
+    pub path: String,
+    pub before: FileState,
+    pub after: FileState,
+    /// The tool's result was recorded (`after` is known).
+    pub done: bool,
+}
+
+/// A user message identical to one being sent, under the same head.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SameMessage {
+    pub node: String,
+    /// The node it hangs from (none: a root).
+    pub under: Option<String>,
+    /// For a root: the digest of the system prompt it was sent under.
+    pub system_prompt: Option<String>,
+}
+
+/// What a provider needs to be sent back, exactly as it came, to continue
+/// a conversation after an answer. Kept in the answer's history node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Reasoning {
+    /// An Anthropic `thinking` block and the signature that vouches for it.
+    Thinking { thinking: String, signature: String },
+    /// An Anthropic `redacted_thinking` block (encrypted by the provider).
+    RedactedThinking { data: String },
+    /// An OpenAI Responses reasoning item; with `store: false` its
+    /// encrypted content is what carries the reasoning to the next request.
+    OpenAiReasoning {
+        id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        encrypted_content: Option<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        summary: Vec<String>,
+    },
+    /// A Gemini `thoughtSignature`, on the part it came with: tool call
+    /// number `call`, or the text when `None`.
+    GeminiSignature {
+        signature: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call: Option<usize>,
+    },
 }

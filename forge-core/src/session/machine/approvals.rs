@@ -7,7 +7,8 @@ use forge_proto::params::AnswerParams;
 use forge_proto::{ApprovalCall, ApprovalDecision, ApprovalResult, ClientRef, ErrorKind, EventKind};
 
 use super::state::OperationState;
-use super::tools::{ToolLoop, sandbox_for};
+use super::state::ToolLoop;
+use super::tools::sandbox_for;
 use super::{OnDurable, Session};
 use crate::error::EngineError;
 use crate::journal::StoreOp;

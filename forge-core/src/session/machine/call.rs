@@ -19,61 +19,11 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::state::OperationState;
+use super::state::{Before, CallStage, OperationState, PlannedCall, Ready};
 use super::{Effect, FileAfter, OnDurable, Session, ToolEnd, ToolRun};
 use crate::hooks::{HookDecision, HookEvent, HookRun};
 use crate::journal::StoreOp;
-use crate::tools::{ToolCtx, ToolError, ToolExecutor, ToolOutput};
-
-/// A call about to run: its tool and arguments.
-pub(super) type Ready = (Arc<dyn ToolExecutor>, Value);
-
-/// What was recorded of a call's files before it ran.
-#[derive(Default)]
-pub(crate) struct Before {
-    /// The files it names (as recorded, and resolved).
-    pub touched: Vec<(String, PathBuf)>,
-    /// The roots as scanned before a command (none: not scanned).
-    pub scanned: Option<Box<crate::snapshot::Manifest>>,
-}
-
-/// Where the running call is.
-pub(super) enum CallStage {
-    /// `tool_running` is written; the call starts once it is durable.
-    Announced,
-    PreHooks {
-        job: u64,
-        ready: Ready,
-    },
-    RecordingBefore {
-        job: u64,
-        ready: Ready,
-        notes: Vec<String>,
-        touched: Vec<(String, PathBuf)>,
-    },
-    /// The records are written; it runs once they are durable.
-    Recorded {
-        ready: Ready,
-        notes: Vec<String>,
-        before: Before,
-    },
-    Running {
-        notes: Vec<String>,
-        before: Before,
-    },
-    PostHooks {
-        job: u64,
-        result: Result<String, ToolError>,
-        notes: Vec<String>,
-        before: Before,
-    },
-    RecordingAfter {
-        job: u64,
-        result: Result<String, ToolError>,
-    },
-    /// Between two stages (never seen outside a transition).
-    Moving,
-}
+use crate::tools::{ToolCtx, ToolError, ToolOutput};
 
 /// For the shell: read the files a call may change, before it runs.
 pub(crate) struct RecordBefore {
@@ -165,7 +115,7 @@ impl Session {
     }
 
     /// `tool_running` is durable: the call's stages begin.
-    pub(super) fn run_tool(&mut self, call: super::tools::PlannedCall) {
+    pub(super) fn run_tool(&mut self, call: PlannedCall) {
         // Cancelled meanwhile: the call has its result already.
         let Some((_, call_id, name)) = self.running_ids() else { return };
         if call_id != call.id {

@@ -34,7 +34,7 @@ mod journal;
 pub(crate) mod pipeline;
 mod recovery;
 pub(crate) mod rewind;
-mod state;
+pub(crate) mod state;
 mod summarize;
 #[cfg(test)]
 mod tests;
@@ -256,7 +256,7 @@ enum OnDurable {
     /// The last tool step is durable: take the next one.
     NextTool,
     /// `tool_running` for this call is durable: run it.
-    RunTool(tools::PlannedCall),
+    RunTool(state::PlannedCall),
     /// The running call's records are durable: run it.
     Launch,
     /// A rewind's intent is durable: move the files.

@@ -19,7 +19,7 @@
 
 use forge_proto::{ClientRef, ErrorKind, EventKind, RestoredFile, RewindResult, RewindStep, Role};
 
-use super::state::OperationState;
+use super::state::{OperationState, RewindStage, Rewinding};
 use super::{Effect, OnDurable, ReadyReply, Session};
 use crate::error::EngineError;
 use crate::forest::Forest;
@@ -96,28 +96,6 @@ pub(crate) struct RewindIntent {
     pub steps: Vec<RewindStep>,
     /// The conversation up to `node`, when the head is to move there.
     pub path: Option<Vec<ChatMessage>>,
-}
-
-pub(super) enum RewindStage {
-    Planning,
-    Journaling { steps: Vec<RewindStep> },
-    Restoring,
-}
-
-/// A rewind in progress.
-pub(super) struct Rewinding {
-    pub job: u64,
-    pub stage: RewindStage,
-    pub node: Option<String>,
-    /// The conversation up to `node`, when the head moves there.
-    pub path: Option<Vec<ChatMessage>>,
-    pub result: RewindResult,
-    pub client: ClientRef,
-    /// Nobody waits for a rewind finished on restart.
-    pub reply: Option<Reply<RewindResult>>,
-    /// Overwrite files changed outside Forge (what they held is kept).
-    pub force: bool,
-    pub recovered: bool,
 }
 
 fn ids(forest: &Forest, head: Option<&str>) -> Result<Vec<String>, EngineError> {

@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use forge_proto::{ClientRef, EventKind, MessageStatus, Role, SummarySpan};
 
-use super::state::OperationState;
+use super::state::{OperationState, SummaryJob};
 use super::{Effect, Session, Timer};
 use crate::context::{self, Plan, Summary};
 use crate::ids::{new_id, now_ms};
 use crate::journal::StoreOp;
-use crate::provider::{ChatMessage, ChatRequest, ChatRole, ProviderEvent, ProviderSettings};
+use crate::provider::{ChatMessage, ChatRequest, ChatRole, ProviderEvent};
 use crate::store::rows::NodeMeta;
 
 /// Seed 000's summarization retries: 500 ms doubling to at most 8 s, plus
@@ -37,26 +37,6 @@ pub(super) struct SizedView {
     pub summary_id: Option<String>,
     pub bytes: usize,
     pub tokens: u64,
-}
-
-/// A summary being written.
-pub(super) struct SummaryJob {
-    /// The turn waiting for it (none when a client asked for it).
-    pub message_id: Option<String>,
-    /// The turn's stream to start after it (0 at the turn's start, more
-    /// between tool batches).
-    pub iteration: u32,
-    pub span: SummarySpan,
-    /// Where the span's new messages start on the path (those before it
-    /// were summarized already): the Librarian reads `path[from..]`.
-    pub from: usize,
-    pub text: String,
-    /// What the provider counted for the summary request.
-    pub usage: Option<forge_proto::Usage>,
-    pub attempt: u32,
-    /// Waiting for `Timer::SummaryRetry`.
-    pub waiting: bool,
-    pub request: Box<(ProviderSettings, ChatRequest)>,
 }
 
 impl Session {

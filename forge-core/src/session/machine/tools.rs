@@ -9,7 +9,7 @@
 //! The tool journal is this sequence of durable events and nodes: a call
 //! with `tool_running` and no `tool_result` was interrupted.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use forge_proto::{
@@ -18,7 +18,7 @@ use forge_proto::{
 };
 use serde_json::Value;
 
-use super::state::OperationState;
+use super::state::{CallStage, OperationState, PlannedCall, RunningCall, ToolLoop};
 use super::{Effect, OnDurable, Session};
 use crate::error::EngineError;
 use crate::ids::{new_id, now_ms};
@@ -32,33 +32,6 @@ const DEFAULT_MAX_ITERATIONS: u32 = 20;
 const DEFAULT_MAX_CALLS_PER_BATCH: usize = 16;
 const DEFAULT_MAX_ARGS_BYTES: usize = 256 * 1024;
 
-pub(super) struct PlannedCall {
-    pub id: String,
-    pub name: String,
-    /// What to run, or why it will not run.
-    pub action: Result<(Arc<dyn ToolExecutor>, Value), ToolError>,
-}
-
-pub(super) struct ToolLoop {
-    pub message_id: String,
-    pub iteration: u32,
-    pub pending: VecDeque<PlannedCall>,
-    /// The call announced with `tool_running` (and, once that is durable,
-    /// run by the shell): it gets a result whatever happens.
-    pub running: Option<RunningCall>,
-    /// Set while the batch waits for a user's decision.
-    pub approval: Option<PendingApproval>,
-    /// The session seq of `approval_requested`: the approval is shown
-    /// (in `ps`, `approval.list`) only once that is durable.
-    pub approval_seq: u64,
-}
-
-impl ToolLoop {
-    pub fn awaiting_approval(&self) -> bool {
-        self.approval.is_some()
-    }
-}
-
 /// The tools a small window still gets: reading, changing and finding
 /// files, running commands, and recalling what was summarized.
 const CORE_TOOLS: [&str; 7] = ["read_file", "write_file", "apply_patch", "run_command", "search", "glob", "recall"];
@@ -69,27 +42,6 @@ const TOOLS_SHARE: f64 = 0.25;
 /// The bytes tool definitions add to every request.
 pub(super) fn spec_bytes(specs: &[ToolSpec]) -> usize {
     specs.iter().map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len()).sum()
-}
-
-/// The call in progress (see `Effect::RunTool`).
-pub(super) struct RunningCall {
-    pub id: String,
-    pub name: String,
-    /// Its arguments (for its hooks).
-    pub args: Value,
-    pub stage: super::call::CallStage,
-    /// The node its result will be (changes to files are recorded against
-    /// it before the result exists).
-    pub node_id: String,
-    /// Its live output (stdout, stderr), scrubbed across the pieces it
-    /// comes in.
-    pub scrubbers: [crate::redact::StreamScrubber; 2],
-}
-
-impl RunningCall {
-    pub(super) fn scrubber(&mut self, stream: &str) -> &mut crate::redact::StreamScrubber {
-        &mut self.scrubbers[usize::from(stream == "stderr")]
-    }
 }
 
 impl Session {
@@ -314,7 +266,7 @@ impl Session {
                     id: id.clone(),
                     name: name.clone(),
                     args: args.clone(),
-                    stage: super::call::CallStage::Announced,
+                    stage: CallStage::Announced,
                     node_id: new_id("m"),
                     scrubbers: Default::default(),
                 });

@@ -1,6 +1,16 @@
 //! The session's operation state (the seeds' `OperationState`). Each
 //! variant holds exactly the data that state needs, so two streams at
-//! once, or a tool loop without its calls, cannot be represented.
+//! once, or a tool loop without its calls, cannot be represented. The
+//! data of each state lives here, beside it (`calls`, `rewinding`,
+//! `summary`); what the machine does in each lives in its area's file.
+
+mod calls;
+mod rewinding;
+mod summary;
+
+pub(crate) use calls::{Before, CallStage, PlannedCall, Ready, RunningCall, ToolLoop};
+pub(crate) use rewinding::{RewindStage, Rewinding};
+pub(crate) use summary::SummaryJob;
 
 use forge_proto::{OperationStateKind, ToolCallRecord, Usage};
 
@@ -42,7 +52,7 @@ pub(super) enum OperationState {
     Idle,
     Streaming(ActiveStream),
     /// Running the tool calls of the last answer, one at a time.
-    ToolLoop(super::tools::ToolLoop),
+    ToolLoop(ToolLoop),
     /// Parse-only: a client supplies the results of these calls.
     AwaitingToolResults {
         message_id: String,
@@ -69,14 +79,14 @@ pub(super) enum OperationState {
     },
     /// The request would not fit: the turn waits for a summary of the
     /// conversation's start.
-    Summarizing(super::summarize::SummaryJob),
+    Summarizing(SummaryJob),
     /// The turn ended complete and is durable; its `Stop` hooks run
     /// (`job`) before the session is idle.
     StopHooks {
         job: u64,
     },
     /// A rewind moves files (see `rewind.rs`).
-    Rewinding(Box<super::rewind::Rewinding>),
+    Rewinding(Box<Rewinding>),
     /// The store cannot be written; all new work is refused until a reset.
     PersistenceBlocked {
         reason: String,

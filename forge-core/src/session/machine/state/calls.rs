@@ -1,0 +1,109 @@
+//! A tool batch's data: the calls planned, the one running and the stage
+//! it is at (what `tools.rs` and `call.rs` move it through).
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use forge_proto::PendingApproval;
+use serde_json::Value;
+
+use crate::tools::{ToolError, ToolExecutor};
+
+pub(crate) struct PlannedCall {
+    pub id: String,
+    pub name: String,
+    /// What to run, or why it will not run.
+    pub action: Result<(Arc<dyn ToolExecutor>, Value), ToolError>,
+}
+
+pub(crate) struct ToolLoop {
+    pub message_id: String,
+    pub iteration: u32,
+    pub pending: VecDeque<PlannedCall>,
+    /// The call announced with `tool_running` (and, once that is durable,
+    /// run by the shell): it gets a result whatever happens.
+    pub running: Option<RunningCall>,
+    /// Set while the batch waits for a user's decision.
+    pub approval: Option<PendingApproval>,
+    /// The session seq of `approval_requested`: the approval is shown
+    /// (in `ps`, `approval.list`) only once that is durable.
+    pub approval_seq: u64,
+}
+
+impl ToolLoop {
+    pub fn awaiting_approval(&self) -> bool {
+        self.approval.is_some()
+    }
+}
+
+/// A call about to run: its tool and arguments.
+pub(crate) type Ready = (Arc<dyn ToolExecutor>, Value);
+
+/// What was recorded of a call's files before it ran.
+#[derive(Default)]
+pub(crate) struct Before {
+    /// The files it names (as recorded, and resolved).
+    pub touched: Vec<(String, PathBuf)>,
+    /// The roots as scanned before a command (none: not scanned).
+    pub scanned: Option<Box<crate::snapshot::Manifest>>,
+}
+
+/// Where the running call is.
+pub(crate) enum CallStage {
+    /// `tool_running` is written; the call starts once it is durable.
+    Announced,
+    PreHooks {
+        job: u64,
+        ready: Ready,
+    },
+    RecordingBefore {
+        job: u64,
+        ready: Ready,
+        notes: Vec<String>,
+        touched: Vec<(String, PathBuf)>,
+    },
+    /// The records are written; it runs once they are durable.
+    Recorded {
+        ready: Ready,
+        notes: Vec<String>,
+        before: Before,
+    },
+    Running {
+        notes: Vec<String>,
+        before: Before,
+    },
+    PostHooks {
+        job: u64,
+        result: Result<String, ToolError>,
+        notes: Vec<String>,
+        before: Before,
+    },
+    RecordingAfter {
+        job: u64,
+        result: Result<String, ToolError>,
+    },
+    /// Between two stages (never seen outside a transition).
+    Moving,
+}
+
+/// The call in progress (see `Effect::RunTool`).
+pub(crate) struct RunningCall {
+    pub id: String,
+    pub name: String,
+    /// Its arguments (for its hooks).
+    pub args: Value,
+    pub stage: CallStage,
+    /// The node its result will be (changes to files are recorded against
+    /// it before the result exists).
+    pub node_id: String,
+    /// Its live output (stdout, stderr), scrubbed across the pieces it
+    /// comes in.
+    pub scrubbers: [crate::redact::StreamScrubber; 2],
+}
+
+impl RunningCall {
+    pub(crate) fn scrubber(&mut self, stream: &str) -> &mut crate::redact::StreamScrubber {
+        &mut self.scrubbers[usize::from(stream == "stderr")]
+    }
+}

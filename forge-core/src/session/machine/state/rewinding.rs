@@ -1,0 +1,28 @@
+//! A rewind's data (what `rewind.rs` moves through its stages).
+
+use forge_proto::{ClientRef, RewindResult, RewindStep};
+
+use crate::provider::ChatMessage;
+use crate::session::Reply;
+
+pub(crate) enum RewindStage {
+    Planning,
+    Journaling { steps: Vec<RewindStep> },
+    Restoring,
+}
+
+/// A rewind in progress.
+pub(crate) struct Rewinding {
+    pub job: u64,
+    pub stage: RewindStage,
+    pub node: Option<String>,
+    /// The conversation up to `node`, when the head moves there.
+    pub path: Option<Vec<ChatMessage>>,
+    pub result: RewindResult,
+    pub client: ClientRef,
+    /// Nobody waits for a rewind finished on restart.
+    pub reply: Option<Reply<RewindResult>>,
+    /// Overwrite files changed outside Forge (what they held is kept).
+    pub force: bool,
+    pub recovered: bool,
+}
