@@ -24,6 +24,7 @@ pub use error::{ErrorData, ErrorKind};
 pub use events::{EventKind, SessionEvent, SubscriptionItem, TurnStatus};
 pub use trust::FolderTrust;
 pub use types::*;
+pub use usage::*;
 
 /// The protocol version spoken by this build. A client states the version it
 /// speaks in `hello`; the daemon refuses a different major version with

@@ -16,6 +16,7 @@ use crate::events::SessionEvent;
 use crate::params::*;
 use crate::trust::FolderTrust;
 use crate::types::*;
+use crate::usage::*;
 
 /// What a method's routing says (see the module's documentation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,8 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::usage::{Usage, UsageTotal};
+
 pub use crate::calls::*;
-pub use crate::usage::*;
 
 /// What kind of program a client is. Unknown kinds from newer clients are
 /// accepted as `other`.
@@ -451,22 +452,6 @@ impl MessageStatus {
     }
 }
 
-/// Tokens of one provider response. `input_tokens` counts the input that
-/// was neither read from nor written to the provider's cache, so the whole
-/// input is `input_tokens + cache_read_tokens + cache_write_tokens` for
-/// every provider. `output_tokens` includes `reasoning_tokens`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Usage {
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub cache_read_tokens: u64,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub cache_write_tokens: u64,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub reasoning_tokens: u64,
-}
-
 impl Usage {
     /// Adds another response's tokens (a turn's, a session's totals).
     pub fn add(&mut self, other: &Usage) {
@@ -476,10 +461,6 @@ impl Usage {
         self.cache_write_tokens += other.cache_write_tokens;
         self.reasoning_tokens += other.reasoning_tokens;
     }
-}
-
-fn is_zero(v: &u64) -> bool {
-    *v == 0
 }
 
 /// How a message recovered after a daemon stop or a store failure ended, as

@@ -3,8 +3,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::types::Usage;
-
 /// A model's list prices, in USD per million tokens.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Price {
@@ -94,4 +92,24 @@ pub struct ModelInfo {
     /// List prices, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub price: Option<Price>,
+}
+
+/// Tokens of one provider response. `input_tokens` counts the input that
+/// was neither read from nor written to the provider's cache, so the whole
+/// input is `input_tokens + cache_read_tokens + cache_write_tokens` for
+/// every provider. `output_tokens` includes `reasoning_tokens`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_read_tokens: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reasoning_tokens: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
