@@ -14,17 +14,18 @@ pub fn tag_of<T: Serialize + ?Sized>(value: &T, tag: &'static str) -> Option<&'s
     let mut found = None;
     // The serializer stops with an error once it has the tag.
     let _ = value.serialize(TagSerializer { tag, found: &mut found });
-    found.map(intern)
+    found
 }
 
-/// Tags are few (one per variant): each is kept once for the process.
-fn intern(name: String) -> &'static str {
+/// Tags are few (one per variant): each is kept once for the process,
+/// so reading one again allocates nothing.
+fn intern(name: &str) -> &'static str {
     static NAMES: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
     let mut names = NAMES.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(n) = names.iter().find(|n| **n == name) {
         return n;
     }
-    let leaked: &'static str = Box::leak(name.into_boxed_str());
+    let leaked: &'static str = Box::leak(name.to_string().into_boxed_str());
     names.push(leaked);
     leaked
 }
@@ -48,11 +49,11 @@ impl ser::Error for Stop {
 
 struct TagSerializer<'a> {
     tag: &'static str,
-    found: &'a mut Option<String>,
+    found: &'a mut Option<&'static str>,
 }
 
 /// The tag's value: a string.
-struct StrSerializer<'a>(&'a mut Option<String>);
+struct StrSerializer<'a>(&'a mut Option<&'static str>);
 
 macro_rules! refuse {
     ($($name:ident($($arg:ty),*)),* $(,)?) => {
@@ -155,7 +156,7 @@ impl<'a> ser::Serializer for TagSerializer<'a> {
 
 struct TagField<'a> {
     tag: &'static str,
-    found: &'a mut Option<String>,
+    found: &'a mut Option<&'static str>,
 }
 
 impl ser::SerializeStruct for TagField<'_> {
@@ -181,7 +182,7 @@ impl ser::Serializer for StrSerializer<'_> {
     refuse_compound!();
 
     fn serialize_str(self, v: &str) -> Result<(), Stop> {
-        *self.0 = Some(v.to_string());
+        *self.0 = Some(intern(v));
         Ok(())
     }
 

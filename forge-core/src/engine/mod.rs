@@ -158,10 +158,22 @@ impl Engine {
         params: P,
         cmd: impl FnOnce(P, Reply<T>) -> SessionCmd,
     ) -> Result<(String, T), EngineError> {
+        let id = self.resolve(params.session()).await?;
+        self.command_on(id, params, cmd).await
+    }
+
+    /// [`Self::command`] for a session already resolved to `id` (not
+    /// looked up in the store a second time).
+    async fn command_on<P, T>(
+        &self,
+        id: String,
+        params: P,
+        cmd: impl FnOnce(P, Reply<T>) -> SessionCmd,
+    ) -> Result<(String, T), EngineError> {
         self.check_running()?;
-        let handle = self.handle_for(params.session()).await?;
+        let handle = self.handle(&id).await?;
         let answer = handle.request(|reply| cmd(params, reply)).await?;
-        Ok((handle.id, answer))
+        Ok((id, answer))
     }
 
     fn info_from(&self, row: SessionRow, live: Option<&SessionHandle>, message_count: u64) -> SessionInfo {
@@ -273,8 +285,9 @@ impl Engine {
         if let Some(n) = &params.name {
             self.check_name(n, Some(&id)).await?;
         }
-        params.session = id;
-        let (id, ()) = self.command(params, |params, reply| SessionCmd::Rename { params, client, reply }).await?;
+        params.session = id.clone();
+        let cmd = |params, reply| SessionCmd::Rename { params, client, reply };
+        let (id, ()) = self.command_on(id, params, cmd).await?;
         drop(_names);
         self.session_info(&id).await
     }

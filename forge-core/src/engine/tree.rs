@@ -130,7 +130,7 @@ impl Engine {
         if let Some(node) = node(&mut params) {
             *node = self.resolve_node(&id, node).await?.1;
         }
-        self.command(params, cmd).await
+        self.command_on(id, params, cmd).await
     }
 
     pub async fn checkout(&self, params: CheckoutParams, client: ClientRef) -> Result<SessionInfo, EngineError> {
