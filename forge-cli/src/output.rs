@@ -3,6 +3,7 @@
 
 use std::io::Write;
 
+use forge_client::fold::{Fold, Seen};
 use forge_proto::{ClientRef, EventKind, SessionEvent, SessionInfo};
 
 static RAW: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
@@ -108,16 +109,7 @@ pub fn session_details(s: &SessionInfo) {
     }
 }
 
-/// The first line of `s`, at most `max` characters, marked when cut.
-pub fn first_line(s: &str, max: usize) -> String {
-    let line = s.lines().next().unwrap_or("");
-    let cut = line.chars().count() > max || s.lines().nth(1).is_some();
-    let mut out: String = line.chars().take(max).collect();
-    if cut {
-        out.push_str(" ...");
-    }
-    out
-}
+pub use forge_client::fold::first_line;
 
 fn truncate(s: &str, max: usize) -> String {
     if s.chars().count() <= max {
@@ -128,17 +120,16 @@ fn truncate(s: &str, max: usize) -> String {
     out
 }
 
-/// Writes one event as a transcript line (attach's human output).
+/// Writes one event as a transcript line (attach's human output): the
+/// shared fold words the notices, this draws the conversation.
 pub struct Transcript {
+    pub fold: Fold,
     mid_text: bool,
-    /// An answer of the running turn became a node: another request of
-    /// iteration 0 is a sibling answer (`n` > 1).
-    answered: bool,
 }
 
 impl Transcript {
-    pub fn new() -> Self {
-        Self { mid_text: false, answered: false }
+    pub fn new(fold: Fold) -> Self {
+        Self { fold, mid_text: false }
     }
 
     fn end_text(&mut self, out: &mut impl Write) {
@@ -148,312 +139,106 @@ impl Transcript {
         }
     }
 
-    pub fn event(&mut self, ev: &SessionEvent) {
+    /// A line of its own, `[seq] text`.
+    fn say(&mut self, out: &mut impl Write, seq: u64, text: std::fmt::Arguments) {
+        self.end_text(out);
+        stdout_result(writeln!(out, "[{seq}] {text}"));
+    }
+
+    /// Applies the event; what it meant (None: an older one, skipped).
+    pub fn event(&mut self, ev: &SessionEvent) -> Option<Seen> {
+        let seen = self.fold.apply(ev)?;
         let mut out = stdout();
         let who = client_label(&ev.client);
+        let seq = ev.seq;
+        if let Some(n) = &seen.notice {
+            self.say(&mut out, seq, format_args!("{}", n.text));
+        }
         match &ev.kind {
             EventKind::SessionCreated { name, cwd, provider, model } => {
-                self.end_text(&mut out);
                 let name = name.as_deref().map(|n| format!(" \"{n}\"")).unwrap_or_default();
-                stdout_result(writeln!(
-                    out,
-                    "[{}] session{name} created by {who}: {provider}/{model} in {cwd}",
-                    ev.seq
-                ));
-            }
-            EventKind::SessionRenamed { name } => {
-                self.end_text(&mut out);
-                stdout_result(writeln!(
-                    out,
-                    "[{}] renamed to {} by {who}",
-                    ev.seq,
-                    name.as_deref().unwrap_or("(no name)")
-                ));
-            }
-            EventKind::SessionConfigured { provider, model } => {
-                self.end_text(&mut out);
-                stdout_result(writeln!(out, "[{}] now using {provider}/{model} (set by {who})", ev.seq));
-            }
-            EventKind::HistoryCleared {} => {
-                self.end_text(&mut out);
-                stdout_result(writeln!(out, "[{}] conversation cleared by {who}", ev.seq));
-            }
-            EventKind::HeadMoved { head, .. } => {
-                self.end_text(&mut out);
-                let at = head.as_deref().unwrap_or("(empty)");
-                stdout_result(writeln!(out, "[{}] head moved to {at} by {who}", ev.seq));
-            }
-            EventKind::NodeEdited { node_id, new_node_id, in_place } => {
-                self.end_text(&mut out);
-                let how = if *in_place { "in place".to_string() } else { format!("as a new branch {new_node_id}") };
-                stdout_result(writeln!(out, "[{}] {node_id} edited {how} by {who}", ev.seq));
-            }
-            EventKind::NodesDeleted { node_ids, .. } => {
-                self.end_text(&mut out);
-                stdout_result(writeln!(out, "[{}] {} node(s) deleted by {who}", ev.seq, node_ids.len()));
-            }
-            EventKind::NodeSplit { node_id, new_node_id, .. } => {
-                self.end_text(&mut out);
-                stdout_result(writeln!(out, "[{}] {node_id} split; the rest is {new_node_id}", ev.seq));
-            }
-            EventKind::BookmarkSet { name, node_id } => {
-                self.end_text(&mut out);
-                match node_id {
-                    Some(n) => stdout_result(writeln!(out, "[{}] bookmark {name} -> {n} by {who}", ev.seq)),
-                    None => stdout_result(writeln!(out, "[{}] bookmark {name} deleted by {who}", ev.seq)),
-                }
-            }
-            EventKind::RewindStarted { node, files, .. } => {
-                self.end_text(&mut out);
-                let at = node.as_deref().unwrap_or("the start");
-                stdout_result(writeln!(out, "[{}] putting {} file(s) back as at {at} ({who})", ev.seq, files.len()));
-            }
-            EventKind::FilesRestored { node, files, recovered } => {
-                self.end_text(&mut out);
-                let at = node.as_deref().unwrap_or("the start");
-                let by = if *recovered {
-                    "on restart (forged had stopped during the rewind)".to_string()
-                } else {
-                    format!("by {who}")
-                };
-                stdout_result(writeln!(out, "[{}] {} file(s) put back as at {at} {by}", ev.seq, files.len()));
-            }
-            EventKind::SessionForked { from, node } => {
-                self.end_text(&mut out);
-                stdout_result(writeln!(out, "[{}] forked from {from} at {node}", ev.seq));
+                self.say(&mut out, seq, format_args!("session{name} created by {who}: {provider}/{model} in {cwd}"));
             }
             EventKind::MessageQueued { text, position, .. } => {
-                self.end_text(&mut out);
-                stdout_result(writeln!(out, "[{}] queued #{position} by {who}: {text}", ev.seq));
+                self.say(&mut out, seq, format_args!("queued #{position} by {who}: {text}"))
             }
-            EventKind::TurnStarted { message_id, model, continued: true, .. } => {
-                self.end_text(&mut out);
-                self.answered = false;
-                stdout_result(writeln!(out, "[{}] continuing after {message_id} ({who}); no new message", ev.seq));
-                stdout_result(writeln!(out, "[{}] assistant ({model}):", ev.seq));
+            EventKind::TurnStarted { model, continued: true, .. } => {
+                self.say(&mut out, seq, format_args!("assistant ({model}):"))
             }
             EventKind::TurnStarted { text, model, .. } => {
-                self.end_text(&mut out);
-                self.answered = false;
-                stdout_result(writeln!(out, "[{}] user ({who}):", ev.seq));
-                for line in text.lines() {
-                    stdout_result(writeln!(out, "  {line}"));
+                self.say(&mut out, seq, format_args!("user ({who}):"));
+                for l in text.lines() {
+                    stdout_result(writeln!(out, "  {l}"));
                 }
-                stdout_result(writeln!(out, "[{}] assistant ({model}):", ev.seq));
+                self.say(&mut out, seq, format_args!("assistant ({model}):"));
             }
-            EventKind::TextDelta { text } => {
+            EventKind::TextDelta { text } | EventKind::ToolOutput { text, .. } => {
                 stdout_result(write!(out, "{text}"));
                 self.mid_text = !text.ends_with('\n');
             }
-            EventKind::ThinkingDelta { .. } | EventKind::ToolCallArgs { .. } => {}
             EventKind::ToolCallStarted { name, call_id, .. } => {
-                self.end_text(&mut out);
-                stdout_result(writeln!(out, "[{}] tool call {name} ({call_id})", ev.seq));
+                self.say(&mut out, seq, format_args!("tool call {name} ({call_id})"))
             }
             EventKind::ApprovalRequested { calls, .. } => {
-                self.end_text(&mut out);
-                stdout_result(writeln!(out, "[{}] approval needed for {} tool call(s):", ev.seq, calls.len()));
+                self.say(&mut out, seq, format_args!("approval needed for {} tool call(s):", calls.len()));
                 for (i, c) in calls.iter().enumerate() {
-                    stdout_result(writeln!(
-                        out,
-                        "  #{} {} (risk {}): {}",
-                        i + 1,
-                        c.name,
-                        c.risk,
-                        first_line(&c.summary, 100)
-                    ));
+                    let summary = first_line(&c.summary, 100);
+                    stdout_result(writeln!(out, "  #{} {} (risk {}): {summary}", i + 1, c.name, c.risk));
                 }
             }
-            EventKind::ApprovalRulesChanged { mode, always_allow } => {
-                self.end_text(&mut out);
-                let mode = mode.as_deref().unwrap_or("as configured");
-                let always = if always_allow.is_empty() { "none".to_string() } else { always_allow.join(", ") };
-                stdout_result(writeln!(
-                    out,
-                    "[{}] approval rules set by {who}: mode {mode}; always allowed: {always}",
-                    ev.seq
-                ));
-            }
-            EventKind::HookRan { event, command, tool, decision, reason, .. } => {
-                self.end_text(&mut out);
-                let tool = tool.as_deref().map(|t| format!(" ({t})")).unwrap_or_default();
-                let reason = reason.as_deref().map(|r| format!(": {}", first_line(r, 160))).unwrap_or_default();
-                stdout_result(writeln!(
-                    out,
-                    "[{}] {event} hook{tool} `{}`: {decision}{reason}",
-                    ev.seq,
-                    first_line(command, 80)
-                ));
-            }
-            EventKind::ApprovalResolved { approved, denied, .. } => {
-                self.end_text(&mut out);
-                stdout_result(writeln!(
-                    out,
-                    "[{}] approval answered by {who}: {} approved, {} denied",
-                    ev.seq,
-                    approved.len(),
-                    denied.len()
-                ));
-            }
             EventKind::AwaitingToolResults { calls } => {
-                self.end_text(&mut out);
-                stdout_result(writeln!(
-                    out,
-                    "[{}] waiting for {} tool result(s) (parse-only mode):",
-                    ev.seq,
-                    calls.len()
-                ));
+                self.say(&mut out, seq, format_args!("waiting for {} tool result(s) (parse-only mode):", calls.len()));
                 for c in calls {
                     stdout_result(writeln!(out, "  {} {}({})", c.id, c.name, c.arguments));
                 }
-                stdout_result(writeln!(
-                    out,
-                    "  answer with: forgectl tool-result {} CALL_ID [--error] OUTPUT",
-                    ev.session_id
-                ));
+                let session = &ev.session_id;
+                stdout_result(writeln!(out, "  answer with: forgectl tool-result {session} CALL_ID [--error] OUTPUT"));
             }
             EventKind::ToolRecovery { calls } => {
-                self.end_text(&mut out);
-                stdout_result(writeln!(
-                    out,
-                    "[{}] forged stopped during this turn's tool calls; {} unfinished:",
-                    ev.seq,
-                    calls.len()
-                ));
+                self.say(
+                    &mut out,
+                    seq,
+                    format_args!("forged stopped during this turn's tool calls; {} unfinished:", calls.len()),
+                );
                 for c in calls {
-                    let how = match (c.interrupted, c.name.as_str()) {
-                        (true, "run_command") => "was running; its processes were stopped with forged",
-                        (true, _) => "was running",
-                        (false, _) => "had not started",
-                    };
-                    let what = match c.name.as_str() {
-                        "run_command" => serde_json::from_str::<serde_json::Value>(&c.arguments)
-                            .ok()
-                            .and_then(|a| a["command"].as_str().map(|cmd| format!(" `{cmd}`")))
-                            .unwrap_or_default(),
-                        _ => String::new(),
-                    };
-                    stdout_result(writeln!(out, "  {}{what} ({how})", c.name));
+                    stdout_result(writeln!(out, "  {}", forge_client::fold::recovery_line(c)));
                 }
-                stdout_result(writeln!(out, "  decide with: forgectl recover {} --resume | --discard", ev.session_id));
-            }
-            EventKind::ToolOutput { text, .. } => {
-                stdout_result(write!(out, "{text}"));
-                self.mid_text = !text.ends_with('\n');
+                let session = &ev.session_id;
+                stdout_result(writeln!(out, "  decide with: forgectl recover {session} --resume | --discard"));
             }
             EventKind::ToolRunning { name, call_id } => {
-                self.end_text(&mut out);
-                stdout_result(writeln!(out, "[{}] running {name} ({call_id})", ev.seq));
+                self.say(&mut out, seq, format_args!("running {name} ({call_id})"))
             }
             EventKind::ToolResult { name, is_error, output, .. } => {
-                self.end_text(&mut out);
                 let verdict = if *is_error { "failed" } else { "done" };
-                stdout_result(writeln!(out, "[{}] {name} {verdict}: {}", ev.seq, first_line(output, 120)));
+                self.say(&mut out, seq, format_args!("{name} {verdict}: {}", first_line(output, 120)));
             }
             EventKind::StreamResumed { .. } => {
-                self.end_text(&mut out);
-                stdout_result(writeln!(out, "[{}] assistant (continuing with tool results):", ev.seq));
-            }
-            EventKind::Retrying { attempt, max_attempts, delay_ms, reason, .. } => {
-                self.end_text(&mut out);
-                stdout_result(writeln!(
-                    out,
-                    "[{}] {}",
-                    ev.seq,
-                    forge_client::retrying_line(*attempt, *max_attempts, *delay_ms, reason)
-                ));
-            }
-            EventKind::CancelRequested {} => {
-                self.end_text(&mut out);
-                stdout_result(writeln!(out, "[{}] cancel requested by {who}", ev.seq));
-            }
-            EventKind::SummarizationStarted { messages, tokens_before, .. } => {
-                self.end_text(&mut out);
-                stdout_result(writeln!(
-                    out,
-                    "[{}] summarizing the {messages} oldest messages (about {tokens_before} tokens) to make room",
-                    ev.seq
-                ));
-            }
-            EventKind::SummarizationRetry { attempt, max_attempts, delay_ms, error } => {
-                self.end_text(&mut out);
-                stdout_result(writeln!(
-                    out,
-                    "[{}] summary failed ({error}); attempt {attempt}/{max_attempts} in {:.1}s",
-                    ev.seq,
-                    *delay_ms as f64 / 1000.0
-                ));
-            }
-            EventKind::SummarizationDone { summary_id, span } => {
-                self.end_text(&mut out);
-                stdout_result(writeln!(
-                    out,
-                    "[{}] summarized {} messages ({} tokens -> {}) as {summary_id}",
-                    ev.seq, span.messages, span.tokens_before, span.tokens_after
-                ));
-            }
-            EventKind::ContextRestored { messages_restored, .. } => {
-                self.end_text(&mut out);
-                stdout_result(writeln!(
-                    out,
-                    "[{}] the larger window takes {messages_restored} summarized messages back as they were",
-                    ev.seq
-                ));
-            }
-            EventKind::SummarizationFailed { error } => {
-                self.end_text(&mut out);
-                stdout_result(writeln!(out, "[{}] summarization failed: {error}", ev.seq));
-            }
-            EventKind::Usage { usage, cost_usd, session, .. } => {
-                self.end_text(&mut out);
-                let cost = cost_usd.map(forge_client::usd).unwrap_or_else(|| "cost unknown".into());
-                stdout_result(writeln!(
-                    out,
-                    "[{}] usage: {} in, {} out tokens, {cost}; session {}",
-                    ev.seq,
-                    usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens,
-                    usage.output_tokens,
-                    forge_client::cost_words(session)
-                ));
+                self.say(&mut out, seq, format_args!("assistant (continuing with tool results):"))
             }
             EventKind::TurnFinished { status, error, usage, recovered, .. } => {
-                self.end_text(&mut out);
                 if let Some(r) = recovered {
-                    stdout_result(writeln!(out, "[{}] recovered by forged after a stop ({r:?})", ev.seq));
+                    self.say(&mut out, seq, format_args!("recovered by forged after a stop ({r:?})"));
                 }
-                let usage = usage
-                    .as_ref()
-                    .map(|u| format!(" ({} in / {} out tokens)", u.input_tokens, u.output_tokens))
-                    .unwrap_or_default();
-                match error {
-                    Some(e) => {
-                        stdout_result(writeln!(out, "[{}] turn {}: {e}", ev.seq, status.as_str()));
-                    }
-                    None => {
-                        stdout_result(writeln!(out, "[{}] turn {}{usage}", ev.seq, status.as_str()));
-                    }
+                match (error, usage) {
+                    (Some(e), _) => self.say(&mut out, seq, format_args!("turn {}: {e}", status.as_str())),
+                    (None, Some(u)) => self.say(
+                        &mut out,
+                        seq,
+                        format_args!(
+                            "turn {} ({} in / {} out tokens)",
+                            status.as_str(),
+                            u.input_tokens,
+                            u.output_tokens
+                        ),
+                    ),
+                    (None, None) => self.say(&mut out, seq, format_args!("turn {}", status.as_str())),
                 }
             }
-            EventKind::QueueCleared { dropped } => {
-                self.end_text(&mut out);
-                stdout_result(writeln!(out, "[{}] {dropped} queued message(s) dropped by {who}", ev.seq));
-            }
-            EventKind::AssistantNode { .. } => self.answered = true,
-            EventKind::ProviderRequest { iteration: 0, attempt: 1, model, .. } if self.answered => {
-                self.end_text(&mut out);
-                self.answered = false;
-                stdout_result(writeln!(out, "[{}] another answer, a sibling of the last ({model}):", ev.seq));
-            }
-            // The generation's own bookkeeping: `turn_finished` and the
-            // streamed text already say it (`--json` shows them).
-            EventKind::ProviderRequest { .. }
-            | EventKind::ProviderResponse { .. }
-            | EventKind::ToolResultNode { .. }
-            | EventKind::Done { .. }
-            | EventKind::Error { .. }
-            | EventKind::Unknown => {}
+            _ => {}
         }
         stdout_result(out.flush());
+        Some(seen)
     }
 
     pub fn finish(&mut self) {

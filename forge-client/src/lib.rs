@@ -2,12 +2,14 @@
 //! TUI, the benchmarks) and anyone writing one: connect over the daemon's
 //! Unix socket and say hello ([`connect`]), call the typed
 //! [`ForgeClient`] methods, follow a session over JSON lines
-//! ([`Follow`]), or start the daemon when none answers ([`autostart`]).
+//! ([`Follow`]) and read its events the way every client does
+//! ([`fold`]), or start the daemon when none answers ([`autostart`]).
 //! The wire schema itself lives in `forge-proto`; the engine never links
 //! this crate.
 
 pub mod autostart;
 mod connection;
+pub mod fold;
 pub mod shell;
 pub mod terminal;
 pub mod tree;

@@ -206,7 +206,7 @@ impl App {
     }
 
     pub fn state(&self) -> OperationStateKind {
-        self.transcript.state.unwrap_or(OperationStateKind::Idle)
+        self.transcript.fold.state.unwrap_or(OperationStateKind::Idle)
     }
 
     pub fn on_event(&mut self, ev: &SessionEvent) {
@@ -218,7 +218,7 @@ impl App {
     }
 
     pub fn enter_model_select_mode(&mut self) {
-        let current = self.models.iter().position(|(_, m)| *m == self.transcript.model).unwrap_or(0);
+        let current = self.models.iter().position(|(_, m)| *m == self.transcript.fold.model).unwrap_or(0);
         self.input.enter_model_select_mode(current);
         self.modal = (!self.options.reduced_motion).then(|| ModalEffect::pop_scale(Duration::from_millis(700)));
     }
@@ -499,7 +499,7 @@ impl App {
             Command::Provider(None) => {
                 self.notify(
                     Level::Info,
-                    format!("provider: {} (switch with /provider claude|openai|gemini)", self.transcript.provider),
+                    format!("provider: {} (switch with /provider claude|openai|gemini)", self.transcript.fold.provider),
                 );
                 Vec::new()
             }

@@ -114,7 +114,7 @@ fn draw_rewind_picker(frame: &mut Frame, app: &App, theme: &Theme, cursor: usize
                 0 => "no file changes".to_string(),
                 n => {
                     // Paths in the session's directory are shown from there.
-                    let cwd = format!("{}/", app.transcript.cwd.trim_end_matches('/'));
+                    let cwd = format!("{}/", app.transcript.fold.cwd.trim_end_matches('/'));
                     let names: Vec<&str> =
                         r.files.iter().take(4).map(|f| f.strip_prefix(cwd.as_str()).unwrap_or(f)).collect();
                     let more = if n > 4 { format!(" and {} more", n - 4) } else { String::new() };
@@ -340,7 +340,7 @@ fn panel_title(app: &App) -> String {
     if app.transcript.approval.is_some() {
         let esc = if app.mode() == InputMode::Normal { "" } else { "Esc, then " };
         format!(" approval needed: {esc}y approve all, n deny all, space pick, a approve picked ")
-    } else if app.transcript.recovery.is_some() {
+    } else if app.transcript.fold.recovery.is_some() {
         " forged stopped during these tool calls: /recover resume or /recover discard ".into()
     } else {
         " tool results wanted: /tool ID RESULT or /tool error ID MESSAGE ".into()
@@ -378,7 +378,7 @@ fn panel_lines(app: &App, theme: &Theme) -> Vec<Line<'static>> {
                 lines.push(Line::from(Span::styled(format!("    {l}"), theme.style(part))));
             }
         }
-    } else if let Some(calls) = &t.recovery {
+    } else if let Some(calls) = &t.fold.recovery {
         for c in calls {
             let what = match (c.interrupted, c.name.as_str()) {
                 (true, "run_command") => {
@@ -394,7 +394,7 @@ fn panel_lines(app: &App, theme: &Theme) -> Vec<Line<'static>> {
                 one_line(&c.arguments, 80, g.ellipsis)
             )));
         }
-    } else if let Some(calls) = &t.awaiting_results {
+    } else if let Some(calls) = &t.fold.awaiting_results {
         for c in calls {
             lines.push(Line::from(format!(
                 "{} {} {} {}",
@@ -499,8 +499,8 @@ fn draw_status(frame: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         InputMode::Rewind => " REWIND ",
     };
     let t = &app.transcript;
-    let name = t.name.clone().unwrap_or_else(|| app.session_id.clone());
-    let parts = [name, format!("{}/{}", t.provider, t.model), state_word(app.state()).to_string()];
+    let name = t.fold.name.clone().unwrap_or_else(|| app.session_id.clone());
+    let parts = [name, format!("{}/{}", t.fold.provider, t.fold.model), state_word(app.state()).to_string()];
     let mut spans = vec![Span::styled(mode, theme.style(Part::ModeBadge)), Span::raw(" ")];
     spans.push(Span::raw(parts.join(g.separator)));
     match app.journal.0 {
@@ -523,7 +523,7 @@ fn draw_status(frame: &mut Frame, app: &App, theme: &Theme, area: Rect) {
             spans.push(Span::styled(format!("{}session removed", g.separator), theme.style(Part::Error)))
         }
     }
-    if let Some(retrying) = &t.retrying {
+    if let Some(retrying) = &t.fold.retrying {
         spans.push(Span::styled(format!("{}{retrying}", g.separator), theme.style(Part::Warn)));
     }
     if matches!(app.scroll, ScrollState::Manual { .. }) {
@@ -531,7 +531,7 @@ fn draw_status(frame: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     }
     // Last, so that a narrow terminal cuts it before any warning: the
     // session's cost when the daemon reported it, else the last turn's tokens.
-    let spent = match (&t.spent, &t.last_usage) {
+    let spent = match (&t.fold.spent, &t.fold.last_usage) {
         (Some(s), _) => Some(forge_client::cost_words(s)),
         (None, Some(u)) => Some(format!("{} in / {} out tokens", u.input_tokens, u.output_tokens)),
         (None, None) => None,
@@ -575,7 +575,7 @@ fn draw_model_picker(frame: &mut Frame, app: &App, theme: &Theme, selected: usiz
         .iter()
         .enumerate()
         .map(|(i, (provider, model))| {
-            let current = *model == app.transcript.model;
+            let current = *model == app.transcript.fold.model;
             let text = format!(
                 "{} {model} ({provider}){}",
                 if i == selected { theme.glyphs.pointer } else { " " },

@@ -232,7 +232,7 @@ fn apply(
                 }
             }
             SubscriptionItem::Live { .. } => {
-                if app.replaying && app.transcript.head_moved {
+                if app.replaying && app.transcript.fold.head_moved {
                     spawn_path_reload(client, session, tx);
                 }
                 app.replaying = false;
@@ -246,7 +246,7 @@ fn apply(
         },
         Msg::Ended(reason) => {
             app.connection = Connection::Lost { reason };
-            spawn_reconnect(socket.to_path_buf(), session.to_string(), app.transcript.last_seq + 1, tx.clone());
+            spawn_reconnect(socket.to_path_buf(), session.to_string(), app.transcript.fold.last_seq + 1, tx.clone());
         }
         Msg::Reconnected(c) => {
             *client = c;

@@ -2,10 +2,9 @@
 //! session's events (replayed from the store on attach, then live), so two
 //! TUIs and a `forgectl attach` on one session always agree.
 
-use forge_proto::{
-    ApprovalCall, EventKind, MessageStatus, OperationStateKind, RecoveryBadge, RecoveryCall, SessionEvent,
-    ToolCallRecord, Usage,
-};
+use forge_client::fold::Fold;
+pub use forge_client::fold::Level;
+use forge_proto::{ApprovalCall, EventKind, MessageStatus, RecoveryBadge, SessionEvent};
 
 /// One thing shown in the conversation pane.
 #[derive(Debug, Clone, PartialEq)]
@@ -24,13 +23,6 @@ pub enum DisplayItem {
         level: Level,
         text: String,
     },
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Level {
-    Info,
-    Warn,
-    Error,
 }
 
 /// Where a message is in the tree: its node (once known), which of its
@@ -99,28 +91,16 @@ pub struct ApprovalView {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Transcript {
     pub items: Vec<DisplayItem>,
-    pub state: Option<OperationStateKind>,
+    /// The session as its events tell it (state, model, usage, what waits),
+    /// read the same way `forgectl` and the ACP bridge read it.
+    pub fold: Fold,
+    /// The pending approval with the user's picks.
     pub approval: Option<ApprovalView>,
-    pub recovery: Option<Vec<RecoveryCall>>,
-    pub awaiting_results: Option<Vec<ToolCallRecord>>,
-    pub last_usage: Option<Usage>,
-    /// The session's tokens and estimated cost, as of the last `usage`.
-    pub spent: Option<forge_proto::UsageTotal>,
-    pub provider: String,
-    pub model: String,
-    pub name: Option<String>,
-    pub cwd: String,
-    pub last_seq: u64,
-    /// The provider request waits to be tried again (for the status line).
-    pub retrying: Option<String>,
     /// Bumped whenever items are removed or reordered (not when they only
     /// grow or are appended): caches keyed by position start over.
     pub generation: u64,
-    /// Calls of the answer being streamed, by index, for their arguments.
-    streaming_calls: Vec<usize>,
-    /// The log has a `head_moved`: replaying it does not give the path,
-    /// which is read from the store instead.
-    pub head_moved: bool,
+    /// Items of the calls of the answer being streamed, by call id.
+    streaming_calls: Vec<(String, usize)>,
 }
 
 impl Transcript {
@@ -279,80 +259,22 @@ impl Transcript {
     /// Applies one event. Events arrive in `seq` order exactly once; an
     /// older one (a replay overlapping what was seen) is ignored.
     pub fn apply(&mut self, ev: &SessionEvent) {
-        if ev.seq <= self.last_seq {
-            return;
-        }
-        self.last_seq = ev.seq;
+        let Some(seen) = self.fold.apply(ev) else { return };
         let from = ev.client.as_ref().map(|c| c.name.clone());
-        // Output, or the turn's end, means the retry is over.
-        if !matches!(ev.kind, EventKind::Retrying { .. } | EventKind::CancelRequested {}) {
-            self.retrying = None;
+        if seen.sibling {
+            self.close_answer();
+        }
+        if let Some(n) = seen.notice.filter(|n| !n.routine) {
+            self.items.push(DisplayItem::Notice { level: n.level, text: n.text });
         }
         match &ev.kind {
-            EventKind::SessionCreated { name, cwd, provider, model } => {
-                self.name = name.clone();
-                self.cwd = cwd.clone();
-                self.provider = provider.clone();
-                self.model = model.clone();
-                self.state = Some(OperationStateKind::Idle);
-            }
-            EventKind::SessionRenamed { name } => self.name = name.clone(),
-            EventKind::SessionConfigured { provider, model } => {
-                self.provider = provider.clone();
-                self.model = model.clone();
-                let who = from.map(|f| format!(" (set by {f})")).unwrap_or_default();
-                self.items.push(DisplayItem::Notice {
-                    level: Level::Info,
-                    text: format!("now using {provider}/{model}{who}"),
-                });
-            }
             EventKind::HistoryCleared {} => {
+                // Only the notice that says so stays.
+                let notice = self.items.pop();
                 self.items.clear();
+                self.items.extend(notice);
                 self.generation += 1;
                 self.streaming_calls.clear();
-                let who = from.map(|f| format!(" by {f}")).unwrap_or_default();
-                self.items.push(DisplayItem::Notice {
-                    level: Level::Info,
-                    text: format!("conversation cleared{who}; earlier messages stay in the store"),
-                });
-            }
-            EventKind::HeadMoved { .. }
-            | EventKind::NodeEdited { .. }
-            | EventKind::NodesDeleted { .. }
-            | EventKind::NodeSplit { .. }
-            | EventKind::BookmarkSet { .. }
-            | EventKind::FilesRestored { .. }
-            | EventKind::SessionForked { .. } => {
-                if matches!(ev.kind, EventKind::HeadMoved { .. }) {
-                    self.head_moved = true;
-                }
-                let text = match &ev.kind {
-                    EventKind::HeadMoved { head, .. } => format!(
-                        "moved to {} in the conversation tree (`forgectl tree` draws it)",
-                        head.as_deref().unwrap_or("an empty conversation")
-                    ),
-                    EventKind::NodeEdited { node_id, new_node_id, in_place: true } if node_id == new_node_id => {
-                        format!("{node_id} edited in place")
-                    }
-                    EventKind::NodeEdited { node_id, new_node_id, .. } => {
-                        format!("{node_id} edited as a new branch {new_node_id}")
-                    }
-                    EventKind::NodesDeleted { node_ids, .. } => format!("{} message(s) deleted", node_ids.len()),
-                    EventKind::NodeSplit { node_id, new_node_id, .. } => {
-                        format!("{node_id} split; the rest is {new_node_id}")
-                    }
-                    EventKind::BookmarkSet { name, node_id: Some(n) } => format!("bookmark {name} -> {n}"),
-                    EventKind::BookmarkSet { name, node_id: None } => format!("bookmark {name} deleted"),
-                    EventKind::SessionForked { from, node } => format!("forked from {from} at {node}"),
-                    EventKind::FilesRestored { node, files, recovered } => format!(
-                        "{} file(s) put back as they were at {}{}",
-                        files.len(),
-                        node.as_deref().unwrap_or("the start"),
-                        if *recovered { " (finished on restart: forged had stopped during the rewind)" } else { "" }
-                    ),
-                    _ => String::new(),
-                };
-                self.items.push(DisplayItem::Notice { level: Level::Info, text });
             }
             EventKind::MessageQueued { text, .. } => {
                 self.items.push(DisplayItem::User {
@@ -362,25 +284,18 @@ impl Transcript {
                     mark: NodeMark::default(),
                 });
             }
-            EventKind::TurnStarted { provider, model, continued: true, .. } => {
-                self.provider = provider.clone();
-                self.model = model.clone();
-                self.items.push(DisplayItem::Notice { level: Level::Info, text: "continuing from here".into() });
-                self.start_answer();
-                self.state = Some(OperationStateKind::Streaming);
-            }
-            EventKind::TurnStarted { message_id, text, provider, model, .. } => {
+            EventKind::TurnStarted { continued: true, .. } | EventKind::StreamResumed { .. } => self.start_answer(),
+            EventKind::TurnStarted { message_id, text, .. } => {
                 // A queued message now runs: it moves to the end, unqueued.
-                if let Some(pos) = self
-                    .items
-                    .iter()
-                    .position(|i| matches!(i, DisplayItem::User { text: t, queued: true, .. } if t == text))
+                if seen.was_queued
+                    && let Some(pos) = self
+                        .items
+                        .iter()
+                        .position(|i| matches!(i, DisplayItem::User { text: t, queued: true, .. } if t == text))
                 {
                     self.items.remove(pos);
                     self.generation += 1;
                 }
-                self.provider = provider.clone();
-                self.model = model.clone();
                 self.items.push(DisplayItem::User {
                     text: text.clone(),
                     from,
@@ -388,28 +303,21 @@ impl Transcript {
                     mark: NodeMark::of(message_id),
                 });
                 self.start_answer();
-                self.state = Some(OperationStateKind::Streaming);
             }
-            EventKind::StreamResumed { .. } => {
-                self.start_answer();
-                self.state = Some(OperationStateKind::Streaming);
-            }
+            EventKind::ProviderRequest { .. } if seen.sibling => self.start_answer(),
             EventKind::TextDelta { text } => self.with_answer(|a| a.text.push_str(text)),
             EventKind::ThinkingDelta { text } => self.with_answer(|a| a.thinking.push_str(text)),
-            EventKind::ToolCallStarted { index, call_id, name } => {
+            EventKind::ToolCallStarted { call_id, name, .. } => {
                 self.items.push(DisplayItem::Tool(ToolItem {
                     call_id: call_id.clone(),
                     name: name.clone(),
                     ..Default::default()
                 }));
-                let at = *index as usize;
-                if self.streaming_calls.len() <= at {
-                    self.streaming_calls.resize(at + 1, usize::MAX);
-                }
-                self.streaming_calls[at] = self.items.len() - 1;
+                self.streaming_calls.push((call_id.clone(), self.items.len() - 1));
             }
-            EventKind::ToolCallArgs { index, fragment } => {
-                if let Some(&i) = self.streaming_calls.get(*index as usize)
+            EventKind::ToolCallArgs { fragment, .. } => {
+                let at = seen.call_id.and_then(|id| self.streaming_calls.iter().find(|(c, _)| *c == id));
+                if let Some(&(_, i)) = at
                     && let Some(DisplayItem::Tool(t)) = self.items.get_mut(i)
                 {
                     t.args.push_str(fragment);
@@ -424,64 +332,15 @@ impl Transcript {
                     calls: calls.clone(),
                     cursor: 0,
                 });
-                self.state = Some(OperationStateKind::AwaitingApproval);
             }
-            EventKind::ApprovalRulesChanged { mode, always_allow } => {
-                let mut parts = Vec::new();
-                if let Some(mode) = mode {
-                    parts.push(format!("approval mode {mode}"));
-                }
-                if !always_allow.is_empty() {
-                    parts.push(format!("always allowed: {}", always_allow.join(", ")));
-                }
-                let who = from.map(|f| format!(" by {f}")).unwrap_or_default();
-                let text = if parts.is_empty() {
-                    format!("approval rules reset to the configured ones{who}")
-                } else {
-                    format!("{}{who}", parts.join("; "))
-                };
-                self.items.push(DisplayItem::Notice { level: Level::Info, text });
-            }
-            EventKind::HookRan { event, command, tool, decision, reason, .. } => {
-                // Allows are routine; blocks and errors are worth a line.
-                if decision != "allow" {
-                    let tool = tool.as_deref().map(|t| format!(" ({t})")).unwrap_or_default();
-                    let reason = reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default();
-                    let level = if decision == "error" { Level::Warn } else { Level::Info };
-                    self.items.push(DisplayItem::Notice {
-                        level,
-                        text: format!("{event} hook{tool} `{command}` {decision}{reason}"),
-                    });
-                }
-            }
-            EventKind::ApprovalResolved { approved, denied, .. } => {
-                self.approval = None;
-                let who = from.map(|f| format!(" by {f}")).unwrap_or_default();
-                let text = match (approved.len(), denied.len()) {
-                    (_, 0) => format!("tool calls approved{who}"),
-                    (0, _) => format!("tool calls denied{who}"),
-                    (a, d) => format!("{a} tool call(s) approved, {d} denied{who}"),
-                };
-                self.items.push(DisplayItem::Notice { level: Level::Info, text });
-                self.state = Some(OperationStateKind::ExecutingTools);
-            }
-            EventKind::ToolRecovery { calls } => {
-                self.close_answer();
-                self.recovery = Some(calls.clone());
-                self.state = Some(OperationStateKind::ToolRecovery);
-            }
-            EventKind::AwaitingToolResults { calls } => {
-                self.close_answer();
-                self.awaiting_results = Some(calls.clone());
-                self.state = Some(OperationStateKind::AwaitingToolResults);
-            }
+            EventKind::ApprovalResolved { .. } => self.approval = None,
+            EventKind::ToolRecovery { .. } | EventKind::AwaitingToolResults { .. } => self.close_answer(),
             EventKind::ToolRunning { call_id, .. } => {
                 self.close_answer();
                 if let Some(t) = self.tool(call_id) {
                     t.running = true;
                     t.version += 1;
                 }
-                self.state = Some(OperationStateKind::ExecutingTools);
             }
             EventKind::ToolOutput { call_id, text, .. } => {
                 if let Some(t) = self.tool(call_id) {
@@ -502,61 +361,8 @@ impl Transcript {
                     t.result = Some(ToolOutcome { is_error: *is_error, output: output.clone() });
                     t.version += 1;
                 }
-                if let Some(calls) = &mut self.awaiting_results {
-                    calls.retain(|c| &c.id != call_id);
-                    if calls.is_empty() {
-                        self.awaiting_results = None;
-                    }
-                }
             }
-            EventKind::Retrying { attempt, max_attempts, delay_ms, reason, .. } => {
-                let line = forge_client::retrying_line(*attempt, *max_attempts, *delay_ms, reason);
-                self.items.push(DisplayItem::Notice { level: Level::Warn, text: line.clone() });
-                self.retrying = Some(line);
-            }
-            EventKind::Usage { session, .. } => self.spent = Some(session.clone()),
-            EventKind::SummarizationStarted { messages, tokens_before, .. } => {
-                self.state = Some(OperationStateKind::Summarizing);
-                self.items.push(DisplayItem::Notice {
-                    level: Level::Info,
-                    text: format!("summarizing the {messages} oldest messages (about {tokens_before} tokens) to make room; the originals stay in history"),
-                });
-            }
-            EventKind::SummarizationRetry { attempt, max_attempts, delay_ms, error } => {
-                self.state = Some(OperationStateKind::SummarizationRetry);
-                self.items.push(DisplayItem::Notice {
-                    level: Level::Warn,
-                    text: format!(
-                        "summary failed ({error}); attempt {attempt}/{max_attempts} in {:.1}s",
-                        *delay_ms as f64 / 1000.0
-                    ),
-                });
-            }
-            EventKind::SummarizationDone { span, .. } => {
-                self.state = Some(OperationStateKind::Streaming);
-                self.items.push(DisplayItem::Notice {
-                    level: Level::Info,
-                    text: format!(
-                        "summarized: {} messages, about {} tokens down to {}",
-                        span.messages, span.tokens_before, span.tokens_after
-                    ),
-                });
-            }
-            EventKind::ContextRestored { messages_restored, .. } => {
-                self.items.push(DisplayItem::Notice {
-                    level: Level::Info,
-                    text: format!("the larger window takes {messages_restored} summarized messages back as they were"),
-                });
-            }
-            EventKind::SummarizationFailed { error } => {
-                self.items
-                    .push(DisplayItem::Notice { level: Level::Error, text: format!("summarization failed: {error}") });
-            }
-            EventKind::CancelRequested {} => {
-                let who = from.map(|f| format!(" by {f}")).unwrap_or_default();
-                self.items.push(DisplayItem::Notice { level: Level::Info, text: format!("cancel requested{who}") });
-            }
-            EventKind::TurnFinished { status, error, usage, recovered, .. } => {
+            EventKind::TurnFinished { status, error, recovered, .. } => {
                 let mut empty = false;
                 self.with_answer(|a| {
                     a.status = Some(*status);
@@ -571,26 +377,8 @@ impl Transcript {
                         self.generation += 1;
                     }
                 }
-                self.last_usage = usage.clone().or(self.last_usage.take());
                 self.approval = None;
-                self.recovery = None;
-                self.awaiting_results = None;
                 self.streaming_calls.clear();
-                self.state = Some(OperationStateKind::Idle);
-            }
-            // Another answer to the same message (`n` > 1): a sibling of
-            // the one just given, shown after it.
-            EventKind::ProviderRequest { iteration: 0, attempt: 1, .. }
-                if self.items.iter().rev().find(|i| !matches!(i, DisplayItem::Notice { .. })).is_some_and(
-                    |i| matches!(i, DisplayItem::Assistant(a) if a.status.is_some() || !a.text.is_empty()),
-                ) =>
-            {
-                self.close_answer();
-                self.items.push(DisplayItem::Notice {
-                    level: Level::Info,
-                    text: "another answer (a sibling branch):".into(),
-                });
-                self.start_answer();
             }
             // The answer just streamed is now this node.
             EventKind::AssistantNode { node_id, .. } => {
@@ -602,21 +390,12 @@ impl Transcript {
                     a.mark.node = Some(node_id.clone());
                 }
             }
-            EventKind::ProviderRequest { .. }
-            | EventKind::ProviderResponse { .. }
-            | EventKind::ToolResultNode { .. }
-            | EventKind::Done { .. }
-            | EventKind::Error { .. } => {}
-            EventKind::QueueCleared { dropped } => {
+            EventKind::QueueCleared { .. } => {
+                // The notice that says so stays.
                 self.items.retain(|i| !matches!(i, DisplayItem::User { queued: true, .. }));
                 self.generation += 1;
-                self.items.push(DisplayItem::Notice {
-                    level: Level::Info,
-                    text: format!("{dropped} queued message(s) dropped"),
-                });
             }
-            // Its `files_restored` says what moved.
-            EventKind::RewindStarted { .. } | EventKind::Unknown => {}
+            _ => {}
         }
     }
 
@@ -644,7 +423,7 @@ impl Transcript {
     fn start_answer(&mut self) {
         self.close_answer();
         self.streaming_calls.clear();
-        self.items.push(DisplayItem::Assistant(AssistantItem { model: self.model.clone(), ..Default::default() }));
+        self.items.push(DisplayItem::Assistant(AssistantItem { model: self.fold.model.clone(), ..Default::default() }));
     }
 
     /// Changes the answer being streamed (opening one if none is).

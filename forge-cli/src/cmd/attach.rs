@@ -1,11 +1,10 @@
 //! `forgectl attach`: follow a session's events.
 
-use std::collections::HashSet;
-
 use clap::Args;
 use forge_client::Follow;
 use forge_client::ForgeClient;
-use forge_proto::{EventKind, SubscriptionItem};
+use forge_client::fold::Fold;
+use forge_proto::SubscriptionItem;
 
 use crate::Global;
 use crate::connect::daemon;
@@ -35,37 +34,20 @@ pub async fn run(g: &Global, a: AttachArgs) -> Result<(), Failure> {
     };
     let conn = daemon(g).await?;
     // What runs or waits, as far as the events seen so far tell.
-    let mut running: Option<String> = None;
-    let mut queued: HashSet<String> = HashSet::new();
-    // Messages queued before we joined (their ids are not known).
-    let mut queued_before = 0u32;
+    let mut fold = Fold::default();
     let mut live = false;
-    // Waiting for a person: nothing happens until someone answers.
-    let mut waiting_decision = false;
-    // A rewind is moving files (`rewind_started` without its end yet).
-    let mut rewinding = false;
     if from_live {
         // Nothing is replayed, so learn what the session is doing as we
         // join, then follow every event after that moment.
         let info = conn.client.session_show(a.session.clone()).await?;
-        use forge_proto::OperationStateKind as K;
-        match info.state {
-            K::Idle => {}
-            K::Rewinding => rewinding = true,
-            K::AwaitingApproval | K::AwaitingToolResults | K::ToolRecovery | K::PersistenceBlocked => {
-                running = Some(String::new());
-                waiting_decision = true;
-            }
-            _ => running = Some(String::new()),
-        }
-        queued_before = info.queued_messages;
-        if a.until_idle && running.is_none() && !rewinding && queued_before == 0 {
+        fold = Fold::joined(&info);
+        if a.until_idle && fold.idle() {
             return Ok(());
         }
         from_seq = Some(info.last_seq + 1);
     }
     let mut sub = Follow::start(&conn, a.session.clone(), from_seq).await?;
-    let mut transcript = Transcript::new();
+    let mut transcript = Transcript::new(fold);
     loop {
         let item = tokio::select! {
             item = sub.next() => item,
@@ -81,45 +63,14 @@ pub async fn run(g: &Global, a: AttachArgs) -> Result<(), Failure> {
         };
         match item {
             SubscriptionItem::Event(ev) => {
-                match &ev.kind {
-                    EventKind::MessageQueued { message_id, .. } => {
-                        queued.insert(message_id.clone());
-                    }
-                    EventKind::TurnStarted { message_id, .. } => {
-                        if !queued.remove(message_id) {
-                            queued_before = queued_before.saturating_sub(1);
-                        }
-                        running = Some(message_id.clone());
-                    }
-                    EventKind::TurnFinished { .. } => running = None,
-                    EventKind::RewindStarted { .. } => rewinding = true,
-                    EventKind::FilesRestored { .. } => rewinding = false,
-                    EventKind::QueueCleared { .. } => {
-                        queued.clear();
-                        queued_before = 0;
-                    }
-                    _ => {}
-                }
-                match &ev.kind {
-                    EventKind::ApprovalRequested { .. }
-                    | EventKind::ToolRecovery { .. }
-                    | EventKind::AwaitingToolResults { .. } => waiting_decision = true,
-                    EventKind::ApprovalResolved { .. }
-                    | EventKind::ToolRunning { .. }
-                    | EventKind::ToolResult { .. }
-                    | EventKind::StreamResumed { .. }
-                    | EventKind::TurnFinished { .. }
-                    | EventKind::CancelRequested {} => waiting_decision = false,
-                    _ => {}
-                }
-                if g.json {
+                let seen = if g.json {
                     json_line(&ev);
+                    transcript.fold.apply(&ev)
                 } else {
-                    transcript.event(&ev);
-                }
-                let finished = matches!(ev.kind, EventKind::TurnFinished { .. } | EventKind::FilesRestored { .. });
-                let idle = finished && running.is_none() && !rewinding && queued.is_empty() && queued_before == 0;
-                if a.until_idle && live && (idle || waiting_decision) {
+                    transcript.event(&ev)
+                };
+                let settled = seen.is_some_and(|s| s.settled);
+                if a.until_idle && live && (settled || transcript.fold.waiting()) {
                     transcript.finish();
                     return Ok(());
                 }
@@ -129,10 +80,7 @@ pub async fn run(g: &Global, a: AttachArgs) -> Result<(), Failure> {
                 if g.json {
                     json_line(&SubscriptionItem::Live { last_seq });
                 }
-                if a.until_idle
-                    && ((running.is_none() && !rewinding && queued.is_empty() && queued_before == 0)
-                        || waiting_decision)
-                {
+                if a.until_idle && (transcript.fold.idle() || transcript.fold.waiting()) {
                     transcript.finish();
                     return Ok(());
                 }

@@ -127,7 +127,8 @@ pub async fn follow_turn(
     let mut ends_with_newline = true;
     // Answers given so far, and whether another was asked for after one.
     // With `-n`: the answers given so far, and the last one's node.
-    let (mut siblings, mut last_answer) = (0u32, None::<String>);
+    // Answers to the same message (`-n`) so far, as the fold tells them.
+    let (mut siblings, mut fold) = (0u32, forge_client::fold::Fold::default());
     loop {
         let item = tokio::select! {
             item = sub.next() => item,
@@ -171,6 +172,21 @@ pub async fn follow_turn(
         };
         if g.json {
             json_line(&ev);
+        }
+        let Some(seen) = fold.apply(&ev) else { continue };
+        // Another answer to the same message: say which node the one
+        // before is, on a line of its own.
+        if in_turn
+            && seen.sibling
+            && !g.json
+            && let Some(node) = &fold.answer_node
+        {
+            siblings += 1;
+            if !ends_with_newline {
+                let _ = writeln!(stdout);
+                ends_with_newline = true;
+            }
+            eprintln!("forgectl: answer {siblings} is node {node}");
         }
         match &ev.kind {
             EventKind::TurnStarted { message_id: m, .. } if m == message_id => in_turn = true,
@@ -234,19 +250,6 @@ pub async fn follow_turn(
                 }
                 eprintln!("forgectl: running tool {name}");
             }
-            EventKind::AssistantNode { node_id, .. } if in_turn => last_answer = Some(node_id.clone()),
-            // Another answer to the same message (`-n`): say which node
-            // the one before is, on a line of its own.
-            EventKind::ProviderRequest { iteration: 0, attempt: 1, .. } if in_turn && !g.json => {
-                if let Some(node) = last_answer.take() {
-                    siblings += 1;
-                    if !ends_with_newline {
-                        let _ = writeln!(stdout);
-                        ends_with_newline = true;
-                    }
-                    eprintln!("forgectl: answer {siblings} is node {node}");
-                }
-            }
             EventKind::ToolResult { name, is_error, output, .. } if in_turn && !g.json => {
                 let verdict = if *is_error { "failed" } else { "done" };
                 eprintln!(
@@ -261,7 +264,7 @@ pub async fn follow_turn(
                 if !g.json && !ends_with_newline {
                     let _ = writeln!(stdout);
                 }
-                if let Some(node) = last_answer.filter(|_| siblings > 0 && !g.json) {
+                if let Some(node) = fold.answer_node.as_ref().filter(|_| siblings > 0 && !g.json) {
                     eprintln!("forgectl: answer {} is node {node}", siblings + 1);
                 }
                 return match status {

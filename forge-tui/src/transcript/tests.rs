@@ -40,7 +40,7 @@ fn a_turn_with_a_tool_call_becomes_user_answer_and_tool_items() {
         matches!(&t.items[1], DisplayItem::Assistant(a) if a.text == "Let me look." && a.status == Some(MessageStatus::Complete))
     );
     assert!(matches!(&t.items[2], DisplayItem::Tool(c) if c.args == "{\"path\":\"a\"}"));
-    assert_eq!(t.state, Some(OperationStateKind::Idle));
+    assert_eq!(t.fold.state, Some(forge_proto::OperationStateKind::Idle));
     // A replayed (older) event changes nothing.
     t.apply(&ev(2, EventKind::TextDelta { text: "again".into() }));
     assert!(matches!(&t.items[1], DisplayItem::Assistant(a) if a.text == "Let me look."));

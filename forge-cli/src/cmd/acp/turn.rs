@@ -15,6 +15,7 @@ use agent_client_protocol::v1::schema::{
     RequestPermissionOutcome, RequestPermissionRequest, SessionNotification, SessionUpdate, StopReason, TextContent,
     ToolCallContent, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
 };
+use forge_client::fold::{Fold, Seen};
 use forge_client::{Follow, ForgeClient};
 use forge_proto::{ApprovalCall, ApprovalDecision, EventKind, JournalHealth, SubscriptionItem};
 use serde_json::Value;
@@ -38,8 +39,9 @@ struct Turn<'a> {
     cx: &'a ConnectionTo<Client>,
     session: String,
     cwd: PathBuf,
-    /// Calls of the answer being streamed, by index.
-    streaming: HashMap<u32, String>,
+    /// The session's events as every client reads them (which call a
+    /// streamed fragment belongs to, when an answer's calls are whole).
+    fold: Fold,
     calls: HashMap<String, Call>,
     /// The editor being asked about the pending approval.
     asking: Option<(String, JoinHandle<()>)>,
@@ -64,14 +66,8 @@ pub(super) async fn prompt(b: &Arc<Bridge>, req: PromptRequest, cx: &ConnectionT
         Some(cwd) => cwd,
         None => PathBuf::from(d.client.session_show(session.clone()).await.map_err(from_client)?.cwd),
     };
-    let mut turn = Turn {
-        cx,
-        session: sent.session_id.clone(),
-        cwd,
-        streaming: HashMap::new(),
-        calls: HashMap::new(),
-        asking: None,
-    };
+    let mut turn =
+        Turn { cx, session: sent.session_id.clone(), cwd, fold: Fold::default(), calls: HashMap::new(), asking: None };
     let mut in_turn = false;
     let result = loop {
         let ev = match follow.next().await {
@@ -89,6 +85,7 @@ pub(super) async fn prompt(b: &Arc<Bridge>, req: PromptRequest, cx: &ConnectionT
             Some(Err(e)) => break Err(rpc_error(-32603, e.to_string())),
             None => break Err(rpc_error(-32603, "forged closed the stream before the turn ended")),
         };
+        let Some(seen) = turn.fold.apply(&ev) else { continue };
         match ev.kind {
             EventKind::TurnStarted { message_id, .. } if message_id == sent.message_id => in_turn = true,
             EventKind::TurnFinished { message_id, status, stop_reason, error, error_kind, .. }
@@ -98,7 +95,7 @@ pub(super) async fn prompt(b: &Arc<Bridge>, req: PromptRequest, cx: &ConnectionT
                     .map(PromptResponse::new)
                     .map_err(|e| rpc_error(-32603, e));
             }
-            kind if in_turn => turn.on_event(b, kind).await?,
+            kind if in_turn => turn.on_event(b, kind, seen).await?,
             _ => {}
         }
     };
@@ -111,25 +108,22 @@ impl Turn<'_> {
         self.cx.send_notification(SessionNotification::new(self.session.clone(), update))
     }
 
-    async fn on_event(&mut self, b: &Arc<Bridge>, kind: EventKind) -> Result<()> {
+    async fn on_event(&mut self, b: &Arc<Bridge>, kind: EventKind, seen: Seen) -> Result<()> {
         match kind {
             EventKind::TextDelta { text } => self.send(SessionUpdate::AgentMessageChunk(map::text(&text)))?,
             EventKind::ThinkingDelta { text } => self.send(SessionUpdate::AgentThoughtChunk(map::text(&text)))?,
-            EventKind::ToolCallStarted { index, call_id, name } => {
-                self.streaming.insert(index, call_id.clone());
+            EventKind::ToolCallStarted { call_id, name, .. } => {
                 let call = map::tool_call(&call_id, &name, &Value::Null, &self.cwd, ToolCallStatus::Pending);
                 self.calls.insert(call_id, Call { name, args: String::new(), before: Vec::new() });
                 self.send(SessionUpdate::ToolCall(call))?;
             }
-            EventKind::ToolCallArgs { index, fragment } => {
-                if let Some(call) = self.streaming.get(&index).and_then(|id| self.calls.get_mut(id)) {
-                    call.args.push_str(&fragment);
-                }
-            }
             // The answer is whole: its calls' arguments are known.
             EventKind::AssistantNode { .. } => {
-                for id in std::mem::take(&mut self.streaming).into_values() {
-                    self.describe(&id)?;
+                for whole in seen.calls {
+                    if let Some(call) = self.calls.get_mut(&whole.call_id) {
+                        call.args = whole.args;
+                        self.describe(&whole.call_id)?;
+                    }
                 }
             }
             EventKind::ApprovalRequested { approval_id, calls } => {
