@@ -2,7 +2,8 @@
 //! millisecond time followed by a per-process counter, so ids made later
 //! sort later, also within one millisecond.
 
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 const ALPHABET: &[u8; 32] = b"0123456789abcdefghjkmnpqrstvwxyz";
@@ -31,6 +32,52 @@ pub fn new_id(prefix: &str) -> String {
         out.push(ALPHABET[((value >> (i * 5)) & 31) as usize] as char);
     }
     out
+}
+
+/// Where the session machine reads the time and takes new ids: the
+/// system's in the daemon; a scripted one in tests, so that a session fed
+/// the same events writes the same records, byte for byte.
+#[derive(Debug, Clone, Default)]
+pub struct Clock(Option<Arc<Scripted>>);
+
+#[derive(Debug)]
+struct Scripted {
+    ms: AtomicI64,
+    ids: AtomicU64,
+}
+
+impl Clock {
+    /// The system's time and process-unique ids.
+    pub fn system() -> Self {
+        Clock(None)
+    }
+
+    /// Time that stands at `ms` until moved ([`Clock::advance`]); ids that
+    /// count from 1 (`m000000000001`, ...), sorted as they are made.
+    pub fn scripted(ms: i64) -> Self {
+        Clock(Some(Arc::new(Scripted { ms: AtomicI64::new(ms), ids: AtomicU64::new(0) })))
+    }
+
+    /// Moves a scripted clock on (the system's moves by itself).
+    pub fn advance(&self, ms: i64) {
+        if let Some(s) = &self.0 {
+            s.ms.fetch_add(ms, Ordering::Relaxed);
+        }
+    }
+
+    pub fn now_ms(&self) -> i64 {
+        match &self.0 {
+            None => now_ms(),
+            Some(s) => s.ms.load(Ordering::Relaxed),
+        }
+    }
+
+    pub fn new_id(&self, prefix: &str) -> String {
+        match &self.0 {
+            None => new_id(prefix),
+            Some(s) => format!("{prefix}{:012}", s.ids.fetch_add(1, Ordering::Relaxed) + 1),
+        }
+    }
 }
 
 /// A name a user gives (a session, a bookmark): up to `max` bytes of

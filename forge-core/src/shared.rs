@@ -26,6 +26,8 @@ pub(crate) struct Shared {
     pub prompt: Arc<crate::prompt::PromptTemplate>,
     /// The folders whose own hooks and MCP servers the user trusts.
     pub trust: crate::trust::TrustStore,
+    /// The time and ids sessions write (the system's; tests script it).
+    pub clock: crate::ids::Clock,
 }
 
 impl Shared {

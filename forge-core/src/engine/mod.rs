@@ -87,7 +87,18 @@ impl Engine {
         let mcp = forge_mcp::McpHub::start(&mcp_config, mcp_http);
         let config = Arc::new(opts.config);
         let trust = crate::trust::TrustStore::open(&opts.home);
-        let shared = Arc::new(Shared { db: db.clone(), store, writer, providers, tools, mcp, config, prompt, trust });
+        let shared = Arc::new(Shared {
+            db: db.clone(),
+            store,
+            writer,
+            providers,
+            tools,
+            mcp,
+            config,
+            prompt,
+            trust,
+            clock: crate::ids::Clock::system(),
+        });
         let engine = Engine {
             inner: Arc::new(Inner {
                 shared,

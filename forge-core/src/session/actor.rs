@@ -114,14 +114,14 @@ impl SessionActor {
         let durable = load::durable(&shared, row.clone(), !blocked).await?;
         // One batch in flight at a time: room for its ack and a stray one.
         let (acks_tx, acks) = mpsc::channel(4);
-        let env = crate::prompt::PromptEnv::detect(&row.cwd, &shared.config, &shared.tools, crate::ids::now_ms());
+        let env = crate::prompt::PromptEnv::detect(&row.cwd, &shared.config, &shared.tools, shared.clock.now_ms());
         let template = shared.prompt.render(&env);
         let instructions = ProjectInstructions::load(Path::new(&row.cwd), &shared.config);
         let system_prompt: Arc<str> = format!("{template}{}", instructions.text).into();
         let tools_version = shared.mcp.version();
         let tools = shared.tools_for(&row.id);
         let hooks = hooks_for(&shared, &row.id, Path::new(&row.cwd));
-        let mut session = Session::new(shared.config.clone(), tools, row, system_prompt);
+        let mut session = Session::new(shared.config.clone(), tools, row, system_prompt, shared.clock.clone());
         session.set_instruction_files(instructions.files());
         session.set_hooks(hooks);
         let mut actor = SessionActor {

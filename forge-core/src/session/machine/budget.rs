@@ -10,7 +10,6 @@ use forge_proto::{ApprovalCall, ApprovalDecision, ApprovalResult, ClientRef, Err
 use super::Session;
 use super::state::OperationState;
 use crate::error::EngineError;
-use crate::ids::new_id;
 
 /// Budget approvals' ids start with this (recovery tells them from a
 /// tool batch's by it).
@@ -51,7 +50,7 @@ impl Session {
     /// (returns true) instead of asking the model.
     pub(super) fn wait_for_budget(&mut self, message_id: &str) -> bool {
         let Some(budget) = self.budget_reached() else { return false };
-        let approval = self.budget_approval(new_id(BUDGET_APPROVAL), budget);
+        let approval = self.budget_approval(self.clock.new_id(BUDGET_APPROVAL), budget);
         let index = self.pipeline.event(
             None,
             EventKind::ApprovalRequested { approval_id: approval.approval_id.clone(), calls: approval.calls.clone() },

@@ -11,7 +11,6 @@ use super::state::OperationState;
 use super::{Effect, Exit, OnDurable, ReadyReply, Responder, Session};
 use crate::catalog::Source;
 use crate::error::EngineError;
-use crate::ids::new_id;
 use crate::journal::StoreOp;
 use crate::provider_kind::ProviderKind;
 use crate::session::{Reply, SessionCmd};
@@ -243,7 +242,7 @@ impl Session {
             let responder = self.send_reply(reply, head, None, event_index);
             return self.pipeline.effect(OnDurable::Reply(responder));
         }
-        let message_id = new_id("m");
+        let message_id = self.clock.new_id("m");
         if matches!(self.state, OperationState::Idle) {
             // The same message under the same head (a root: sent under the
             // same system prompt): that node, answered again.
@@ -265,7 +264,7 @@ impl Session {
             return self.pipeline.effect(OnDurable::Reply(responder));
         }
         let position = self.queue.len() as u32 + 1;
-        let created_ms = crate::ids::now_ms();
+        let created_ms = self.clock.now_ms();
         self.queue.push_back(QueuedRow {
             session_id: self.row.id.clone(),
             message_id: message_id.clone(),

@@ -18,7 +18,7 @@ impl Session {
         if self.is_blocked() {
             return;
         }
-        if let Some((seq, batch)) = self.pipeline.take_batch() {
+        if let Some((seq, batch)) = self.pipeline.take_batch(self.clock.now_ms()) {
             self.out.push(Effect::Write { seq, batch });
         }
     }

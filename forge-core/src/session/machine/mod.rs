@@ -347,6 +347,8 @@ pub(crate) struct Session {
     next_job: u64,
     /// Effects of the event being handled.
     out: Vec<Effect>,
+    /// The time and the ids of what the session writes.
+    clock: crate::ids::Clock,
 }
 
 impl Session {
@@ -357,6 +359,7 @@ impl Session {
         tools: Arc<ToolRegistry>,
         row: SessionRow,
         system_prompt: Arc<str>,
+        clock: crate::ids::Clock,
     ) -> Self {
         let mut session = Session {
             config,
@@ -391,6 +394,7 @@ impl Session {
             finished: None,
             next_job: 0,
             out: Vec::new(),
+            clock,
         };
         session.size_tools();
         session

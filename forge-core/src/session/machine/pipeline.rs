@@ -262,14 +262,14 @@ impl<F> Pipeline<F> {
         self.outbox.entries.len()
     }
 
-    /// The outbox as the next batch, if no write is in flight. Session seqs
-    /// are assigned here, so a failed write never leaves a gap.
-    pub fn take_batch(&mut self) -> Option<(u64, WriteBatch)> {
+    /// The outbox as the next batch, if no write is in flight, its events
+    /// stamped `ts_ms`. Session seqs are assigned here, so a failed write
+    /// never leaves a gap.
+    pub fn take_batch(&mut self, ts_ms: i64) -> Option<(u64, WriteBatch)> {
         if self.in_flight.is_some() || self.outbox.is_empty() {
             return None;
         }
         let outbox = std::mem::take(&mut self.outbox);
-        let ts_ms = crate::ids::now_ms();
         let mut ops = Vec::with_capacity(outbox.entries.len() + outbox.ops.len());
         let mut entries = Vec::with_capacity(outbox.entries.len());
         let mut seqs = Vec::with_capacity(outbox.entries.len());
@@ -428,7 +428,7 @@ mod tests {
         p.begin_stream();
         p.delta(text("hello"));
         assert!(p.next_persisted().is_none());
-        let (seq, batch) = p.take_batch().unwrap_or_else(|| panic!("a batch"));
+        let (seq, batch) = p.take_batch(0).unwrap_or_else(|| panic!("a batch"));
         assert_eq!(batch.ops.len(), 1);
         assert!(p.next_persisted().is_none(), "written is not durable");
         assert!(matches!(p.on_ack(ok(seq)), Ok(AckOutcome::Persisted)));
@@ -441,7 +441,7 @@ mod tests {
     fn an_unexpected_or_duplicate_ack_is_an_invariant_violation() {
         let mut p: Pipeline<u32> = Pipeline::new("s".into(), 0);
         p.event(None, text("a"));
-        let (seq, _) = p.take_batch().unwrap_or_else(|| panic!("a batch"));
+        let (seq, _) = p.take_batch(0).unwrap_or_else(|| panic!("a batch"));
         assert!(matches!(p.on_ack(ok(seq + 1)), Err(InvariantViolation::UnexpectedAck { .. })));
         assert!(matches!(p.on_ack(ok(seq)), Ok(AckOutcome::Persisted)));
         assert!(matches!(p.on_ack(ok(seq)), Err(InvariantViolation::UnexpectedAck { expected: None, .. })));
@@ -452,17 +452,17 @@ mod tests {
         let mut p: Pipeline<u32> = Pipeline::new("s".into(), 0);
         p.begin_stream();
         p.delta(text("first"));
-        let (seq, _) = p.take_batch().unwrap_or_else(|| panic!("a batch"));
+        let (seq, _) = p.take_batch(0).unwrap_or_else(|| panic!("a batch"));
         for i in 0..100_000 {
             p.delta(text(&format!("{i} ")));
         }
         assert_eq!(p.outbox_len(), 1, "100,000 deltas are one pending entry");
         p.seal(SealInfo { outcome: MessageStatus::Cancelled, error: None });
         assert_eq!(p.outbox_len(), 2, "the cancel is the very next entry, not behind the flood");
-        assert!(p.take_batch().is_none(), "one write in flight at a time");
+        assert!(p.take_batch(0).is_none(), "one write in flight at a time");
         assert!(matches!(p.on_ack(ok(seq)), Ok(AckOutcome::Persisted)));
         drain(&mut p);
-        let (seq, batch) = p.take_batch().unwrap_or_else(|| panic!("the next batch"));
+        let (seq, batch) = p.take_batch(0).unwrap_or_else(|| panic!("the next batch"));
         assert_eq!(batch.ops.len(), 1, "one delta row; the seal is an op added by the actor");
         assert!(matches!(p.on_ack(ok(seq)), Ok(AckOutcome::Persisted)));
         let applied = drain(&mut p);
@@ -474,7 +474,7 @@ mod tests {
         let mut p: Pipeline<u32> = Pipeline::new("s".into(), 10);
         p.event(None, text("a"));
         p.effect(7);
-        let (seq, _) = p.take_batch().unwrap_or_else(|| panic!("a batch"));
+        let (seq, _) = p.take_batch(0).unwrap_or_else(|| panic!("a batch"));
         match p.on_ack(failed(seq)) {
             Ok(AckOutcome::Failed { effects, reason }) => {
                 assert_eq!(effects, vec![7]);
@@ -486,7 +486,7 @@ mod tests {
         assert_eq!(p.applied_seq(), 10);
         // The seq is free again: the next event gets 11, no gap.
         p.event(None, text("b"));
-        let (seq, batch) = p.take_batch().unwrap_or_else(|| panic!("a batch"));
+        let (seq, batch) = p.take_batch(0).unwrap_or_else(|| panic!("a batch"));
         match &batch.ops[0] {
             StoreOp::AppendEvent { seq, .. } => assert_eq!(*seq, 11),
             other => panic!("{other:?}"),
@@ -501,7 +501,7 @@ mod tests {
         let i = p.event(None, text("a"));
         p.effect(1);
         assert_eq!(p.seq_of_outbox_index(i), 1);
-        let (seq, _) = p.take_batch().unwrap_or_else(|| panic!("a batch"));
+        let (seq, _) = p.take_batch(0).unwrap_or_else(|| panic!("a batch"));
         assert!(p.next_effects().is_none());
         let _ = p.on_ack(ok(seq));
         assert!(p.next_effects().is_none(), "not before the entries are applied");
@@ -576,7 +576,7 @@ mod tests {
                     }
                     Step::NewStream => {}
                     Step::Write => {
-                        if let Some((seq, _)) = p.take_batch() {
+                        if let Some((seq, _)) = p.take_batch(0) {
                             prop_assert!(in_flight.is_none());
                             in_flight = Some(seq);
                             controls_since_take = 0;

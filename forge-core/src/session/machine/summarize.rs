@@ -12,7 +12,6 @@ use forge_proto::{ClientRef, EventKind, MessageStatus, Role, SummarySpan};
 use super::state::{OperationState, SummaryJob};
 use super::{Effect, Session, Timer};
 use crate::context::{self, Plan, Summary};
-use crate::ids::{new_id, now_ms};
 use crate::journal::StoreOp;
 use crate::provider::{ChatMessage, ChatRequest, ChatRole, ProviderEvent};
 use crate::store::rows::NodeMeta;
@@ -303,7 +302,7 @@ impl Session {
         self.out.push(Effect::StopRequest);
         let text = job.text.trim().to_string();
         job.span.tokens_after = self.estimator.tokens(text.len());
-        let id = new_id("m");
+        let id = self.clock.new_id("m");
         self.pipeline.op(StoreOp::InsertNode {
             id: id.clone(),
             session_id: self.row.id.clone(),
@@ -311,7 +310,7 @@ impl Session {
             role: Role::Summary,
             text: text.clone(),
             status: MessageStatus::Complete,
-            created_ms: now_ms(),
+            created_ms: self.clock.now_ms(),
             meta: NodeMeta {
                 provider: Some(self.row.provider.clone()),
                 model: Some(job.request.1.model.clone()),

@@ -21,7 +21,6 @@ use serde_json::Value;
 use super::state::{CallStage, OperationState, PlannedCall, RunningCall, ToolLoop};
 use super::{Effect, OnDurable, Session};
 use crate::error::EngineError;
-use crate::ids::{new_id, now_ms};
 use crate::journal::StoreOp;
 use crate::provider::ChatMessage;
 use crate::store::rows::NodeMeta;
@@ -238,7 +237,7 @@ impl Session {
             self.pipeline.effect(OnDurable::NextTool);
             return;
         }
-        let approval_id = new_id("a");
+        let approval_id = self.clock.new_id("a");
         let index = self
             .pipeline
             .event(None, EventKind::ApprovalRequested { approval_id: approval_id.clone(), calls: asks.clone() });
@@ -267,7 +266,7 @@ impl Session {
                     name: name.clone(),
                     args: args.clone(),
                     stage: CallStage::Announced,
-                    node_id: new_id("m"),
+                    node_id: self.clock.new_id("m"),
                     scrubbers: Default::default(),
                 });
                 self.pipeline.effect(OnDurable::RunTool(PlannedCall { id, name, action: Ok((tool, args)) }));
@@ -461,7 +460,7 @@ impl Session {
         is_error: bool,
         client: Option<ClientRef>,
     ) {
-        let id = node_id.unwrap_or_else(|| new_id("m"));
+        let id = node_id.unwrap_or_else(|| self.clock.new_id("m"));
         // Nothing a tool printed carries a secret into the history.
         let output = crate::redact::scrub(&output).into_owned();
         let info = ToolResultInfo { call_id: call_id.into(), name: name.into(), is_error };
@@ -472,7 +471,7 @@ impl Session {
             role: Role::Tool,
             text: output.clone(),
             status: MessageStatus::Complete,
-            created_ms: now_ms(),
+            created_ms: self.clock.now_ms(),
             meta: NodeMeta { tool_result: Some(info), ..Default::default() },
         });
         self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: Some(id.clone()) });

@@ -13,7 +13,6 @@ use super::rewind::RewindArgs;
 use super::state::OperationState;
 use crate::error::EngineError;
 use crate::forest::Forest;
-use crate::ids::{new_id, now_ms};
 use crate::journal::StoreOp;
 use crate::provider::ChatMessage;
 use crate::session::SessionCmd;
@@ -150,7 +149,7 @@ impl Session {
             self.move_head(Some(n.id.clone()), path, &client);
             n.id.clone()
         } else {
-            let id = new_id("m");
+            let id = self.clock.new_id("m");
             // An edited answer is text only: its tool calls and what the
             // provider signed belong to the original.
             let meta = match n.role {
@@ -169,7 +168,7 @@ impl Session {
                 role: n.role,
                 text: text.clone(),
                 status: MessageStatus::Complete,
-                created_ms: now_ms(),
+                created_ms: self.clock.now_ms(),
                 meta,
             });
             self.pipeline.op(StoreOp::MoveBookmarks {
@@ -227,7 +226,7 @@ impl Session {
                 session_id: self.row.id.clone(),
                 name: name.clone(),
                 node_id: node.clone(),
-                created_ms: now_ms(),
+                created_ms: self.clock.now_ms(),
             });
             Some(node)
         };
@@ -297,7 +296,7 @@ impl Session {
                 n.session_id
             )));
         }
-        let id = new_id("m");
+        let id = self.clock.new_id("m");
         self.pipeline.op(StoreOp::UpdateNodeText { id: n.id.clone(), text: head_text.clone() });
         self.pipeline.op(StoreOp::ReparentChildren { of: n.id.clone(), to: Some(id.clone()) });
         self.pipeline.op(StoreOp::InsertNode {
@@ -307,7 +306,7 @@ impl Session {
             role: n.role,
             text: tail_text.clone(),
             status: n.status,
-            created_ms: now_ms(),
+            created_ms: self.clock.now_ms(),
             meta: NodeMeta {
                 client: n.meta.client.clone(),
                 provider: n.meta.provider.clone(),

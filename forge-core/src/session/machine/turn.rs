@@ -12,7 +12,6 @@ use super::state::{ActiveStream, OperationState};
 use super::{Effect, OnDurable, Session, Timer};
 use crate::context;
 use crate::error::EngineError;
-use crate::ids::{new_id, now_ms};
 use crate::journal::StoreOp;
 use crate::provider::{ChatMessage, ChatRequest, ProviderError, ProviderEvent, ProviderKind, ProviderSettings};
 use crate::store::rows::NodeMeta;
@@ -44,7 +43,7 @@ impl Session {
     /// the provider request at once (it does not wait for the write).
     /// Returns the outbox index of `turn_started`.
     pub(super) fn start_turn(&mut self, message_id: String, text: String, client: ClientRef) -> usize {
-        let created_ms = now_ms();
+        let created_ms = self.clock.now_ms();
         // A root carries its system prompt: roots are found by it.
         let system_prompt = self.row.head_id.is_none().then(|| self.system_prompt_digest());
         self.pipeline.op(StoreOp::InsertNode {
@@ -87,8 +86,8 @@ impl Session {
     /// once. The stream's deltas follow the outbox event at `marker`
     /// (`turn_started`, or `stream_resumed` after tool results).
     pub(super) fn start_stream(&mut self, message_id: String, marker: usize, iteration: u32) {
-        let created_ms = now_ms();
-        let stream_id = new_id("t");
+        let created_ms = self.clock.now_ms();
+        let stream_id = self.clock.new_id("t");
         let first_seq = self.pipeline.seq_of_outbox_index(marker);
         self.pipeline.op(StoreOp::StreamBegin {
             stream_id: stream_id.clone(),
@@ -404,7 +403,7 @@ impl Session {
             stop_reason: stream.stop_reason.clone(),
             usage: stream.usage.clone(),
             reasoning: stream.reasoning.clone(),
-            sealed_ms: now_ms(),
+            sealed_ms: self.clock.now_ms(),
         });
         self.pipeline.seal(SealInfo { outcome, error });
     }
@@ -530,7 +529,7 @@ impl Session {
         let assistant_id = if a.text.is_empty() && a.tool_calls.is_empty() && a.recovered.is_none() {
             None
         } else {
-            let id = new_id("m");
+            let id = self.clock.new_id("m");
             let parent_id = self.row.head_id.clone();
             let calls = a.tool_calls.len() as u32;
             self.pipeline.op(StoreOp::InsertNode {
@@ -540,7 +539,7 @@ impl Session {
                 role: Role::Assistant,
                 text: a.text.clone(),
                 status: a.status,
-                created_ms: now_ms(),
+                created_ms: self.clock.now_ms(),
                 meta: NodeMeta {
                     provider: Some(a.provider),
                     model: Some(a.model),

@@ -94,7 +94,10 @@ impl Harness {
         path: Vec<ChatMessage>,
         rewind: Option<rewind::RewindIntent>,
     ) -> Self {
-        let s = Session::new(Arc::new(config), Arc::new(ToolRegistry::builtin()), row(), "Be a test.".into());
+        // Scripted time and ids: a run replayed from the same events writes
+        // the same records.
+        let clock = crate::ids::Clock::scripted(1_795_000_000_000);
+        let s = Session::new(Arc::new(config), Arc::new(ToolRegistry::builtin()), row(), "Be a test.".into(), clock);
         let mut h = Harness {
             s,
             fx: Vec::new(),
@@ -355,6 +358,27 @@ fn a_turn_streams_into_an_answer_and_the_session_goes_idle() {
     // The answer is history: the next request carries it.
     h.say("again");
     assert_eq!(h.requests[1].messages[1], ChatMessage::assistant("Hi there", Vec::new()));
+}
+
+/// Time and ids come from the clock the session is given, never from the
+/// machine's surroundings: the same events give the same journal, ids and
+/// timestamps included, so a session can be replayed exactly.
+#[test]
+fn the_same_events_write_the_same_journal_byte_for_byte() {
+    let run = || {
+        let mut h = Harness::new();
+        h.answer_calling("read_file", "{\"path\":\"x\"}");
+        h.settle();
+        h.provider(vec![text("done"), ProviderEvent::Done]);
+        h.settle();
+        let batches: Vec<String> = h.durable.iter().map(|b| format!("{:?}", b.ops)).collect();
+        let events: Vec<String> = h.published.iter().map(|e| format!("{e:?}")).collect();
+        (batches, events)
+    };
+    let (first, second) = (run(), run());
+    assert!(first.1.iter().any(|e| e.contains("assistant_node") || e.contains("AssistantNode")), "{:?}", first.1);
+    assert_eq!(first, second);
+    assert!(first.1.iter().all(|e| e.contains("ts_ms: 1795000000000")), "{:?}", first.1);
 }
 
 /// Seed 004: no event reaches apply (or a client) without the writer's proof.
