@@ -49,59 +49,23 @@ impl Engine {
         if let Some(name) = &req.name {
             self.check_name(name, None).await?;
         }
-        let id = new_id("s");
-        let created_ms = now_ms();
-        let event = SessionEvent {
-            session_id: id.clone(),
-            seq: 1,
-            ts_ms: created_ms,
-            client: Some(client),
-            kind: EventKind::SessionCreated {
-                name: req.name.clone(),
-                cwd: cwd.clone(),
-                provider: provider.as_str().into(),
-                model: model.clone(),
-            },
-        };
-        let body: Arc<str> = serde_json::to_string(&event).map_err(|e| EngineError::internal(e.to_string()))?.into();
-        let mut batch = WriteBatch {
-            ops: vec![
-                StoreOp::CreateSession {
-                    id: id.clone(),
-                    name: req.name,
-                    cwd,
-                    provider: provider.as_str().into(),
-                    model,
-                    created_ms,
-                },
-                StoreOp::AppendEvent {
-                    session_id: id.clone(),
-                    seq: 1,
-                    ts_ms: created_ms,
-                    kind: event.kind.name(),
-                    body,
-                },
-            ],
-        };
+        let id = self.shared().clock.new_id("s");
+        let created_ms = self.shared().clock.now_ms();
+        let mut ops = vec![StoreOp::CreateSession {
+            id: id.clone(),
+            name: req.name.clone(),
+            cwd: cwd.clone(),
+            provider: provider.as_str().into(),
+            model: model.clone(),
+            created_ms,
+        }];
+        let created = EventKind::SessionCreated { name: req.name, cwd, provider: provider.as_str().into(), model };
+        let mut events = vec![(Some(client.clone()), created)];
         if let Some((from, node)) = fork {
-            let event = SessionEvent {
-                session_id: id.clone(),
-                seq: 2,
-                ts_ms: created_ms,
-                client: event.client.clone(),
-                kind: EventKind::SessionForked { from: from.clone(), node: node.clone() },
-            };
-            let body: Arc<str> =
-                serde_json::to_string(&event).map_err(|e| EngineError::internal(e.to_string()))?.into();
-            batch.ops.push(StoreOp::ForkSession { id: id.clone(), from, node });
-            batch.ops.push(StoreOp::AppendEvent {
-                session_id: id.clone(),
-                seq: 2,
-                ts_ms: created_ms,
-                kind: event.kind.name(),
-                body,
-            });
+            ops.push(StoreOp::ForkSession { id: id.clone(), from: from.clone(), node: node.clone() });
+            events.push((Some(client), EventKind::SessionForked { from, node }));
         }
+        let batch = crate::session::machine::pipeline::first_batch(&id, ops, events, created_ms);
         self.shared().writer.write(batch).await.map_err(|e| EngineError::blocked(&e.to_string()))?;
         drop(_names);
         if start_hooks {

@@ -20,14 +20,13 @@ use forge_proto::params::{
 };
 use forge_proto::{
     CancelResult, ClientRef, ErrorKind, EventKind, HistoryResult, JournalHealth, JournalStatus, OperationStateKind,
-    SendResult, SessionEvent, SessionInfo,
+    SendResult, SessionInfo,
 };
 use tokio::sync::Mutex;
 
 use crate::config::ForgeConfig;
 use crate::error::EngineError;
 use crate::forest::Forest;
-use crate::ids::{new_id, now_ms};
 use crate::journal::{JournalWriter, ResetOutcome, StoreOp, WriteBatch};
 use crate::provider::{ProviderClient, ProviderKind};
 use crate::session::actor::SessionActor;

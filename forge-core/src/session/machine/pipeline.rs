@@ -395,6 +395,26 @@ impl<F> Pipeline<F> {
     }
 }
 
+/// A new session's first batch: its row (`ops`) and its first events,
+/// numbered from 1 by the same code that numbers every later batch of the
+/// session, so creating and forking assign seqs the way a turn does. The
+/// session's machine starts from the journal this batch leaves.
+pub(crate) fn first_batch(
+    session_id: &str,
+    ops: Vec<StoreOp>,
+    events: Vec<(Option<ClientRef>, EventKind)>,
+    ts_ms: i64,
+) -> WriteBatch {
+    let mut pipeline: Pipeline<()> = Pipeline::new(session_id.to_string(), 0);
+    for op in ops {
+        pipeline.op(op);
+    }
+    for (client, kind) in events {
+        pipeline.event(client, kind);
+    }
+    pipeline.take_batch(ts_ms).map(|(_, batch)| batch).unwrap_or(WriteBatch { ops: Vec::new() })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -420,6 +440,28 @@ mod tests {
             out.push(r.unwrap_or_else(|v| panic!("{v}")));
         }
         out
+    }
+
+    /// A fork's first batch: its row, then `session_created` at seq 1 and
+    /// `session_forked` at 2, numbered as any batch of a running session.
+    #[test]
+    fn a_new_sessions_first_events_are_numbered_from_one() {
+        let ops = vec![StoreOp::ForkSession { id: "s2".into(), from: "s1".into(), node: "n".into() }];
+        let events = vec![
+            (None, EventKind::SessionRenamed { name: None }),
+            (None, EventKind::SessionForked { from: "s1".into(), node: "n".into() }),
+        ];
+        let batch = first_batch("s2", ops, events, 7);
+        let seqs: Vec<(u64, &str)> = batch
+            .ops
+            .iter()
+            .filter_map(|op| match op {
+                StoreOp::AppendEvent { seq, kind, ts_ms: 7, .. } => Some((*seq, *kind)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(seqs, [(1, "session_renamed"), (2, "session_forked")]);
+        assert!(batch.ops.iter().any(|op| matches!(op, StoreOp::ForkSession { .. })));
     }
 
     #[test]
