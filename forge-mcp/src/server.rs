@@ -16,7 +16,7 @@ use tokio::io::AsyncBufReadExt;
 use tokio::sync::mpsc;
 
 use crate::config::{McpServerConfig, Transport};
-use crate::tool::McpTool;
+use crate::tool::{McpTool, Remote};
 
 /// The first wait before starting a failed server again; it doubles up
 /// to [`MAX_BACKOFF`].
@@ -338,12 +338,26 @@ async fn serve(
     end
 }
 
+impl Remote for Server {
+    fn call<'a>(
+        &'a self,
+        tool: &'a str,
+        arguments: serde_json::Map<String, Value>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Value, String>> + Send + 'a>> {
+        Box::pin(Server::call(self, tool, arguments))
+    }
+}
+
 fn make_tools(server: &Arc<Server>, tools: Vec<rmcp::model::Tool>) -> Vec<Arc<McpTool>> {
     let timeout = server.config.tool_timeout();
     let mut made: Vec<Arc<McpTool>> = Vec::new();
     for tool in tools {
         let Ok(value) = serde_json::to_value(&tool) else { continue };
-        let Some(t) = McpTool::new(Arc::downgrade(server), server.name(), &value, timeout) else { continue };
+        let Some(t) =
+            McpTool::new(Arc::downgrade(&(server.clone() as Arc<dyn Remote>)), server.name(), &value, timeout)
+        else {
+            continue;
+        };
         if made.iter().any(|m| m.exposed == t.exposed) {
             tracing::warn!(server = server.name(), tool = %t.remote_name, "two tools share the name {}; the second is not offered", t.exposed);
             continue;

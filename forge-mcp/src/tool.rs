@@ -2,19 +2,29 @@
 //! arguments checked against the server's schema, called on the server's
 //! live connection.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use forge_tools::{RiskLevel, ToolCtx, ToolError, ToolExecutor, ToolFut};
 use serde_json::Value;
 
-use crate::server::Server;
+/// The live connection a tool is called on (a server of `server.rs`):
+/// the tool holds it weakly, and knows no more of it than this.
+pub(crate) trait Remote: Send + Sync {
+    fn call<'a>(
+        &'a self,
+        tool: &'a str,
+        arguments: serde_json::Map<String, Value>,
+    ) -> Pin<Box<dyn Future<Output = Result<Value, String>> + Send + 'a>>;
+}
 
 /// The longest tool name providers take (OpenAI's limit).
 const MAX_NAME_LEN: usize = 64;
 
 pub struct McpTool {
-    pub(crate) server: Weak<Server>,
+    pub(crate) server: Weak<dyn Remote>,
     pub(crate) server_name: String,
     /// The name the server knows it by.
     pub(crate) remote_name: String,
@@ -29,7 +39,7 @@ pub struct McpTool {
 }
 
 impl McpTool {
-    pub(crate) fn new(server: Weak<Server>, server_name: &str, tool: &Value, timeout: Duration) -> Option<Self> {
+    pub(crate) fn new(server: Weak<dyn Remote>, server_name: &str, tool: &Value, timeout: Duration) -> Option<Self> {
         let remote_name = tool.get("name")?.as_str()?.to_string();
         let schema = match tool.get("inputSchema") {
             Some(s) if s.is_object() => s.clone(),
@@ -176,10 +186,23 @@ mod tests {
         assert_ne!(long, exposed_name("srv", &"x".repeat(101)), "cut names stay distinct");
     }
 
+    /// A server already gone.
+    struct Gone;
+
+    impl Remote for Gone {
+        fn call<'a>(
+            &'a self,
+            _: &'a str,
+            _: serde_json::Map<String, Value>,
+        ) -> Pin<Box<dyn Future<Output = Result<Value, String>> + Send + 'a>> {
+            Box::pin(async { Err("gone".to_string()) })
+        }
+    }
+
     #[test]
     fn arguments_are_checked_against_the_schema() {
         let tool = McpTool::new(
-            Weak::new(),
+            Weak::<Gone>::new(),
             "w",
             &json!({"name": "get", "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
                     "annotations": {"readOnlyHint": true}}),

@@ -14,8 +14,9 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Wrap};
 
 use crate::markdown;
-use crate::theme::Theme;
+use crate::theme::{Part, Theme};
 use crate::transcript::{AssistantItem, DisplayItem};
+use forge_proto::{MessageStatus, RecoveryBadge};
 
 /// Lines per block: the unit drawn or skipped.
 const BLOCK_LINES: usize = 48;
@@ -183,14 +184,14 @@ impl BlockCache {
         }
         let Some(c) = self.items.get_mut(&index) else { return };
         if c.key != head_key || c.head.is_empty() {
-            c.head = blocks_of(crate::render::assistant_head(a, theme), width);
+            c.head = blocks_of(assistant_head(a, theme), width);
             c.key = head_key;
         }
         if a.status.is_some() {
             // Finished: rendered once, whole.
             if c.stream.is_some() || c.body.is_empty() {
                 let mut lines = markdown::render(&a.text, theme);
-                lines.extend(crate::render::assistant_foot(a, theme));
+                lines.extend(assistant_foot(a, theme));
                 c.body = blocks_of(lines, width);
                 c.stream = None;
             }
@@ -278,6 +279,59 @@ fn tail_blocks(st: &mut Stream, text: &str, width: u16, theme: &Theme) -> Vec<RB
     }
     let rest: Vec<Line<'static>> = text[st.plain_end..].split('\n').map(|l| Line::from(l.to_string())).collect();
     blocks_of(rest, width)
+}
+
+/// Before a message's first line: the selection pointer (`K`/`J`), and
+/// which of its versions this is when it has others (`[`/`]` switch).
+pub fn mark_spans(mark: &crate::transcript::NodeMark, theme: &Theme) -> Vec<Span<'static>> {
+    let mut spans = Vec::new();
+    if mark.selected {
+        spans.push(Span::styled(format!("{} ", theme.glyphs.pointer), theme.style(Part::Selected)));
+    }
+    if let Some((at, of)) = mark.branch {
+        spans.push(Span::styled(format!("[{at}/{of}] "), theme.style(Part::Dim)));
+    }
+    spans
+}
+
+/// An answer's first lines: who, how it ended, its badge, its thinking.
+pub fn assistant_head(a: &AssistantItem, theme: &Theme) -> Vec<Line<'static>> {
+    let g = theme.glyphs;
+    let mut head = mark_spans(&a.mark, theme);
+    head.push(Span::styled(format!("{} {}", g.assistant, a.model), theme.style(Part::Assistant)));
+    match a.status {
+        None => head.push(Span::styled(format!(" {}", g.running), theme.style(Part::Dim))),
+        Some(MessageStatus::Cancelled) => head.push(Span::styled(" cancelled", theme.style(Part::Warn))),
+        Some(MessageStatus::Error) => head.push(Span::styled(" error", theme.style(Part::Error))),
+        Some(MessageStatus::Interrupted) => head.push(Span::styled(" interrupted", theme.style(Part::Warn))),
+        _ => {}
+    }
+    if let Some(badge) = a.recovered {
+        let word = match badge {
+            RecoveryBadge::Complete => "complete",
+            RecoveryBadge::Incomplete => "incomplete",
+            RecoveryBadge::Errored => "errored",
+            RecoveryBadge::Unknown => "unknown",
+        };
+        head.push(Span::styled(format!(" [recovered: {word}]"), theme.style(Part::Warn)));
+    }
+    let mut lines = vec![Line::from(head)];
+    if !a.thinking.is_empty() {
+        // Collapsed: reasoning can be long; its size says it is there.
+        lines.push(Line::from(Span::styled(
+            format!("(thinking, {} chars)", a.thinking.chars().count()),
+            theme.style(Part::Thinking),
+        )));
+    }
+    lines
+}
+
+/// After the answer's text: its error, if it failed.
+pub fn assistant_foot(a: &AssistantItem, theme: &Theme) -> Vec<Line<'static>> {
+    a.error
+        .iter()
+        .map(|e| Line::from(Span::styled(format!("{} {e}", theme.glyphs.failed), theme.style(Part::Error))))
+        .collect()
 }
 
 #[cfg(test)]

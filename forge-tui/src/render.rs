@@ -5,7 +5,7 @@
 //! The conversation is drawn from [`BlockCache`]: blocks of lines with
 //! known heights, of which only those in view are wrapped and drawn.
 
-use forge_proto::{JournalHealth, MessageStatus, OperationStateKind, RecoveryBadge};
+use forge_proto::{JournalHealth, OperationStateKind};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Position, Rect};
 use ratatui::text::{Line, Span};
@@ -14,11 +14,11 @@ use unicode_segmentation::UnicodeSegmentation;
 use unicode_width::UnicodeWidthStr;
 
 use crate::app::{App, Connection, ScrollState};
-use crate::blocks::BlockCache;
+use crate::blocks::{BlockCache, assistant_foot, assistant_head, mark_spans};
 use crate::input::{InputMode, InputState};
 use crate::markdown;
 use crate::theme::{Part, Theme};
-use crate::transcript::{AssistantItem, DisplayItem, Level, ToolItem};
+use crate::transcript::{DisplayItem, Level, ToolItem};
 
 /// Lines of live tool output shown (the result has it all).
 const TOOL_OUTPUT_TAIL: usize = 8;
@@ -232,59 +232,6 @@ fn item_lines(item: &DisplayItem, theme: &Theme) -> Vec<Line<'static>> {
                 .collect()
         }
     }
-}
-
-/// Before a message's first line: the selection pointer (`K`/`J`), and
-/// which of its versions this is when it has others (`[`/`]` switch).
-fn mark_spans(mark: &crate::transcript::NodeMark, theme: &Theme) -> Vec<Span<'static>> {
-    let mut spans = Vec::new();
-    if mark.selected {
-        spans.push(Span::styled(format!("{} ", theme.glyphs.pointer), theme.style(Part::Selected)));
-    }
-    if let Some((at, of)) = mark.branch {
-        spans.push(Span::styled(format!("[{at}/{of}] "), theme.style(Part::Dim)));
-    }
-    spans
-}
-
-/// An answer's first lines: who, how it ended, its badge, its thinking.
-pub fn assistant_head(a: &AssistantItem, theme: &Theme) -> Vec<Line<'static>> {
-    let g = theme.glyphs;
-    let mut head = mark_spans(&a.mark, theme);
-    head.push(Span::styled(format!("{} {}", g.assistant, a.model), theme.style(Part::Assistant)));
-    match a.status {
-        None => head.push(Span::styled(format!(" {}", g.running), theme.style(Part::Dim))),
-        Some(MessageStatus::Cancelled) => head.push(Span::styled(" cancelled", theme.style(Part::Warn))),
-        Some(MessageStatus::Error) => head.push(Span::styled(" error", theme.style(Part::Error))),
-        Some(MessageStatus::Interrupted) => head.push(Span::styled(" interrupted", theme.style(Part::Warn))),
-        _ => {}
-    }
-    if let Some(badge) = a.recovered {
-        let word = match badge {
-            RecoveryBadge::Complete => "complete",
-            RecoveryBadge::Incomplete => "incomplete",
-            RecoveryBadge::Errored => "errored",
-            RecoveryBadge::Unknown => "unknown",
-        };
-        head.push(Span::styled(format!(" [recovered: {word}]"), theme.style(Part::Warn)));
-    }
-    let mut lines = vec![Line::from(head)];
-    if !a.thinking.is_empty() {
-        // Collapsed: reasoning can be long; its size says it is there.
-        lines.push(Line::from(Span::styled(
-            format!("(thinking, {} chars)", a.thinking.chars().count()),
-            theme.style(Part::Thinking),
-        )));
-    }
-    lines
-}
-
-/// After the answer's text: its error, if it failed.
-pub fn assistant_foot(a: &AssistantItem, theme: &Theme) -> Vec<Line<'static>> {
-    a.error
-        .iter()
-        .map(|e| Line::from(Span::styled(format!("{} {e}", theme.glyphs.failed), theme.style(Part::Error))))
-        .collect()
 }
 
 fn tool_lines(t: &ToolItem, theme: &Theme) -> Vec<Line<'static>> {

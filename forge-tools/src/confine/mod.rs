@@ -32,6 +32,7 @@ pub mod spawn;
 pub mod suite;
 mod suite_limits;
 mod suite_reach;
+mod suite_run;
 pub mod unix;
 
 use std::path::{Path, PathBuf};

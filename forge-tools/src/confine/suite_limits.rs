@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::suite::{Probe, ProbeRow, alive, first_line, row, run, sh_quote, skipped};
+use super::suite_run::{Probe, ProbeRow, alive, first_line, row, run, sh_quote, skipped};
 use super::{Policy, Settings};
 use crate::supervisor::Confinement;
 

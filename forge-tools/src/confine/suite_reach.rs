@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::Settings;
-use super::suite::{Probe, ProbeRow, first_line, row, run, sh_quote, skipped};
+use super::suite_run::{Probe, ProbeRow, first_line, row, run, sh_quote, skipped};
 use crate::supervisor::Confinement;
 
 pub(super) async fn run_probes(

@@ -1,4 +1,4 @@
-use forge_proto::{ApprovalCall, EventKind, SessionEvent};
+use forge_proto::{ApprovalCall, EventKind, MessageStatus, SessionEvent};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::style::{Color, Modifier};
