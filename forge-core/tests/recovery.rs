@@ -251,13 +251,12 @@ async fn a_turn_stopped_in_its_tools_waits_for_a_decision_and_never_reruns_an_in
     let engine = Engine::open(EngineOptions { home: dir.path().to_path_buf(), config: ForgeConfig::default() })
         .await
         .unwrap_or_else(|e| panic!("{e}"));
+    let params = forge_proto::params::RecoverParams { session: id.into(), action: forge_proto::RecoverAction::Resume };
     let r = engine
-        .recover(
-            forge_proto::params::RecoverParams { session: id.into(), action: forge_proto::RecoverAction::Resume },
-            ClientRef::daemon(),
-        )
+        .request(forge_proto::methods::SessionRequest::Recover(params), ClientRef::daemon())
         .await
         .unwrap_or_else(|e| panic!("{e}"));
+    let r: forge_proto::RecoverResult = serde_json::from_value(r).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(r.rerun, vec!["c2".to_string()]);
     assert_eq!(r.not_rerun, vec!["c1".to_string()], "the interrupted write is not run again");
     let mut h = Vec::new();

@@ -4,12 +4,17 @@
 //! client (`client` feature: [`ForgeClient`]) and the JSON Schema
 //! ([`crate::schema`]). Method names read `<area>.<verb>`.
 //!
-//! Routing: `session` methods are a session's commands, whose params (a
-//! struct naming the session, [`Addressed`]) the daemon hands to that
-//! session as they are; `daemon` methods the daemon answers itself.
+//! Routing: `daemon` methods the daemon answers itself; `session` methods
+//! name a session (their params struct is [`Addressed`]) and the daemon
+//! works with that session; the `machine` block's methods are commands of
+//! the session's state machine: each becomes a [`SessionRequest`] variant,
+//! which the daemon hands, as the wire gave it, to the session its params
+//! name, whose machine answers it.
 //!
 //! Adding a method is one line here (and its params struct in
-//! [`crate::params`]); the compiler then asks for its server method.
+//! [`crate::params`]). A `daemon` or `session` method then needs its
+//! server method (the compiler asks for it); a `machine` method needs
+//! nothing in the daemon, only its arm in the session machine.
 
 use crate::calls::*;
 use crate::events::SessionEvent;
@@ -23,6 +28,8 @@ use crate::usage::*;
 pub enum Route {
     Session,
     Daemon,
+    /// A command of the session's machine ([`SessionRequest`]).
+    Machine,
 }
 
 /// One method as the table declares it.
@@ -69,7 +76,11 @@ macro_rules! addressed {
 }
 
 macro_rules! forge_methods {
-    ($(
+    (machine {$(
+        $(#[doc = $mdoc:literal])*
+        $mwire:literal $mfn:ident($mparams:ty) -> $mresult:ty = $variant:ident;
+    )*}
+    $(
         $(#[doc = $doc:literal])*
         $route:ident $wire:literal $fn:ident($params:ty) -> $result:ty;
     )*) => {
@@ -78,9 +89,44 @@ macro_rules! forge_methods {
             name: $wire,
             route: route!($route),
             doc: concat!($($doc, "\n",)* ""),
+        },)* $(MethodInfo {
+            name: $mwire,
+            route: Route::Machine,
+            doc: concat!($($mdoc, "\n",)* ""),
         },)*];
 
         $(addressed!($route, $params);)*
+
+        /// A command of a session's machine, with its params as the wire
+        /// gave them (the `machine` block of the table).
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum SessionRequest {
+            $($(#[doc = $mdoc])* $variant($mparams),)*
+        }
+
+        impl SessionRequest {
+            /// Its wire name.
+            pub fn method(&self) -> &'static str {
+                match self {
+                    $(Self::$variant(_) => $mwire,)*
+                }
+            }
+
+            /// The session its params name, for the daemon to resolve.
+            pub fn session_mut(&mut self) -> &mut String {
+                match self {
+                    $(Self::$variant(p) => &mut p.session,)*
+                }
+            }
+        }
+
+        impl Addressed for SessionRequest {
+            fn session(&self) -> &str {
+                match self {
+                    $(Self::$variant(p) => p.session(),)*
+                }
+            }
+        }
 
         /// Each method's params and result schema, by wire name.
         pub(crate) fn schemas(g: &mut schemars::SchemaGenerator) -> Vec<(&'static str, schemars::Schema, schemars::Schema)> {
@@ -88,6 +134,10 @@ macro_rules! forge_methods {
                 $wire,
                 <$params as schemars::JsonSchema>::json_schema(g),
                 g.subschema_for::<$result>(),
+            ),)* $((
+                $mwire,
+                <$mparams as schemars::JsonSchema>::json_schema(g),
+                g.subschema_for::<$mresult>(),
             ),)*]
         }
 
@@ -99,6 +149,13 @@ macro_rules! forge_methods {
                 $(#[doc = $doc])*
                 fn $fn(&self, params: $params) -> impl std::future::Future<Output = RpcResult<$result>> + Send;
             )*
+
+            /// Every `machine` method: hand the request to the session its
+            /// params name and return what its machine answered.
+            fn session_request(
+                &self,
+                request: SessionRequest,
+            ) -> impl std::future::Future<Output = RpcResult<serde_json::Value>> + Send;
 
             /// See [`SUBSCRIBE`].
             fn session_subscribe(
@@ -116,6 +173,11 @@ macro_rules! forge_methods {
             $(
                 server::register(&mut module, $wire, |s: std::sync::Arc<S>, p: $params| async move { s.$fn(p).await })?;
             )*
+            $(
+                server::register(&mut module, $mwire, |s: std::sync::Arc<S>, p: $mparams| async move {
+                    s.session_request(SessionRequest::$variant(p)).await
+                })?;
+            )*
             server::register_subscription(&mut module)?;
             Ok(module)
         }
@@ -132,6 +194,15 @@ macro_rules! forge_methods {
                     params: impl Into<$params> + Send,
                 ) -> impl std::future::Future<Output = Result<$result, jsonrpsee::core::client::Error>> + Send {
                     self.request($wire, client::ByName(params.into()))
+                }
+            )*
+            $(
+                $(#[doc = $mdoc])*
+                fn $mfn(
+                    &self,
+                    params: impl Into<$mparams> + Send,
+                ) -> impl std::future::Future<Output = Result<$mresult, jsonrpsee::core::client::Error>> + Send {
+                    self.request($mwire, client::ByName(params.into()))
                 }
             )*
 
@@ -159,6 +230,33 @@ macro_rules! forge_methods {
 pub type RpcResult<T> = Result<T, jsonrpsee::types::ErrorObjectOwned>;
 
 forge_methods! {
+    // The session machine's commands (see the module's documentation).
+    machine {
+        /// Answers a session's pending approval. The first valid answer wins;
+        /// later ones get `approval_not_pending`. `approval_id`, when given,
+        /// must match the pending one (so a stale answer cannot approve a
+        /// newer request).
+        "approval.answer" approval_answer(AnswerParams) -> ApprovalResult = Answer;
+        /// A session's own approval rules: `mode` (`default`, `permissive`,
+        /// `strict`; `""` drops it) replaces `[tools.approval] mode` for it;
+        /// `allow` adds tools that run without asking in it (`clear` first
+        /// forgets those allowed before). Without params: the rules as they are.
+        "session.approval_rules" session_approval_rules(ApprovalRulesParams) -> ApprovalRules = ApprovalRules;
+        /// Parse-only mode: the result of one tool call the model made. When
+        /// every call of the answer has one, the model continues the turn.
+        "session.tool_result" session_tool_result(ToolResultParams) -> ToolResultAccepted = ToolResult;
+        /// Answers a session in `tool_recovery`: `resume` re-runs calls that
+        /// never started and read-only ones, answers interrupted side-effecting
+        /// calls with an error (never re-run behind the user's back), and
+        /// continues the turn; `discard` answers all of them as discarded and
+        /// ends the turn.
+        "session.recover" session_recover(RecoverParams) -> RecoverResult = Recover;
+        /// Summarizes the conversation up to its newest exchange now. Refused
+        /// while a turn runs, or when there is nothing before the newest
+        /// exchange.
+        "session.summarize" session_summarize(SessionRef) -> SummarizeResult = Summarize;
+    }
+
     /// Handshake: the client states the protocol version it speaks and who
     /// it is. Events caused by this connection carry that identity.
     daemon "hello" hello(HelloParams) -> HelloResult;
@@ -190,10 +288,6 @@ forge_methods! {
     /// `system: true` adds the system prompt its requests carry; `span: N`
     /// the original messages the session's N-th summary stands for.
     session "session.context" session_context(ContextParams) -> ContextInfo;
-    /// Summarizes the conversation up to its newest exchange now. Refused
-    /// while a turn runs, or when there is nothing before the newest
-    /// exchange.
-    session "session.summarize" session_summarize(SessionRef) -> SummarizeResult;
     /// Searches the facts kept from the session's summarized spans (what
     /// the model's `recall` tool searches); each hit cites its message.
     daemon "session.recall" session_recall(RecallParams) -> RecallResult;
@@ -241,15 +335,6 @@ forge_methods! {
     /// Cancels the running turn; the partial answer is kept, marked
     /// cancelled. With `drop_queued`, queued messages are dropped too.
     session "session.cancel" session_cancel(CancelParams) -> CancelResult;
-    /// Answers a session in `tool_recovery`: `resume` re-runs calls that
-    /// never started and read-only ones, answers interrupted side-effecting
-    /// calls with an error (never re-run behind the user's back), and
-    /// continues the turn; `discard` answers all of them as discarded and
-    /// ends the turn.
-    session "session.recover" session_recover(RecoverParams) -> RecoverResult;
-    /// Parse-only mode: the result of one tool call the model made. When
-    /// every call of the answer has one, the model continues the turn.
-    session "session.tool_result" session_tool_result(ToolResultParams) -> ToolResultAccepted;
     /// Every node of the session's tree (its own, and the path it shares
     /// with the session it was forked from), with the head and bookmarks.
     daemon "session.tree" session_tree(SessionRef) -> TreeInfo;
@@ -288,16 +373,6 @@ forge_methods! {
     daemon "session.events" session_events(EventsParams) -> Vec<SessionEvent>;
     /// Every pending approval across all sessions (one inbox).
     daemon "approval.list" approval_list(NoParams) -> Vec<PendingApproval>;
-    /// Answers a session's pending approval. The first valid answer wins;
-    /// later ones get `approval_not_pending`. `approval_id`, when given,
-    /// must match the pending one (so a stale answer cannot approve a
-    /// newer request).
-    session "approval.answer" approval_answer(AnswerParams) -> ApprovalResult;
-    /// A session's own approval rules: `mode` (`default`, `permissive`,
-    /// `strict`; `""` drops it) replaces `[tools.approval] mode` for it;
-    /// `allow` adds tools that run without asking in it (`clear` first
-    /// forgets those allowed before). Without params: the rules as they are.
-    session "session.approval_rules" session_approval_rules(ApprovalRulesParams) -> ApprovalRules;
     /// Gives a session MCP servers of its own (an editor's), replacing any
     /// it had: their tools are offered in this session only. They run
     /// until the daemon stops.

@@ -36,7 +36,7 @@ pub fn protocol_schema() -> Result<Value, String> {
     for (name, params, result) in crate::methods::schemas(&mut g) {
         let info = METHODS.iter().find(|m| m.name == name).ok_or_else(|| format!("{name} is not in METHODS"))?;
         let routing = match info.route {
-            crate::methods::Route::Session => "session",
+            crate::methods::Route::Session | crate::methods::Route::Machine => "session",
             crate::methods::Route::Daemon => "daemon",
         };
         methods.insert(

@@ -15,8 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use forge_proto::params::{
-    Addressed, AnswerParams, ApprovalRulesParams, CancelParams, ConfigureParams, ContextParams, RecoverParams,
-    RenameParams, SendParams, SessionRef, ToolResultParams,
+    Addressed, CancelParams, ConfigureParams, ContextParams, RenameParams, SendParams, SessionRef,
 };
 use forge_proto::{
     CancelResult, ClientRef, ErrorKind, EventKind, HistoryResult, JournalHealth, JournalStatus, OperationStateKind,
@@ -163,7 +162,21 @@ impl Engine {
 
     /// A session's command: its params go to the session named in them
     /// as they are. Returns the session's id with the answer.
-    async fn command<P: Addressed, T>(
+    /// A command of the method table's `machine` block: handed, as the
+    /// wire gave it, to the session its params name, whose machine
+    /// answers it (`machine/requests.rs`).
+    pub async fn request(
+        &self,
+        mut request: forge_proto::methods::SessionRequest,
+        client: ClientRef,
+    ) -> Result<serde_json::Value, EngineError> {
+        let id = self.resolve(request.session()).await?;
+        *request.session_mut() = id.clone();
+        let cmd = |request, reply| SessionCmd::Request { request, client, reply };
+        Ok(self.command_on(id, request, cmd).await?.1)
+    }
+
+    async fn command<P: Addressed, T: Send + 'static>(
         &self,
         params: P,
         cmd: impl FnOnce(P, Reply<T>) -> SessionCmd,
@@ -174,7 +187,7 @@ impl Engine {
 
     /// [`Self::command`] for a session already resolved to `id` (not
     /// looked up in the store a second time).
-    async fn command_on<P, T>(
+    async fn command_on<P, T: Send + 'static>(
         &self,
         id: String,
         params: P,
@@ -230,12 +243,6 @@ impl Engine {
         let mut info = self.info_from(row, live.as_ref(), count);
         info.usage = Some(crate::session::load::session_total(self.shared(), id).await?);
         Ok(info)
-    }
-
-    /// Starts a summary of the session's conversation up to its newest
-    /// exchange.
-    pub async fn summarize(&self, params: SessionRef) -> Result<forge_proto::SummarizeResult, EngineError> {
-        Ok(self.command(params, |_, reply| SessionCmd::Summarize { reply }).await?.1)
     }
 
     /// The facts kept from a session's summarized spans that match
@@ -387,39 +394,6 @@ impl Engine {
             .filter(|h| h.is_alive())
             .filter_map(|h| h.snapshot.borrow().approval.clone())
             .collect()
-    }
-
-    pub async fn answer_approval(
-        &self,
-        params: AnswerParams,
-        client: ClientRef,
-    ) -> Result<forge_proto::ApprovalResult, EngineError> {
-        Ok(self.command(params, |params, reply| SessionCmd::Approve { params, client, reply }).await?.1)
-    }
-
-    /// A session's own approval rules, changed as asked.
-    pub async fn approval_rules(
-        &self,
-        params: ApprovalRulesParams,
-        client: ClientRef,
-    ) -> Result<forge_proto::ApprovalRules, EngineError> {
-        Ok(self.command(params, |params, reply| SessionCmd::ApprovalRules { params, client, reply }).await?.1)
-    }
-
-    pub async fn tool_result(
-        &self,
-        params: ToolResultParams,
-        client: ClientRef,
-    ) -> Result<forge_proto::ToolResultAccepted, EngineError> {
-        Ok(self.command(params, |params, reply| SessionCmd::ToolResult { params, client, reply }).await?.1)
-    }
-
-    pub async fn recover(
-        &self,
-        params: RecoverParams,
-        client: ClientRef,
-    ) -> Result<forge_proto::RecoverResult, EngineError> {
-        Ok(self.command(params, |params, reply| SessionCmd::Recover { params, client, reply }).await?.1)
     }
 
     pub async fn history(&self, selector: &str) -> Result<HistoryResult, EngineError> {

@@ -120,7 +120,7 @@ impl Engine {
 
     /// A tree command: its node (by id, prefix or bookmark) resolved to
     /// an id in the params the session gets.
-    async fn tree_command<P: Addressed, T>(
+    async fn tree_command<P: Addressed, T: Send + 'static>(
         &self,
         mut params: P,
         node: impl FnOnce(&mut P) -> Option<&mut String>,

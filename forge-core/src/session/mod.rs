@@ -16,17 +16,48 @@ mod tool_task;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use forge_proto::methods::SessionRequest;
 use forge_proto::params::{
-    AnswerParams, ApprovalRulesParams, BookmarkParams, CancelParams, CheckoutParams, ConfigureParams, ContextParams,
-    DeleteNodeParams, EditParams, RecoverParams, RenameParams, RewindParams, SendParams, SplitParams, ToolResultParams,
+    BookmarkParams, CancelParams, CheckoutParams, ConfigureParams, ContextParams, DeleteNodeParams, EditParams,
+    RenameParams, RewindParams, SendParams, SplitParams,
 };
 use forge_proto::{CancelResult, ClientRef, ErrorKind, OperationStateKind, SendResult};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use crate::error::EngineError;
 
-/// Where a command's caller waits for its answer.
-pub(crate) type Reply<T> = oneshot::Sender<Result<T, EngineError>>;
+/// Where a command's caller waits for its answer: a channel the engine
+/// reads, typed; for a [`SessionRequest`], the answer as JSON, which
+/// [`Reply::typed`] lets each arm give as its own type.
+pub(crate) struct Reply<T>(Box<dyn FnOnce(Result<T, EngineError>) + Send + Sync>);
+
+impl<T: 'static> Reply<T> {
+    /// For an answer nobody waits for (a turn a Stop hook starts).
+    pub(crate) fn nobody() -> Self {
+        Reply(Box::new(drop))
+    }
+
+    /// Gives the caller its answer (a caller that went away loses it).
+    pub(crate) fn send(self, result: Result<T, EngineError>) {
+        (self.0)(result)
+    }
+}
+
+impl<T: Send + 'static> From<oneshot::Sender<Result<T, EngineError>>> for Reply<T> {
+    fn from(tx: oneshot::Sender<Result<T, EngineError>>) -> Self {
+        Reply(Box::new(move |result| drop(tx.send(result))))
+    }
+}
+
+impl Reply<serde_json::Value> {
+    /// The same caller, answered with a typed value (sent as its JSON).
+    pub(crate) fn typed<T: serde::Serialize>(self) -> Reply<T> {
+        Reply(Box::new(move |result: Result<T, EngineError>| {
+            let json = result.and_then(|v| serde_json::to_value(v).map_err(|e| EngineError::internal(e.to_string())));
+            (self.0)(json)
+        }))
+    }
+}
 
 /// Commands a session accepts: one variant each, handled in one arm of
 /// `Session::on_command`. A client's command carries its params as the
@@ -57,25 +88,13 @@ pub(crate) enum SessionCmd {
         client: ClientRef,
         reply: Reply<()>,
     },
-    Approve {
-        params: AnswerParams,
+    /// A command of the method table's `machine` block, as the wire gave
+    /// it (its session resolved to the id): one arm per request in
+    /// `machine/requests.rs`.
+    Request {
+        request: SessionRequest,
         client: ClientRef,
-        reply: Reply<forge_proto::ApprovalResult>,
-    },
-    ApprovalRules {
-        params: ApprovalRulesParams,
-        client: ClientRef,
-        reply: Reply<forge_proto::ApprovalRules>,
-    },
-    ToolResult {
-        params: ToolResultParams,
-        client: ClientRef,
-        reply: Reply<forge_proto::ToolResultAccepted>,
-    },
-    Recover {
-        params: RecoverParams,
-        client: ClientRef,
-        reply: Reply<forge_proto::RecoverResult>,
+        reply: Reply<serde_json::Value>,
     },
     Configure {
         params: ConfigureParams,
@@ -89,10 +108,6 @@ pub(crate) enum SessionCmd {
     Context {
         params: ContextParams,
         reply: Reply<forge_proto::ContextInfo>,
-    },
-    /// Summarize the conversation up to its newest exchange now.
-    Summarize {
-        reply: Reply<forge_proto::SummarizeResult>,
     },
     /// The tree commands: each reads the session's tree first
     /// (`Effect::ReadTree`), then changes it through the journal.
@@ -190,12 +205,12 @@ impl SessionHandle {
         })
     }
 
-    pub async fn request<T>(
-        &self,
-        make: impl FnOnce(oneshot::Sender<Result<T, EngineError>>) -> SessionCmd,
-    ) -> Result<T, EngineError> {
+    pub async fn request<T>(&self, make: impl FnOnce(Reply<T>) -> SessionCmd) -> Result<T, EngineError>
+    where
+        T: Send + 'static,
+    {
         let (reply, rx) = oneshot::channel();
-        self.command(make(reply))?;
+        self.command(make(reply.into()))?;
         rx.await.map_err(|_| EngineError::gone())?
     }
 

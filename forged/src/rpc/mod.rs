@@ -14,7 +14,7 @@ use std::time::Instant;
 use forge_core::{Engine, EngineError};
 use forge_proto::calls::*;
 use forge_proto::error::rpc_error;
-use forge_proto::methods::{ForgeServer, RpcResult};
+use forge_proto::methods::{ForgeServer, RpcResult, SessionRequest};
 use forge_proto::params::*;
 use forge_proto::*;
 use jsonrpsee::PendingSubscriptionSink;
@@ -139,10 +139,6 @@ impl ForgeServer for ConnServer {
         self.engine().context(p).await.map_err(to_rpc)
     }
 
-    async fn session_summarize(&self, p: SessionRef) -> RpcResult<SummarizeResult> {
-        self.engine().summarize(p).await.map_err(to_rpc)
-    }
-
     async fn session_recall(&self, p: RecallParams) -> RpcResult<RecallResult> {
         self.engine().recall(&p.session, &p.query, p.limit).await.map_err(to_rpc)
     }
@@ -210,14 +206,6 @@ impl ForgeServer for ConnServer {
         self.engine().cancel(p, self.client_ref()).await.map_err(to_rpc)
     }
 
-    async fn session_recover(&self, p: RecoverParams) -> RpcResult<RecoverResult> {
-        self.engine().recover(p, self.client_ref()).await.map_err(to_rpc)
-    }
-
-    async fn session_tool_result(&self, p: ToolResultParams) -> RpcResult<ToolResultAccepted> {
-        self.engine().tool_result(p, self.client_ref()).await.map_err(to_rpc)
-    }
-
     async fn session_tree(&self, p: SessionRef) -> RpcResult<TreeInfo> {
         self.engine().tree(&p.session).await.map_err(to_rpc)
     }
@@ -266,14 +254,6 @@ impl ForgeServer for ConnServer {
         Ok(self.engine().approvals().await)
     }
 
-    async fn approval_answer(&self, p: AnswerParams) -> RpcResult<ApprovalResult> {
-        self.engine().answer_approval(p, self.client_ref()).await.map_err(to_rpc)
-    }
-
-    async fn session_approval_rules(&self, p: ApprovalRulesParams) -> RpcResult<ApprovalRules> {
-        self.engine().approval_rules(p, self.client_ref()).await.map_err(to_rpc)
-    }
-
     async fn session_set_mcp_servers(&self, p: SetMcpServersParams) -> RpcResult<Vec<McpServerInfo>> {
         self.engine().set_session_mcp_servers(&p.session, p.servers).await.map_err(to_rpc)
     }
@@ -300,6 +280,10 @@ impl ForgeServer for ConnServer {
             token.cancel();
         });
         Ok(())
+    }
+
+    async fn session_request(&self, request: SessionRequest) -> RpcResult<serde_json::Value> {
+        self.engine().request(request, self.client_ref()).await.map_err(to_rpc)
     }
 
     async fn session_subscribe(&self, pending: PendingSubscriptionSink, p: SubscribeParams) -> SubscriptionResult {

@@ -52,6 +52,7 @@ impl Session {
                     self.on_send(args, reply);
                 }
             }
+            SessionCmd::Request { request, client, reply } => self.on_request(request, client, reply),
             SessionCmd::Cancel { params, client, reply } => {
                 if let Some(reply) = self.admit(reply, Access::Write) {
                     self.on_cancel(client, params.drop_queued, reply);
@@ -77,12 +78,6 @@ impl Session {
                     self.on_clear(client, reply);
                 }
             }
-            SessionCmd::Summarize { reply } => {
-                if let Some(reply) = self.admit(reply, Access::Write) {
-                    let result = self.summarize_now();
-                    self.out.push(Effect::Reply(ReadyReply::now(reply, result)));
-                }
-            }
             SessionCmd::Context { params, reply } => {
                 if let Some(reply) = self.admit(reply, Access::Read) {
                     self.out.push(Effect::Reply(ReadyReply::now(reply, Ok(self.context_info(params.system)))));
@@ -91,30 +86,6 @@ impl Session {
             SessionCmd::Remove { reply } => {
                 if let Some(reply) = self.admit(reply, Access::Write) {
                     self.on_remove(reply);
-                }
-            }
-            SessionCmd::Approve { params, client, reply } => {
-                if let Some(reply) = self.admit(reply, Access::Write) {
-                    let result = self.on_approval(params, client);
-                    self.reply_when_durable(reply, result);
-                }
-            }
-            SessionCmd::ApprovalRules { params, client, reply } => {
-                if let Some(reply) = self.admit(reply, Access::Write) {
-                    let result = self.on_approval_rules(params.mode, params.allow, params.clear, Some(client));
-                    self.reply_when_durable(reply, result);
-                }
-            }
-            SessionCmd::ToolResult { params, client, reply } => {
-                if let Some(reply) = self.admit(reply, Access::Write) {
-                    let result = self.on_tool_result(params, client);
-                    self.reply_when_durable(reply, result);
-                }
-            }
-            SessionCmd::Recover { params, client, reply } => {
-                if let Some(reply) = self.admit(reply, Access::Write) {
-                    let result = self.on_recover(params.action, Some(client));
-                    self.reply_when_durable(reply, result);
                 }
             }
             SessionCmd::Shutdown { reply } => self.begin_shutdown(Some(reply)),

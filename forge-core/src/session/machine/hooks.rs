@@ -242,9 +242,7 @@ impl Session {
                     n: 1,
                     continued: false,
                 };
-                // Nobody waits for this answer.
-                let (reply, _) = tokio::sync::oneshot::channel();
-                self.on_send(args, reply);
+                self.on_send(args, Reply::nobody());
             }
             _ => self.stop_chain = 0,
         }

@@ -33,6 +33,7 @@ pub(crate) mod hooks;
 mod journal;
 pub(crate) mod pipeline;
 mod recovery;
+mod requests;
 pub(crate) mod rewind;
 pub(crate) mod state;
 mod summarize;
@@ -207,7 +208,7 @@ impl ReadyReply {
 
     /// `result` for `reply`, now.
     pub(crate) fn now<T: Send + Sync + 'static>(reply: super::Reply<T>, result: Result<T, EngineError>) -> Self {
-        ReadyReply(Box::new(move || drop(reply.send(result))))
+        ReadyReply(Box::new(move || reply.send(result)))
     }
 }
 
@@ -223,7 +224,7 @@ type Outcome<'a> = Result<&'a [Option<u64>], EngineError>;
 impl Responder {
     /// Answers `reply` with `value` once the batch is durable.
     pub(crate) fn with<T: Send + Sync + 'static>(reply: super::Reply<T>, value: T) -> Self {
-        Responder(Box::new(move |outcome| drop(reply.send(outcome.map(|_| value)))))
+        Responder(Box::new(move |outcome| reply.send(outcome.map(|_| value))))
     }
 
     /// Answers `reply` with what `make` builds from the session seqs the
@@ -232,7 +233,7 @@ impl Responder {
         reply: super::Reply<T>,
         make: impl FnOnce(&[Option<u64>]) -> T + Send + Sync + 'static,
     ) -> Self {
-        Responder(Box::new(move |outcome| drop(reply.send(outcome.map(make)))))
+        Responder(Box::new(move |outcome| reply.send(outcome.map(make))))
     }
 
     /// The answer for how the batch ended.

@@ -3,6 +3,7 @@
 //! session writes; every test asserts what a client would see: the events
 //! published, the answers to commands, the state in `forgectl ps`.
 
+use forge_proto::methods::SessionRequest;
 use forge_proto::params::{AnswerParams, RecoverParams, RenameParams, SendParams};
 use std::sync::Arc;
 
@@ -250,9 +251,27 @@ impl Harness {
         self.feed(Event::Ack(JournalAck { seq, result }));
     }
 
-    fn command<T>(&mut self, make: impl FnOnce(Reply<T>) -> SessionCmd) -> oneshot::Receiver<Result<T, EngineError>> {
+    fn command<T: Send + 'static>(
+        &mut self,
+        make: impl FnOnce(Reply<T>) -> SessionCmd,
+    ) -> oneshot::Receiver<Result<T, EngineError>> {
         let (reply, rx) = oneshot::channel();
-        self.feed(Event::Command(make(reply)));
+        self.feed(Event::Command(make(reply.into())));
+        rx
+    }
+
+    /// A command of the table's `machine` block, its JSON answer read
+    /// back as the method's result.
+    fn request<T: serde::de::DeserializeOwned + Send + 'static>(
+        &mut self,
+        request: SessionRequest,
+    ) -> oneshot::Receiver<Result<T, EngineError>> {
+        let (tx, rx) = oneshot::channel();
+        let reply = Reply(Box::new(move |json: Result<serde_json::Value, EngineError>| {
+            let typed = json.and_then(|v| serde_json::from_value(v).map_err(|e| EngineError::internal(e.to_string())));
+            drop(tx.send(typed));
+        }));
+        self.feed(Event::Command(SessionCmd::Request { request, client: client(), reply }));
         rx
     }
 
@@ -596,14 +615,14 @@ fn a_side_effecting_call_waits_for_approval_and_a_denial_is_a_result_the_model_s
         approval_id: Some("not-it".into()),
         ..Default::default()
     };
-    let wrong = h.command(|reply| SessionCmd::Approve { params, client: client(), reply });
+    let wrong = h.request::<forge_proto::ApprovalResult>(SessionRequest::Answer(params));
     assert_eq!(answered(wrong).err().map(|e| e.kind), Some(ErrorKind::ApprovalNotPending));
     let params = AnswerParams {
         decision: ApprovalDecision::DenyAll,
         approval_id: Some(pending.approval_id.clone()),
         ..Default::default()
     };
-    let deny = h.command(|reply| SessionCmd::Approve { params, client: client(), reply });
+    let deny = h.request::<forge_proto::ApprovalResult>(SessionRequest::Answer(params));
     h.settle();
     assert_eq!(answered(deny).map(|r| r.denied).ok(), Some(vec!["c1".to_string()]));
     assert!(h.tool_runs.is_empty(), "a denied call never runs");
@@ -693,11 +712,8 @@ fn tool_recovery_is_announced_once_and_waits_for_a_decision() {
     let mut again = Harness::loaded(unfinished(true), path);
     again.settle();
     assert!(again.names().is_empty(), "already announced");
-    let decision = again.command(|reply| SessionCmd::Recover {
-        params: RecoverParams { action: RecoverAction::Resume, ..Default::default() },
-        client: client(),
-        reply,
-    });
+    let params = RecoverParams { action: RecoverAction::Resume, ..Default::default() };
+    let decision = again.request::<forge_proto::RecoverResult>(SessionRequest::Recover(params));
     again.settle();
     let result = answered(decision).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(result.not_rerun, ["c1"], "a side-effecting call that had started is not run again");
