@@ -4,6 +4,7 @@
 
 mod admin;
 mod create;
+mod queries;
 mod tree;
 mod trust;
 
@@ -14,12 +15,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use forge_proto::params::{
-    Addressed, CancelParams, ConfigureParams, ContextParams, RenameParams, SendParams, SessionRef,
-};
+use forge_proto::params::{Addressed, CancelParams, ConfigureParams, RenameParams, SendParams, SessionRef};
 use forge_proto::{
-    CancelResult, ClientRef, ErrorKind, EventKind, HistoryResult, JournalHealth, JournalStatus, OperationStateKind,
-    SendResult, SessionInfo,
+    CancelResult, ClientRef, ErrorKind, EventKind, JournalHealth, JournalStatus, OperationStateKind, SendResult,
+    SessionInfo,
 };
 use tokio::sync::Mutex;
 
@@ -31,7 +30,7 @@ use crate::provider::{ProviderClient, ProviderKind};
 use crate::session::actor::SessionActor;
 use crate::session::{Reply, SessionCmd, SessionHandle};
 use crate::shared::Shared;
-use crate::store::{SessionRow, Store};
+use crate::store::Store;
 
 pub struct EngineOptions {
     /// `$FORGE_HOME`: holds `forge.db`.
@@ -199,102 +198,6 @@ impl Engine {
         Ok((id, answer))
     }
 
-    fn info_from(&self, row: SessionRow, live: Option<&SessionHandle>, message_count: u64) -> SessionInfo {
-        let (state, queued, last_seq, attached) = match live {
-            Some(h) => {
-                // State and seq from one snapshot: the state is what the
-                // events up to `last_seq` made it, so a client that joins
-                // with this state and follows from `last_seq + 1` misses
-                // nothing (`forgectl attach --from live`).
-                let s = h.snapshot.borrow().clone();
-                (s.state, s.queued, s.last_seq, h.attached_count())
-            }
-            None => (OperationStateKind::Idle, 0, row.last_seq, 0),
-        };
-        SessionInfo {
-            id: row.id,
-            name: row.name,
-            cwd: row.cwd,
-            provider: row.provider,
-            model: row.model,
-            created_ms: row.created_ms,
-            updated_ms: row.updated_ms,
-            state,
-            waiting_on: state.waiting_on().to_string(),
-            attached_clients: attached,
-            queued_messages: queued,
-            message_count,
-            last_seq,
-            head: row.head_id,
-            usage: None,
-            approval_mode: row.approval.mode,
-            always_allow: row.approval.always,
-            untrusted: None,
-        }
-    }
-
-    async fn session_info(&self, id: &str) -> Result<SessionInfo, EngineError> {
-        let row = self.shared().store.session(id).await?.ok_or_else(|| EngineError::not_found(id))?;
-        let count = match &row.head_id {
-            Some(h) => self.shared().store.path_to(h).await?.len() as u64,
-            None => 0,
-        };
-        let live = self.inner.sessions.lock().await.get(id).filter(|h| h.is_alive()).cloned();
-        let mut info = self.info_from(row, live.as_ref(), count);
-        info.usage = Some(crate::session::load::session_total(self.shared(), id).await?);
-        Ok(info)
-    }
-
-    /// The facts kept from a session's summarized spans that match
-    /// `query`, best first (what the model's `recall` tool finds).
-    pub async fn recall(
-        &self,
-        selector: &str,
-        query: &str,
-        limit: Option<u32>,
-    ) -> Result<forge_proto::RecallResult, EngineError> {
-        let session_id = self.resolve(selector).await?;
-        if query.trim().is_empty() {
-            return Err(EngineError::new(ErrorKind::InvalidParams, "give words to search for"));
-        }
-        let limit = limit.unwrap_or(10);
-        let hits = crate::librarian::recall(&self.shared().store, &session_id, query, limit).await?;
-        Ok(forge_proto::RecallResult { session_id, query: query.to_string(), hits })
-    }
-
-    /// Tokens and estimated cost per session, directory and model (of one
-    /// session, from a time on, if given).
-    pub async fn usage(
-        &self,
-        selector: Option<&str>,
-        since_ms: Option<i64>,
-    ) -> Result<forge_proto::UsageReport, EngineError> {
-        let id = match selector {
-            Some(s) => Some(self.resolve(s).await?),
-            None => None,
-        };
-        crate::session::load::spent(self.shared(), id.as_deref(), since_ms).await
-    }
-
-    pub async fn list_sessions(&self) -> Result<Vec<SessionInfo>, EngineError> {
-        let rows = self.shared().store.sessions().await?;
-        let counts = self.shared().store.node_counts().await?;
-        let sessions = self.inner.sessions.lock().await;
-        Ok(rows
-            .into_iter()
-            .map(|row| {
-                let live = sessions.get(&row.id).filter(|h| h.is_alive());
-                let count = counts.get(&row.id).copied().unwrap_or(0);
-                self.info_from(row, live, count)
-            })
-            .collect())
-    }
-
-    pub async fn show(&self, selector: &str) -> Result<SessionInfo, EngineError> {
-        let id = self.resolve(selector).await?;
-        self.session_info(&id).await
-    }
-
     pub async fn rename(&self, mut params: RenameParams, client: ClientRef) -> Result<SessionInfo, EngineError> {
         params.name = params.name.map(|n| n.trim().to_string()).filter(|n| !n.is_empty());
         let id = self.resolve(&params.session).await?;
@@ -318,43 +221,6 @@ impl Engine {
     pub async fn clear(&self, params: SessionRef, client: ClientRef) -> Result<SessionInfo, EngineError> {
         let (id, ()) = self.command(params, |_, reply| SessionCmd::Clear { client, reply }).await?;
         self.session_info(&id).await
-    }
-
-    /// How much of the model's window the session uses; with `system`, the
-    /// system prompt its requests carry too.
-    pub async fn context(&self, params: ContextParams) -> Result<forge_proto::ContextInfo, EngineError> {
-        let span = params.span;
-        let handle = self.handle_for(&params.session).await?;
-        let mut info = handle.request(|reply| SessionCmd::Context { params, reply }).await?;
-        let store = &self.shared().store;
-        let summaries = store.summaries(&handle.id).await?;
-        info.summaries = summaries
-            .iter()
-            .filter_map(|n| {
-                Some(forge_proto::SummaryInfo {
-                    summary_id: n.id.clone(),
-                    span: n.meta.summary_of.clone()?,
-                    text: n.text.clone(),
-                    created_ms: n.created_ms,
-                })
-            })
-            .collect();
-        if let Some(n) = span {
-            let s = (n as usize).checked_sub(1).and_then(|i| info.summaries.get(i)).ok_or_else(|| {
-                EngineError::new(
-                    ErrorKind::InvalidParams,
-                    format!(
-                        "the session has {} summaries; --span takes 1 to {}",
-                        info.summaries.len(),
-                        info.summaries.len()
-                    ),
-                )
-            })?;
-            // Summaries are cumulative: the span is the path up to its last node.
-            let nodes = store.path_to(&s.span.last).await?;
-            info.span_messages = Some(nodes.iter().map(|n| n.to_history()).collect());
-        }
-        Ok(info)
     }
 
     pub async fn remove(&self, params: SessionRef) -> Result<String, EngineError> {
@@ -381,42 +247,6 @@ impl Engine {
         // A cancel goes through while the daemon stops.
         let handle = self.handle_for(&params.session).await?;
         handle.request(|reply| SessionCmd::Cancel { params, client, reply }).await
-    }
-
-    /// Every pending approval of the live sessions (sessions with one are
-    /// started with the daemon, so none is missed).
-    pub async fn approvals(&self) -> Vec<forge_proto::PendingApproval> {
-        self.inner
-            .sessions
-            .lock()
-            .await
-            .values()
-            .filter(|h| h.is_alive())
-            .filter_map(|h| h.snapshot.borrow().approval.clone())
-            .collect()
-    }
-
-    pub async fn history(&self, selector: &str) -> Result<HistoryResult, EngineError> {
-        let id = self.resolve(selector).await?;
-        let row = self.shared().store.session(&id).await?.ok_or_else(|| EngineError::not_found(&id))?;
-        let messages = match &row.head_id {
-            Some(h) => self.shared().store.path_to(h).await?.iter().map(|n| n.to_history()).collect(),
-            None => Vec::new(),
-        };
-        Ok(HistoryResult { session_id: id, head: row.head_id, messages })
-    }
-
-    /// Stored events after `after_seq`, as JSON bodies.
-    pub async fn events(
-        &self,
-        selector: &str,
-        after_seq: u64,
-        limit: u32,
-    ) -> Result<(String, Vec<String>), EngineError> {
-        let id = self.resolve(selector).await?;
-        self.shared().writer.sync().await;
-        let rows = self.shared().store.events_after(&id, after_seq, limit.clamp(1, 10_000)).await?;
-        Ok((id, rows.into_iter().map(|(_, b)| b).collect()))
     }
 
     pub async fn subscribe(&self, selector: &str, from_seq: Option<u64>) -> Result<EventFeed, EngineError> {
