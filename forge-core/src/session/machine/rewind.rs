@@ -287,19 +287,20 @@ impl Session {
         self.end_rewind(r.reply, Err(err));
     }
 
-    /// The files are in place: `files_restored` (if any moved), the
-    /// conversation's move, and the answer once they are durable.
+    /// The files are in place: the conversation's move, then
+    /// `files_restored` (if any moved) as the rewind's last event, so a
+    /// client waiting for the session to settle has seen the whole rewind
+    /// when it stops there; the answer once they are durable.
     fn finish_rewind(&mut self, r: Rewinding) {
         let Rewinding { node, path, result, client, reply, recovered, .. } = r;
-        if !result.files.is_empty() {
-            let files = result.files.clone();
-            self.pipeline
-                .event(Some(client.clone()), EventKind::FilesRestored { node: node.clone(), files, recovered });
-        }
-        match (path, node) {
+        match (path, node.clone()) {
             (None, _) => {}
             (Some(path), Some(node)) => self.move_head(Some(node), path, &client),
-            (Some(_), None) => self.clear_history(client),
+            (Some(_), None) => self.clear_history(client.clone()),
+        }
+        if !result.files.is_empty() {
+            let files = result.files.clone();
+            self.pipeline.event(Some(client), EventKind::FilesRestored { node, files, recovered });
         }
         self.end_rewind(reply, Ok(result));
     }

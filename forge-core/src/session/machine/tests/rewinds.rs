@@ -77,8 +77,8 @@ fn files_move_only_once_the_intent_is_durable_and_a_message_sent_meanwhile_waits
     assert_eq!(result.files.len(), 2);
     let names = h.names();
     let order: Vec<&str> =
-        names.iter().copied().filter(|n| ["rewind_started", "files_restored", "head_moved"].contains(n)).collect();
-    assert_eq!(order, ["rewind_started", "files_restored", "head_moved"]);
+        names.iter().copied().filter(|n| ["rewind_started", "head_moved", "files_restored"].contains(n)).collect();
+    assert_eq!(order, ["rewind_started", "head_moved", "files_restored"]);
     assert_eq!(h.requests.len(), 3, "then the queued message runs, on the rewound conversation");
     assert_eq!(h.requests[2].messages.iter().filter(|m| m.text == "two").count(), 0);
 }
