@@ -97,6 +97,9 @@ pub struct Fold {
     /// the next turns that start are theirs.
     pub queued_before: u64,
     pub rewinding: bool,
+    /// A summary a client asked for (`forgectl summarize`) is being
+    /// written: no turn waits for it, so its end settles the session.
+    pub summarizing: bool,
     /// A cancel was asked for and the turn has not ended yet.
     pub cancelling: bool,
     /// The log has a `head_moved`: replaying it does not give the path,
@@ -113,6 +116,11 @@ impl Fold {
     /// the next event on (`from_seq` = `last_seq + 1`) without a replay.
     pub fn joined(info: &SessionInfo) -> Fold {
         let state = info.state;
+        use OperationStateKind as K;
+        let summary = matches!(
+            state,
+            K::Summarizing | K::SummarizationRetry | K::SummarizingWithQueued | K::SummarizationRetryWithQueued
+        );
         Fold {
             last_seq: info.last_seq,
             state: Some(state),
@@ -122,16 +130,25 @@ impl Fold {
             model: info.model.clone(),
             spent: info.usage.clone(),
             // Its id is not known; only that one runs.
-            running: (!matches!(state, OperationStateKind::Idle | OperationStateKind::Rewinding)).then(String::new),
+            running: (!matches!(state, OperationStateKind::Idle | OperationStateKind::Rewinding) && !summary)
+                .then(String::new),
             queued_before: u64::from(info.queued_messages),
             rewinding: state == OperationStateKind::Rewinding,
+            // Whether a turn waits for a summary is not in `session.show`:
+            // taken as one a client asked for, whose end settles the
+            // session (a turn that goes on after it is not followed).
+            summarizing: summary,
             ..Fold::default()
         }
     }
 
-    /// Nothing runs, waits in the queue or is being rewound.
+    /// Nothing runs, waits in the queue, is being rewound or summarized.
     pub fn idle(&self) -> bool {
-        self.running.is_none() && !self.rewinding && self.queued.is_empty() && self.queued_before == 0
+        self.running.is_none()
+            && !self.rewinding
+            && !self.summarizing
+            && self.queued.is_empty()
+            && self.queued_before == 0
     }
 
     /// Applies one event; None when it is older than what was applied.
@@ -250,9 +267,19 @@ impl Fold {
             }
             EventKind::CancelRequested {} => self.cancelling = true,
             EventKind::Usage { session, .. } => self.spent = Some(session.clone()),
-            EventKind::SummarizationStarted { .. } => self.state = Some(OperationStateKind::Summarizing),
+            EventKind::SummarizationStarted { message_id, .. } => {
+                self.summarizing = message_id.is_none();
+                self.state = Some(OperationStateKind::Summarizing);
+            }
             EventKind::SummarizationRetry { .. } => self.state = Some(OperationStateKind::SummarizationRetry),
-            EventKind::SummarizationDone { .. } => self.state = Some(OperationStateKind::Streaming),
+            EventKind::SummarizationDone { .. } | EventKind::SummarizationFailed { .. } => {
+                // A turn's summary: its stream starts now; one a client
+                // asked for: the session is done with it.
+                let asked = std::mem::take(&mut self.summarizing);
+                let turn = self.running.is_some();
+                self.state = Some(if turn { OperationStateKind::Streaming } else { OperationStateKind::Idle });
+                seen.settled = asked && self.idle();
+            }
             EventKind::TurnFinished { usage, .. } => {
                 self.last_usage = usage.clone().or(self.last_usage.take());
                 self.approval = None;

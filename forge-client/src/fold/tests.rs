@@ -103,3 +103,20 @@ fn an_older_event_is_skipped_and_an_allowing_hook_is_routine() {
     let old = SessionEvent { session_id: "s".into(), seq: 1, ts_ms: 0, client: None, kind: EventKind::Unknown };
     assert!(f.apply(&old).is_none());
 }
+
+#[test]
+fn a_summary_a_client_asked_for_settles_the_session_when_it_lands() {
+    let mut f = Fold::default();
+    let started = |id: Option<&str>| json!({"kind": "summarization_started", "message_id": id, "first": "a", "last": "b", "messages": 4, "tokens_before": 100});
+    let done = json!({"kind": "summarization_done", "summary_id": "m9",
+        "span": {"first": "a", "last": "b", "messages": 4, "tokens_before": 100, "tokens_after": 20}});
+    let seen = feed(&mut f, &[started(None)]);
+    assert!(!seen[0].settled && !f.idle(), "a summary is running");
+    let seen = feed(&mut f, std::slice::from_ref(&done));
+    assert!(seen[0].settled && f.idle());
+    assert_eq!(f.state, Some(OperationStateKind::Idle));
+    // A turn's own summary: the turn goes on after it.
+    let seen = feed(&mut f, &[self::started("m"), started(Some("m")), done]);
+    assert!(!seen[2].settled);
+    assert_eq!(f.state, Some(OperationStateKind::Streaming));
+}
