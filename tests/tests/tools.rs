@@ -435,3 +435,23 @@ async fn allow_always_lets_a_sessions_later_calls_run_and_survives_a_restart() {
     let _ = sender.wait_with_output().await;
     assert!(!s.project.path().join("a4.txt").exists());
 }
+
+/// An approval for a `write_file` whose file exists says the call will
+/// fail, rather than "create" (which would mislead the one approving it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_approval_of_a_write_to_an_existing_file_says_it_will_fail() {
+    let s = setup().await;
+    let id = s.session("claude", "exists").await;
+    std::fs::write(s.project.path().join("out0.txt"), "mine\n").unwrap_or_else(|e| panic!("{e}"));
+    let sender =
+        s.forge.ctl_cmd(&["send", "-s", &id, "mock:tool=write_file please"]).spawn().unwrap_or_else(|e| panic!("{e}"));
+    let p = s.pending(&id).await;
+    let summary = p["calls"][0]["summary"].as_str().unwrap_or("").to_string();
+    assert!(summary.starts_with("out0.txt already exists: this call will fail"), "{p}");
+    s.forge.ok(&["approve", &id, "--all"]).await;
+    let out = Ran::from(sender.wait_with_output().await.unwrap_or_else(|e| panic!("{e}")));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stderr.contains("already exists"), "the model is told: {}", out.stderr);
+    let kept = std::fs::read_to_string(s.project.path().join("out0.txt")).unwrap_or_default();
+    assert_eq!(kept, "mine\n", "the file is as it was");
+}

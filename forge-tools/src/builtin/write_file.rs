@@ -38,9 +38,16 @@ impl ToolExecutor for WriteFile {
     fn is_side_effecting(&self) -> bool {
         true
     }
-    fn approval_summary(&self, args: &Value, _sandbox: &crate::Sandbox) -> String {
+    fn approval_summary(&self, args: &Value, sandbox: &crate::Sandbox) -> String {
         let path = args.get("path").and_then(Value::as_str).unwrap_or("?");
         let content = args.get("content").and_then(Value::as_str).unwrap_or("");
+        // Approving a call that cannot create its file would mislead.
+        if sandbox.resolve_write(path).is_ok_and(|p| p.symlink_metadata().is_ok()) {
+            return format!(
+                "{path} already exists: this call will fail and change nothing (write_file only creates new files; \
+                 the model is told)"
+            );
+        }
         let lines = content.lines().count();
         let preview: Vec<&str> = content.lines().take(10).collect();
         let more = if lines > 10 { format!("\n... ({} more lines)", lines - 10) } else { String::new() };
@@ -121,5 +128,18 @@ mod tests {
             run(dir.path(), json!({"path": "../escape", "content": "x"})),
             Err(ToolError::SandboxViolation(_))
         ));
+    }
+
+    /// The approval says what the call will do: a new file is "create",
+    /// one that exists is a call that will fail.
+    #[test]
+    fn the_approval_of_a_file_that_exists_says_the_call_will_fail() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let sandbox = ToolCtx::for_tests(dir.path(), 1000).sandbox;
+        let args = json!({"path": "a.txt", "content": "new\n"});
+        assert!(WriteFile.approval_summary(&args, &sandbox).starts_with("create a.txt (4 bytes, 1 lines)"));
+        std::fs::write(dir.path().join("a.txt"), "old\n").unwrap_or_else(|e| panic!("{e}"));
+        let summary = WriteFile.approval_summary(&args, &sandbox);
+        assert!(summary.starts_with("a.txt already exists: this call will fail"), "{summary}");
     }
 }
