@@ -91,8 +91,8 @@ pub struct Fold {
     pub retrying: Option<String>,
     /// The message whose turn runs.
     pub running: Option<String>,
-    /// Messages queued while followed, by id, with their text.
-    pub queued: Vec<(String, String)>,
+    /// Messages queued while followed, by id.
+    pub queued: Vec<String>,
     /// Messages already queued when following began (from `session.show`):
     /// the next turns that start are theirs.
     pub queued_before: u64,
@@ -182,15 +182,13 @@ impl Fold {
                 self.rewinding = false;
                 seen.settled = self.idle();
             }
-            EventKind::MessageQueued { message_id, text, .. } => {
-                self.queued.push((message_id.clone(), text.clone()));
-            }
+            EventKind::MessageQueued { message_id, .. } => self.queued.push(message_id.clone()),
             EventKind::QueueCleared { .. } => {
                 self.queued.clear();
                 self.queued_before = 0;
             }
             EventKind::TurnStarted { message_id, provider, model, .. } => {
-                match self.queued.iter().position(|(id, _)| id == message_id) {
+                match self.queued.iter().position(|id| id == message_id) {
                     Some(i) => {
                         self.queued.remove(i);
                         seen.was_queued = true;

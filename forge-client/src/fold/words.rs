@@ -9,6 +9,16 @@ use super::{Level, Notice};
 /// The event as a notice, when it is one. `who` is the client that caused
 /// it.
 pub(super) fn notice(kind: &EventKind, who: Option<&str>) -> Option<Notice> {
+    // The stream itself is conversation: nothing to word, nothing to make.
+    if matches!(
+        kind,
+        EventKind::TextDelta { .. }
+            | EventKind::ThinkingDelta { .. }
+            | EventKind::ToolCallArgs { .. }
+            | EventKind::ToolOutput { .. }
+    ) {
+        return None;
+    }
     let by = who.map(|w| format!(" by {w}")).unwrap_or_default();
     let info = |text: String| Some(Notice { level: Level::Info, text, routine: false });
     match kind {
