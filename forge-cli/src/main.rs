@@ -131,6 +131,9 @@ Ctrl-C cancels the turn (the partial answer is kept, marked cancelled).")]
         /// With --restore-files: overwrite files changed outside Forge
         #[arg(long, requires = "restore_files")]
         force: bool,
+        /// With --restore-files: go on when some files cannot be restored
+        #[arg(long, short = 'y', requires = "restore_files")]
+        yes: bool,
     },
     /// Put the files tools changed after NODE back as they were there, and
     /// move the head to NODE (the abandoned branch stays in the tree)
@@ -154,16 +157,28 @@ Ctrl-C cancels the turn (the partial answer is kept, marked cancelled).")]
         /// Overwrite files changed outside Forge since Forge changed them
         #[arg(long)]
         force: bool,
+        /// Go on when some files cannot be restored (they are named first;
+        /// without --yes a terminal asks, a script gets rewind_incomplete)
+        #[arg(long, short = 'y')]
+        yes: bool,
     },
     /// Rewind the last turn: its file changes undone, the conversation back
     /// to before it (run it again to go further back)
+    #[command(
+        after_help = "Files whose content Forge did not record (ignored by .gitignore, over 16 MiB, secrets, or changed by a call cut short) cannot be restored: undo names each with the reason before it writes anything, and asks (--yes goes on; a script without it gets the list, kind rewind_incomplete, exit code 1). --dry-run shows the diff and the same list."
+    )]
     Undo {
         /// Session id, id prefix or name
         session: String,
+        /// Print the diff it would apply, and what it cannot restore; change nothing
         #[arg(long)]
         dry_run: bool,
+        /// Overwrite files changed outside Forge since Forge changed them
         #[arg(long)]
         force: bool,
+        /// Go on when some files cannot be restored
+        #[arg(long, short = 'y')]
+        yes: bool,
     },
     /// Edit a message: in place when nothing replies to it, else as a new
     /// branch beside it (the original stays); an edited user message is
@@ -199,6 +214,9 @@ Ctrl-C cancels the turn (the partial answer is kept, marked cancelled).")]
         /// With --restore-files: overwrite files changed outside Forge
         #[arg(long, requires = "restore_files")]
         force: bool,
+        /// With --restore-files: go on when some files cannot be restored
+        #[arg(long, short = 'y', requires = "restore_files")]
+        yes: bool,
     },
     /// Name a node of a session's tree (default: the head), or --delete a
     /// name; an edit that branches moves the name to the new message
@@ -499,18 +517,21 @@ fn main() -> ExitCode {
             Command::Checkout { session, node, restore_files: false, .. } => {
                 cmd::tree::checkout(&g, &session, &node).await
             }
-            Command::Checkout { session, node, restore_files: true, force } => {
-                cmd::tree::rewind(&g, &session, Some(node), (true, true), false, force).await
+            Command::Checkout { session, node, restore_files: true, force, yes } => {
+                let flags = cmd::tree::RewindFlags { force, yes, ..Default::default() };
+                cmd::tree::rewind(&g, &session, Some(node), (true, true), flags).await
             }
-            Command::Rewind { session, node, files_only, conversation_only, dry_run, force } => {
-                cmd::tree::rewind(&g, &session, Some(node), (!conversation_only, !files_only), dry_run, force).await
+            Command::Rewind { session, node, files_only, conversation_only, dry_run, force, yes } => {
+                let flags = cmd::tree::RewindFlags { dry_run, force, yes };
+                cmd::tree::rewind(&g, &session, Some(node), (!conversation_only, !files_only), flags).await
             }
-            Command::Undo { session, dry_run, force } => {
-                cmd::tree::rewind(&g, &session, None, (true, true), dry_run, force).await
+            Command::Undo { session, dry_run, force, yes } => {
+                cmd::tree::rewind(&g, &session, None, (true, true), cmd::tree::RewindFlags { dry_run, force, yes })
+                    .await
             }
             Command::Edit { session, node, text, no_wait } => cmd::tree::edit(&g, &session, &node, text, no_wait).await,
-            Command::Fork { session, node, name, restore_files, force } => {
-                cmd::tree::fork(&g, &session, node, name, (restore_files, force)).await
+            Command::Fork { session, node, name, restore_files, force, yes } => {
+                cmd::tree::fork(&g, &session, node, name, (restore_files, force, yes)).await
             }
             Command::Bookmark { session, name, node, delete } => {
                 cmd::tree::bookmark(&g, &session, name, node, delete).await

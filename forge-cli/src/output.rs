@@ -28,6 +28,21 @@ pub fn shown(text: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
+/// Stdin and stderr are a terminal: a person is there to be asked.
+pub fn interactive() -> bool {
+    use std::io::IsTerminal;
+    std::io::stdin().is_terminal() && std::io::stderr().is_terminal()
+}
+
+/// Asks a yes/no question on stderr; only `y` or `yes` is a yes.
+pub fn ask(question: &str) -> bool {
+    eprint!("{question}");
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    std::io::stdin().read_line(&mut answer).is_ok()
+        && matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes")
+}
+
 pub fn json_line<T: serde::Serialize>(value: &T) {
     if let Ok(s) = serde_json::to_string(value) {
         let mut out = std::io::stdout().lock();

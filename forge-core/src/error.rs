@@ -55,7 +55,9 @@ impl From<crate::provider::ProviderError> for EngineError {
 
 /// What to do about a blocked journal, for its reason.
 pub fn unblock_advice(reason: &str) -> &'static str {
-    if reason.contains("deleted or replaced") {
+    if reason.contains("was written back") {
+        "Nothing is lost: run `forgectl journal reset` to go on with the database written back"
+    } else if reason.contains("deleted or replaced") {
         "Run `forgectl journal reset`: the daemon still holds the database and writes it back to its path"
     } else {
         "Free disk space or fix the permissions of $FORGE_HOME/forge.db, then run `forgectl journal reset`"

@@ -64,6 +64,72 @@ pub fn plan(from: &[String], to: &[String], changes: &[Change]) -> Vec<Step> {
     steps
 }
 
+/// The mode recorded for a symbolic link (whose content is its target).
+pub const SYMLINK_MODE: u32 = 0o120_777;
+
+/// Why a change was found but its content not kept: a rewind names such
+/// files as ones it cannot restore. Recorded in place of a content hash
+/// as a mark (`!` then the reason's name; a hash is hex).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unrecorded {
+    /// `.gitignore` keeps it out of git (build output, say).
+    Ignored,
+    /// Over `snapshot::MAX_FILE_BYTES`.
+    TooBig,
+    /// The sandbox denies it (a secret's file).
+    Denied,
+    /// It could not be read when scanned.
+    Unreadable,
+    /// The roots were too large to scan around the command (the mark
+    /// stands on the root).
+    Unscanned,
+    /// More ignored files than are watched (the mark stands on the root).
+    IgnoredUnwatched,
+}
+
+impl Unrecorded {
+    const ALL: [Unrecorded; 6] = [
+        Unrecorded::Ignored,
+        Unrecorded::TooBig,
+        Unrecorded::Denied,
+        Unrecorded::Unreadable,
+        Unrecorded::Unscanned,
+        Unrecorded::IgnoredUnwatched,
+    ];
+
+    pub fn mark(self) -> &'static str {
+        match self {
+            Unrecorded::Ignored => "!ignored",
+            Unrecorded::TooBig => "!too-big",
+            Unrecorded::Denied => "!denied",
+            Unrecorded::Unreadable => "!unreadable",
+            Unrecorded::Unscanned => "!unscanned",
+            Unrecorded::IgnoredUnwatched => "!ignored-unwatched",
+        }
+    }
+
+    /// The mark's reason, if `hash` is a mark.
+    pub fn of(hash: &str) -> Option<Unrecorded> {
+        Unrecorded::ALL.into_iter().find(|u| u.mark() == hash)
+    }
+
+    /// Why the file cannot be restored, for the user.
+    pub fn why(self) -> &'static str {
+        match self {
+            Unrecorded::Ignored => "it is ignored by .gitignore, so its content was not recorded",
+            Unrecorded::TooBig => "it is over 16 MiB, so its content was not recorded",
+            Unrecorded::Denied => "the sandbox denies it (it looks like a secret), so its content was not recorded",
+            Unrecorded::Unreadable => "it could not be read when the command ran, so its content was not recorded",
+            Unrecorded::Unscanned => {
+                "the command ran in a tree too large to record (over 100,000 files or 512 MiB), so none of its changes were recorded"
+            }
+            Unrecorded::IgnoredUnwatched => {
+                "over 100,000 files here are ignored by .gitignore: changes the command made among them were not watched"
+            }
+        }
+    }
+}
+
 /// SHA-256 of content, in hex: a blob's name.
 pub fn hash(data: &[u8]) -> String {
     use sha2::Digest;
@@ -82,9 +148,22 @@ pub fn read_state(path: &Path) -> std::io::Result<Option<(Vec<u8>, u32)>> {
     }
 }
 
-/// Puts a file in the state given (`None`: removes it), making missing
-/// directories; the content is written to a temporary file renamed over
-/// the original, so a crash leaves either version whole.
+/// As [`read_state`], and a symbolic link as its target with
+/// [`SYMLINK_MODE`] (it is not followed).
+pub fn read_any(path: &Path) -> std::io::Result<Option<(Vec<u8>, u32)>> {
+    use std::os::unix::ffi::OsStrExt;
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => {
+            Ok(Some((std::fs::read_link(path)?.as_os_str().as_bytes().to_vec(), SYMLINK_MODE)))
+        }
+        _ => read_state(path),
+    }
+}
+
+/// Puts a file in the state given (`None`: removes it; [`SYMLINK_MODE`]:
+/// a symbolic link to the content), making missing directories; the
+/// content is written to a temporary file renamed over the original, so
+/// a crash leaves either version whole.
 pub fn write_state(path: &Path, state: Option<(&[u8], u32)>) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::PermissionsExt;
@@ -98,6 +177,12 @@ pub fn write_state(path: &Path, state: Option<(&[u8], u32)>) -> std::io::Result<
             std::fs::create_dir_all(dir)?;
             let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
             let tmp = dir.join(format!(".{name}.forge-rewind-{}", std::process::id()));
+            if mode == SYMLINK_MODE {
+                use std::os::unix::ffi::OsStrExt;
+                let _ = std::fs::remove_file(&tmp);
+                std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(data), &tmp)?;
+                return std::fs::rename(&tmp, path);
+            }
             let mut f = std::fs::File::create(&tmp)?;
             f.write_all(data)?;
             f.sync_all()?;
@@ -192,5 +277,10 @@ mod tests {
         let d = unified_diff("x.txt", Some(b"a\nb\n"), Some(b"a\nc\n"));
         assert!(d.contains("--- a/x.txt") && d.contains("-b") && d.contains("+c"), "{d}");
         assert!(unified_diff("new", None, Some(b"x\n")).contains("--- /dev/null"));
+        let link = dir.path().join("link");
+        write_state(&link, Some((b"/somewhere", SYMLINK_MODE))).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(read_any(&link).unwrap_or_else(|e| panic!("{e}")), Some((b"/somewhere".to_vec(), SYMLINK_MODE)));
+        assert_eq!(Unrecorded::of(Unrecorded::TooBig.mark()), Some(Unrecorded::TooBig));
+        assert_eq!(Unrecorded::of(&hash(b"x")), None);
     }
 }

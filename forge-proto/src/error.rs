@@ -57,6 +57,11 @@ pub enum ErrorKind {
     BroadRoot,
     /// A bug or unexpected failure inside the daemon.
     Internal,
+    /// A rewind would leave files it cannot restore (their content was
+    /// never recorded: ignored by .gitignore, over 16 MiB, a secret, an
+    /// interrupted call); the message names each with the reason, and
+    /// nothing was written (`partial` goes on without them).
+    RewindIncomplete,
 }
 
 impl ErrorKind {
@@ -84,6 +89,7 @@ impl ErrorKind {
             Self::HookBlocked => -32058,
             Self::BroadRoot => -32059,
             Self::Internal => -32060,
+            Self::RewindIncomplete => -32061,
         }
     }
 
@@ -111,6 +117,7 @@ impl ErrorKind {
             Self::HookBlocked => "hook_blocked",
             Self::BroadRoot => "broad_root",
             Self::Internal => "internal",
+            Self::RewindIncomplete => "rewind_incomplete",
         }
     }
 

@@ -284,6 +284,10 @@ params!(
         /// Overwrite files changed outside Forge since.
         #[serde(default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
         pub force: bool,
+        /// Go on when some files cannot be restored (otherwise
+        /// `rewind_incomplete` names them and nothing is written).
+        #[serde(default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
+        pub partial: bool,
     }
 );
 
@@ -309,6 +313,9 @@ params!(
         /// With `restore_files`: even files changed outside Forge since.
         #[serde(default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
         pub force: bool,
+        /// With `restore_files`: go on when some cannot be restored.
+        #[serde(default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
+        pub partial: bool,
     }
 );
 

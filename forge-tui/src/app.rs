@@ -129,6 +129,8 @@ pub enum Action {
     /// A rewind (`node: None`: the last turn), or a checkout moving files.
     Rewind {
         node: Option<String>,
+        /// Go on when some files cannot be restored.
+        partial: bool,
     },
     Checkout {
         node: String,
@@ -509,11 +511,10 @@ impl App {
             }
             Command::Recover { resume } => vec![Action::Recover { resume }],
             Command::Tree => vec![Action::Tree],
-            Command::Undo => vec![Action::Rewind { node: None }],
-            Command::Rewind(None) => vec![Action::RewindPick],
-            Command::Rewind(Some(node)) | Command::Checkout { node, files: true } => {
-                vec![Action::Rewind { node: Some(node) }]
-            }
+            Command::Undo { yes } => vec![Action::Rewind { node: None, partial: yes }],
+            Command::Rewind { node: None, .. } => vec![Action::RewindPick],
+            Command::Rewind { node: Some(node), yes } => vec![Action::Rewind { node: Some(node), partial: yes }],
+            Command::Checkout { node, files: true } => vec![Action::Rewind { node: Some(node), partial: false }],
             Command::Checkout { node, files: false } => vec![Action::Checkout { node }],
             Command::Fork(node) => vec![Action::Fork { node }],
             Command::Approve(_) | Command::Deny if self.transcript.approval.is_none() => {

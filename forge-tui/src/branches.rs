@@ -272,7 +272,7 @@ impl App {
                 }
                 return match key.code {
                     KeyCode::Enter => vec![Action::Checkout { node }],
-                    _ => vec![Action::Rewind { node: Some(node) }],
+                    _ => vec![Action::Rewind { node: Some(node), partial: false }],
                 };
             }
             KeyCode::Char('j') | KeyCode::Down => Some((cursor + 1).min(rows.len().saturating_sub(1))),
@@ -316,10 +316,10 @@ impl App {
                     return Vec::new();
                 }
                 return match row.target {
-                    Some(node) => vec![Action::Rewind { node: Some(node) }],
+                    Some(node) => vec![Action::Rewind { node: Some(node), partial: false }],
                     // Before the first message: that is an undo of the
                     // only turn left, or of all of them one by one.
-                    None if newest => vec![Action::Rewind { node: None }],
+                    None if newest => vec![Action::Rewind { node: None, partial: false }],
                     None => {
                         self.notify(
                             Level::Warn,
@@ -511,7 +511,10 @@ mod tests {
         assert_eq!(app.mode(), InputMode::Normal);
         // f: the files come along; F: a fork there.
         app.on_tree(tree(), TreeOpen::View);
-        assert_eq!(press(&mut app, KeyCode::Char('f')), vec![Action::Rewind { node: Some("a2".into()) }]);
+        assert_eq!(
+            press(&mut app, KeyCode::Char('f')),
+            vec![Action::Rewind { node: Some("a2".into()), partial: false }]
+        );
         app.on_tree(tree(), TreeOpen::View);
         assert_eq!(press(&mut app, KeyCode::Char('F')), vec![Action::Fork { node: Some("a2".into()) }]);
     }
@@ -526,6 +529,6 @@ mod tests {
         app.on_tree(tree(), TreeOpen::Rewind);
         assert_eq!(app.mode(), InputMode::Rewind);
         let actions = press(&mut app, KeyCode::Enter);
-        assert_eq!(actions, vec![Action::Rewind { node: Some("t1".into()) }]);
+        assert_eq!(actions, vec![Action::Rewind { node: Some("t1".into()), partial: false }]);
     }
 }

@@ -26,10 +26,16 @@ pub enum Command {
     },
     /// The conversation tree, drawn.
     Tree,
-    /// Rewind the last turn, files included.
-    Undo,
+    /// Rewind the last turn, files included (`yes`: even if some cannot
+    /// be restored).
+    Undo {
+        yes: bool,
+    },
     /// Back to a node, files included (none: pick a turn from a list).
-    Rewind(Option<String>),
+    Rewind {
+        node: Option<String>,
+        yes: bool,
+    },
     /// Move to a node; with `files`, its files too.
     Checkout {
         node: String,
@@ -105,10 +111,15 @@ impl Command {
             "help" | "h" | "?" => Command::Help,
             "deny" => no_args(Command::Deny),
             "tree" => no_args(Command::Tree),
-            "undo" => no_args(Command::Undo),
+            "undo" => match rest.split_whitespace().collect::<Vec<_>>().as_slice() {
+                [] => Command::Undo { yes: false },
+                ["--yes" | "-y"] => Command::Undo { yes: true },
+                _ => Command::Invalid { usage: usage_of("undo") },
+            },
             "rewind" => match rest.split_whitespace().collect::<Vec<_>>().as_slice() {
-                [] => Command::Rewind(None),
-                [node] => Command::Rewind(Some(node.to_string())),
+                [] => Command::Rewind { node: None, yes: false },
+                [node] => Command::Rewind { node: Some(node.to_string()), yes: false },
+                [node, "--yes" | "-y"] => Command::Rewind { node: Some(node.to_string()), yes: true },
                 _ => Command::Invalid { usage: usage_of("rewind") },
             },
             "checkout" | "co" => match rest.split_whitespace().collect::<Vec<_>>().as_slice() {
@@ -171,8 +182,8 @@ fn usage_of(name: &str) -> &'static str {
         "tools" => "/tools",
         "deny" => "/deny",
         "tree" => "/tree",
-        "undo" => "/undo",
-        "rewind" => "/rewind NODE",
+        "undo" => "/undo [--yes]",
+        "rewind" => "/rewind NODE [--yes]",
         "checkout" | "co" => "/checkout NODE  or  /checkout NODE files",
         "fork" => "/fork  or  /fork NODE",
         _ => "/help lists the commands",
@@ -195,8 +206,10 @@ mod tests {
         assert_eq!(Command::parse("approve 1 3"), Command::Approve(ApprovalChoice::Selected(vec![1, 3])));
         assert_eq!(Command::parse("approve"), Command::Approve(ApprovalChoice::All));
         assert_eq!(Command::parse("/checkout m06 files"), Command::Checkout { node: "m06".into(), files: true });
-        assert_eq!(Command::parse("rewind start"), Command::Rewind(Some("start".into())));
-        assert_eq!(Command::parse("rewind"), Command::Rewind(None));
+        assert_eq!(Command::parse("rewind start"), Command::Rewind { node: Some("start".into()), yes: false });
+        assert_eq!(Command::parse("rewind"), Command::Rewind { node: None, yes: false });
+        assert_eq!(Command::parse("undo --yes"), Command::Undo { yes: true });
+        assert_eq!(Command::parse("rewind a1 -y"), Command::Rewind { node: Some("a1".into()), yes: true });
         assert!(matches!(Command::parse("rewind a b"), Command::Invalid { .. }));
     }
 

@@ -512,31 +512,32 @@ fn perform(action: Action, client: &Arc<Client>, session: &str, app: &mut App, t
                 }
             });
         }
-        Action::Rewind { node } => {
+        Action::Rewind { node, partial } => {
             tokio::spawn(async move {
-                let text = match c.session_rewind(RewindParams { session: s, node, ..Default::default() }).await {
-                    Ok(r) => format!(
-                        "rewound to {}: {} file(s) put back{}",
-                        r.node.as_deref().unwrap_or("the start"),
-                        r.files.len(),
-                        if r.files.is_empty() {
-                            String::new()
-                        } else {
+                let text =
+                    match c.session_rewind(RewindParams { session: s, node, partial, ..Default::default() }).await {
+                        Ok(r) => {
+                            let (put, kept): (Vec<_>, Vec<_>) = r.files.iter().partition(|f| f.action != "kept");
+                            let list = |v: &[&forge_proto::RestoredFile]| {
+                                v.iter().map(|f| format!("{} {}", f.action, f.path)).collect::<Vec<_>>().join(", ")
+                            };
                             format!(
-                                " ({})",
-                                r.files
-                                    .iter()
-                                    .map(|f| format!("{} {}", f.action, f.path))
-                                    .collect::<Vec<_>>()
-                                    .join(", ")
+                                "rewound to {}: {} file(s) put back{}{}",
+                                r.node.as_deref().unwrap_or("the start"),
+                                put.len(),
+                                if put.is_empty() { String::new() } else { format!(" ({})", list(&put)) },
+                                if kept.is_empty() {
+                                    String::new()
+                                } else {
+                                    format!("; left as they were (not recorded): {}", list(&kept))
+                                }
                             )
                         }
-                    ),
-                    Err(e) => format!(
-                        "rewind: {} (forgectl rewind --dry-run shows the diff; --force overwrites)",
-                        error_text(e)
-                    ),
-                };
+                        Err(e) => format!(
+                            "rewind: {} (forgectl rewind --dry-run shows the diff; --force overwrites)",
+                            error_text(e)
+                        ),
+                    };
                 say(tx, Level::Info, text).await;
             });
         }

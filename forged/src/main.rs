@@ -218,6 +218,7 @@ async fn run(args: Args, prepared: Prepared) -> anyhow::Result<()> {
     );
     let daemon = Arc::new(rpc::Daemon::new(engine.clone(), socket_path.clone(), home));
     tokio::spawn(trim_after_work(engine.clone()));
+    tokio::spawn(watch_store(engine.clone()));
     socket::notify("READY=1");
     let result = listener::serve(&mut socket, daemon.clone(), signals).await;
     socket::notify("STOPPING=1");
@@ -226,6 +227,16 @@ async fn run(args: Args, prepared: Prepared) -> anyhow::Result<()> {
     tracing::info!("forged stopped");
     drop(socket);
     result
+}
+
+/// Every second, the store on disk is checked to still be the one the
+/// journal writes (two `stat`s): one deleted or replaced is written back
+/// at once, not at the next write or `journal reset`.
+async fn watch_store(engine: Engine) {
+    loop {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        engine.check_store().await;
+    }
 }
 
 /// Every few seconds after the journal wrote something, freed memory goes

@@ -77,6 +77,15 @@ pub async fn checkout(g: &Global, session: &str, node: &str) -> Result<(), Failu
     Ok(())
 }
 
+/// How a rewind goes: `dry_run`, `force` (overwrite files changed outside
+/// Forge), `yes` (go on when some files cannot be restored).
+#[derive(Clone, Copy, Default)]
+pub struct RewindFlags {
+    pub dry_run: bool,
+    pub force: bool,
+    pub yes: bool,
+}
+
 /// `rewind`, `undo` and `checkout --restore-files`; `what` is (files,
 /// conversation).
 pub async fn rewind(
@@ -84,24 +93,36 @@ pub async fn rewind(
     session: &str,
     node: Option<String>,
     what: (bool, bool),
-    dry_run: bool,
-    force: bool,
+    flags: RewindFlags,
 ) -> Result<(), Failure> {
     let conn = daemon(g).await?;
-    let r = conn
-        .client
-        .session_rewind(RewindParams {
-            session: session.to_string(),
-            node,
-            files_only: !what.1,
-            conversation_only: !what.0,
-            dry_run,
-            force,
-        })
-        .await?;
+    let params = |partial: bool| RewindParams {
+        session: session.to_string(),
+        node: node.clone(),
+        files_only: !what.1,
+        conversation_only: !what.0,
+        dry_run: flags.dry_run,
+        force: flags.force,
+        partial,
+    };
+    let r = match conn.client.session_rewind(params(flags.yes)).await.map_err(Failure::from) {
+        // Some files cannot be restored: named, then the user's word.
+        Err(f) if f.kind == "rewind_incomplete" && !g.json && crate::output::interactive() => {
+            eprintln!("forgectl: {}", crate::output::shown(&f.message));
+            if !crate::output::ask("Restore the rest anyway? [y/N] ") {
+                return Err(Failure::silent(f.code));
+            }
+            conn.client.session_rewind(params(true)).await?
+        }
+        other => other?,
+    };
     if g.json {
         json_line(&r);
         return Ok(());
+    }
+    for f in r.files.iter().filter(|f| f.action == "kept") {
+        let why = f.note.as_deref().unwrap_or("its content was not recorded");
+        eprintln!("forgectl: cannot restore {}: {why}", crate::output::shown(&f.path));
     }
     if let Some(diff) = &r.diff {
         if diff.is_empty() {
@@ -111,7 +132,7 @@ pub async fn rewind(
         }
         return Ok(());
     }
-    for f in &r.files {
+    for f in r.files.iter().filter(|f| f.action != "kept") {
         let kept = f
             .overwritten
             .as_deref()
@@ -124,7 +145,7 @@ pub async fn rewind(
         eprintln!("forgectl: left as it is: {u} (a tool call there was interrupted before its result was recorded)");
     }
     let at = r.node.as_deref().unwrap_or("the start (empty conversation)");
-    match (r.files.len(), r.conversation) {
+    match (r.files.iter().filter(|f| f.action != "kept").count(), r.conversation) {
         (0, true) => outln!("{} is at {at}; no file needed restoring", r.session_id),
         (n, true) => outln!("{} is at {at}; {n} file(s) restored", r.session_id),
         (n, false) => outln!("{n} file(s) restored as they were at {at}; the conversation stays where it was"),
@@ -159,12 +180,19 @@ pub async fn fork(
     session: &str,
     node: Option<String>,
     name: Option<String>,
-    files: (bool, bool),
+    files: (bool, bool, bool),
 ) -> Result<(), Failure> {
     let conn = daemon(g).await?;
     let info = conn
         .client
-        .session_fork(ForkParams { session: session.to_string(), node, name, restore_files: files.0, force: files.1 })
+        .session_fork(ForkParams {
+            session: session.to_string(),
+            node,
+            name,
+            restore_files: files.0,
+            force: files.1,
+            partial: files.2,
+        })
         .await?;
     if g.json {
         json_line(&info);

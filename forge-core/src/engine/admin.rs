@@ -154,7 +154,8 @@ impl Engine {
 
     pub async fn journal_status(&self) -> Result<JournalStatus, EngineError> {
         let shared = self.shared();
-        shared.writer.verify().await;
+        // Written back if it was deleted; the health says how it went.
+        let _ = shared.writer.verify().await;
         let h = shared.writer.health();
         let st = shared.writer.stats();
         let (open_streams, events) = shared.store.journal_counts().await?;
@@ -182,6 +183,31 @@ impl Engine {
             path: shared.db_path().display().to_string(),
             restored: None,
         })
+    }
+
+    /// Whether the daemon may stop without losing the store: a database
+    /// deleted or replaced on disk is written back first, and if it cannot
+    /// be, the error says why (stopping would lose it).
+    pub async fn safe_to_stop(&self) -> Result<(), EngineError> {
+        self.shared().writer.verify().await.map_err(|reason| {
+            EngineError::new(
+                ErrorKind::PersistenceBlocked,
+                format!(
+                    "forged is not stopping: {reason}. Its sessions live only in the file it still holds open, and \
+                     stopping now would lose them. {}",
+                    crate::error::unblock_advice(&reason)
+                ),
+            )
+        })
+    }
+
+    /// The daemon's periodic look at its store (see `safe_to_stop`): a
+    /// database deleted on disk is written back within a moment, before a
+    /// crash could lose what only the deleted file held.
+    pub async fn check_store(&self) {
+        if let Err(e) = self.shared().writer.verify().await {
+            tracing::error!(error = %e, "the store cannot be written back");
+        }
     }
 
     /// Tries to leave the blocked state (see `journal.reset`).

@@ -112,6 +112,7 @@ impl Engine {
                 node: Some(node.clone()),
                 files_only: true,
                 force: params.force,
+                partial: params.partial,
                 ..Default::default()
             };
             let client = client.clone();

@@ -273,6 +273,9 @@ impl Engine {
             let _ = tokio::time::timeout(std::time::Duration::from_secs(10), w).await;
         }
         self.shared().mcp.shutdown().await;
+        if let Err(e) = self.shared().writer.close().await {
+            tracing::error!(error = %e, "the store could not be written back before stopping");
+        }
         self.shared().store.close().await;
     }
 }

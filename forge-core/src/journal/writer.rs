@@ -107,12 +107,16 @@ enum Cmd {
     Write(WriteRequest),
     /// Try a write; if it works, return to Healthy.
     Reset(oneshot::Sender<Result<ResetOutcome, String>>),
-    /// Check that the database on disk is still the one being written.
-    Verify(oneshot::Sender<()>),
+    /// Check that the database on disk is still the one being written
+    /// (writing it back if not; the error: it could not be).
+    Verify(oneshot::Sender<Result<(), String>>),
     /// Commits made elsewhere grew the WAL: checkpoint it here.
     Checkpoint,
     /// Move the delta log's events into SQLite (and say when it is done).
     Flush(Option<oneshot::Sender<()>>),
+    /// The daemon stops: everything into SQLite, and a database deleted
+    /// or replaced on disk written back to its path first.
+    Close(oneshot::Sender<Result<(), String>>),
 }
 
 /// What a successful reset did.
@@ -175,6 +179,7 @@ impl JournalWriter {
             deltas_path,
             pending: Vec::new(),
             pending_count: pending.clone(),
+            written_back: None,
         }));
         let thread_core = core.clone();
         let thread = std::thread::Builder::new()
@@ -282,14 +287,23 @@ impl JournalWriter {
         self.health.borrow().clone()
     }
 
-    /// Blocks the journal now if its database was deleted or replaced on
-    /// disk (writes notice it themselves; this is for status queries made
-    /// while nothing is written).
-    pub async fn verify(&self) {
+    /// Before the daemon stops: every acknowledged event into SQLite, and
+    /// a database deleted or replaced on disk written back to its path
+    /// (the error says why it could not be: stopping then loses it).
+    pub async fn close(&self) -> Result<(), String> {
         let (tx, rx) = oneshot::channel();
-        if self.tx.send(Cmd::Verify(tx)).await.is_ok() {
-            let _ = rx.await;
-        }
+        self.tx.send(Cmd::Close(tx)).await.map_err(|_| "the journal writer stopped".to_string())?;
+        rx.await.map_err(|_| "the journal writer stopped".to_string())?
+    }
+
+    /// Blocks the journal now if its database was deleted or replaced on
+    /// disk, and writes it back to its path at once, so that a crash
+    /// before the reset loses nothing (writes notice it themselves; this
+    /// is for the daemon's periodic check and status queries).
+    pub async fn verify(&self) -> Result<(), String> {
+        let (tx, rx) = oneshot::channel();
+        self.tx.send(Cmd::Verify(tx)).await.map_err(|_| "the journal writer stopped".to_string())?;
+        rx.await.map_err(|_| "the journal writer stopped".to_string())?
     }
 
     pub fn watch_health(&self) -> watch::Receiver<HealthState> {
@@ -332,6 +346,7 @@ fn run(core: &Mutex<Writer>, mut rx: mpsc::Receiver<Cmd>, durability: Durability
     while let Some(first) = rx.blocking_recv() {
         let mut reset = None;
         let mut verify = Vec::new();
+        let mut close = None;
         match first {
             Cmd::Write(w) => {
                 group.push(w);
@@ -348,14 +363,16 @@ fn run(core: &Mutex<Writer>, mut rx: mpsc::Receiver<Cmd>, durability: Durability
             Cmd::Verify(r) => verify.push(r),
             Cmd::Checkpoint => {}
             Cmd::Flush(r) => flushed.extend(r),
+            Cmd::Close(r) => close = Some(r),
         }
-        while group.len() < MAX_GROUP && reset.is_none() {
+        while group.len() < MAX_GROUP && reset.is_none() && close.is_none() {
             match rx.try_recv() {
                 Ok(Cmd::Write(w)) => group.push(w),
                 Ok(Cmd::Reset(r)) => reset = Some(r),
                 Ok(Cmd::Verify(r)) => verify.push(r),
                 Ok(Cmd::Checkpoint) => {}
                 Ok(Cmd::Flush(r)) => flushed.extend(r),
+                Ok(Cmd::Close(r)) => close = Some(r),
                 Err(_) => break,
             }
         }
@@ -369,14 +386,9 @@ fn run(core: &Mutex<Writer>, mut rx: mpsc::Receiver<Cmd>, durability: Durability
             let _ = reply.send(writer.reset());
         }
         if !verify.is_empty() {
-            if let Some(reason) = writer.store_moved()
-                && writer.health.borrow().health != JournalHealth::Blocked
-            {
-                tracing::error!(error = %reason, "journal writer blocked");
-                writer.set_health(JournalHealth::Blocked, Some(reason));
-            }
+            let checked = writer.write_back_if_moved();
             for reply in verify.drain(..) {
-                let _ = reply.send(());
+                let _ = reply.send(checked.clone());
             }
         }
         // A group's commit took the delta log along; otherwise, now.
@@ -385,6 +397,9 @@ fn run(core: &Mutex<Writer>, mut rx: mpsc::Receiver<Cmd>, durability: Durability
             let _ = reply.send(());
         }
         writer.checkpoint_if_due();
+        if let Some(reply) = close {
+            let _ = reply.send(writer.write_back_if_moved());
+        }
     }
     // Every handle is gone: leave nothing for the next start to recover,
     // not even lines already applied.
@@ -425,6 +440,10 @@ struct Writer {
     /// Acked batches in the delta log, not yet in SQLite, oldest first.
     pending: Vec<WriteBatch>,
     pending_count: Arc<AtomicUsize>,
+    /// The database was written back after it was deleted or replaced on
+    /// disk, before any reset: the next reset reports it, so that readers
+    /// reopen the store.
+    written_back: Option<String>,
 }
 
 impl Writer {
@@ -592,6 +611,10 @@ impl Writer {
     }
 
     fn reset(&mut self) -> Result<ResetOutcome, String> {
+        if let Some(note) = self.written_back.take() {
+            self.set_health(JournalHealth::Blocked, Some(format!("{note}; finishing the reset")));
+            return Ok(ResetOutcome::Restored(note));
+        }
         if self.store_moved().is_some() {
             return match self.restore() {
                 Ok(note) => {

@@ -10,6 +10,7 @@ use super::machine::call::JobOutcome;
 use super::machine::rewind::{PlanRewind, RestoreFiles, RewindPlan};
 use crate::error::EngineError;
 use crate::journal::StoreOp;
+use crate::rewind::Unrecorded;
 use crate::store::Store;
 
 /// The file changes recorded in a session and the sessions it was forked
@@ -29,11 +30,35 @@ pub(super) async fn plan(store: Store, job: PlanRewind) -> JobOutcome {
 async fn plan_files(store: &Store, job: PlanRewind) -> Result<RewindPlan, EngineError> {
     let PlanRewind { session_id, from, to, dry_run, force, .. } = job;
     let changes = lineage_changes(store, &session_id).await?;
-    let steps = crate::rewind::plan(&from, &to, &changes);
+    let mut steps = crate::rewind::plan(&from, &to, &changes);
+    // A mark instead of a hash: the change was seen, its content not kept.
+    let marked = |s: &Option<crate::rewind::FileState>| match s {
+        Some(Some((hash, _))) => Unrecorded::of(hash),
+        _ => None,
+    };
+    let mut unrecorded = Vec::new();
+    steps.retain_mut(|step| {
+        if let Some(why) = marked(&step.target) {
+            unrecorded.push(RestoredFile {
+                path: step.path.clone(),
+                action: "kept".into(),
+                conflict: false,
+                overwritten: None,
+                note: Some(why.why().into()),
+            });
+            return false;
+        }
+        // What Forge left there is not known in content: no conflict can
+        // be told.
+        if marked(&step.expected).is_some() {
+            step.expected = None;
+        }
+        true
+    });
     // What each file holds now, read off the session task.
     let paths: Vec<String> = steps.iter().map(|s| s.path.clone()).collect();
     let current = tokio::task::spawn_blocking(move || {
-        paths.iter().map(|p| crate::rewind::read_state(Path::new(p))).collect::<Vec<_>>()
+        paths.iter().map(|p| crate::rewind::read_any(Path::new(p))).collect::<Vec<_>>()
     })
     .await
     .map_err(|e| EngineError::internal(e.to_string()))?;
@@ -121,6 +146,7 @@ async fn plan_files(store: &Store, job: PlanRewind) -> Result<RewindPlan, Engine
         plan.steps.push(RewindStep { path: step.path, hash, mode });
         plan.result.files.push(file);
     }
+    plan.result.files.extend(unrecorded);
     if dry_run {
         plan.result.diff = Some(diff);
     }

@@ -132,7 +132,11 @@ pub(super) async fn record_before(recorder: Recorder, job: RecordBefore) -> JobO
         match scan_and_store(&recorder, &job.sandbox, known).await {
             Ok(m) => scanned = Some(Box::new(m)),
             Err(ScanFailure::TooBig(e)) => {
-                tracing::warn!(error = %e, "a command's file changes are not recorded for rewind")
+                tracing::warn!(error = %e, "a command's file changes are not recorded for rewind");
+                // Said on each root, so that a rewind over it names it.
+                let mark = crate::rewind::Unrecorded::Unscanned;
+                let ids = (job.session_id.as_str(), job.node_id.as_str(), job.call_id.as_str());
+                ops.extend(job.sandbox.roots().iter().map(|root| unrecorded(ids, root, mark)));
             }
             Err(e) => {
                 let e = format!("the files under the roots could not be recorded for rewind ({e})");
@@ -148,6 +152,14 @@ pub(super) async fn record_before(recorder: Recorder, job: RecordBefore) -> JobO
 pub(super) async fn record_after(recorder: Recorder, job: RecordAfter) -> JobOutcome {
     let RecordAfter { session_id, node_id, call_id, before, sandbox, .. } = job;
     let Before { touched, scanned } = before;
+    {
+        // What a file tool of Forge wrote is read again by the next scan,
+        // whatever its stats say.
+        let mut baseline = recorder.baseline.lock().unwrap_or_else(|p| p.into_inner());
+        for (_, p) in &touched {
+            baseline.forget(p);
+        }
+    }
     let mut changes: Vec<FileAfter> = tokio::task::spawn_blocking(move || {
         touched
             .into_iter()
@@ -175,6 +187,11 @@ pub(super) async fn record_after(recorder: Recorder, job: RecordAfter) -> JobOut
                         created_ms: crate::ids::now_ms(),
                     });
                     changes.push(FileAfter { path, after: after.state(&p), data: None });
+                }
+                if before.ignored_unwatched || after.ignored_unwatched {
+                    let mark = crate::rewind::Unrecorded::IgnoredUnwatched;
+                    let ids = (session_id.as_str(), node_id.as_str(), call_id.as_str());
+                    ops.extend(sandbox.roots().iter().map(|root| unrecorded(ids, root, mark)));
                 }
                 *recorder.baseline.lock().unwrap_or_else(|p| p.into_inner()) = after;
             }
@@ -213,6 +230,20 @@ pub(super) fn crash_point(tool: &str) {
         tracing::error!(tool, "FORGE_CRASH_AFTER_TOOL: killing the daemon now");
         // SAFETY: kill(2) on this very process; nothing is touched after.
         unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+    }
+}
+
+/// A change under `path` (by the call `ids`: session, node, call) that
+/// was found but whose content is not kept.
+fn unrecorded(ids: (&str, &str, &str), path: &Path, why: crate::rewind::Unrecorded) -> StoreOp {
+    StoreOp::RecordChange {
+        session_id: ids.0.into(),
+        node_id: ids.1.into(),
+        call_id: ids.2.into(),
+        path: path.display().to_string(),
+        before: Some((why.mark().into(), 0)),
+        after: Some((why.mark().into(), 0)),
+        created_ms: crate::ids::now_ms(),
     }
 }
 

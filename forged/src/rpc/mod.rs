@@ -273,6 +273,9 @@ impl ForgeServer for ConnServer {
 
     async fn daemon_shutdown(&self, _: NoParams) -> RpcResult<()> {
         tracing::info!(client = self.conn.id, "daemon.shutdown called");
+        // A store deleted on disk is written back first; if it cannot be,
+        // the daemon keeps running rather than lose it.
+        self.engine().safe_to_stop().await.map_err(to_rpc)?;
         // Answer first; the listener stops on the token right after.
         let token = self.daemon.shutdown_token();
         tokio::spawn(async move {

@@ -459,6 +459,7 @@ async fn extension(b: &Bridge, method: &str, params: Value, cx: &ConnectionTo<Cl
                     node: s("node"),
                     dry_run: dry.unwrap_or_default(),
                     force: force.unwrap_or_default(),
+                    partial: params.get("partial").and_then(Value::as_bool).unwrap_or_default(),
                     ..Default::default()
                 })
                 .await

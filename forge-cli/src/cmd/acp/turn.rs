@@ -292,13 +292,21 @@ async fn command(b: &Bridge, session: &str, text: &str) -> Result<Option<String>
     let Some(name) = text.strip_prefix('/') else { return Ok(None) };
     let d = b.daemon().await?;
     let reply = match name.trim() {
-        "undo" => {
+        undo @ ("undo" | "undo --yes") => {
+            let partial = undo.ends_with("--yes");
             let r = d
                 .client
-                .session_rewind(RewindParams { session: session.to_string(), ..Default::default() })
+                .session_rewind(RewindParams { session: session.to_string(), partial, ..Default::default() })
                 .await
                 .map_err(from_client)?;
-            let files: Vec<String> = r.files.iter().map(|f| format!("{} {}", f.action, f.path)).collect();
+            let files: Vec<String> = r
+                .files
+                .iter()
+                .map(|f| match &f.note {
+                    Some(why) if f.action == "kept" => format!("{} left as it was ({why})", f.path),
+                    _ => format!("{} {}", f.action, f.path),
+                })
+                .collect();
             if files.is_empty() {
                 "Took back the last turn (no files had changed).".to_string()
             } else {

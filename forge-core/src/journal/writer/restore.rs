@@ -46,6 +46,32 @@ impl Writer {
         None
     }
 
+    /// If the database on disk is no longer the one this connection
+    /// writes: blocks the journal and writes the database back to its path
+    /// at once (what was acknowledged would otherwise live only in a
+    /// deleted file, lost to a crash or a stop). The journal stays blocked
+    /// until a reset, which then has readers reopen the store. The error
+    /// says why the database could not be written back.
+    pub(super) fn write_back_if_moved(&mut self) -> Result<(), String> {
+        let Some(reason) = self.store_moved() else { return Ok(()) };
+        if self.health.borrow().health != super::JournalHealth::Blocked {
+            tracing::error!(error = %reason, "journal writer blocked");
+        }
+        match self.restore() {
+            Ok(note) => {
+                let told = format!("{reason}; {note}");
+                self.written_back = Some(note);
+                self.set_health(super::JournalHealth::Blocked, Some(told));
+                Ok(())
+            }
+            Err(e) => {
+                let told = format!("{reason}; {e}");
+                self.set_health(super::JournalHealth::Blocked, Some(told.clone()));
+                Err(told)
+            }
+        }
+    }
+
     /// Writes the database this connection still holds back to its path,
     /// after it was deleted or replaced there: everything acknowledged
     /// goes into a fresh copy (`VACUUM INTO`), which takes the path; a

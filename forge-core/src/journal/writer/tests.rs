@@ -179,3 +179,40 @@ async fn in_a_group_a_rejected_batch_fails_alone() {
     assert_eq!(acks, vec![(1, false), (2, true)]);
     assert_eq!(store.events_after("s", 0, 10).await.map(|e| e.len()).unwrap_or(0), 2);
 }
+
+/// `rm forge.db*` under the daemon: what was acknowledged lives only in
+/// the files it still holds open. The check written back the database at
+/// once (a crash after it loses nothing), and so does closing.
+#[tokio::test]
+async fn a_deleted_database_is_written_back_by_the_check_and_on_close() {
+    let (dir, store, writer) = open(Durability::Process).await;
+    let db = dir.path().join("forge.db");
+    let wipe = || {
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(super::restore::sibling(&db, suffix));
+        }
+    };
+    assert!(inline(&writer, 1, create("s")).await.result.is_ok());
+    assert!(inline(&writer, 2, event("s", 1)).await.result.is_ok());
+    wipe();
+    assert_eq!(writer.verify().await, Ok(()));
+    let health = writer.health();
+    assert_eq!(health.health, JournalHealth::Blocked);
+    assert!(health.reason.as_deref().is_some_and(|r| r.contains("was written back")), "{health:?}");
+    // A fresh reader of the file at the path (as the next start) has it all.
+    let fresh = Store::open(&db, Durability::Process).await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(fresh.events_after("s", 0, 10).await.map(|e| e.len()).unwrap_or(0), 1);
+    fresh.close().await;
+    // The reset that follows has readers reopen, then the journal goes on.
+    assert!(matches!(writer.reset().await, Ok(ResetOutcome::Restored(_))));
+    store.reopen().await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(writer.reset().await, Ok(ResetOutcome::Healthy));
+    assert!(inline(&writer, 3, event("s", 2)).await.result.is_ok());
+
+    // Deleted again, then the daemon stops.
+    wipe();
+    assert_eq!(writer.close().await, Ok(()));
+    let fresh = Store::open(&db, Durability::Process).await.unwrap_or_else(|e| panic!("{e}"));
+    let seqs: Vec<u64> = fresh.events_after("s", 0, 10).await.unwrap_or_default().iter().map(|e| e.0).collect();
+    assert_eq!(seqs, vec![1, 2]);
+}

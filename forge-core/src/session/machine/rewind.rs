@@ -36,6 +36,8 @@ pub(crate) struct RewindArgs {
     pub conversation: bool,
     pub dry_run: bool,
     pub force: bool,
+    /// Go on when some files cannot be restored.
+    pub partial: bool,
     pub client: ClientRef,
 }
 
@@ -55,6 +57,7 @@ impl RewindArgs {
             conversation: !p.files_only,
             dry_run: p.dry_run,
             force: p.force,
+            partial: p.partial,
             client,
         })
     }
@@ -96,6 +99,34 @@ pub(crate) struct RewindIntent {
     pub steps: Vec<RewindStep>,
     /// The conversation up to `node`, when the head is to move there.
     pub path: Option<Vec<ChatMessage>>,
+}
+
+/// Most files named one by one in a `rewind_incomplete` message.
+const NAMED: usize = 20;
+
+/// The files a rewind would leave as they are, each with the reason, as
+/// the error that stops it (`None`: it restores everything).
+fn incomplete(result: &RewindResult) -> Option<EngineError> {
+    const UNKNOWN: &str = "a tool call there was interrupted before its result was recorded";
+    let left: Vec<(&str, &str)> = result
+        .files
+        .iter()
+        .filter(|f| f.action == "kept")
+        .map(|f| (f.path.as_str(), f.note.as_deref().unwrap_or("its content was not recorded")))
+        .chain(result.unknown.iter().map(|p| (p.as_str(), UNKNOWN)))
+        .collect();
+    if left.is_empty() {
+        return None;
+    }
+    let mut message = format!("{} file(s) cannot be restored and would be left as they are:\n", left.len());
+    for (path, why) in left.iter().take(NAMED) {
+        message.push_str(&format!("  {path}: {why}\n"));
+    }
+    if left.len() > NAMED {
+        message.push_str(&format!("  and {} more (--dry-run --json lists them all)\n", left.len() - NAMED));
+    }
+    message.push_str("Nothing was changed; undo (or rewind) again with --yes to restore the rest anyway.");
+    Some(EngineError::new(ErrorKind::RewindIncomplete, message))
 }
 
 fn ids(forest: &Forest, head: Option<&str>) -> Result<Vec<String>, EngineError> {
@@ -187,6 +218,7 @@ impl Session {
             client: args.client,
             reply: None,
             force: args.force,
+            partial: args.partial,
             recovered: false,
         })
     }
@@ -239,6 +271,9 @@ impl Session {
                     plan.conflicts.join(", ")
                 ),
             );
+            return self.end_rewind(r.reply, Err(err));
+        }
+        if let Some(err) = incomplete(&r.result).filter(|_| !r.partial) {
             return self.end_rewind(r.reply, Err(err));
         }
         if plan.steps.is_empty() {
@@ -326,6 +361,7 @@ impl Session {
             client: ClientRef::daemon(),
             reply: None,
             force: true,
+            partial: true,
             recovered: true,
         }));
         self.restore_files();

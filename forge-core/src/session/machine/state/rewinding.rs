@@ -24,5 +24,7 @@ pub(crate) struct Rewinding {
     pub reply: Option<Reply<RewindResult>>,
     /// Overwrite files changed outside Forge (what they held is kept).
     pub force: bool,
+    /// Go on when some files cannot be restored.
+    pub partial: bool,
     pub recovered: bool,
 }

@@ -1,0 +1,106 @@
+//! Undo gives back exactly what was there, or says first what it cannot:
+//! fast turns that fall in one timestamp tick, and changes whose content
+//! Forge never recorded (ignored by .gitignore, over 16 MiB, symlinks).
+
+use forge_tests::harness::Forge;
+use forge_tests::mock::{MockOptions, MockServer};
+use serde_json::{Value, json};
+
+fn call(name: &str, args: Value) -> String {
+    forge_tests::mock::tool_call(name, &args)
+}
+
+/// A command records the files before it from the scan of the command
+/// before, for the files whose size and times did not change: a file a
+/// file tool rewrote at the same size in the same timestamp tick must
+/// not be taken from that scan (it would be restored to the older
+/// content). Three quick turns (no delay in the mock), then undo three
+/// times, each with exact contents.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fast_turns_are_undone_to_exact_contents() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = project.path().to_path_buf();
+    forge.new_session(&["--cwd", &dir.display().to_string(), "--name", "f"]).await;
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).ok();
+    // Turns this fast may fall in one timestamp tick; the second makes
+    // sure of it: it rewrites a.txt in place at the same size and gives it
+    // back the time the first left it with.
+    let turns = [
+        vec![call("run_command", json!({"command": "printf v1 > a.txt; touch -r a.txt .stamp"}))],
+        vec![call("run_command", json!({"command": "printf v2 > a.txt; touch -r .stamp a.txt; echo bee > b.txt"}))],
+        vec![
+            call("apply_patch", json!({"patch": "LP1\nF b.txt\nR\nbee\n.\nbe!\n.\nEND\n"})),
+            call("run_command", json!({"command": "printf v3 > a.txt; rm b.txt; printf c > c.txt"})),
+        ],
+    ];
+    for calls in &turns {
+        forge.ok(&["send", "--auto-approve", "-s", "f", &format!("{} go", calls.join(" "))]).await;
+    }
+    let state = || (read("a.txt"), read("b.txt"), read("c.txt"));
+    let s = |v: &str| Some(v.to_string());
+    assert_eq!(state(), (s("v3"), None, s("c")));
+    forge.ok(&["undo", "f"]).await;
+    assert_eq!(state(), (s("v2"), s("bee\n"), None), "the first undo gives back turn 2's files exactly");
+    forge.ok(&["undo", "f"]).await;
+    assert_eq!(state(), (s("v1"), None, None));
+    forge.ok(&["undo", "f"]).await;
+    assert_eq!(state(), (None, None, None));
+}
+
+/// What a command changed but Forge did not keep the content of: a build
+/// directory `.gitignore` keeps out, a file over 16 MiB. Undo names each
+/// with the reason and changes nothing until told to go on; a retargeted
+/// symlink is restored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undo_names_what_it_cannot_restore_before_it_runs() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = project.path().to_path_buf();
+    let write = |name: &str, data: &[u8]| {
+        let path = dir.join(name);
+        std::fs::create_dir_all(path.parent().unwrap_or(&dir)).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(path, data).unwrap_or_else(|e| panic!("{e}"));
+    };
+    // A git work tree (for .gitignore), without running git.
+    std::fs::create_dir_all(dir.join(".git")).unwrap_or_else(|e| panic!("{e}"));
+    write(".gitignore", b"build/\n");
+    write("build/out.o", b"object code");
+    write("big.bin", &vec![7u8; 17 * 1024 * 1024]);
+    write("src.txt", b"source");
+    std::os::unix::fs::symlink("one", dir.join("link")).unwrap_or_else(|e| panic!("{e}"));
+    forge.new_session(&["--cwd", &dir.display().to_string(), "--name", "u"]).await;
+    let command = "rm -rf build; printf more >> big.bin; ln -sfn two link; printf changed > src.txt";
+    forge
+        .ok(&["send", "--auto-approve", "-s", "u", &format!("{} go", call("run_command", json!({"command": command})))])
+        .await;
+    let link = || std::fs::read_link(dir.join("link")).ok().map(|p| p.display().to_string());
+    assert_eq!(link().as_deref(), Some("two"));
+
+    // The dry run names them too.
+    let dry = forge.ok(&["undo", "u", "--dry-run"]).await;
+    assert!(dry.stderr.contains("build/out.o") && dry.stderr.contains(".gitignore"), "{}", dry.stderr);
+    assert!(dry.stderr.contains("big.bin") && dry.stderr.contains("16 MiB"), "{}", dry.stderr);
+
+    // Without --yes (and no terminal to ask), nothing moves.
+    let refused = forge.ctl(&["undo", "u"]).await;
+    assert_ne!(refused.code, 0, "{}", refused.stdout);
+    for needle in ["build/out.o", "ignored by .gitignore", "big.bin", "over 16 MiB", "Nothing was changed", "--yes"] {
+        assert!(refused.stderr.contains(needle), "{needle}: {}", refused.stderr);
+    }
+    assert_eq!(link().as_deref(), Some("two"), "nothing was restored");
+    assert_eq!(std::fs::read_to_string(dir.join("src.txt")).ok().as_deref(), Some("changed"));
+    let json = forge.ctl(&["--json", "undo", "u"]).await.json_lines();
+    assert!(json.iter().any(|l| l["error"]["kind"] == "rewind_incomplete"), "{json:?}");
+
+    let done = forge.ok(&["undo", "u", "--yes"]).await;
+    assert_eq!(link().as_deref(), Some("one"), "the symlink points where it did");
+    assert_eq!(std::fs::read_to_string(dir.join("src.txt")).ok().as_deref(), Some("source"));
+    assert!(!dir.join("build").exists(), "the ignored build directory could not come back");
+    assert!(done.stderr.contains("cannot restore") && done.stderr.contains("build/out.o"), "{}", done.stderr);
+    assert!(done.stdout.contains("2 file(s) restored"), "{}", done.stdout);
+}
