@@ -10,6 +10,7 @@ pub mod context;
 pub mod effective_config;
 pub mod engine;
 pub mod error;
+pub mod event_size;
 pub mod export;
 pub mod forest;
 pub mod hooks;

@@ -27,6 +27,8 @@ pub async fn events(server: &ConnServer, p: EventsParams) -> RpcResult<Vec<Sessi
 /// A stored event's JSON as a `SubscriptionItem::Event`: `{"type":"event",`
 /// + the event object without its `{`.
 pub(crate) fn event_text(json: &str) -> Option<String> {
+    // An event journaled before events had a size cap is cut to fit here.
+    let json = forge_core::event_size::clamp(json, forge_core::event_size::MAX_EVENT_BYTES);
     let body = json.strip_prefix('{')?;
     if body.trim_start().starts_with('}') {
         return None;

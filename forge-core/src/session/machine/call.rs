@@ -25,6 +25,9 @@ use crate::hooks::{HookDecision, HookEvent, HookRun};
 use crate::journal::StoreOp;
 use crate::tools::{ToolCtx, ToolError, ToolOutput};
 
+/// The most live output of one call shown to clients and journaled.
+const LIVE_OUTPUT_MAX: usize = 8 * 1024 * 1024;
+
 /// For the shell: read the files a call may change, before it runs.
 pub(crate) struct RecordBefore {
     pub job: u64,
@@ -254,12 +257,25 @@ impl Session {
     }
 
     /// Live output of the running call, shown to clients as it comes
-    /// (journaled like everything else; consecutive pieces merge).
+    /// (journaled like everything else; consecutive pieces merge), up to
+    /// `LIVE_OUTPUT_MAX`: a command printing hundreds of megabytes would
+    /// otherwise fill the store with what nobody reads (its result keeps
+    /// what the model is given either way).
     pub(super) fn on_tool_output(&mut self, out: ToolOutput) {
         let OperationState::ToolLoop(l) = &mut self.state else { return };
         let Some(r) = &mut l.running else { return };
+        if r.live_bytes >= LIVE_OUTPUT_MAX {
+            return;
+        }
+        r.live_bytes += out.text.len();
         let call_id = r.id.clone();
-        let text = r.scrubber(out.stream).push(&out.text);
+        let mut text = r.scrubber(out.stream).push(&out.text);
+        if r.live_bytes >= LIVE_OUTPUT_MAX {
+            text.push_str(&format!(
+                "\n[forge: more than {} MiB of live output; the rest is not shown (the command runs on, and its result keeps what the model is given)]\n",
+                LIVE_OUTPUT_MAX / (1024 * 1024)
+            ));
+        }
         if !text.is_empty() {
             self.pipeline.tool_output(call_id, out.stream, text);
         }

@@ -225,12 +225,15 @@ impl<F> Pipeline<F> {
     }
 
     /// Queues a piece of a running tool's output, merged into the outbox's
-    /// last piece of the same call and stream while that is unwritten.
+    /// last piece of the same call and stream while that is unwritten (up
+    /// to `MAX_PIECE` bytes: a flood makes many pieces, not one huge event).
     pub fn tool_output(&mut self, call_id: String, stream: &str, text: String) {
+        const MAX_PIECE: usize = 64 * 1024;
         if let Some(Entry::Event { kind: EventKind::ToolOutput { call_id: c, stream: s, text: t }, .. }) =
             self.outbox.entries.last_mut()
             && *c == call_id
             && s == stream
+            && t.len() + text.len() <= MAX_PIECE
         {
             t.push_str(&text);
             return;
@@ -285,7 +288,11 @@ impl<F> Pipeline<F> {
                         client: client.clone(),
                         kind: kind.clone(),
                     };
-                    let json: Arc<str> = serde_json::to_string(&event).unwrap_or_default().into();
+                    let json = serde_json::to_string(&event).unwrap_or_default();
+                    let json: Arc<str> = match crate::event_size::clamp(&json, crate::event_size::MAX_EVENT_BYTES) {
+                        std::borrow::Cow::Borrowed(_) => json.into(),
+                        std::borrow::Cow::Owned(cut) => cut.into(),
+                    };
                     ops.push(StoreOp::AppendEvent {
                         session_id: self.session_id.clone(),
                         seq,

@@ -268,6 +268,7 @@ impl Session {
                     stage: CallStage::Announced,
                     node_id: self.clock.new_id("m"),
                     scrubbers: Default::default(),
+                    live_bytes: 0,
                 });
                 self.pipeline.effect(OnDurable::RunTool(PlannedCall { id, name, action: Ok((tool, args)) }));
             }

@@ -100,6 +100,9 @@ pub(crate) struct RunningCall {
     /// Its live output (stdout, stderr), scrubbed across the pieces it
     /// comes in.
     pub scrubbers: [crate::redact::StreamScrubber; 2],
+    /// How much live output it has printed (past `LIVE_OUTPUT_MAX`, no
+    /// more is shown or journaled).
+    pub live_bytes: usize,
 }
 
 impl RunningCall {
