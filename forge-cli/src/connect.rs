@@ -39,6 +39,9 @@ pub async fn daemon_as(g: &Global, info: ClientInfo) -> Result<Connection, Failu
         StartError::Connect(e @ ConnectError::Protocol { .. }) => {
             Failure::new(UNREACHABLE, "protocol_mismatch", e.to_string())
         }
+        StartError::Connect(e @ (ConnectError::NoAnswer { .. } | ConnectError::Full { .. })) => {
+            Failure::new(UNREACHABLE, "daemon_overloaded", e.to_string())
+        }
         StartError::Connect(e) => Failure::new(UNREACHABLE, "daemon_unreachable", e.to_string()),
         e @ (StartError::Spawn { .. } | StartError::Failed(_)) => {
             Failure::new(UNREACHABLE, "daemon_start_failed", e.to_string())

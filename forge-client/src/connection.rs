@@ -33,6 +33,16 @@ pub enum ConnectError {
     Handshake { path: PathBuf, message: String },
     #[error("the daemon refused the hello: {0}")]
     Hello(String),
+    /// The socket exists and a daemon holds it, but it did not take the
+    /// connection or answer in time.
+    #[error(
+        "forged on {path} did not answer within {secs} s: it is alive but overloaded (every connection it serves may be taken, by clients following sessions or by a flood); close some clients, then try again (its log: $FORGE_HOME/logs/)"
+    )]
+    NoAnswer { path: PathBuf, secs: u64 },
+    #[error(
+        "forged on {path} is alive but its queue of new connections is full (too many clients at once); close some clients, then try again"
+    )]
+    Full { path: PathBuf },
     #[error(
         "protocol mismatch: this client speaks version {client}, the daemon speaks {daemon}; upgrade the older one"
     )]
@@ -49,14 +59,24 @@ pub struct Connection {
     pub info: ClientInfo,
 }
 
+/// How long a daemon may take to take a connection and answer its hello.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Connects to `socket` and says hello as `info`.
 pub async fn connect(socket: &Path, info: ClientInfo) -> Result<Connection, ConnectError> {
+    let no_answer = || ConnectError::NoAnswer { path: socket.to_path_buf(), secs: ANSWER_TIMEOUT.as_secs() };
+    tokio::time::timeout(ANSWER_TIMEOUT, greet(socket, info)).await.map_err(|_| no_answer())?
+}
+
+async fn greet(socket: &Path, info: ClientInfo) -> Result<Connection, ConnectError> {
     let stream = UnixStream::connect(socket).await.map_err(|source| {
         let path = socket.to_path_buf();
         match source.kind() {
             std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
                 ConnectError::NotRunning { path, source }
             }
+            // Its listen backlog is full.
+            std::io::ErrorKind::WouldBlock => ConnectError::Full { path },
             _ => ConnectError::Io { path, source },
         }
     })?;

@@ -28,6 +28,18 @@ pub fn partial_request_timeout() -> Duration {
     })
 }
 
+/// Requests and WebSocket connections served at once; past this jsonrpsee
+/// answers HTTP 429 (retry later) instead of making anyone wait.
+pub const MAX_CONNECTIONS: usize = 512;
+/// Sockets held open at once (bounds file descriptors); past this, new
+/// connections wait in the listen backlog. Above `MAX_CONNECTIONS` so that
+/// overload is answered, not queued.
+pub const MAX_SOCKETS: usize = 2 * MAX_CONNECTIONS;
+/// Connections that may follow sessions at once: a following connection
+/// is never closed to make room, so the last slots are kept for the rest
+/// (a new client always finds one free or idle).
+pub const MAX_FOLLOWING: usize = MAX_SOCKETS - 128;
+
 /// One connection: its id, after `hello` who the client is, and what it
 /// is doing.
 pub struct ConnState {
@@ -40,6 +52,8 @@ pub struct ConnState {
     /// Calls ever started on it.
     requests: AtomicU64,
     subscriptions: AtomicU32,
+    /// Connections following a session, daemon-wide.
+    following: Arc<AtomicU32>,
     /// Cancelled to close the connection.
     pub close: CancellationToken,
     clock: Instant,
@@ -64,10 +78,33 @@ impl ConnState {
     }
 
     /// Marks a subscription open until the guard is dropped: a connection
-    /// that follows a session is never closed to make room.
-    pub fn subscription(self: &Arc<Self>) -> Busy {
-        self.subscriptions.fetch_add(1, Ordering::Relaxed);
-        Busy { conn: self.clone(), counter: Counter::Subscriptions }
+    /// that follows a session is never closed to make room, so at most
+    /// `MAX_FOLLOWING` connections may (the error says so, for the client).
+    pub fn subscription(self: &Arc<Self>) -> Result<Busy, String> {
+        let mut now = self.subscriptions.load(Ordering::Acquire);
+        loop {
+            // Its first subscription makes the connection a follower.
+            if now == 0
+                && self
+                    .following
+                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < MAX_FOLLOWING as u32).then_some(n + 1))
+                    .is_err()
+            {
+                return Err(format!(
+                    "forged already has {MAX_FOLLOWING} connections following sessions (editors, TUIs, `forgectl attach`), \
+                     the most it allows so that new clients always find a free connection; close some of them, then try again"
+                ));
+            }
+            match self.subscriptions.compare_exchange(now, now + 1, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return Ok(Busy { conn: self.clone(), counter: Counter::Subscriptions }),
+                Err(actual) => {
+                    if now == 0 {
+                        self.following.fetch_sub(1, Ordering::AcqRel);
+                    }
+                    now = actual;
+                }
+            }
+        }
     }
 
     /// Whether a whole request ever arrived on it.
@@ -102,7 +139,9 @@ impl Drop for Busy {
                 self.conn.touch();
             }
             Counter::Subscriptions => {
-                self.conn.subscriptions.fetch_sub(1, Ordering::Relaxed);
+                if self.conn.subscriptions.fetch_sub(1, Ordering::AcqRel) == 1 {
+                    self.conn.following.fetch_sub(1, Ordering::AcqRel);
+                }
             }
         }
     }
@@ -114,6 +153,7 @@ pub struct Connections {
     open: Mutex<HashMap<u64, Arc<ConnState>>>,
     next_id: AtomicU64,
     clock: std::sync::OnceLock<Instant>,
+    following: Arc<AtomicU32>,
 }
 
 impl Connections {
@@ -127,6 +167,7 @@ impl Connections {
             calls: AtomicU32::new(0),
             requests: AtomicU64::new(0),
             subscriptions: AtomicU32::new(0),
+            following: self.following.clone(),
             close: CancellationToken::new(),
             clock,
         });

@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use forge_core::{EventFeed, FeedItem, LiveTap};
 
-use crate::conn::ConnState;
 use crate::rpc::item_text;
 
 /// Where one subscription's items go.
@@ -33,10 +32,10 @@ pub trait Outlet: Send + Sync {
 }
 
 /// Writes `feed`'s items to `out` until the feed ends (the session closed
-/// or was removed) or the subscriber is gone. Meanwhile `conn` counts as
-/// following a session (never closed to make room).
-pub async fn follow(mut feed: EventFeed, out: impl Outlet, conn: &Arc<ConnState>) {
-    let _following = conn.subscription();
+/// or was removed) or the subscriber is gone. Meanwhile its connection
+/// counts as following a session (`_following`, from
+/// `ConnState::subscription`: never closed to make room).
+pub async fn follow(mut feed: EventFeed, out: impl Outlet, _following: crate::conn::Busy) {
     if let Some(tap) = out.tap() {
         feed.set_tap(tap);
     }

@@ -21,13 +21,7 @@ use crate::ndjson;
 use crate::rpc::{ConnServer, Daemon};
 use crate::socket::SocketClaim;
 
-/// Requests and WebSocket connections served at once; past this jsonrpsee
-/// answers HTTP 429 (retry later) instead of making anyone wait.
-const MAX_CONNECTIONS: usize = 512;
-/// Sockets held open at once (bounds file descriptors); past this, new
-/// connections wait in the listen backlog. Above `MAX_CONNECTIONS` so that
-/// overload is answered, not queued.
-const MAX_SOCKETS: usize = 2 * MAX_CONNECTIONS;
+use crate::conn::{MAX_CONNECTIONS, MAX_SOCKETS};
 
 /// A connection slot: at once if one is free; else the longest-idle
 /// connection that follows no session is closed to make room, so a new

@@ -238,6 +238,14 @@ pub async fn serve(stream: UnixStream, server: ConnServer, methods: Methods) {
                     let _ = out.respond(&id, Err(error(TOO_MANY_SUBSCRIPTIONS_CODE, msg))).await;
                     continue;
                 }
+                let following = match server.conn().subscription() {
+                    Ok(f) => f,
+                    Err(e) => {
+                        let e = forge_proto::error::rpc_error(forge_proto::ErrorKind::Overloaded, e);
+                        let _ = out.respond(&id, Err(e)).await;
+                        continue;
+                    }
+                };
                 let feed = match server.engine().subscribe(&p.session, p.from_seq).await {
                     Ok(f) => f,
                     Err(e) => {
@@ -253,10 +261,9 @@ pub async fn serve(stream: UnixStream, server: ConnServer, methods: Methods) {
                 }
                 tracing::debug!(conn = server.conn_id(), session = %p.session, from_seq = ?p.from_seq, sub, "subscribed (JSON lines)");
                 let sub = Sub::new(sub, out.clone());
-                let conn = server.conn().clone();
                 let handle = tasks.spawn({
                     let sub = sub.clone();
-                    async move { crate::follow::follow(feed, sub, &conn).await }
+                    async move { crate::follow::follow(feed, sub, following).await }
                 });
                 subscriptions.insert(sub.id, (handle, sub));
             }

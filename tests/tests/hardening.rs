@@ -509,3 +509,69 @@ async fn memory_returns_near_idle_after_streaming() {
     // Measured: +14 MiB in a debug build now, +73 MiB before.
     assert!(now < idle + 32 * 1024, "RSS {now} KiB after streaming {streamed} KiB (idle: {idle} KiB)");
 }
+
+/// 1,100 clients following a session cannot lock out a new one: a
+/// following connection is never closed to make room, so only so many may
+/// follow; the rest are told why (`overloaded`), and `forgectl ps` is
+/// still answered at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_followers_leave_room_for_new_clients() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit with a valid struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
+            lim.rlim_cur = lim.rlim_max.min(8192);
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+    if lim.rlim_cur < 2500 {
+        forge_tests::harness::skipped(
+            "hardening",
+            &format!("this process may open only {} files; 1,100 followers need 2,500", lim.rlim_cur),
+        );
+        return;
+    }
+    let (_mock, forge) = started().await;
+    let id = forge.new_session(&["--name", "watched"]).await;
+    let (mut following, mut refused) = (Vec::new(), Vec::new());
+    for _ in 0..1100 {
+        let s = tokio::net::UnixStream::connect(&forge.socket).await.unwrap_or_else(|e| panic!("connect: {e}"));
+        let (read, mut write) = s.into_split();
+        let mut lines = tokio::io::BufReader::new(read).lines();
+        let hello = r#"{"jsonrpc":"2.0","id":1,"method":"hello","params":{"protocol_version":1,"client":{"name":"f","version":"0","kind":"other"}}}"#;
+        let subscribe =
+            format!(r#"{{"jsonrpc":"2.0","id":2,"method":"session.subscribe","params":{{"session":"{id}"}}}}"#);
+        write.write_all(format!("{hello}\n{subscribe}\n").as_bytes()).await.unwrap_or_else(|e| panic!("{e}"));
+        // Answers may come in any order.
+        let mut answer = String::new();
+        for _ in 0..2 {
+            let line = lines.next_line().await.ok().flatten().unwrap_or_default();
+            if line.contains("\"id\":2") {
+                answer = line;
+            }
+        }
+        assert!(!answer.is_empty(), "the subscription is answered");
+        if answer.contains("\"error\"") {
+            refused.push(answer);
+        } else {
+            following.push((lines, write));
+        }
+    }
+    assert!(following.len() >= 800, "{} follow", following.len());
+    assert_eq!(following.len() + refused.len(), 1100);
+    let said = refused.first().cloned().unwrap_or_default();
+    assert!(said.contains("overloaded") && said.contains("following sessions"), "{said}");
+
+    let started = std::time::Instant::now();
+    let r = forge.ctl(&["ps"]).await;
+    let waited = started.elapsed();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    eprintln!("a new client waited {waited:?} beside {} followers", following.len());
+    assert!(waited < std::time::Duration::from_secs(5), "forgectl ps waited {waited:?}");
+    // The followers still get the session's events.
+    forge.ok(&["send", "--no-wait", "-s", "watched", "mock:tokens=1 hello"]).await;
+    let (lines, _) = following.last_mut().unwrap_or_else(|| panic!("a follower"));
+    let event = lines.next_line().await.ok().flatten().unwrap_or_default();
+    assert!(event.contains("session.event"), "{event}");
+}

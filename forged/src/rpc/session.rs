@@ -60,6 +60,13 @@ pub async fn subscribe(
     p: SubscribeParams,
 ) -> SubscriptionResult {
     let from_seq = p.from_seq;
+    let following = match server.conn().subscription() {
+        Ok(f) => f,
+        Err(e) => {
+            pending.reject(forge_proto::error::rpc_error(forge_proto::ErrorKind::Overloaded, e)).await;
+            return Ok(());
+        }
+    };
     let feed = match server.engine().subscribe(&p.session, from_seq).await {
         Ok(f) => f,
         Err(e) => {
@@ -69,7 +76,7 @@ pub async fn subscribe(
     };
     let sink = pending.accept().await?;
     tracing::debug!(conn = server.conn.id, session = feed.session_id(), ?from_seq, "subscribed");
-    crate::follow::follow(feed, WebSocket(sink), server.conn()).await;
+    crate::follow::follow(feed, WebSocket(sink), following).await;
     Ok(())
 }
 
