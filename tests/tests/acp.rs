@@ -335,3 +335,64 @@ async fn a_new_session_in_an_untrusted_folder_asks_the_editor_once() {
     }
     assert_eq!(state, "trusted");
 }
+
+/// What an editor (or a broken one) may send that the bridge must
+/// survive: bytes that are not UTF-8, a request that is not JSON-RPC 2.0,
+/// a prompt too large for the daemon, a directory that does not exist,
+/// and a prompt followed at once by the end of its input.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bridge_survives_bad_input_and_answers_it() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let cwd = project.path().display().to_string();
+    let mut ed = Editor::start(&forge);
+    ed.initialize().await;
+
+    // Not UTF-8: read with replacement characters; the bridge goes on.
+    ed.stdin.write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"x\xff\xfe\"}\n").await.unwrap_or_else(|e| panic!("{e}"));
+    // JSON-RPC 1.0: answered with invalid request, not silence.
+    ed.write(json!({"jsonrpc": "1.0", "id": 99, "method": "initialize", "params": {}})).await;
+    let r = ed.answer_to(99, &mut |_| None).await;
+    assert_eq!(r["error"]["code"], -32600, "{r}");
+
+    // A directory that does not exist is refused, saying so.
+    let missing = project.path().join("no/such/dir").display().to_string();
+    let id = ed.send("session/new", json!({"cwd": missing, "mcpServers": []})).await;
+    let r = ed.answer_to(id, &mut |_| None).await;
+    assert!(r["error"]["message"].as_str().is_some_and(|m| m.contains("does not exist")), "{r}");
+
+    let new = ed.call("session/new", json!({"cwd": cwd, "mcpServers": []})).await;
+    let session = new["sessionId"].as_str().unwrap_or_default().to_string();
+    // A prompt over 8 MiB is refused with the reason, and the next works.
+    let huge = "x".repeat(9 * 1024 * 1024);
+    let id = ed.send("session/prompt", json!({"sessionId": session, "prompt": [{"type": "text", "text": huge}]})).await;
+    let r = ed.answer_to(id, &mut |_| None).await;
+    assert!(r["error"]["message"].as_str().is_some_and(|m| m.contains("MiB")), "{r}");
+    let r = ed
+        .call(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": "again mock:tokens=2"}]}),
+        )
+        .await;
+    assert_eq!(r["stopReason"], "end_turn");
+
+    // A prompt, then the editor closes its end at once: the prompt still
+    // reaches the daemon and its turn runs there.
+    ed.send(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "last words mock:tokens=3"}]}),
+    )
+    .await;
+    drop(ed.stdin);
+    let status = tokio::time::timeout(Duration::from_secs(30), ed.child.wait()).await;
+    assert!(status.is_ok_and(|s| s.is_ok()), "the bridge exits once its input ends");
+    forge
+        .wait_for_session(&session, "the last prompt answered", |s| {
+            s["state"] == "idle" && s["message_count"].as_u64() == Some(4)
+        })
+        .await;
+    let history = forge.ok(&["--json", "history", &session]).await.json_lines();
+    assert!(history.iter().any(|m| m["text"].as_str().is_some_and(|t| t.contains("last words"))), "{history:?}");
+}

@@ -52,8 +52,11 @@ async fn keys_and_tokens_arrive_redacted_everywhere() {
     // never stored, so undo leaves it as it is and says why.
     let append = tool_call("run_command", &json!({"command": "echo more >> creds.txt"}));
     forge.ok(&["send", "--auto-approve", "-s", &id, &format!("{append} go")]).await;
-    let undo = forge.ok(&["undo", &id]).await;
-    assert!(undo.stdout.contains("kept") && undo.stdout.contains("held a secret"), "{}", undo.stdout);
+    // Named before anything moves, then left as it is when told to go on.
+    let asked = forge.ctl(&["undo", &id]).await;
+    assert!(asked.code != 0 && asked.stderr.contains("held a secret"), "{}", asked.stderr);
+    let undo = forge.ok(&["undo", &id, "--yes"]).await;
+    assert!(undo.stderr.contains("cannot restore") && undo.stderr.contains("held a secret"), "{}", undo.stderr);
     let now = std::fs::read_to_string(project.path().join("creds.txt")).unwrap_or_default();
     assert!(now.ends_with("more\n"), "the file was not rolled back to something else: {now}");
 

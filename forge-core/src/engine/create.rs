@@ -42,6 +42,12 @@ impl Engine {
                 format!("cwd must be an absolute path, got \"{cwd}\""),
             ));
         }
+        if fork.is_none() && !Path::new(&cwd).is_dir() {
+            return Err(EngineError::new(
+                ErrorKind::InvalidParams,
+                format!("{cwd} does not exist or is not a directory; a session works in an existing directory"),
+            ));
+        }
         check_root(&cwd, req.allow_broad_root)?;
         // A new session with no hook to run is not started until it is used.
         let start_hooks = fork.is_none() && cfg.hooks.may_apply(Path::new(&cwd));

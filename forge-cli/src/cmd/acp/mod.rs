@@ -10,6 +10,7 @@
 mod map;
 mod trust;
 mod turn;
+mod wire;
 
 use forge_proto::params::{
     ApprovalRulesParams, CancelParams, CheckoutParams, ConfigureParams, CreateParams, ForkParams, ModelsParams,
@@ -28,11 +29,10 @@ use agent_client_protocol::v1::schema::{
     SessionNotification, SessionUpdate, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
     SetSessionModeRequest, SetSessionModeResponse,
 };
-use agent_client_protocol::{Agent, Client, Stdio, UntypedMessage};
+use agent_client_protocol::{Agent, Client, UntypedMessage};
 use forge_client::{Connection, ForgeClient};
 use forge_proto::{ClientInfo, ClientKind, McpServerSpec, SessionInfo};
 use serde_json::{Value, json};
-use tokio::sync::OnceCell;
 
 use crate::Global;
 use crate::exit::Failure;
@@ -58,7 +58,11 @@ pub(crate) type Result<T> = std::result::Result<T, agent_client_protocol::Error>
 
 pub(crate) struct Bridge {
     global: Global,
-    daemon: OnceCell<Connection>,
+    /// The connection to the daemon; made again if it was lost.
+    daemon: tokio::sync::Mutex<Option<Arc<Connection>>>,
+    /// Prompts not yet handed to the daemon: the bridge waits for them
+    /// before it exits when the editor closes its end right after one.
+    sending: tokio::sync::watch::Sender<usize>,
     /// The editor, as `initialize` named it.
     editor: Mutex<Option<String>>,
     /// Working directories of the sessions this editor opened.
@@ -66,27 +70,46 @@ pub(crate) struct Bridge {
 }
 
 impl Bridge {
-    /// The daemon, connected (and started) on first use, as the editor.
-    pub(crate) async fn daemon(&self) -> Result<&Connection> {
-        self.daemon
-            .get_or_try_init(|| async {
-                let editor = self.editor.lock().map(|e| e.clone()).unwrap_or_default();
-                let info = ClientInfo {
-                    name: match editor {
-                        Some(e) => format!("{e} (acp)"),
-                        None => "acp".into(),
-                    },
-                    version: env!("CARGO_PKG_VERSION").into(),
-                    kind: ClientKind::Editor,
-                };
-                crate::connect::daemon_as(&self.global, info).await.map_err(|f| rpc_error(-32603, f.message))
-            })
-            .await
+    /// The daemon, connected (and started) on first use, as the editor,
+    /// and connected again if the connection was lost.
+    pub(crate) async fn daemon(&self) -> Result<Arc<Connection>> {
+        let mut held = self.daemon.lock().await;
+        if let Some(c) = held.as_ref().filter(|c| c.client.is_connected()) {
+            return Ok(c.clone());
+        }
+        let editor = self.editor.lock().map(|e| e.clone()).unwrap_or_default();
+        let info = ClientInfo {
+            name: match editor {
+                Some(e) => format!("{e} (acp)"),
+                None => "acp".into(),
+            },
+            version: env!("CARGO_PKG_VERSION").into(),
+            kind: ClientKind::Editor,
+        };
+        let c =
+            Arc::new(crate::connect::daemon_as(&self.global, info).await.map_err(|f| rpc_error(-32603, f.message))?);
+        *held = Some(c.clone());
+        Ok(c)
+    }
+
+    /// Counts a prompt as being handed to the daemon until the guard drops.
+    pub(crate) fn sending(self: &Arc<Self>) -> Sending {
+        self.sending.send_modify(|n| *n += 1);
+        Sending(self.clone())
     }
 
     /// The working directory of a session this editor opened.
     fn cwd(&self, session: &str) -> Option<PathBuf> {
         self.cwds.lock().ok().and_then(|c| c.get(session).cloned())
+    }
+}
+
+/// See [`Bridge::sending`].
+pub(crate) struct Sending(Arc<Bridge>);
+
+impl Drop for Sending {
+    fn drop(&mut self) {
+        self.0.sending.send_modify(|n| *n = n.saturating_sub(1));
     }
 }
 
@@ -103,7 +126,8 @@ pub(crate) fn rpc_error(code: i32, message: impl Into<String>) -> agent_client_p
 pub async fn run(g: &Global) -> std::result::Result<(), Failure> {
     let bridge = Arc::new(Bridge {
         global: g.clone(),
-        daemon: OnceCell::new(),
+        daemon: tokio::sync::Mutex::new(None),
+        sending: tokio::sync::watch::channel(0).0,
         editor: Mutex::new(None),
         cwds: Mutex::new(HashMap::new()),
     });
@@ -163,8 +187,9 @@ pub async fn run(g: &Global) -> std::result::Result<(), Failure> {
                 // cancels and other sessions' requests go on meanwhile.
                 let bridge = b4.clone();
                 let conn = cx.clone();
+                let sending = bridge.sending();
                 tokio::spawn(async move {
-                    let _ = match turn::prompt(&bridge, req, &conn).await {
+                    let _ = match turn::prompt(&bridge, req, &conn, sending).await {
                         Ok(r) => responder.respond(r),
                         Err(e) => responder.respond_with_error(e),
                     };
@@ -221,9 +246,14 @@ pub async fn run(g: &Global) -> std::result::Result<(), Failure> {
             },
             agent_client_protocol::on_receive_request!(),
         )
-        .connect_to(Stdio::new())
+        .connect_to(wire::lines(tokio::io::stdin(), tokio::io::stdout()))
         .await
-        .map_err(|e| Failure::new(1, "acp", format!("the editor connection failed: {e}")))
+        .map_err(|e| Failure::new(1, "acp", format!("the editor connection failed: {e}")))?;
+    // The editor closed its end: a prompt it sent just before still
+    // reaches the daemon (its turn runs there; any client can follow it).
+    let mut sending = bridge.sending.subscribe();
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(30), sending.wait_for(|n| *n == 0)).await;
+    Ok(())
 }
 
 fn initialize_response() -> InitializeResponse {
@@ -315,7 +345,7 @@ async fn new_session(
     b: &Bridge,
     req: NewSessionRequest,
 ) -> Result<(NewSessionResponse, String, Option<forge_proto::FolderTrust>)> {
-    let d = b.daemon().await?;
+    let d = &*b.daemon().await?;
     let cwd = req.cwd.display().to_string();
     if !req.cwd.is_absolute() {
         return Err(rpc_error(-32602, format!("cwd must be an absolute path, not {cwd}")));
@@ -336,7 +366,7 @@ async fn load_session(
     req: LoadSessionRequest,
     cx: &ConnectionTo<Client>,
 ) -> Result<(LoadSessionResponse, String)> {
-    let d = b.daemon().await?;
+    let d = &*b.daemon().await?;
     let info = d.client.session_show(req.session_id.to_string()).await.map_err(from_client)?;
     give_mcp_servers(d, &info.id, &req.mcp_servers).await?;
     if let Ok(mut cwds) = b.cwds.lock() {
@@ -376,7 +406,7 @@ async fn set_mode(b: &Bridge, session: &str, mode: &str) -> Result<()> {
     if !MODES.iter().any(|(id, ..)| *id == mode) {
         return Err(rpc_error(-32602, format!("no mode `{mode}`; the modes are default, permissive, strict")));
     }
-    let d = b.daemon().await?;
+    let d = &*b.daemon().await?;
     d.client
         .session_approval_rules(ApprovalRulesParams {
             session: session.to_string(),
@@ -418,7 +448,7 @@ async fn set_model(d: &Connection, session: &str, model: &str) -> Result<Session
 }
 
 async fn set_config_option(b: &Bridge, req: SetSessionConfigOptionRequest) -> Result<Vec<SessionConfigOption>> {
-    let d = b.daemon().await?;
+    let d = &*b.daemon().await?;
     let session = req.session_id.to_string();
     if req.config_id.to_string() != "model" {
         return Err(rpc_error(-32602, format!("no option `{}`; Forge offers `model`", req.config_id)));
@@ -433,7 +463,7 @@ async fn set_config_option(b: &Bridge, req: SetSessionConfigOptionRequest) -> Re
 /// `session/set_model` (as editors before config options sent it) and
 /// Forge's `_forge/` methods.
 async fn extension(b: &Bridge, method: &str, params: Value, cx: &ConnectionTo<Client>) -> Result<Value> {
-    let d = b.daemon().await?;
+    let d = &*b.daemon().await?;
     let s = |key: &str| params.get(key).and_then(Value::as_str).map(str::to_string);
     let session = s("sessionId").or_else(|| s("session_id")).or_else(|| s("session"));
     let need_session = || session.clone().ok_or_else(|| rpc_error(-32602, format!("{method} needs `sessionId`")));

@@ -47,10 +47,31 @@ struct Turn<'a> {
     asking: Option<(String, JoinHandle<()>)>,
 }
 
-pub(super) async fn prompt(b: &Arc<Bridge>, req: PromptRequest, cx: &ConnectionTo<Client>) -> Result<PromptResponse> {
-    let d = b.daemon().await?;
+/// The largest prompt handed to the daemon (its messages hold 8 MiB; the
+/// rest is room for the request around the text).
+const MAX_PROMPT_BYTES: usize = forge_proto::MAX_MESSAGE_BYTES as usize - 64 * 1024;
+
+/// One prompt: handed to the daemon (then `sending` is dropped), then
+/// followed to its end.
+pub(super) async fn prompt(
+    b: &Arc<Bridge>,
+    req: PromptRequest,
+    cx: &ConnectionTo<Client>,
+    sending: super::Sending,
+) -> Result<PromptResponse> {
     let session = req.session_id.to_string();
     let text = map::prompt_text(&req.prompt);
+    if text.len() > MAX_PROMPT_BYTES {
+        return Err(rpc_error(
+            -32602,
+            format!(
+                "the prompt is {:.1} MiB; Forge takes at most {} MiB in one message. Point the agent at large files by path instead of pasting them",
+                text.len() as f64 / (1024.0 * 1024.0),
+                MAX_PROMPT_BYTES / (1024 * 1024)
+            ),
+        ));
+    }
+    let d = &*b.daemon().await?;
     if let Some(reply) = command(b, &session, text.trim()).await? {
         say(cx, &session, &reply)?;
         return Ok(PromptResponse::new(StopReason::EndTurn));
@@ -60,6 +81,7 @@ pub(super) async fn prompt(b: &Arc<Bridge>, req: PromptRequest, cx: &ConnectionT
         .session_send(SendParams { session: session.clone(), text: Some(text), ..Default::default() })
         .await
         .map_err(from_client)?;
+    drop(sending);
     let mut follow =
         Follow::open(&d.socket, &d.info, sent.session_id.clone(), Some(sent.seq)).await.map_err(from_client)?;
     let cwd = match b.cwd(&session) {
@@ -290,7 +312,7 @@ async fn ask(b: Arc<Bridge>, cx: ConnectionTo<Client>, session: String, approval
 /// `/usage`): what it did, in words.
 async fn command(b: &Bridge, session: &str, text: &str) -> Result<Option<String>> {
     let Some(name) = text.strip_prefix('/') else { return Ok(None) };
-    let d = b.daemon().await?;
+    let d = &*b.daemon().await?;
     let reply = match name.trim() {
         undo @ ("undo" | "undo --yes") => {
             let partial = undo.ends_with("--yes");
