@@ -139,6 +139,28 @@ pub fn lookup(config: &ForgeConfig, provider: ProviderKind, model: &str) -> Mode
     }
 }
 
+/// The provider a model belongs to, when that is known: a `[[models]]`
+/// entry, the built-in table, or the family its name starts with (`None`
+/// for a local server's model, say).
+pub fn provider_of(config: &ForgeConfig, model: &str) -> Option<ProviderKind> {
+    if let Some(m) = config.models.iter().find(|m| m.name == model) {
+        return ProviderKind::parse(&m.provider);
+    }
+    if let Some((_, p, ..)) = KNOWN.iter().find(|(name, ..)| *name == model) {
+        return Some(*p);
+    }
+    let lower = model.to_ascii_lowercase();
+    if lower.starts_with("claude") {
+        Some(ProviderKind::Claude)
+    } else if lower.starts_with("gemini") {
+        Some(ProviderKind::Gemini)
+    } else if ["gpt-", "o1", "o3", "o4"].iter().any(|p| lower.starts_with(p)) {
+        Some(ProviderKind::OpenAi)
+    } else {
+        None
+    }
+}
+
 /// Every model the catalog names (built-in and configured), optionally of
 /// one provider.
 pub fn list(config: &ForgeConfig, provider: Option<ProviderKind>) -> Vec<ModelInfo> {

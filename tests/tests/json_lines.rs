@@ -69,7 +69,9 @@ async fn calls_and_errors_over_json_lines() {
     assert_eq!(r["result"]["protocol_version"], 1);
     assert_eq!(r["result"]["server"]["name"], "forged");
 
-    let r = c.call(2, "session.create", json!({"name": "lines", "cwd": "/tmp/forge-json-lines-test"})).await;
+    let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let cwd = project.path().display().to_string();
+    let r = c.call(2, "session.create", json!({"name": "lines", "cwd": cwd})).await;
     assert_eq!(r["result"]["name"], "lines");
     // String ids come back as they were sent.
     c.send_raw(r#"{"jsonrpc":"2.0","id":"a-1","method":"session.list","params":{}}"#).await;

@@ -43,7 +43,8 @@ async fn bad_input_gets_the_standard_json_rpc_errors() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn curl_style_calls_work_without_a_handshake() {
     let (_mock, forge) = setup().await;
-    let r = forge.rpc("session.create", json!({"name": "viacurl", "cwd": "/tmp/forge-protocol-test"})).await;
+    let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let r = forge.rpc("session.create", json!({"name": "viacurl", "cwd": project.path().display().to_string()})).await;
     assert_eq!(r["result"]["name"], "viacurl");
     let r = forge.rpc("session.list", json!({})).await;
     assert_eq!(r["result"][0]["name"], "viacurl");

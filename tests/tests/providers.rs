@@ -373,6 +373,35 @@ async fn past_its_budget_a_session_waits_for_a_user_before_the_next_turn() {
     assert_eq!(ps[0]["state"], "idle");
 }
 
+/// The budget is checked between the requests of one turn too: a tool
+/// loop that passes it waits for a user before the model is asked again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_that_passes_its_budget_between_tool_batches_waits_for_a_user() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = start(&mock, "[app]\nsession_budget_usd = 0.001\n").await;
+    let id = forge.new_session(&["--name", "loop"]).await;
+    let call = forge_tests::mock::tool_call("run_command", &serde_json::json!({"command": "true"}));
+    let sender = forge
+        .ctl_cmd(&["send", "-s", &id, &format!("mock:tokens=2000 {call} go")])
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    // The command asks first (unless the sandbox runs it unasked).
+    let mut p = pending(&forge, &id).await;
+    if p["calls"][0]["name"] == "run_command" {
+        forge.ok(&["approve", &id, "--all"]).await;
+        while pending(&forge, &id).await["approval_id"] == p["approval_id"] {}
+        p = pending(&forge, &id).await;
+    }
+    assert_eq!(p["calls"][0]["name"], "session_budget");
+    let summary = p["calls"][0]["summary"].as_str().unwrap_or_default();
+    assert!(summary.contains("budget of $0.001 "), "an amount under a cent keeps its digits: {summary}");
+    assert_eq!(mock.requests().len(), 1, "the model is not asked again while the turn waits");
+    forge.ok(&["approve", &id, "--all"]).await;
+    let out = forge_tests::harness::Ran::from(sender.wait_with_output().await.unwrap_or_else(|e| panic!("{e}")));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(mock.requests().len(), 2, "then the turn goes on");
+}
+
 /// A cost as forgectl prints one under a dollar.
 fn usd(cost: f64) -> String {
     format!("${cost:.4}")

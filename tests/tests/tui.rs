@@ -237,7 +237,9 @@ async fn undo_tree_and_checkout_from_the_tui_move_files_and_show_the_branch() {
     tmux.keys("tree", &[":"]);
     tmux.type_text("tree", "tree");
     tmux.keys("tree", &["Enter"]);
-    let view = tmux.wait_for("tree", "the path to the head", WAIT);
+    tmux.wait_for("tree", "the path to the head", WAIT);
+    // The status line's mode may come a frame later.
+    let view = tmux.wait_for("tree", " TREE ", WAIT);
     assert!(view.contains("second question") && view.contains("<- head") && view.contains(" TREE "), "{view}");
     tmux.keys("tree", &["Escape"]);
     let tree = forge.ok(&["--json", "branches", "branches"]).await.json_lines();

@@ -39,16 +39,20 @@ impl Session {
                 arguments: args.to_string(),
                 risk: "medium".into(),
                 summary: format!(
-                    "this session has cost about ${spent:.4}, past its budget of ${budget:.2} ([app] session_budget_usd): \
-                     approve to go on (it asks again after another ${budget:.2}), deny to stop this turn"
+                    "this session has cost about {}, past its budget of {} ([app] session_budget_usd): \
+                     approve to go on (it asks again after another {}), deny to stop this turn",
+                    usd(spent),
+                    usd(budget),
+                    usd(budget)
                 ),
             }],
         }
     }
 
-    /// At the start of a turn: over budget, the turn waits for a user
-    /// (returns true) instead of asking the model.
-    pub(super) fn wait_for_budget(&mut self, message_id: &str) -> bool {
+    /// Before each request of a turn (its first, and each after a tool
+    /// batch, so one long turn cannot spend many budgets): over budget,
+    /// the turn waits for a user (returns true) instead of asking the model.
+    pub(super) fn wait_for_budget(&mut self, message_id: &str, iteration: u32) -> bool {
         let Some(budget) = self.budget_reached() else { return false };
         let approval = self.budget_approval(self.clock.new_id(BUDGET_APPROVAL), budget);
         let index = self.pipeline.event(
@@ -56,7 +60,8 @@ impl Session {
             EventKind::ApprovalRequested { approval_id: approval.approval_id.clone(), calls: approval.calls.clone() },
         );
         let approval_seq = self.pipeline.seq_of_outbox_index(index);
-        self.state = OperationState::AwaitingBudget { message_id: message_id.to_string(), approval, approval_seq };
+        self.state =
+            OperationState::AwaitingBudget { message_id: message_id.to_string(), iteration, approval, approval_seq };
         true
     }
 
@@ -64,7 +69,7 @@ impl Session {
     pub(super) fn restore_budget_wait(&mut self, message_id: String, approval_id: String) {
         let budget = self.config.app.session_budget_usd.unwrap_or_default();
         let approval = self.budget_approval(approval_id, budget);
-        self.state = OperationState::AwaitingBudget { message_id, approval, approval_seq: 0 };
+        self.state = OperationState::AwaitingBudget { message_id, iteration: 0, approval, approval_seq: 0 };
     }
 
     /// A client's answer: go on with the turn, or end it.
@@ -92,7 +97,7 @@ impl Session {
                 call_ids.unwrap_or_default().iter().any(|c| c == CALL) || indices.unwrap_or_default().contains(&1)
             }
         };
-        let OperationState::AwaitingBudget { message_id, approval, .. } =
+        let OperationState::AwaitingBudget { message_id, iteration, approval, .. } =
             std::mem::replace(&mut self.state, OperationState::Finishing)
         else {
             return Err(EngineError::new(ErrorKind::ApprovalNotPending, "no budget confirmation is pending"));
@@ -110,7 +115,7 @@ impl Session {
         if approved {
             self.budget_confirmed_at = Some(self.spent.cost_usd);
             self.state = OperationState::Idle;
-            self.proceed_turn(message_id, Some(marker), 0);
+            self.proceed_turn(message_id, Some(marker), iteration);
         } else {
             self.finish_tool_turn(
                 message_id,
@@ -135,5 +140,31 @@ impl Session {
             return false;
         }
         self.on_budget_answer(ApprovalDecision::DenyAll, None, None, None, client).is_ok()
+    }
+}
+
+/// An amount in dollars with the digits it needs: cents from a dollar up,
+/// and down to a ten-thousandth of a cent below (a budget of $0.001 is not
+/// "$0.00").
+pub(crate) fn usd(amount: f64) -> String {
+    if amount >= 1.0 || amount == 0.0 {
+        return format!("${amount:.2}");
+    }
+    let text = format!("{amount:.6}");
+    let text = text.trim_end_matches('0');
+    // At least two decimals: "$0.50", not "$0.5".
+    let decimals = text.split('.').nth(1).map_or(0, str::len);
+    format!("${text}{}", "0".repeat(2usize.saturating_sub(decimals)))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn amounts_under_a_cent_keep_their_digits() {
+        assert_eq!(super::usd(12.345), "$12.35");
+        assert_eq!(super::usd(0.5), "$0.50");
+        assert_eq!(super::usd(0.001), "$0.001");
+        assert_eq!(super::usd(0.000_25), "$0.00025");
+        assert_eq!(super::usd(0.0), "$0.00");
     }
 }

@@ -102,6 +102,11 @@ impl Session {
     /// needs it, else ask the model. The stream follows the outbox event at
     /// `marker` (one is made if there is none).
     pub(super) fn proceed_turn(&mut self, message_id: String, marker: Option<usize>, iteration: u32) {
+        // Between tool batches too, the budget is checked before the model
+        // is asked again (the first request's check is in `begin_turn`).
+        if iteration > 0 && self.wait_for_budget(&message_id, iteration) {
+            return;
+        }
         if context::infinity(&self.config)
             && let Some(budget) = self.context_budget()
         {
@@ -155,7 +160,16 @@ impl Session {
             // Messages without nodes cannot be pointed at: ask as it is.
             return self.resume_after_summary(message_id, None, iteration);
         };
-        let settings = match self.provider_settings() {
+        // `[context] summarizer_model` goes to its own provider (a Gemini
+        // summarizer for a Claude session is asked at Gemini); a model of
+        // no known provider is the session's provider's.
+        let summarizer = self.config.context.summarizer_model.clone();
+        let own = summarizer.as_deref().and_then(|m| crate::catalog::provider_of(&self.config, m));
+        let settings = match own {
+            Some(kind) => Ok(crate::provider::ProviderSettings::resolve(kind, &self.config)),
+            None => self.provider_settings(),
+        };
+        let settings = match settings {
             // A summary's prompt is used once: caching it would only cost
             // (an Anthropic cache write, a Gemini cache per summary).
             Ok(mut s) => {
@@ -175,7 +189,7 @@ impl Session {
         let room = budget.input_limit().saturating_sub(allowance + 500);
         let transcript = transcript(earlier.as_deref(), &self.path[from..to], room, &self.estimator);
         let request = ChatRequest {
-            model: self.config.context.summarizer_model.clone().unwrap_or_else(|| self.row.model.clone()),
+            model: summarizer.unwrap_or_else(|| self.row.model.clone()),
             system: Some(format!("{INSTRUCTIONS}\n\n<conversation>\n{transcript}\n</conversation>")),
             messages: vec![ChatMessage::user("Write the summary of the conversation above now.")],
             max_output_tokens: allowance as u32,

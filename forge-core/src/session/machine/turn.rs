@@ -76,7 +76,7 @@ impl Session {
                 continued,
             },
         );
-        if !self.wait_for_budget(&message_id) {
+        if !self.wait_for_budget(&message_id, 0) {
             self.proceed_turn(message_id, Some(index), 0);
         }
         index

@@ -73,6 +73,9 @@ pub(super) enum OperationState {
     /// confirms (`approval` is what clients see and answer).
     AwaitingBudget {
         message_id: String,
+        /// The request of the turn it waits before (0: its first; more:
+        /// between two tool batches).
+        iteration: u32,
         approval: forge_proto::PendingApproval,
         /// The seq of its `approval_requested`: shown once that is durable.
         approval_seq: u64,

@@ -31,6 +31,8 @@ struct Harness {
     published: Vec<SessionEvent>,
     /// Provider requests started, and whether one is open now.
     requests: Vec<ChatRequest>,
+    /// The provider each request went to.
+    providers: Vec<crate::provider::ProviderKind>,
     request_open: bool,
     /// Tools started, and whether one runs now.
     tool_runs: Vec<String>,
@@ -106,6 +108,7 @@ impl Harness {
             durable: Vec::new(),
             published: Vec::new(),
             requests: Vec::new(),
+            providers: Vec::new(),
             request_open: false,
             tool_runs: Vec::new(),
             tool_running: false,
@@ -175,6 +178,7 @@ impl Harness {
                     self.published.push(ev);
                 }
                 Effect::StartRequest(request) => {
+                    self.providers.push(request.0.kind);
                     self.requests.push(request.1);
                     self.request_open = true;
                 }
@@ -967,6 +971,29 @@ fn a_turn_that_would_not_fit_waits_for_a_summary_retried_with_the_seeds_backoff(
     let next = h.requests.last().cloned().unwrap_or_else(|| panic!("no request"));
     assert_eq!(next.messages.last().map(|m| m.text.as_str()), Some("sent while summarizing"));
     assert!(next.messages[0].text.contains("The user asked six questions."));
+}
+
+/// `[context] summarizer_model` of another provider than the session's
+/// is asked at its own provider, not sent to the session's endpoint under
+/// a name it does not know.
+#[test]
+fn a_summarizer_of_another_provider_is_asked_at_that_provider() {
+    let mut config = small_window();
+    config.context.summarizer_model = Some("gemini-2.5-flash".into());
+    let mut h = Harness::configured(config, Unfinished::Nothing, Vec::new());
+    for i in 0..7 {
+        h.send(&format!("question {i}"));
+        if h.state() == OperationStateKind::Summarizing {
+            break;
+        }
+        h.provider(vec![text(&"word ".repeat(400)), ProviderEvent::Done]);
+        h.settle();
+    }
+    assert_eq!(h.state(), OperationStateKind::Summarizing, "{:?}", h.names());
+    let summary = h.requests.last().cloned().unwrap_or_else(|| panic!("no summary request"));
+    assert_eq!(summary.model, "gemini-2.5-flash");
+    assert_eq!(h.providers.last(), Some(&crate::provider::ProviderKind::Gemini));
+    assert_eq!(h.providers.first(), Some(&crate::provider::ProviderKind::Claude), "the turns stay the session's");
 }
 
 /// Between two tool batches of a turn, a request that would not fit waits
