@@ -378,7 +378,7 @@ async fn past_its_budget_a_session_waits_for_a_user_before_the_next_turn() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_that_passes_its_budget_between_tool_batches_waits_for_a_user() {
     let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
-    let mut forge = start(&mock, "[app]\nsession_budget_usd = 0.001\n").await;
+    let forge = start(&mock, "[app]\nsession_budget_usd = 0.001\n").await;
     let id = forge.new_session(&["--name", "loop"]).await;
     let call = forge_tests::mock::tool_call("run_command", &serde_json::json!({"command": "true"}));
     let sender = forge
