@@ -56,3 +56,21 @@ async fn an_exported_session_imports_elsewhere_and_exports_the_same_lines() {
     assert_ne!(bad.code, 0);
     assert!(bad.stderr.contains("not a Forge session export"), "{}", bad.stderr);
 }
+
+/// A line too large for one message to the daemon is refused before
+/// anything is sent, saying which line and why (it was "connection lost").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_import_line_too_large_is_refused_with_its_size() {
+    let mock = forge_tests::mock::MockServer::start(forge_tests::mock::MockOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = forge_tests::harness::Forge::new(&mock);
+    forge.start().await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let file = dir.path().join("big.jsonl");
+    let line = serde_json::json!({"type": "event", "text": "x".repeat(9 * 1024 * 1024)});
+    std::fs::write(&file, format!("\n{line}\n")).unwrap_or_else(|e| panic!("{e}"));
+    let r = forge.ctl(&["import", &file.display().to_string()]).await;
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("line 2 is 9.0 MiB") && r.stderr.contains("8 MiB"), "{}", r.stderr);
+}

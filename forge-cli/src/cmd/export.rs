@@ -142,15 +142,28 @@ pub async fn import(
                 format!("{file}, line {}: not JSON ({e}); `forgectl export` writes what import reads", i + 1),
             )
         })?;
-        lines.push(v);
+        lines.push((i + 1, v));
     }
     let conn = daemon(g).await?;
     // In pieces that fit the socket's messages (8 MiB), the last one
     // committing the whole.
     let mut pieces: Vec<Vec<serde_json::Value>> = vec![Vec::new()];
     let mut bytes = 0;
-    for l in lines {
+    for (line, l) in lines {
         let size = l.to_string().len();
+        // A line is never split: one larger than a message to the daemon
+        // can hold is refused here, saying so (not as a lost connection).
+        if size > PIECE_BYTES * 2 - 64 * 1024 {
+            return Err(Failure::new(
+                2,
+                "invalid_input",
+                format!(
+                    "{file}: line {line} is {:.1} MiB, more than one message to forged may hold ({} MiB); it cannot be imported as it is",
+                    size as f64 / (1024.0 * 1024.0),
+                    forge_proto::MAX_MESSAGE_BYTES / (1024 * 1024)
+                ),
+            ));
+        }
         if bytes + size > PIECE_BYTES && pieces.last().is_some_and(|p| !p.is_empty()) {
             pieces.push(Vec::new());
             bytes = 0;
