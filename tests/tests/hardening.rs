@@ -363,14 +363,10 @@ async fn attach_from_live_until_idle_follows_a_running_turn_to_its_end() {
     assert_eq!(r.stdout, "");
 }
 
-/// One local process holding every connection slot cannot starve other
-/// clients: with 1,100 connections that sent half a request or nothing,
-/// `forgectl ps` is answered at once (the longest-idle of them are closed
-/// to make room), and half-sent requests are closed after 30 s.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_connection_flood_does_not_starve_new_clients() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    // Room for the flood in this process.
+/// Raises this process's open-file limit for a flood of connections;
+/// false (the test counted as skipped, saying why) if it cannot reach
+/// 2,500.
+fn room_for_2500_files(what: &str) -> bool {
     let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: getrlimit/setrlimit with a valid struct.
     unsafe {
@@ -380,10 +376,21 @@ async fn a_connection_flood_does_not_starve_new_clients() {
         }
     }
     if lim.rlim_cur < 2500 {
-        forge_tests::harness::skipped(
-            "hardening",
-            &format!("this process may open only {} files; the flood needs 2,500", lim.rlim_cur),
-        );
+        let why = format!("this process may open only {} files; {what} take 2,500", lim.rlim_cur);
+        forge_tests::harness::skipped("hardening", &why);
+        return false;
+    }
+    true
+}
+
+/// One local process holding every connection slot cannot starve other
+/// clients: with 1,100 connections that sent half a request or nothing,
+/// `forgectl ps` is answered at once (the longest-idle of them are closed
+/// to make room), and half-sent requests are closed after 30 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_flood_does_not_starve_new_clients() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    if !room_for_2500_files("the flood") {
         return;
     }
     let mut forge = Forge::bare();
@@ -517,19 +524,7 @@ async fn memory_returns_near_idle_after_streaming() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_followers_leave_room_for_new_clients() {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit/setrlimit with a valid struct.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
-            lim.rlim_cur = lim.rlim_max.min(8192);
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        }
-    }
-    if lim.rlim_cur < 2500 {
-        forge_tests::harness::skipped(
-            "hardening",
-            &format!("this process may open only {} files; 1,100 followers need 2,500", lim.rlim_cur),
-        );
+    if !room_for_2500_files("1,100 followers") {
         return;
     }
     let (_mock, forge) = started().await;

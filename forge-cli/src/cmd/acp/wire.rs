@@ -113,15 +113,25 @@ fn check(line: &str) -> Check {
         let message = format!("a message may be at most {} MiB", MAX_LINE / (1024 * 1024));
         return Check::Answer(json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": message}}));
     }
-    // The SDK answers what is not JSON; only the version is checked here.
-    let Ok(Value::Object(message)) = serde_json::from_str::<Value>(line) else { return Check::Pass };
-    if message.get("jsonrpc").and_then(Value::as_str) == Some("2.0") {
+    // The SDK answers what is not JSON; only the version is checked here,
+    // without building the message (a prompt may be megabytes).
+    #[derive(serde::Deserialize)]
+    struct Head<'a> {
+        #[serde(borrow, default)]
+        jsonrpc: Option<std::borrow::Cow<'a, str>>,
+        #[serde(borrow, default)]
+        id: Option<&'a serde_json::value::RawValue>,
+        #[serde(default)]
+        method: Option<serde::de::IgnoredAny>,
+    }
+    let Ok(head) = serde_json::from_str::<Head>(line) else { return Check::Pass };
+    if head.jsonrpc.as_deref() == Some("2.0") {
         return Check::Pass;
     }
-    match message.get("id") {
-        Some(id) if message.contains_key("method") => Check::Answer(json!({
+    match (head.id, head.method) {
+        (Some(id), Some(_)) => Check::Answer(json!({
             "jsonrpc": "2.0",
-            "id": id,
+            "id": serde_json::from_str::<Value>(id.get()).unwrap_or(Value::Null),
             "error": {"code": -32600, "message": "invalid request: \"jsonrpc\" must be \"2.0\""},
         })),
         _ => Check::Skip,
