@@ -9,10 +9,18 @@ use serde::{Deserialize, Serialize};
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long one tool call may take.
 pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a turn waits for servers still starting before it asks the
+/// model without their tools.
+pub const DEFAULT_TURN_WAIT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct McpConfig {
+    /// How long a turn waits for servers still starting (the first turns
+    /// after forged starts); 0 does not wait. Each server's own
+    /// `startup_timeout_seconds` is how long it may take at all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub startup_timeout_seconds: Option<u64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub servers: Vec<McpServerConfig>,
 }
@@ -115,6 +123,11 @@ impl McpServerConfig {
 }
 
 impl McpConfig {
+    /// How long a turn waits for servers still starting.
+    pub fn turn_wait(&self) -> Duration {
+        self.startup_timeout_seconds.map(Duration::from_secs).unwrap_or(DEFAULT_TURN_WAIT)
+    }
+
     /// Checks every entry; the message names the entry (`[[mcp.servers]]
     /// entry N (`name`)`) and says what to change.
     pub fn validate(&self) -> Result<(), String> {

@@ -1,14 +1,14 @@
 //! Every MCP server forged runs: those of config.toml, for every session,
 //! and those an editor gave one session (over ACP).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use forge_tools::ToolExecutor;
 
 use crate::config::{McpConfig, McpServerConfig};
-use crate::server::{Control, Server, Status};
+use crate::server::{Changes, Control, Server, Status};
 
 #[derive(Clone)]
 pub struct McpHub {
@@ -17,7 +17,7 @@ pub struct McpHub {
 
 struct Hub {
     servers: Mutex<Vec<Arc<Server>>>,
-    version: Arc<AtomicU64>,
+    version: Arc<Changes>,
     http: reqwest::Client,
 }
 
@@ -62,7 +62,7 @@ impl McpHub {
     /// Starts every enabled server of `config` (must run inside a tokio
     /// runtime). `http` carries the streamable-HTTP connections.
     pub fn start(config: &McpConfig, http: reqwest::Client) -> McpHub {
-        let version = Arc::new(AtomicU64::new(0));
+        let version = Arc::new(Changes::default());
         let servers =
             config.servers.iter().map(|c| Server::spawn(c.clone(), None, http.clone(), version.clone())).collect();
         McpHub { inner: Arc::new(Hub { servers: Mutex::new(servers), version, http }) }
@@ -74,7 +74,31 @@ impl McpHub {
 
     /// Changes whenever a server's tools or state change.
     pub fn version(&self) -> u64 {
-        self.inner.version.load(Ordering::Relaxed)
+        self.inner.version.get()
+    }
+
+    /// The servers `session` sees that are still starting for the first
+    /// time (their tools are not listed yet).
+    pub fn starting(&self, session: Option<&str>) -> Vec<String> {
+        self.visible(session)
+            .iter()
+            .filter(|s| matches!(s.state.lock().map(|st| st.status.clone()), Ok(Status::Starting)))
+            .map(|s| s.name().to_string())
+            .collect()
+    }
+
+    /// Waits until no server `session` sees is still starting, or `limit`
+    /// has passed; returns those still starting then.
+    pub async fn wait_started(&self, session: Option<&str>, limit: Duration) -> Vec<String> {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            // Taken before looking, so a change in between is not missed.
+            let changed = self.inner.version.next();
+            let starting = self.starting(session);
+            if starting.is_empty() || tokio::time::timeout_at(deadline, changed).await.is_err() {
+                return starting;
+            }
+        }
     }
 
     /// The MCP tools a session is offered: its own servers' and, where no
@@ -123,7 +147,7 @@ impl McpHub {
             if let Some(slot) = all.iter_mut().find(|s| Arc::ptr_eq(s, server)) {
                 *slot = fresh.clone();
             }
-            self.inner.version.fetch_add(1, Ordering::Relaxed);
+            self.inner.version.bump();
             return Ok(report(&fresh));
         }
         Ok(report(server))
@@ -142,7 +166,7 @@ impl McpHub {
         }
         all.retain(|s| s.session.as_deref() != Some(session));
         all.extend(fresh);
-        self.inner.version.fetch_add(1, Ordering::Relaxed);
+        self.inner.version.bump();
     }
 
     /// Stops every server and waits (a few seconds at most) until they

@@ -47,6 +47,31 @@ pub enum Status {
     Stopped,
 }
 
+/// The hub's change count, and a wake-up for whoever waits on it (a turn
+/// waiting for servers still starting).
+#[derive(Default)]
+pub(crate) struct Changes {
+    count: AtomicU64,
+    notify: tokio::sync::Notify,
+}
+
+impl Changes {
+    pub(crate) fn bump(&self) {
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.notify.notify_waiters();
+    }
+
+    pub(crate) fn get(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    /// Resolves at the next bump after this call (even if it is polled
+    /// only later).
+    pub(crate) fn next(&self) -> tokio::sync::futures::Notified<'_> {
+        self.notify.notified()
+    }
+}
+
 /// What a server task is told.
 pub(crate) enum Control {
     /// `forgectl mcp restart`: reconnect now.
@@ -64,7 +89,7 @@ pub(crate) struct Server {
     pub(crate) calls: AtomicU64,
     control: mpsc::UnboundedSender<Control>,
     /// Bumped whenever a server's tools or state change.
-    version: Arc<AtomicU64>,
+    version: Arc<Changes>,
 }
 
 pub(crate) struct State {
@@ -88,7 +113,7 @@ impl Server {
         config: McpServerConfig,
         session: Option<String>,
         http: reqwest::Client,
-        version: Arc<AtomicU64>,
+        version: Arc<Changes>,
     ) -> Arc<Server> {
         let (control, rx) = mpsc::unbounded_channel();
         let enabled = config.enabled();
@@ -129,7 +154,7 @@ impl Server {
 
     fn update(&self, f: impl FnOnce(&mut State)) {
         f(&mut self.state());
-        self.version.fetch_add(1, Ordering::Relaxed);
+        self.version.bump();
     }
 
     /// Calls `tool` on the live connection; an error says what happened

@@ -220,6 +220,20 @@ pub enum EventKind {
     StreamResumed {
         iteration: u32,
     },
+    /// The turn waits for MCP servers still starting (the first turns
+    /// after forged starts), at most `timeout_seconds` (`[mcp]
+    /// startup_timeout_seconds`), so the model is offered their tools.
+    McpWaiting {
+        servers: Vec<String>,
+        timeout_seconds: u64,
+    },
+    /// The wait is over: `not_started` lists the servers still starting,
+    /// whose tools this request goes without.
+    McpWaited {
+        waited_ms: u64,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        not_started: Vec<String>,
+    },
     /// The provider request failed before any output with an error worth
     /// retrying (rate limit, overload, unavailable, unreachable): attempt
     /// `attempt` of `max_attempts` starts after `delay_ms`.

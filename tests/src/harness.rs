@@ -230,6 +230,18 @@ impl Forge {
         cmd
     }
 
+    /// A `forgectl` command that starts forged if none runs (as a user's
+    /// first command does). The daemon it starts is not a child: stop it
+    /// with `shutdown`.
+    pub fn ctl_autostart_cmd(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(bin("forgectl"));
+        self.apply_env(&mut cmd);
+        cmd.args(args);
+        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        cmd.kill_on_drop(true);
+        cmd
+    }
+
     pub async fn ctl(&self, args: &[&str]) -> Ran {
         let out = tokio::time::timeout(Duration::from_secs(60), self.ctl_cmd(args).output())
             .await

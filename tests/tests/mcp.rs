@@ -364,3 +364,64 @@ async fn a_projects_mcp_servers_start_only_once_the_folder_is_trusted() {
         "started once trusted: {list:?}"
     );
 }
+
+/// A daemon (not started) whose server `t` answers `initialize` only after
+/// `slow_ms`; `top` goes into `[mcp]`.
+fn slow_server(mock: &MockServer, slow_ms: u64, top: &str) -> (Forge, tempfile::TempDir) {
+    let forge = Forge::new(mock);
+    let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    forge.write_config(&format!(
+        "[mcp]\n{top}\n[[mcp.servers]]\nname = \"t\"\ncommand = {:?}\nargs = [\"--slow-start-ms\", \"{slow_ms}\"]\n",
+        bin("forge-mcp-test").display().to_string(),
+    ));
+    (forge, project)
+}
+
+/// The user's first command starts forged and sends at once: the turn
+/// waits for the server still starting, says so, and the model gets its
+/// tool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_send_after_autostart_waits_for_a_slow_server_and_uses_its_tool() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let (forge, project) = slow_server(&mock, 3000, "");
+    let cwd = project.path().display().to_string();
+    let turn = format!("{} go", tool_call("t__echo", &json!({"text": "first"})));
+    let send = forge.ctl_autostart_cmd(&["send", "--auto-approve", "--cwd", &cwd, &turn]).output();
+    let out = tokio::time::timeout(Duration::from_secs(60), send)
+        .await
+        .unwrap_or_else(|_| panic!("send did not finish"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    // Stop the daemon it started (it is not this test's child).
+    forge.ok(&["shutdown"]).await;
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("started forged"), "{stderr}");
+    assert!(stderr.contains("waiting for MCP server t to start (up to 10 s)"), "{stderr}");
+    assert!(stderr.contains("tool t__echo done: echo: first"), "the model got the tool: {stderr}");
+    let offered = mock.requests().first().map(|r| r.body.to_string()).unwrap_or_default();
+    assert!(offered.contains("t__echo"), "the first request offers it: {offered}");
+}
+
+/// `[mcp] startup_timeout_seconds` bounds the wait: past it the turn goes
+/// on without the server's tools and says which server it gave up on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_slower_than_the_wait_is_named_and_the_turn_goes_on() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let (mut forge, project) = slow_server(&mock, 20_000, "startup_timeout_seconds = 1");
+    forge.start().await;
+    let cwd = project.path().display().to_string();
+    let id = forge.new_session(&["--cwd", &cwd]).await;
+    let turn = format!("{} go", tool_call("t__echo", &json!({"text": "x"})));
+    let r = forge.ctl(&["send", "--auto-approve", "-s", &id, &turn]).await;
+    assert!(r.stderr.contains("waiting for MCP server t to start (up to 1 s)"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("MCP server t still starting after") && r.stderr.contains("without its tools"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("tool t__echo failed"), "{}", r.stderr);
+    let events = forge.ok(&["--json", "attach", &id, "--from", "1", "--until-idle"]).await.json_lines();
+    let waited = events.iter().find(|e| e["kind"] == "mcp_waited").cloned().unwrap_or_default();
+    assert_eq!(waited["not_started"], json!(["t"]), "{events:?}");
+    assert!(waited["waited_ms"].as_u64().is_some_and(|ms| (900..10_000).contains(&ms)), "{waited}");
+}

@@ -240,6 +240,12 @@ pub async fn follow_turn(
                 }
                 eprintln!("  answer with: forgectl tool-result {session_id} CALL_ID [--error] OUTPUT");
             }
+            // Said before the answer starts: a plain line each.
+            EventKind::McpWaiting { .. } | EventKind::McpWaited { .. } if in_turn && !g.json => {
+                if let Some(notice) = seen.notice.as_ref().filter(|n| !n.routine) {
+                    eprintln!("forgectl: {}", notice.text);
+                }
+            }
             EventKind::Retrying { attempt, max_attempts, delay_ms, reason, .. } if in_turn && !g.json => {
                 eprintln!("forgectl: {}", forge_client::retrying_line(*attempt, *max_attempts, *delay_ms, reason));
             }

@@ -93,6 +93,27 @@ pub(super) fn notice(kind: &EventKind, who: Option<&str>) -> Option<Notice> {
             text: crate::retrying_line(*attempt, *max_attempts, *delay_ms, reason),
             routine: false,
         }),
+        EventKind::McpWaiting { servers, timeout_seconds } => info(format!(
+            "waiting for MCP server{} {} to start (up to {timeout_seconds} s) so the model gets its tools",
+            if servers.len() == 1 { "" } else { "s" },
+            servers.join(", ")
+        )),
+        EventKind::McpWaited { waited_ms, not_started } if not_started.is_empty() => Some(Notice {
+            level: Level::Info,
+            text: format!("MCP servers ready after {:.1} s", *waited_ms as f64 / 1000.0),
+            routine: true,
+        }),
+        EventKind::McpWaited { waited_ms, not_started } => Some(Notice {
+            level: Level::Warn,
+            text: format!(
+                "MCP server{} {} still starting after {:.1} s: this turn goes on without {} tools (`forgectl mcp` says why)",
+                if not_started.len() == 1 { "" } else { "s" },
+                not_started.join(", "),
+                *waited_ms as f64 / 1000.0,
+                if not_started.len() == 1 { "its" } else { "their" },
+            ),
+            routine: false,
+        }),
         EventKind::CancelRequested {} => info(format!("cancel requested{by}")),
         EventKind::SummarizationStarted { messages, tokens_before, .. } => info(format!(
             "summarizing the {messages} oldest messages (about {tokens_before} tokens) to make room; the originals stay in history"

@@ -298,7 +298,7 @@ pub(crate) fn mcp_config(servers: Vec<forge_proto::McpServerSpec>) -> Result<for
             ..Default::default()
         })
         .collect();
-    let config = forge_mcp::McpConfig { servers };
+    let config = forge_mcp::McpConfig { servers, ..Default::default() };
     config.validate().map_err(|e| EngineError::new(ErrorKind::InvalidParams, e))?;
     Ok(config)
 }

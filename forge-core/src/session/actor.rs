@@ -236,7 +236,8 @@ impl SessionActor {
             self.shared.tools_for(self.session.id())
         });
         let hooks = hooks_for(&self.shared, self.session.id(), &cwd);
-        Event::Refreshed(Box::new(super::machine::Refresh { prompt, tools, hooks, then }))
+        let starting = self.shared.mcp.starting(Some(self.session.id()));
+        Event::Refreshed(Box::new(super::machine::Refresh { prompt, tools, hooks, starting, then }))
     }
 
     /// Runs `work` beside the shell; `failed` is what it reports if it
@@ -322,6 +323,15 @@ impl SessionActor {
                 self.job(id, super::rewind_task::restore(store, *job), failed);
             }
             Effect::Refresh { then } => return Some(self.refresh(then)),
+            Effect::WaitForTools { job, limit } => {
+                let shared = self.shared.clone();
+                let id = self.session.id().to_string();
+                let work = async move {
+                    let not_started = shared.mcp.wait_started(Some(&id), limit).await;
+                    JobOutcome::ToolsStarted { tools: Some(shared.tools_for(&id)), not_started }
+                };
+                self.job(job, work, || JobOutcome::ToolsStarted { tools: None, not_started: Vec::new() });
+            }
             Effect::StopTool => {
                 if let Some(tool) = self.tool.take() {
                     tool.task.abort();

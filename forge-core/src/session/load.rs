@@ -158,6 +158,12 @@ async fn unfinished(shared: &Shared, id: &str) -> Result<Unfinished, EngineError
         return Ok(Unfinished::Summarizing { message_id: unfinished_turn });
     }
     let Some(message_id) = unfinished_turn else { return Ok(Unfinished::Nothing) };
+    // The turn's first request waited for MCP servers (the wait and its
+    // end are each in one batch with what comes before and after them).
+    let waiting = store.last_seq_of_kind(id, "mcp_waiting").await?;
+    if waiting > turn && waiting > store.last_seq_of_kind(id, "mcp_waited").await? {
+        return Ok(Unfinished::AwaitingTools { message_id });
+    }
     if awaiting_tool_results(store, id).await? {
         return Ok(Unfinished::AwaitingToolResults { message_id });
     }

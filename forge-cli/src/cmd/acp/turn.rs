@@ -134,6 +134,13 @@ impl Turn<'_> {
         match kind {
             EventKind::TextDelta { text } => self.send(SessionUpdate::AgentMessageChunk(map::text(&text)))?,
             EventKind::ThinkingDelta { text } => self.send(SessionUpdate::AgentThoughtChunk(map::text(&text)))?,
+            // ACP has no notice: the wait for MCP servers is said as a
+            // thought, so the editor shows why nothing comes yet.
+            EventKind::McpWaiting { .. } | EventKind::McpWaited { .. } => {
+                if let Some(notice) = seen.notice.filter(|n| !n.routine) {
+                    self.send(SessionUpdate::AgentThoughtChunk(map::text(&format!("{}\n", notice.text))))?;
+                }
+            }
             EventKind::ToolCallStarted { call_id, name, .. } => {
                 let call = map::tool_call(&call_id, &name, &Value::Null, &self.cwd, ToolCallStatus::Pending);
                 self.calls.insert(call_id, Call { name, args: String::new(), before: Vec::new() });

@@ -70,6 +70,12 @@ pub(crate) enum JobOutcome {
         done: usize,
         error: Option<String>,
     },
+    /// The wait for MCP servers is over: the tools offered now (`None`:
+    /// keep those the session has), and the servers still starting.
+    ToolsStarted {
+        tools: Option<std::sync::Arc<crate::tools::ToolRegistry>>,
+        not_started: Vec<String>,
+    },
 }
 
 impl Session {
@@ -79,6 +85,7 @@ impl Session {
             JobOutcome::Hooks(runs) => self.on_hooks_ran(job, runs),
             JobOutcome::RewindPlanned(plan) => self.on_rewind_planned(job, plan),
             JobOutcome::FilesRestored { done, error } => self.on_files_restored(job, done, error),
+            JobOutcome::ToolsStarted { tools, not_started } => self.on_tools_started(job, tools, not_started),
             other if self.tool_stage_job() == Some(job) => self.call_stage_done(other),
             _ => tracing::debug!(session = %self.row.id, job, "a call no longer running reported back: dropped"),
         }

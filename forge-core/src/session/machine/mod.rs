@@ -31,6 +31,7 @@ mod commands;
 mod history;
 pub(crate) mod hooks;
 mod journal;
+mod mcp_wait;
 pub(crate) mod pipeline;
 mod recovery;
 mod requests;
@@ -114,6 +115,8 @@ pub(crate) struct Refresh {
     pub tools: Option<Arc<ToolRegistry>>,
     /// The hooks in force now (a project's settings may have changed).
     pub hooks: crate::hooks::HookSet,
+    /// The MCP servers still starting, whose tools the turn waits for.
+    pub starting: Vec<String>,
     pub then: SessionCmd,
 }
 
@@ -154,6 +157,9 @@ pub(crate) enum Effect {
     /// Read again what may have changed outside (instruction files, MCP
     /// tools, hooks), then handle the message (`Event::Refreshed`).
     Refresh { then: SessionCmd },
+    /// Wait until the session's MCP servers are started, at most `limit`;
+    /// back as `Event::JobDone` with the tools offered then.
+    WaitForTools { job: u64, limit: Duration },
     /// Answer a caller.
     Reply(ReadyReply),
     /// Send `Event::Timer` after this long (arming it again moves it).
@@ -334,6 +340,9 @@ pub(crate) struct Session {
     completions: Option<Completions>,
     /// The hooks in force (read again before each message).
     hooks: crate::hooks::HookSet,
+    /// MCP servers still starting when the last message came (the turn
+    /// it begins waits for them).
+    mcp_starting: Vec<String>,
     /// Messages whose `UserPromptSubmit` hooks run (the first) or wait.
     submissions: VecDeque<hooks::Submission>,
     /// A new session's `SessionStart` hooks, running.
@@ -388,6 +397,7 @@ impl Session {
             budget_confirmed_at: None,
             completions: None,
             hooks: Default::default(),
+            mcp_starting: Vec::new(),
             submissions: VecDeque::new(),
             starting: None,
             start_context: None,
@@ -410,7 +420,7 @@ impl Session {
             Event::Command(cmd @ SessionCmd::Send { .. }) => self.out.push(Effect::Refresh { then: cmd }),
             Event::Command(cmd) => self.take_command(cmd),
             Event::Refreshed(refresh) => {
-                let Refresh { prompt, tools, hooks, then } = *refresh;
+                let Refresh { prompt, tools, hooks, starting, then } = *refresh;
                 if let Some((prompt, files)) = prompt {
                     self.system_prompt = prompt;
                     self.instruction_files = files;
@@ -419,6 +429,7 @@ impl Session {
                     self.set_tools(tools);
                 }
                 self.hooks = hooks;
+                self.set_mcp_starting(starting);
                 self.take_command(then);
             }
             Event::HistoryRead { history, then } => {

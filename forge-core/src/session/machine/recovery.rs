@@ -51,6 +51,10 @@ pub(crate) enum Unfinished {
     Summarizing {
         message_id: Option<String>,
     },
+    /// The turn's first request waited for MCP servers still starting.
+    AwaitingTools {
+        message_id: String,
+    },
     /// Parse-only: the turn waits for results a client supplies.
     AwaitingToolResults {
         message_id: String,
@@ -108,6 +112,7 @@ impl Session {
                     self.recover_stream(stream, cause);
                 }
             }
+            Unfinished::AwaitingTools { message_id } => self.restore_tools_wait(message_id),
             Unfinished::AwaitingToolResults { message_id } => {
                 if let Some((calls, _)) = self.last_tool_calls() {
                     self.state = OperationState::AwaitingToolResults { message_id, iteration: 0, pending: calls };

@@ -107,6 +107,11 @@ impl Session {
         if iteration > 0 && self.wait_for_budget(&message_id, iteration) {
             return;
         }
+        // The first request is offered the tools of MCP servers still
+        // starting, once they are up.
+        if iteration == 0 && self.wait_for_tools(&message_id) {
+            return;
+        }
         if context::infinity(&self.config)
             && let Some(budget) = self.context_budget()
         {

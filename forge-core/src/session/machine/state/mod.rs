@@ -80,6 +80,14 @@ pub(super) enum OperationState {
         /// The seq of its `approval_requested`: shown once that is durable.
         approval_seq: u64,
     },
+    /// The turn's user message is recorded, and its first request waits
+    /// for MCP servers still starting (see `mcp_wait.rs`): `job` comes
+    /// back when they are up or the wait is over.
+    AwaitingTools {
+        message_id: String,
+        job: u64,
+        since_ms: i64,
+    },
     /// The request would not fit: the turn waits for a summary of the
     /// conversation's start.
     Summarizing(SummaryJob),
@@ -100,7 +108,9 @@ impl OperationState {
     pub fn kind(&self) -> OperationStateKind {
         match self {
             Self::Idle => OperationStateKind::Idle,
-            Self::Streaming(_) | Self::Finishing | Self::StopHooks { .. } => OperationStateKind::Streaming,
+            Self::Streaming(_) | Self::Finishing | Self::StopHooks { .. } | Self::AwaitingTools { .. } => {
+                OperationStateKind::Streaming
+            }
             Self::ToolLoop(l) if l.awaiting_approval() => OperationStateKind::AwaitingApproval,
             Self::AwaitingBudget { .. } => OperationStateKind::AwaitingApproval,
             Self::Summarizing(job) if job.waiting => OperationStateKind::SummarizationRetry,

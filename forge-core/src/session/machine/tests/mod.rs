@@ -44,6 +44,10 @@ struct Harness {
     hook_jobs: Vec<crate::session::machine::hooks::HookJob>,
     /// The system prompt the next refresh finds.
     next_prompt: Option<Arc<str>>,
+    /// The MCP servers the next refresh finds still starting.
+    mcp_starting: Vec<String>,
+    /// Waits for MCP servers the session asked for (job ids).
+    tool_waits: Vec<u64>,
     /// Rewinds to plan, and files to restore, not yet answered.
     plans: Vec<rewind::PlanRewind>,
     restores: Vec<rewind::RestoreFiles>,
@@ -116,6 +120,8 @@ impl Harness {
             hooks: Default::default(),
             hook_jobs: Vec::new(),
             next_prompt: None,
+            mcp_starting: Vec::new(),
+            tool_waits: Vec::new(),
             plans: Vec::new(),
             restores: Vec::new(),
         };
@@ -202,9 +208,11 @@ impl Harness {
                 }),
                 Effect::Refresh { then } => {
                     let prompt = self.next_prompt.take().map(|p| (p, Vec::new()));
-                    let refresh = Refresh { prompt, tools: None, hooks: self.hooks.clone(), then };
+                    let starting = std::mem::take(&mut self.mcp_starting);
+                    let refresh = Refresh { prompt, tools: None, hooks: self.hooks.clone(), starting, then };
                     self.feed(Event::Refreshed(Box::new(refresh)))
                 }
+                Effect::WaitForTools { job, .. } => self.tool_waits.push(job),
                 Effect::Reply(answer) => answer.send(),
                 Effect::Arm(timer, _) => self.timers.push(timer),
                 Effect::ReadTree { then } => {
@@ -1208,5 +1216,6 @@ fn a_root_is_found_again_only_under_the_same_system_prompt() {
     assert_eq!(h.forest().replies(None).len(), 2);
 }
 
+mod mcp_waits;
 mod rewinds;
 mod with_hooks;
