@@ -9,6 +9,7 @@ pub mod config;
 mod content;
 mod hub;
 mod server;
+mod stdio;
 mod tool;
 
 pub use config::{McpConfig, McpServerConfig};

@@ -176,6 +176,9 @@ impl Server {
                 self.send(Control::Lost(why.clone()));
                 Err(format!("{why}; it is being restarted, and the call may not have been made"))
             }
+            Err(ServiceError::McpError(e)) if e.code.0 == crate::stdio::TOO_LARGE => {
+                Err(format!("MCP server `{}` {}", self.name(), e.message))
+            }
             Err(ServiceError::McpError(e)) => {
                 Err(format!("MCP server `{}` refused the call: {}", self.name(), e.message))
             }
@@ -439,10 +442,8 @@ async fn connect(
             let mut wrapped = process_wrap::tokio::CommandWrap::from(cmd);
             // The whole group goes when the connection is dropped.
             wrapped.wrap(process_wrap::tokio::ProcessGroup::leader());
-            let (transport, err) = rmcp::transport::TokioChildProcess::builder(wrapped)
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .map_err(|e| format!("cannot start `{command}`: {e}"))?;
+            let (transport, err) =
+                crate::stdio::ChildTransport::spawn(wrapped).map_err(|e| format!("cannot start `{command}`: {e}"))?;
             if let Some(err) = err {
                 tokio::spawn(keep_stderr(err, config.name.clone(), stderr));
             }

@@ -425,3 +425,24 @@ async fn a_server_slower_than_the_wait_is_named_and_the_turn_goes_on() {
     assert_eq!(waited["not_started"], json!(["t"]), "{events:?}");
     assert!(waited["waited_ms"].as_u64().is_some_and(|ms| (900..10_000).contains(&ms)), "{waited}");
 }
+
+/// A result too large for one message fails at once saying so (it used
+/// to wait for the call's timeout and say "timed out"); one just under
+/// the limit arrives, and the server serves on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_too_large_is_named_at_once_not_timed_out() {
+    let s = setup("tool_timeout_seconds = 120\n").await;
+    wait_mcp(&s.forge, "t", "ready", |v| v["state"] == "ready").await;
+    let id = s.session("big").await;
+    let (out, err) = s.call(&id, "t__big", json!({"bytes": 12_000_000})).await;
+    assert!(!err && out.starts_with("xxxx"), "12 MB arrives: {}", &out[..out.len().min(200)]);
+    let (out, err) = s.call(&id, "t__big", json!({"bytes": 17 * 1024 * 1024})).await;
+    assert!(err, "{out}");
+    assert!(
+        out.contains("MCP server `t` sent a result of 17.0 MiB, more than the 16 MiB") && !out.contains("timed out"),
+        "{out}"
+    );
+    let (out, err) = s.call(&id, "t__echo", json!({"text": "still here"})).await;
+    assert_eq!((out.as_str(), err), ("echo: still here", false));
+    assert_eq!(s.starts().len(), 1, "no restart");
+}

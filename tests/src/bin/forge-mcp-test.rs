@@ -4,7 +4,7 @@
 //! loopback port and writes its URL to FILE.
 //!
 //! Tools: `echo` (read-only), `note` (appends to `--notes FILE`), `slow`
-//! (sleeps), `crash` (the process exits), `grow` (adds the tool `extra` and
+//! (sleeps), `big` (a text of `bytes` bytes), `crash` (the process exits), `grow` (adds the tool `extra` and
 //! sends `tools/list_changed`), `picture` (an image and text), `fail`
 //! (`isError`). `--log FILE` gets a line per start and per call.
 
@@ -61,6 +61,9 @@ impl Server {
             json!({"name": "note", "description": "Appends the text to the notes file.", "inputSchema": text_arg("text")}),
             json!({"name": "slow", "description": "Waits, then answers.",
                    "inputSchema": {"type": "object", "properties": {"seconds": {"type": "number"}}, "required": ["seconds"]},
+                   "annotations": {"readOnlyHint": true}}),
+            json!({"name": "big", "description": "A long text.",
+                   "inputSchema": {"type": "object", "properties": {"bytes": {"type": "integer"}}, "required": ["bytes"]},
                    "annotations": {"readOnlyHint": true}}),
             json!({"name": "crash", "description": "The server exits.", "inputSchema": {"type": "object"}}),
             json!({"name": "grow", "description": "Adds the tool `extra`.", "inputSchema": {"type": "object"}}),
@@ -124,6 +127,7 @@ impl Server {
                 tokio::time::sleep(std::time::Duration::from_secs_f64(secs)).await;
                 (text(format!("waited {secs} s")), None)
             }
+            "big" => (text("x".repeat(args["bytes"].as_u64().unwrap_or(0) as usize)), None),
             "crash" => {
                 eprintln!("forge-mcp-test: crashing on purpose");
                 std::process::exit(3);
