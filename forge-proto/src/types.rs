@@ -502,7 +502,13 @@ pub struct HistoryMessage {
     pub id: String,
     pub parent_id: Option<String>,
     pub role: Role,
+    /// As the user typed it (for a user message).
     pub text: String,
+    /// What hooks added to a user message for the model (`UserPromptSubmit`
+    /// output, and `SessionStart` output on the first message): sent with
+    /// it, never part of `text`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
     pub status: MessageStatus,
     pub created_ms: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -9,7 +9,7 @@ use forge_tests::mock::{MockOptions, MockServer, tool_call};
 use serde_json::{Value, json};
 
 struct Setup {
-    _mock: MockServer,
+    mock: MockServer,
     forge: Forge,
     project: tempfile::TempDir,
     id: String,
@@ -24,7 +24,7 @@ async fn setup(config: &str, prepare: impl FnOnce(&std::path::Path)) -> Setup {
     prepare(project.path());
     let cwd = project.path().display().to_string();
     let id = forge.new_session(&["--cwd", &cwd]).await;
-    Setup { _mock: mock, forge, project, id }
+    Setup { mock, forge, project, id }
 }
 
 impl Setup {
@@ -146,9 +146,18 @@ async fn user_prompt_submit_can_refuse_a_message_or_add_to_it() {
     );
     s.forge.ok(&["send", "-s", &s.id, "hello"]).await;
     let h = s.forge.ok(&["--json", "history", &s.id]).await.json_lines();
-    let users: Vec<String> =
-        h.iter().filter(|m| m["role"] == "user").filter_map(|m| m["text"].as_str().map(str::to_string)).collect();
-    assert_eq!(users, vec!["hello\n\ntoday is a holiday".to_string()], "the refused message is not in the history");
+    let users: Vec<(String, String)> = h
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| (m["text"].as_str().unwrap_or("").into(), m["context"].as_str().unwrap_or("").into()))
+        .collect();
+    // The hook's words are their own item: the history shows the message
+    // as typed, and the model gets both.
+    assert_eq!(users, vec![("hello".into(), "today is a holiday".into())], "the refused message is not in the history");
+    let human = s.forge.ok(&["history", &s.id]).await.stdout;
+    assert!(human.contains("hello\n  + hooks added: today is a holiday"), "{human}");
+    let sent = s.mock.requests().last().map(|r| r.body.to_string()).unwrap_or_default();
+    assert!(sent.contains("hello\\n\\n<hook-context>\\ntoday is a holiday\\n</hook-context>"), "{sent}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -229,7 +238,7 @@ async fn a_stop_hook_sends_the_model_on_once_and_session_start_adds_context() {
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    assert_eq!(users.first().map(String::as_str), Some("hello\n\nthis project uses nextest"), "{users:?}");
+    assert_eq!(users.first().map(String::as_str), Some("hello"), "{users:?}");
     assert_eq!(users.get(1).map(String::as_str), Some("[Stop hook] run the tests too"), "{users:?}");
     assert_eq!(users.len(), 2, "the second stop was allowed: {users:?}");
     let inputs: Vec<Value> = std::fs::read_to_string(s.project.path().join("stop-inputs.jsonl"))

@@ -309,6 +309,12 @@ fn print_messages(messages: &[forge_proto::HistoryMessage]) {
         }
         outln!("--- {who}{badge} {}", crate::output::format_ms(m.created_ms));
         outln!("{}", m.text);
+        if let Some(context) = &m.context {
+            // Sent with the message, never typed by the user.
+            for line in context.lines() {
+                outln!("  + hooks added: {line}");
+            }
+        }
         for c in &m.tool_calls {
             outln!("  -> tool call {}({}) [{}]", c.name, c.arguments, c.id);
         }

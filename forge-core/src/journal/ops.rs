@@ -138,6 +138,7 @@ pub enum StoreOp {
         session_id: String,
         message_id: String,
         text: String,
+        context: Option<String>,
         client: Option<ClientRef>,
         created_ms: i64,
     },
@@ -330,12 +331,13 @@ impl StoreOp {
             StoreOp::SetApproval { session_id, approval } => {
                 run("UPDATE sessions SET approval = ? WHERE id = ?", &[approval, session_id])
             }
-            StoreOp::QueuePush { session_id, message_id, text, client, created_ms } => run(
-                "INSERT INTO queued_messages (session_id, message_id, text, client, created_ms) VALUES (?, ?, ?, ?, ?)",
+            StoreOp::QueuePush { session_id, message_id, text, context, client, created_ms } => run(
+                "INSERT INTO queued_messages (session_id, message_id, text, context, client, created_ms) VALUES (?, ?, ?, ?, ?, ?)",
                 &[
                     session_id,
                     message_id,
                     text,
+                    context,
                     &client.as_ref().and_then(|c| serde_json::to_string(c).ok()),
                     created_ms,
                 ],

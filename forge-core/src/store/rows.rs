@@ -86,6 +86,11 @@ pub struct NodeMeta {
     /// For a summary node: the span it replaces in requests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary_of: Option<forge_proto::SummarySpan>,
+    /// For a user message: what hooks (`UserPromptSubmit`, and
+    /// `SessionStart` for the first) added for the model, kept apart from
+    /// what the user typed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
     /// For a root message: the digest of the system prompt it was sent
     /// under (a root is found again by its text and this).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -146,6 +151,7 @@ impl NodeRow {
             parent_id: self.parent_id.clone(),
             role: self.role,
             text: self.text.clone(),
+            context: self.meta.context.clone(),
             status: self.status,
             created_ms: self.created_ms,
             provider: self.meta.provider.clone(),
@@ -165,6 +171,8 @@ pub struct QueuedRow {
     pub session_id: String,
     pub message_id: String,
     pub text: String,
+    /// What hooks added for the model (see `NodeMeta::context`).
+    pub context: Option<String>,
     pub client: Option<ClientRef>,
     pub created_ms: i64,
 }
@@ -176,6 +184,7 @@ impl QueuedRow {
             session_id: r.try_get("session_id")?,
             message_id: r.try_get("message_id")?,
             text: r.try_get("text")?,
+            context: r.try_get("context")?,
             client: client.and_then(|c| serde_json::from_str(&c).ok()),
             created_ms: r.try_get("created_ms")?,
         })

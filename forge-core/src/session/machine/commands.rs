@@ -196,8 +196,9 @@ impl Session {
         {
             added.insert(0, start);
         }
-        if !added.is_empty() {
-            args.text = format!("{}\n\n{}", args.text, added.join("\n"));
+        // Kept beside the text (history shows what the user typed).
+        let context = (!added.is_empty()).then(|| added.join("\n"));
+        if context.is_some() {
             // The message differs from the one the store was asked about.
             args.same.clear();
         }
@@ -230,7 +231,7 @@ impl Session {
                 let responder = self.send_reply(reply, node, None, event_index);
                 return self.pipeline.effect(OnDurable::Reply(responder));
             }
-            let event_index = self.start_turn(message_id.clone(), text, client);
+            let event_index = self.start_turn(message_id.clone(), text, context, client);
             let responder = self.send_reply(reply, message_id, None, event_index);
             return self.pipeline.effect(OnDurable::Reply(responder));
         }
@@ -240,6 +241,7 @@ impl Session {
             session_id: self.row.id.clone(),
             message_id: message_id.clone(),
             text: text.clone(),
+            context: context.clone(),
             client: Some(client.clone()),
             created_ms,
         });
@@ -247,6 +249,7 @@ impl Session {
             session_id: self.row.id.clone(),
             message_id: message_id.clone(),
             text: text.clone(),
+            context,
             client: Some(client.clone()),
             created_ms,
         });
@@ -426,7 +429,7 @@ impl Session {
             self.pipeline
                 .op(StoreOp::QueueRemove { session_id: self.row.id.clone(), message_id: q.message_id.clone() });
             let client = q.client.unwrap_or_else(ClientRef::daemon);
-            self.start_turn(q.message_id, q.text, client);
+            self.start_turn(q.message_id, q.text, q.context, client);
         }
     }
 

@@ -72,13 +72,22 @@ pub(super) fn request_messages(path: &[ChatMessage]) -> Vec<ChatMessage> {
 
 /// A history node as a message for the provider. Empty text is skipped
 /// (providers reject empty messages); unfinished answers carry a note.
+/// A user message as the model gets it: what the user typed, then what
+/// hooks added, marked as such.
+pub(crate) fn user_message(text: &str, context: Option<&str>) -> ChatMessage {
+    match context {
+        Some(context) => ChatMessage::user(format!("{text}\n\n<hook-context>\n{context}\n</hook-context>")),
+        None => ChatMessage::user(text),
+    }
+}
+
 pub(crate) fn chat_message(n: &NodeRow) -> Option<ChatMessage> {
     let has_note = n.role == Role::Assistant && interruption_note(n.status).is_some();
     if n.text.is_empty() && n.meta.tool_calls.is_empty() && n.role != Role::Tool && !has_note {
         return None;
     }
     let message = match n.role {
-        Role::User => Some(ChatMessage::user(n.text.clone())),
+        Role::User => Some(user_message(&n.text, n.meta.context.as_deref())),
         Role::Assistant => Some(
             ChatMessage::assistant(answer_text(&n.text, n.status), n.meta.tool_calls.clone())
                 .with_reasoning(n.meta.reasoning.clone()),

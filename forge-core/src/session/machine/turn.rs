@@ -42,7 +42,14 @@ impl Session {
     /// Records the user message, opens the stream journal entry and starts
     /// the provider request at once (it does not wait for the write).
     /// Returns the outbox index of `turn_started`.
-    pub(super) fn start_turn(&mut self, message_id: String, text: String, client: ClientRef) -> usize {
+    /// `context`: what hooks added for the model, kept beside the text.
+    pub(super) fn start_turn(
+        &mut self,
+        message_id: String,
+        text: String,
+        context: Option<String>,
+        client: ClientRef,
+    ) -> usize {
         let created_ms = self.clock.now_ms();
         // A root carries its system prompt: roots are found by it.
         let system_prompt = self.row.head_id.is_none().then(|| self.system_prompt_digest());
@@ -54,11 +61,16 @@ impl Session {
             text: text.clone(),
             status: MessageStatus::Complete,
             created_ms,
-            meta: NodeMeta { client: Some(client.clone()), system_prompt, ..Default::default() },
+            meta: NodeMeta {
+                client: Some(client.clone()),
+                system_prompt,
+                context: context.clone(),
+                ..Default::default()
+            },
         });
         self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: Some(message_id.clone()) });
         self.row.head_id = Some(message_id.clone());
-        self.path.push(ChatMessage::user(text.clone()).with_node(message_id.clone()));
+        self.path.push(super::history::user_message(&text, context.as_deref()).with_node(message_id.clone()));
         self.begin_turn(message_id, text, client, false)
     }
 
@@ -552,6 +564,7 @@ impl Session {
                     tool_result: None,
                     reasoning: a.reasoning.clone(),
                     summary_of: None,
+                    context: None,
                     system_prompt: None,
                 },
             });

@@ -179,7 +179,21 @@ fn a_message_waits_for_its_prompt_hooks_in_order_and_a_block_refuses_only_it() {
     h.settle();
     assert!(answered(second).is_ok());
     assert_eq!(h.requests.len(), 1);
-    assert_eq!(h.requests[0].messages.last().map(|m| m.text.as_str()), Some("list files\n\ncwd is /srv"));
+    assert_eq!(
+        h.requests[0].messages.last().map(|m| m.text.as_str()),
+        Some("list files\n\n<hook-context>\ncwd is /srv\n</hook-context>")
+    );
+    // What the hook added is its own item: the message stays as typed.
+    let typed = h.published.iter().find_map(|e| match &e.kind {
+        EventKind::TurnStarted { text, .. } => Some(text.clone()),
+        _ => None,
+    });
+    assert_eq!(typed.as_deref(), Some("list files"));
+    let node = h.durable_ops().find_map(|op| match op {
+        StoreOp::InsertNode { text, meta, .. } => Some((text.clone(), meta.context.clone())),
+        _ => None,
+    });
+    assert_eq!(node, Some(("list files".into(), Some("cwd is /srv".into()))));
     assert_eq!(
         h.hook_events(),
         [("UserPromptSubmit".into(), "block".into()), ("UserPromptSubmit".into(), "allow".into())]
@@ -199,7 +213,10 @@ fn session_start_hooks_add_to_the_first_message_only() {
     assert!(answered(started).is_ok());
     h.say("hello");
     h.settle();
-    assert_eq!(h.requests[0].messages.last().map(|m| m.text.as_str()), Some("hello\n\nbranch main is protected"));
+    assert_eq!(
+        h.requests[0].messages.last().map(|m| m.text.as_str()),
+        Some("hello\n\n<hook-context>\nbranch main is protected\n</hook-context>")
+    );
     h.provider(vec![text("hi"), ProviderEvent::Done]);
     h.settle();
     h.say("again");
@@ -222,4 +239,27 @@ fn a_hook_job_that_comes_back_after_a_cancel_changes_nothing() {
     assert_eq!(h.published.len(), before, "the late hook run is dropped");
     assert!(h.tool_runs.is_empty());
     assert_eq!(h.state(), OperationStateKind::Idle);
+}
+
+#[test]
+fn a_queued_message_keeps_what_its_hooks_added_apart_until_it_runs() {
+    let mut h = Harness::new();
+    h.streaming();
+    h.hooks = set(&[(HookEvent::UserPromptSubmit, "./date.sh")]);
+    h.s.set_hooks(h.hooks.clone());
+    h.say("next");
+    h.hooks_ran(HookDecision::Allow, None, Some("today is Tuesday"));
+    h.settle();
+    let queued = h.durable_ops().find_map(|op| match op {
+        StoreOp::QueuePush { text, context, .. } => Some((text.clone(), context.clone())),
+        _ => None,
+    });
+    assert_eq!(queued, Some(("next".into(), Some("today is Tuesday".into()))));
+    h.provider(vec![text("done"), ProviderEvent::Done]);
+    h.settle();
+    assert_eq!(h.requests.len(), 2);
+    assert_eq!(
+        h.requests[1].messages.last().map(|m| m.text.as_str()),
+        Some("next\n\n<hook-context>\ntoday is Tuesday\n</hook-context>")
+    );
 }
