@@ -224,6 +224,7 @@ impl Session {
             attempt: 1,
             waiting: false,
             request,
+            window: budget.window,
         });
     }
 
@@ -382,6 +383,9 @@ impl Session {
         });
         tracing::info!(session = %self.row.id, before = job.span.tokens_before, after = job.span.tokens_after, "summarized");
         let marker = self.pipeline.event(None, EventKind::SummarizationDone { summary_id: id, span: job.span });
+        // The model was switched to a larger window meanwhile: what fits
+        // there goes back as it was, as the switch itself would have done.
+        self.adapt_to_window(job.window);
         self.resume_after_summary(job.message_id, Some(marker), job.iteration);
     }
 

@@ -22,4 +22,7 @@ pub(crate) struct SummaryJob {
     /// Waiting for `Timer::SummaryRetry`.
     pub waiting: bool,
     pub request: Box<(ProviderSettings, ChatRequest)>,
+    /// The model's window when it started: a switch to a larger one while
+    /// it is written puts spans back once it is done.
+    pub window: u64,
 }

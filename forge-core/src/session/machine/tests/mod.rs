@@ -1004,6 +1004,52 @@ fn a_summarizer_of_another_provider_is_asked_at_that_provider() {
     assert_eq!(h.providers.first(), Some(&crate::provider::ProviderKind::Claude), "the turns stay the session's");
 }
 
+/// A switch to a larger model while a summary is written: once it is
+/// done, the larger window takes the messages back as they were, and the
+/// turn (and the next) sends them, not the summary.
+#[test]
+fn a_summary_finished_after_a_switch_to_a_larger_window_is_not_forced_on_it() {
+    let mut config = small_window();
+    config.models.push(crate::config::ModelConfig {
+        name: "claude-big".into(),
+        provider: "claude".into(),
+        context_window: 200_000,
+        max_output_tokens: 500,
+        input_price: None,
+        output_price: None,
+        cache_read_price: None,
+        cache_write_price: None,
+    });
+    let mut h = Harness::configured(config, Unfinished::Nothing, Vec::new());
+    for i in 0..7 {
+        h.send(&format!("question {i}"));
+        if h.state() == OperationStateKind::Summarizing {
+            break;
+        }
+        h.provider(vec![text(&"word ".repeat(400)), ProviderEvent::Done]);
+        h.settle();
+    }
+    assert_eq!(h.state(), OperationStateKind::Summarizing, "{:?}", h.names());
+    let params = forge_proto::params::ConfigureParams { model: Some("claude-big".into()), ..Default::default() };
+    let switched = h.command(|reply| SessionCmd::Configure { params, client: client(), reply });
+    h.settle();
+    assert!(answered(switched).is_ok());
+    h.provider(vec![text("The user asked questions."), ProviderEvent::Done]);
+    h.settle();
+    let names = h.names();
+    let done = names.iter().position(|n| *n == "summarization_done");
+    let restored = names.iter().position(|n| *n == "context_restored");
+    assert!(done.is_some() && restored > done, "{names:?}");
+    let turn = h.requests.last().cloned().unwrap_or_else(|| panic!("no request"));
+    assert_eq!(turn.model, "claude-big");
+    assert_eq!(turn.messages[0].text, "question 0", "the originals, not the summary");
+    h.provider(vec![text("answer"), ProviderEvent::Done]);
+    h.settle();
+    h.say("and now?");
+    let next = h.requests.last().cloned().unwrap_or_else(|| panic!("no request"));
+    assert_eq!(next.messages[0].text, "question 0", "it stays so for the next turn");
+}
+
 /// Between two tool batches of a turn, a request that would not fit waits
 /// for a summary of the turns before, then the turn goes on.
 #[test]
