@@ -104,3 +104,125 @@ async fn undo_names_what_it_cannot_restore_before_it_runs() {
     assert!(done.stderr.contains("cannot restore") && done.stderr.contains("build/out.o"), "{}", done.stderr);
     assert!(done.stdout.contains("2 file(s) restored"), "{}", done.stdout);
 }
+
+/// A small random number source for the kill points: seeded from the
+/// clock (or `FORGE_TEST_SEED`), printed, so a failure can be replayed.
+struct Points(u64);
+
+impl Points {
+    fn new() -> Points {
+        let seed = std::env::var("FORGE_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1)
+        });
+        eprintln!("kill points seeded with FORGE_TEST_SEED={seed}");
+        Points(seed | 1)
+    }
+
+    /// A number in `0..n`.
+    fn below(&mut self, n: u64) -> u64 {
+        // xorshift64
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n.max(1)
+    }
+}
+
+const FILES: usize = 3000;
+
+/// `kill -9` at random points of an undo over 3,000 files, again and
+/// again: after each restart the files are all as the undo wanted (and
+/// the journal says so: `files_restored`, `recovered` when the restart
+/// finished it) or all as they were (the undo had not started: nothing
+/// about it is in the journal), never a mix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_undo_of_3000_files_killed_at_random_points_is_all_or_nothing() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = project.path().to_path_buf();
+    for i in 0..FILES {
+        std::fs::write(dir.join(format!("f{i}")), "before\n").unwrap_or_else(|e| panic!("{e}"));
+    }
+    forge.new_session(&["--cwd", &dir.display().to_string(), "--name", "k"]).await;
+    // (before, after) counts of the files.
+    let counts = || {
+        let read = |i: usize| std::fs::read_to_string(dir.join(format!("f{i}"))).unwrap_or_default();
+        let all: Vec<String> = (0..FILES).map(read).collect();
+        (all.iter().filter(|t| *t == "before\n").count(), all.iter().filter(|t| *t == "after\n").count())
+    };
+    let command = format!("for i in $(seq 0 {}); do echo after > f$i; done", FILES - 1);
+    let turn = format!("{} go", call("run_command", json!({"command": command})));
+    let mut points = Points::new();
+    // How long a whole undo takes here, to kill within it.
+    let mut whole = std::time::Duration::from_millis(500);
+    let mut outcomes = Vec::new();
+    for round in 0..6 {
+        forge.ok(&["send", "--auto-approve", "-s", "k", &turn]).await;
+        assert_eq!(counts(), (0, FILES), "round {round}: the turn changed every file");
+        let last_seq =
+            forge.ok(&["--json", "session", "show", "k"]).await.json_lines()[0]["last_seq"].as_u64().unwrap_or(0);
+        let point = match round {
+            // A whole undo first, to time one.
+            0 => {
+                let started = std::time::Instant::now();
+                forge.ok(&["undo", "k"]).await;
+                whole = started.elapsed();
+                "none".to_string()
+            }
+            // Inside the restore, at a file chosen at random.
+            1 | 2 => {
+                let n = 1 + points.below(FILES as u64 - 1);
+                forge.terminate().await;
+                forge.set_env("FORGE_CRASH_AFTER_RESTORED", &n.to_string());
+                forge.start().await;
+                let cut = forge.ctl(&["undo", "k"]).await;
+                assert_ne!(cut.code, 0, "round {round}: the daemon died after {n} files");
+                forge.kill9().await;
+                forge.set_env("FORGE_CRASH_AFTER_RESTORED", "");
+                format!("after {n} files")
+            }
+            // From outside, at any moment of the undo.
+            _ => {
+                let wait = std::time::Duration::from_micros(points.below(whole.as_micros() as u64 * 3 / 2));
+                let undo = forge.ctl_cmd(&["undo", "k"]).spawn().unwrap_or_else(|e| panic!("{e}"));
+                tokio::time::sleep(wait).await;
+                forge.kill9().await;
+                let _ = undo.wait_with_output().await;
+                format!("at {} ms", wait.as_millis())
+            }
+        };
+        if forge.pid().is_none() {
+            forge.start().await;
+        }
+        let events = forge
+            .ok(&["--json", "attach", "k", "--from", &(last_seq + 1).to_string(), "--until-idle"])
+            .await
+            .json_lines();
+        let restored = events.iter().find(|e| e["kind"] == "files_restored");
+        let started = events.iter().any(|e| e["kind"] == "rewind_started");
+        match counts() {
+            (before, 0) if before == FILES => {
+                let restored =
+                    restored.unwrap_or_else(|| panic!("round {round} ({point}): no files_restored: {events:?}"));
+                assert_eq!(restored["files"].as_array().map(Vec::len), Some(FILES));
+                outcomes.push(if restored["recovered"] == true {
+                    "finished on restart"
+                } else {
+                    "done before the kill"
+                });
+            }
+            (0, after) if after == FILES => {
+                assert!(!started, "round {round} ({point}): an undo that started was not finished: {events:?}");
+                outcomes.push("not started");
+                // Undo this turn for the next round.
+                forge.ok(&["undo", "k"]).await;
+            }
+            mixed => panic!("round {round} ({point}): a half-restored tree: {mixed:?}"),
+        }
+        assert_eq!(counts(), (FILES, 0));
+    }
+    eprintln!("outcomes: {outcomes:?}");
+    assert!(outcomes.iter().filter(|o| **o == "finished on restart").count() >= 2, "{outcomes:?}");
+}
