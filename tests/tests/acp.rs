@@ -362,6 +362,7 @@ async fn the_bridge_survives_bad_input_and_answers_it() {
     let id = ed.send("session/new", json!({"cwd": missing, "mcpServers": []})).await;
     let r = ed.answer_to(id, &mut |_| None).await;
     assert!(r["error"]["message"].as_str().is_some_and(|m| m.contains("does not exist")), "{r}");
+    assert_eq!(r["error"]["code"], -32602, "invalid params, the editor's to fix: {r}");
 
     let new = ed.call("session/new", json!({"cwd": cwd, "mcpServers": []})).await;
     let session = new["sessionId"].as_str().unwrap_or_default().to_string();

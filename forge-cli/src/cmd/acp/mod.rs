@@ -116,7 +116,9 @@ impl Drop for Sending {
 /// A daemon error as an ACP error, its Forge kind in `data`.
 pub(crate) fn from_client(e: forge_client::jsonrpsee::core::ClientError) -> agent_client_protocol::Error {
     let f = Failure::from(e);
-    rpc_error(-32603, f.message).data(json!({"forge_kind": f.kind}))
+    // The editor's own mistakes (a bad cwd, a bad argument) are its to fix.
+    let code = if f.kind == "invalid_params" { -32602 } else { -32603 };
+    rpc_error(code, f.message).data(json!({"forge_kind": f.kind}))
 }
 
 pub(crate) fn rpc_error(code: i32, message: impl Into<String>) -> agent_client_protocol::Error {
