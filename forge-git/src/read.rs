@@ -1,0 +1,136 @@
+//! Reading sessions back from git: a branch's turns, one commit's
+//! conversation and diff, what a branch would bring to the user's HEAD.
+
+use std::path::Path;
+
+use crate::commit::{changed, state_path, trailer, turn_of};
+use crate::{GitError, SESSION_TRAILER, discover, main_repo};
+
+/// One turn's commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitInfo {
+    pub id: String,
+    pub summary: String,
+    pub message: String,
+    /// Seconds since the Unix epoch.
+    pub time: i64,
+    /// The session that made it.
+    pub session: Option<String>,
+    /// The turn (user message id) it holds.
+    pub turn: Option<String>,
+    /// Paths it changed (the state file left out).
+    pub files: Vec<String>,
+}
+
+/// A commit, its session state and its diff.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shown {
+    pub info: CommitInfo,
+    /// `.forge/sessions/<session>.json` as the commit holds it.
+    pub state: Option<String>,
+    /// The commit's changes against its first parent, as a patch (the
+    /// state file left out).
+    pub diff: String,
+}
+
+fn info(repo: &git2::Repository, c: &git2::Commit) -> Result<CommitInfo, GitError> {
+    let message = String::from_utf8_lossy(c.message_bytes()).into_owned();
+    let session = trailer(&message, SESSION_TRAILER);
+    let files = changed(repo, c, session.as_deref().unwrap_or_default())?;
+    Ok(CommitInfo {
+        id: c.id().to_string(),
+        summary: message.lines().next().unwrap_or_default().to_string(),
+        turn: turn_of(&message),
+        session,
+        message,
+        time: c.time().seconds(),
+        files,
+    })
+}
+
+fn open(repo_dir: &Path) -> Result<git2::Repository, GitError> {
+    let (repo, _) = discover(repo_dir)?;
+    main_repo(&repo)
+}
+
+/// The turns on `branch`, newest first: its commits made by Forge sessions
+/// (a resumed session's branch goes on into the session it came from), up
+/// to `limit`.
+pub fn log(repo_dir: &Path, branch: &str, limit: usize) -> Result<Vec<CommitInfo>, GitError> {
+    let repo = open(repo_dir)?;
+    let mut c = repo.find_reference(&format!("refs/heads/{branch}"))?.peel_to_commit()?;
+    let mut out = Vec::new();
+    while out.len() < limit {
+        let i = info(&repo, &c)?;
+        if i.session.is_none() {
+            break;
+        }
+        out.push(i);
+        match c.parent(0) {
+            Ok(p) => c = p,
+            Err(_) => break,
+        }
+    }
+    Ok(out)
+}
+
+/// Commit `rev`: its turn, session state and diff.
+pub fn show(repo_dir: &Path, rev: &str) -> Result<Shown, GitError> {
+    let repo = open(repo_dir)?;
+    let c = repo
+        .revparse_single(rev)
+        .and_then(|o| o.peel_to_commit())
+        .map_err(|_| GitError::BadRef { name: rev.to_string(), dir: repo_dir.display().to_string() })?;
+    let info = info(&repo, &c)?;
+    let state = match &info.session {
+        Some(s) => c
+            .tree()?
+            .get_path(&state_path(s))
+            .ok()
+            .and_then(|e| e.to_object(&repo).ok())
+            .and_then(|o| o.as_blob().map(|b| String::from_utf8_lossy(b.content()).into_owned())),
+        None => None,
+    };
+    let old = match c.parent(0) {
+        Ok(p) => Some(p.tree()?),
+        Err(_) => None,
+    };
+    let mut opts = git2::DiffOptions::new();
+    let diff = repo.diff_tree_to_tree(old.as_ref(), Some(&c.tree()?), Some(&mut opts))?;
+    let skip = info.session.as_deref().map(state_path);
+    let diff = patch(&diff, skip.as_deref())?;
+    Ok(Shown { info, state, diff })
+}
+
+/// What merging `branch` into the user's HEAD would bring: its changes
+/// since their merge base, as a patch.
+pub fn diff_branch(repo_dir: &Path, branch: &str) -> Result<String, GitError> {
+    let repo = open(repo_dir)?;
+    let tip = repo.find_reference(&format!("refs/heads/{branch}"))?.peel_to_commit()?;
+    let base = match repo.head().and_then(|h| h.peel_to_commit()) {
+        Ok(head) => repo.find_commit(repo.merge_base(head.id(), tip.id())?)?,
+        Err(_) => tip.clone(),
+    };
+    let diff = repo.diff_tree_to_tree(Some(&base.tree()?), Some(&tip.tree()?), None)?;
+    patch(&diff, None)
+}
+
+fn patch(diff: &git2::Diff, skip: Option<&Path>) -> Result<String, GitError> {
+    let mut out = String::new();
+    diff.print(git2::DiffFormat::Patch, |delta, _, line| {
+        let path = delta.new_file().path().or_else(|| delta.old_file().path());
+        if skip.is_some() && path == skip {
+            return true;
+        }
+        let text = String::from_utf8_lossy(line.content());
+        match line.origin() {
+            c @ ('+' | '-' | ' ') => {
+                out.push(c);
+                out.push_str(&text);
+            }
+            _ => out.push_str(&text),
+        }
+        true
+    })?;
+    Ok(out)
+}

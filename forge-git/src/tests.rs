@@ -1,0 +1,131 @@
+use std::path::Path;
+
+use super::*;
+
+/// A repository with one commit and uncommitted work of the user's own
+/// (a staged change and an untracked file).
+fn repo() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let repo = git2::Repository::init(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(dir.path().join("src")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.path().join("src/a.txt"), "one\n").unwrap_or_else(|e| panic!("{e}"));
+    let mut index = repo.index().unwrap_or_else(|e| panic!("{e}"));
+    index.add_path(Path::new("src/a.txt")).unwrap_or_else(|e| panic!("{e}"));
+    index.write().unwrap_or_else(|e| panic!("{e}"));
+    let tree = repo.find_tree(index.write_tree().unwrap_or_else(|e| panic!("{e}"))).unwrap_or_else(|e| panic!("{e}"));
+    let sig = git2::Signature::now("U", "u@example.com").unwrap_or_else(|e| panic!("{e}"));
+    repo.commit(Some("HEAD"), &sig, &sig, "first", &tree, &[]).unwrap_or_else(|e| panic!("{e}"));
+    // The user's own work in progress.
+    std::fs::write(dir.path().join("src/a.txt"), "one, edited by the user\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.path().join("notes.txt"), "mine\n").unwrap_or_else(|e| panic!("{e}"));
+    dir
+}
+
+fn turn(session: &str, turn: &str, subject: &str) -> TurnCommit {
+    TurnCommit {
+        session: session.into(),
+        turn: turn.into(),
+        subject: subject.into(),
+        body: None,
+        state: format!("{{\"turn\":\"{turn}\"}}").into_bytes(),
+    }
+}
+
+fn snapshot(dir: &Path) -> (Vec<u8>, Vec<u8>, String, String) {
+    let read = |p: &str| std::fs::read(dir.join(p)).unwrap_or_default();
+    (
+        read(".git/index"),
+        read(".git/HEAD"),
+        String::from_utf8_lossy(&read("src/a.txt")).into_owned(),
+        String::from_utf8_lossy(&read("notes.txt")).into_owned(),
+    )
+}
+
+#[test]
+fn turns_become_commits_on_the_session_branch_and_the_user_sees_nothing_move() {
+    let dir = repo();
+    let before = snapshot(dir.path());
+    let s = start(&dir.path().join("src"), "s1", None).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(s.branch, "forge/session/s1");
+    assert!(s.cwd.ends_with("src") && s.cwd.starts_with(&s.worktree), "{s:?}");
+    // The worktree holds the commit, not the user's uncommitted work.
+    assert_eq!(std::fs::read_to_string(s.cwd.join("a.txt")).unwrap_or_default(), "one\n");
+    assert!(!s.worktree.join("notes.txt").exists());
+
+    std::fs::write(s.cwd.join("a.txt"), "two\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(s.cwd.join("b.txt"), "bee\n").unwrap_or_else(|e| panic!("{e}"));
+    let c1 =
+        commit_turn(&s.worktree, &s.branch, &turn("s1", "m1", "Edit a and add b")).unwrap_or_else(|e| panic!("{e}"));
+    assert!(c1.made);
+    assert_eq!(c1.files, vec!["src/a.txt".to_string(), "src/b.txt".to_string()]);
+
+    std::fs::remove_file(s.cwd.join("b.txt")).unwrap_or_else(|e| panic!("{e}"));
+    let c2 = commit_turn(&s.worktree, &s.branch, &turn("s1", "m2", "Remove b")).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c2.files, vec!["src/b.txt".to_string()]);
+    // The same turn again (a crash before it was journaled): found, not made twice.
+    let again = commit_turn(&s.worktree, &s.branch, &turn("s1", "m2", "Remove b")).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((again.commit.as_str(), again.made), (c2.commit.as_str(), false));
+    // A turn that changed no file still commits its state.
+    let c3 = commit_turn(&s.worktree, &s.branch, &turn("s1", "m3", "Just talk")).unwrap_or_else(|e| panic!("{e}"));
+    assert!(c3.files.is_empty() && c3.made);
+
+    let turns = log(dir.path(), &s.branch, 100).unwrap_or_else(|e| panic!("{e}"));
+    let summaries: Vec<&str> = turns.iter().map(|t| t.summary.as_str()).collect();
+    assert_eq!(summaries, vec!["Just talk", "Remove b", "Edit a and add b"]);
+    assert_eq!(turns[2].turn.as_deref(), Some("m1"));
+    let shown = show(dir.path(), &c1.commit).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(shown.state.as_deref(), Some("{\"turn\":\"m1\"}"));
+    assert!(
+        shown.diff.contains("+two") && shown.diff.contains("+bee") && !shown.diff.contains("sessions"),
+        "{}",
+        shown.diff
+    );
+    let brings = diff_branch(dir.path(), &s.branch).unwrap_or_else(|e| panic!("{e}"));
+    assert!(brings.contains("+two") && !brings.contains("bee"), "{brings}");
+
+    assert_eq!(snapshot(dir.path()), before, "the user's index, HEAD and files are untouched");
+}
+
+#[test]
+fn two_sessions_never_see_each_others_changes() {
+    let dir = repo();
+    let a = start(dir.path(), "sa", None).unwrap_or_else(|e| panic!("{e}"));
+    let b = start(dir.path(), "sb", None).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(a.cwd.join("only-a.txt"), "a\n").unwrap_or_else(|e| panic!("{e}"));
+    commit_turn(&a.worktree, &a.branch, &turn("sa", "m1", "a")).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!b.cwd.join("only-a.txt").exists());
+    std::fs::write(b.cwd.join("only-b.txt"), "b\n").unwrap_or_else(|e| panic!("{e}"));
+    let cb = commit_turn(&b.worktree, &b.branch, &turn("sb", "m1", "b")).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(cb.files, vec!["only-b.txt".to_string()]);
+}
+
+#[test]
+fn a_branch_moved_outside_forge_is_not_overwritten() {
+    let dir = repo();
+    let s = start(dir.path(), "s1", None).unwrap_or_else(|e| panic!("{e}"));
+    commit_turn(&s.worktree, &s.branch, &turn("s1", "m1", "one")).unwrap_or_else(|e| panic!("{e}"));
+    // Someone points the branch back at the base.
+    let repo = git2::Repository::open(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+    let base = git2::Oid::from_str(&s.base).unwrap_or_else(|e| panic!("{e}"));
+    repo.reference(&format!("refs/heads/{}", s.branch), base, true, "moved").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(s.cwd.join("x.txt"), "x\n").unwrap_or_else(|e| panic!("{e}"));
+    let r = commit_turn(&s.worktree, &s.branch, &turn("s1", "m2", "two"));
+    assert!(r.is_ok(), "the worktree follows its branch's tip: {r:?}");
+}
+
+#[test]
+fn refusals_say_what_to_do() {
+    let plain = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let e = start(plain.path(), "s", None).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(e.contains("not inside a git repository"), "{e}");
+    let empty = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    git2::Repository::init(empty.path()).unwrap_or_else(|e| panic!("{e}"));
+    let e = start(empty.path(), "s", None).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(e.contains("no commit yet"), "{e}");
+    let dir = repo();
+    let e = start(dir.path(), "s", Some("nope")).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(e.contains("`nope` names no commit"), "{e}");
+    start(dir.path(), "s", None).unwrap_or_else(|e| panic!("{e}"));
+    let e = start(dir.path(), "s", None).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(e.contains("already exists"), "{e}");
+}
