@@ -386,6 +386,15 @@ Exit status of `sandbox test`: 0 if every probe was refused (or allowed, where t
         after_help = "A freshly cloned repository's hooks and MCP servers run programs on your machine: Forge honours them only in folders you trust, and only as their files were when you trusted them (a change, yours or a command's, needs your word again). Until then a new session says once what it ignored."
     )]
     Trust(cmd::trust::TrustArgs),
+    /// Git sessions: their turns as commits (`log`), one turn's
+    /// conversation and diff (`show`), what a branch would bring (`diff`)
+    #[command(
+        after_help = "A git session (`forgectl session new --git`, or `[git] mode = \"branch\"` in config.toml) works on its own branch forge/session/<id> in a private worktree; each turn becomes one commit holding the code and .forge/sessions/<id>.json, the conversation that made it. Your working tree, index and branch are never touched: merge when you want it (`git merge forge/session/<id>`), or resume any turn (`forgectl session new --git --from COMMIT`)."
+    )]
+    Git {
+        #[command(subcommand)]
+        cmd: cmd::git::GitCmd,
+    },
     /// MCP tool servers: state, tools and calls; `mcp restart NAME`
     #[command(after_help = "Servers come from [[mcp.servers]] in config.toml, e.g.\n\n  \
 [[mcp.servers]]\n  name = \"files\"\n  command = \"npx\"\n  args = [\"-y\", \"@modelcontextprotocol/server-filesystem\", \".\"]\n\n  \
@@ -542,6 +551,7 @@ fn main() -> ExitCode {
             Command::Status => cmd::misc::status(&g).await,
             Command::Acp => cmd::acp::run(&g).await,
             Command::Mcp { action, session } => cmd::mcp::run(&g, action, session).await,
+            Command::Git { cmd } => cmd::git::run(&g, cmd).await,
             Command::Sandbox { action } => cmd::sandbox::run(&g, action).await,
             Command::Trust(a) => cmd::trust::run(&g, a).await,
             Command::Models { provider } => cmd::misc::models(&g, provider).await,

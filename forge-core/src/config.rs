@@ -56,6 +56,30 @@ pub struct ForgeConfig {
     /// `[[hooks]]`: commands run at points of a session.
     #[serde(default)]
     pub hooks: crate::hooks::HooksConfig,
+    /// `[git]`: git-backed sessions.
+    #[serde(default)]
+    pub git: GitConfig,
+}
+
+/// `[git]`.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GitConfig {
+    /// `branch`: new sessions in a git repository work on a branch of
+    /// their own, one commit per turn; `off` (the default): in the
+    /// directory itself.
+    #[serde(default)]
+    pub mode: GitMode,
+    /// The model that writes commit messages (default: the session's).
+    pub message_model: Option<String>,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GitMode {
+    #[default]
+    Off,
+    Branch,
 }
 
 /// A `[[models]]` entry.

@@ -115,7 +115,9 @@ fn worktree_name(id: &str) -> String {
 pub fn start(dir: &Path, id: &str, base: Option<&str>) -> Result<Started, GitError> {
     let (found, rel) = discover(dir)?;
     let repo = main_repo(&found)?;
-    let top = repo.workdir().ok_or_else(|| GitError::Bare { dir: dir.display().to_string() })?.to_path_buf();
+    // libgit2 ends directories with a slash.
+    let top: PathBuf =
+        repo.workdir().ok_or_else(|| GitError::Bare { dir: dir.display().to_string() })?.components().collect();
     let shown = top.display().to_string();
     let commit = match base {
         Some(name) => repo
@@ -129,7 +131,8 @@ pub fn start(dir: &Path, id: &str, base: Option<&str>) -> Result<Started, GitErr
         return Err(GitError::BranchExists { branch, dir: shown });
     }
     let created = repo.branch(&branch, &commit, false)?;
-    let path = worktree_path(repo.path(), id);
+    let common: PathBuf = repo.path().components().collect();
+    let path = worktree_path(&common, id);
     let parent = path.parent().unwrap_or(&path);
     std::fs::create_dir_all(parent).map_err(|e| GitError::io(parent, e))?;
     let reference = created.into_reference();
@@ -144,7 +147,7 @@ pub fn start(dir: &Path, id: &str, base: Option<&str>) -> Result<Started, GitErr
         }
         return Err(e.into());
     }
-    let cwd = path.join(&rel);
+    let cwd: PathBuf = path.join(&rel).components().collect();
     Ok(Started { repo: top, branch, base: commit.id().to_string(), worktree: path, cwd })
 }
 
@@ -156,6 +159,17 @@ pub fn remove_worktree(repo_dir: &Path, id: &str) -> Result<(), GitError> {
         let mut opts = git2::WorktreePruneOptions::new();
         opts.valid(true).locked(true).working_tree(true);
         wt.prune(Some(&mut opts))?;
+    }
+    Ok(())
+}
+
+/// Undoes [`start`] for a session that was never made: its worktree and
+/// its branch (which holds no turn yet) go.
+pub fn abandon(repo_dir: &Path, id: &str) -> Result<(), GitError> {
+    remove_worktree(repo_dir, id)?;
+    let repo = main_repo(&git2::Repository::open(repo_dir)?)?;
+    if let Ok(mut b) = repo.find_branch(&branch_name(id), git2::BranchType::Local) {
+        b.delete()?;
     }
     Ok(())
 }

@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::types::{
-    ApprovalCall, ClientRef, JournalHealth, RecoveryBadge, RecoveryCall, SummarySpan, Usage, UsageTotal,
+    ApprovalCall, ClientRef, JournalHealth, MessageStatus, RecoveryBadge, RecoveryCall, SummarySpan, Usage, UsageTotal,
 };
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -233,6 +233,33 @@ pub enum EventKind {
         waited_ms: u64,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         not_started: Vec<String>,
+    },
+    /// Git mode: the session has its branch and worktree (in its first
+    /// batch); `from_commit` when it resumes a commit of another session.
+    GitSessionStarted {
+        repo: String,
+        branch: String,
+        base: String,
+        worktree: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from_commit: Option<String>,
+    },
+    /// Git mode: the turn started by `message_id` is commit `commit` on
+    /// `branch`, holding `files` and the session state; `status` is how
+    /// the turn ended (a cancelled or failed turn commits what it kept).
+    GitCommitted {
+        message_id: String,
+        commit: String,
+        branch: String,
+        #[serde(default)]
+        files: Vec<String>,
+        status: MessageStatus,
+    },
+    /// Git mode: the turn could not be committed; its changes stay in the
+    /// worktree and go into the next turn's commit.
+    GitCommitFailed {
+        message_id: String,
+        error: String,
     },
     /// The provider request failed before any output with an error worth
     /// retrying (rate limit, overload, unavailable, unreachable): attempt

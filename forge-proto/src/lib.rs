@@ -11,6 +11,7 @@
 pub mod calls;
 pub mod error;
 pub mod events;
+pub mod git;
 pub mod methods;
 pub mod params;
 pub mod paths;
@@ -22,6 +23,7 @@ pub mod usage;
 
 pub use error::{ErrorData, ErrorKind};
 pub use events::{EventKind, SessionEvent, SubscriptionItem, TurnStatus};
+pub use git::{GitCommit, GitDiff, GitLog, GitSession, GitShown};
 pub use trust::FolderTrust;
 pub use types::*;
 pub use usage::*;

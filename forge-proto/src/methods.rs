@@ -18,6 +18,7 @@
 
 use crate::calls::*;
 use crate::events::SessionEvent;
+use crate::git::*;
 use crate::params::*;
 use crate::trust::FolderTrust;
 use crate::types::*;
@@ -265,6 +266,15 @@ forge_methods! {
     /// itself, a system directory) is refused (`broad_root`) unless
     /// `allow_broad_root`.
     daemon "session.create" session_create(CreateParams) -> SessionInfo;
+    /// A git session's turns as commits, newest first (a resumed session
+    /// goes on into the commits it came from).
+    daemon "git.log" git_log(GitLogParams) -> GitLog;
+    /// One commit of a git session: its turn, the session state it holds
+    /// and its diff.
+    daemon "git.show" git_show(GitShowParams) -> GitShown;
+    /// What merging a git session's branch into the user's HEAD would
+    /// bring, as a patch.
+    daemon "git.diff" git_diff(SessionRef) -> GitDiff;
     /// Every session, newest activity first.
     daemon "session.list" session_list(NoParams) -> Vec<SessionInfo>;
     /// One session, with its usage.

@@ -107,6 +107,41 @@ params!(
         /// `broad_root`).
         #[serde(default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
         pub allow_broad_root: bool,
+        /// Git mode: the session works on its own branch
+        /// `forge/session/<id>` in a private worktree, one commit per
+        /// turn; the user's working tree, index and branch are never
+        /// touched. Absent: `[git] mode` decides.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub git: Option<bool>,
+        /// Git mode: the branch starts here (a commit, branch or tag;
+        /// default HEAD).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub base: Option<String>,
+        /// Git mode: resume from this commit of a git session, with the
+        /// conversation as it was then, on a branch of its own.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub from_commit: Option<String>,
+    }
+);
+
+params!(
+    /// A session's turns as commits.
+    GitLogParams {
+        session: String,
+        /// At most this many (default 100).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub limit: Option<u32>,
+    }
+);
+
+params!(
+    /// One commit of a git session.
+    GitShowParams {
+        /// A commit id (or prefix, branch, tag).
+        pub commit: String,
+        /// The repository: a directory in it (default: the daemon's).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub cwd: Option<String>,
     }
 );
 

@@ -169,6 +169,9 @@ pub struct SessionInfo {
     /// `trust.add`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub untrusted: Option<crate::FolderTrust>,
+    /// Git mode: the session's branch and worktree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git: Option<crate::GitSession>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -115,6 +115,12 @@ impl Sandbox {
         sandbox
     }
 
+    /// Lets commands read `dir` too (a git session's repository git
+    /// directory), never write it.
+    pub fn read_also(&mut self, dir: PathBuf) {
+        self.commands.read_also.push(dir);
+    }
+
     /// Confines commands as `settings` say (the escape suite's probes).
     pub fn set_command_settings(&mut self, settings: crate::confine::Settings) {
         self.commands = settings;

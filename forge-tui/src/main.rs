@@ -56,6 +56,14 @@ struct Args {
     /// without asking).
     #[arg(long, requires = "new")]
     allow_broad_root: bool,
+    /// With --new, in a git repository: the session works on its own
+    /// branch forge/session/<id> in a private worktree, one commit per
+    /// turn; your working tree, index and branch are never touched.
+    #[arg(long, requires = "new")]
+    git: bool,
+    /// With --git: start the branch at REF [default: HEAD].
+    #[arg(long, requires = "git", value_name = "REF")]
+    base: Option<String>,
     /// Model of the new session.
     #[arg(long, requires = "new")]
     model: Option<String>,
@@ -171,6 +179,9 @@ async fn start(args: Args) -> anyhow::Result<()> {
                 provider: args.provider.clone(),
                 model: args.model.clone(),
                 allow_broad_root: args.allow_broad_root,
+                git: args.git.then_some(true),
+                base: args.base.clone(),
+                from_commit: None,
             })
             .await
             .map_err(|e| anyhow::anyhow!("cannot create the session: {}", runtime::error_text(e)))?;

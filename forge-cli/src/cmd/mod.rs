@@ -5,6 +5,7 @@ pub mod approvals;
 pub mod attach;
 pub mod daemon;
 pub mod export;
+pub mod git;
 pub mod mcp;
 pub mod misc;
 pub mod sandbox;

@@ -57,6 +57,24 @@ pub struct NewSession {
     /// without asking)
     #[arg(long)]
     pub allow_broad_root: bool,
+    /// Git mode (in a git repository): the session works on its own
+    /// branch forge/session/<id>, in a private worktree, and each turn
+    /// becomes one commit there; your working tree, index and branch are
+    /// never touched [default: `[git] mode` in config.toml]
+    #[arg(long, conflicts_with = "no_git")]
+    pub git: bool,
+    /// Not in git mode, whatever `[git] mode` says
+    #[arg(long)]
+    pub no_git: bool,
+    /// With --git: start the branch at REF (a commit, branch or tag)
+    /// [default: HEAD]
+    #[arg(long, value_name = "REF", conflicts_with = "from")]
+    pub base: Option<String>,
+    /// Resume from COMMIT, a turn of a git session (`forgectl git log`
+    /// lists them): the conversation as it was then, on a branch of its
+    /// own (implies --git)
+    #[arg(long, value_name = "COMMIT")]
+    pub from: Option<String>,
 }
 
 impl NewSession {
@@ -66,6 +84,10 @@ impl NewSession {
             && self.model.is_none()
             && self.cwd.is_none()
             && !self.allow_broad_root
+            && !self.git
+            && !self.no_git
+            && self.base.is_none()
+            && self.from.is_none()
     }
 
     pub async fn create(self, client: &Client) -> Result<SessionInfo, Failure> {
@@ -80,6 +102,13 @@ impl NewSession {
                 provider: self.provider,
                 model: self.model,
                 allow_broad_root: self.allow_broad_root,
+                git: match (self.git || self.from.is_some() || self.base.is_some(), self.no_git) {
+                    (true, _) => Some(true),
+                    (false, true) => Some(false),
+                    _ => None,
+                },
+                base: self.base,
+                from_commit: self.from,
             })
             .await?;
         if let Some(u) = &info.untrusted {

@@ -93,6 +93,29 @@ pub(super) fn notice(kind: &EventKind, who: Option<&str>) -> Option<Notice> {
             text: crate::retrying_line(*attempt, *max_attempts, *delay_ms, reason),
             routine: false,
         }),
+        EventKind::GitSessionStarted { branch, base, .. } => {
+            info(format!("git session on branch {branch} (from {}); each turn becomes a commit there", short_id(base)))
+        }
+        EventKind::GitCommitted { commit, branch, files, .. } => Some(Notice {
+            level: Level::Info,
+            text: format!(
+                "turn committed: {} on {branch} ({})",
+                short_id(commit),
+                match files.len() {
+                    0 => "no file changed".to_string(),
+                    1 => "1 file".to_string(),
+                    n => format!("{n} files"),
+                }
+            ),
+            routine: true,
+        }),
+        EventKind::GitCommitFailed { error, .. } => Some(Notice {
+            level: Level::Warn,
+            text: format!(
+                "the turn could not be committed: {error}; its changes stay in the worktree for the next commit"
+            ),
+            routine: false,
+        }),
         EventKind::McpWaiting { servers, timeout_seconds } => info(format!(
             "waiting for MCP server{} {} to start (up to {timeout_seconds} s) so the model gets its tools",
             if servers.len() == 1 { "" } else { "s" },
@@ -179,4 +202,9 @@ pub fn first_line(s: &str, max: usize) -> String {
         out.push_str(" ...");
     }
     out
+}
+
+/// A commit id as git shows it short.
+fn short_id(id: &str) -> &str {
+    id.get(..10).unwrap_or(id)
 }

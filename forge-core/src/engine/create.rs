@@ -19,6 +19,7 @@ impl Engine {
         fork: Option<(String, String)>,
     ) -> Result<SessionInfo, EngineError> {
         self.check_running()?;
+        let ask = super::git::GitAsk::of(&req);
         let cfg = &self.shared().config;
         let provider_name = req.provider.unwrap_or_else(|| cfg.default_provider().as_str().to_string());
         let provider = ProviderKind::parse(&provider_name).ok_or_else(|| {
@@ -57,6 +58,14 @@ impl Engine {
         }
         let id = self.shared().clock.new_id("s");
         let created_ms = self.shared().clock.now_ms();
+        // Git mode: the session's branch and worktree first; it works in
+        // the worktree, at the same place relative to the repository.
+        let git = match fork.is_none() && self.wants_git(&ask, &cwd) {
+            true => Some(self.start_git(&ask, &cwd, &id).await?),
+            false => None,
+        };
+        let fork = fork.or_else(|| git.as_ref().and_then(|g| g.fork.clone()));
+        let cwd = git.as_ref().map(|g| g.started.cwd.display().to_string()).unwrap_or(cwd);
         let mut ops = vec![StoreOp::CreateSession {
             id: id.clone(),
             name: req.name.clone(),
@@ -71,8 +80,21 @@ impl Engine {
             ops.push(StoreOp::ForkSession { id: id.clone(), from: from.clone(), node: node.clone() });
             events.push((Some(client), EventKind::SessionForked { from, node }));
         }
+        if let Some(g) = &git {
+            let session = g.session();
+            let json = serde_json::to_string(&session).unwrap_or_default();
+            ops.push(StoreOp::SetGit { session_id: id.clone(), git: json });
+            let forge_proto::GitSession { repo, branch, base, worktree } = session;
+            let from_commit = g.from_commit.clone();
+            events.push((None, EventKind::GitSessionStarted { repo, branch, base, worktree, from_commit }));
+        }
         let batch = crate::session::machine::pipeline::first_batch(&id, ops, events, created_ms);
-        self.shared().writer.write(batch).await.map_err(|e| EngineError::blocked(&e.to_string()))?;
+        if let Err(e) = self.shared().writer.write(batch).await {
+            if let Some(g) = &git {
+                self.abandon_git(g, &id).await;
+            }
+            return Err(EngineError::blocked(&e.to_string()));
+        }
         drop(_names);
         if start_hooks {
             // Its `SessionStart` hooks have run (and are journaled) before
@@ -105,6 +127,14 @@ impl Engine {
                 )
             })?,
         };
+        if row.git.is_some() {
+            return Err(EngineError::new(
+                ErrorKind::InvalidParams,
+                format!(
+                    "session {id} is a git session: resume one of its commits instead (`forgectl git log {id}` lists them, `forgectl session new --git --from COMMIT` resumes one on a branch of its own)"
+                ),
+            ));
+        }
         let forest = Forest::new(self.shared().store.tree(&id).await?);
         if forest.get(&node)?.role == forge_proto::Role::Summary {
             return Err(EngineError::new(ErrorKind::InvalidParams, "a fork starts at a message, not at a summary"));
@@ -142,6 +172,7 @@ impl Engine {
             provider: Some(row.provider),
             model: Some(row.model),
             allow_broad_root: true,
+            ..Default::default()
         };
         let info = self.create_session_at(req, client.clone(), Some((id, node.clone()))).await?;
         if !moved.is_empty() {

@@ -4,6 +4,7 @@
 
 mod admin;
 mod create;
+mod git;
 mod queries;
 mod tree;
 mod trust;
@@ -224,8 +225,16 @@ impl Engine {
     }
 
     pub async fn remove(&self, params: SessionRef) -> Result<String, EngineError> {
+        let git = match self.resolve(&params.session).await {
+            Ok(id) => self.shared().store.session(&id).await?.and_then(|r| r.git),
+            Err(_) => None,
+        };
         let (id, ()) = self.command(params, |_, reply| SessionCmd::Remove { reply }).await?;
         self.inner.sessions.lock().await.remove(&id);
+        // Its worktree goes; its branch, and so every turn, stays.
+        if let Some(git) = git {
+            self.remove_git_worktree(&id, &git).await;
+        }
         Ok(id)
     }
 

@@ -42,6 +42,7 @@ impl Engine {
             approval_mode: row.approval.mode,
             always_allow: row.approval.always,
             untrusted: None,
+            git: row.git,
         }
     }
     pub(super) async fn session_info(&self, id: &str) -> Result<SessionInfo, EngineError> {

@@ -129,6 +129,11 @@ pub enum StoreOp {
         provider: String,
         model: String,
     },
+    /// A git session's branch and worktree (`GitSession` as JSON).
+    SetGit {
+        session_id: String,
+        git: String,
+    },
     /// A session's approval rules (`SessionApproval` as JSON).
     SetApproval {
         session_id: String,
@@ -328,6 +333,7 @@ impl StoreOp {
             StoreOp::SetModel { session_id, provider, model } => {
                 run("UPDATE sessions SET provider = ?, model = ? WHERE id = ?", &[provider, model, session_id])
             }
+            StoreOp::SetGit { session_id, git } => run("UPDATE sessions SET git = ? WHERE id = ?", &[git, session_id]),
             StoreOp::SetApproval { session_id, approval } => {
                 run("UPDATE sessions SET approval = ? WHERE id = ?", &[approval, session_id])
             }

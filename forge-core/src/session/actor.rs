@@ -332,6 +332,17 @@ impl SessionActor {
                 };
                 self.job(job, work, || JobOutcome::ToolsStarted { tools: None, not_started: Vec::new() });
             }
+            Effect::CommitTurn(c) => {
+                let job = c.job;
+                let work = async move {
+                    let c = *c;
+                    let done = tokio::task::spawn_blocking(move || {
+                        forge_git::commit_turn(&c.worktree, &c.branch, &c.commit).map_err(|e| e.to_string())
+                    });
+                    JobOutcome::Committed(done.await.unwrap_or_else(|e| Err(format!("committing failed: {e}"))))
+                };
+                self.job(job, work, || JobOutcome::Committed(Err("committing failed inside forged".into())));
+            }
             Effect::StopTool => {
                 if let Some(tool) = self.tool.take() {
                     tool.task.abort();

@@ -20,7 +20,7 @@ pub(super) async fn durable(shared: &Shared, row: SessionRow, recovering: bool) 
     let row = store.session(&row.id).await?.unwrap_or(row);
     let queue = store.queued(&row.id).await?;
     let path = history(store, row.head_id.as_deref()).await?;
-    let unfinished = if recovering { unfinished(shared, &row.id).await? } else { Unfinished::Nothing };
+    let unfinished = if recovering { unfinished(shared, &row).await? } else { Unfinished::Nothing };
     let spent = session_total(shared, &row.id).await?;
     let summaries = store
         .summaries(&row.id)
@@ -130,8 +130,8 @@ pub(super) async fn history(store: &Store, head: Option<&str>) -> Result<Vec<Cha
 }
 
 /// What the session's journal says was not finished, most specific first.
-async fn unfinished(shared: &Shared, id: &str) -> Result<Unfinished, EngineError> {
-    let store = &shared.store;
+async fn unfinished(shared: &Shared, row: &SessionRow) -> Result<Unfinished, EngineError> {
+    let (store, id) = (&shared.store, row.id.as_str());
     let streams = store.open_streams(id).await?;
     if !streams.is_empty() {
         // Deltas acked through the delta log must be in SQLite to be read.
@@ -157,7 +157,12 @@ async fn unfinished(shared: &Shared, id: &str) -> Result<Unfinished, EngineError
         shared.writer.sync().await;
         return Ok(Unfinished::Summarizing { message_id: unfinished_turn });
     }
-    let Some(message_id) = unfinished_turn else { return Ok(Unfinished::Nothing) };
+    let Some(message_id) = unfinished_turn else {
+        if row.git.is_some() {
+            return uncommitted_turn(shared, id).await;
+        }
+        return Ok(Unfinished::Nothing);
+    };
     // The turn's first request waited for MCP servers (the wait and its
     // end are each in one batch with what comes before and after them).
     let waiting = store.last_seq_of_kind(id, "mcp_waiting").await?;
@@ -174,6 +179,25 @@ async fn unfinished(shared: &Shared, id: &str) -> Result<Unfinished, EngineError
     let started = started_tool_calls(store, id).await?;
     let announced = recovery_announced(store, id).await?;
     Ok(Unfinished::ToolCalls { message_id, started, announced })
+}
+
+/// Git mode: the last turn ended after the last commit was journaled
+/// (the turn's end and its commit's event are in separate batches).
+async fn uncommitted_turn(shared: &Shared, id: &str) -> Result<Unfinished, EngineError> {
+    let store = &shared.store;
+    shared.writer.sync().await;
+    let ended = store.last_seq_of_kind(id, "turn_finished").await?;
+    let committed =
+        store.last_seq_of_kind(id, "git_committed").await?.max(store.last_seq_of_kind(id, "git_commit_failed").await?);
+    if ended == 0 || committed > ended {
+        return Ok(Unfinished::Nothing);
+    }
+    let page = store.events_after(id, ended - 1, 1).await?;
+    let found = page.first().and_then(|(_, body)| match serde_json::from_str::<SessionEvent>(body).ok()?.kind {
+        EventKind::TurnFinished { message_id, status, .. } => Some(Unfinished::Commit { message_id, status }),
+        _ => None,
+    });
+    Ok(found.unwrap_or(Unfinished::Nothing))
 }
 
 /// Parse-only: the turn waits for results a client supplies.

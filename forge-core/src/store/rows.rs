@@ -22,6 +22,8 @@ pub struct SessionRow {
     pub last_seq: u64,
     /// The session's own approval rules.
     pub approval: SessionApproval,
+    /// Git mode: its branch and worktree.
+    pub git: Option<forge_proto::GitSession>,
 }
 
 /// A session's approval rules on top of `[tools.approval]`.
@@ -55,6 +57,7 @@ impl SessionRow {
                 .ok()
                 .and_then(|j| serde_json::from_str(&j).ok())
                 .unwrap_or_default(),
+            git: r.try_get::<Option<String>, _>("git").ok().flatten().and_then(|j| serde_json::from_str(&j).ok()),
         })
     }
 }

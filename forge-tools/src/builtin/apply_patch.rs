@@ -28,12 +28,6 @@ fn plan(patch: &Patch, sandbox: &Sandbox) -> Result<Plan, ToolError> {
     let mut files = Vec::new();
     for f in &patch.files {
         let path = sandbox.resolve_write(&f.path).map_err(ToolError::SandboxViolation)?;
-        if path.components().any(|c| c.as_os_str() == ".git") {
-            return Err(ToolError::SandboxViolation(crate::DenialReason::Denied {
-                path: f.path.clone(),
-                pattern: "**/.git/** (writes)".into(),
-            }));
-        }
         let file = sandbox.open_checked(&path, &f.path).map_err(|e| {
             e.into_tool_error(|e| ToolError::PatchFailed {
                 file: f.path.clone().into(),

@@ -6,7 +6,7 @@ use std::io::Write;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::{DenialReason, ToolCtx, ToolError, ToolExecutor, ToolFut};
+use crate::{ToolCtx, ToolError, ToolExecutor, ToolFut};
 
 pub struct WriteFile;
 
@@ -59,14 +59,10 @@ impl ToolExecutor for WriteFile {
     fn execute<'a>(&'a self, args: Value, ctx: &'a ToolCtx) -> ToolFut<'a> {
         Box::pin(async move {
             let args: Args = crate::parse_args(args)?;
+            // Git's own files are never written by a tool (`resolve_write`
+            // refuses `.git` below a root; a git session's worktree itself
+            // lives in the repository's git directory).
             let path = ctx.sandbox.resolve_write(&args.path).map_err(ToolError::SandboxViolation)?;
-            // Git's own files are never written by a tool.
-            if path.components().any(|c| c.as_os_str() == ".git") {
-                return Err(ToolError::SandboxViolation(DenialReason::Denied {
-                    path: args.path.clone(),
-                    pattern: "**/.git/** (writes)".into(),
-                }));
-            }
             let failed = |message: String| ToolError::ExecutionFailed { tool: "write_file".into(), message };
             let content = args.content;
             let shown = args.path.clone();

@@ -318,6 +318,10 @@ pub struct Settings {
     /// The project's hooks directory (core.hooksPath, relative to a
     /// root), kept read-only for the git tools when they run hooks.
     pub git_hooks_dir: Option<String>,
+    /// Read-only places a session needs beside its roots: a git
+    /// session's repository git directory, which its worktree's `.git`
+    /// file points into (so `git status` works there).
+    pub read_also: Vec<PathBuf>,
 }
 
 impl Settings {
@@ -341,6 +345,7 @@ impl Settings {
             pass_env: c.pass_env.clone().unwrap_or_default(),
             allow_unix_sockets: c.allow_unix_sockets.clone().unwrap_or_default(),
             git_hooks_dir: None,
+            read_also: Vec::new(),
         }
     }
 
@@ -433,6 +438,11 @@ impl Policy {
         if let Some(exe) = host.and_then(|h| h.exe.as_ref()) {
             read.push(exe.clone());
             shown.push(exe.clone());
+        }
+        for p in &settings.read_also {
+            let p = p.canonicalize().unwrap_or_else(|_| p.clone());
+            grant_around(&p, &never, &mut read);
+            shown.push(p);
         }
 
         let mut write = Vec::new();

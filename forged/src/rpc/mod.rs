@@ -106,6 +106,18 @@ impl ForgeServer for ConnServer {
         self.engine().create_session(p, self.client_ref()).await.map_err(to_rpc)
     }
 
+    async fn git_log(&self, p: GitLogParams) -> RpcResult<GitLog> {
+        self.engine().git_log(p).await.map_err(to_rpc)
+    }
+
+    async fn git_show(&self, p: GitShowParams) -> RpcResult<GitShown> {
+        self.engine().git_show(p).await.map_err(to_rpc)
+    }
+
+    async fn git_diff(&self, p: SessionRef) -> RpcResult<GitDiff> {
+        self.engine().git_diff(p).await.map_err(to_rpc)
+    }
+
     async fn session_list(&self, _: NoParams) -> RpcResult<Vec<SessionInfo>> {
         self.engine().list_sessions().await.map_err(to_rpc)
     }

@@ -100,7 +100,7 @@ impl Session {
                     name: call.name.clone(),
                     arguments: args.to_string(),
                     risk: format!("{:?}", tool.risk_level()).to_lowercase(),
-                    summary: tool.approval_summary(args, &sandbox_for(&self.row.cwd, &self.config)),
+                    summary: tool.approval_summary(args, &sandbox_for(&self.row, &self.config)),
                 }),
             }
         }

@@ -76,6 +76,8 @@ pub(crate) enum JobOutcome {
         tools: Option<std::sync::Arc<crate::tools::ToolRegistry>>,
         not_started: Vec<String>,
     },
+    /// Git mode: the turn's commit, or why it could not be made.
+    Committed(Result<forge_git::Committed, String>),
 }
 
 impl Session {
@@ -86,6 +88,7 @@ impl Session {
             JobOutcome::RewindPlanned(plan) => self.on_rewind_planned(job, plan),
             JobOutcome::FilesRestored { done, error } => self.on_files_restored(job, done, error),
             JobOutcome::ToolsStarted { tools, not_started } => self.on_tools_started(job, tools, not_started),
+            JobOutcome::Committed(result) => self.on_committed(job, result),
             other if self.tool_stage_job() == Some(job) => self.call_stage_done(other),
             _ => tracing::debug!(session = %self.row.id, job, "a call no longer running reported back: dropped"),
         }
@@ -175,7 +178,7 @@ impl Session {
     /// Has what the call may change read for rewind, or runs it.
     fn record_before(&mut self, ready: Ready, notes: Vec<String>) {
         let Some((node_id, call_id, _)) = self.running_ids() else { return };
-        let sandbox = super::tools::sandbox_for(&self.row.cwd, &self.config);
+        let sandbox = super::tools::sandbox_for(&self.row, &self.config);
         let touched: Vec<(String, PathBuf)> = ready
             .0
             .touches(&ready.1)
@@ -250,7 +253,7 @@ impl Session {
         let Some((_, call_id, _)) = self.running_ids() else { return };
         let timeout = super::tools::timeout_for(tool.as_ref(), &self.config);
         let ctx = ToolCtx {
-            sandbox: super::tools::sandbox_for(&self.row.cwd, &self.config),
+            sandbox: super::tools::sandbox_for(&self.row, &self.config),
             call_id,
             limits: self.tool_limits(),
             output: None,
@@ -330,7 +333,7 @@ impl Session {
             node_id,
             call_id,
             before,
-            sandbox: super::tools::sandbox_for(&self.row.cwd, &self.config),
+            sandbox: super::tools::sandbox_for(&self.row, &self.config),
         })));
         self.set_stage(CallStage::RecordingAfter { job, result });
     }

@@ -67,7 +67,7 @@ impl Session {
             input,
             tool,
             stop_at_first: event != HookEvent::PostToolUse,
-            sandbox: super::tools::sandbox_for(&self.row.cwd, &self.config),
+            sandbox: super::tools::sandbox_for(&self.row, &self.config),
         })));
         job
     }

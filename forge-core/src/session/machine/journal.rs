@@ -87,6 +87,9 @@ impl Session {
                 self.completions = None;
                 let finished = self.finished.take();
                 if matches!(self.state, OperationState::Finishing) {
+                    if self.commit_turn(finished) {
+                        return;
+                    }
                     if self.stop_hooks(finished) {
                         return;
                     }

@@ -28,6 +28,7 @@ mod approvals;
 mod budget;
 pub(crate) mod call;
 mod commands;
+mod git_commit;
 mod history;
 pub(crate) mod hooks;
 mod journal;
@@ -157,6 +158,8 @@ pub(crate) enum Effect {
     /// Read again what may have changed outside (instruction files, MCP
     /// tools, hooks), then handle the message (`Event::Refreshed`).
     Refresh { then: SessionCmd },
+    /// Git mode: write a finished turn's commit; back as `Event::JobDone`.
+    CommitTurn(Box<git_commit::CommitJob>),
     /// Wait until the session's MCP servers are started, at most `limit`;
     /// back as `Event::JobDone` with the tools offered then.
     WaitForTools { job: u64, limit: Duration },
@@ -353,6 +356,8 @@ pub(crate) struct Session {
     stop_chain: u32,
     /// How the turn being finished ended (for its `Stop` hooks).
     finished: Option<forge_proto::MessageStatus>,
+    /// The user message that started it (git mode commits it).
+    finished_turn: Option<String>,
     /// The last job id given out.
     next_job: u64,
     /// Effects of the event being handled.
@@ -403,6 +408,7 @@ impl Session {
             start_context: None,
             stop_chain: 0,
             finished: None,
+            finished_turn: None,
             next_job: 0,
             out: Vec::new(),
             clock,

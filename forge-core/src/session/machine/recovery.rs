@@ -51,6 +51,11 @@ pub(crate) enum Unfinished {
     Summarizing {
         message_id: Option<String>,
     },
+    /// Git mode: the turn ended, and its commit is not journaled.
+    Commit {
+        message_id: String,
+        status: forge_proto::MessageStatus,
+    },
     /// The turn's first request waited for MCP servers still starting.
     AwaitingTools {
         message_id: String,
@@ -113,6 +118,7 @@ impl Session {
                 }
             }
             Unfinished::AwaitingTools { message_id } => self.restore_tools_wait(message_id),
+            Unfinished::Commit { message_id, status } => self.restore_commit(message_id, status),
             Unfinished::AwaitingToolResults { message_id } => {
                 if let Some((calls, _)) = self.last_tool_calls() {
                     self.state = OperationState::AwaitingToolResults { message_id, iteration: 0, pending: calls };

@@ -102,7 +102,7 @@ impl Session {
                 "tool_iteration": iteration,
             },
             "tools": tools,
-            "sandbox": sandbox_for(&self.row.cwd, config).describe(),
+            "sandbox": sandbox_for(&self.row, config).describe(),
             "limits": {
                 "max_tool_calls_per_batch": config.tools.max_tool_calls_per_batch.unwrap_or(DEFAULT_MAX_CALLS_PER_BATCH),
                 "max_tool_iterations_per_user_turn": self.max_iterations(),
@@ -529,6 +529,13 @@ pub(super) fn timeout_for(tool: &dyn ToolExecutor, config: &crate::config::Forge
 }
 
 /// The sandbox for a session's tools, from `[tools.sandbox]`.
-pub(super) fn sandbox_for(cwd: &str, config: &crate::config::ForgeConfig) -> Sandbox {
-    Sandbox::for_session(std::path::Path::new(cwd), &config.tools)
+pub(super) fn sandbox_for(row: &crate::store::SessionRow, config: &crate::config::ForgeConfig) -> Sandbox {
+    let mut sandbox = Sandbox::for_session(std::path::Path::new(&row.cwd), &config.tools);
+    // A git session's worktree lives in the repository's git directory
+    // (`<git dir>/forge/worktrees/<id>`), whose objects and refs `git`
+    // in a command reads.
+    if let Some(dir) = row.git.as_ref().and_then(|g| std::path::Path::new(&g.worktree).ancestors().nth(3)) {
+        sandbox.read_also(dir.to_path_buf());
+    }
+    sandbox
 }

@@ -505,6 +505,7 @@ impl Session {
     pub(super) fn finish_turn_event(&mut self, client: Option<ClientRef>, finished: EventKind) {
         if let EventKind::TurnFinished { message_id, status, error_kind, error, .. } = &finished {
             self.finished = Some(*status);
+            self.finished_turn = Some(message_id.clone());
             let nodes = self.generated_nodes(message_id);
             let message_id = message_id.clone();
             let end = match status {

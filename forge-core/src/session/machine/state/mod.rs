@@ -96,6 +96,13 @@ pub(super) enum OperationState {
     StopHooks {
         job: u64,
     },
+    /// Git mode: the turn ended and is durable; its commit is being
+    /// written (`job`) before the session goes on (see `git_commit.rs`).
+    Committing {
+        job: u64,
+        message_id: String,
+        status: forge_proto::MessageStatus,
+    },
     /// A rewind moves files (see `rewind.rs`).
     Rewinding(Box<Rewinding>),
     /// The store cannot be written; all new work is refused until a reset.
@@ -108,9 +115,11 @@ impl OperationState {
     pub fn kind(&self) -> OperationStateKind {
         match self {
             Self::Idle => OperationStateKind::Idle,
-            Self::Streaming(_) | Self::Finishing | Self::StopHooks { .. } | Self::AwaitingTools { .. } => {
-                OperationStateKind::Streaming
-            }
+            Self::Streaming(_)
+            | Self::Finishing
+            | Self::StopHooks { .. }
+            | Self::AwaitingTools { .. }
+            | Self::Committing { .. } => OperationStateKind::Streaming,
             Self::ToolLoop(l) if l.awaiting_approval() => OperationStateKind::AwaitingApproval,
             Self::AwaitingBudget { .. } => OperationStateKind::AwaitingApproval,
             Self::Summarizing(job) if job.waiting => OperationStateKind::SummarizationRetry,

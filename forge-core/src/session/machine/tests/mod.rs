@@ -51,6 +51,8 @@ struct Harness {
     /// Rewinds to plan, and files to restore, not yet answered.
     plans: Vec<rewind::PlanRewind>,
     restores: Vec<rewind::RestoreFiles>,
+    /// Git mode: turn commits asked for, not yet answered.
+    commits: Vec<git_commit::CommitJob>,
 }
 
 fn row() -> SessionRow {
@@ -65,6 +67,7 @@ fn row() -> SessionRow {
         head_id: None,
         last_seq: 0,
         approval: Default::default(),
+        git: None,
     }
 }
 
@@ -101,10 +104,22 @@ impl Harness {
         path: Vec<ChatMessage>,
         rewind: Option<rewind::RewindIntent>,
     ) -> Self {
+        Self::restarted_as(config, unfinished, path, rewind, row())
+    }
+
+    /// As [`Self::restarted`], for the session `row`.
+    fn restarted_as(
+        config: ForgeConfig,
+        unfinished: Unfinished,
+        path: Vec<ChatMessage>,
+        rewind: Option<rewind::RewindIntent>,
+        row: SessionRow,
+    ) -> Self {
         // Scripted time and ids: a run replayed from the same events writes
         // the same records.
         let clock = crate::ids::Clock::scripted(1_795_000_000_000);
-        let s = Session::new(Arc::new(config), Arc::new(ToolRegistry::builtin()), row(), "Be a test.".into(), clock);
+        let s =
+            Session::new(Arc::new(config), Arc::new(ToolRegistry::builtin()), row.clone(), "Be a test.".into(), clock);
         let mut h = Harness {
             s,
             fx: Vec::new(),
@@ -124,9 +139,10 @@ impl Harness {
             tool_waits: Vec::new(),
             plans: Vec::new(),
             restores: Vec::new(),
+            commits: Vec::new(),
         };
         let durable = Durable {
-            row: row(),
+            row,
             queue: Vec::new(),
             path,
             unfinished,
@@ -213,6 +229,7 @@ impl Harness {
                     self.feed(Event::Refreshed(Box::new(refresh)))
                 }
                 Effect::WaitForTools { job, .. } => self.tool_waits.push(job),
+                Effect::CommitTurn(job) => self.commits.push(*job),
                 Effect::Reply(answer) => answer.send(),
                 Effect::Arm(timer, _) => self.timers.push(timer),
                 Effect::ReadTree { then } => {
@@ -1262,6 +1279,7 @@ fn a_root_is_found_again_only_under_the_same_system_prompt() {
     assert_eq!(h.forest().replies(None).len(), 2);
 }
 
+mod git_turns;
 mod mcp_waits;
 mod rewinds;
 mod with_hooks;

@@ -1,0 +1,130 @@
+//! `forgectl git`: a git session's turns as commits (`log`), one turn's
+//! conversation and diff (`show`), what its branch would bring (`diff`).
+
+use forge_client::ForgeClient;
+use forge_proto::GitCommit;
+use forge_proto::params::{GitLogParams, GitShowParams, SessionRef};
+
+use crate::Global;
+use crate::connect::daemon;
+use crate::exit::Failure;
+use crate::output::json_line;
+
+#[derive(Debug, clap::Subcommand)]
+pub enum GitCmd {
+    /// A git session's turns, newest first: commit, time, subject and the
+    /// files each changed
+    Log {
+        /// Session id, id prefix or name
+        session: String,
+        /// At most this many
+        #[arg(long, short = 'n', default_value_t = 100)]
+        limit: u32,
+    },
+    /// One turn's commit: the conversation it holds, then its diff
+    Show {
+        /// A commit id or prefix (or a branch, a tag)
+        commit: String,
+        /// A directory in the repository [default: the current directory]
+        #[arg(long, value_name = "DIR")]
+        cwd: Option<std::path::PathBuf>,
+    },
+    /// What merging the session's branch into your HEAD would bring
+    /// (`git merge forge/session/<id>` does it)
+    Diff {
+        /// Session id, id prefix or name
+        session: String,
+    },
+}
+
+pub async fn run(g: &Global, cmd: GitCmd) -> Result<(), Failure> {
+    let conn = daemon(g).await?;
+    match cmd {
+        GitCmd::Log { session, limit } => {
+            let log = conn.client.git_log(GitLogParams { session, limit: Some(limit) }).await?;
+            if g.json {
+                for c in &log.commits {
+                    json_line(c);
+                }
+                return Ok(());
+            }
+            if log.commits.is_empty() {
+                outln!("{}: no turn committed yet", log.branch);
+            }
+            for c in &log.commits {
+                line(c);
+            }
+        }
+        GitCmd::Show { commit, cwd } => {
+            let cwd = match cwd {
+                Some(p) => Some(std::path::absolute(&p).unwrap_or(p)),
+                None => std::env::current_dir().ok(),
+            };
+            let params = GitShowParams { commit, cwd: cwd.map(|p| p.display().to_string()) };
+            let shown = conn.client.git_show(params).await?;
+            if g.json {
+                json_line(&shown);
+                return Ok(());
+            }
+            outln!("commit {}", shown.commit.id);
+            if let Some(s) = &shown.commit.session {
+                outln!("session {s}");
+            }
+            outln!("{}", time(shown.commit.time));
+            outln!();
+            let message: Vec<&str> = shown.commit.message.lines().filter(|l| !l.starts_with("Forge-")).collect();
+            for l in message.join("\n").trim_end().lines() {
+                outln!("    {l}");
+            }
+            if let Some(messages) = shown.state.as_ref().and_then(|s| s.get("messages")).and_then(|m| m.as_array()) {
+                outln!();
+                for m in messages {
+                    conversation(m);
+                }
+            }
+            if !shown.diff.is_empty() {
+                outln!();
+                outln!("{}", shown.diff.trim_end());
+            }
+        }
+        GitCmd::Diff { session } => {
+            let d = conn.client.git_diff(SessionRef { session }).await?;
+            if g.json {
+                json_line(&d);
+            } else if d.diff.is_empty() {
+                outln!("{} brings no change to your HEAD", d.branch);
+            } else {
+                outln!("{}", d.diff.trim_end());
+            }
+        }
+    }
+    Ok(())
+}
+
+fn time(secs: i64) -> String {
+    crate::output::format_ms(secs.saturating_mul(1000))
+}
+
+fn line(c: &GitCommit) {
+    let short: String = c.id.chars().take(10).collect();
+    let files = match c.files.len() {
+        0 => "no file changed".to_string(),
+        1 => c.files[0].clone(),
+        n => format!("{} and {} more", c.files[0], n - 1),
+    };
+    outln!("{short}  {}  {}  ({files})", time(c.time), c.summary);
+}
+
+fn conversation(m: &serde_json::Value) {
+    let role = m.get("role").and_then(|r| r.as_str()).unwrap_or("?");
+    let text = m.get("text").and_then(|t| t.as_str()).unwrap_or_default();
+    outln!("--- {role}");
+    if !text.is_empty() {
+        outln!("{text}");
+    }
+    for call in m.get("tool_calls").and_then(|c| c.as_array()).into_iter().flatten() {
+        let name = call.get("name").and_then(|n| n.as_str()).unwrap_or("?");
+        let args = call.get("arguments").and_then(|a| a.as_str()).unwrap_or_default();
+        outln!("  -> tool call {name}({args})");
+    }
+}

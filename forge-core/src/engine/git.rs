@@ -1,0 +1,185 @@
+//! Git mode at the engine: a session's branch and worktree made when the
+//! session is, a commit of a git session resumed as a new session, and
+//! the `git.*` queries. The commits themselves are a state of the session
+//! (`session/machine/git_commit.rs`).
+
+use std::path::{Path, PathBuf};
+
+use forge_proto::params::{CreateParams, GitLogParams, GitShowParams};
+use forge_proto::{GitCommit, GitDiff, GitLog, GitSession, GitShown};
+
+use super::*;
+use crate::config::GitMode;
+
+/// What `session.create` asked of git mode.
+pub(super) struct GitAsk {
+    pub git: Option<bool>,
+    pub base: Option<String>,
+    pub from_commit: Option<String>,
+}
+
+impl GitAsk {
+    pub fn of(req: &CreateParams) -> Self {
+        Self { git: req.git, base: req.base.clone(), from_commit: req.from_commit.clone() }
+    }
+}
+
+/// A git session about to be created.
+pub(super) struct GitStart {
+    pub started: forge_git::Started,
+    /// Resuming a commit: the session and node its conversation forks from.
+    pub fork: Option<(String, String)>,
+    pub from_commit: Option<String>,
+}
+
+impl GitStart {
+    pub fn session(&self) -> GitSession {
+        let s = &self.started;
+        GitSession {
+            repo: s.repo.display().to_string(),
+            branch: s.branch.clone(),
+            base: s.base.clone(),
+            worktree: s.worktree.display().to_string(),
+        }
+    }
+}
+
+pub(super) fn git_error(e: forge_git::GitError) -> EngineError {
+    use forge_git::GitError as G;
+    let kind = match e {
+        G::NotARepository { .. } | G::Bare { .. } | G::NoCommit { .. } | G::BadRef { .. } | G::BranchExists { .. } => {
+            ErrorKind::InvalidParams
+        }
+        _ => ErrorKind::Internal,
+    };
+    EngineError::new(kind, e.to_string())
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, forge_git::GitError> + Send + 'static,
+) -> Result<T, EngineError> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| EngineError::internal(e.to_string()))?.map_err(git_error)
+}
+
+/// What a session commit's state file says of where it was made.
+#[derive(serde::Deserialize)]
+struct StateHead {
+    session: String,
+    head: Option<String>,
+}
+
+impl Engine {
+    /// Whether a new session in `cwd` works in git mode: as asked, else as
+    /// `[git] mode` says where `cwd` is in a repository.
+    pub(super) fn wants_git(&self, req: &GitAsk, cwd: &str) -> bool {
+        match req.git {
+            Some(g) => g || req.from_commit.is_some(),
+            None if req.from_commit.is_some() => true,
+            None => self.shared().config.git.mode == GitMode::Branch && forge_git::discover(Path::new(cwd)).is_ok(),
+        }
+    }
+
+    /// Makes session `id`'s branch and worktree (from `base`, or from
+    /// `from_commit` resuming the conversation that commit holds).
+    pub(super) async fn start_git(&self, req: &GitAsk, cwd: &str, id: &str) -> Result<GitStart, EngineError> {
+        let dir = PathBuf::from(cwd);
+        let mut fork = None;
+        let base = match &req.from_commit {
+            Some(rev) => {
+                let (rev, d) = (rev.clone(), dir.clone());
+                let shown = blocking(move || forge_git::show(&d, &rev)).await?;
+                let state: Option<StateHead> = shown.state.as_deref().and_then(|s| serde_json::from_str(s).ok());
+                let Some(StateHead { session, head: Some(head) }) = state else {
+                    return Err(EngineError::new(
+                        ErrorKind::InvalidParams,
+                        format!(
+                            "commit {} is not a turn of a Forge git session (it has no session state)",
+                            shown.info.id
+                        ),
+                    ));
+                };
+                if self.shared().store.session(&session).await?.is_none() {
+                    return Err(EngineError::new(
+                        ErrorKind::SessionNotFound,
+                        format!(
+                            "commit {} is a turn of session {session}, which this daemon does not have (removed, or made elsewhere)",
+                            shown.info.id
+                        ),
+                    ));
+                }
+                fork = Some((session, head));
+                Some(shown.info.id)
+            }
+            None => req.base.clone(),
+        };
+        let (d, i, b) = (dir, id.to_string(), base.clone());
+        let started = blocking(move || forge_git::start(&d, &i, b.as_deref())).await?;
+        Ok(GitStart { started, fork, from_commit: req.from_commit.as_ref().and(base) })
+    }
+
+    /// Undoes [`Self::start_git`] when the session could not be made.
+    pub(super) async fn abandon_git(&self, g: &GitStart, id: &str) {
+        let (repo, id) = (g.started.repo.clone(), id.to_string());
+        if let Ok(Err(e)) = tokio::task::spawn_blocking(move || forge_git::abandon(&repo, &id)).await {
+            tracing::warn!(error = %e, "removing the branch of a session not made failed");
+        }
+    }
+
+    async fn git_of(&self, selector: &str) -> Result<(String, GitSession), EngineError> {
+        let id = self.resolve(selector).await?;
+        let row = self.shared().store.session(&id).await?.ok_or_else(|| EngineError::not_found(&id))?;
+        let git = row.git.ok_or_else(|| {
+            EngineError::new(
+                ErrorKind::InvalidParams,
+                format!("session {id} is not a git session (`forgectl session new --git` makes one)"),
+            )
+        })?;
+        Ok((id, git))
+    }
+
+    pub async fn git_log(&self, p: GitLogParams) -> Result<GitLog, EngineError> {
+        let (_, git) = self.git_of(&p.session).await?;
+        let limit = p.limit.unwrap_or(100) as usize;
+        let (repo, branch) = (PathBuf::from(&git.repo), git.branch.clone());
+        let commits = blocking(move || forge_git::log(&repo, &branch, limit)).await?;
+        Ok(GitLog { branch: git.branch, commits: commits.into_iter().map(wire).collect() })
+    }
+
+    pub async fn git_show(&self, p: GitShowParams) -> Result<GitShown, EngineError> {
+        let dir = match p.cwd {
+            Some(c) if !c.is_empty() => PathBuf::from(c),
+            _ => std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+        };
+        let commit = p.commit;
+        let shown = blocking(move || forge_git::show(&dir, &commit)).await?;
+        let state = shown.state.as_deref().and_then(|s| serde_json::from_str(s).ok());
+        Ok(GitShown { commit: wire(shown.info), state, diff: shown.diff })
+    }
+
+    pub async fn git_diff(&self, p: SessionRef) -> Result<GitDiff, EngineError> {
+        let (_, git) = self.git_of(&p.session).await?;
+        let (repo, branch) = (PathBuf::from(&git.repo), git.branch.clone());
+        let diff = blocking(move || forge_git::diff_branch(&repo, &branch)).await?;
+        Ok(GitDiff { branch: git.branch, diff })
+    }
+
+    /// A removed git session's worktree goes (its branch stays).
+    pub(super) async fn remove_git_worktree(&self, id: &str, git: &GitSession) {
+        let (repo, id) = (PathBuf::from(&git.repo), id.to_string());
+        if let Ok(Err(e)) = tokio::task::spawn_blocking(move || forge_git::remove_worktree(&repo, &id)).await {
+            tracing::warn!(error = %e, "removing a git session's worktree failed");
+        }
+    }
+}
+
+fn wire(c: forge_git::CommitInfo) -> GitCommit {
+    GitCommit {
+        id: c.id,
+        summary: c.summary,
+        message: c.message,
+        time: c.time,
+        session: c.session,
+        turn: c.turn,
+        files: c.files,
+    }
+}

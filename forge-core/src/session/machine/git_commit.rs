@@ -1,0 +1,134 @@
+//! Git mode: a finished turn (complete, failed or cancelled) becomes one
+//! commit on the session's branch before the session goes on
+//! (`Committing`). The machine decides what the commit holds (the turn's
+//! messages, the subject); the shell writes it (`Effect::CommitTurn`),
+//! and `git_committed` (or `git_commit_failed`) is journaled before the
+//! session moves on. A restart between the turn's end and that event
+//! commits again: a commit already on the branch for the turn (its
+//! `Forge-Turn` trailer) is found, not made twice.
+
+use std::path::PathBuf;
+
+use forge_proto::{EventKind, MessageStatus};
+use serde_json::json;
+
+use super::state::OperationState;
+use super::{Effect, OnDurable, Session};
+use crate::provider::ChatRole;
+
+/// A turn's commit, for the shell to write.
+pub(crate) struct CommitJob {
+    pub job: u64,
+    pub worktree: PathBuf,
+    pub branch: String,
+    pub commit: forge_git::TurnCommit,
+}
+
+/// A commit subject's most characters (git's own advice is 50–72).
+const SUBJECT_CHARS: usize = 72;
+
+impl Session {
+    /// A finished turn of a git session is committed before the session
+    /// goes on (true). Stopping, it is left to the restart.
+    pub(super) fn commit_turn(&mut self, status: Option<MessageStatus>) -> bool {
+        let Some(turn) = self.finished_turn.take() else { return false };
+        let Some(git) = self.row.git.as_ref() else { return false };
+        if self.exit.is_some() {
+            return false;
+        }
+        let status = status.unwrap_or(MessageStatus::Complete);
+        let (worktree, branch) = (PathBuf::from(&git.worktree), git.branch.clone());
+        let job = self.new_job();
+        let commit = self.turn_commit(&turn, status);
+        self.out.push(Effect::CommitTurn(Box::new(CommitJob { job, worktree, branch, commit })));
+        self.state = OperationState::Committing { job, message_id: turn, status };
+        true
+    }
+
+    /// After a restart: the turn ended but its commit is not journaled.
+    pub(super) fn restore_commit(&mut self, message_id: String, status: MessageStatus) {
+        self.finished_turn = Some(message_id);
+        self.state = OperationState::Finishing;
+        if !self.commit_turn(Some(status)) {
+            self.state = OperationState::Idle;
+        }
+    }
+
+    /// The commit is written (or failed): journal it, then go on as a
+    /// finished turn does (its `Stop` hooks, the next message).
+    pub(super) fn on_committed(&mut self, job: u64, result: Result<forge_git::Committed, String>) {
+        let OperationState::Committing { job: waiting, .. } = &self.state else { return };
+        if *waiting != job {
+            return;
+        }
+        let OperationState::Committing { message_id, status, .. } =
+            std::mem::replace(&mut self.state, OperationState::Finishing)
+        else {
+            return;
+        };
+        let branch = self.row.git.as_ref().map(|g| g.branch.clone()).unwrap_or_default();
+        let event = match result {
+            Ok(c) => EventKind::GitCommitted { message_id, commit: c.commit, branch, files: c.files, status },
+            Err(error) => EventKind::GitCommitFailed { message_id, error },
+        };
+        self.pipeline.event(None, event);
+        self.finished = Some(status);
+        self.pipeline.effect(OnDurable::TurnDone);
+    }
+
+    /// The commit of the turn started by user message `turn`: its subject
+    /// (the message's first line, marked when the turn did not complete)
+    /// and the session state the turn leaves.
+    fn turn_commit(&self, turn: &str, status: MessageStatus) -> forge_git::TurnCommit {
+        let at = self.path.iter().rposition(|m| m.node.as_deref() == Some(turn));
+        let messages = at.map(|i| &self.path[i..]).unwrap_or_default();
+        let asked = messages.first().map(|m| m.text.as_str()).unwrap_or_default();
+        let first = asked.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("A turn with no message");
+        let mut subject: String = first.chars().take(SUBJECT_CHARS).collect();
+        if first.chars().count() > SUBJECT_CHARS {
+            subject.push('…');
+        }
+        let mark = match status {
+            MessageStatus::Complete => None,
+            MessageStatus::Cancelled => Some("[cancelled]"),
+            MessageStatus::Interrupted => Some("[interrupted]"),
+            _ => Some("[failed]"),
+        };
+        if let Some(mark) = mark {
+            subject = format!("{mark} {subject}");
+        }
+        let body = (asked.trim() != first).then(|| asked.trim().to_string());
+        let messages: Vec<serde_json::Value> = messages
+            .iter()
+            .map(|m| {
+                let role = match m.role {
+                    ChatRole::User => "user",
+                    ChatRole::Assistant => "assistant",
+                    ChatRole::Tool => "tool",
+                };
+                let mut v = json!({"node": m.node, "role": role, "text": m.text});
+                if !m.tool_calls.is_empty() {
+                    v["tool_calls"] = json!(m.tool_calls);
+                }
+                if let Some((call_id, is_error)) = &m.tool_result {
+                    v["tool_result"] = json!({"call_id": call_id, "is_error": is_error});
+                }
+                v
+            })
+            .collect();
+        let state = json!({
+            "version": 1,
+            "session": self.row.id,
+            "turn": turn,
+            "head": self.row.head_id,
+            "status": status,
+            "provider": self.row.provider,
+            "model": self.row.model,
+            "usage": self.spent,
+            "messages": messages,
+        });
+        let mut bytes = serde_json::to_vec_pretty(&state).unwrap_or_default();
+        bytes.push(b'\n');
+        forge_git::TurnCommit { session: self.row.id.clone(), turn: turn.to_string(), subject, body, state: bytes }
+    }
+}

@@ -1,0 +1,62 @@
+//! Git-backed sessions on the wire: a session's branch, its turns as
+//! commits, one commit's conversation and diff.
+
+use serde::{Deserialize, Serialize};
+
+/// A session in git mode: where its branch and worktree are.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct GitSession {
+    /// The user's repository (its top directory).
+    pub repo: String,
+    /// `forge/session/<id>`.
+    pub branch: String,
+    /// The commit the branch started from.
+    pub base: String,
+    /// The session's private worktree, where its tools work.
+    pub worktree: String,
+}
+
+/// One turn's commit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct GitCommit {
+    pub id: String,
+    /// The message's first line.
+    pub summary: String,
+    pub message: String,
+    /// Seconds since the Unix epoch.
+    pub time: i64,
+    /// The session that made it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// The turn's user message (a node of that session's tree).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<String>,
+    /// Paths the turn changed, relative to the repository's top.
+    #[serde(default)]
+    pub files: Vec<String>,
+}
+
+/// `git.log`: a session's turns, newest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct GitLog {
+    pub branch: String,
+    pub commits: Vec<GitCommit>,
+}
+
+/// `git.show`: one commit, the session state it holds and its diff.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct GitShown {
+    pub commit: GitCommit,
+    /// `.forge/sessions/<id>.json` as the commit holds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<serde_json::Value>,
+    /// The commit's changes as a patch (the state file left out).
+    pub diff: String,
+}
+
+/// `git.diff`: what merging the session's branch would bring.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct GitDiff {
+    pub branch: String,
+    pub diff: String,
+}
