@@ -186,6 +186,10 @@ pub struct SendResult {
     pub queued: bool,
     /// 1-based place in the queue when queued.
     pub queue_position: Option<u32>,
+    /// Git mode: the turn ends with its commit, `git_committed` (or
+    /// `git_commit_failed`) after `turn_finished`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub commits: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

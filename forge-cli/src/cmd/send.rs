@@ -102,7 +102,19 @@ pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
         return Ok(());
     }
 
-    follow_turn(g, &conn, &sent.session_id, sent.seq, &sent.message_id, a.auto_approve, a.thinking).await
+    let turn =
+        Turn { session_id: &sent.session_id, from_seq: sent.seq, message_id: &sent.message_id, commits: sent.commits };
+    follow_turn(g, &conn, turn, a.auto_approve, a.thinking).await
+}
+
+/// The turn a client follows.
+pub struct Turn<'a> {
+    pub session_id: &'a str,
+    /// Its events from this seq on.
+    pub from_seq: u64,
+    pub message_id: &'a str,
+    /// Git mode: it ends with its commit (`SendResult::commits`).
+    pub commits: bool,
 }
 
 /// Streams the turn answering `message_id` (its events from `from_seq`
@@ -111,12 +123,13 @@ pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
 pub async fn follow_turn(
     g: &Global,
     conn: &forge_client::Connection,
-    session_id: &str,
-    from_seq: u64,
-    message_id: &str,
+    turn: Turn<'_>,
     auto_approve: bool,
     thinking: bool,
 ) -> Result<(), Failure> {
+    let Turn { session_id, from_seq, message_id, commits } = turn;
+    // Git mode: how the turn ended, kept until its commit is journaled.
+    let mut ended: Option<Result<(), Failure>> = None;
     let client = &conn.client;
     let mut sub = Follow::start(conn, session_id.to_string(), Some(from_seq)).await?;
     let mut in_turn = false;
@@ -273,7 +286,7 @@ pub async fn follow_turn(
                 if let Some(node) = fold.answer_node.as_ref().filter(|_| siblings > 0 && !g.json) {
                     eprintln!("forgectl: answer {} is node {node}", siblings + 1);
                 }
-                return match status {
+                let outcome = match status {
                     TurnStatus::Complete => Ok(()),
                     TurnStatus::Cancelled | TurnStatus::Interrupted if interrupted => Err(Failure::silent(INTERRUPTED)),
                     TurnStatus::Cancelled | TurnStatus::Interrupted => {
@@ -286,6 +299,21 @@ pub async fn follow_turn(
                         Err(Failure::silent(TURN_FAILED))
                     }
                 };
+                if !commits {
+                    return outcome;
+                }
+                ended = Some(outcome);
+            }
+            // Git mode: the turn is over once its commit is journaled.
+            EventKind::GitCommitted { message_id: m, .. } | EventKind::GitCommitFailed { message_id: m, .. }
+                if m == message_id && ended.is_some() =>
+            {
+                if !g.json
+                    && let Some(notice) = &seen.notice
+                {
+                    eprintln!("forgectl: {}", notice.text);
+                }
+                return ended.unwrap_or(Ok(()));
             }
             _ => {}
         }

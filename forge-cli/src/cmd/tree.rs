@@ -160,7 +160,8 @@ pub async fn edit(g: &Global, session: &str, node: &str, text: String, no_wait: 
     }
     let conn = daemon(g).await?;
     // Events from here on carry the answer, if there is one.
-    let from = conn.client.session_show(session.to_string()).await?.last_seq + 1;
+    let shown = conn.client.session_show(session.to_string()).await?;
+    let (from, git) = (shown.last_seq + 1, shown.git.is_some());
     let r = conn.client.session_edit(EditParams { session: session.to_string(), node: node.to_string(), text }).await?;
     if g.json {
         json_line(&serde_json::json!({"type": "edited", "result": r}));
@@ -172,7 +173,9 @@ pub async fn edit(g: &Global, session: &str, node: &str, text: String, no_wait: 
     if !r.answering || no_wait {
         return Ok(());
     }
-    crate::cmd::send::follow_turn(g, &conn, &r.session_id, from, &r.new_node_id, false, false).await
+    let turn =
+        crate::cmd::send::Turn { session_id: &r.session_id, from_seq: from, message_id: &r.new_node_id, commits: git };
+    crate::cmd::send::follow_turn(g, &conn, turn, false, false).await
 }
 
 pub async fn fork(

@@ -337,7 +337,9 @@ impl SessionActor {
                 let work = async move {
                     let c = *c;
                     let done = tokio::task::spawn_blocking(move || {
-                        forge_git::commit_turn(&c.worktree, &c.branch, &c.commit).map_err(|e| e.to_string())
+                        let done = forge_git::commit_turn(&c.worktree, &c.branch, &c.commit).map_err(|e| e.to_string());
+                        super::tool_task::crash_after_commit();
+                        done
                     });
                     JobOutcome::Committed(done.await.unwrap_or_else(|e| Err(format!("committing failed: {e}"))))
                 };

@@ -233,6 +233,17 @@ pub(super) fn crash_point(tool: &str) {
     }
 }
 
+/// Crash tests: with `FORGE_CRASH_AFTER_GIT_COMMIT=1`, the process kills
+/// itself once a turn's commit is on its branch, before `git_committed`
+/// is journaled.
+pub(super) fn crash_after_commit() {
+    if std::env::var("FORGE_CRASH_AFTER_GIT_COMMIT").as_deref() == Ok("1") {
+        tracing::error!("FORGE_CRASH_AFTER_GIT_COMMIT: killing the daemon now");
+        // SAFETY: kill(2) on this very process; nothing is touched after.
+        unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+    }
+}
+
 /// A change under `path` (by the call `ids`: session, node, call) that
 /// was found but whose content is not kept.
 fn unrecorded(ids: (&str, &str, &str), path: &Path, why: crate::rewind::Unrecorded) -> StoreOp {

@@ -475,7 +475,8 @@ impl Store {
     }
 
     /// Sessions that need their actor at start-up: a turn was running when
-    /// the daemon stopped, or messages wait in the queue.
+    /// the daemon stopped, messages wait in the queue, a rewind or a git
+    /// turn's commit was not finished.
     pub async fn sessions_needing_attention(&self) -> Result<Vec<String>, StoreError> {
         Ok(sqlx::query_scalar(
             "SELECT session_id FROM queued_messages UNION SELECT session_id FROM streams
@@ -483,7 +484,11 @@ impl Store {
                (SELECT MAX(seq) FROM events e WHERE e.session_id = s.id AND e.kind = 'turn_started') >
                COALESCE((SELECT MAX(seq) FROM events e WHERE e.session_id = s.id AND e.kind = 'turn_finished'), 0)
                OR (SELECT MAX(seq) FROM events e WHERE e.session_id = s.id AND e.kind = 'rewind_started') >
-               COALESCE((SELECT MAX(seq) FROM events e WHERE e.session_id = s.id AND e.kind = 'files_restored'), 0)",
+               COALESCE((SELECT MAX(seq) FROM events e WHERE e.session_id = s.id AND e.kind = 'files_restored'), 0)
+               OR (s.git IS NOT NULL AND
+                 (SELECT MAX(seq) FROM events e WHERE e.session_id = s.id AND e.kind = 'turn_finished') >
+                 COALESCE((SELECT MAX(seq) FROM events e WHERE e.session_id = s.id
+                   AND e.kind IN ('git_committed', 'git_commit_failed')), 0))",
         )
         .fetch_all(&self.pool())
         .await?)

@@ -269,13 +269,14 @@ impl Session {
         queue_position: Option<u32>,
         event_index: usize,
     ) -> Responder {
-        let session_id = self.row.id.clone();
+        let (session_id, commits) = (self.row.id.clone(), self.row.git.is_some());
         Responder::from_seqs(reply, move |seqs| SendResult {
             session_id,
             message_id,
             seq: seqs.get(event_index).copied().flatten().unwrap_or(0),
             queued: queue_position.is_some(),
             queue_position,
+            commits,
         })
     }
 

@@ -1,0 +1,261 @@
+//! Git-backed sessions through the real daemon: a branch per session,
+//! one commit per turn holding the code and the session state, the
+//! user's working tree, index and HEAD never touched, a commit resumed as
+//! a new session, sessions side by side, and kill -9 at the worst moments.
+
+use std::path::{Path, PathBuf};
+
+use forge_tests::harness::Forge;
+use forge_tests::mock::{MockOptions, MockServer};
+use serde_json::{Value, json};
+
+fn call(name: &str, args: Value) -> String {
+    forge_tests::mock::tool_call(name, &args)
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("git {args:?}: {e} (the tests need git)"));
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A repository with one commit (a.txt, b.txt) and work of the user's
+/// own: a staged change, an unstaged one and an untracked file.
+fn repository() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let p = dir.path();
+    git(p, &["init", "-q", "-b", "main"]);
+    git(p, &["config", "user.email", "user@example.com"]);
+    git(p, &["config", "user.name", "User"]);
+    std::fs::write(p.join("a.txt"), "a\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(p.join("b.txt"), "b\n").unwrap_or_else(|e| panic!("{e}"));
+    git(p, &["add", "."]);
+    git(p, &["commit", "-q", "-m", "start"]);
+    std::fs::write(p.join("a.txt"), "a, staged by the user\n").unwrap_or_else(|e| panic!("{e}"));
+    git(p, &["add", "a.txt"]);
+    std::fs::write(p.join("a.txt"), "a, edited again by the user\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(p.join("mine.txt"), "untracked\n").unwrap_or_else(|e| panic!("{e}"));
+    dir
+}
+
+/// Everything of the user's a session must not change: the index, HEAD,
+/// the branch, and every file of the working tree.
+fn users_side(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut files: Vec<(PathBuf, Vec<u8>)> = forge_tests::harness::walk(dir)
+        .into_iter()
+        .filter(|p| !p.strip_prefix(dir).is_ok_and(|r| r.starts_with(".git")))
+        .map(|p| {
+            let bytes = std::fs::read(&p).unwrap_or_default();
+            (p, bytes)
+        })
+        .collect();
+    for f in [".git/index", ".git/HEAD", ".git/refs/heads/main"] {
+        files.push((dir.join(f), std::fs::read(dir.join(f)).unwrap_or_default()));
+    }
+    files.sort();
+    files
+}
+
+fn session_info(forge_json: &str) -> Value {
+    serde_json::from_str(forge_json.trim()).unwrap_or_else(|e| panic!("{e}: {forge_json}"))
+}
+
+async fn started() -> (MockServer, Forge) {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    (mock, forge)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_tool_turns_are_three_commits_and_the_users_repository_does_not_move() {
+    let (_mock, forge) = started().await;
+    let repo = repository();
+    let dir = repo.path();
+    let before = users_side(dir);
+    let info = forge.ok(&["--json", "session", "new", "--git", "--cwd", &dir.display().to_string()]).await;
+    let info = session_info(&info.stdout);
+    let id = info["id"].as_str().unwrap_or_default().to_string();
+    let branch = format!("forge/session/{id}");
+    assert_eq!(info["git"]["branch"], branch.as_str());
+    let worktree = PathBuf::from(info["cwd"].as_str().unwrap_or_default());
+    assert_eq!(
+        std::fs::read_to_string(worktree.join("a.txt")).ok().as_deref(),
+        Some("a\n"),
+        "the commit, not the user's work"
+    );
+
+    let turns = [
+        call("write_file", json!({"path": "c.txt", "content": "made in turn 1\n"})),
+        // The command sees turn 1's file and changes the session's files.
+        call(
+            "run_command",
+            json!({"command": "cat c.txt > seen.txt; printf 'a, by the model\\n' > a.txt; git status --short > status.txt"}),
+        ),
+        call("run_command", json!({"command": "rm b.txt status.txt"})),
+    ];
+    for (i, c) in turns.iter().enumerate() {
+        forge.ok(&["send", "--auto-approve", "-s", &id, &format!("turn {} {c}", i + 1)]).await;
+    }
+
+    assert_eq!(git(dir, &["rev-list", "--count", &format!("main..{branch}")]).trim(), "3", "exactly three commits");
+    let show = |rev: &str, path: &str| {
+        std::process::Command::new("git")
+            .current_dir(dir)
+            .args(["show", &format!("{branch}{rev}:{path}")])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+    };
+    // Turn 1: c.txt; a.txt and b.txt as committed.
+    assert_eq!(show("~2", "c.txt").as_deref(), Some("made in turn 1\n"));
+    assert_eq!(show("~2", "a.txt").as_deref(), Some("a\n"));
+    // Turn 2: the command saw c.txt, changed a.txt, and git in it saw the
+    // worktree's own status.
+    assert_eq!(show("~1", "seen.txt").as_deref(), Some("made in turn 1\n"));
+    assert_eq!(show("~1", "a.txt").as_deref(), Some("a, by the model\n"));
+    let status = show("~1", "status.txt").unwrap_or_default();
+    assert!(status.contains("a.txt") && status.contains("seen.txt"), "git status in the command: {status}");
+    // Turn 3: b.txt gone.
+    assert_eq!(show("", "b.txt"), None);
+    assert_eq!(show("", "c.txt").as_deref(), Some("made in turn 1\n"));
+
+    // Each commit holds its turn's conversation.
+    let state_path = format!(".forge/sessions/{id}.json");
+    for (rev, n) in [("~2", 1), ("~1", 2), ("", 3)] {
+        let state: Value = serde_json::from_str(&show(rev, &state_path).unwrap_or_default())
+            .unwrap_or_else(|e| panic!("turn {n} state: {e}"));
+        assert_eq!(state["session"], id.as_str());
+        assert_eq!(state["status"], "complete");
+        let first = state["messages"][0]["text"].as_str().unwrap_or_default();
+        assert!(first.starts_with(&format!("turn {n} ")), "turn {n}: {first}");
+        assert!(state["messages"].as_array().is_some_and(|m| m.iter().any(|m| m["role"] == "tool")));
+    }
+    // forgectl git log shows the same three, newest first.
+    let log = forge.ok(&["--json", "git", "log", &id]).await.json_lines();
+    let subjects: Vec<&str> = log.iter().filter_map(|c| c["summary"].as_str()).collect();
+    assert_eq!(subjects.len(), 3, "{log:?}");
+    assert!(subjects[0].starts_with("turn 3") && subjects[2].starts_with("turn 1"), "{subjects:?}");
+    assert_eq!(log[1]["files"], json!(["a.txt", "seen.txt", "status.txt"]));
+
+    assert!(users_side(dir) == before, "the user's index, HEAD, branch and files are byte for byte as they were");
+    assert!(git(dir, &["status", "--porcelain"]).contains("mine.txt"));
+    // What a merge would bring.
+    let diff = forge.ok(&["git", "diff", &id]).await.stdout;
+    assert!(diff.contains("+a, by the model") && diff.contains("deleted file mode"), "{diff}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_resumes_as_a_session_with_the_conversation_of_then() {
+    let (mock, forge) = started().await;
+    let repo = repository();
+    let dir = repo.path();
+    let id = forge.new_session(&["--git", "--cwd", &dir.display().to_string()]).await;
+    for n in 1..=3 {
+        let c = call("write_file", json!({"path": format!("f{n}.txt"), "content": format!("{n}\n")}));
+        forge.ok(&["send", "--auto-approve", "-s", &id, &format!("{c} turn {n}")]).await;
+    }
+    let second = git(dir, &["rev-parse", &format!("forge/session/{id}~1")]).trim().to_string();
+    let shown = forge.ok(&["git", "show", &second[..12], "--cwd", &dir.display().to_string()]).await.stdout;
+    assert!(shown.contains("turn 2") && shown.contains("+2"), "{shown}");
+
+    let info =
+        forge.ok(&["--json", "session", "new", "--from", &second[..12], "--cwd", &dir.display().to_string()]).await;
+    let info = session_info(&info.stdout);
+    let resumed = info["id"].as_str().unwrap_or_default().to_string();
+    assert_eq!(info["git"]["base"], second.as_str());
+    let worktree = PathBuf::from(info["cwd"].as_str().unwrap_or_default());
+    assert!(worktree.join("f2.txt").exists() && !worktree.join("f3.txt").exists(), "the files of the second turn");
+    let history = forge.ok(&["history", &resumed]).await.stdout;
+    assert!(history.contains("turn 2") && !history.contains("turn 3"), "{history}");
+
+    forge.ok(&["send", "-s", &resumed, "and now?"]).await;
+    let asked = mock.requests().last().map(|r| r.body.to_string()).unwrap_or_default();
+    assert!(
+        asked.contains("turn 1") && asked.contains("turn 2") && !asked.contains("turn 3"),
+        "the model gets the conversation of then"
+    );
+    let log = forge.ok(&["--json", "git", "log", &resumed]).await.json_lines();
+    assert_eq!(log.len(), 3, "its own turn on top of the two it came from: {log:?}");
+    assert_eq!(log[0]["session"], resumed.as_str());
+    // The original branch did not move.
+    assert_eq!(git(dir, &["rev-list", "--count", &format!("main..forge/session/{id}")]).trim(), "3");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_git_sessions_on_one_repository_never_see_each_other() {
+    let (_mock, forge) = started().await;
+    let repo = repository();
+    let cwd = repo.path().display().to_string();
+    let a = forge.new_session(&["--git", "--cwd", &cwd]).await;
+    let b = forge.new_session(&["--git", "--cwd", &cwd]).await;
+    let write = |name: &str| call("write_file", json!({"path": name, "content": "x\n"}));
+    let (ma, mb) = (format!("{} a", write("only-a.txt")), format!("{} b", write("only-b.txt")));
+    let (args_a, args_b) = (["send", "--auto-approve", "-s", &a, &ma], ["send", "--auto-approve", "-s", &b, &mb]);
+    tokio::join!(forge.ok(&args_a), forge.ok(&args_b));
+    let ls = call("run_command", json!({"command": "ls"}));
+    let seen_by_b = forge.ok(&["send", "--auto-approve", "-s", &b, &format!("{ls} look")]).await.stdout;
+    assert!(seen_by_b.contains("only-b.txt") && !seen_by_b.contains("only-a.txt"), "{seen_by_b}");
+    let files = |s: &str| git(repo.path(), &["ls-tree", "-r", "--name-only", &format!("forge/session/{s}")]);
+    assert!(files(&a).contains("only-a.txt") && !files(&a).contains("only-b.txt"));
+    assert!(files(&b).contains("only-b.txt") && !files(&b).contains("only-a.txt"));
+}
+
+/// kill -9 at the worst moments of a git turn: after its commit is on
+/// the branch but before the daemon journaled it (one commit, found
+/// again, not two), and in the middle of the answer after a tool changed
+/// a file (the turn recovered as interrupted is one commit holding the
+/// change, marked).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kill_during_a_git_turn_leaves_exactly_one_commit() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.set_env("FORGE_CRASH_AFTER_GIT_COMMIT", "1");
+    forge.start().await;
+    let repo = repository();
+    let dir = repo.path();
+    let id = forge.new_session(&["--git", "--cwd", &dir.display().to_string()]).await;
+    let c = call("write_file", json!({"path": "one.txt", "content": "1\n"}));
+    let _ = forge.ctl(&["send", "--auto-approve", "-s", &id, &format!("{c} first")]).await;
+    assert!(forge.wait_exit().await, "the daemon killed itself after the commit");
+    forge.set_env("FORGE_CRASH_AFTER_GIT_COMMIT", "0");
+    forge.start().await;
+    forge.wait_for_session(&id, "idle", |s| s["state"] == "idle").await;
+    let branch = format!("forge/session/{id}");
+    assert_eq!(
+        git(dir, &["rev-list", "--count", &format!("main..{branch}")]).trim(),
+        "1",
+        "found again, not made twice"
+    );
+    let events = forge.ok(&["--json", "attach", &id, "--until-idle"]).await.json_lines();
+    let committed: Vec<&Value> = events.iter().filter(|e| e["kind"] == "git_committed").collect();
+    assert_eq!(committed.len(), 1, "journaled once, on restart");
+    assert_eq!(committed[0]["commit"], git(dir, &["rev-parse", &branch]).trim());
+
+    // Killed while a command runs, after a tool wrote its file: after
+    // the restart the user discards the interrupted calls, and the turn is
+    // one commit holding what was kept, marked.
+    let worktree = PathBuf::from(
+        forge.ok(&["--json", "session", "show", &id]).await.json_lines()[0]["cwd"].as_str().unwrap_or_default(),
+    );
+    let w = call("write_file", json!({"path": "two.txt", "content": "2\n"}));
+    let r = call("run_command", json!({"command": "touch running.txt; sleep 60"}));
+    let message = format!("second {w} {r}");
+    let _sending = forge.ctl_cmd(&["send", "--auto-approve", "-s", &id, &message]).spawn();
+    forge.wait_for_session(&id, "running its command", |_| worktree.join("running.txt").exists()).await;
+    forge.kill9().await;
+    forge.start().await;
+    forge.wait_for_session(&id, "waiting for a decision", |s| s["state"] == "tool_recovery").await;
+    forge.ok(&["recover", &id, "--discard"]).await;
+    forge.wait_for_session(&id, "idle", |s| s["state"] == "idle").await;
+    let count = git(dir, &["rev-list", "--count", &format!("main..{branch}")]);
+    assert_eq!(count.trim(), "2", "the interrupted turn is one commit");
+    let subject = git(dir, &["log", "-1", "--format=%s", &branch]);
+    assert!(subject.starts_with('[') && subject.contains("second"), "marked: {subject}");
+    assert_eq!(git(dir, &["show", &format!("{branch}:two.txt")]), "2\n");
+}
