@@ -170,6 +170,7 @@ fn claude_names(tool: &str) -> &'static [&'static str] {
         "run_command" => &["Bash"],
         "write_file" => &["Write"],
         "apply_patch" => &["Edit", "MultiEdit"],
+        "edit" => &["Edit"],
         "read_file" => &["Read"],
         "glob" => &["Glob"],
         "search" => &["Grep"],

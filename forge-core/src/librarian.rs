@@ -167,9 +167,14 @@ fn tool_call(shelf: &mut Shelf, node: &str, name: &str, arguments: &str, outcome
             };
             shelf.put(node, FactKind::Command, &format!("ran `{}`{ended}", cut(&command, 200)));
         }
-        "read_file" | "write_file" => {
+        "read_file" | "write_file" | "edit" | "delete_file" => {
             if let Some(path) = text_arg("path") {
-                let verb = if name == "read_file" { "read" } else { "wrote" };
+                let verb = match name {
+                    "read_file" => "read",
+                    "edit" => "edited",
+                    "delete_file" => "deleted",
+                    _ => "wrote",
+                };
                 let failed = outcome.is_some_and(|(_, failed)| failed);
                 shelf.put(node, FactKind::File, &format!("{verb} {path}{}", if failed { " (failed)" } else { "" }));
             }

@@ -89,12 +89,14 @@ pub struct PromptEnv {
     pub git: String,
     pub approval: String,
     pub ask_tools: String,
+    /// Which edit tool this model family is best at.
+    pub edit_tools: String,
 }
 
 impl PromptEnv {
     /// Looks at the session's environment now (its directory, git, the
     /// configuration in force).
-    pub fn detect(cwd: &str, config: &ForgeConfig, tools: &ToolRegistry, now_ms: i64) -> Self {
+    pub fn detect(cwd: &str, provider: &str, config: &ForgeConfig, tools: &ToolRegistry, now_ms: i64) -> Self {
         let (roots, denied) = Sandbox::outline(Path::new(cwd), config.tools.sandbox.as_ref());
         let roots: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
         let approval = config.tools.approval.as_ref();
@@ -124,10 +126,11 @@ impl PromptEnv {
             git: git_state(Path::new(cwd)),
             approval,
             ask_tools: if ask.is_empty() { "none".into() } else { ask.join(", ") },
+            edit_tools: edit_tools(provider).into(),
         }
     }
 
-    fn values(&self) -> [(&'static str, &str); 9] {
+    fn values(&self) -> [(&'static str, &str); 10] {
         [
             ("cwd", &self.cwd),
             ("roots", &self.roots),
@@ -138,7 +141,21 @@ impl PromptEnv {
             ("git", &self.git),
             ("approval", &self.approval),
             ("ask_tools", &self.ask_tools),
+            ("edit_tools", &self.edit_tools),
         ]
+    }
+}
+
+/// The edit tool a model family was trained on first: Claude's and
+/// Gemini's agents edit by exact search and replace, OpenAI's by patches.
+fn edit_tools(provider: &str) -> &'static str {
+    match crate::provider::ProviderKind::parse(provider) {
+        Some(crate::provider::ProviderKind::OpenAi) => {
+            "Edit files with apply_patch (one patch may change several files, all or none); edit replaces one exact string when that is simpler."
+        }
+        _ => {
+            "Edit files with edit: old_string exactly as the file has it, with enough lines to occur once, and new_string in its place; apply_patch changes several places or files in one step."
+        }
     }
 }
 
@@ -158,6 +175,9 @@ fn git_state(dir: &Path) -> String {
     };
     match std::fs::read_to_string(git_dir.join("HEAD")) {
         Ok(head) => match head.trim().strip_prefix("ref: refs/heads/") {
+            Some(branch) if branch.starts_with("forge/session/") => format!(
+                "a Forge git session on branch {branch}, in a worktree of its own: each of your turns is committed there for you, so do not commit, stash or switch branches yourself"
+            ),
             Some(branch) => format!("a git repository, on branch {branch}"),
             None => format!("a git repository, detached at {}", head.trim().get(..12).unwrap_or(head.trim())),
         },
@@ -170,7 +190,7 @@ mod tests {
     use super::*;
 
     fn env(dir: &Path) -> PromptEnv {
-        PromptEnv::detect(&dir.display().to_string(), &ForgeConfig::default(), &ToolRegistry::builtin(), 0)
+        PromptEnv::detect(&dir.display().to_string(), "claude", &ForgeConfig::default(), &ToolRegistry::builtin(), 0)
     }
 
     #[test]

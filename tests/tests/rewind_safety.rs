@@ -226,3 +226,31 @@ async fn an_undo_of_3000_files_killed_at_random_points_is_all_or_nothing() {
     eprintln!("outcomes: {outcomes:?}");
     assert!(outcomes.iter().filter(|o| **o == "finished on restart").count() >= 2, "{outcomes:?}");
 }
+
+/// `edit` and `delete_file` are recorded like every file tool: each turn
+/// undone gives back the exact bytes, and a file edited elsewhere since
+/// the model read it is not edited.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edit_and_delete_file_are_undone_exactly() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = project.path().to_path_buf();
+    std::fs::write(dir.join("a.rs"), "fn old() {}\nfn keep() {}\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.join("gone.txt"), "bye\n").unwrap_or_else(|e| panic!("{e}"));
+    forge.new_session(&["--cwd", &dir.display().to_string(), "--name", "e"]).await;
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).ok();
+    let edit = call("edit", json!({"path": "a.rs", "old_string": "fn old()", "new_string": "fn new()"}));
+    let out = forge.ok(&["send", "--auto-approve", "-s", "e", &format!("{edit} rename")]).await;
+    assert!(out.stderr.contains("tool edit done"), "{}", out.stderr);
+    assert_eq!(read("a.rs").as_deref(), Some("fn new() {}\nfn keep() {}\n"));
+    let delete = call("delete_file", json!({"path": "gone.txt"}));
+    forge.ok(&["send", "--auto-approve", "-s", "e", &format!("{delete} clean up")]).await;
+    assert_eq!(read("gone.txt"), None);
+
+    forge.ok(&["undo", "e"]).await;
+    assert_eq!(read("gone.txt").as_deref(), Some("bye\n"));
+    forge.ok(&["undo", "e"]).await;
+    assert_eq!(read("a.rs").as_deref(), Some("fn old() {}\nfn keep() {}\n"));
+}

@@ -114,7 +114,13 @@ impl SessionActor {
         let durable = load::durable(&shared, row.clone(), !blocked).await?;
         // One batch in flight at a time: room for its ack and a stray one.
         let (acks_tx, acks) = mpsc::channel(4);
-        let env = crate::prompt::PromptEnv::detect(&row.cwd, &shared.config, &shared.tools, shared.clock.now_ms());
+        let env = crate::prompt::PromptEnv::detect(
+            &row.cwd,
+            &row.provider,
+            &shared.config,
+            &shared.tools,
+            shared.clock.now_ms(),
+        );
         let template = shared.prompt.render(&env);
         let instructions = ProjectInstructions::load(Path::new(&row.cwd), &shared.config);
         let system_prompt: Arc<str> = format!("{template}{}", instructions.text).into();

@@ -2,6 +2,7 @@
 
 mod apply_patch;
 pub mod current_date;
+mod edit;
 mod git;
 mod git_config;
 mod glob;
@@ -22,6 +23,8 @@ pub fn all() -> Vec<Arc<dyn ToolExecutor>> {
         Arc::new(read_file::ReadFile),
         Arc::new(write_file::WriteFile),
         Arc::new(apply_patch::ApplyPatch),
+        Arc::new(edit::Edit),
+        Arc::new(edit::DeleteFile),
         Arc::new(run_command::RunCommand),
         Arc::new(current_date::CurrentDate),
         Arc::new(introspect::Introspect),
@@ -45,5 +48,9 @@ pub fn aliases() -> &'static [(&'static str, &'static str)] {
         ("Glob", "glob"),
         ("Search", "search"),
         ("WebFetch", "web_fetch"),
+        ("Edit", "edit"),
+        ("str_replace", "edit"),
+        ("replace", "edit"),
+        ("search_replace", "edit"),
     ]
 }

@@ -18,10 +18,9 @@ pub fn tool_kind(name: &str) -> ToolKind {
     match name {
         "read_file" | "git_status" | "git_diff" | "git_log" | "git_show" | "git_blame" | "recall" => ToolKind::Read,
         "glob" | "search" | "rg" | "ripgrep" | "grep" => ToolKind::Search,
-        "write_file" | "apply_patch" | "git_add" | "git_commit" | "git_stash" | "git_checkout" | "git_branch" => {
-            ToolKind::Edit
-        }
-        "git_restore" => ToolKind::Delete,
+        "write_file" | "edit" | "apply_patch" | "git_add" | "git_commit" | "git_stash" | "git_checkout"
+        | "git_branch" => ToolKind::Edit,
+        "git_restore" | "delete_file" => ToolKind::Delete,
         "run_command" => ToolKind::Execute,
         "web_fetch" => ToolKind::Fetch,
         "current_date" | "introspect" => ToolKind::Think,

@@ -193,7 +193,7 @@ impl Turn<'_> {
     fn describe(&mut self, id: &str) -> Result<()> {
         let Some(call) = self.calls.get_mut(id) else { return Ok(()) };
         let args: Value = serde_json::from_str(&call.args).unwrap_or(Value::Null);
-        if matches!(call.name.as_str(), "write_file" | "apply_patch") {
+        if matches!(call.name.as_str(), "write_file" | "edit" | "delete_file" | "apply_patch") {
             call.before = map::locations(&call.name, &args, &self.cwd)
                 .into_iter()
                 .map(|l| {

@@ -33,7 +33,8 @@ const DEFAULT_MAX_ARGS_BYTES: usize = 256 * 1024;
 
 /// The tools a small window still gets: reading, changing and finding
 /// files, running commands, and recalling what was summarized.
-const CORE_TOOLS: [&str; 7] = ["read_file", "write_file", "apply_patch", "run_command", "search", "glob", "recall"];
+const CORE_TOOLS: [&str; 8] =
+    ["read_file", "write_file", "edit", "apply_patch", "run_command", "search", "glob", "recall"];
 /// The share of a model's input that every tool definition together may
 /// take before only the core tools are offered.
 const TOOLS_SHARE: f64 = 0.25;
@@ -521,7 +522,9 @@ pub(super) fn timeout_for(tool: &dyn ToolExecutor, config: &crate::config::Forge
     let t = config.tools.timeouts.as_ref();
     let secs = match tool.name() {
         "run_command" => t.and_then(|t| t.shell_commands_seconds),
-        "read_file" | "write_file" | "apply_patch" | "glob" | "search" => t.and_then(|t| t.file_operations_seconds),
+        "read_file" | "write_file" | "edit" | "delete_file" | "apply_patch" | "glob" | "search" => {
+            t.and_then(|t| t.file_operations_seconds)
+        }
         _ => None,
     }
     .or_else(|| t.and_then(|t| t.default_seconds));
