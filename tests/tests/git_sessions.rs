@@ -141,6 +141,8 @@ async fn three_tool_turns_are_three_commits_and_the_users_repository_does_not_mo
     let subjects: Vec<&str> = log.iter().filter_map(|c| c["summary"].as_str()).collect();
     assert_eq!(subjects.len(), 3, "{log:?}");
     assert!(subjects[0].starts_with("turn 3") && subjects[2].starts_with("turn 1"), "{subjects:?}");
+    let message = log[0]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("Written by Forge's mock provider"), "the message the model wrote: {message}");
     assert_eq!(log[1]["files"], json!(["a.txt", "seen.txt", "status.txt"]));
 
     assert!(users_side(dir) == before, "the user's index, HEAD, branch and files are byte for byte as they were");
@@ -175,7 +177,11 @@ async fn a_commit_resumes_as_a_session_with_the_conversation_of_then() {
     assert!(history.contains("turn 2") && !history.contains("turn 3"), "{history}");
 
     forge.ok(&["send", "-s", &resumed, "and now?"]).await;
-    let asked = mock.requests().last().map(|r| r.body.to_string()).unwrap_or_default();
+    let requests: Vec<String> = mock.requests().iter().map(|r| r.body.to_string()).collect();
+    let (messages, turns): (Vec<&String>, Vec<&String>) =
+        requests.iter().partition(|b| b.contains("You write git commit messages"));
+    assert_eq!(messages.len(), 4, "each turn's commit message is written by the model");
+    let asked = turns.last().map(|b| b.to_string()).unwrap_or_default();
     assert!(
         asked.contains("turn 1") && asked.contains("turn 2") && !asked.contains("turn 3"),
         "the model gets the conversation of then"

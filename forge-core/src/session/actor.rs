@@ -340,16 +340,10 @@ impl SessionActor {
             }
             Effect::CommitTurn(c) => {
                 let job = c.job;
-                let work = async move {
-                    let c = *c;
-                    let done = tokio::task::spawn_blocking(move || {
-                        let done = forge_git::commit_turn(&c.worktree, &c.branch, &c.commit).map_err(|e| e.to_string());
-                        super::tool_task::crash_after_commit();
-                        done
-                    });
-                    JobOutcome::Committed(done.await.unwrap_or_else(|e| Err(format!("committing failed: {e}"))))
-                };
-                self.job(job, work, || JobOutcome::Committed(Err("committing failed inside forged".into())));
+                let work = super::git_task::commit(self.shared.providers.clone(), *c);
+                let failed =
+                    || JobOutcome::Committed { result: Err("committing failed inside forged".into()), usage: None };
+                self.job(job, work, failed);
             }
             Effect::StopTool => {
                 if let Some(tool) = self.tool.take() {

@@ -4,6 +4,7 @@
 //! bounded command channel.
 
 pub(crate) mod actor;
+mod git_task;
 pub mod live;
 pub(crate) mod load;
 pub(crate) mod machine;

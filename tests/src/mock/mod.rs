@@ -508,7 +508,10 @@ async fn handle(
     }
     // After tool results the mock answers them instead of following the
     // directives again (which would call the tools forever).
-    let mut script = parse_script(&last_user, &opts);
+    // A git session's commit message request: answered with a message
+    // made of the user's request (its directives are not for it).
+    let commit_message = body.to_string().contains("You write git commit messages");
+    let mut script = parse_script(if commit_message { "" } else { &last_user }, &opts);
     script.input = (bytes.len() / 4).max(1);
     if wire == Wire::Gemini && body.get("cachedContent").is_some() {
         script.cached_input = CACHED_PREFIX_TOKENS;
@@ -554,6 +557,12 @@ async fn handle(
         return Ok(full(code, "application/json", error_body(wire, status), &extra));
     }
     let chunks: Vec<String> = match (script.tokens, &results) {
+        _ if commit_message => {
+            let request = last_user.lines().skip_while(|l| !l.starts_with("User request:")).nth(1).unwrap_or("");
+            let subject: String =
+                request.split_whitespace().filter(|w| !w.starts_with("mock:")).collect::<Vec<_>>().join(" ");
+            vec![format!("{subject}\n\nWritten by Forge's mock provider, not a real model.")]
+        }
         (_, Some(results)) => {
             split_words(&format!("The mock received {} tool result(s): {}", results.len(), results.join(" | ")))
         }

@@ -76,8 +76,12 @@ pub(crate) enum JobOutcome {
         tools: Option<std::sync::Arc<crate::tools::ToolRegistry>>,
         not_started: Vec<String>,
     },
-    /// Git mode: the turn's commit, or why it could not be made.
-    Committed(Result<forge_git::Committed, String>),
+    /// Git mode: the turn's commit, or why it could not be made, and what
+    /// writing its message cost.
+    Committed {
+        result: Result<forge_git::Committed, String>,
+        usage: Option<super::git_commit::MessageUsage>,
+    },
 }
 
 impl Session {
@@ -88,7 +92,7 @@ impl Session {
             JobOutcome::RewindPlanned(plan) => self.on_rewind_planned(job, plan),
             JobOutcome::FilesRestored { done, error } => self.on_files_restored(job, done, error),
             JobOutcome::ToolsStarted { tools, not_started } => self.on_tools_started(job, tools, not_started),
-            JobOutcome::Committed(result) => self.on_committed(job, result),
+            JobOutcome::Committed { result, usage } => self.on_committed(job, result, usage),
             other if self.tool_stage_job() == Some(job) => self.call_stage_done(other),
             _ => tracing::debug!(session = %self.row.id, job, "a call no longer running reported back: dropped"),
         }

@@ -14,14 +14,36 @@ use serde_json::json;
 
 use super::state::OperationState;
 use super::{Effect, OnDurable, Session};
-use crate::provider::ChatRole;
+use crate::provider::{ChatMessage, ChatRequest, ChatRole, ProviderSettings};
 
 /// A turn's commit, for the shell to write.
 pub(crate) struct CommitJob {
     pub job: u64,
     pub worktree: PathBuf,
     pub branch: String,
+    /// What it holds; its subject and body the fallback when the message
+    /// request fails.
     pub commit: forge_git::TurnCommit,
+    /// The request that writes the commit message (`[git] message_model`,
+    /// else the session's model), for a turn that completed.
+    pub message: Option<Box<(ProviderSettings, ChatRequest)>>,
+}
+
+/// What the message request is told.
+const MESSAGE_INSTRUCTIONS: &str = "You write git commit messages. Given one turn of a coding session (the \
+user's request, the tools the assistant called, its final answer), write the commit message for the changes \
+that turn made: a subject line in the imperative mood of at most 60 characters, then, if it helps, a blank \
+line and a body of at most five short lines saying what changed and why. Write only the message: no quotes, \
+no code fences, no preamble.";
+
+/// Most characters of each part of the turn the message request sees.
+const MESSAGE_EXCERPT: usize = 2_000;
+
+/// What the commit message request used.
+pub(crate) struct MessageUsage {
+    pub provider: String,
+    pub model: String,
+    pub usage: forge_proto::Usage,
 }
 
 /// A commit subject's most characters (git's own advice is 50–72).
@@ -40,7 +62,8 @@ impl Session {
         let (worktree, branch) = (PathBuf::from(&git.worktree), git.branch.clone());
         let job = self.new_job();
         let commit = self.turn_commit(&turn, status);
-        self.out.push(Effect::CommitTurn(Box::new(CommitJob { job, worktree, branch, commit })));
+        let message = (status == MessageStatus::Complete).then(|| self.message_request(&turn)).flatten();
+        self.out.push(Effect::CommitTurn(Box::new(CommitJob { job, worktree, branch, commit, message })));
         self.state = OperationState::Committing { job, message_id: turn, status };
         true
     }
@@ -56,7 +79,12 @@ impl Session {
 
     /// The commit is written (or failed): journal it, then go on as a
     /// finished turn does (its `Stop` hooks, the next message).
-    pub(super) fn on_committed(&mut self, job: u64, result: Result<forge_git::Committed, String>) {
+    pub(super) fn on_committed(
+        &mut self,
+        job: u64,
+        result: Result<forge_git::Committed, String>,
+        usage: Option<MessageUsage>,
+    ) {
         let OperationState::Committing { job: waiting, .. } = &self.state else { return };
         if *waiting != job {
             return;
@@ -66,6 +94,16 @@ impl Session {
         else {
             return;
         };
+        // What writing the message cost counts like any response.
+        if let Some(MessageUsage { provider, model, usage }) = usage {
+            let price = crate::provider::ProviderKind::parse(&provider)
+                .and_then(|p| crate::catalog::lookup(&self.config, p, &model).price);
+            self.spent.add(&usage, price.as_ref());
+            let cost_usd = price.map(|p| p.cost(&usage));
+            let session = self.spent.clone();
+            let message_id = message_id.clone();
+            self.pipeline.event(None, EventKind::Usage { message_id, provider, model, cost_usd, usage, session });
+        }
         let branch = self.row.git.as_ref().map(|g| g.branch.clone()).unwrap_or_default();
         let event = match result {
             Ok(c) => EventKind::GitCommitted { message_id, commit: c.commit, branch, files: c.files, status },
@@ -74,6 +112,53 @@ impl Session {
         self.pipeline.event(None, event);
         self.finished = Some(status);
         self.pipeline.effect(OnDurable::TurnDone);
+    }
+
+    /// The request asking a model for the commit message of the turn
+    /// started by `turn`: `[git] message_model` at its own provider, else
+    /// the session's model. `None` when no provider is ready.
+    fn message_request(&self, turn: &str) -> Option<Box<(ProviderSettings, ChatRequest)>> {
+        let own = self.config.git.message_model.clone().filter(|m| !m.trim().is_empty());
+        let kind = own.as_deref().and_then(|m| crate::catalog::provider_of(&self.config, m));
+        let mut settings = match kind {
+            Some(kind) => ProviderSettings::resolve(kind, &self.config),
+            None => self.provider_settings().ok()?,
+        };
+        // Asked once: caching its prompt would only cost.
+        settings.options.anthropic_cache = false;
+        settings.options.gemini_cache_ttl = None;
+        let at = self.path.iter().rposition(|m| m.node.as_deref() == Some(turn))?;
+        let cut = |t: &str| -> String {
+            let mut s: String = t.chars().take(MESSAGE_EXCERPT).collect();
+            if t.chars().count() > MESSAGE_EXCERPT {
+                s.push_str(" [...]");
+            }
+            s
+        };
+        let mut digest = String::new();
+        for m in &self.path[at..] {
+            match m.role {
+                ChatRole::User => digest.push_str(&format!("User request:\n{}\n\n", cut(&m.text))),
+                ChatRole::Tool => {}
+                ChatRole::Assistant => {
+                    for c in &m.tool_calls {
+                        let args: String = c.arguments.chars().take(200).collect();
+                        digest.push_str(&format!("Tool call: {}({args})\n", c.name));
+                    }
+                }
+            }
+        }
+        if let Some(last) = self.path[at..].iter().rev().find(|m| m.role == ChatRole::Assistant && !m.text.is_empty()) {
+            digest.push_str(&format!("\nFinal answer:\n{}\n", cut(&last.text)));
+        }
+        let request = ChatRequest {
+            model: own.unwrap_or_else(|| self.row.model.clone()),
+            system: Some(MESSAGE_INSTRUCTIONS.to_string()),
+            messages: vec![ChatMessage::user(digest)],
+            max_output_tokens: 300,
+            tools: Vec::new(),
+        };
+        Some(Box::new((settings, request)))
     }
 
     /// The commit of the turn started by user message `turn`: its subject

@@ -28,7 +28,7 @@ mod approvals;
 mod budget;
 pub(crate) mod call;
 mod commands;
-mod git_commit;
+pub(crate) mod git_commit;
 mod history;
 pub(crate) mod hooks;
 mod journal;

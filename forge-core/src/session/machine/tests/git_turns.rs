@@ -24,7 +24,7 @@ fn git_session(unfinished: Unfinished, path: Vec<ChatMessage>) -> Harness {
 fn committed(h: &mut Harness, commit: &str) {
     let job = h.commits.remove(0).job;
     let done = forge_git::Committed { commit: commit.into(), files: vec!["a.txt".into()], made: true };
-    h.feed(Event::JobDone { job, outcome: JobOutcome::Committed(Ok(done)) });
+    h.feed(Event::JobDone { job, outcome: JobOutcome::Committed { result: Ok(done), usage: None } });
     h.settle();
 }
 
@@ -75,7 +75,7 @@ fn a_cancelled_turn_commits_what_it_kept_marked_as_such() {
     assert_eq!(h.commits.len(), 1);
     assert_eq!(h.commits[0].commit.subject, "[cancelled] go");
     let job = h.commits.remove(0).job;
-    h.feed(Event::JobDone { job, outcome: JobOutcome::Committed(Err("disk full".into())) });
+    h.feed(Event::JobDone { job, outcome: JobOutcome::Committed { result: Err("disk full".into()), usage: None } });
     h.settle();
     assert!(h.names().contains(&"git_commit_failed"), "{:?}", h.names());
     assert_eq!(h.state(), OperationStateKind::Idle);

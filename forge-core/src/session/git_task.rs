@@ -1,0 +1,91 @@
+//! What a git session's commit job runs (`Effect::CommitTurn`): the
+//! commit message asked of a model, bounded and falling back to the
+//! user's first line, then the commit itself on a blocking thread.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+
+use super::machine::call::JobOutcome;
+use super::machine::git_commit::{CommitJob, MessageUsage};
+use crate::provider::{ProviderClient, ProviderEvent};
+
+/// The longest a commit message may take to write: the turn is not over
+/// until it is committed.
+const MESSAGE_TIMEOUT: Duration = Duration::from_secs(30);
+
+pub(super) async fn commit(providers: ProviderClient, job: CommitJob) -> JobOutcome {
+    let CommitJob { worktree, branch, mut commit, message, .. } = job;
+    let mut usage = None;
+    if let Some(request) = message {
+        let (settings, request) = *request;
+        let (provider, model) = (settings.kind.as_str().to_string(), request.model.clone());
+        let asked = tokio::time::timeout(MESSAGE_TIMEOUT, ask(providers.stream(settings, request))).await;
+        match asked {
+            Ok(Ok((text, used))) => {
+                usage = used.map(|usage| MessageUsage { provider, model, usage });
+                if let Some((subject, body)) = parse_message(&text) {
+                    commit.body = body.or_else(|| commit.body.take());
+                    commit.subject = subject;
+                }
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "the commit message could not be written; the user's first line is used")
+            }
+            Err(_) => tracing::warn!("the commit message took over 30 s; the user's first line is used"),
+        }
+    }
+    let done = tokio::task::spawn_blocking(move || {
+        let done = forge_git::commit_turn(&worktree, &branch, &commit).map_err(|e| e.to_string());
+        super::tool_task::crash_after_commit();
+        done
+    });
+    let result = done.await.unwrap_or_else(|e| Err(format!("committing failed: {e}")));
+    JobOutcome::Committed { result, usage }
+}
+
+async fn ask(mut stream: crate::provider::ProviderStream) -> Result<(String, Option<forge_proto::Usage>), String> {
+    let (mut text, mut usage) = (String::new(), None);
+    while let Some(event) = stream.next().await {
+        match event {
+            ProviderEvent::TextDelta(t) => text.push_str(&t),
+            ProviderEvent::Usage(u) => usage = Some(u),
+            ProviderEvent::Error(e) => return Err(e.to_string()),
+            ProviderEvent::Done => break,
+            _ => {}
+        }
+    }
+    Ok((text, usage))
+}
+
+/// A model's commit message as subject and body: fences, quotes and a
+/// "Subject:" label taken off, the subject cut to 72 characters.
+fn parse_message(text: &str) -> Option<(String, Option<String>)> {
+    let lines: Vec<&str> = text.lines().map(str::trim_end).filter(|l| !l.trim_start().starts_with("```")).collect();
+    let start = lines.iter().position(|l| !l.trim().is_empty())?;
+    let first = lines[start].trim().trim_start_matches("Subject:").trim().trim_matches(|c| c == '"' || c == '`');
+    if first.is_empty() {
+        return None;
+    }
+    let subject: String = first.chars().take(72).collect();
+    let body = lines[start + 1..].join("\n").trim().to_string();
+    Some((subject, (!body.is_empty()).then_some(body)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_message;
+
+    #[test]
+    fn a_models_message_is_taken_as_subject_and_body() {
+        assert_eq!(
+            parse_message("Add a parser\n\nIt reads LP1.\n"),
+            Some(("Add a parser".into(), Some("It reads LP1.".into())))
+        );
+        assert_eq!(parse_message("```\n\"Fix the build\"\n```"), Some(("Fix the build".into(), None)));
+        assert_eq!(parse_message("Subject: Rename x"), Some(("Rename x".into(), None)));
+        assert_eq!(parse_message("  \n\n"), None);
+        let long = "y".repeat(100);
+        assert_eq!(parse_message(&long).map(|(s, _)| s.len()), Some(72));
+    }
+}
