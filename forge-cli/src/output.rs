@@ -98,6 +98,9 @@ pub fn session_details(s: &SessionInfo) {
     outln!("provider:  {}", s.provider);
     outln!("model:     {}", s.model);
     outln!("cwd:       {}", s.cwd);
+    if let Some(g) = &s.git {
+        outln!("git:       branch {} of {} (from {})", g.branch, g.repo, g.base.get(..10).unwrap_or(&g.base));
+    }
     outln!("created:   {}", format_ms(s.created_ms));
     outln!("updated:   {}", format_ms(s.updated_ms));
     outln!("messages:  {}", s.message_count);

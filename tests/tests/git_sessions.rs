@@ -210,6 +210,16 @@ async fn two_git_sessions_on_one_repository_never_see_each_other() {
     let files = |s: &str| git(repo.path(), &["ls-tree", "-r", "--name-only", &format!("forge/session/{s}")]);
     assert!(files(&a).contains("only-a.txt") && !files(&a).contains("only-b.txt"));
     assert!(files(&b).contains("only-b.txt") && !files(&b).contains("only-a.txt"));
+
+    // Removing a session removes its worktree; its branch and turns stay.
+    let show = forge.ok(&["session", "show", &a]).await.stdout;
+    assert!(show.contains(&format!("branch forge/session/{a}")), "{show}");
+    let worktree = repo.path().join(".git/forge/worktrees").join(&a);
+    assert!(worktree.is_dir());
+    forge.ok(&["session", "rm", &a]).await;
+    assert!(!worktree.exists(), "the worktree is gone");
+    assert!(!git(repo.path(), &["worktree", "list"]).contains(&a));
+    assert!(files(&a).contains("only-a.txt"), "the branch and its commits stay");
 }
 
 /// kill -9 at the worst moments of a git turn: after its commit is on
