@@ -119,3 +119,74 @@ pub(crate) fn changed(repo: &git2::Repository, commit: &git2::Commit, session: &
     files.dedup();
     Ok(files)
 }
+
+/// Where a checkout of a session's node moved its branch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Moved {
+    /// The tip before, kept on `kept`.
+    pub from: String,
+    pub to: String,
+    /// `refs/forge/session/<id>/prev-N`.
+    pub kept: String,
+}
+
+/// The commit a session's conversation node stands for: the commit of the
+/// turn that ends at `node`, or the commit before the turn `node` starts
+/// (its user message). Searched from the branch's tip and the tips kept by
+/// earlier moves; `None` when no commit names the node.
+pub fn commit_for_node(worktree: &Path, branch: &str, session: &str, node: &str) -> Result<Option<String>, GitError> {
+    let repo = git2::Repository::open(worktree)?;
+    let mut walk = repo.revwalk()?;
+    walk.push_ref(&format!("refs/heads/{branch}"))?;
+    for r in repo.references_glob(&format!("refs/forge/session/{session}/prev-*"))?.flatten() {
+        if let Some(id) = r.target() {
+            walk.push(id)?;
+        }
+    }
+    for id in walk {
+        let commit = repo.find_commit(id?)?;
+        let message = String::from_utf8_lossy(commit.message_bytes()).into_owned();
+        let Some(owner) = trailer(&message, SESSION_TRAILER) else { continue };
+        let Ok(entry) = commit.tree()?.get_path(&state_path(&owner)) else { continue };
+        let Some(blob) = entry.to_object(&repo).ok().and_then(|o| o.into_blob().ok()) else { continue };
+        let state: serde_json::Value = serde_json::from_slice(blob.content()).unwrap_or_default();
+        if state["head"] == node {
+            return Ok(Some(commit.id().to_string()));
+        }
+        if state["turn"] == node {
+            return Ok(commit.parent_id(0).ok().map(|p| p.to_string()));
+        }
+    }
+    Ok(None)
+}
+
+/// Moves session `session`'s branch (checked out in `worktree`) to commit
+/// `to`, its files and index with it; the tip it leaves is kept on
+/// `refs/forge/session/<id>/prev-N`, so nothing is lost. Refused when the
+/// worktree holds changes no commit has.
+pub fn move_branch(worktree: &Path, branch: &str, session: &str, to: &str) -> Result<Option<Moved>, GitError> {
+    if !worktree.is_dir() {
+        return Err(GitError::WorktreeMissing { path: worktree.display().to_string() });
+    }
+    let repo = git2::Repository::open(worktree)?;
+    let refname = format!("refs/heads/{branch}");
+    let from = repo.find_reference(&refname)?.peel_to_commit()?.id();
+    let target = repo.find_commit(git2::Oid::from_str(to)?)?;
+    if target.id() == from {
+        return Ok(None);
+    }
+    let mut opts = git2::StatusOptions::new();
+    opts.include_untracked(true).include_ignored(false);
+    if !repo.statuses(Some(&mut opts))?.is_empty() {
+        return Err(GitError::Dirty { path: worktree.display().to_string() });
+    }
+    let kept = (1..)
+        .map(|n| format!("refs/forge/session/{session}/prev-{n}"))
+        .find(|r| repo.find_reference(r).is_err())
+        .unwrap_or_default();
+    repo.reference(&kept, from, false, "forge: the tip before a checkout")?;
+    repo.reference_matching(&refname, target.id(), true, from, "forge: checkout of a turn")
+        .map_err(|_| GitError::Moved { branch: branch.to_string() })?;
+    repo.reset(target.as_object(), git2::ResetType::Hard, None)?;
+    Ok(Some(Moved { from: from.to_string(), to: target.id().to_string(), kept }))
+}

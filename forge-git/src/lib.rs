@@ -15,7 +15,7 @@ mod read;
 
 use std::path::{Path, PathBuf};
 
-pub use commit::{Committed, TurnCommit, commit_turn, turn_of};
+pub use commit::{Committed, Moved, TurnCommit, commit_for_node, commit_turn, move_branch, turn_of};
 pub use read::{CommitInfo, Shown, diff_branch, log, show};
 
 /// The prefix of every session branch.
@@ -45,6 +45,8 @@ pub enum GitError {
         "branch {branch} moved outside Forge (its tip is no longer the session's last commit); nothing was committed"
     )]
     Moved { branch: String },
+    #[error("the session's worktree {path} holds changes no commit has (a commit failed?); nothing was moved")]
+    Dirty { path: String },
     #[error("git: {0}")]
     Git(#[from] git2::Error),
     #[error("{path}: {source}")]

@@ -129,3 +129,36 @@ fn refusals_say_what_to_do() {
     let e = start(dir.path(), "s", None).err().map(|e| e.to_string()).unwrap_or_default();
     assert!(e.contains("already exists"), "{e}");
 }
+
+#[test]
+fn a_checkout_moves_the_branch_and_keeps_the_tip_it_leaves() {
+    let dir = repo();
+    let s = start(dir.path(), "s1", None).unwrap_or_else(|e| panic!("{e}"));
+    let state = |turn: &str, head: &str| format!("{{\"turn\":\"{turn}\",\"head\":\"{head}\"}}").into_bytes();
+    std::fs::write(s.cwd.join("one.txt"), "1\n").unwrap_or_else(|e| panic!("{e}"));
+    let t1 = TurnCommit { state: state("u1", "a1"), ..turn("s1", "u1", "one") };
+    let c1 = commit_turn(&s.worktree, &s.branch, &t1).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(s.cwd.join("two.txt"), "2\n").unwrap_or_else(|e| panic!("{e}"));
+    let t2 = TurnCommit { state: state("u2", "a2"), ..turn("s1", "u2", "two") };
+    let c2 = commit_turn(&s.worktree, &s.branch, &t2).unwrap_or_else(|e| panic!("{e}"));
+
+    let find = |node: &str| commit_for_node(&s.worktree, &s.branch, "s1", node).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(find("a1"), Some(c1.commit.clone()), "the end of turn 1");
+    assert_eq!(find("u2"), Some(c1.commit.clone()), "turn 2's message: the code before it");
+    assert_eq!(find("u1"), Some(s.base.clone()));
+    assert_eq!(find("nowhere"), None);
+
+    let moved = move_branch(&s.worktree, &s.branch, "s1", &c1.commit).unwrap_or_else(|e| panic!("{e}"));
+    let moved = moved.unwrap_or_else(|| panic!("moved"));
+    assert_eq!((moved.from.as_str(), moved.kept.as_str()), (c2.commit.as_str(), "refs/forge/session/s1/prev-1"));
+    assert!(!s.cwd.join("two.txt").exists() && s.cwd.join("one.txt").exists(), "the files follow");
+    // The tip left is still found, and the branch can go back to it.
+    assert_eq!(find("a2"), Some(c2.commit.clone()));
+    std::fs::write(s.cwd.join("stray.txt"), "x\n").unwrap_or_else(|e| panic!("{e}"));
+    let e = move_branch(&s.worktree, &s.branch, "s1", &c2.commit).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(e.contains("holds changes no commit has"), "{e}");
+    std::fs::remove_file(s.cwd.join("stray.txt")).unwrap_or_else(|e| panic!("{e}"));
+    let back = move_branch(&s.worktree, &s.branch, "s1", &c2.commit).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(back.map(|m| m.kept), Some("refs/forge/session/s1/prev-2".to_string()));
+    assert!(s.cwd.join("two.txt").exists());
+}

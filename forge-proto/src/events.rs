@@ -255,6 +255,15 @@ pub enum EventKind {
         files: Vec<String>,
         status: MessageStatus,
     },
+    /// Git mode: a checkout moved the session's branch to `commit` (its
+    /// files with it); the tip it left, `previous`, is kept on `kept`
+    /// (`refs/forge/session/<id>/prev-N`).
+    GitBranchMoved {
+        branch: String,
+        commit: String,
+        previous: String,
+        kept: String,
+    },
     /// Git mode: the turn could not be committed; its changes stay in the
     /// worktree and go into the next turn's commit.
     GitCommitFailed {

@@ -275,3 +275,41 @@ async fn a_kill_during_a_git_turn_leaves_exactly_one_commit() {
     assert!(subject.starts_with('[') && subject.contains("second"), "marked: {subject}");
     assert_eq!(git(dir, &["show", &format!("{branch}:two.txt")]), "2\n");
 }
+
+/// Checking out a node of a git session moves its branch to that turn's
+/// commit, its files with it; the tip it leaves is kept on a ref, and the
+/// next turn commits on top of the node's commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkout_moves_the_branch_to_the_turn_and_loses_nothing() {
+    let (_mock, forge) = started().await;
+    let repo = repository();
+    let dir = repo.path();
+    let cwd = dir.display().to_string();
+    let id = forge.new_session(&["--git", "--cwd", &cwd]).await;
+    for n in 1..=2 {
+        let c = call("write_file", json!({"path": format!("f{n}.txt"), "content": format!("{n}\n")}));
+        forge.ok(&["send", "--auto-approve", "-s", &id, &format!("turn {n} {c}")]).await;
+    }
+    let branch = format!("forge/session/{id}");
+    let (first, second) = (git(dir, &["rev-parse", &format!("{branch}~1")]), git(dir, &["rev-parse", &branch]));
+    let shown = forge.ok(&["--json", "git", "show", first.trim(), "--cwd", &cwd]).await.json_lines();
+    let node = shown[0]["state"]["head"].as_str().unwrap_or_default().to_string();
+    let worktree = dir.join(".git/forge/worktrees").join(&id);
+
+    forge.ok(&["checkout", &id, &node]).await;
+    assert_eq!(git(dir, &["rev-parse", &branch]), first, "the branch is at the first turn's commit");
+    assert!(worktree.join("f1.txt").exists() && !worktree.join("f2.txt").exists(), "its files with it");
+    assert_eq!(git(dir, &["rev-parse", &format!("refs/forge/session/{id}/prev-1")]), second, "the tip it left is kept");
+    let events = forge.ok(&["--json", "attach", &id, "--until-idle"]).await.json_lines();
+    assert!(
+        events
+            .iter()
+            .any(|e| e["kind"] == "git_branch_moved" && e["kept"] == format!("refs/forge/session/{id}/prev-1"))
+    );
+
+    let c = call("write_file", json!({"path": "f3.txt", "content": "3\n"}));
+    forge.ok(&["send", "--auto-approve", "-s", &id, &format!("turn 3 {c}")]).await;
+    assert_eq!(git(dir, &["rev-parse", &format!("{branch}~1")]), first, "the next turn goes on from there");
+    let tree = git(dir, &["ls-tree", "-r", "--name-only", &branch]);
+    assert!(tree.contains("f3.txt") && !tree.contains("f2.txt"), "{tree}");
+}

@@ -109,6 +109,9 @@ pub(super) fn notice(kind: &EventKind, who: Option<&str>) -> Option<Notice> {
             ),
             routine: true,
         }),
+        EventKind::GitBranchMoved { branch, commit, kept, .. } => {
+            info(format!("{branch} moved to {} with its files; the tip it left is kept as {kept}", short_id(commit)))
+        }
         EventKind::GitCommitFailed { error, .. } => Some(Notice {
             level: Level::Warn,
             text: format!(

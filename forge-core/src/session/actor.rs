@@ -338,6 +338,11 @@ impl SessionActor {
                 };
                 self.job(job, work, || JobOutcome::ToolsStarted { tools: None, not_started: Vec::new() });
             }
+            Effect::MoveBranch(m) => {
+                let job = m.job;
+                let failed = || JobOutcome::BranchMoved(Err("moving the branch failed inside forged".into()));
+                self.job(job, super::git_task::move_branch(*m), failed);
+            }
             Effect::CommitTurn(c) => {
                 let job = c.job;
                 let work = super::git_task::commit(self.shared.providers.clone(), *c);

@@ -72,6 +72,18 @@ fn parse_message(text: &str) -> Option<(String, Option<String>)> {
     Some((subject, (!body.is_empty()).then_some(body)))
 }
 
+/// Moves a git session's branch to the commit of a node (`Effect::MoveBranch`).
+pub(super) async fn move_branch(job: super::machine::git_commit::MoveJob) -> JobOutcome {
+    let moved = tokio::task::spawn_blocking(move || {
+        let found = forge_git::commit_for_node(&job.worktree, &job.branch, &job.session, &job.node)?;
+        match found {
+            Some(commit) => forge_git::move_branch(&job.worktree, &job.branch, &job.session, &commit),
+            None => Ok(None),
+        }
+    });
+    JobOutcome::BranchMoved(moved.await.map_err(|e| e.to_string()).and_then(|r| r.map_err(|e| e.to_string())))
+}
+
 #[cfg(test)]
 mod tests {
     use super::parse_message;

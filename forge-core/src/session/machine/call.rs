@@ -82,6 +82,9 @@ pub(crate) enum JobOutcome {
         result: Result<forge_git::Committed, String>,
         usage: Option<super::git_commit::MessageUsage>,
     },
+    /// Git mode: where a checkout moved the branch (`None`: the node has
+    /// no commit, or its commit is the tip already).
+    BranchMoved(Result<Option<forge_git::Moved>, String>),
 }
 
 impl Session {
@@ -93,6 +96,7 @@ impl Session {
             JobOutcome::FilesRestored { done, error } => self.on_files_restored(job, done, error),
             JobOutcome::ToolsStarted { tools, not_started } => self.on_tools_started(job, tools, not_started),
             JobOutcome::Committed { result, usage } => self.on_committed(job, result, usage),
+            JobOutcome::BranchMoved(result) => self.on_branch_moved(job, result),
             other if self.tool_stage_job() == Some(job) => self.call_stage_done(other),
             _ => tracing::debug!(session = %self.row.id, job, "a call no longer running reported back: dropped"),
         }

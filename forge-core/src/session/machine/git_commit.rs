@@ -39,6 +39,24 @@ no code fences, no preamble.";
 /// Most characters of each part of the turn the message request sees.
 const MESSAGE_EXCERPT: usize = 2_000;
 
+/// A checkout of a git session, waiting for its branch to move.
+pub(crate) struct BranchMove {
+    pub job: u64,
+    pub node: String,
+    pub path: Vec<ChatMessage>,
+    pub client: forge_proto::ClientRef,
+    pub reply: crate::session::Reply<()>,
+}
+
+/// The branch move for the shell: find `node`'s commit, move the branch.
+pub(crate) struct MoveJob {
+    pub job: u64,
+    pub worktree: PathBuf,
+    pub branch: String,
+    pub session: String,
+    pub node: String,
+}
+
 /// What the commit message request used.
 pub(crate) struct MessageUsage {
     pub provider: String,
@@ -112,6 +130,57 @@ impl Session {
         self.pipeline.event(None, event);
         self.finished = Some(status);
         self.pipeline.effect(OnDurable::TurnDone);
+    }
+
+    /// `session.checkout` of a git session: the branch moves to the node's
+    /// commit first (its files with it, the tip left kept), then the head.
+    pub(super) fn git_checkout(
+        &mut self,
+        forest: &crate::forest::Forest,
+        node: String,
+        client: forge_proto::ClientRef,
+        reply: crate::session::Reply<()>,
+    ) {
+        let path = self.conversation_node(forest, &node).and_then(|_| Self::path_to(forest, Some(&node)));
+        let path = match path {
+            Ok(p) => p,
+            Err(e) => return self.out.push(Effect::Reply(super::ReadyReply::now(reply, Err(e)))),
+        };
+        let Some(git) = self.row.git.as_ref() else { return };
+        let (worktree, branch) = (PathBuf::from(&git.worktree), git.branch.clone());
+        let job = self.new_job();
+        let session = self.row.id.clone();
+        self.out.push(Effect::MoveBranch(Box::new(MoveJob { job, worktree, branch, session, node: node.clone() })));
+        self.state = OperationState::MovingBranch(Box::new(BranchMove { job, node, path, client, reply }));
+    }
+
+    /// The branch moved (or could not): the head follows, or the checkout
+    /// is refused and nothing moved.
+    pub(super) fn on_branch_moved(&mut self, job: u64, result: Result<Option<forge_git::Moved>, String>) {
+        let OperationState::MovingBranch(m) = &self.state else { return };
+        if m.job != job {
+            return;
+        }
+        let OperationState::MovingBranch(m) = std::mem::replace(&mut self.state, OperationState::Idle) else {
+            return;
+        };
+        let BranchMove { node, path, client, reply, .. } = *m;
+        match result {
+            Err(e) => {
+                let e = crate::error::EngineError::new(forge_proto::ErrorKind::InvalidParams, e);
+                self.out.push(Effect::Reply(super::ReadyReply::now(reply, Err(e))));
+            }
+            Ok(moved) => {
+                if let Some(forge_git::Moved { from, to, kept }) = moved {
+                    let branch = self.row.git.as_ref().map(|g| g.branch.clone()).unwrap_or_default();
+                    let event = EventKind::GitBranchMoved { branch, commit: to, previous: from, kept };
+                    self.pipeline.event(Some(client.clone()), event);
+                }
+                self.move_head(Some(node), path, &client);
+                self.reply_when_durable(reply, Ok(()));
+            }
+        }
+        self.start_next_queued();
     }
 
     /// The request asking a model for the commit message of the turn

@@ -160,6 +160,8 @@ pub(crate) enum Effect {
     Refresh { then: SessionCmd },
     /// Git mode: write a finished turn's commit; back as `Event::JobDone`.
     CommitTurn(Box<git_commit::CommitJob>),
+    /// Git mode: move the branch to a node's commit; back as `Event::JobDone`.
+    MoveBranch(Box<git_commit::MoveJob>),
     /// Wait until the session's MCP servers are started, at most `limit`;
     /// back as `Event::JobDone` with the tools offered then.
     WaitForTools { job: u64, limit: Duration },

@@ -42,6 +42,17 @@ impl Session {
             }};
         }
         match cmd {
+            SessionCmd::Checkout { params, client, reply } if self.row.git.is_some() => {
+                let Some(reply) = self.admit(reply, Access::Write) else { return };
+                match (&forest, &self.state) {
+                    (Err(e), _) => self.out.push(super::Effect::Reply(super::ReadyReply::now(reply, Err(e.clone())))),
+                    (Ok(_), state) if !matches!(state, OperationState::Idle) => {
+                        let e = self.busy("wait for it to end (or cancel it) first");
+                        self.out.push(super::Effect::Reply(super::ReadyReply::now(reply, Err(e))));
+                    }
+                    (Ok(f), _) => self.git_checkout(f, params.node, client, reply),
+                }
+            }
             SessionCmd::Checkout { params, client, reply } => {
                 run!(reply, |s: &mut Session, f: &Forest| s.checkout(f, &params.node, client))
             }
@@ -74,7 +85,11 @@ impl Session {
 
     /// A node of this session's tree that a conversation can stand on
     /// (not a summary, which hangs beside the path).
-    fn conversation_node<'f>(&self, forest: &'f Forest, node: &str) -> Result<&'f crate::store::NodeRow, EngineError> {
+    pub(super) fn conversation_node<'f>(
+        &self,
+        forest: &'f Forest,
+        node: &str,
+    ) -> Result<&'f crate::store::NodeRow, EngineError> {
         let n = forest.get(node)?;
         if n.role == Role::Summary {
             return Err(invalid(format!(
@@ -103,7 +118,7 @@ impl Session {
     }
 
     /// The conversation on the path to `node`, as the tree has it.
-    fn path_to(forest: &Forest, node: Option<&str>) -> Result<Vec<ChatMessage>, EngineError> {
+    pub(super) fn path_to(forest: &Forest, node: Option<&str>) -> Result<Vec<ChatMessage>, EngineError> {
         match node {
             None => Ok(Vec::new()),
             Some(id) => Ok(forest.path(id)?.into_iter().filter_map(chat_message).collect()),

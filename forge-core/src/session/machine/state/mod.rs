@@ -103,6 +103,9 @@ pub(super) enum OperationState {
         message_id: String,
         status: forge_proto::MessageStatus,
     },
+    /// Git mode: a checkout waits for the session's branch to move to the
+    /// node's commit before the head moves (see `git_commit.rs`).
+    MovingBranch(Box<super::git_commit::BranchMove>),
     /// A rewind moves files (see `rewind.rs`).
     Rewinding(Box<Rewinding>),
     /// The store cannot be written; all new work is refused until a reset.
@@ -128,7 +131,7 @@ impl OperationState {
             Self::ToolRecovery { .. } => OperationStateKind::ToolRecovery,
             Self::AwaitingToolResults { .. } => OperationStateKind::AwaitingToolResults,
             Self::PersistenceBlocked { .. } => OperationStateKind::PersistenceBlocked,
-            Self::Rewinding(_) => OperationStateKind::Rewinding,
+            Self::Rewinding(_) | Self::MovingBranch(_) => OperationStateKind::Rewinding,
         }
     }
 

@@ -53,6 +53,8 @@ struct Harness {
     restores: Vec<rewind::RestoreFiles>,
     /// Git mode: turn commits asked for, not yet answered.
     commits: Vec<git_commit::CommitJob>,
+    /// Git mode: branch moves asked for, not yet answered.
+    branch_moves: Vec<git_commit::MoveJob>,
 }
 
 fn row() -> SessionRow {
@@ -140,6 +142,7 @@ impl Harness {
             plans: Vec::new(),
             restores: Vec::new(),
             commits: Vec::new(),
+            branch_moves: Vec::new(),
         };
         let durable = Durable {
             row,
@@ -230,6 +233,7 @@ impl Harness {
                 }
                 Effect::WaitForTools { job, .. } => self.tool_waits.push(job),
                 Effect::CommitTurn(job) => self.commits.push(*job),
+                Effect::MoveBranch(job) => self.branch_moves.push(*job),
                 Effect::Reply(answer) => answer.send(),
                 Effect::Arm(timer, _) => self.timers.push(timer),
                 Effect::ReadTree { then } => {
