@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use forge_proto::{EventKind, MessageStatus};
 use serde_json::json;
 
-use super::state::OperationState;
+use super::state::{BranchMove, OperationState};
 use super::{Effect, OnDurable, Session};
 use crate::provider::{ChatMessage, ChatRequest, ChatRole, ProviderSettings};
 
@@ -38,15 +38,6 @@ no code fences, no preamble.";
 
 /// Most characters of each part of the turn the message request sees.
 const MESSAGE_EXCERPT: usize = 2_000;
-
-/// A checkout of a git session, waiting for its branch to move.
-pub(crate) struct BranchMove {
-    pub job: u64,
-    pub node: String,
-    pub path: Vec<ChatMessage>,
-    pub client: forge_proto::ClientRef,
-    pub reply: crate::session::Reply<()>,
-}
 
 /// The branch move for the shell: find `node`'s commit, move the branch.
 pub(crate) struct MoveJob {

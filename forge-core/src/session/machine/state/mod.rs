@@ -4,10 +4,12 @@
 //! data of each state lives here, beside it (`calls`, `rewinding`,
 //! `summary`); what the machine does in each lives in its area's file.
 
+mod branch_move;
 mod calls;
 mod rewinding;
 mod summary;
 
+pub(crate) use branch_move::BranchMove;
 pub(crate) use calls::{Before, CallStage, PlannedCall, Ready, RunningCall, ToolLoop};
 pub(crate) use rewinding::{RewindStage, Rewinding};
 pub(crate) use summary::SummaryJob;
@@ -105,7 +107,7 @@ pub(super) enum OperationState {
     },
     /// Git mode: a checkout waits for the session's branch to move to the
     /// node's commit before the head moves (see `git_commit.rs`).
-    MovingBranch(Box<super::git_commit::BranchMove>),
+    MovingBranch(Box<BranchMove>),
     /// A rewind moves files (see `rewind.rs`).
     Rewinding(Box<Rewinding>),
     /// The store cannot be written; all new work is refused until a reset.
