@@ -47,10 +47,13 @@ pub(super) async fn run_probes(settings: &Settings, p: &Probe, c: Option<&Confin
             let totals = super::totals();
             if totals.memory {
                 // Three children of 200 MiB under a 256 MiB total.
+                // Alive at the end: processes whose whole command line is
+                // the hog's (not this shell's, nor the counting's own).
                 let line = format!(
-                    "for i in 1 2 3; do {} {} hog 200 & done; sleep 3; echo alive $(grep -ls 'hog.200' /proc/[0-9]*/cmdline | wc -l)",
-                    sh_quote(exe),
-                    super::PROBE_ARG
+                    "for i in 1 2 3; do {exe} {arg} hog 200 & done; sleep 3; \
+                     echo alive $(for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done | grep -c -- '{arg} hog 200 $')",
+                    exe = sh_quote(exe),
+                    arg = super::PROBE_ARG
                 );
                 let r = run(&line, root, small_c.as_ref(), tmp, Duration::from_secs(30)).await;
                 let held = r.out.matches("holding 200 MiB").count();
