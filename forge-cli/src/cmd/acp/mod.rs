@@ -355,8 +355,10 @@ async fn new_session(
     let info =
         d.client.session_create(CreateParams { cwd: Some(cwd), ..Default::default() }).await.map_err(from_client)?;
     give_mcp_servers(d, &info.id, &req.mcp_servers).await?;
+    // The session's own directory: a git session works in its worktree,
+    // where the files its calls name are.
     if let Ok(mut cwds) = b.cwds.lock() {
-        cwds.insert(info.id.clone(), req.cwd.clone());
+        cwds.insert(info.id.clone(), PathBuf::from(&info.cwd));
     }
     let response =
         NewSessionResponse::new(info.id.clone()).modes(modes(&info)).config_options(config_options(d, &info).await?);
