@@ -176,18 +176,6 @@ pub fn abandon(repo_dir: &Path, id: &str) -> Result<(), GitError> {
     Ok(())
 }
 
-/// A commit named by `rev` (an id or its prefix, a branch, a tag).
-pub fn resolve_commit(repo_dir: &Path, rev: &str) -> Result<(String, PathBuf), GitError> {
-    let (repo, _) = discover(repo_dir)?;
-    let repo = main_repo(&repo)?;
-    let commit = repo
-        .revparse_single(rev)
-        .and_then(|o| o.peel_to_commit())
-        .map_err(|_| GitError::BadRef { name: rev.to_string(), dir: repo_dir.display().to_string() })?;
-    let top = repo.workdir().map(Path::to_path_buf).unwrap_or_else(|| repo_dir.to_path_buf());
-    Ok((commit.id().to_string(), top))
-}
-
 /// The signature commits are made with: the repository's `user.name` and
 /// `user.email`, else Forge's own.
 fn signature(repo: &git2::Repository) -> Result<git2::Signature<'static>, GitError> {

@@ -91,14 +91,7 @@ match when a block occurs more than once. All files change or none."
             Ok(plan) => plan
                 .files
                 .iter()
-                .map(|(name, _, old, new)| {
-                    let old = String::from_utf8_lossy(old);
-                    similar::TextDiff::from_lines(old.as_ref(), new.as_str())
-                        .unified_diff()
-                        .context_radius(3)
-                        .header(&format!("a/{name}"), &format!("b/{name}"))
-                        .to_string()
-                })
+                .map(|(name, _, old, new)| super::edit::diff(name, &String::from_utf8_lossy(old), new))
                 .collect::<Vec<_>>()
                 .join("\n"),
         }

@@ -104,8 +104,8 @@ fn plan_edit(args: &EditArgs, sandbox: &Sandbox) -> Result<Planned, ToolError> {
 
 /// Stale-file protection: what the model last read or wrote of `path`
 /// must be what is there.
-fn check_fresh(ctx: &ToolCtx, path: &Path, now: Option<&[u8]>, shown: &str) -> Result<(), ToolError> {
-    let known = ctx.file_hashes.lock().map(|k| k.get(path).cloned()).unwrap_or(None);
+fn check_fresh(hashes: &crate::FileHashes, path: &Path, now: Option<&[u8]>, shown: &str) -> Result<(), ToolError> {
+    let known = hashes.lock().map(|k| k.get(path).cloned()).unwrap_or(None);
     match (known, now) {
         (Some(h), Some(now)) if h != sha256(now) => Err(ToolError::StaleFile {
             file: shown.into(),
@@ -115,7 +115,8 @@ fn check_fresh(ctx: &ToolCtx, path: &Path, now: Option<&[u8]>, shown: &str) -> R
     }
 }
 
-fn diff(name: &str, old: &str, new: &str) -> String {
+/// A file's change as a unified diff, for approvals.
+pub(super) fn diff(name: &str, old: &str, new: &str) -> String {
     similar::TextDiff::from_lines(old, new)
         .unified_diff()
         .context_radius(3)
@@ -164,26 +165,22 @@ the file has it, indentation included. An empty old_string creates a new file ho
     fn execute<'a>(&'a self, args: Value, ctx: &'a ToolCtx) -> ToolFut<'a> {
         Box::pin(async move {
             let args: EditArgs = crate::parse_args(args)?;
-            let sandbox = ctx.sandbox.clone();
-            let plan = tokio::task::spawn_blocking(move || plan_edit(&args, &sandbox).map(|p| (p, args.path)))
-                .await
-                .map_err(|e| failed("edit", e.to_string()))??;
-            let (planned, shown) = plan;
-            check_fresh(ctx, &planned.path, planned.old.as_deref(), &shown)?;
-            let sandbox = ctx.sandbox.clone();
-            let Planned { path, old, new } = planned;
-            let written = {
-                let (path, new, shown) = (path.clone(), new.clone(), shown.clone());
-                tokio::task::spawn_blocking(move || write_whole(&sandbox, &path, &shown, new.as_bytes()))
-            };
-            written.await.map_err(|e| failed("edit", e.to_string()))??;
-            if let Ok(mut known) = ctx.file_hashes.lock() {
-                known.insert(path, sha256(new.as_bytes()));
-            }
-            Ok(match old {
-                None => format!("created {shown} ({} bytes)", new.len()),
-                Some(_) => format!("edited {shown}"),
+            let (sandbox, hashes) = (ctx.sandbox.clone(), ctx.file_hashes.clone());
+            tokio::task::spawn_blocking(move || {
+                let Planned { path, old, new } = plan_edit(&args, &sandbox)?;
+                let shown = args.path;
+                check_fresh(&hashes, &path, old.as_deref(), &shown)?;
+                write_whole(&sandbox, &path, &shown, new.as_bytes())?;
+                if let Ok(mut known) = hashes.lock() {
+                    known.insert(path, sha256(new.as_bytes()));
+                }
+                Ok(match old {
+                    None => format!("created {shown} ({} bytes)", new.len()),
+                    Some(_) => format!("edited {shown}"),
+                })
             })
+            .await
+            .map_err(|e| failed("edit", e.to_string()))?
         })
     }
 }
@@ -252,7 +249,7 @@ impl ToolExecutor for DeleteFile {
             let now = tokio::task::spawn_blocking(move || read_existing(&sandbox, &p, &s, "delete_file"))
                 .await
                 .map_err(|e| failed("delete_file", e.to_string()))??;
-            check_fresh(ctx, &path, now.as_deref(), &shown)?;
+            check_fresh(&ctx.file_hashes, &path, now.as_deref(), &shown)?;
             let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
                 return Err(failed("delete_file", format!("{shown} is not a file path")));
             };
