@@ -386,6 +386,19 @@ Exit status of `sandbox test`: 0 if every probe was refused (or allowed, where t
         after_help = "A freshly cloned repository's hooks and MCP servers run programs on your machine: Forge honours them only in folders you trust, and only as their files were when you trusted them (a change, yours or a command's, needs your word again). Until then a new session says once what it ignored."
     )]
     Trust(cmd::trust::TrustArgs),
+    /// The tools the model may call, and the project's own
+    /// (.forge/tools/*.toml): `list`, `approve`, `revoke`
+    #[command(after_help = "A project declares its own tools in .forge/tools/NAME.toml:\n\n  \
+name = \"test\"\n  description = \"Run the tests of one package\"\n  command = \"cargo test -p {package}\"\n  \
+timeout_seconds = 600\n  [parameters]\n  type = \"object\"\n  required = [\"package\"]\n  \
+properties.package = { type = \"string\" }\n\n\
+{package} is replaced by the argument, quoted for the shell. The model gets a tool once you approve its file as it is \
+(`forgectl tools approve`); its calls then run in the sandbox without asking. A file that changes afterwards (your edit, \
+a command's or the model's) is withdrawn until you approve it again.")]
+    Tools {
+        #[command(subcommand)]
+        cmd: cmd::tools::ToolsCmd,
+    },
     /// Git sessions: their turns as commits (`log`), one turn's
     /// conversation and diff (`show`), what a branch would bring (`diff`)
     #[command(
@@ -554,6 +567,7 @@ fn main() -> ExitCode {
             Command::Git { cmd } => cmd::git::run(&g, cmd).await,
             Command::Sandbox { action } => cmd::sandbox::run(&g, action).await,
             Command::Trust(a) => cmd::trust::run(&g, a).await,
+            Command::Tools { cmd } => cmd::tools::run(&g, cmd).await,
             Command::Models { provider } => cmd::misc::models(&g, provider).await,
             Command::Usage { session, since } => cmd::misc::usage(&g, session, since).await,
             Command::Summarize { session } => cmd::session::summarize(&g, &session).await,

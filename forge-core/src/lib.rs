@@ -18,6 +18,7 @@ pub mod ids;
 pub mod instructions;
 pub mod journal;
 pub mod librarian;
+pub mod project_tools;
 pub mod prompt;
 pub mod provider;
 pub mod provider_kind;

@@ -26,6 +26,8 @@ pub(crate) struct Shared {
     pub prompt: Arc<crate::prompt::PromptTemplate>,
     /// The folders whose own hooks and MCP servers the user trusts.
     pub trust: crate::trust::TrustStore,
+    /// The project tools (`.forge/tools/*.toml`) the user approved.
+    pub tool_approvals: crate::project_tools::ToolApprovals,
     /// The time and ids sessions write (the system's; tests script it).
     pub clock: crate::ids::Clock,
 }
@@ -35,17 +37,36 @@ impl Shared {
         &self.db
     }
 
-    /// The tools `session` offers now: the built-in ones and its MCP
-    /// servers' (MCP names hold `__`, so they never clash with these).
-    pub(crate) fn tools_for(&self, session: &str) -> Arc<crate::tools::ToolRegistry> {
+    /// The tools `session` (working in `cwd`) offers now: the built-in
+    /// ones, its MCP servers' (MCP names hold `__`, so they never clash
+    /// with these) and its project's approved tools (one whose name is
+    /// taken is not offered); and the project tools' digest, which changes
+    /// when they do.
+    pub(crate) fn tools_for(&self, session: &str, cwd: &Path) -> (Arc<crate::tools::ToolRegistry>, String) {
+        let project = self.tool_approvals.offered(cwd);
+        let digest = project.digest.clone();
+        (self.tools_with(session, project), digest)
+    }
+
+    /// The built-in tools, `session`'s MCP servers' and `project`'s.
+    pub(crate) fn tools_with(
+        &self,
+        session: &str,
+        project: crate::project_tools::Offered,
+    ) -> Arc<crate::tools::ToolRegistry> {
         let mcp = self.mcp.tools(Some(session));
-        if mcp.is_empty() {
+        if mcp.is_empty() && project.tools.is_empty() {
             return self.tools.clone();
         }
         let mut all = (*self.tools).clone();
         for tool in mcp {
             if let Err(e) = all.register(tool) {
                 tracing::warn!("MCP tool not offered: {e}");
+            }
+        }
+        for tool in project.tools {
+            if let Err(e) = all.register(tool) {
+                tracing::warn!("project tool not offered: {e}");
             }
         }
         Arc::new(all)

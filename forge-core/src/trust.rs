@@ -207,15 +207,21 @@ impl TrustStore {
     /// Writes the records whole, private to the user, replacing the file
     /// in one rename.
     fn save(&self, records: &[Record]) -> std::io::Result<()> {
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
-        let text = serde_json::to_vec_pretty(&File { trusted: records.to_vec() }).map_err(std::io::Error::other)?;
-        let tmp = self.path.with_extension("json.tmp");
-        let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
-        f.write_all(&text)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, &self.path)
+        write_private_json(&self.path, &File { trusted: records.to_vec() })
     }
+}
+
+/// Writes `value` as JSON to `path`, private to the user, replacing the
+/// file in one rename (a crash leaves the old file or the new one).
+pub(crate) fn write_private_json(path: &Path, value: &impl Serialize) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let text = serde_json::to_vec_pretty(value).map_err(std::io::Error::other)?;
+    let tmp = path.with_extension("json.tmp");
+    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+    f.write_all(&text)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)
 }
 
 /// The escape suite's row: a cloned project's hooks and servers wait for

@@ -101,6 +101,14 @@ fn main_repo(repo: &git2::Repository) -> Result<git2::Repository, GitError> {
     }
 }
 
+/// The user's working tree of the repository `dir` is in, from any of its
+/// worktrees (a session's one included), if `dir` is in one.
+pub fn user_top(dir: &Path) -> Option<PathBuf> {
+    let (found, _) = discover(dir).ok()?;
+    let repo = main_repo(&found).ok()?;
+    repo.workdir()?.canonicalize().ok()
+}
+
 /// Where session `id`'s worktree lives in the repository whose common git
 /// directory is `common`.
 pub fn worktree_path(common: &Path, id: &str) -> PathBuf {

@@ -73,21 +73,10 @@ impl McpTool {
     }
 
     fn check(&self, args: &Value) -> Result<(), ToolError> {
-        let Some(validator) = &self.validator else { return Ok(()) };
-        let problems: Vec<String> = validator
-            .iter_errors(args)
-            .take(5)
-            .map(|e| {
-                let at = e.instance_path().to_string();
-                if at.is_empty() { e.to_string() } else { format!("{at}: {e}") }
-            })
-            .collect();
-        if problems.is_empty() {
-            return Ok(());
+        match &self.validator {
+            Some(validator) => forge_tools::check_args(validator, args),
+            None => Ok(()),
         }
-        Err(ToolError::BadArgs {
-            message: format!("the arguments do not match the tool's input schema: {}", problems.join("; ")),
-        })
     }
 }
 

@@ -24,7 +24,7 @@ pub mod usage;
 pub use error::{ErrorData, ErrorKind};
 pub use events::{EventKind, SessionEvent, SubscriptionItem, TurnStatus};
 pub use git::{GitCommit, GitDiff, GitLog, GitSession, GitShown};
-pub use trust::FolderTrust;
+pub use trust::{FolderTrust, ProjectTool, ProjectTools};
 pub use types::*;
 pub use usage::*;
 

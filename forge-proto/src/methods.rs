@@ -20,7 +20,7 @@ use crate::calls::*;
 use crate::events::SessionEvent;
 use crate::git::*;
 use crate::params::*;
-use crate::trust::FolderTrust;
+use crate::trust::{FolderTrust, ProjectTools};
 use crate::types::*;
 use crate::usage::*;
 
@@ -342,6 +342,15 @@ forge_methods! {
     daemon "trust.add" trust_add(DirParams) -> FolderTrust;
     /// Stops trusting a folder.
     daemon "trust.revoke" trust_revoke(DirParams) -> FolderTrust;
+    /// The project tools (`.forge/tools/*.toml`) of the project `dir` is
+    /// in, each with its approval.
+    daemon "tools.project" tools_project(DirParams) -> ProjectTools;
+    /// Approves tool files as their content is now (the digests the client
+    /// showed): from the next message on, sessions of that project offer
+    /// them and run them confined without asking.
+    daemon "tools.approve" tools_approve(ApproveToolsParams) -> ProjectTools;
+    /// Ends tool files' approval (none named: all of the project's).
+    daemon "tools.revoke" tools_revoke(RevokeToolsParams) -> ProjectTools;
     /// Cancels the running turn; the partial answer is kept, marked
     /// cancelled. With `drop_queued`, queued messages are dropped too.
     session "session.cancel" session_cancel(CancelParams) -> CancelResult;

@@ -269,6 +269,33 @@ params!(
 from_string!(DirParams.dir);
 
 params!(
+    /// Tool files of a project to approve, each as the client showed it to
+    /// the user: a file whose content changed since is refused.
+    ApproveToolsParams {
+        pub dir: String,
+        #[serde(default, deserialize_with = "or_default")]
+        pub files: Vec<ToolFileRef>,
+    }
+);
+
+/// A tool file and the digest of the content approved.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ToolFileRef {
+    /// Relative to the project's top (`.forge/tools/test.toml`).
+    pub file: String,
+    pub sha256: String,
+}
+
+params!(
+    /// Tool files of a project whose approval ends (none named: all).
+    RevokeToolsParams {
+        pub dir: String,
+        #[serde(default, deserialize_with = "or_default")]
+        pub files: Vec<String>,
+    }
+);
+
+params!(
     CancelParams {
         session: String,
         /// Drop queued messages too.

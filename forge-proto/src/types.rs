@@ -169,6 +169,12 @@ pub struct SessionInfo {
     /// `trust.add`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub untrusted: Option<crate::FolderTrust>,
+    /// The project's own tools (`.forge/tools/*.toml`) that are not
+    /// offered because the user has not approved them as they are now
+    /// (`session.create` only): clients say so once and point at
+    /// `tools.approve`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools_waiting: Vec<crate::ProjectTool>,
     /// Git mode: the session's branch and worktree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub git: Option<crate::GitSession>,

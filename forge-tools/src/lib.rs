@@ -8,6 +8,7 @@ pub mod confine;
 mod error;
 pub mod lp1;
 pub mod policy;
+pub mod repo_tools;
 pub mod roots;
 pub mod sandbox;
 pub mod supervisor;
@@ -213,6 +214,12 @@ pub trait ToolExecutor: Send + Sync {
     fn runs_commands(&self) -> bool {
         false
     }
+    /// The user approved this tool itself (a project's tool file, by its
+    /// content): its calls run without asking where the kernel sandbox
+    /// confines commands.
+    fn approved_in_advance(&self) -> bool {
+        false
+    }
     /// The tool stops itself at `ToolCtx::timeout` and says what it
     /// stopped (the caller then waits a little longer before it gives
     /// up on it).
@@ -300,6 +307,25 @@ pub fn short_summary(mut text: String) -> String {
 /// the model sees and can correct.
 pub fn parse_args<T: serde::de::DeserializeOwned>(args: Value) -> Result<T, ToolError> {
     serde_json::from_value(args).map_err(|e| ToolError::BadArgs { message: e.to_string() })
+}
+
+/// `args` checked against a tool's input schema: `BadArgs` naming the
+/// first few mismatches, which the model sees and can correct.
+pub fn check_args(validator: &jsonschema::Validator, args: &Value) -> Result<(), ToolError> {
+    let problems: Vec<String> = validator
+        .iter_errors(args)
+        .take(5)
+        .map(|e| {
+            let at = e.instance_path().to_string();
+            if at.is_empty() { e.to_string() } else { format!("{at}: {e}") }
+        })
+        .collect();
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(ToolError::BadArgs {
+        message: format!("the arguments do not match the tool's input schema: {}", problems.join("; ")),
+    })
 }
 
 /// Cuts `text` on a char boundary so that, with the note saying so, it

@@ -128,6 +128,11 @@ impl ApprovalPolicy {
         if listed(&self.allow) || !self.enabled {
             return Decision::Run;
         }
+        // A project tool the user approved by its content runs confined
+        // without asking, except where only the allowlist runs.
+        if tool.approved_in_advance() && self.mode != ApprovalMode::Strict && (!commands || self.commands_confined) {
+            return Decision::Run;
+        }
         match self.mode {
             ApprovalMode::Strict => {
                 Decision::Deny(format!("strict approval mode runs only allowlisted tools; `{name}` is not one"))
@@ -206,5 +211,25 @@ mod tests {
             Decision::Ask,
             "allow-always does not cover leaving the sandbox"
         );
+    }
+
+    #[test]
+    fn an_approved_project_tool_runs_confined_without_asking_but_not_unconfined_or_in_strict_mode() {
+        let def = crate::repo_tools::parse(b"name = \"t\"\ndescription = \"d\"\ncommand = \"make\"\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let tool = crate::repo_tools::RepoTool { def, file: "t.toml".into() };
+        let mut confined = ApprovalPolicy::from_config(None);
+        confined.commands_confined = true;
+        assert_eq!(confined.decide(&tool, Some(&serde_json::json!({}))), Decision::Run);
+        assert_eq!(ApprovalPolicy::from_config(None).decide(&tool, None), Decision::Ask, "not confined: asks");
+        let mut strict = ApprovalPolicy::from_config(Some(&ToolApprovalConfig {
+            mode: Some("strict".into()),
+            enabled: None,
+            allowlist: None,
+            denylist: None,
+            prompt_side_effects: None,
+        }));
+        strict.commands_confined = true;
+        assert!(matches!(strict.decide(&tool, None), Decision::Deny(_)));
     }
 }

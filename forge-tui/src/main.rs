@@ -188,6 +188,9 @@ async fn start(args: Args) -> anyhow::Result<()> {
         if let Some(folder) = &info.untrusted {
             ask_trust(&conn.client, folder).await;
         }
+        if !info.tools_waiting.is_empty() {
+            ask_tools(&conn.client, &info.cwd, &info.tools_waiting).await;
+        }
         info.id
     } else if let Some(s) = &args.session {
         let info =
@@ -222,6 +225,39 @@ fn ui_options(args: &Args) -> UiOptions {
 
 /// A new session's folder provides hooks or MCP servers that Forge
 /// ignores until trusted: asked once, before the screen is taken.
+/// The project's own tools wait for the user's word: each is shown, and
+/// approved as the user saw it.
+async fn ask_tools(
+    client: &forge_client::jsonrpsee::async_client::Client,
+    dir: &str,
+    waiting: &[forge_proto::ProjectTool],
+) {
+    use std::io::Write;
+    eprintln!("forge: this project declares tools the model gets once you approve them:");
+    for t in waiting {
+        let safe = |s: Option<&str>| forge_client::terminal::safe(s.unwrap_or("")).into_owned();
+        let changed = if t.state == "changed" { " (changed since you approved it)" } else { "" };
+        eprintln!("  {} ({}){changed}: {}", safe(t.name.as_deref()), t.file, safe(t.description.as_deref()));
+        eprintln!("    runs: {}", safe(t.command.as_deref()));
+    }
+    eprint!("Approve them, to run in the sandbox without asking? [y/N] ");
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    if std::io::stdin().read_line(&mut answer).is_ok() && answer.trim().eq_ignore_ascii_case("y") {
+        let files = waiting
+            .iter()
+            .map(|t| forge_proto::params::ToolFileRef { file: t.file.clone(), sha256: t.sha256.clone() })
+            .collect();
+        let p = forge_proto::params::ApproveToolsParams { dir: dir.to_string(), files };
+        match forge_client::ForgeClient::tools_approve(client, p).await {
+            Ok(_) => eprintln!("forge: approved"),
+            Err(e) => eprintln!("forge: cannot approve them: {}", runtime::error_text(e)),
+        }
+    } else {
+        eprintln!("forge: not approved; `forgectl tools approve` approves them later");
+    }
+}
+
 async fn ask_trust(client: &forge_client::jsonrpsee::async_client::Client, folder: &forge_proto::FolderTrust) {
     use std::io::Write;
     let what = forge_client::terminal::safe(&folder.provides.join(", ")).into_owned();

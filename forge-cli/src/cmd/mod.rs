@@ -11,5 +11,6 @@ pub mod misc;
 pub mod sandbox;
 pub mod send;
 pub mod session;
+pub mod tools;
 pub mod tree;
 pub mod trust;

@@ -114,6 +114,9 @@ impl NewSession {
         if let Some(u) = &info.untrusted {
             super::trust::notice(u);
         }
+        if !info.tools_waiting.is_empty() {
+            super::tools::notice(&info.tools_waiting);
+        }
         Ok(info)
     }
 }

@@ -85,6 +85,7 @@ impl Engine {
         let mcp = forge_mcp::McpHub::start(&mcp_config, mcp_http);
         let config = Arc::new(opts.config);
         let trust = crate::trust::TrustStore::open(&opts.home);
+        let tool_approvals = crate::project_tools::ToolApprovals::open(&opts.home);
         let shared = Arc::new(Shared {
             db: db.clone(),
             store,
@@ -95,6 +96,7 @@ impl Engine {
             config,
             prompt,
             trust,
+            tool_approvals,
             clock: crate::ids::Clock::system(),
         });
         let engine = Engine {

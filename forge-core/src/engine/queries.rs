@@ -42,6 +42,7 @@ impl Engine {
             approval_mode: row.approval.mode,
             always_allow: row.approval.always,
             untrusted: None,
+            tools_waiting: Vec::new(),
             git: row.git,
         }
     }

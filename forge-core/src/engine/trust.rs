@@ -38,6 +38,41 @@ impl Engine {
         Ok(folder(store, &dir))
     }
 
+    /// The project tools of the project `dir` is in, with their approvals.
+    pub fn tools_project(&self, dir: &str) -> Result<forge_proto::ProjectTools, crate::error::EngineError> {
+        let dir = absolute(dir)?;
+        let taken = |name: &str| self.shared().tools.get(name).is_some();
+        Ok(self.shared().tool_approvals.report(&dir, &taken))
+    }
+
+    /// Approves tool files as the user saw them.
+    pub fn tools_approve(
+        &self,
+        p: forge_proto::params::ApproveToolsParams,
+    ) -> Result<forge_proto::ProjectTools, crate::error::EngineError> {
+        let dir = absolute(&p.dir)?;
+        if p.files.is_empty() {
+            return Err(crate::error::EngineError::new(forge_proto::ErrorKind::InvalidParams, "no tool file named"));
+        }
+        self.shared()
+            .tool_approvals
+            .approve(&dir, &p.files, crate::ids::now_ms())
+            .map_err(|e| crate::error::EngineError::new(forge_proto::ErrorKind::InvalidParams, e))?;
+        let files: Vec<&str> = p.files.iter().map(|f| f.file.as_str()).collect();
+        tracing::info!(dir = %dir.display(), ?files, "project tools approved");
+        self.tools_project(&p.dir)
+    }
+
+    /// Ends tool files' approval.
+    pub fn tools_revoke(
+        &self,
+        p: forge_proto::params::RevokeToolsParams,
+    ) -> Result<forge_proto::ProjectTools, crate::error::EngineError> {
+        let dir = absolute(&p.dir)?;
+        self.shared().tool_approvals.revoke(&dir, &p.files).map_err(crate::error::EngineError::internal)?;
+        self.tools_project(&p.dir)
+    }
+
     /// Starts the MCP servers a trusted folder's `.mcp.json` names for
     /// session `id` (working in `cwd`).
     /// (Not when the session has servers of its own already: started

@@ -49,6 +49,8 @@ pub(crate) struct SessionActor {
     instructions: ProjectInstructions,
     /// The MCP servers' state the session's tools were taken from.
     tools_version: u64,
+    /// The digest of the project tools the session offers.
+    project_tools: String,
     /// The machine's effects, carried out in order (kept to reuse).
     effects: Vec<Effect>,
     /// Events effects brought back, handled before the next wake-up.
@@ -125,7 +127,7 @@ impl SessionActor {
         let instructions = ProjectInstructions::load(Path::new(&row.cwd), &shared.config);
         let system_prompt: Arc<str> = format!("{template}{}", instructions.text).into();
         let tools_version = shared.mcp.version();
-        let tools = shared.tools_for(&row.id);
+        let (tools, project_tools) = shared.tools_for(&row.id, Path::new(&row.cwd));
         let hooks = hooks_for(&shared, &row.id, Path::new(&row.cwd));
         let mut session = Session::new(shared.config.clone(), tools, row, system_prompt, shared.clock.clone());
         session.set_instruction_files(instructions.files());
@@ -135,6 +137,7 @@ impl SessionActor {
             template,
             instructions,
             tools_version,
+            project_tools,
             shared,
             effects: Vec::new(),
             brought_back: VecDeque::new(),
@@ -237,9 +240,11 @@ impl SessionActor {
             (prompt, self.instructions.files())
         });
         let version = self.shared.mcp.version();
-        let tools = (version != self.tools_version).then(|| {
+        let project = self.shared.tool_approvals.offered(&cwd);
+        let tools = (version != self.tools_version || project.digest != self.project_tools).then(|| {
             self.tools_version = version;
-            self.shared.tools_for(self.session.id())
+            self.project_tools = project.digest.clone();
+            self.shared.tools_with(self.session.id(), project)
         });
         let hooks = hooks_for(&self.shared, self.session.id(), &cwd);
         let starting = self.shared.mcp.starting(Some(self.session.id()));
@@ -332,9 +337,10 @@ impl SessionActor {
             Effect::WaitForTools { job, limit } => {
                 let shared = self.shared.clone();
                 let id = self.session.id().to_string();
+                let cwd = PathBuf::from(self.session.cwd());
                 let work = async move {
                     let not_started = shared.mcp.wait_started(Some(&id), limit).await;
-                    JobOutcome::ToolsStarted { tools: Some(shared.tools_for(&id)), not_started }
+                    JobOutcome::ToolsStarted { tools: Some(shared.tools_for(&id, &cwd).0), not_started }
                 };
                 self.job(job, work, || JobOutcome::ToolsStarted { tools: None, not_started: Vec::new() });
             }

@@ -214,6 +214,19 @@ impl ForgeServer for ConnServer {
         self.engine().trust_revoke(&p.dir).map_err(to_rpc)
     }
 
+    async fn tools_project(&self, p: DirParams) -> RpcResult<ProjectTools> {
+        self.engine().tools_project(&p.dir).map_err(to_rpc)
+    }
+
+    async fn tools_approve(&self, p: ApproveToolsParams) -> RpcResult<ProjectTools> {
+        tracing::info!(client = self.conn.id, dir = p.dir, "tools.approve called");
+        self.engine().tools_approve(p).map_err(to_rpc)
+    }
+
+    async fn tools_revoke(&self, p: RevokeToolsParams) -> RpcResult<ProjectTools> {
+        self.engine().tools_revoke(p).map_err(to_rpc)
+    }
+
     async fn session_cancel(&self, p: CancelParams) -> RpcResult<CancelResult> {
         self.engine().cancel(p, self.client_ref()).await.map_err(to_rpc)
     }
