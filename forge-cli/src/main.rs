@@ -257,6 +257,11 @@ Ctrl-C cancels the turn (the partial answer is kept, marked cancelled).")]
         /// stay in history; requests send the summary instead)
         #[arg(long, value_name = "N", conflicts_with = "system")]
         span: Option<u32>,
+        /// Print the repository map the model gets instead: each file with
+        /// a one-line summary ([context] repo_summaries = true), and how far
+        /// its summaries are
+        #[arg(long, conflicts_with_all = ["system", "span"])]
+        repo: bool,
     },
     /// List the models Forge knows: context window and most output tokens
     /// (add local models with [[models]] in config.toml)
@@ -558,7 +563,9 @@ fn main() -> ExitCode {
             Command::Bookmark { session, name, node, delete } => {
                 cmd::tree::bookmark(&g, &session, name, node, delete).await
             }
-            Command::Context { session, system, span } => cmd::session::context(&g, &session, system, span).await,
+            Command::Context { session, system, span, repo } => {
+                cmd::session::context(&g, &session, system, span, repo).await
+            }
             Command::Model { session, model, provider } => cmd::session::model(&g, &session, model, provider).await,
             Command::Cancel { session, drop_queued } => cmd::misc::cancel(&g, &session, drop_queued).await,
             Command::Status => cmd::misc::status(&g).await,

@@ -142,6 +142,14 @@ pub struct ContextConfig {
     /// The model that writes summaries (the session's provider; default the
     /// session's model).
     pub summarizer_model: Option<String>,
+    /// Give the model a map of the repository: each file with a one-line
+    /// summary by a cheap model, kept by content hash (default false).
+    pub repo_summaries: Option<bool>,
+    /// The model that writes the map's summaries (default
+    /// `summarizer_model`, else the session's model).
+    pub repo_summary_model: Option<String>,
+    /// The most tokens the map takes in the system prompt (default 1024).
+    pub repo_map_tokens: Option<u32>,
 }
 
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
@@ -291,6 +299,14 @@ impl ForgeConfig {
             return Err(ConfigError::Value {
                 path: path.to_path_buf(),
                 message: format!("[context] summarize_at = {f} must be a share of the window between 0.1 and 1.0"),
+            });
+        }
+        if let Some(t) = self.context.repo_map_tokens
+            && !(64..=32_768).contains(&t)
+        {
+            return Err(ConfigError::Value {
+                path: path.to_path_buf(),
+                message: format!("[context] repo_map_tokens = {t} must be between 64 and 32768"),
             });
         }
         if let Some(b) = self.app.session_budget_usd

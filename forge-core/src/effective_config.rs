@@ -22,6 +22,8 @@ reduced_motion = false
 [context]
 infinity = true
 instruction_files = ["AGENTS.md", "CLAUDE.md"]
+repo_summaries = false
+repo_map_tokens = 1024
 
 [anthropic]
 cache_enabled = true

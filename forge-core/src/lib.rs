@@ -23,6 +23,7 @@ pub mod prompt;
 pub mod provider;
 pub mod provider_kind;
 pub mod redact;
+mod repo_map;
 pub mod rewind;
 pub mod session;
 mod shared;

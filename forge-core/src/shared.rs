@@ -28,6 +28,8 @@ pub(crate) struct Shared {
     pub trust: crate::trust::TrustStore,
     /// The project tools (`.forge/tools/*.toml`) the user approved.
     pub tool_approvals: crate::project_tools::ToolApprovals,
+    /// Repositories' maps, built in the background.
+    pub repo_maps: crate::repo_map::RepoMaps,
     /// The time and ids sessions write (the system's; tests script it).
     pub clock: crate::ids::Clock,
 }
@@ -70,5 +72,22 @@ impl Shared {
             }
         }
         Arc::new(all)
+    }
+
+    /// The map of the repository `cwd` is in, for session `session` (its
+    /// provider and model write the summaries unless configured), as last
+    /// built; a build starts in the background when one is due.
+    pub(crate) fn repo_map(&self, cwd: &Path, session: &str, provider: &str, model: &str) -> Option<Arc<str>> {
+        self.repo_maps.current(&self.config, cwd, || {
+            let where_ = cwd.display().to_string();
+            let asker = crate::repo_map::asker_for(&self.config, session, &where_, provider, model)?;
+            let deps = crate::repo_map::Deps {
+                store: self.store.clone(),
+                writer: self.writer.clone(),
+                providers: self.providers.clone(),
+                config: self.config.clone(),
+            };
+            Some((deps, asker))
+        })
     }
 }

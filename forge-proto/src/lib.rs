@@ -9,6 +9,7 @@
 //! is `forge-client`).
 
 pub mod calls;
+pub mod context;
 pub mod error;
 pub mod events;
 pub mod git;
@@ -21,6 +22,7 @@ pub mod trust;
 pub mod types;
 pub mod usage;
 
+pub use context::{ContextInfo, RepoMapInfo};
 pub use error::{ErrorData, ErrorKind};
 pub use events::{EventKind, SessionEvent, SubscriptionItem, TurnStatus};
 pub use git::{GitCommit, GitDiff, GitLog, GitSession, GitShown};

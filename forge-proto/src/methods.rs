@@ -17,6 +17,7 @@
 //! nothing in the daemon, only its arm in the session machine.
 
 use crate::calls::*;
+use crate::context::ContextInfo;
 use crate::events::SessionEvent;
 use crate::git::*;
 use crate::params::*;

@@ -188,6 +188,9 @@ params!(
         /// The original messages the session's N-th summary stands for.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub span: Option<u32>,
+        /// Add the repository map (`[context] repo_summaries`).
+        #[serde(default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
+        pub repo: bool,
     }
 );
 

@@ -620,57 +620,6 @@ pub struct DaemonStatus {
     pub sandbox: Option<SandboxStatus>,
 }
 
-/// `session.context`: how much of the model's context the session uses.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct ContextInfo {
-    pub session_id: String,
-    pub provider: String,
-    pub model: String,
-    /// Messages on the session's path (what the next request sends).
-    pub messages: u64,
-    pub chars: u64,
-    /// The next request's input (system prompt, tools, messages): an
-    /// estimate, calibrated by the counts the provider reported.
-    pub estimated_tokens: u64,
-    /// The model's context window, when Forge knows it.
-    pub context_window: Option<u64>,
-    /// Of the window, the tokens kept free for the answer.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reserved_tokens: Option<u64>,
-    /// Whether Context Infinity is on (`[context] infinity`).
-    #[serde(default)]
-    pub infinity: bool,
-    /// The summary the next request sends in place of the path's first
-    /// `summarized_messages` messages (they stay in history), if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub summary_id: Option<String>,
-    #[serde(default)]
-    pub summarized_messages: u64,
-    /// The session's summaries, oldest first (`N` for `span` counts from 1).
-    #[serde(default)]
-    pub summaries: Vec<SummaryInfo>,
-    /// With `span: N`: the original messages the N-th summary stands for.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub span_messages: Option<Vec<HistoryMessage>>,
-    /// Tokens the provider reported for the last request, when known.
-    pub last_input_tokens: Option<u64>,
-    /// The system prompt every request of the session carries, when asked
-    /// for (`system: true`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub system_prompt: Option<String>,
-    /// The project instruction files (AGENTS.md, ...) the system prompt
-    /// holds, farthest first.
-    #[serde(default)]
-    pub instruction_files: Vec<String>,
-    /// The tools requests offer the model, by name.
-    #[serde(default)]
-    pub tools_offered: Vec<String>,
-    /// Tools left out of requests because their definitions would take
-    /// too much of a small window (the core ones are kept).
-    #[serde(default)]
-    pub tools_withheld: Vec<String>,
-}
-
 /// `session.export`: the session's lines, in order (the first describes
 /// the session; see docs/protocol.md).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

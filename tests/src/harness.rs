@@ -522,6 +522,18 @@ impl Drop for SmallDisk {
     }
 }
 
+/// Runs git in `dir` (the tests need it) and asserts it succeeded; its
+/// stdout.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("git {args:?}: {e} (the tests need git)"));
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// Says that a test did not check what it is for, and why: on stderr,
 /// and as a line in `$FORGE_SKIP_LOG` when set (`.ci/run` counts them in
 /// its closing summary).

@@ -5,22 +5,12 @@
 
 use std::path::{Path, PathBuf};
 
-use forge_tests::harness::Forge;
+use forge_tests::harness::{Forge, git};
 use forge_tests::mock::{MockOptions, MockServer};
 use serde_json::{Value, json};
 
 fn call(name: &str, args: Value) -> String {
     forge_tests::mock::tool_call(name, &args)
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("git {args:?}: {e} (the tests need git)"));
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// A repository with one commit (a.txt, b.txt) and work of the user's

@@ -245,11 +245,15 @@ pub async fn recall(g: &Global, session: &str, query: &str, limit: u32) -> Resul
     Ok(())
 }
 
-pub async fn context(g: &Global, session: &str, system: bool, span: Option<u32>) -> Result<(), Failure> {
+pub async fn context(g: &Global, session: &str, system: bool, span: Option<u32>, repo: bool) -> Result<(), Failure> {
     let conn = daemon(g).await?;
-    let c = conn.client.session_context(ContextParams { session: session.to_string(), system, span }).await?;
+    let c = conn.client.session_context(ContextParams { session: session.to_string(), system, span, repo }).await?;
     if g.json {
         json_line(&c);
+        return Ok(());
+    }
+    if let Some(m) = c.repo_map.as_ref().filter(|_| repo) {
+        print_repo_map(m);
         return Ok(());
     }
     if let Some(messages) = &c.span_messages {
@@ -355,5 +359,31 @@ fn print_messages(messages: &[forge_proto::HistoryMessage]) {
         {
             outln!("    ({e})");
         }
+    }
+}
+
+/// `context --repo`: the map as the model gets it, its state on stderr.
+fn print_repo_map(m: &forge_proto::RepoMapInfo) {
+    if !m.enabled {
+        eprintln!(
+            "forgectl: repository maps are off: set `repo_summaries = true` under [context] in config.toml (and restart forged)"
+        );
+        return;
+    }
+    let model = m.model.as_deref().map(|m| format!(", summaries by {m}")).unwrap_or_default();
+    let state = match m.state.as_str() {
+        "building" => {
+            format!("being built: {} of {} shown files summarized, {} waiting", m.summarized, m.shown, m.waiting)
+        }
+        "ready" => format!("ready: {} of {} shown files summarized", m.summarized, m.shown),
+        "failed" => format!("incomplete ({} waiting): {}", m.waiting, m.error.as_deref().unwrap_or("a request failed")),
+        _ => "not built yet: it is built in the background; ask again in a moment".into(),
+    };
+    eprintln!(
+        "forgectl: map of {}: {state}; {} files, {} shown, about {} of {} tokens{model}",
+        m.root, m.files, m.shown, m.tokens, m.budget_tokens
+    );
+    if let Some(text) = &m.text {
+        out!("{}", text.trim_start());
     }
 }

@@ -97,6 +97,7 @@ impl Engine {
             prompt,
             trust,
             tool_approvals,
+            repo_maps: Default::default(),
             clock: crate::ids::Clock::system(),
         });
         let engine = Engine {

@@ -106,7 +106,7 @@ impl Engine {
     /// How much of the model's window the session uses; with `system`, the
     /// system prompt its requests carry too.
     pub async fn context(&self, params: ContextParams) -> Result<forge_proto::ContextInfo, EngineError> {
-        let span = params.span;
+        let (span, repo) = (params.span, params.repo);
         let handle = self.handle_for(&params.session).await?;
         let mut info = handle.request(|reply| SessionCmd::Context { params, reply }).await?;
         let store = &self.shared().store;
@@ -136,6 +136,14 @@ impl Engine {
             // Summaries are cumulative: the span is the path up to its last node.
             let nodes = store.path_to(&s.span.last).await?;
             info.span_messages = Some(nodes.iter().map(|n| n.to_history()).collect());
+        }
+        if repo {
+            let row = store.session(&handle.id).await?.ok_or_else(|| EngineError::not_found(&handle.id))?;
+            let shared = self.shared();
+            let cwd = std::path::Path::new(&row.cwd);
+            // Asking starts a build when none ran yet.
+            shared.repo_map(cwd, &row.id, &row.provider, &row.model);
+            info.repo_map = Some(shared.repo_maps.info(&shared.config, cwd));
         }
         Ok(info)
     }

@@ -180,6 +180,25 @@ pub enum StoreOp {
     StreamCommit {
         stream_id: String,
     },
+    /// A file's one-line summary for repository maps, by the SHA-256 of
+    /// its content.
+    PutRepoSummary {
+        blob: String,
+        summary: String,
+        model: String,
+        created_ms: i64,
+    },
+    /// What a model cost beside the conversation's answers (`kind`:
+    /// `repo_summaries`, `commit_message`), for usage reports.
+    AddUsage {
+        session_id: String,
+        cwd: String,
+        kind: String,
+        provider: String,
+        model: String,
+        usage: Usage,
+        created_ms: i64,
+    },
 }
 
 #[derive(Debug, Default)]
@@ -376,6 +395,14 @@ impl StoreOp {
                 )
             }
             StoreOp::StreamCommit { stream_id } => run("DELETE FROM streams WHERE stream_id = ?", &[stream_id]),
+            StoreOp::PutRepoSummary { blob, summary, model, created_ms } => run(
+                "INSERT OR REPLACE INTO repo_summaries (blob, summary, model, created_ms) VALUES (?, ?, ?, ?)",
+                &[blob, summary, model, created_ms],
+            ),
+            StoreOp::AddUsage { session_id, cwd, kind, provider, model, usage, created_ms } => run(
+                "INSERT INTO extra_usage (session_id, cwd, kind, provider, model, usage, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                &[session_id, cwd, kind, provider, model, &serde_json::to_string(usage).ok(), created_ms],
+            ),
         }
     }
 }

@@ -452,3 +452,19 @@ impl Wire {
 
 /// A provider's answer as it streams (see [`ProviderClient::stream`]).
 pub type ProviderStream = futures::stream::BoxStream<'static, ProviderEvent>;
+
+/// A one-off request's whole answer: its text and usage (an error ends it).
+pub async fn collect_text(mut stream: ProviderStream) -> Result<(String, Option<forge_proto::Usage>), String> {
+    use futures::StreamExt;
+    let (mut text, mut usage) = (String::new(), None);
+    while let Some(event) = stream.next().await {
+        match event {
+            ProviderEvent::TextDelta(t) => text.push_str(&t),
+            ProviderEvent::Usage(u) => usage = Some(u),
+            ProviderEvent::Error(e) => return Err(e.to_string()),
+            ProviderEvent::Done => break,
+            _ => {}
+        }
+    }
+    Ok((text, usage))
+}

@@ -51,6 +51,8 @@ pub(crate) struct SessionActor {
     tools_version: u64,
     /// The digest of the project tools the session offers.
     project_tools: String,
+    /// The repository map the prompt holds (`[context] repo_summaries`).
+    repo_map: Option<Arc<str>>,
     /// The machine's effects, carried out in order (kept to reuse).
     effects: Vec<Effect>,
     /// Events effects brought back, handled before the next wake-up.
@@ -125,7 +127,9 @@ impl SessionActor {
         );
         let template = shared.prompt.render(&env);
         let instructions = ProjectInstructions::load(Path::new(&row.cwd), &shared.config);
-        let system_prompt: Arc<str> = format!("{template}{}", instructions.text).into();
+        let repo_map = shared.repo_map(Path::new(&row.cwd), &row.id, &row.provider, &row.model);
+        let system_prompt: Arc<str> =
+            format!("{template}{}{}", instructions.text, repo_map.as_deref().unwrap_or("")).into();
         let tools_version = shared.mcp.version();
         let (tools, project_tools) = shared.tools_for(&row.id, Path::new(&row.cwd));
         let hooks = hooks_for(&shared, &row.id, Path::new(&row.cwd));
@@ -138,6 +142,7 @@ impl SessionActor {
             instructions,
             tools_version,
             project_tools,
+            repo_map,
             shared,
             effects: Vec::new(),
             brought_back: VecDeque::new(),
@@ -234,9 +239,17 @@ impl SessionActor {
     /// tools, the hooks in force.
     fn refresh(&mut self, then: super::SessionCmd) -> Event {
         let cwd = PathBuf::from(self.session.cwd());
-        let prompt = self.instructions.changed(&cwd, &self.shared.config).then(|| {
-            self.instructions = ProjectInstructions::load(&cwd, &self.shared.config);
-            let prompt: Arc<str> = format!("{}{}", self.template, self.instructions.text).into();
+        let (provider, model) = self.session.provider_model();
+        let map = self.shared.repo_map(&cwd, self.session.id(), provider, model);
+        let map_changed = map.as_deref() != self.repo_map.as_deref();
+        let instructions_changed = self.instructions.changed(&cwd, &self.shared.config);
+        let prompt = (instructions_changed || map_changed).then(|| {
+            if instructions_changed {
+                self.instructions = ProjectInstructions::load(&cwd, &self.shared.config);
+            }
+            self.repo_map = map;
+            let map = self.repo_map.as_deref().unwrap_or("");
+            let prompt: Arc<str> = format!("{}{}{map}", self.template, self.instructions.text).into();
             (prompt, self.instructions.files())
         });
         let version = self.shared.mcp.version();

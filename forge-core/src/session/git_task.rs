@@ -4,11 +4,9 @@
 
 use std::time::Duration;
 
-use futures::StreamExt;
-
 use super::machine::call::JobOutcome;
 use super::machine::git_commit::{CommitJob, MessageUsage};
-use crate::provider::{ProviderClient, ProviderEvent};
+use crate::provider::ProviderClient;
 
 /// The longest a commit message may take to write: the turn is not over
 /// until it is committed.
@@ -20,7 +18,9 @@ pub(super) async fn commit(providers: ProviderClient, job: CommitJob) -> JobOutc
     if let Some(request) = message {
         let (settings, request) = *request;
         let (provider, model) = (settings.kind.as_str().to_string(), request.model.clone());
-        let asked = tokio::time::timeout(MESSAGE_TIMEOUT, ask(providers.stream(settings, request))).await;
+        let asked =
+            tokio::time::timeout(MESSAGE_TIMEOUT, crate::provider::collect_text(providers.stream(settings, request)))
+                .await;
         match asked {
             Ok(Ok((text, used))) => {
                 usage = used.map(|usage| MessageUsage { provider, model, usage });
@@ -42,20 +42,6 @@ pub(super) async fn commit(providers: ProviderClient, job: CommitJob) -> JobOutc
     });
     let result = done.await.unwrap_or_else(|e| Err(format!("committing failed: {e}")));
     JobOutcome::Committed { result, usage }
-}
-
-async fn ask(mut stream: crate::provider::ProviderStream) -> Result<(String, Option<forge_proto::Usage>), String> {
-    let (mut text, mut usage) = (String::new(), None);
-    while let Some(event) = stream.next().await {
-        match event {
-            ProviderEvent::TextDelta(t) => text.push_str(&t),
-            ProviderEvent::Usage(u) => usage = Some(u),
-            ProviderEvent::Error(e) => return Err(e.to_string()),
-            ProviderEvent::Done => break,
-            _ => {}
-        }
-    }
-    Ok((text, usage))
 }
 
 /// A model's commit message as subject and body: fences, quotes and a

@@ -375,7 +375,44 @@ impl Store {
                 usage,
             });
         }
+        // What models cost beside the answers (repository summaries,
+        // commit messages).
+        let extra = sqlx::query(
+            "SELECT session_id, cwd, created_ms, provider, model, usage FROM extra_usage
+             WHERE (?1 IS NULL OR session_id = ?1) AND (?2 IS NULL OR created_ms >= ?2)",
+        )
+        .bind(session)
+        .bind(since_ms)
+        .fetch_all(&self.pool())
+        .await?;
+        for r in &extra {
+            let usage: String = r.try_get("usage")?;
+            let Ok(usage) = serde_json::from_str(&usage) else { continue };
+            out.push(UsageRow {
+                session_id: r.try_get("session_id")?,
+                cwd: r.try_get("cwd")?,
+                created_ms: r.try_get("created_ms")?,
+                provider: r.try_get("provider")?,
+                model: r.try_get("model")?,
+                usage,
+            });
+        }
+        out.sort_by_key(|u| u.created_ms);
         Ok(out)
+    }
+
+    /// The repository-map summaries kept for these contents (by SHA-256).
+    pub async fn repo_summaries(
+        &self,
+        blobs: &[String],
+    ) -> Result<std::collections::HashMap<String, String>, StoreError> {
+        let list = serde_json::to_string(blobs).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let rows: Vec<(String, String)> =
+            sqlx::query_as("SELECT blob, summary FROM repo_summaries WHERE blob IN (SELECT value FROM json_each(?))")
+                .bind(list)
+                .fetch_all(&self.pool())
+                .await?;
+        Ok(rows.into_iter().collect())
     }
 
     /// A session's Librarian facts: (summary, node, kind, text), in the

@@ -316,6 +316,28 @@ pub fn tool_call(name: &str, args: &serde_json::Value) -> String {
     format!("mock:tool={name}:{}", args.to_string().replace(' ', "\\u0020"))
 }
 
+/// A repository map request answered: for each `=== path ===` block, the
+/// path and the block's first non-empty line.
+fn summaries_of(prompt: &str) -> String {
+    let mut out = String::new();
+    let mut lines = prompt.lines().peekable();
+    while let Some(line) = lines.next() {
+        let Some(path) = line.strip_prefix("=== ").and_then(|l| l.strip_suffix(" ===")) else { continue };
+        let mut first = "an empty file".to_string();
+        while let Some(next) = lines.peek() {
+            if next.starts_with("=== ") {
+                break;
+            }
+            let next = lines.next().unwrap_or_default().trim();
+            if !next.is_empty() && first == "an empty file" {
+                first = format!("starts with \"{}\" (mock summary)", next.chars().take(60).collect::<String>());
+            }
+        }
+        out.push_str(&format!("{path}: {first}\n"));
+    }
+    out
+}
+
 /// The text of a `mock:tokens=N` reply.
 pub fn token_text(n: usize) -> String {
     padded_token_text(n, 0)
@@ -511,7 +533,9 @@ async fn handle(
     // A git session's commit message request: answered with a message
     // made of the user's request (its directives are not for it).
     let commit_message = body.to_string().contains("You write git commit messages");
-    let mut script = parse_script(if commit_message { "" } else { &last_user }, &opts);
+    // A repository map's summaries: one line per file asked about.
+    let repo_summaries = body.to_string().contains("You summarize files for a map");
+    let mut script = parse_script(if commit_message || repo_summaries { "" } else { &last_user }, &opts);
     script.input = (bytes.len() / 4).max(1);
     if wire == Wire::Gemini && body.get("cachedContent").is_some() {
         script.cached_input = CACHED_PREFIX_TOKENS;
@@ -557,6 +581,7 @@ async fn handle(
         return Ok(full(code, "application/json", error_body(wire, status), &extra));
     }
     let chunks: Vec<String> = match (script.tokens, &results) {
+        _ if repo_summaries => vec![summaries_of(&last_user)],
         _ if commit_message => {
             let request = last_user.lines().skip_while(|l| !l.starts_with("User request:")).nth(1).unwrap_or("");
             let subject: String =

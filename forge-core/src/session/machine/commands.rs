@@ -478,6 +478,7 @@ impl Session {
             instruction_files: self.instruction_files.clone(),
             tools_offered: offered.iter().map(|t| t.name.clone()).collect(),
             tools_withheld,
+            repo_map: None,
         }
     }
 }

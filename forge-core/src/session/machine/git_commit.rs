@@ -14,6 +14,7 @@ use serde_json::json;
 
 use super::state::{BranchMove, OperationState};
 use super::{Effect, OnDurable, Session};
+use crate::journal::StoreOp;
 use crate::provider::{ChatMessage, ChatRequest, ChatRole, ProviderSettings};
 
 /// A turn's commit, for the shell to write.
@@ -111,6 +112,16 @@ impl Session {
             let cost_usd = price.map(|p| p.cost(&usage));
             let session = self.spent.clone();
             let message_id = message_id.clone();
+            // Kept for usage reports too (they read answers' nodes and this).
+            self.pipeline.op(StoreOp::AddUsage {
+                session_id: self.row.id.clone(),
+                cwd: self.row.cwd.clone(),
+                kind: "commit_message".into(),
+                provider: provider.clone(),
+                model: model.clone(),
+                usage: usage.clone(),
+                created_ms: self.clock.now_ms(),
+            });
             self.pipeline.event(None, EventKind::Usage { message_id, provider, model, cost_usd, usage, session });
         }
         let branch = self.row.git.as_ref().map(|g| g.branch.clone()).unwrap_or_default();

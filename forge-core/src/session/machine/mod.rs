@@ -523,6 +523,11 @@ impl Session {
         &self.row.id
     }
 
+    /// The session's provider and model.
+    pub(crate) fn provider_model(&self) -> (&str, &str) {
+        (&self.row.provider, &self.row.model)
+    }
+
     pub(crate) fn cwd(&self) -> &str {
         &self.row.cwd
     }
