@@ -16,7 +16,7 @@ mod read;
 use std::path::{Path, PathBuf};
 
 pub use commit::{Committed, Moved, TurnCommit, commit_for_node, commit_turn, move_branch, turn_of};
-pub use read::{CommitInfo, Shown, diff_branch, log, show};
+pub use read::{CommitInfo, Shown, diff_branch, log, show, turn_states};
 
 /// The prefix of every session branch.
 pub const BRANCH_PREFIX: &str = "forge/session/";

@@ -102,6 +102,39 @@ pub fn show(repo_dir: &Path, rev: &str) -> Result<Shown, GitError> {
     Ok(Shown { info, state, diff })
 }
 
+/// The session states of the turns that lead to commit `rev`, oldest
+/// first: `rev` and its first parents as far as each is a session's turn
+/// (the conversation a commit resumes, read from git alone). At most
+/// `limit` turns.
+pub fn turn_states(repo_dir: &Path, rev: &str, limit: usize) -> Result<Vec<String>, GitError> {
+    let repo = open(repo_dir)?;
+    let mut c = repo
+        .revparse_single(rev)
+        .and_then(|o| o.peel_to_commit())
+        .map_err(|_| GitError::BadRef { name: rev.to_string(), dir: repo_dir.display().to_string() })?;
+    let mut states = Vec::new();
+    while states.len() < limit {
+        let message = String::from_utf8_lossy(c.message_bytes()).into_owned();
+        let Some(owner) = crate::commit::trailer(&message, SESSION_TRAILER) else { break };
+        let Some(state) = c
+            .tree()?
+            .get_path(&state_path(&owner))
+            .ok()
+            .and_then(|e| e.to_object(&repo).ok())
+            .and_then(|o| o.as_blob().map(|b| String::from_utf8_lossy(b.content()).into_owned()))
+        else {
+            break;
+        };
+        states.push(state);
+        match c.parent(0) {
+            Ok(p) => c = p,
+            Err(_) => break,
+        }
+    }
+    states.reverse();
+    Ok(states)
+}
+
 /// What merging `branch` into the user's HEAD would bring: its changes
 /// since their merge base, as a patch.
 pub fn diff_branch(repo_dir: &Path, branch: &str) -> Result<String, GitError> {

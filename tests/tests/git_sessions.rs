@@ -212,6 +212,44 @@ async fn two_git_sessions_on_one_repository_never_see_each_other() {
     assert!(files(&a).contains("only-a.txt"), "the branch and its commits stay");
 }
 
+/// A commit of a session the daemon no longer has (removed here, or made
+/// on another machine and fetched) resumes from the commits alone: each
+/// turn's state file rebuilds its messages, tool calls and results.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_of_a_session_the_daemon_lacks_resumes_from_the_commits_alone() {
+    let (mock, forge) = started().await;
+    let repo = repository();
+    let dir = repo.path();
+    let cwd = dir.display().to_string();
+    let id = forge.new_session(&["--git", "--cwd", &cwd]).await;
+    for n in 1..=3 {
+        let c = call("write_file", json!({"path": format!("f{n}.txt"), "content": format!("{n}\n")}));
+        forge.ok(&["send", "--auto-approve", "-s", &id, &format!("{c} turn {n}")]).await;
+    }
+    let second = git(dir, &["rev-parse", &format!("forge/session/{id}~1")]).trim().to_string();
+    forge.ok(&["session", "rm", &id]).await;
+
+    let info = session_info(&forge.ok(&["--json", "session", "new", "--from", &second, "--cwd", &cwd]).await.stdout);
+    let resumed = info["id"].as_str().unwrap_or_default().to_string();
+    let history = forge.ok(&["--json", "history", &resumed]).await.json_lines();
+    let texts: Vec<String> = history.iter().map(|m| m["text"].as_str().unwrap_or_default().to_string()).collect();
+    assert!(texts.iter().any(|t| t.contains("turn 1")) && texts.iter().any(|t| t.contains("turn 2")), "{texts:?}");
+    assert!(!texts.iter().any(|t| t.contains("turn 3")), "{texts:?}");
+    assert!(history.iter().any(|m| m["role"] == "tool"), "tool results come back too");
+
+    forge.ok(&["send", "-s", &resumed, "and now?"]).await;
+    let asked = mock
+        .requests()
+        .iter()
+        .map(|r| r.body.to_string())
+        .rfind(|b| !b.contains("You write git commit messages"))
+        .unwrap_or_default();
+    assert!(asked.contains("turn 1") && asked.contains("turn 2") && !asked.contains("turn 3"), "{asked}");
+    assert!(asked.contains("write_file"), "the calls are part of the conversation sent");
+    let log = forge.ok(&["--json", "git", "log", &resumed]).await.json_lines();
+    assert_eq!(log.len(), 3, "its own turn on the two it came from: {log:?}");
+}
+
 /// kill -9 at the worst moments of a git turn: after its commit is on
 /// the branch but before the daemon journaled it (one commit, found
 /// again, not two), and in the middle of the answer after a tool changed

@@ -60,7 +60,7 @@ impl Engine {
         let created_ms = self.shared().clock.now_ms();
         // Git mode: the session's branch and worktree first; it works in
         // the worktree, at the same place relative to the repository.
-        let git = match fork.is_none() && self.wants_git(&ask, &cwd) {
+        let mut git = match fork.is_none() && self.wants_git(&ask, &cwd) {
             true => Some(self.start_git(&ask, &cwd, &id).await?),
             false => None,
         };
@@ -79,6 +79,10 @@ impl Engine {
         if let Some((from, node)) = fork {
             ops.push(StoreOp::ForkSession { id: id.clone(), from: from.clone(), node: node.clone() });
             events.push((Some(client), EventKind::SessionForked { from, node }));
+        }
+        if let Some((nodes, head)) = git.as_mut().and_then(|g| g.restored.take()) {
+            ops.extend(nodes);
+            ops.push(StoreOp::SetHead { session_id: id.clone(), head_id: head });
         }
         if let Some(g) = &git {
             let session = g.session();

@@ -29,6 +29,10 @@ pub(super) struct GitStart {
     pub started: forge_git::Started,
     /// Resuming a commit: the session and node its conversation forks from.
     pub fork: Option<(String, String)>,
+    /// Resuming a commit of a session this daemon lacks: the conversation
+    /// rebuilt from the commits (its nodes, for the new session) and its
+    /// last node.
+    pub restored: Option<(Vec<StoreOp>, Option<String>)>,
     pub from_commit: Option<String>,
 }
 
@@ -83,7 +87,7 @@ impl Engine {
     /// `from_commit` resuming the conversation that commit holds).
     pub(super) async fn start_git(&self, req: &GitAsk, cwd: &str, id: &str) -> Result<GitStart, EngineError> {
         let dir = PathBuf::from(cwd);
-        let mut fork = None;
+        let (mut fork, mut restored) = (None, None);
         let base = match &req.from_commit {
             Some(rev) => {
                 let (rev, d) = (rev.clone(), dir.clone());
@@ -98,23 +102,50 @@ impl Engine {
                         ),
                     ));
                 };
-                if self.shared().store.session(&session).await?.is_none() {
-                    return Err(EngineError::new(
-                        ErrorKind::SessionNotFound,
-                        format!(
-                            "commit {} is a turn of session {session}, which this daemon does not have (removed, or made elsewhere)",
-                            shown.info.id
-                        ),
-                    ));
+                if self.shared().store.session(&session).await?.is_some() {
+                    fork = Some((session, head));
+                } else {
+                    restored = Some(self.restore_from(&dir, &shown.info.id, id).await?);
                 }
-                fork = Some((session, head));
                 Some(shown.info.id)
             }
             None => req.base.clone(),
         };
         let (d, i, b) = (dir, id.to_string(), base.clone());
         let started = blocking(move || forge_git::start(&d, &i, b.as_deref())).await?;
-        Ok(GitStart { started, fork, from_commit: req.from_commit.as_ref().and(base) })
+        Ok(GitStart { started, fork, restored, from_commit: req.from_commit.as_ref().and(base) })
+    }
+
+    /// The conversation behind commit `commit` rebuilt from the commits
+    /// (the daemon lacks the session that made it), as session `id`'s
+    /// nodes: with the ids the states kept unless the store has one of
+    /// them already.
+    async fn restore_from(
+        &self,
+        dir: &Path,
+        commit: &str,
+        id: &str,
+    ) -> Result<(Vec<StoreOp>, Option<String>), EngineError> {
+        let (d, c) = (dir.to_path_buf(), commit.to_string());
+        let states = blocking(move || forge_git::turn_states(&d, &c, super::git_restore::MAX_TURNS)).await?;
+        let kept: Vec<String> = states
+            .iter()
+            .filter_map(|s| serde_json::from_str::<serde_json::Value>(s).ok())
+            .flat_map(|v| {
+                let nodes = v["messages"].as_array().cloned().unwrap_or_default();
+                nodes.into_iter().filter_map(|m| m["node"].as_str().map(str::to_string))
+            })
+            .collect();
+        let keep = self.shared().store.existing_nodes(&kept).await?.is_empty();
+        let clock = &self.shared().clock;
+        let name = |k: Option<&str>| match k.filter(|_| keep) {
+            Some(k) => k.to_string(),
+            None => clock.new_id("m"),
+        };
+        let (ops, head) = super::git_restore::rebuild(&states, id, clock.now_ms(), name)
+            .map_err(|e| EngineError::new(ErrorKind::InvalidParams, format!("cannot resume commit {commit}: {e}")))?;
+        tracing::info!(session = id, commit, nodes = ops.len(), "a conversation rebuilt from its commits");
+        Ok((ops, head))
     }
 
     /// Undoes [`Self::start_git`] when the session could not be made.

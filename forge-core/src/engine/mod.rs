@@ -5,6 +5,7 @@
 mod admin;
 mod create;
 mod git;
+mod git_restore;
 mod queries;
 mod tree;
 mod trust;
