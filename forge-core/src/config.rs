@@ -146,7 +146,8 @@ pub struct ContextConfig {
     /// summary by a cheap model, kept by content hash (default false).
     pub repo_summaries: Option<bool>,
     /// The model that writes the map's summaries (default
-    /// `summarizer_model`, else the session's model).
+    /// `summarizer_model`, else the provider's small model for a session on
+    /// one of the provider's own models, else the session's model).
     pub repo_summary_model: Option<String>,
     /// The most tokens the map takes in the system prompt (default 1024).
     pub repo_map_tokens: Option<u32>,

@@ -46,6 +46,16 @@ impl ProviderKind {
         }
     }
 
+    /// A small, cheap model of the provider, for background work
+    /// (repository-map summaries).
+    pub fn small_model(self) -> &'static str {
+        match self {
+            Self::Claude => "claude-haiku-4-5",
+            Self::OpenAi => "gpt-5.4-mini",
+            Self::Gemini => "gemini-3.5-flash",
+        }
+    }
+
     /// The environment variable that holds this provider's key.
     pub fn key_env(self) -> &'static str {
         match self {

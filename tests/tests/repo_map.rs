@@ -64,6 +64,7 @@ async fn the_model_gets_a_map_of_the_repository_and_only_changed_files_are_summa
     let asked = summary_requests(&mock);
     assert_eq!(asked.len(), 1, "one request for the two text files");
     assert!(!asked[0].contains("binary"), "the binary file is not sent");
+    assert!(asked[0].contains("claude-haiku-4-5"), "a small model of the session's provider writes them");
 
     // The next message carries the map in the system prompt.
     forge.ok(&["send", "-s", &id, "what is here?"]).await;

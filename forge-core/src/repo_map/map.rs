@@ -47,25 +47,45 @@ fn line_tokens(path: &str) -> usize {
     path.len() / 3 + SUMMARY_TOKENS
 }
 
-/// The map as the system prompt holds it. `summaries` by path; a file
-/// without one yet is listed by its path alone.
+/// The map as the system prompt holds it, within `budget` tokens: the
+/// shallowest files' lines while they fit (summaries are longer than
+/// `select` guessed, or shorter), the rest counted by directory.
+/// `summaries` by path; a file without one yet is listed by its path alone.
 pub fn render(
     root_name: &str,
     shown: &[Walked],
     rest: &BTreeMap<String, usize>,
     summaries: &HashMap<String, String>,
+    budget: usize,
 ) -> String {
     let total = shown.len() + rest.values().sum::<usize>();
+    let mut order: Vec<&Walked> = shown.iter().collect();
+    order.sort_by(|a, b| (a.path.matches('/').count(), &a.path).cmp(&(b.path.matches('/').count(), &b.path)));
+    let mut rest = rest.clone();
+    // The header and the line counting what is left out.
+    let mut used = 100;
+    let mut lines = Vec::new();
+    for f in order {
+        let line = match summaries.get(&f.path) {
+            Some(s) => format!("- {}: {s}\n", f.path),
+            None => format!("- {}\n", f.path),
+        };
+        if used + tokens(&line) <= budget {
+            used += tokens(&line);
+            lines.push((f.path.as_str(), line));
+        } else {
+            let top = f.path.split_once('/').map(|(d, _)| format!("{d}/")).unwrap_or_else(|| "./".into());
+            *rest.entry(top).or_default() += 1;
+        }
+    }
+    lines.sort();
     let mut out = format!(
         "\n\n# Repository map\n\nThe files of {root_name} ({total} in all{}), each with a one-line summary \
          written by a model when the file last changed (read a file before relying on it):\n",
-        if rest.is_empty() { String::new() } else { format!(", {} shown", shown.len()) }
+        if rest.is_empty() { String::new() } else { format!(", {} shown", lines.len()) }
     );
-    for f in shown {
-        match summaries.get(&f.path) {
-            Some(s) => out.push_str(&format!("- {}: {s}\n", f.path)),
-            None => out.push_str(&format!("- {}\n", f.path)),
-        }
+    for (_, line) in lines {
+        out.push_str(&line);
     }
     if !rest.is_empty() {
         let dirs: Vec<String> = rest.iter().map(|(d, n)| format!("{d} ({n})")).collect();
@@ -137,9 +157,14 @@ mod tests {
     fn the_map_lists_summaries_and_paths_waiting_for_one() {
         let (shown, rest) = select(walked(&["a.rs", "b.rs"]), 10_000);
         let summaries = HashMap::from([("a.rs".to_string(), "The entry point.".to_string())]);
-        let map = render("forge", &shown, &rest, &summaries);
+        let map = render("forge", &shown, &rest, &summaries, 10_000);
         assert!(map.contains("# Repository map"));
         assert!(map.contains("- a.rs: The entry point.\n- b.rs\n"), "{map}");
+        // Summaries longer than guessed: lines leave until the map fits.
+        let long = HashMap::from([("a.rs".to_string(), "word ".repeat(200)), ("b.rs".to_string(), "short".into())]);
+        let map = render("forge", &shown, &rest, &long, 200);
+        assert!(tokens(&map) <= 200, "{}", tokens(&map));
+        assert!(map.contains("- b.rs: short") && map.contains("not shown: ./ (1)"), "{map}");
     }
 
     #[test]

@@ -217,11 +217,13 @@ async fn build(deps: Deps, maps: RepoMaps, root: PathBuf, asker: Asker) {
     let root_name = root.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "/".into());
     let shown: Vec<Walked> = files.iter().map(|f| Walked { path: f.path.clone(), size: 0 }).collect();
     let publish = |summaries: &HashMap<String, String>, waiting: usize, error: Option<String>| {
-        let text = map::render(&root_name, &shown, &rest, summaries);
+        let text = map::render(&root_name, &shown, &rest, summaries, budget);
+        let lines = || text.lines().filter(|l| l.starts_with("- ") && !l.starts_with("- not shown:"));
+        let (listed, summarized) = (lines().count(), lines().filter(|l| l.contains(": ")).count());
         maps.update(&root, |e| {
             e.info.files = (shown.len() + rest.values().sum::<usize>()) as u64;
-            e.info.shown = shown.len() as u64;
-            e.info.summarized = summaries.len() as u64;
+            e.info.shown = listed as u64;
+            e.info.summarized = summarized as u64;
             e.info.waiting = waiting as u64;
             e.info.tokens = map::tokens(&text) as u64;
             e.info.model = Some(asker.model.clone());
@@ -324,8 +326,10 @@ async fn ask(
 }
 
 /// The model that writes a session's summaries: `[context]
-/// repo_summary_model`, else `summarizer_model`, else the session's; at its
-/// own provider when the catalog knows it, else the session's.
+/// repo_summary_model`, else `summarizer_model`, else the provider's small
+/// model when the session's model is one of the provider's own (a local
+/// server's model is used itself); at its own provider when the catalog
+/// knows it, else the session's.
 pub(crate) fn asker_for(
     config: &ForgeConfig,
     session_id: &str,
@@ -339,6 +343,11 @@ pub(crate) fn asker_for(
         .as_deref()
         .and_then(|m| crate::catalog::provider_of(config, m))
         .or_else(|| crate::provider::ProviderKind::parse(provider))?;
+    let own = own.or_else(|| {
+        let session_kind = crate::provider::ProviderKind::parse(provider)?;
+        let builtin = crate::catalog::lookup(config, session_kind, model).source == crate::catalog::Source::Builtin;
+        builtin.then(|| session_kind.small_model().to_string())
+    });
     let mut settings = ProviderSettings::resolve(kind, config);
     // Each request is used once: caching its prompt would only cost.
     settings.options.anthropic_cache = false;
