@@ -309,6 +309,20 @@ Ctrl-C cancels the turn (the partial answer is kept, marked cancelled).")]
         #[command(subcommand)]
         action: cmd::misc::ConfigAction,
     },
+    /// Steer the running turn: TEXT joins it at its next step (after the
+    /// tool calls under way, before the model is asked again)
+    #[command(
+        after_help = "The text never cuts into an answer being written: it waits, kept on disk, for the turn's next \
+request and enters the history there as your message. If the turn ends first it runs as the next message, before \
+anything queued. With no turn running it is sent at once, like `forgectl send`.\n\nExample, from a second terminal:\n  \
+forgectl steer demo \"use the v2 API instead\""
+    )]
+    Steer {
+        /// Session id, id prefix or name
+        session: String,
+        /// What to tell the model
+        text: String,
+    },
     /// Cancel the running turn of a session (the partial answer is kept)
     Cancel {
         /// Session id, id prefix or name
@@ -568,6 +582,7 @@ fn main() -> ExitCode {
             }
             Command::Model { session, model, provider } => cmd::session::model(&g, &session, model, provider).await,
             Command::Cancel { session, drop_queued } => cmd::misc::cancel(&g, &session, drop_queued).await,
+            Command::Steer { session, text } => cmd::misc::steer(&g, &session, text).await,
             Command::Status => cmd::misc::status(&g).await,
             Command::Acp => cmd::acp::run(&g).await,
             Command::Mcp { action, session } => cmd::mcp::run(&g, action, session).await,

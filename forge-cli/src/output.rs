@@ -180,6 +180,13 @@ impl Transcript {
             EventKind::MessageQueued { text, position, .. } => {
                 self.say(&mut out, seq, format_args!("queued #{position} by {who}: {text}"))
             }
+            EventKind::SteerQueued { text, .. } => self.say(&mut out, seq, format_args!("steer by {who}: {text}")),
+            EventKind::SteerApplied { text, .. } => {
+                self.say(&mut out, seq, format_args!("user ({who}, steering the turn):"));
+                for l in text.lines() {
+                    stdout_result(writeln!(out, "  {l}"));
+                }
+            }
             EventKind::TurnStarted { model, continued: true, .. } => {
                 self.say(&mut out, seq, format_args!("assistant ({model}):"))
             }

@@ -182,7 +182,16 @@ impl Fold {
                 self.rewinding = false;
                 seen.settled = self.idle();
             }
-            EventKind::MessageQueued { message_id, .. } => self.queued.push(message_id.clone()),
+            EventKind::MessageQueued { message_id, .. } | EventKind::SteerQueued { message_id, .. } => {
+                self.queued.push(message_id.clone())
+            }
+            // A steer joined the running turn: no longer waiting.
+            EventKind::SteerApplied { message_id, .. } => {
+                if let Some(i) = self.queued.iter().position(|id| id == message_id) {
+                    self.queued.remove(i);
+                    seen.was_queued = true;
+                }
+            }
             EventKind::QueueCleared { .. } => {
                 self.queued.clear();
                 self.queued_before = 0;

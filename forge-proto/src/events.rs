@@ -116,6 +116,19 @@ pub enum EventKind {
         text: String,
         position: u32,
     },
+    /// Text to steer the running turn arrived: it joins the turn at its
+    /// next safe point (`steer_applied`), or runs as the next message if
+    /// the turn ends first.
+    SteerQueued {
+        message_id: String,
+        text: String,
+    },
+    /// The steer entered the history (as a user message after the tool
+    /// batch's results) and the turn's next request carries it.
+    SteerApplied {
+        message_id: String,
+        text: String,
+    },
     /// A user message entered the history and a turn began.
     TurnStarted {
         message_id: String,

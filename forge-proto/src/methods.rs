@@ -257,6 +257,12 @@ forge_methods! {
         /// while a turn runs, or when there is nothing before the newest
         /// exchange.
         "session.summarize" session_summarize(SessionRef) -> SummarizeResult = Summarize;
+        /// Steers the running turn: the text joins it at the next safe point
+        /// (after the current tool batch's results, before the next request;
+        /// never inside a streamed answer), journaled as its own user message;
+        /// if the turn ends first it becomes the next message. With no turn
+        /// running it is sent as a message at once (`started`).
+        "session.steer" session_steer(SteerParams) -> SteerResult = Steer;
     }
 
     /// Handshake: the client states the protocol version it speaks and who

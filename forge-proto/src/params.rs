@@ -170,6 +170,16 @@ params!(
 );
 
 params!(
+    /// Text for the running turn: it joins at the next safe point (after
+    /// the current tool batch's results, before the next request), or
+    /// becomes the next message if the turn ends first.
+    SteerParams {
+        session: String,
+        pub text: String,
+    }
+);
+
+params!(
     ConfigureParams {
         session: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -198,6 +198,20 @@ pub struct SendResult {
     pub commits: bool,
 }
 
+/// `session.steer`: where the text went.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SteerResult {
+    pub session_id: String,
+    /// Id the text has (or will have) in the history.
+    pub message_id: String,
+    /// Seq of the event that recorded it (`steer_queued`, or `turn_started`
+    /// when no turn was running).
+    pub seq: u64,
+    /// No turn was running: the text started one, as a message.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub started: bool,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CancelResult {
     pub session_id: String,

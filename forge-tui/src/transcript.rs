@@ -276,7 +276,7 @@ impl Transcript {
                 self.generation += 1;
                 self.streaming_calls.clear();
             }
-            EventKind::MessageQueued { text, .. } => {
+            EventKind::MessageQueued { text, .. } | EventKind::SteerQueued { text, .. } => {
                 self.items.push(DisplayItem::User {
                     text: text.clone(),
                     from,
@@ -287,23 +287,12 @@ impl Transcript {
             EventKind::TurnStarted { continued: true, .. } | EventKind::StreamResumed { .. } => self.start_answer(),
             EventKind::TurnStarted { message_id, text, .. } => {
                 // A queued message now runs: it moves to the end, unqueued.
-                if seen.was_queued
-                    && let Some(pos) = self
-                        .items
-                        .iter()
-                        .position(|i| matches!(i, DisplayItem::User { text: t, queued: true, .. } if t == text))
-                {
-                    self.items.remove(pos);
-                    self.generation += 1;
-                }
-                self.items.push(DisplayItem::User {
-                    text: text.clone(),
-                    from,
-                    queued: false,
-                    mark: NodeMark::of(message_id),
-                });
+                self.runs(seen.was_queued, text, from, message_id);
                 self.start_answer();
             }
+            // A steer joins the turn: it moves to the end, unqueued; the
+            // answer goes on below it.
+            EventKind::SteerApplied { message_id, text } => self.runs(true, text, from, message_id),
             EventKind::ProviderRequest { .. } if seen.sibling => self.start_answer(),
             EventKind::TextDelta { text } => self.with_answer(|a| a.text.push_str(text)),
             EventKind::ThinkingDelta { text } => self.with_answer(|a| a.thinking.push_str(text)),
@@ -418,6 +407,26 @@ impl Transcript {
                 a.version += 1;
             }
         }
+    }
+
+    /// A user message enters the conversation; one shown as waiting
+    /// (`was_queued`) moves to the end, no longer marked.
+    fn runs(&mut self, was_queued: bool, text: &str, from: Option<String>, message_id: &str) {
+        if was_queued
+            && let Some(pos) = self
+                .items
+                .iter()
+                .position(|i| matches!(i, DisplayItem::User { text: t, queued: true, .. } if t == text))
+        {
+            self.items.remove(pos);
+            self.generation += 1;
+        }
+        self.items.push(DisplayItem::User {
+            text: text.to_string(),
+            from,
+            queued: false,
+            mark: NodeMark::of(message_id),
+        });
     }
 
     fn start_answer(&mut self) {

@@ -2,7 +2,7 @@
 
 use forge_client::ForgeClient;
 use forge_proto::JournalHealth;
-use forge_proto::params::{CancelParams, ModelsParams, UsageParams};
+use forge_proto::params::{CancelParams, ModelsParams, SteerParams, UsageParams};
 
 use crate::Global;
 use crate::connect::{daemon, socket_path};
@@ -25,6 +25,23 @@ pub async fn cancel(g: &Global, session: &str, drop_queued: bool) -> Result<(), 
     }
     if !g.json && r.dropped_queued > 0 {
         outln!("dropped {} queued message(s)", r.dropped_queued);
+    }
+    Ok(())
+}
+
+pub async fn steer(g: &Global, session: &str, text: String) -> Result<(), Failure> {
+    let conn = daemon(g).await?;
+    let r = conn.client.session_steer(SteerParams { session: session.to_string(), text }).await?;
+    if g.json {
+        json_line(&r);
+    } else if r.started {
+        outln!(
+            "no turn was running: sent as a message ({}); `forgectl attach {}` follows it",
+            r.message_id,
+            r.session_id
+        );
+    } else {
+        outln!("steer {} waits for the turn's next step (it runs next if the turn ends first)", r.message_id);
     }
     Ok(())
 }

@@ -163,6 +163,10 @@ pub(super) fn notice(kind: &EventKind, who: Option<&str>) -> Option<Notice> {
             Some(Notice { level: Level::Error, text: format!("summarization failed: {error}"), routine: false })
         }
         EventKind::QueueCleared { dropped } => info(format!("{dropped} queued message(s) dropped{by}")),
+        EventKind::SteerQueued { .. } => {
+            info(format!("steer{by} waits for the turn's next step (or runs next if the turn ends first)"))
+        }
+        EventKind::SteerApplied { .. } => info("the steer joined the turn: the next request carries it".into()),
         EventKind::Usage { usage, cost_usd, session, .. } => Some(Notice {
             level: Level::Info,
             text: format!(

@@ -146,6 +146,9 @@ pub enum StoreOp {
         context: Option<String>,
         client: Option<ClientRef>,
         created_ms: i64,
+        /// Text for the running turn (`session.steer`): after a restart it
+        /// runs before the other queued messages.
+        steer: bool,
     },
     QueueRemove {
         session_id: String,
@@ -356,8 +359,8 @@ impl StoreOp {
             StoreOp::SetApproval { session_id, approval } => {
                 run("UPDATE sessions SET approval = ? WHERE id = ?", &[approval, session_id])
             }
-            StoreOp::QueuePush { session_id, message_id, text, context, client, created_ms } => run(
-                "INSERT INTO queued_messages (session_id, message_id, text, context, client, created_ms) VALUES (?, ?, ?, ?, ?, ?)",
+            StoreOp::QueuePush { session_id, message_id, text, context, client, created_ms, steer } => run(
+                "INSERT INTO queued_messages (session_id, message_id, text, context, client, created_ms, steer) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 &[
                     session_id,
                     message_id,
@@ -365,6 +368,7 @@ impl StoreOp {
                     context,
                     &client.as_ref().and_then(|c| serde_json::to_string(c).ok()),
                     created_ms,
+                    steer,
                 ],
             ),
             StoreOp::QueueRemove { session_id, message_id } => {

@@ -42,6 +42,11 @@ impl<T: 'static> Reply<T> {
     pub(crate) fn send(self, result: Result<T, EngineError>) {
         (self.0)(result)
     }
+
+    /// A caller waiting for a `U`, answered with what `f` makes of a `T`.
+    pub(crate) fn mapped<U: 'static>(reply: Reply<U>, f: impl FnOnce(T) -> U + Send + Sync + 'static) -> Reply<T> {
+        Reply(Box::new(move |result: Result<T, EngineError>| reply.send(result.map(f))))
+    }
 }
 
 impl<T: Send + 'static> From<oneshot::Sender<Result<T, EngineError>>> for Reply<T> {

@@ -237,22 +237,16 @@ impl Session {
         }
         let position = self.queue.len() as u32 + 1;
         let created_ms = self.clock.now_ms();
-        self.queue.push_back(QueuedRow {
-            session_id: self.row.id.clone(),
-            message_id: message_id.clone(),
-            text: text.clone(),
-            context: context.clone(),
-            client: Some(client.clone()),
-            created_ms,
-        });
-        self.pipeline.op(StoreOp::QueuePush {
+        let row = QueuedRow {
             session_id: self.row.id.clone(),
             message_id: message_id.clone(),
             text: text.clone(),
             context,
             client: Some(client.clone()),
             created_ms,
-        });
+        };
+        self.persist_queued(&row, false);
+        self.queue.push_back(row);
         let event_index = self
             .pipeline
             .event(Some(client), EventKind::MessageQueued { message_id: message_id.clone(), text, position });
@@ -282,9 +276,10 @@ impl Session {
 
     fn on_cancel(&mut self, client: ClientRef, drop_queued: bool, reply: Reply<CancelResult>) {
         let mut dropped = 0;
-        if drop_queued && !self.queue.is_empty() {
-            dropped = self.queue.len() as u32;
+        if drop_queued && !(self.queue.is_empty() && self.steers.is_empty()) {
+            dropped = (self.queue.len() + self.steers.len()) as u32;
             self.queue.clear();
+            self.steers.clear();
             self.pipeline.op(StoreOp::QueueClear { session_id: self.row.id.clone() });
             self.pipeline.event(Some(client.clone()), EventKind::QueueCleared { dropped });
         }
@@ -425,6 +420,7 @@ impl Session {
         if !matches!(self.state, OperationState::Idle) || self.exit.is_some() {
             return;
         }
+        self.steers_to_queue();
         if let Some(q) = self.queue.pop_front() {
             self.completions = None;
             self.pipeline

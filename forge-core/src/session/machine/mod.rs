@@ -38,6 +38,7 @@ mod recovery;
 mod requests;
 pub(crate) mod rewind;
 pub(crate) mod state;
+mod steer;
 mod summarize;
 #[cfg(test)]
 mod tests;
@@ -304,6 +305,9 @@ pub(crate) struct Session {
     history: History,
     state: OperationState,
     queue: VecDeque<QueuedRow>,
+    /// Text for the running turn (`session.steer`), joined at its next
+    /// safe point (see `steer.rs`).
+    steers: VecDeque<QueuedRow>,
     pipeline: Pipeline<OnDurable>,
     /// What the model last read or wrote of each file (stale-file checks).
     file_hashes: crate::tools::FileHashes,
@@ -387,6 +391,7 @@ impl Session {
             history: History::Held { release_armed: false },
             state: OperationState::Idle,
             queue: VecDeque::new(),
+            steers: VecDeque::new(),
             file_hashes: Default::default(),
             exit: None,
             system_prompt,
@@ -505,7 +510,7 @@ impl Session {
                 }
                 kind => kind,
             },
-            queued: self.queue.len() as u32,
+            queued: (self.queue.len() + self.steers.len()) as u32,
             last_seq: self.pipeline.applied_seq(),
             approval: match &self.state {
                 OperationState::ToolLoop(l) if self.pipeline.applied_seq() >= l.approval_seq => l.approval.clone(),
@@ -575,6 +580,7 @@ impl Session {
     fn is_quiet(&self) -> bool {
         matches!(self.state, OperationState::Idle)
             && self.queue.is_empty()
+            && self.steers.is_empty()
             && self.submissions.is_empty()
             && self.starting.is_none()
             && self.pipeline.is_idle()

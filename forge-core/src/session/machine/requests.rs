@@ -30,6 +30,7 @@ impl Session {
                 let result = self.on_recover(params.action, Some(client));
                 self.reply_when_durable(reply.typed(), result);
             }
+            SessionRequest::Steer(params) => self.on_steer(params, client, reply),
             SessionRequest::Summarize(_) => {
                 let result = self.summarize_now();
                 self.out.push(Effect::Reply(ReadyReply::now(reply.typed(), result)));

@@ -289,6 +289,8 @@ impl Session {
                     );
                     return;
                 }
+                // The turn's safe point: steers join here.
+                self.apply_steers();
                 let marker = self.pipeline.event(None, EventKind::StreamResumed { iteration: iteration + 1 });
                 // Between tool batches too, a request that would not fit
                 // waits for a summary of the turns before this one.
@@ -376,6 +378,7 @@ impl Session {
             && let OperationState::AwaitingToolResults { message_id, iteration, .. } =
                 std::mem::replace(&mut self.state, OperationState::Finishing)
         {
+            self.apply_steers();
             let marker = self.pipeline.event(None, EventKind::StreamResumed { iteration: iteration + 1 });
             self.proceed_turn(message_id, Some(marker), iteration + 1);
         }

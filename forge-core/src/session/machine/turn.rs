@@ -50,28 +50,27 @@ impl Session {
         context: Option<String>,
         client: ClientRef,
     ) -> usize {
-        let created_ms = self.clock.now_ms();
+        self.add_user_node(&message_id, &text, context, Some(client.clone()));
+        self.begin_turn(message_id, text, client, false)
+    }
+
+    /// A user message becomes the head: its node, and the path's end.
+    pub(super) fn add_user_node(&mut self, id: &str, text: &str, context: Option<String>, client: Option<ClientRef>) {
         // A root carries its system prompt: roots are found by it.
         let system_prompt = self.row.head_id.is_none().then(|| self.system_prompt_digest());
         self.pipeline.op(StoreOp::InsertNode {
-            id: message_id.clone(),
+            id: id.to_string(),
             session_id: self.row.id.clone(),
             parent_id: self.row.head_id.clone(),
             role: Role::User,
-            text: text.clone(),
+            text: text.to_string(),
             status: MessageStatus::Complete,
-            created_ms,
-            meta: NodeMeta {
-                client: Some(client.clone()),
-                system_prompt,
-                context: context.clone(),
-                ..Default::default()
-            },
+            created_ms: self.clock.now_ms(),
+            meta: NodeMeta { client, system_prompt, context: context.clone(), ..Default::default() },
         });
-        self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: Some(message_id.clone()) });
-        self.row.head_id = Some(message_id.clone());
-        self.path.push(super::history::user_message(&text, context.as_deref()).with_node(message_id.clone()));
-        self.begin_turn(message_id, text, client, false)
+        self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: Some(id.to_string()) });
+        self.row.head_id = Some(id.to_string());
+        self.path.push(super::history::user_message(text, context.as_deref()).with_node(id.to_string()));
     }
 
     /// Answers the node at the head of the path (recorded already: the
