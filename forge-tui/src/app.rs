@@ -92,6 +92,8 @@ pub const MODELS: &[(&str, &str)] = &[
 #[derive(Debug, PartialEq)]
 pub enum Action {
     Send(QueuedUserMessage),
+    /// Typed while a turn runs: joins it at its next step.
+    Steer(QueuedUserMessage),
     Cancel,
     Answer {
         approval_id: String,
@@ -172,6 +174,9 @@ pub struct App {
     pub path_mark: Option<usize>,
     /// An item to bring into view at the next draw.
     pub focus: Option<usize>,
+    /// While a turn runs, Enter queues the message instead of steering the
+    /// turn with it (Ctrl-T switches).
+    pub queue_next: bool,
     quit: bool,
 }
 
@@ -195,6 +200,7 @@ impl App {
             editing: None,
             path_mark: None,
             focus: None,
+            queue_next: false,
             quit: false,
         }
     }
@@ -386,6 +392,11 @@ impl App {
         Vec::new()
     }
 
+    /// A turn is under way: what is typed now steers it (or queues).
+    pub fn turn_running(&self) -> bool {
+        self.transcript.fold.running.is_some()
+    }
+
     fn insert_key(&mut self, key: KeyEvent) -> Vec<Action> {
         let Some(token) = self.input.insert_token() else { return Vec::new() };
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
@@ -404,9 +415,13 @@ impl App {
                         self.input.enter_normal_mode();
                         return vec![Action::Edit { node, text: msg.text().to_string() }];
                     }
+                    if self.turn_running() && !self.queue_next {
+                        return vec![Action::Steer(msg)];
+                    }
                     return vec![Action::Send(msg)];
                 }
             }
+            KeyCode::Char('t') if ctrl => self.queue_next = !self.queue_next,
             KeyCode::Char('w') if ctrl => mode.edit(|d| d.delete_word_backwards()),
             KeyCode::Char('u') if ctrl => mode.edit(|d| d.clear()),
             KeyCode::Char('a') if ctrl => mode.edit(|d| d.reset_cursor()),
@@ -631,6 +646,27 @@ mod tests {
         let actions = app.on_key(KeyEvent::new(KeyCode::Char('q'), KeyModifiers::ALT));
         assert_eq!(actions, vec![Action::Quit]);
         assert!(app.should_quit());
+    }
+
+    #[test]
+    fn typing_during_a_turn_steers_it_and_ctrl_t_queues_instead() {
+        let mut app = App::new("s", UiOptions::default());
+        let started = EventKind::TurnStarted {
+            message_id: "m".into(),
+            text: "t".into(),
+            provider: "p".into(),
+            model: "m".into(),
+            continued: false,
+        };
+        app.on_event(&SessionEvent { session_id: "s".into(), seq: 1, ts_ms: 0, client: None, kind: started });
+        press(&mut app, KeyCode::Char('i'));
+        typed(&mut app, "use v2");
+        let actions = press(&mut app, KeyCode::Enter);
+        assert!(matches!(&actions[..], [Action::Steer(m)] if m.text() == "use v2"), "{actions:?}");
+        app.on_key(KeyEvent::new(KeyCode::Char('t'), KeyModifiers::CONTROL));
+        typed(&mut app, "then tests");
+        let actions = press(&mut app, KeyCode::Enter);
+        assert!(matches!(&actions[..], [Action::Send(m)] if m.text() == "then tests"), "{actions:?}");
     }
 
     #[test]

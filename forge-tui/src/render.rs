@@ -418,6 +418,12 @@ fn draw_input(frame: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     let first = (row + 1).saturating_sub(visible);
     let title = match app.mode() {
         InputMode::Normal => " i: type, :: command, Tab: model, q: leave ",
+        InputMode::Insert if app.turn_running() && !app.queue_next => {
+            " Enter: steer the running turn (Ctrl-T: queue instead), Alt+Enter: new line, Esc: done "
+        }
+        InputMode::Insert if app.turn_running() => {
+            " Enter: queue after the turn (Ctrl-T: steer instead), Alt+Enter: new line, Esc: done "
+        }
         InputMode::Insert => " Enter: send, Alt+Enter: new line, Esc: done ",
         InputMode::Command => " Enter: run, Esc: cancel ",
         InputMode::ModelSelect => " j/k: choose, Enter: switch, Esc: cancel ",

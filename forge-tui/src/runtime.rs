@@ -7,7 +7,7 @@
 
 use forge_proto::params::{
     AnswerParams, CancelParams, CheckoutParams, ConfigureParams, ContextParams, EditParams, ForkParams, ModelsParams,
-    RecoverParams, RewindParams, SendParams, ToolResultParams,
+    RecoverParams, RewindParams, SendParams, SteerParams, ToolResultParams,
 };
 use std::io::Stdout;
 use std::path::PathBuf;
@@ -381,6 +381,18 @@ fn perform(action: Action, client: &Arc<Client>, session: &str, app: &mut App, t
                             format!("queued (position {}): runs after the current turn", r.queue_position.unwrap_or(0)),
                         )
                         .await
+                    }
+                    Ok(_) => {}
+                    Err(e) => drop(tx.send(Msg::SendFailed(text, error_text(e))).await),
+                }
+            });
+        }
+        Action::Steer(msg) => {
+            let text = msg.text().to_string();
+            tokio::spawn(async move {
+                match c.session_steer(SteerParams { session: s, text: text.clone() }).await {
+                    Ok(r) if !r.started => {
+                        say(tx, Level::Info, "steer: joins the turn at its next step (or runs next)".into()).await
                     }
                     Ok(_) => {}
                     Err(e) => drop(tx.send(Msg::SendFailed(text, error_text(e))).await),

@@ -397,3 +397,51 @@ async fn the_bridge_survives_bad_input_and_answers_it() {
     let history = forge.ok(&["--json", "history", &session]).await.json_lines();
     assert!(history.iter().any(|m| m["text"].as_str().is_some_and(|t| t.contains("last words"))), "{history:?}");
 }
+
+/// A prompt sent while another runs steers it (ACP lets a client prompt
+/// again): it joins the running turn after its tool call, the model's next
+/// request carries it, both prompts end with that turn, and the editor
+/// gets the turn's updates once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_sent_while_one_runs_steers_the_turn() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let mut ed = Editor::start(&forge);
+    ed.initialize().await;
+    let new = ed.call("session/new", json!({"cwd": project.path().display().to_string(), "mcpServers": []})).await;
+    let id = new["sessionId"].as_str().unwrap_or_default().to_string();
+
+    let call = tool_call("write_file", &json!({"path": "a.txt", "content": "a\n"}));
+    let first = ed
+        .send("session/prompt", json!({"sessionId": id, "prompt": [{"type": "text", "text": format!("{call} go")}]}))
+        .await;
+    let permission = loop {
+        let msg = ed.read().await;
+        if msg["method"] == "session/request_permission" {
+            break msg;
+        }
+        ed.seen.push(msg);
+    };
+    let second = ed
+        .send("session/prompt", json!({"sessionId": id, "prompt": [{"type": "text", "text": "steer: keep it short"}]}))
+        .await;
+    ed.write(json!({"jsonrpc": "2.0", "id": permission["id"], "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}}}))
+        .await;
+    let mut answers = Vec::new();
+    while answers.len() < 2 {
+        let msg = ed.read().await;
+        if msg.get("method").is_none() && (msg["id"] == first || msg["id"] == second) {
+            answers.push(msg);
+        } else {
+            ed.seen.push(msg);
+        }
+    }
+    assert!(answers.iter().all(|a| a["result"]["stopReason"] == "end_turn"), "{answers:?}");
+    let last = mock.requests().last().map(|r| r.body.to_string()).unwrap_or_default();
+    assert!(last.contains("steer: keep it short") && last.contains("tool_result"), "{last}");
+    assert_eq!(mock.requests().len(), 2, "one turn, two requests");
+    let text = text_of(&ed.updates("agent_message_chunk"));
+    assert_eq!(text.matches("“steer: keep it short”. I was sent 4 message(s)").count(), 1, "updates sent once: {text}");
+}

@@ -3,7 +3,7 @@
 //! becomes `session/request_permission` for each call; if another client
 //! answers first, the editor's requests are withdrawn (`$/cancel_request`).
 
-use forge_proto::params::{AnswerParams, ApprovalRulesParams, RewindParams, SendParams, UsageParams};
+use forge_proto::params::{AnswerParams, ApprovalRulesParams, RewindParams, SteerParams, UsageParams};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -76,11 +76,9 @@ pub(super) async fn prompt(
         say(cx, &session, &reply)?;
         return Ok(PromptResponse::new(StopReason::EndTurn));
     }
-    let sent = d
-        .client
-        .session_send(SendParams { session: session.clone(), text: Some(text), ..Default::default() })
-        .await
-        .map_err(from_client)?;
+    // A prompt while a turn runs steers it (it joins at the turn's next
+    // step); otherwise it starts a turn, as a message.
+    let sent = d.client.session_steer(SteerParams { session: session.clone(), text }).await.map_err(from_client)?;
     drop(sending);
     let mut follow =
         Follow::open(&d.socket, &d.info, sent.session_id.clone(), Some(sent.seq)).await.map_err(from_client)?;
@@ -91,6 +89,9 @@ pub(super) async fn prompt(
     let mut turn =
         Turn { cx, session: sent.session_id.clone(), cwd, fold: Fold::default(), calls: HashMap::new(), asking: None };
     let mut in_turn = false;
+    // Steered into a running turn: this prompt ends with that turn, whose
+    // updates the prompt that started it sends.
+    let mut joined = false;
     let result = loop {
         let ev = match follow.next().await {
             Some(Ok(SubscriptionItem::Event(ev))) => ev,
@@ -110,8 +111,9 @@ pub(super) async fn prompt(
         let Some(seen) = turn.fold.apply(&ev) else { continue };
         match ev.kind {
             EventKind::TurnStarted { message_id, .. } if message_id == sent.message_id => in_turn = true,
+            EventKind::SteerApplied { message_id, .. } if message_id == sent.message_id => joined = true,
             EventKind::TurnFinished { message_id, status, stop_reason, error, error_kind, .. }
-                if message_id == sent.message_id =>
+                if message_id == sent.message_id || joined =>
             {
                 break map::stop_reason(status, stop_reason.as_deref(), error_kind.as_deref(), error.as_deref())
                     .map(PromptResponse::new)
