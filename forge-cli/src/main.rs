@@ -309,6 +309,12 @@ Ctrl-C cancels the turn (the partial answer is kept, marked cancelled).")]
         #[command(subcommand)]
         action: cmd::misc::ConfigAction,
     },
+    /// The model's plan for the session's task (update_plan): each step
+    /// pending, in progress or completed
+    Plan {
+        /// Session id, id prefix or name
+        session: String,
+    },
     /// Steer the running turn: TEXT joins it at its next step (after the
     /// tool calls under way, before the model is asked again)
     #[command(
@@ -583,6 +589,7 @@ fn main() -> ExitCode {
             Command::Model { session, model, provider } => cmd::session::model(&g, &session, model, provider).await,
             Command::Cancel { session, drop_queued } => cmd::misc::cancel(&g, &session, drop_queued).await,
             Command::Steer { session, text } => cmd::misc::steer(&g, &session, text).await,
+            Command::Plan { session } => cmd::misc::plan(&g, &session).await,
             Command::Status => cmd::misc::status(&g).await,
             Command::Acp => cmd::acp::run(&g).await,
             Command::Mcp { action, session } => cmd::mcp::run(&g, action, session).await,

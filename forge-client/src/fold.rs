@@ -91,6 +91,9 @@ pub struct Fold {
     pub retrying: Option<String>,
     /// The message whose turn runs.
     pub running: Option<String>,
+    /// The model's plan as last updated (`plan_updated`), and its note.
+    pub plan: Vec<forge_proto::PlanStep>,
+    pub plan_note: Option<String>,
     /// Messages queued while followed, by id.
     pub queued: Vec<String>,
     /// Messages already queued when following began (from `session.show`):
@@ -181,6 +184,10 @@ impl Fold {
             EventKind::FilesRestored { .. } => {
                 self.rewinding = false;
                 seen.settled = self.idle();
+            }
+            EventKind::PlanUpdated { steps, note } => {
+                self.plan = steps.clone();
+                self.plan_note = note.clone();
             }
             EventKind::MessageQueued { message_id, .. } | EventKind::SteerQueued { message_id, .. } => {
                 self.queued.push(message_id.clone())

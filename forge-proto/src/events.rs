@@ -129,6 +129,13 @@ pub enum EventKind {
         message_id: String,
         text: String,
     },
+    /// The model updated its plan (`update_plan`): the whole list of
+    /// steps, each `pending`, `in_progress` or `completed`.
+    PlanUpdated {
+        steps: Vec<crate::PlanStep>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
+    },
     /// A user message entered the history and a turn began.
     TurnStarted {
         message_id: String,

@@ -286,6 +286,8 @@ forge_methods! {
     daemon "session.list" session_list(NoParams) -> Vec<SessionInfo>;
     /// One session, with its usage.
     daemon "session.show" session_show(SessionRef) -> SessionInfo;
+    /// The session's plan as the model last updated it (`update_plan`).
+    daemon "session.plan" session_plan(SessionRef) -> PlanInfo;
     /// Sets or clears (`name: null`) a session's name.
     session "session.rename" session_rename(RenameParams) -> SessionInfo;
     /// Removes a session and its history. Refused while a turn runs.

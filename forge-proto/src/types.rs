@@ -198,6 +198,27 @@ pub struct SendResult {
     pub commits: bool,
 }
 
+/// One step of the model's plan (`update_plan`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PlanStep {
+    pub step: String,
+    /// `pending`, `in_progress` or `completed`.
+    pub status: String,
+}
+
+/// `session.plan`: the session's plan as the model last updated it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PlanInfo {
+    pub session_id: String,
+    #[serde(default)]
+    pub steps: Vec<PlanStep>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// The seq of its `plan_updated` (absent: the model made no plan).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+}
+
 /// `session.steer`: where the text went.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SteerResult {

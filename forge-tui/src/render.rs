@@ -289,8 +289,12 @@ fn panel_title(app: &App) -> String {
         format!(" approval needed: {esc}y approve all, n deny all, space pick, a approve picked ")
     } else if app.transcript.fold.recovery.is_some() {
         " forged stopped during these tool calls: /recover resume or /recover discard ".into()
-    } else {
+    } else if app.transcript.fold.awaiting_results.is_some() {
         " tool results wanted: /tool ID RESULT or /tool error ID MESSAGE ".into()
+    } else {
+        let steps = &app.transcript.fold.plan;
+        let done = steps.iter().filter(|s| s.status == "completed").count();
+        format!(" plan: {done} of {} done ", steps.len())
     }
 }
 
@@ -350,6 +354,22 @@ fn panel_lines(app: &App, theme: &Theme) -> Vec<Line<'static>> {
                 c.name,
                 one_line(&c.arguments, 80, g.ellipsis)
             )));
+        }
+    } else if t.fold.plan.iter().any(|s| s.status != "completed") {
+        // The model's plan, while it has steps left.
+        for s in &t.fold.plan {
+            let (mark, part) = match s.status.as_str() {
+                "completed" => (g.ok, Part::Dim),
+                "in_progress" => (g.running, Part::Tool),
+                _ => (g.unpicked, Part::Info),
+            };
+            lines.push(Line::from(Span::styled(
+                format!("{mark} {}", one_line(&s.step, 120, g.ellipsis)),
+                theme.style(part),
+            )));
+        }
+        if let Some(note) = &t.fold.plan_note {
+            lines.push(Line::from(Span::styled(one_line(note, 120, g.ellipsis), theme.style(Part::Dim))));
         }
     }
     lines

@@ -445,3 +445,25 @@ async fn a_prompt_sent_while_one_runs_steers_the_turn() {
     let text = text_of(&ed.updates("agent_message_chunk"));
     assert_eq!(text.matches("“steer: keep it short”. I was sent 4 message(s)").count(), 1, "updates sent once: {text}");
 }
+
+/// The model's plan reaches the editor as ACP `plan` updates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_plan_reaches_the_editor() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let mut ed = Editor::start(&forge);
+    ed.initialize().await;
+    let new = ed.call("session/new", json!({"cwd": project.path().display().to_string(), "mcpServers": []})).await;
+    let id = new["sessionId"].as_str().unwrap_or_default().to_string();
+    let plan = json!({"plan": [{"step": "one", "status": "completed"}, {"step": "two", "status": "in_progress"}]});
+    let text = format!("{} go", tool_call("update_plan", &plan));
+    let r = ed.call("session/prompt", json!({"sessionId": id, "prompt": [{"type": "text", "text": text}]})).await;
+    assert_eq!(r["stopReason"], "end_turn");
+    let plans = ed.updates("plan");
+    assert_eq!(plans.len(), 1, "{plans:?}");
+    assert_eq!(plans[0]["entries"][0]["content"], "one");
+    assert_eq!(plans[0]["entries"][0]["status"], "completed");
+    assert_eq!(plans[0]["entries"][1]["status"], "in_progress");
+}

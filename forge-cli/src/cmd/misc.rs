@@ -46,6 +46,31 @@ pub async fn steer(g: &Global, session: &str, text: String) -> Result<(), Failur
     Ok(())
 }
 
+pub async fn plan(g: &Global, session: &str) -> Result<(), Failure> {
+    let conn = daemon(g).await?;
+    let p = conn.client.session_plan(forge_proto::params::SessionRef::from(session.to_string())).await?;
+    if g.json {
+        json_line(&p);
+        return Ok(());
+    }
+    if p.steps.is_empty() {
+        eprintln!("forgectl: session {} has no plan (the model makes one for multi-step tasks)", p.session_id);
+        return Ok(());
+    }
+    for s in &p.steps {
+        let mark = match s.status.as_str() {
+            "completed" => "[x]",
+            "in_progress" => "[>]",
+            _ => "[ ]",
+        };
+        outln!("{mark} {}", crate::output::shown(&s.step));
+    }
+    if let Some(note) = &p.note {
+        outln!("({})", crate::output::shown(note));
+    }
+    Ok(())
+}
+
 pub async fn models(g: &Global, provider: Option<String>) -> Result<(), Failure> {
     let conn = daemon(g).await?;
     let models = conn.client.models_list(ModelsParams { provider }).await?;

@@ -163,6 +163,11 @@ pub(super) fn notice(kind: &EventKind, who: Option<&str>) -> Option<Notice> {
             Some(Notice { level: Level::Error, text: format!("summarization failed: {error}"), routine: false })
         }
         EventKind::QueueCleared { dropped } => info(format!("{dropped} queued message(s) dropped{by}")),
+        EventKind::PlanUpdated { steps, .. } => {
+            let done = steps.iter().filter(|s| s.status == "completed").count();
+            let now = steps.iter().find(|s| s.status == "in_progress").map(|s| format!(": now {}", s.step));
+            info(format!("plan: {done} of {} step(s) done{}", steps.len(), now.unwrap_or_default()))
+        }
         EventKind::SteerQueued { .. } => {
             info(format!("steer{by} waits for the turn's next step (or runs next if the turn ends first)"))
         }

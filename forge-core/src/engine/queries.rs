@@ -99,6 +99,19 @@ impl Engine {
             })
             .collect())
     }
+    /// The session's plan as the model last updated it.
+    pub async fn plan(&self, selector: &str) -> Result<forge_proto::PlanInfo, EngineError> {
+        let id = self.resolve(selector).await?;
+        let last = self.shared().store.last_event_of_kind(&id, "plan_updated").await?;
+        let mut info = forge_proto::PlanInfo { session_id: id, steps: Vec::new(), note: None, seq: None };
+        if let Some((seq, body)) = last
+            && let Ok(ev) = serde_json::from_value::<forge_proto::SessionEvent>(body)
+            && let forge_proto::EventKind::PlanUpdated { steps, note } = ev.kind
+        {
+            (info.steps, info.note, info.seq) = (steps, note, Some(seq));
+        }
+        Ok(info)
+    }
     pub async fn show(&self, selector: &str) -> Result<SessionInfo, EngineError> {
         let id = self.resolve(selector).await?;
         self.session_info(&id).await

@@ -11,6 +11,7 @@ pub(crate) mod read_file;
 mod recall;
 pub mod run_command;
 mod search;
+pub mod update_plan;
 mod web_fetch;
 mod write_file;
 
@@ -32,6 +33,7 @@ pub fn all() -> Vec<Arc<dyn ToolExecutor>> {
         Arc::new(search::Search),
         Arc::new(web_fetch::WebFetch),
         Arc::new(recall::Recall),
+        Arc::new(update_plan::UpdatePlan),
     ];
     tools.extend(git::all().into_iter().map(|t| Arc::new(t) as Arc<dyn ToolExecutor>));
     tools

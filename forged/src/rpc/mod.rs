@@ -122,6 +122,10 @@ impl ForgeServer for ConnServer {
         self.engine().list_sessions().await.map_err(to_rpc)
     }
 
+    async fn session_plan(&self, p: SessionRef) -> RpcResult<PlanInfo> {
+        self.engine().plan(&p.session).await.map_err(to_rpc)
+    }
+
     async fn session_show(&self, p: SessionRef) -> RpcResult<SessionInfo> {
         self.engine().show(&p.session).await.map_err(to_rpc)
     }

@@ -180,6 +180,24 @@ pub fn replay(messages: &[HistoryMessage], cwd: &Path) -> Vec<SessionUpdate> {
     updates
 }
 
+/// The model's plan as ACP's: every step of medium priority (Forge's plan
+/// has none).
+pub(super) fn plan(steps: &[forge_proto::PlanStep]) -> agent_client_protocol::v1::schema::Plan {
+    use agent_client_protocol::v1::schema::{Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus};
+    let entries = steps
+        .iter()
+        .map(|s| {
+            let status = match s.status.as_str() {
+                "completed" => PlanEntryStatus::Completed,
+                "in_progress" => PlanEntryStatus::InProgress,
+                _ => PlanEntryStatus::Pending,
+            };
+            PlanEntry::new(s.step.clone(), PlanEntryPriority::Medium, status)
+        })
+        .collect();
+    Plan::new(entries)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

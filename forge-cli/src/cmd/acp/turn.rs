@@ -135,6 +135,7 @@ impl Turn<'_> {
     async fn on_event(&mut self, b: &Arc<Bridge>, kind: EventKind, seen: Seen) -> Result<()> {
         match kind {
             EventKind::TextDelta { text } => self.send(SessionUpdate::AgentMessageChunk(map::text(&text)))?,
+            EventKind::PlanUpdated { steps, .. } => self.send(SessionUpdate::Plan(map::plan(&steps)))?,
             EventKind::ThinkingDelta { text } => self.send(SessionUpdate::AgentThoughtChunk(map::text(&text)))?,
             // ACP has no notice: the wait for MCP servers is said as a
             // thought, so the editor shows why nothing comes yet.

@@ -371,8 +371,34 @@ impl Session {
                 after: change.after,
             });
         }
+        // The model's plan, for every client to show.
+        if running.name == "update_plan"
+            && result.is_ok()
+            && let Ok(crate::tools::builtin::update_plan::Plan { steps, note }) =
+                crate::tools::builtin::update_plan::parse_plan(&running.args)
+        {
+            let steps = steps.into_iter().map(|(step, status)| forge_proto::PlanStep { step, status }).collect();
+            self.pipeline.event(None, forge_proto::EventKind::PlanUpdated { steps, note });
+        }
         self.record_result(&running.id, &running.name, result, Some(running.node_id));
     }
+}
+
+/// The plan the model last gave on `path` (its newest `update_plan` call),
+/// in words, for a summary to keep.
+pub(super) fn plan_in_words(path: &[crate::provider::ChatMessage]) -> Option<String> {
+    let args = path.iter().rev().flat_map(|m| m.tool_calls.iter().rev()).find(|c| c.name == "update_plan")?;
+    let args: Value = serde_json::from_str(&args.arguments).ok()?;
+    let crate::tools::builtin::update_plan::Plan { steps, note } =
+        crate::tools::builtin::update_plan::parse_plan(&args).ok()?;
+    let mut text = String::from("The plan as last updated (update_plan):");
+    for (step, status) in steps {
+        text.push_str(&format!("\n- [{status}] {step}"));
+    }
+    if let Some(note) = note {
+        text.push_str(&format!("\n({note})"));
+    }
+    Some(text)
 }
 
 /// The result with what hooks said about it.
@@ -384,5 +410,28 @@ fn with_notes(result: Result<String, ToolError>, notes: &[String], tool: &str) -
     match result {
         Ok(text) => Ok(text + &tail),
         Err(e) => Err(ToolError::ExecutionFailed { tool: tool.to_string(), message: format!("{e}{tail}") }),
+    }
+}
+
+#[cfg(test)]
+mod plan_tests {
+    use crate::provider::ChatMessage;
+    use forge_proto::ToolCallRecord;
+
+    #[test]
+    fn the_newest_plan_on_the_path_is_put_in_words_for_a_summary() {
+        let call = |args: &str| {
+            let mut m = ChatMessage::user("");
+            m.role = crate::provider::ChatRole::Assistant;
+            m.tool_calls = vec![ToolCallRecord { id: "c".into(), name: "update_plan".into(), arguments: args.into() }];
+            m
+        };
+        let old = call(r#"{"plan":[{"step":"old","status":"pending"}]}"#);
+        let new = call(
+            r#"{"plan":[{"step":"a","status":"completed"},{"step":"b","status":"in_progress"}],"explanation":"why"}"#,
+        );
+        let words = super::plan_in_words(&[old, new]).unwrap_or_default();
+        assert_eq!(words, "The plan as last updated (update_plan):\n- [completed] a\n- [in_progress] b\n(why)");
+        assert_eq!(super::plan_in_words(&[ChatMessage::user("hi")]), None);
     }
 }

@@ -320,7 +320,12 @@ impl Session {
     fn finish_summary(&mut self) {
         let Some(mut job) = self.take_summary() else { return };
         self.out.push(Effect::StopRequest);
-        let text = job.text.trim().to_string();
+        let mut text = job.text.trim().to_string();
+        // The plan stays in view after the calls that made it leave.
+        let summarized = self.path.get(..job.span.messages as usize).unwrap_or_default();
+        if let Some(plan) = super::call::plan_in_words(summarized) {
+            text.push_str(&format!("\n\n{plan}"));
+        }
         job.span.tokens_after = self.estimator.tokens(text.len());
         let id = self.clock.new_id("m");
         self.pipeline.op(StoreOp::InsertNode {
