@@ -6,6 +6,8 @@ pub const DAEMON_ERROR: u8 = 1;
 pub const UNREACHABLE: u8 = 3;
 pub const TURN_FAILED: u8 = 4;
 pub const TURN_CANCELLED: u8 = 5;
+/// The answer never validated against `--output-schema`.
+pub const OUTPUT_INVALID: u8 = 6;
 pub const INTERRUPTED: u8 = 130;
 
 #[derive(Debug)]

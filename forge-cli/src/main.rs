@@ -45,6 +45,7 @@ Exit status:
   3  no daemon could be reached or started
   4  the turn failed (provider error: auth, rate limit, network, ...)
   5  the turn was cancelled or interrupted
+  6  send --output-schema: the answer never validated (the errors on stderr)
   130 interrupted by Ctrl-C
 
 Environment: FORGE_SOCKET, FORGE_HOME, XDG_RUNTIME_DIR. A daemon forgectl starts gets its \

@@ -129,6 +129,12 @@ pub enum EventKind {
         message_id: String,
         text: String,
     },
+    /// The turn's final answer validated against the send's
+    /// `output_schema`: the parsed value (before `turn_finished`).
+    StructuredOutput {
+        message_id: String,
+        output: serde_json::Value,
+    },
     /// The model updated its plan (`update_plan`): the whole list of
     /// steps, each `pending`, `in_progress` or `completed`.
     PlanUpdated {

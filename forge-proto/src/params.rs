@@ -166,6 +166,11 @@ params!(
         /// No new message: answer what the session holds now.
         #[serde(rename = "continue", default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
         pub continued: bool,
+        /// The final answer must be a JSON value valid against this JSON
+        /// schema (`structured_output` carries it; a turn whose answer
+        /// never validates fails with `output_schema_invalid`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub output_schema: Option<serde_json::Value>,
     }
 );
 

@@ -13,6 +13,8 @@ pub mod roots;
 pub mod sandbox;
 pub mod supervisor;
 
+pub use jsonschema;
+
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -309,17 +311,22 @@ pub fn parse_args<T: serde::de::DeserializeOwned>(args: Value) -> Result<T, Tool
     serde_json::from_value(args).map_err(|e| ToolError::BadArgs { message: e.to_string() })
 }
 
-/// `args` checked against a tool's input schema: `BadArgs` naming the
-/// first few mismatches, which the model sees and can correct.
-pub fn check_args(validator: &jsonschema::Validator, args: &Value) -> Result<(), ToolError> {
-    let problems: Vec<String> = validator
-        .iter_errors(args)
+/// The first few ways `value` fails `validator`, each with where.
+pub fn schema_problems(validator: &jsonschema::Validator, value: &Value) -> Vec<String> {
+    validator
+        .iter_errors(value)
         .take(5)
         .map(|e| {
             let at = e.instance_path().to_string();
             if at.is_empty() { e.to_string() } else { format!("{at}: {e}") }
         })
-        .collect();
+        .collect()
+}
+
+/// `args` checked against a tool's input schema: `BadArgs` naming the
+/// first few mismatches, which the model sees and can correct.
+pub fn check_args(validator: &jsonschema::Validator, args: &Value) -> Result<(), ToolError> {
+    let problems = schema_problems(validator, args);
     if problems.is_empty() {
         return Ok(());
     }

@@ -41,6 +41,12 @@ pub struct SendArgs {
     /// its last answer). Needs -s
     #[arg(long = "continue", requires = "session", conflicts_with = "message")]
     continue_: bool,
+    /// The final answer must be JSON valid against the JSON schema in
+    /// FILE: the validated object is printed (with --json, as the
+    /// `structured_output` event); one the model cannot make valid exits 6
+    /// with the errors
+    #[arg(long, value_name = "FILE", conflicts_with = "continue_")]
+    output_schema: Option<std::path::PathBuf>,
     /// The message; `-` reads it from stdin
     #[arg(required_unless_present = "continue_", num_args = 1.., value_name = "MESSAGE")]
     message: Vec<String>,
@@ -69,6 +75,16 @@ pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
             "--provider, --model, --cwd and --name apply to a new session; drop them or drop -s",
         ));
     }
+    let output_schema = match &a.output_schema {
+        Some(path) => {
+            let bytes = std::fs::read(path)
+                .map_err(|e| Failure::new(2, "invalid_input", format!("cannot read {}: {e}", path.display())))?;
+            let schema: serde_json::Value = serde_json::from_slice(&bytes)
+                .map_err(|e| Failure::new(2, "invalid_input", format!("{} is not JSON: {e}", path.display())))?;
+            Some(schema)
+        }
+        None => None,
+    };
     let conn = daemon(g).await?;
     let client = &conn.client;
     let session = match a.session {
@@ -85,7 +101,13 @@ pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
     let (text, n, cont) =
         (Some(text).filter(|t| !t.is_empty()), (a.n != 1).then_some(a.n), Some(a.continue_).filter(|c| *c));
     let sent = client
-        .session_send(SendParams { session: session.clone(), text, n, continued: cont.unwrap_or_default() })
+        .session_send(SendParams {
+            session: session.clone(),
+            text,
+            n,
+            continued: cont.unwrap_or_default(),
+            output_schema: output_schema.clone(),
+        })
         .await?;
     if let Some(pos) = sent.queue_position {
         eprintln!(
@@ -102,8 +124,13 @@ pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
         return Ok(());
     }
 
-    let turn =
-        Turn { session_id: &sent.session_id, from_seq: sent.seq, message_id: &sent.message_id, commits: sent.commits };
+    let turn = Turn {
+        session_id: &sent.session_id,
+        from_seq: sent.seq,
+        message_id: &sent.message_id,
+        commits: sent.commits,
+        structured: output_schema.is_some(),
+    };
     follow_turn(g, &conn, turn, a.auto_approve, a.thinking).await
 }
 
@@ -115,6 +142,9 @@ pub struct Turn<'a> {
     pub message_id: &'a str,
     /// Git mode: it ends with its commit (`SendResult::commits`).
     pub commits: bool,
+    /// The answer is JSON on a schema: the validated object is printed,
+    /// not the streamed text.
+    pub structured: bool,
 }
 
 /// Streams the turn answering `message_id` (its events from `from_seq`
@@ -127,7 +157,7 @@ pub async fn follow_turn(
     auto_approve: bool,
     thinking: bool,
 ) -> Result<(), Failure> {
-    let Turn { session_id, from_seq, message_id, commits } = turn;
+    let Turn { session_id, from_seq, message_id, commits, structured: turn_structured } = turn;
     // Git mode: how the turn ended, kept until its commit is journaled.
     let mut ended: Option<Result<(), Failure>> = None;
     let client = &conn.client;
@@ -210,6 +240,12 @@ pub async fn follow_turn(
                 }
                 eprint!("{}", crate::output::shown(text));
             }
+            EventKind::StructuredOutput { output, .. } if in_turn && !g.json => {
+                let pretty = serde_json::to_string_pretty(output).unwrap_or_default();
+                crate::output::stdout_result(writeln!(stdout, "{pretty}"));
+                ends_with_newline = true;
+            }
+            EventKind::TextDelta { .. } if turn_structured => {}
             EventKind::TextDelta { text } if in_turn && !g.json => {
                 if std::mem::take(&mut thinking_shown) {
                     eprintln!();
@@ -276,7 +312,7 @@ pub async fn follow_turn(
                     crate::output::shown(&crate::output::first_line(output, 100))
                 );
             }
-            EventKind::TurnFinished { message_id: m, status, error, .. } if m == message_id => {
+            EventKind::TurnFinished { message_id: m, status, error, error_kind, .. } if m == message_id => {
                 if std::mem::take(&mut thinking_shown) {
                     eprintln!();
                 }
@@ -292,6 +328,11 @@ pub async fn follow_turn(
                     TurnStatus::Cancelled | TurnStatus::Interrupted => {
                         eprintln!("forgectl: the turn was {}", status.as_str());
                         Err(Failure::silent(TURN_CANCELLED))
+                    }
+                    _ if error_kind.as_deref() == Some("output_schema_invalid") => {
+                        let msg = error.clone().unwrap_or_default();
+                        eprintln!("forgectl: {}", crate::output::shown(&msg));
+                        Err(Failure::silent(crate::exit::OUTPUT_INVALID))
                     }
                     _ => {
                         let msg = error.clone().unwrap_or_else(|| "the turn failed".into());

@@ -173,8 +173,13 @@ pub async fn edit(g: &Global, session: &str, node: &str, text: String, no_wait: 
     if !r.answering || no_wait {
         return Ok(());
     }
-    let turn =
-        crate::cmd::send::Turn { session_id: &r.session_id, from_seq: from, message_id: &r.new_node_id, commits: git };
+    let turn = crate::cmd::send::Turn {
+        session_id: &r.session_id,
+        from_seq: from,
+        message_id: &r.new_node_id,
+        commits: git,
+        structured: false,
+    };
     crate::cmd::send::follow_turn(g, &conn, turn, false, false).await
 }
 

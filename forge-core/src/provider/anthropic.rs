@@ -398,6 +398,7 @@ event: message_stop\ndata: {\"type\":\"message_stop\"      }\n\n";
             messages: vec![ChatMessage::user("hi")],
             max_output_tokens: 100,
             tools: Vec::new(),
+            output_schema: None,
         };
         let b = body(&req, &WireOptions::default());
         assert_eq!(b["model"], "claude-x");
@@ -418,6 +419,7 @@ event: message_stop\ndata: {\"type\":\"message_stop\"      }\n\n";
             messages: vec![ChatMessage::user("write"), ChatMessage::assistant("Roses are red,\n", Vec::new())],
             max_output_tokens: 4096,
             tools: Vec::new(),
+            output_schema: None,
         };
         let opts = WireOptions { anthropic_thinking_budget: Some(2048), ..Default::default() };
         let b = body(&req, &opts);
@@ -444,6 +446,7 @@ event: message_stop\ndata: {\"type\":\"message_stop\"      }\n\n";
             ],
             max_output_tokens: 10,
             tools: crate::tools::ToolRegistry::builtin().specs(),
+            output_schema: None,
         };
         let b = body(&req, &WireOptions::default());
         let m = &b["messages"];
@@ -512,6 +515,7 @@ event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
             ],
             max_output_tokens: 18_000,
             tools: crate::tools::ToolRegistry::builtin().specs(),
+            output_schema: None,
         }
     }
 

@@ -108,6 +108,10 @@ fn body(req: &ChatRequest, opts: &WireOptions, cached: Option<&str>) -> Value {
     if opts.gemini_thinking {
         generation["thinkingConfig"] = json!({"includeThoughts": true});
     }
+    if let Some(schema) = &req.output_schema {
+        generation["responseMimeType"] = json!("application/json");
+        generation["responseJsonSchema"] = schema.clone();
+    }
     let mut body = match cached {
         // The cache holds the system instruction and tools; a request that
         // uses it must not repeat them.
@@ -514,6 +518,7 @@ mod tests {
             ],
             max_output_tokens: 100,
             tools: crate::tools::ToolRegistry::builtin().specs(),
+            output_schema: None,
         };
         let b = body(&req, &WireOptions { gemini_thinking: true, ..Default::default() }, None);
         assert_eq!(b["systemInstruction"]["parts"][0]["text"], "be Forge");

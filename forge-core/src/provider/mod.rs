@@ -95,6 +95,9 @@ pub struct ChatRequest {
     pub max_output_tokens: u32,
     /// Tools the model may call.
     pub tools: Vec<ToolSpec>,
+    /// The final answer must be JSON valid against this schema: sent as
+    /// the provider's structured output where it has one.
+    pub output_schema: Option<serde_json::Value>,
 }
 
 /// Providers reject a tool call without a result. A call left unanswered

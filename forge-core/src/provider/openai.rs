@@ -47,6 +47,10 @@ fn body(req: &ChatRequest, compat: bool) -> Value {
             .map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}))
             .collect();
     }
+    if let Some(schema) = &req.output_schema {
+        body["response_format"] =
+            json!({"type": "json_schema", "json_schema": {"name": "output", "schema": schema, "strict": false}});
+    }
     if compat {
         body["max_tokens"] = json!(req.max_output_tokens);
     } else {
@@ -294,6 +298,7 @@ mod tests {
             messages: vec![ChatMessage::user("hi")],
             max_output_tokens: 10,
             tools: Vec::new(),
+            output_schema: None,
         };
         let b = body(&req, true);
         assert_eq!(b["messages"][0]["role"], "system");

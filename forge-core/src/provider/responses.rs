@@ -82,6 +82,9 @@ fn body(req: &ChatRequest, opts: &WireOptions) -> Value {
     if let Some(v) = &opts.verbosity {
         body["text"] = json!({"verbosity": v});
     }
+    if let Some(schema) = &req.output_schema {
+        body["text"]["format"] = json!({"type": "json_schema", "name": "output", "schema": schema, "strict": false});
+    }
     if let Some(t) = &opts.truncation {
         body["truncation"] = json!(t);
     }
@@ -392,6 +395,7 @@ mod tests {
             messages: vec![ChatMessage::user("go"), answer, ChatMessage::tool_result("call_A", "contents", false)],
             max_output_tokens: 100,
             tools: crate::tools::ToolRegistry::builtin().specs(),
+            output_schema: None,
         };
         let opts = WireOptions {
             reasoning_effort: Some("high".into()),

@@ -384,6 +384,9 @@ struct Script {
     /// The request's input tokens, as the mock counts them.
     input: usize,
     sleep: Option<u64>,
+    /// `mock:json=VALUE`: the answer is exactly this JSON (compact; spaces
+    /// inside strings written \u0020).
+    json: Option<String>,
 }
 
 fn parse_script(text: &str, opts: &MockOptions) -> Script {
@@ -398,6 +401,10 @@ fn parse_script(text: &str, opts: &MockOptions) -> Script {
             continue;
         }
         let Some(rest) = word.strip_prefix("mock:") else { continue };
+        if let Some(value) = rest.strip_prefix("json=") {
+            s.json = serde_json::from_str::<Value>(value).ok().map(|v| v.to_string());
+            continue;
+        }
         if let Some(call) = rest.strip_prefix("tool=") {
             let (name, args) = match call.split_once(':') {
                 Some((name, args)) => (name.to_string(), Some(args.to_string())),
@@ -582,6 +589,7 @@ async fn handle(
     }
     let chunks: Vec<String> = match (script.tokens, &results) {
         _ if repo_summaries => vec![summaries_of(&last_user)],
+        (_, None) if script.json.is_some() => vec![script.json.clone().unwrap_or_default()],
         _ if commit_message => {
             let request = last_user.lines().skip_while(|l| !l.starts_with("User request:")).nth(1).unwrap_or("");
             let subject: String =

@@ -26,6 +26,8 @@ pub(super) struct SendArgs {
     pub same: Vec<crate::session::SameMessage>,
     pub n: u32,
     pub continued: bool,
+    /// The final answer must be JSON valid against this schema.
+    pub output_schema: Option<serde_json::Value>,
 }
 
 /// What a command needs of the session to be done.
@@ -48,6 +50,7 @@ impl Session {
                         same,
                         n: params.n.unwrap_or(1),
                         continued: params.continued,
+                        output_schema: params.output_schema,
                     };
                     self.on_send(args, reply);
                 }
@@ -161,6 +164,7 @@ impl Session {
             return invalid("nothing to continue: the session has no messages yet".into());
         }
         self.provider_settings().and_then(|s| s.check_ready().map_err(EngineError::from))?;
+        self.check_schema(args.output_schema.as_ref(), args.n)?;
         if (args.n > 1 || args.continued) && !matches!(self.state, OperationState::Idle) {
             return Err(self.busy(if args.continued {
                 "continue once it has ended"
@@ -196,13 +200,20 @@ impl Session {
         {
             added.insert(0, start);
         }
+        // The schema the answer must follow is told with the message.
+        if let Some(schema) = &args.output_schema {
+            added.push(super::schema::instruction(schema));
+        }
         // Kept beside the text (history shows what the user typed).
         let context = (!added.is_empty()).then(|| added.join("\n"));
         if context.is_some() {
             // The message differs from the one the store was asked about.
             args.same.clear();
         }
-        let SendArgs { text, client, same, n, continued } = args;
+        let SendArgs { text, client, same, n, continued, output_schema } = args;
+        if matches!(self.state, OperationState::Idle) {
+            self.schema = output_schema.map(|schema| super::schema::SchemaTurn { schema, fixes_left: 1 });
+        }
         // Only a turn that starts now asks for several answers (a queued
         // message is always n = 1, see `check_send`).
         if matches!(self.state, OperationState::Idle) {
@@ -423,6 +434,7 @@ impl Session {
         self.steers_to_queue();
         if let Some(q) = self.queue.pop_front() {
             self.completions = None;
+            self.schema = None;
             self.pipeline
                 .op(StoreOp::QueueRemove { session_id: self.row.id.clone(), message_id: q.message_id.clone() });
             let client = q.client.unwrap_or_else(ClientRef::daemon);

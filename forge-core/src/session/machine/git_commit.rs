@@ -228,6 +228,7 @@ impl Session {
             messages: vec![ChatMessage::user(digest)],
             max_output_tokens: 300,
             tools: Vec::new(),
+            output_schema: None,
         };
         Some(Box::new((settings, request)))
     }

@@ -241,6 +241,7 @@ impl Session {
                     same: Vec::new(),
                     n: 1,
                     continued: false,
+                    output_schema: None,
                 };
                 self.on_send(args, Reply::nobody());
             }

@@ -37,6 +37,7 @@ pub(crate) mod pipeline;
 mod recovery;
 mod requests;
 pub(crate) mod rewind;
+mod schema;
 pub(crate) mod state;
 mod steer;
 mod summarize;
@@ -308,6 +309,8 @@ pub(crate) struct Session {
     /// Text for the running turn (`session.steer`), joined at its next
     /// safe point (see `steer.rs`).
     steers: VecDeque<QueuedRow>,
+    /// The running turn's answer must validate against a schema.
+    schema: Option<schema::SchemaTurn>,
     pipeline: Pipeline<OnDurable>,
     /// What the model last read or wrote of each file (stale-file checks).
     file_hashes: crate::tools::FileHashes,
@@ -392,6 +395,7 @@ impl Session {
             state: OperationState::Idle,
             queue: VecDeque::new(),
             steers: VecDeque::new(),
+            schema: None,
             file_hashes: Default::default(),
             exit: None,
             system_prompt,

@@ -44,7 +44,7 @@ impl Session {
                 seq: s.seq,
                 started: !s.queued,
             });
-            let params = SendParams { session: params.session, text: Some(params.text), n: None, continued: false };
+            let params = SendParams { session: params.session, text: Some(params.text), ..Default::default() };
             let then = SessionCmd::Send { params, client, same: Vec::new(), reply: send };
             return self.out.push(Effect::Refresh { then });
         }

@@ -199,6 +199,7 @@ impl Session {
             messages: vec![ChatMessage::user("Write the summary of the conversation above now.")],
             max_output_tokens: allowance as u32,
             tools: Vec::new(),
+            output_schema: None,
         };
         let span = SummarySpan { first, last, messages: to as u64, tokens_before, tokens_after: 0 };
         tracing::info!(session = %self.row.id, messages = to, tokens_before, "summarizing the start of the conversation");

@@ -8,6 +8,7 @@ use forge_proto::{ClientRef, ErrorKind, EventKind, MessageStatus, Role};
 
 use super::history::{answer_text, request_messages};
 use super::pipeline::SealInfo;
+use super::schema::Verdict;
 use super::state::{ActiveStream, OperationState};
 use super::{Effect, OnDurable, Session, Timer};
 use crate::context;
@@ -218,6 +219,7 @@ impl Session {
             messages,
             max_output_tokens,
             tools,
+            output_schema: self.schema.as_ref().map(|s| s.schema.clone()),
         };
         self.out.push(Effect::StartRequest(Box::new((settings, request))));
         Ok((estimated, anchor))
@@ -431,23 +433,50 @@ impl Session {
         let calls = stream.tool_calls.clone();
         let (message_id, iteration) = (stream.message_id.clone(), stream.iteration);
         let (status, stop_reason, usage) = (info.outcome, stream.stop_reason.clone(), stream.usage.clone());
+        // An answer on a schema is judged before it ends the turn.
+        let verdict = match !tools && !more && info.outcome == MessageStatus::Complete {
+            true => self.judge_output(&stream.text),
+            false => Verdict::Free,
+        };
+        let (mut outcome, mut error) = (info.outcome, info.error.map(|(k, m)| (k.as_str().to_string(), m)));
+        match &verdict {
+            Verdict::Valid(output) => {
+                let output = output.clone();
+                self.pipeline.event(None, EventKind::StructuredOutput { message_id: message_id.clone(), output });
+            }
+            Verdict::Invalid(errors) => {
+                outcome = MessageStatus::Error;
+                error = Some((super::schema::INVALID_KIND.to_string(), errors.clone()));
+            }
+            Verdict::Free | Verdict::Fix(_) => {}
+        }
+        let fix = match verdict {
+            Verdict::Fix(text) => Some(text),
+            _ => None,
+        };
         let node = self.commit_answer(Answer {
             stream_id: stream.stream_id,
             message_id: stream.message_id,
             text: stream.text,
             tool_calls: stream.tool_calls,
-            status: info.outcome,
+            status: outcome,
             provider: stream.provider,
             model: stream.model,
             usage: stream.usage,
             stop_reason: stream.stop_reason,
             reasoning: stream.reasoning,
-            error_kind: info.error.as_ref().map(|(k, _)| k.as_str().to_string()),
-            error: info.error.map(|(_, m)| m),
+            error_kind: error.as_ref().map(|(k, _)| k.clone()),
+            error: error.map(|(_, m)| m),
             recovered: None,
-            finishes_turn: !tools && !more,
+            finishes_turn: !tools && !more && fix.is_none(),
         });
-        if tools {
+        if let Some(text) = fix {
+            // Sent back once, in the same turn, with what was wrong.
+            let id = self.clock.new_id("m");
+            self.add_user_node(&id, &text, None, Some(ClientRef::daemon()));
+            let marker = self.pipeline.event(None, EventKind::StreamResumed { iteration: iteration + 1 });
+            self.proceed_turn(message_id, Some(marker), iteration + 1);
+        } else if tools {
             self.start_tool_loop(message_id, iteration, calls);
         } else if more {
             match node {
