@@ -310,6 +310,18 @@ Ctrl-C cancels the turn (the partial answer is kept, marked cancelled).")]
         #[command(subcommand)]
         action: cmd::misc::ConfigAction,
     },
+    /// The session's commands of one's own: `/NAME args` sent to it becomes
+    /// the command's prompt
+    #[command(
+        after_help = "A command is a Markdown file: ~/.config/forge/commands/NAME.md (yours), or .claude/commands/NAME.md \
+and .forge/commands/NAME.md in a folder you trust (`forgectl trust`); a file in a subfolder DIR is /DIR:NAME. \
+Front matter (description, argument-hint) describes it; in the body $ARGUMENTS is what follows the name and \
+$1..$9 each word of it.\n\nExample:\n  forgectl send -s demo \"/review src/\""
+    )]
+    Commands {
+        /// Session id, id prefix or name
+        session: String,
+    },
     /// The model's plan for the session's task (update_plan): each step
     /// pending, in progress or completed
     Plan {
@@ -409,7 +421,7 @@ Exit status of `sandbox test`: 0 if every probe was refused (or allowed, where t
     /// Trust a folder's own hooks and MCP servers (its .claude/settings.json
     /// and .mcp.json, as they are now); --list, --revoke, --show
     #[command(
-        after_help = "A freshly cloned repository's hooks and MCP servers run programs on your machine: Forge honours them only in folders you trust, and only as their files were when you trusted them (a change, yours or a command's, needs your word again). Until then a new session says once what it ignored."
+        after_help = "A freshly cloned repository's hooks and MCP servers run programs on your machine: Forge honours them only in folders you trust, and only as their files were when you trusted them (a change, yours or a command's, needs your word again). Until then a new session says once what it ignored. A trusted folder's own slash commands (.claude/commands, .forge/commands) are honoured too."
     )]
     Trust(cmd::trust::TrustArgs),
     /// The tools the model may call, and the project's own
@@ -591,6 +603,7 @@ fn main() -> ExitCode {
             Command::Cancel { session, drop_queued } => cmd::misc::cancel(&g, &session, drop_queued).await,
             Command::Steer { session, text } => cmd::misc::steer(&g, &session, text).await,
             Command::Plan { session } => cmd::misc::plan(&g, &session).await,
+            Command::Commands { session } => cmd::misc::commands(&g, &session).await,
             Command::Status => cmd::misc::status(&g).await,
             Command::Acp => cmd::acp::run(&g).await,
             Command::Mcp { action, session } => cmd::mcp::run(&g, action, session).await,

@@ -27,6 +27,7 @@ mod repo_map;
 pub mod rewind;
 pub mod session;
 mod shared;
+pub mod slash_commands;
 pub mod snapshot;
 pub mod store;
 pub mod trust;

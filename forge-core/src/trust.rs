@@ -168,6 +168,20 @@ impl TrustStore {
         }
     }
 
+    /// Whether the user trusts `dir`, for what it provides that runs no
+    /// code (its own slash commands): trusted, even if it provides nothing
+    /// that runs code (a changed folder is not).
+    pub fn trusts(&self, dir: &Path) -> bool {
+        match self.state(dir) {
+            State::Trusted(_) => true,
+            State::Nothing => {
+                let k = key(dir);
+                self.records.read().unwrap_or_else(|p| p.into_inner()).iter().any(|r| r.dir == k)
+            }
+            State::Untrusted(_) | State::Changed(_) => false,
+        }
+    }
+
     pub fn list(&self) -> Vec<Record> {
         self.records.read().unwrap_or_else(|p| p.into_inner()).clone()
     }

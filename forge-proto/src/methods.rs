@@ -288,6 +288,10 @@ forge_methods! {
     daemon "session.show" session_show(SessionRef) -> SessionInfo;
     /// The session's plan as the model last updated it (`update_plan`).
     daemon "session.plan" session_plan(SessionRef) -> PlanInfo;
+    /// The commands of one's own a session has (the user's, and in a
+    /// trusted folder the project's): `/name args` sent to it becomes the
+    /// command's prompt.
+    daemon "commands.list" commands_list(SessionRef) -> Vec<CommandInfo>;
     /// Sets or clears (`name: null`) a session's name.
     session "session.rename" session_rename(RenameParams) -> SessionInfo;
     /// Removes a session and its history. Refused while a turn runs.

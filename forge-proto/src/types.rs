@@ -198,6 +198,25 @@ pub struct SendResult {
     pub commits: bool,
 }
 
+/// A command of one's own (`commands.list`): `/name args` sent to the
+/// session becomes its prompt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CommandInfo {
+    /// Without the slash (`review`, `git:log` for a file in a subfolder).
+    pub name: String,
+    pub description: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub argument_hint: Option<String>,
+    /// From the front matter (not applied yet: the session's model answers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// From the front matter (not applied yet: the session's tools apply).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_tools: Vec<String>,
+    /// `user` or `project`.
+    pub source: String,
+}
+
 /// One step of the model's plan (`update_plan`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PlanStep {

@@ -174,6 +174,8 @@ pub struct App {
     pub path_mark: Option<usize>,
     /// An item to bring into view at the next draw.
     pub focus: Option<usize>,
+    /// The session's commands of one's own (`commands.list`).
+    pub own_commands: Vec<forge_proto::CommandInfo>,
     /// While a turn runs, Enter queues the message instead of steering the
     /// turn with it (Ctrl-T switches).
     pub queue_next: bool,
@@ -201,6 +203,7 @@ impl App {
             path_mark: None,
             focus: None,
             queue_next: false,
+            own_commands: Vec::new(),
             quit: false,
         }
     }
@@ -448,7 +451,22 @@ impl App {
             KeyCode::Esc => self.input.enter_normal_mode(),
             KeyCode::Enter => {
                 if let Some(cmd) = mode.take_command() {
+                    let name = cmd.raw().split_whitespace().next().unwrap_or_default();
+                    if self.own_commands.iter().any(|c| c.name == name) {
+                        self.scroll = ScrollState::AutoBottom;
+                        return vec![Action::Send(cmd.into_message())];
+                    }
                     return self.run_command(Command::parse(cmd.raw()));
+                }
+            }
+            // Completes a command of one's own from what is typed.
+            KeyCode::Tab => {
+                let typed = mode.command_text().to_string();
+                let found: Vec<&str> =
+                    self.own_commands.iter().map(|c| c.name.as_str()).filter(|n| n.starts_with(&typed)).collect();
+                if let [one] = found[..] {
+                    let rest = one[typed.len()..].to_string();
+                    mode.edit(|d| d.insert_str(&format!("{rest} ")));
                 }
             }
             KeyCode::Backspace if mode.command_text().is_empty() => self.input.enter_normal_mode(),
@@ -575,120 +593,4 @@ impl App {
 }
 
 #[cfg(test)]
-mod tests {
-    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-    use forge_proto::{EventKind, SessionEvent};
-
-    use super::*;
-    use crate::transcript::DisplayItem;
-
-    fn press(app: &mut App, code: KeyCode) -> Vec<Action> {
-        app.on_key(KeyEvent::from(code))
-    }
-
-    fn typed(app: &mut App, s: &str) {
-        for c in s.chars() {
-            press(app, KeyCode::Char(c));
-        }
-    }
-
-    #[test]
-    fn type_send_and_leave_insert_mode() {
-        let mut app = App::new("s", UiOptions::default());
-        press(&mut app, KeyCode::Char('i'));
-        typed(&mut app, "hello");
-        app.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::ALT));
-        typed(&mut app, "world");
-        let actions = press(&mut app, KeyCode::Enter);
-        assert!(matches!(&actions[..], [Action::Send(m)] if m.text() == "hello\nworld"), "{actions:?}");
-        assert!(press(&mut app, KeyCode::Enter).is_empty(), "an empty draft sends nothing");
-        press(&mut app, KeyCode::Esc);
-        assert_eq!(app.mode(), InputMode::Normal);
-    }
-
-    #[test]
-    fn commands_become_actions_or_notices_never_crashes() {
-        let mut app = App::new("s", UiOptions::default());
-        press(&mut app, KeyCode::Char(':'));
-        typed(&mut app, "model gpt-5.4");
-        let actions = press(&mut app, KeyCode::Enter);
-        assert_eq!(actions, vec![Action::Configure { provider: None, model: Some("gpt-5.4".into()) }]);
-        press(&mut app, KeyCode::Char('/'));
-        typed(&mut app, "frobnicate");
-        assert!(press(&mut app, KeyCode::Enter).is_empty());
-        assert!(
-            matches!(app.transcript.items.last(), Some(DisplayItem::Notice { text, .. }) if text.contains("unknown command"))
-        );
-        press(&mut app, KeyCode::Char(':'));
-        typed(&mut app, "model");
-        press(&mut app, KeyCode::Enter);
-        assert_eq!(app.mode(), InputMode::ModelSelect, "/model alone opens the picker");
-        press(&mut app, KeyCode::Char('j'));
-        let actions = press(&mut app, KeyCode::Enter);
-        assert!(matches!(&actions[..], [Action::Configure { model: Some(_), provider: Some(_) }]), "{actions:?}");
-    }
-
-    #[test]
-    fn ctrl_c_cancels_a_running_turn_and_esc_then_q_leaves() {
-        let mut app = App::new("s", UiOptions::default());
-        let started = EventKind::TurnStarted {
-            message_id: "m".into(),
-            text: "t".into(),
-            provider: "p".into(),
-            model: "m".into(),
-            continued: false,
-        };
-        app.on_event(&SessionEvent { session_id: "s".into(), seq: 1, ts_ms: 0, client: None, kind: started });
-        let actions = app.on_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL));
-        assert_eq!(actions, vec![Action::Cancel]);
-        press(&mut app, KeyCode::Char('i'));
-        // Esc and q arriving together read as Alt+q.
-        let actions = app.on_key(KeyEvent::new(KeyCode::Char('q'), KeyModifiers::ALT));
-        assert_eq!(actions, vec![Action::Quit]);
-        assert!(app.should_quit());
-    }
-
-    #[test]
-    fn typing_during_a_turn_steers_it_and_ctrl_t_queues_instead() {
-        let mut app = App::new("s", UiOptions::default());
-        let started = EventKind::TurnStarted {
-            message_id: "m".into(),
-            text: "t".into(),
-            provider: "p".into(),
-            model: "m".into(),
-            continued: false,
-        };
-        app.on_event(&SessionEvent { session_id: "s".into(), seq: 1, ts_ms: 0, client: None, kind: started });
-        press(&mut app, KeyCode::Char('i'));
-        typed(&mut app, "use v2");
-        let actions = press(&mut app, KeyCode::Enter);
-        assert!(matches!(&actions[..], [Action::Steer(m)] if m.text() == "use v2"), "{actions:?}");
-        app.on_key(KeyEvent::new(KeyCode::Char('t'), KeyModifiers::CONTROL));
-        typed(&mut app, "then tests");
-        let actions = press(&mut app, KeyCode::Enter);
-        assert!(matches!(&actions[..], [Action::Send(m)] if m.text() == "then tests"), "{actions:?}");
-    }
-
-    #[test]
-    fn a_paste_lands_in_the_draft_with_its_lines_and_never_sends() {
-        let mut app = App::new("s", UiOptions::default());
-        app.on_paste("line one\r\nline two\n");
-        assert_eq!(app.mode(), InputMode::Insert, "pasting in Normal mode starts typing");
-        assert_eq!(app.input.draft().text(), "line one\nline two\n");
-        press(&mut app, KeyCode::Esc);
-        press(&mut app, KeyCode::Char(':'));
-        app.on_paste("quit\nrm -rf /");
-        assert!(press(&mut app, KeyCode::Enter).contains(&Action::Quit), "a command takes the first pasted line only");
-    }
-
-    #[test]
-    fn o_opens_a_new_line_and_keeps_the_draft() {
-        let mut app = App::new("s", UiOptions::default());
-        press(&mut app, KeyCode::Char('i'));
-        typed(&mut app, "first");
-        press(&mut app, KeyCode::Esc);
-        press(&mut app, KeyCode::Char('o'));
-        typed(&mut app, "second");
-        assert_eq!(app.input.draft().text(), "first\nsecond");
-    }
-}
+mod tests;

@@ -82,6 +82,12 @@ impl EnteredCommand {
     pub fn raw(&self) -> &str {
         &self.raw
     }
+
+    /// A command of one's own typed as a command: sent as the message
+    /// `/name args` (the daemon makes it the command's prompt).
+    pub fn into_message(self) -> QueuedUserMessage {
+        QueuedUserMessage { text: format!("/{}", self.raw.trim()) }
+    }
 }
 
 impl InputState {

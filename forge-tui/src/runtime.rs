@@ -54,6 +54,8 @@ enum Msg {
     SendFailed(String, String),
     /// The daemon's model catalog, for the picker.
     Models(Vec<forge_proto::ModelInfo>),
+    /// The session's commands of one's own.
+    Commands(Vec<forge_proto::CommandInfo>),
     /// The session's path, read again after its head moved.
     Path(Vec<forge_proto::HistoryMessage>),
     /// The session's tree, and what to open with it.
@@ -122,10 +124,16 @@ async fn run_loop(
     spawn_follow(socket.clone(), session.to_string(), 1, tx.clone());
     {
         // The picker lists what the daemon's catalog knows (`forgectl models`).
-        let (client, tx) = (client.clone(), tx.clone());
+        let (c, t) = (client.clone(), tx.clone());
         tokio::spawn(async move {
-            if let Ok(models) = client.models_list(ModelsParams::default()).await {
-                let _ = tx.send(Msg::Models(models)).await;
+            if let Ok(models) = c.models_list(ModelsParams::default()).await {
+                let _ = t.send(Msg::Models(models)).await;
+            }
+        });
+        let (client, tx, session) = (client.clone(), tx.clone(), session.to_string());
+        tokio::spawn(async move {
+            if let Ok(commands) = client.commands_list(session).await {
+                let _ = tx.send(Msg::Commands(commands)).await;
             }
         });
     }
@@ -258,6 +266,7 @@ fn apply(
             app.models = models.into_iter().map(|m| (m.provider, m.name)).collect();
         }
         Msg::Models(_) => {}
+        Msg::Commands(commands) => app.own_commands = commands,
         Msg::SessionGone(text) => {
             app.connection = Connection::Gone;
             app.notify(Level::Error, text);

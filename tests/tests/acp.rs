@@ -467,3 +467,37 @@ async fn the_plan_reaches_the_editor() {
     assert_eq!(plans[0]["entries"][0]["status"], "completed");
     assert_eq!(plans[0]["entries"][1]["status"], "in_progress");
 }
+
+/// An editor is told the session's own commands, and `/name args` from it
+/// expands as from forgectl.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_editor_lists_and_runs_commands_of_ones_own() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    let config = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(config.path().join("forge/commands")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        config.path().join("forge/commands/review.md"),
+        "---\ndescription: Review a path\nargument-hint: <path>\n---\nReview $ARGUMENTS now.",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    forge.set_env("XDG_CONFIG_HOME", &config.path().display().to_string());
+    forge.start().await;
+    let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let mut ed = Editor::start(&forge);
+    ed.initialize().await;
+    let new = ed.call("session/new", json!({"cwd": project.path().display().to_string(), "mcpServers": []})).await;
+    let id = new["sessionId"].as_str().unwrap_or_default().to_string();
+    let r =
+        ed.call("session/prompt", json!({"sessionId": id, "prompt": [{"type": "text", "text": "/review src/"}]})).await;
+    assert_eq!(r["stopReason"], "end_turn");
+    let announced = ed.updates("available_commands_update");
+    let names: Vec<&str> = announced
+        .iter()
+        .flat_map(|u| u["availableCommands"].as_array().into_iter().flatten())
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert!(names.contains(&"review") && names.contains(&"undo"), "{names:?}");
+    let asked = mock.requests().last().map(|r| r.body.to_string()).unwrap_or_default();
+    assert!(asked.contains("Review src/ now."), "{asked}");
+}

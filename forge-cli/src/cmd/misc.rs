@@ -46,6 +46,27 @@ pub async fn steer(g: &Global, session: &str, text: String) -> Result<(), Failur
     Ok(())
 }
 
+pub async fn commands(g: &Global, session: &str) -> Result<(), Failure> {
+    let conn = daemon(g).await?;
+    let list = conn.client.commands_list(session.to_string()).await?;
+    if g.json {
+        for c in &list {
+            json_line(c);
+        }
+        return Ok(());
+    }
+    if list.is_empty() {
+        eprintln!(
+            "forgectl: no commands of your own: add ~/.config/forge/commands/NAME.md (or .claude/commands/NAME.md in a trusted project)"
+        );
+    }
+    for c in &list {
+        let hint = c.argument_hint.as_deref().map(|h| format!(" {h}")).unwrap_or_default();
+        outln!("/{}{hint}  {} ({})", c.name, crate::output::shown(&c.description), c.source);
+    }
+    Ok(())
+}
+
 pub async fn plan(g: &Global, session: &str) -> Result<(), Failure> {
     let conn = daemon(g).await?;
     let p = conn.client.session_plan(forge_proto::params::SessionRef::from(session.to_string())).await?;

@@ -99,6 +99,15 @@ impl Engine {
             })
             .collect())
     }
+    /// The commands of one's own session `selector` has.
+    pub async fn commands(&self, selector: &str) -> Result<Vec<forge_proto::CommandInfo>, EngineError> {
+        let id = self.resolve(selector).await?;
+        let row = self.shared().store.session(&id).await?.ok_or_else(|| EngineError::not_found(&id))?;
+        let cwd = std::path::Path::new(&row.cwd);
+        let trusted = self.shared().trust.trusts(cwd);
+        Ok(crate::slash_commands::load(cwd, trusted).into_iter().map(|c| c.info).collect())
+    }
+
     /// The session's plan as the model last updated it.
     pub async fn plan(&self, selector: &str) -> Result<forge_proto::PlanInfo, EngineError> {
         let id = self.resolve(selector).await?;

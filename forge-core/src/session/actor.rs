@@ -237,8 +237,18 @@ impl SessionActor {
     /// Reads again what may have changed outside the session since its
     /// last message: the project's instruction files, the MCP servers'
     /// tools, the hooks in force.
-    fn refresh(&mut self, then: super::SessionCmd) -> Event {
+    fn refresh(&mut self, mut then: super::SessionCmd) -> Event {
         let cwd = PathBuf::from(self.session.cwd());
+        // `/name args` of a command of one's own becomes its prompt.
+        if let super::SessionCmd::Send { params, .. } = &mut then
+            && let Some(text) = params.text.as_deref().filter(|t| t.trim_start().starts_with('/'))
+        {
+            let trusted = self.shared.trust.trusts(&cwd);
+            let commands = crate::slash_commands::load(&cwd, trusted);
+            if let Some(prompt) = crate::slash_commands::expand(&commands, text) {
+                params.text = Some(prompt);
+            }
+        }
         let (provider, model) = self.session.provider_model();
         let map = self.shared.repo_map(&cwd, self.session.id(), provider, model);
         let map_changed = map.as_deref() != self.repo_map.as_deref();

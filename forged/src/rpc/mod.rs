@@ -122,6 +122,10 @@ impl ForgeServer for ConnServer {
         self.engine().list_sessions().await.map_err(to_rpc)
     }
 
+    async fn commands_list(&self, p: SessionRef) -> RpcResult<Vec<CommandInfo>> {
+        self.engine().commands(&p.session).await.map_err(to_rpc)
+    }
+
     async fn session_plan(&self, p: SessionRef) -> RpcResult<PlanInfo> {
         self.engine().plan(&p.session).await.map_err(to_rpc)
     }

@@ -22,12 +22,12 @@ use std::sync::{Arc, Mutex};
 
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    AgentCapabilities, AvailableCommand, AvailableCommandsUpdate, CancelNotification, ConfigOptionUpdate,
-    Implementation, InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse, McpCapabilities,
-    McpServer, NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest, SessionConfigOption,
-    SessionConfigOptionCategory, SessionConfigOptionValue, SessionConfigSelectOption, SessionMode, SessionModeState,
-    SessionNotification, SessionUpdate, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
-    SetSessionModeRequest, SetSessionModeResponse,
+    AgentCapabilities, AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate, CancelNotification,
+    ConfigOptionUpdate, Implementation, InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse,
+    McpCapabilities, McpServer, NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest,
+    SessionConfigOption, SessionConfigOptionCategory, SessionConfigOptionValue, SessionConfigSelectOption, SessionMode,
+    SessionModeState, SessionNotification, SessionUpdate, SetSessionConfigOptionRequest,
+    SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse, UnstructuredCommandInput,
 };
 use agent_client_protocol::{Agent, Client, UntypedMessage};
 use forge_client::{Connection, ForgeClient};
@@ -165,7 +165,7 @@ pub async fn run(g: &Global) -> std::result::Result<(), Failure> {
                     if let Some(folder) = untrusted {
                         tokio::spawn(trust::ask(b2.clone(), cx.clone(), id.clone(), folder));
                     }
-                    announce_commands(&cx, &id)
+                    announce_commands(&b2, &cx, &id).await
                 }
                 Err(e) => responder.respond_with_error(e),
             },
@@ -177,7 +177,7 @@ pub async fn run(g: &Global) -> std::result::Result<(), Failure> {
             {
                 Ok((response, id)) => {
                     responder.respond(response)?;
-                    announce_commands(&cx, &id)
+                    announce_commands(&b3, &cx, &id).await
                 }
                 Err(e) => responder.respond_with_error(e),
             },
@@ -385,8 +385,22 @@ async fn load_session(
     Ok((response, info.id))
 }
 
-fn announce_commands(cx: &ConnectionTo<Client>, session: &str) -> Result<()> {
-    let commands = COMMANDS.iter().map(|(name, what)| AvailableCommand::new(*name, *what)).collect();
+/// The slash commands a session has: the bridge's own, then the user's
+/// and the project's (`commands.list`, expanded by the daemon).
+async fn announce_commands(b: &Bridge, cx: &ConnectionTo<Client>, session: &str) -> Result<()> {
+    let mut commands: Vec<AvailableCommand> =
+        COMMANDS.iter().map(|(name, what)| AvailableCommand::new(*name, *what)).collect();
+    if let Ok(d) = b.daemon().await
+        && let Ok(own) = d.client.commands_list(session.to_string()).await
+    {
+        for c in own.into_iter().filter(|c| !COMMANDS.iter().any(|(n, _)| *n == c.name)) {
+            let mut a = AvailableCommand::new(c.name, c.description);
+            if let Some(hint) = c.argument_hint {
+                a = a.input(AvailableCommandInput::Unstructured(UnstructuredCommandInput::new(hint)));
+            }
+            commands.push(a);
+        }
+    }
     cx.send_notification(SessionNotification::new(
         session.to_string(),
         SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(commands)),

@@ -1,0 +1,59 @@
+//! Commands of one's own: `/review src/` from a project's
+//! `.claude/commands/review.md` (in a trusted folder) or the user's
+//! `~/.config/forge/commands/` becomes its prompt in the daemon, for
+//! forgectl and editors alike.
+
+use forge_tests::harness::Forge;
+use forge_tests::mock::{MockOptions, MockServer};
+use serde_json::Value;
+
+const REVIEW: &str = "---\ndescription: Review the code under a path\nargument-hint: <path>\n---\nReview every file under $ARGUMENTS for bugs; list them by severity.\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_projects_command_expands_in_the_daemon_once_the_folder_is_trusted() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    let config = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(config.path().join("forge/commands")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(config.path().join("forge/commands/hello.md"), "Say hello to $1 and $2.")
+        .unwrap_or_else(|e| panic!("{e}"));
+    forge.set_env("XDG_CONFIG_HOME", &config.path().display().to_string());
+    forge.start().await;
+    let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = project.path().display().to_string();
+    std::fs::create_dir_all(project.path().join(".claude/commands")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(project.path().join(".claude/commands/review.md"), REVIEW).unwrap_or_else(|e| panic!("{e}"));
+    let id = forge.new_session(&["--cwd", &dir]).await;
+
+    // The user's own command works anywhere.
+    forge.ok(&["send", "-s", &id, "/hello Ann Bob"]).await;
+    let asked = mock.requests().last().map(|r| r.body.to_string()).unwrap_or_default();
+    assert!(asked.contains("Say hello to Ann and Bob."), "{asked}");
+
+    // A project's only in a trusted folder: before, sent as typed.
+    let listed = forge.ok(&["commands", &id]).await.stdout;
+    assert!(listed.contains("/hello") && !listed.contains("/review"), "{listed}");
+    forge.ok(&["send", "-s", &id, "/review src/"]).await;
+    let asked = mock.requests().last().map(|r| r.body.to_string()).unwrap_or_default();
+    assert!(!asked.contains("Review every file"), "an untrusted project's command is not used");
+
+    forge.ok(&["trust", &dir]).await;
+    let listed = forge.ok(&["--json", "commands", &id]).await.json_lines();
+    let review = listed.iter().find(|c| c["name"] == "review").unwrap_or_else(|| panic!("{listed:?}"));
+    assert_eq!(review["description"], "Review the code under a path");
+    assert_eq!(review["argument_hint"], "<path>");
+    assert_eq!(review["source"], "project");
+    forge.ok(&["send", "-s", &id, "/review src/"]).await;
+    let asked = mock.requests().last().map(|r| r.body.to_string()).unwrap_or_default();
+    assert!(asked.contains("Review every file under src/ for bugs"), "{asked}");
+    let history = forge.ok(&["--json", "history", &id]).await.json_lines();
+    let last_user: Vec<&Value> = history.iter().filter(|m| m["role"] == "user").collect();
+    assert!(
+        last_user.last().is_some_and(|m| m["text"].as_str().unwrap_or("").starts_with("Review every file")),
+        "history shows what was sent"
+    );
+    // A path is not a command.
+    forge.ok(&["send", "-s", &id, "/etc/hosts looks wrong"]).await;
+    let asked = mock.requests().last().map(|r| r.body.to_string()).unwrap_or_default();
+    assert!(asked.contains("/etc/hosts looks wrong"), "{asked}");
+}
