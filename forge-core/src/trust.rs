@@ -133,9 +133,24 @@ pub struct TrustStore {
     records: RwLock<Vec<Record>>,
 }
 
-/// The folder as recorded: its canonical path.
+/// The folder as recorded: its canonical path. A git session's worktree
+/// (`<git dir>/forge/worktrees/<id>`) stands for the same place in the
+/// user's repository: trusting the repository covers the sessions working
+/// on its branches (their files are still the ones digested).
 fn key(dir: &Path) -> String {
-    dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf()).display().to_string()
+    let canon = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    worktree_origin(&canon).unwrap_or(canon).display().to_string()
+}
+
+/// Where in the user's repository a place in a session's worktree is.
+fn worktree_origin(dir: &Path) -> Option<PathBuf> {
+    let top = forge_tools::repo_tools::project_top(dir);
+    if !top.parent().is_some_and(|p| p.ends_with("forge/worktrees")) {
+        return None;
+    }
+    let rel = dir.strip_prefix(&top).ok()?;
+    let user = forge_git::user_top(&top)?;
+    Some(if rel.as_os_str().is_empty() { user } else { user.join(rel) })
 }
 
 impl TrustStore {

@@ -57,3 +57,35 @@ async fn a_projects_command_expands_in_the_daemon_once_the_folder_is_trusted() {
     let asked = mock.requests().last().map(|r| r.body.to_string()).unwrap_or_default();
     assert!(asked.contains("/etc/hosts looks wrong"), "{asked}");
 }
+
+/// A git session works in its own worktree: trusting the repository
+/// covers it (its files, from the branch, are the ones honoured).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_git_session_has_its_trusted_repositorys_commands() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    let repo = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let p = repo.path();
+    let git = forge_tests::harness::git;
+    git(p, &["init", "-q", "-b", "main"]);
+    git(p, &["config", "user.email", "user@example.com"]);
+    git(p, &["config", "user.name", "User"]);
+    std::fs::create_dir_all(p.join(".claude/commands")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(p.join(".claude/commands/review.md"), REVIEW).unwrap_or_else(|e| panic!("{e}"));
+    git(p, &["add", "."]);
+    git(p, &["commit", "-q", "-m", "commands"]);
+    let dir = p.display().to_string();
+    forge.ok(&["trust", &dir]).await;
+    let id = forge.new_session(&["--git", "--cwd", &dir]).await;
+    let listed = forge.ok(&["commands", &id]).await.stdout;
+    assert!(listed.contains("/review <path>"), "{listed}");
+    forge.ok(&["send", "-s", &id, "/review lib/"]).await;
+    let asked = mock
+        .requests()
+        .iter()
+        .map(|r| r.body.to_string())
+        .rfind(|b| !b.contains("You write git commit messages"))
+        .unwrap_or_default();
+    assert!(asked.contains("Review every file under lib/"), "{asked}");
+}
