@@ -40,8 +40,14 @@ struct Project {
 
 fn project(cwd: &Path) -> Project {
     let top = repo_tools::project_top(cwd);
-    let key = forge_git::user_top(&top).unwrap_or_else(|| top.canonicalize().unwrap_or_else(|_| top.clone()));
-    Project { key: key.display().to_string(), top }
+    Project { key: key_of(&top), top }
+}
+
+/// The approvals' key of the project whose top is `top` (opening its
+/// repository: done only when it has tool files).
+fn key_of(top: &Path) -> String {
+    let key = forge_git::user_top(top).unwrap_or_else(|| top.canonicalize().unwrap_or_else(|_| top.to_path_buf()));
+    key.display().to_string()
 }
 
 /// The project tools a session offers now, and a digest that changes when
@@ -78,13 +84,19 @@ impl ToolApprovals {
 
     /// The approved, valid tools of the project `cwd` is in, as their
     /// files are now.
+    /// (Read before each message: a project without tool files costs one
+    /// stat.)
     pub(crate) fn offered(&self, cwd: &Path) -> Offered {
-        let p = project(cwd);
-        let mut digest = String::new();
-        let mut tools = Vec::new();
-        for f in repo_tools::scan(&p.top) {
+        let top = repo_tools::project_top(cwd);
+        let files = repo_tools::scan(&top);
+        let (mut digest, mut tools) = (String::new(), Vec::new());
+        if files.is_empty() {
+            return Offered { tools, digest };
+        }
+        let key = key_of(&top);
+        for f in files {
             let Ok(tool) = &f.tool else { continue };
-            if self.record(&p.key, &f.file).is_some_and(|r| r.sha256 == f.sha256) {
+            if self.record(&key, &f.file).is_some_and(|r| r.sha256 == f.sha256) {
                 digest.push_str(&f.sha256);
                 tools.push(tool.clone());
             }

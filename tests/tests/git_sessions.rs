@@ -238,12 +238,7 @@ async fn a_commit_of_a_session_the_daemon_lacks_resumes_from_the_commits_alone()
     assert!(history.iter().any(|m| m["role"] == "tool"), "tool results come back too");
 
     forge.ok(&["send", "-s", &resumed, "and now?"]).await;
-    let asked = mock
-        .requests()
-        .iter()
-        .map(|r| r.body.to_string())
-        .rfind(|b| !b.contains("You write git commit messages"))
-        .unwrap_or_default();
+    let asked = mock.last_turn_request();
     assert!(asked.contains("turn 1") && asked.contains("turn 2") && !asked.contains("turn 3"), "{asked}");
     assert!(asked.contains("write_file"), "the calls are part of the conversation sent");
     let log = forge.ok(&["--json", "git", "log", &resumed]).await.json_lines();

@@ -81,11 +81,6 @@ async fn a_git_session_has_its_trusted_repositorys_commands() {
     let listed = forge.ok(&["commands", &id]).await.stdout;
     assert!(listed.contains("/review <path>"), "{listed}");
     forge.ok(&["send", "-s", &id, "/review lib/"]).await;
-    let asked = mock
-        .requests()
-        .iter()
-        .map(|r| r.body.to_string())
-        .rfind(|b| !b.contains("You write git commit messages"))
-        .unwrap_or_default();
+    let asked = mock.last_turn_request();
     assert!(asked.contains("Review every file under lib/"), "{asked}");
 }

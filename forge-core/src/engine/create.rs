@@ -108,10 +108,7 @@ impl Engine {
         let mut info = self.session_info(&id).await?;
         self.start_project_servers(&id, Path::new(&info.cwd));
         info.untrusted = self.untrusted(Path::new(&info.cwd));
-        let taken = |name: &str| self.shared().tools.get(name).is_some();
-        let project = self.shared().tool_approvals.report(Path::new(&info.cwd), &taken);
-        info.tools_waiting =
-            project.tools.into_iter().filter(|t| matches!(t.state.as_str(), "unapproved" | "changed")).collect();
+        info.tools_waiting = self.tools_waiting(Path::new(&info.cwd));
         if let Some(u) = &info.untrusted {
             tracing::info!(session = %id, dir = %u.dir, ignored = ?u.provides, "a folder's own hooks and servers are ignored until trusted");
         }

@@ -45,6 +45,14 @@ impl Engine {
         Ok(self.shared().tool_approvals.report(&dir, &taken))
     }
 
+    /// The project tools of `cwd` not offered until the user approves them
+    /// as they are now (for a new session's answer).
+    pub(crate) fn tools_waiting(&self, cwd: &Path) -> Vec<forge_proto::ProjectTool> {
+        let taken = |name: &str| self.shared().tools.get(name).is_some();
+        let project = self.shared().tool_approvals.report(cwd, &taken);
+        project.tools.into_iter().filter(|t| matches!(t.state.as_str(), "unapproved" | "changed")).collect()
+    }
+
     /// Approves tool files as the user saw them.
     pub fn tools_approve(
         &self,

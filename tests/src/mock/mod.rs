@@ -302,6 +302,16 @@ impl MockServer {
     pub fn requests(&self) -> Vec<Recorded> {
         self.requests.lock().map(|r| r.clone()).unwrap_or_default()
     }
+
+    /// The body of the last request of a conversation turn (a git
+    /// session's commit-message requests left out), as text.
+    pub fn last_turn_request(&self) -> String {
+        self.requests()
+            .iter()
+            .map(|r| r.body.to_string())
+            .rfind(|b| !b.contains("You write git commit messages"))
+            .unwrap_or_default()
+    }
 }
 
 impl Drop for MockServer {
