@@ -71,7 +71,7 @@ fn optional(prefix: &str, s: &str) -> String {
 }
 
 /// The decoded size of base64 `data`.
-fn base64_len(data: &str) -> usize {
+pub(crate) fn base64_len(data: &str) -> usize {
     let padding = data.bytes().rev().take_while(|b| *b == b'=').count();
     (data.len() / 4 * 3).saturating_sub(padding)
 }

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use forge_tools::ToolExecutor;
 
 use crate::config::{McpConfig, McpServerConfig};
+use crate::extras::{PromptEntry, ResourceEntry};
 use crate::server::{Changes, Control, Server, Status};
 
 #[derive(Clone)]
@@ -41,6 +42,34 @@ pub struct ServerReport {
     pub restarts: u32,
     pub calls: u64,
     pub tools: Vec<ToolReport>,
+    /// Its prompts' names (each a `/server:prompt` command).
+    pub prompts: Vec<String>,
+    /// How many resources it lists.
+    pub resources: usize,
+}
+
+/// A prompt a session can use as `/server:prompt`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PromptReport {
+    pub server: String,
+    pub prompt: PromptEntry,
+}
+
+/// A resource a session can attach as `@server:uri`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResourceReport {
+    pub server: String,
+    pub resource: ResourceEntry,
+}
+
+/// A prompt or resource could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum ExtraError {
+    #[error(transparent)]
+    UnknownServer(#[from] UnknownServer),
+    /// Unknown prompt, missing arguments, or the server failed or refused.
+    #[error("{0}")]
+    Failed(String),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -111,6 +140,59 @@ impl McpHub {
             tools.extend(crate::tool::as_executors(&state.tools));
         }
         tools
+    }
+
+    /// The prompts of the servers `session` sees.
+    pub fn prompts(&self, session: Option<&str>) -> Vec<PromptReport> {
+        let mut out = Vec::new();
+        for s in self.visible(session) {
+            let state = s.state.lock().unwrap_or_else(|p| p.into_inner());
+            let server = s.name().to_string();
+            out.extend(state.prompts.iter().map(|p| PromptReport { server: server.clone(), prompt: p.clone() }));
+        }
+        out
+    }
+
+    /// The resources the servers `session` sees list.
+    pub fn resources(&self, session: Option<&str>) -> Vec<ResourceReport> {
+        let mut out = Vec::new();
+        for s in self.visible(session) {
+            let state = s.state.lock().unwrap_or_else(|p| p.into_inner());
+            let server = s.name().to_string();
+            out.extend(state.resources.iter().map(|r| ResourceReport { server: server.clone(), resource: r.clone() }));
+        }
+        out
+    }
+
+    fn server(&self, session: Option<&str>, name: &str) -> Result<Arc<Server>, UnknownServer> {
+        self.visible(session).into_iter().find(|s| s.name() == name).ok_or_else(|| UnknownServer(name.to_string()))
+    }
+
+    /// `/server:prompt REST` as the message text: `REST` fills the
+    /// prompt's arguments (see [`PromptEntry::arguments_from`]).
+    pub async fn prompt_text(
+        &self,
+        session: Option<&str>,
+        server: &str,
+        prompt: &str,
+        rest: &str,
+    ) -> Result<String, ExtraError> {
+        let s = self.server(session, server)?;
+        let entry = {
+            let state = s.state.lock().unwrap_or_else(|p| p.into_inner());
+            state.prompts.iter().find(|p| p.name == prompt).cloned()
+        };
+        let Some(entry) = entry else {
+            return Err(ExtraError::Failed(format!("MCP server `{server}` has no prompt `{prompt}`")));
+        };
+        let arguments = entry.arguments_from(server, rest).map_err(ExtraError::Failed)?;
+        s.get_prompt(prompt, arguments).await.map_err(ExtraError::Failed)
+    }
+
+    /// A resource as the text attached to a message.
+    pub async fn resource_text(&self, session: Option<&str>, server: &str, uri: &str) -> Result<String, ExtraError> {
+        let s = self.server(session, server)?;
+        s.read_resource(uri).await.map_err(ExtraError::Failed)
     }
 
     fn visible(&self, session: Option<&str>) -> Vec<Arc<Server>> {
@@ -219,5 +301,7 @@ fn report(s: &Server) -> ServerReport {
                 read_only: t.read_only,
             })
             .collect(),
+        prompts: state.prompts.iter().map(|p| p.name.clone()).collect(),
+        resources: state.resources.len(),
     }
 }

@@ -8,7 +8,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, ClientConfig, GetPromptRequestParams, Implementation,
+    ReadResourceRequestParams,
+};
 use rmcp::service::{NotificationContext, Peer, RunningService};
 use rmcp::{ClientHandler, RoleClient, ServiceError, ServiceExt};
 use serde_json::Value;
@@ -16,6 +19,7 @@ use tokio::io::AsyncBufReadExt;
 use tokio::sync::mpsc;
 
 use crate::config::{McpServerConfig, Transport};
+use crate::extras::{PromptEntry, ResourceEntry};
 use crate::tool::{McpTool, Remote};
 
 /// The first wait before starting a failed server again; it doubles up
@@ -97,6 +101,10 @@ pub(crate) struct State {
     /// The last tools listed: still offered while the server restarts
     /// (calls then fail saying so), so the model's tools stay stable.
     pub tools: Vec<Arc<McpTool>>,
+    /// Its prompts and resources (servers that offer them), listed as
+    /// the tools are.
+    pub prompts: Vec<PromptEntry>,
+    pub resources: Vec<ResourceEntry>,
     peer: Option<Peer<RoleClient>>,
     /// `name version` as the server introduced itself.
     pub server_info: Option<String>,
@@ -123,6 +131,8 @@ impl Server {
             state: Mutex::new(State {
                 status: if enabled { Status::Starting } else { Status::Stopped },
                 tools: Vec::new(),
+                prompts: Vec::new(),
+                resources: Vec::new(),
                 peer: None,
                 server_info: None,
                 last_error: None,
@@ -160,56 +170,111 @@ impl Server {
     /// Calls `tool` on the live connection; an error says what happened
     /// in words for the model and the user.
     pub(crate) async fn call(&self, tool: &str, arguments: serde_json::Map<String, Value>) -> Result<Value, String> {
-        let peer = {
-            let state = self.state();
-            match (&state.status, &state.peer) {
-                (Status::Ready, Some(peer)) => peer.clone(),
-                (status, _) => return Err(self.unavailable(status)),
-            }
-        };
+        let peer = self.live_peer("the call")?;
         self.calls.fetch_add(1, Ordering::Relaxed);
         let params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
         match peer.call_tool(params).await {
             Ok(result) => serde_json::to_value(&result).map_err(|e| format!("cannot read the result: {e}")),
-            Err(e @ (ServiceError::TransportClosed | ServiceError::TransportSend(_))) => {
-                let why = format!("the connection to MCP server `{}` was lost ({e})", self.name());
-                self.send(Control::Lost(why.clone()));
-                Err(format!("{why}; it is being restarted, and the call may not have been made"))
-            }
-            Err(ServiceError::McpError(e)) if e.code.0 == crate::stdio::TOO_LARGE => {
-                Err(format!("MCP server `{}` {}", self.name(), e.message))
-            }
-            Err(ServiceError::McpError(e)) => {
-                Err(format!("MCP server `{}` refused the call: {}", self.name(), e.message))
-            }
-            Err(e) => Err(format!("MCP server `{}`: {e}", self.name())),
+            Err(e) => Err(self.failed(e, "the call")),
         }
     }
 
-    fn unavailable(&self, status: &Status) -> String {
+    /// `prompts/get`: the prompt's text.
+    pub(crate) async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: serde_json::Map<String, Value>,
+    ) -> Result<String, String> {
+        let peer = self.live_peer("the prompt request")?;
+        let params = GetPromptRequestParams::new(name.to_string()).with_arguments(arguments);
+        let asked = tokio::time::timeout(self.config.tool_timeout(), peer.get_prompt(params));
+        match asked.await {
+            Ok(Ok(result)) => {
+                let value = serde_json::to_value(&result).map_err(|e| format!("cannot read the prompt: {e}"))?;
+                Ok(crate::extras::prompt_text(&value))
+            }
+            Ok(Err(e)) => Err(self.failed(e, "the prompt")),
+            Err(_) => Err(self.too_slow("prompts/get")),
+        }
+    }
+
+    /// `resources/read`: the resource as the text added to a message.
+    pub(crate) async fn read_resource(&self, uri: &str) -> Result<String, String> {
+        let peer = self.live_peer("the resource request")?;
+        let asked =
+            tokio::time::timeout(self.config.tool_timeout(), peer.read_resource(ReadResourceRequestParams::new(uri)));
+        match asked.await {
+            Ok(Ok(result)) => {
+                let value = serde_json::to_value(&result).map_err(|e| format!("cannot read the resource: {e}"))?;
+                Ok(crate::extras::resource_text(self.name(), uri, &value))
+            }
+            Ok(Err(e)) => Err(self.failed(e, "the resource")),
+            Err(_) => Err(self.too_slow("resources/read")),
+        }
+    }
+
+    fn too_slow(&self, method: &str) -> String {
+        format!(
+            "MCP server `{}` did not answer {method} within {} s (tool_timeout_seconds)",
+            self.name(),
+            self.config.tool_timeout().as_secs()
+        )
+    }
+
+    fn live_peer(&self, what: &str) -> Result<Peer<RoleClient>, String> {
+        let state = self.state();
+        match (&state.status, &state.peer) {
+            (Status::Ready, Some(peer)) => Ok(peer.clone()),
+            (status, _) => Err(self.unavailable(status, what)),
+        }
+    }
+
+    /// A failed request in words; a lost connection is restarted.
+    fn failed(&self, e: ServiceError, what: &str) -> String {
+        match e {
+            e @ (ServiceError::TransportClosed | ServiceError::TransportSend(_)) => {
+                let why = format!("the connection to MCP server `{}` was lost ({e})", self.name());
+                self.send(Control::Lost(why.clone()));
+                format!("{why}; it is being restarted, and {what} may not have gone through")
+            }
+            ServiceError::McpError(e) if e.code.0 == crate::stdio::TOO_LARGE => {
+                format!("MCP server `{}` {}", self.name(), e.message)
+            }
+            ServiceError::McpError(e) => format!("MCP server `{}` refused {what}: {}", self.name(), e.message),
+            e => format!("MCP server `{}`: {e}", self.name()),
+        }
+    }
+
+    fn unavailable(&self, status: &Status, what: &str) -> String {
         let name = self.name();
         match status {
             Status::Starting => {
-                format!("MCP server `{name}` is still starting; the call was not made, try again shortly")
+                format!("MCP server `{name}` is still starting; {what} was not made, try again shortly")
             }
             Status::Restarting { attempt } => {
-                format!(
-                    "MCP server `{name}` is restarting (attempt {attempt}); the call was not made, try again shortly"
-                )
+                format!("MCP server `{name}` is restarting (attempt {attempt}); {what} was not made, try again shortly")
             }
             Status::Failed { error, retry_at, .. } => format!(
-                "MCP server `{name}` is down ({error}); the next attempt to start it is in {} s; the call was not made",
+                "MCP server `{name}` is down ({error}); the next attempt to start it is in {} s; {what} was not made",
                 retry_at.saturating_duration_since(Instant::now()).as_secs()
             ),
-            Status::Stopped => format!("MCP server `{name}` is stopped; the call was not made"),
-            Status::Ready => format!("MCP server `{name}` has no connection; the call was not made"),
+            Status::Stopped => format!("MCP server `{name}` is stopped; {what} was not made"),
+            Status::Ready => format!("MCP server `{name}` has no connection; {what} was not made"),
         }
     }
 }
 
-/// Tells the server task about `tools/list_changed`.
+/// What a server said changed (`notifications/*/list_changed`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Listing {
+    Tools,
+    Prompts,
+    Resources,
+}
+
+/// Tells the server task about `*/list_changed`.
 struct Handler {
-    changed: mpsc::UnboundedSender<()>,
+    changed: mpsc::UnboundedSender<Listing>,
 }
 
 impl ClientHandler for Handler {
@@ -218,7 +283,15 @@ impl ClientHandler for Handler {
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        let _ = self.changed.send(());
+        let _ = self.changed.send(Listing::Tools);
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self.changed.send(Listing::Prompts);
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self.changed.send(Listing::Resources);
     }
 }
 
@@ -256,6 +329,11 @@ async fn run(server: Weak<Server>, mut control: mpsc::UnboundedReceiver<Control>
                 let info = running
                     .peer_info()
                     .and_then(|i| i.server_info.as_ref().map(|i| format!("{} {}", i.name, i.version)));
+                let (has_prompts, has_resources) = running
+                    .peer_info()
+                    .map_or((false, false), |i| (i.capabilities.prompts.is_some(), i.capabilities.resources.is_some()));
+                let prompts = if has_prompts { list_prompts(&peer).await } else { Vec::new() };
+                let resources = if has_resources { list_resources(&peer).await } else { Vec::new() };
                 let Some(s) = server.upgrade() else { return };
                 let made = make_tools(&s, tools);
                 s.update(|st| {
@@ -263,6 +341,8 @@ async fn run(server: Weak<Server>, mut control: mpsc::UnboundedReceiver<Control>
                     st.peer = Some(peer.clone());
                     st.server_info = info;
                     st.tools = made;
+                    st.prompts = prompts;
+                    st.resources = resources;
                 });
                 tracing::info!(server = s.name(), tools = s.state().tools.len(), "MCP server ready");
                 drop(s);
@@ -326,13 +406,13 @@ async fn serve(
     server: &Weak<Server>,
     running: RunningService<RoleClient, Handler>,
     peer: &Peer<RoleClient>,
-    changed: &mut mpsc::UnboundedReceiver<()>,
+    changed: &mut mpsc::UnboundedReceiver<Listing>,
     control: &mut mpsc::UnboundedReceiver<Control>,
 ) -> End {
     let stop = running.cancellation_token();
     let waiting = running.waiting();
     tokio::pin!(waiting);
-    let end = loop {
+    let end = 'serve: loop {
         tokio::select! {
             quit = &mut waiting => {
                 let why = match quit {
@@ -341,17 +421,34 @@ async fn serve(
                 };
                 return End::Lost(why);
             }
-            Some(()) = changed.recv() => {
-                // Several notifications in a row need one listing.
-                while changed.try_recv().is_ok() {}
-                match peer.list_all_tools().await {
-                    Ok(tools) => {
-                        let Some(s) = server.upgrade() else { break End::Shutdown };
-                        let made = make_tools(&s, tools);
-                        tracing::info!(server = s.name(), tools = made.len(), "MCP tools changed");
-                        s.update(|st| st.tools = made);
+            Some(first) = changed.recv() => {
+                // Several notifications in a row need one listing each.
+                let mut what = vec![first];
+                while let Ok(more) = changed.try_recv() {
+                    if !what.contains(&more) {
+                        what.push(more);
                     }
-                    Err(e) => break End::Lost(format!("listing its tools again failed: {e}")),
+                }
+                let Some(s) = server.upgrade() else { break End::Shutdown };
+                for listing in what {
+                    match listing {
+                        Listing::Tools => match peer.list_all_tools().await {
+                            Ok(tools) => {
+                                let made = make_tools(&s, tools);
+                                tracing::info!(server = s.name(), tools = made.len(), "MCP tools changed");
+                                s.update(|st| st.tools = made);
+                            }
+                            Err(e) => break 'serve End::Lost(format!("listing its tools again failed: {e}")),
+                        },
+                        Listing::Prompts => {
+                            let prompts = list_prompts(peer).await;
+                            s.update(|st| st.prompts = prompts);
+                        }
+                        Listing::Resources => {
+                            let resources = list_resources(peer).await;
+                            s.update(|st| st.resources = resources);
+                        }
+                    }
                 }
             }
             c = control.recv() => match c {
@@ -395,6 +492,32 @@ fn make_tools(server: &Arc<Server>, tools: Vec<rmcp::model::Tool>) -> Vec<Arc<Mc
     made
 }
 
+/// The server's prompts; a failed listing is logged and offers none (its
+/// tools still work).
+async fn list_prompts(peer: &Peer<RoleClient>) -> Vec<PromptEntry> {
+    match peer.list_all_prompts().await {
+        Ok(list) => list
+            .iter()
+            .filter_map(|p| serde_json::to_value(p).ok())
+            .filter_map(|v| PromptEntry::from_value(&v))
+            .collect(),
+        Err(e) => {
+            tracing::warn!("listing an MCP server's prompts failed: {e}");
+            Vec::new()
+        }
+    }
+}
+
+async fn list_resources(peer: &Peer<RoleClient>) -> Vec<ResourceEntry> {
+    match peer.list_all_resources().await {
+        Ok(list) => crate::extras::resources_from(list.iter().filter_map(|r| serde_json::to_value(r).ok()).collect()),
+        Err(e) => {
+            tracing::warn!("listing an MCP server's resources failed: {e}");
+            Vec::new()
+        }
+    }
+}
+
 /// The sandbox of a server with `sandbox = true`: its `cwd` writable, and
 /// a private temporary directory of its own that lasts across restarts.
 fn sandbox_for(
@@ -424,7 +547,7 @@ fn sandbox_for(
 async fn connect(
     config: &McpServerConfig,
     http: reqwest::Client,
-    changed: mpsc::UnboundedSender<()>,
+    changed: mpsc::UnboundedSender<Listing>,
     stderr: Arc<Mutex<VecDeque<String>>>,
 ) -> Result<(RunningService<RoleClient, Handler>, Vec<rmcp::model::Tool>), String> {
     let handler = Handler { changed };

@@ -215,6 +215,24 @@ pub struct McpServerInfo {
     /// Tool calls made to it since forged started.
     pub calls: u64,
     pub tools: Vec<McpToolInfo>,
+    /// Its prompts, each a `/server:prompt` command.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prompts: Vec<String>,
+    /// How many resources it lists (`mcp.resources`).
+    #[serde(default)]
+    pub resources: u32,
+}
+
+/// A resource an MCP server lists: `server:uri` attaches it to a message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct McpResourceInfo {
+    pub server: String,
+    pub uri: String,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
 }
 
 /// One tool of an MCP server.

@@ -62,6 +62,10 @@ pub enum ErrorKind {
     /// interrupted call); the message names each with the reason, and
     /// nothing was written (`partial` goes on without them).
     RewindIncomplete,
+    /// An MCP prompt (`/server:prompt`) or resource (`server:uri`) could
+    /// not be had: unknown, arguments missing, or the server down or
+    /// refusing; the message says which. Nothing was sent.
+    McpRequestFailed,
 }
 
 impl ErrorKind {
@@ -90,6 +94,7 @@ impl ErrorKind {
             Self::BroadRoot => -32059,
             Self::Internal => -32060,
             Self::RewindIncomplete => -32061,
+            Self::McpRequestFailed => -32062,
         }
     }
 
@@ -118,6 +123,7 @@ impl ErrorKind {
             Self::BroadRoot => "broad_root",
             Self::Internal => "internal",
             Self::RewindIncomplete => "rewind_incomplete",
+            Self::McpRequestFailed => "mcp_request_failed",
         }
     }
 

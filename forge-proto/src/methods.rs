@@ -289,8 +289,9 @@ forge_methods! {
     /// The session's plan as the model last updated it (`update_plan`).
     daemon "session.plan" session_plan(SessionRef) -> PlanInfo;
     /// The commands of one's own a session has (the user's, and in a
-    /// trusted folder the project's): `/name args` sent to it becomes the
-    /// command's prompt.
+    /// trusted folder the project's) and its MCP servers' prompts
+    /// (`server:prompt`, source `mcp`): `/name args` sent to it becomes
+    /// the command's prompt.
     daemon "commands.list" commands_list(SessionRef) -> Vec<CommandInfo>;
     /// Sets or clears (`name: null`) a session's name.
     session "session.rename" session_rename(RenameParams) -> SessionInfo;
@@ -340,6 +341,9 @@ forge_methods! {
     /// Connects to an MCP server again now (a stdio server is stopped and
     /// started; a failed one's backoff is skipped).
     daemon "mcp.restart" mcp_restart(McpRestartParams) -> McpServerInfo;
+    /// The resources the MCP servers list (those `session` sees, if
+    /// given); `session.send {resources: ["server:uri"]}` attaches one.
+    daemon "mcp.resources" mcp_resources(McpListParams) -> Vec<McpResourceInfo>;
     /// Runs the escape suite against the command sandbox of the
     /// configuration in force: each probe is a command run as
     /// `run_command` runs one, trying a way out. Takes some seconds.

@@ -171,6 +171,10 @@ params!(
         /// never validates fails with `output_schema_invalid`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub output_schema: Option<serde_json::Value>,
+        /// MCP resources to attach, each `server:uri` (`mcp.resources`
+        /// lists them): each is read and added to the message.
+        #[serde(default, deserialize_with = "or_default", skip_serializing_if = "Vec::is_empty")]
+        pub resources: Vec<String>,
     }
 );
 

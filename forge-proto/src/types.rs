@@ -213,7 +213,8 @@ pub struct CommandInfo {
     /// From the front matter (not applied yet: the session's tools apply).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allowed_tools: Vec<String>,
-    /// `user` or `project`.
+    /// `user` or `project` (a Markdown file), or `mcp` (an MCP server's
+    /// prompt, named `server:prompt`).
     pub source: String,
 }
 

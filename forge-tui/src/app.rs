@@ -176,6 +176,8 @@ pub struct App {
     pub focus: Option<usize>,
     /// The session's commands of one's own (`commands.list`).
     pub own_commands: Vec<forge_proto::CommandInfo>,
+    /// What the session's MCP servers list, for `@server:uri`.
+    pub mcp_resources: Vec<forge_proto::McpResourceInfo>,
     /// While a turn runs, Enter queues the message instead of steering the
     /// turn with it (Ctrl-T switches).
     pub queue_next: bool,
@@ -204,6 +206,7 @@ impl App {
             focus: None,
             queue_next: false,
             own_commands: Vec::new(),
+            mcp_resources: Vec::new(),
             quit: false,
         }
     }
@@ -437,7 +440,14 @@ impl App {
             KeyCode::Right => mode.edit(|d| d.move_cursor_right()),
             KeyCode::Home => mode.edit(|d| d.reset_cursor()),
             KeyCode::End => mode.edit(|d| d.move_cursor_end()),
-            KeyCode::Tab => mode.edit(|d| d.insert_str("    ")),
+            KeyCode::Tab => {
+                let resources = &self.mcp_resources;
+                mode.edit(|d| {
+                    let before = &d.text()[..d.cursor_byte()];
+                    let rest = crate::mentions::complete(before, resources).unwrap_or_else(|| "    ".into());
+                    d.insert_str(&rest);
+                });
+            }
             _ => {}
         }
         Vec::new()

@@ -85,6 +85,8 @@ pub const HELP: &[(&str, &str)] = &[
     ("K / J (Normal)", "select the previous / next message"),
     ("[ / ] (Normal)", "show the previous / next version of the message (its siblings, \"2/3\")"),
     ("e (Normal)", "edit the selected (or last) message of yours: Enter sends it as a new branch"),
+    ("/NAME [args]", "a command of one's own, or an MCP prompt (/server:prompt); Tab completes the name"),
+    ("@server:uri (Insert)", "attach an MCP server's resource to the message; Tab completes it"),
     ("/help", "this list"),
 ];
 

@@ -10,6 +10,7 @@ mod command;
 mod draft;
 mod input;
 mod markdown;
+mod mentions;
 mod picker;
 mod render;
 mod runtime;

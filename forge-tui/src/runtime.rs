@@ -56,6 +56,8 @@ enum Msg {
     Models(Vec<forge_proto::ModelInfo>),
     /// The session's commands of one's own.
     Commands(Vec<forge_proto::CommandInfo>),
+    /// The resources its MCP servers list.
+    Resources(Vec<forge_proto::McpResourceInfo>),
     /// The session's path, read again after its head moved.
     Path(Vec<forge_proto::HistoryMessage>),
     /// The session's tree, and what to open with it.
@@ -132,8 +134,12 @@ async fn run_loop(
         });
         let (client, tx, session) = (client.clone(), tx.clone(), session.to_string());
         tokio::spawn(async move {
-            if let Ok(commands) = client.commands_list(session).await {
+            if let Ok(commands) = client.commands_list(session.clone()).await {
                 let _ = tx.send(Msg::Commands(commands)).await;
+            }
+            let listed = client.mcp_resources(forge_proto::params::McpListParams { session: Some(session) }).await;
+            if let Ok(resources) = listed {
+                let _ = tx.send(Msg::Resources(resources)).await;
             }
         });
     }
@@ -267,6 +273,7 @@ fn apply(
         }
         Msg::Models(_) => {}
         Msg::Commands(commands) => app.own_commands = commands,
+        Msg::Resources(resources) => app.mcp_resources = resources,
         Msg::SessionGone(text) => {
             app.connection = Connection::Gone;
             app.notify(Level::Error, text);
@@ -381,8 +388,10 @@ fn perform(action: Action, client: &Arc<Client>, session: &str, app: &mut App, t
         Action::Quit | Action::ToggleScreen => {}
         Action::Send(msg) => {
             let text = msg.text().to_string();
+            let resources = crate::mentions::attached(&text, &app.mcp_resources);
             tokio::spawn(async move {
-                match c.session_send(SendParams { session: s, text: Some(text.clone()), ..Default::default() }).await {
+                let params = SendParams { session: s, text: Some(text.clone()), resources, ..Default::default() };
+                match c.session_send(params).await {
                     Ok(r) if r.queued => {
                         say(
                             tx,

@@ -1,5 +1,5 @@
-//! `forgectl mcp`: the MCP servers, their state and tools; `forgectl mcp
-//! restart NAME`.
+//! `forgectl mcp`: the MCP servers, their state, tools and prompts;
+//! `forgectl mcp restart NAME`; `forgectl mcp resources`.
 
 use forge_client::ForgeClient;
 use forge_proto::McpServerInfo;
@@ -20,6 +20,9 @@ pub enum McpAction {
         /// The server's name, as in [[mcp.servers]]
         name: String,
     },
+    /// The resources the servers list: `forgectl send --resource
+    /// SERVER:URI` (or `@SERVER:URI` in the TUI) attaches one
+    Resources,
 }
 
 pub async fn run(g: &Global, action: Option<McpAction>, session: Option<String>) -> Result<(), Failure> {
@@ -41,6 +44,26 @@ pub async fn run(g: &Global, action: Option<McpAction>, session: Option<String>)
                     outln!();
                 }
                 show(s);
+            }
+        }
+        McpAction::Resources => {
+            let resources = conn.client.mcp_resources(McpListParams { session }).await?;
+            if g.json {
+                for r in &resources {
+                    json_line(r);
+                }
+                return Ok(());
+            }
+            if resources.is_empty() {
+                outln!("no MCP server lists resources");
+            }
+            for r in &resources {
+                let about = [r.name.as_str(), r.description.lines().next().unwrap_or("")]
+                    .into_iter()
+                    .filter(|s| !s.is_empty())
+                    .collect::<Vec<_>>()
+                    .join(": ");
+                outln!("{}:{}  {about}", r.server, r.uri);
             }
         }
         McpAction::Restart { name } => {
@@ -70,6 +93,13 @@ fn show(s: &McpServerInfo) {
     if let Some(e) = &s.error {
         let label = if s.state == "failed" { "error" } else { "last error" };
         outln!("  {label}: {e}");
+    }
+    if !s.prompts.is_empty() {
+        let names: Vec<String> = s.prompts.iter().map(|p| format!("/{}:{p}", s.name)).collect();
+        outln!("  prompts: {}", names.join(" "));
+    }
+    if s.resources > 0 {
+        outln!("  resources: {} (`forgectl mcp resources`)", s.resources);
     }
     if s.tools.is_empty() {
         outln!("  tools: none");

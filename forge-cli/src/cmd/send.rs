@@ -47,6 +47,10 @@ pub struct SendArgs {
     /// with the errors
     #[arg(long, value_name = "FILE", conflicts_with = "continue_")]
     output_schema: Option<std::path::PathBuf>,
+    /// Attach an MCP server's resource, read by the daemon and added after
+    /// the message (repeatable; `forgectl mcp resources` lists them)
+    #[arg(long = "resource", value_name = "SERVER:URI", conflicts_with = "continue_")]
+    resources: Vec<String>,
     /// The message; `-` reads it from stdin
     #[arg(required_unless_present = "continue_", num_args = 1.., value_name = "MESSAGE")]
     message: Vec<String>,
@@ -107,6 +111,7 @@ pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
             n,
             continued: cont.unwrap_or_default(),
             output_schema: output_schema.clone(),
+            resources: a.resources,
         })
         .await?;
     if let Some(pos) = sent.queue_position {

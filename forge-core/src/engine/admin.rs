@@ -271,6 +271,8 @@ pub(super) fn mcp_info(r: forge_mcp::ServerReport) -> forge_proto::McpServerInfo
                 read_only: t.read_only,
             })
             .collect(),
+        prompts: r.prompts,
+        resources: u32::try_from(r.resources).unwrap_or(u32::MAX),
     }
 }
 

@@ -6,6 +6,7 @@ mod admin;
 mod create;
 mod git;
 mod git_restore;
+mod mcp_input;
 mod queries;
 mod tree;
 mod trust;
@@ -244,9 +245,15 @@ impl Engine {
 
     /// `session.send`: a message (or, with `continue`, none) for the
     /// session to answer.
-    pub async fn send(&self, params: SendParams, client: ClientRef) -> Result<SendResult, EngineError> {
+    pub async fn send(&self, mut params: SendParams, client: ClientRef) -> Result<SendResult, EngineError> {
         self.check_running()?;
         let handle = self.handle_for(&params.session).await?;
+        let may_name_mcp = params.text.as_deref().is_some_and(|t| t.trim_start().starts_with('/'));
+        if may_name_mcp || !params.resources.is_empty() {
+            let row =
+                self.shared().store.session(&handle.id).await?.ok_or_else(|| EngineError::not_found(&handle.id))?;
+            self.mcp_input(&handle.id, &row.cwd, &mut params).await?;
+        }
         // Prefix matching: the same message again under the same node is
         // that node, answered anew (a sibling answer), not a copy.
         let same = match (params.continued, &params.text) {

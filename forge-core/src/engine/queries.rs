@@ -99,13 +99,18 @@ impl Engine {
             })
             .collect())
     }
-    /// The commands of one's own session `selector` has.
+    /// The commands session `selector` has: its own, then its MCP
+    /// servers' prompts.
     pub async fn commands(&self, selector: &str) -> Result<Vec<forge_proto::CommandInfo>, EngineError> {
         let id = self.resolve(selector).await?;
         let row = self.shared().store.session(&id).await?.ok_or_else(|| EngineError::not_found(&id))?;
         let cwd = std::path::Path::new(&row.cwd);
         let trusted = self.shared().trust.trusts(cwd);
-        Ok(crate::slash_commands::load(cwd, trusted).into_iter().map(|c| c.info).collect())
+        let mut commands: Vec<_> = crate::slash_commands::load(cwd, trusted).into_iter().map(|c| c.info).collect();
+        // An MCP prompt of a name a file already has is not offered.
+        let prompts = self.mcp_commands(&id).into_iter().filter(|p| !commands.iter().any(|c| c.name == p.name));
+        commands.extend(prompts.collect::<Vec<_>>());
+        Ok(commands)
     }
 
     /// The session's plan as the model last updated it.

@@ -200,6 +200,10 @@ impl ForgeServer for ConnServer {
         self.engine().mcp_restart(&p.name, p.session.as_deref()).await.map_err(to_rpc)
     }
 
+    async fn mcp_resources(&self, p: McpListParams) -> RpcResult<Vec<McpResourceInfo>> {
+        self.engine().mcp_resources(p.session.as_deref()).await.map_err(to_rpc)
+    }
+
     async fn sandbox_test(&self, _: NoParams) -> RpcResult<SandboxReport> {
         tracing::info!(client = self.conn.id, "sandbox.test called");
         self.engine().sandbox_test(&self.daemon.socket).await.map_err(to_rpc)

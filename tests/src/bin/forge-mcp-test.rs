@@ -7,6 +7,10 @@
 //! (sleeps), `big` (a text of `bytes` bytes), `crash` (the process exits), `grow` (adds the tool `extra` and
 //! sends `tools/list_changed`), `picture` (an image and text), `fail`
 //! (`isError`). `--log FILE` gets a line per start and per call.
+//!
+//! Prompts: `review` (arguments `pr`, required, and `focus`) and `hello`
+//! (none). Resources: `test://notes.txt` (text) and `test://logo.png`
+//! (binary).
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -94,7 +98,7 @@ impl Server {
                 };
                 let result = json!({
                     "protocolVersion": version,
-                    "capabilities": {"tools": {"listChanged": true}},
+                    "capabilities": {"tools": {"listChanged": true}, "prompts": {}, "resources": {}},
                     "serverInfo": {"name": "forge-mcp-test", "version": "1.0.0"},
                 });
                 (Ok(result), None)
@@ -102,6 +106,46 @@ impl Server {
             "ping" => (Ok(json!({})), None),
             "tools/list" => (Ok(self.tools()), None),
             "tools/call" => self.call(params).await,
+            "prompts/list" => (
+                Ok(json!({"prompts": [
+                    {"name": "review", "description": "Review a pull request",
+                     "arguments": [{"name": "pr", "required": true}, {"name": "focus"}]},
+                    {"name": "hello", "description": "Say hello"},
+                ]})),
+                None,
+            ),
+            "prompts/get" => {
+                self.log(&format!("prompt {params}"));
+                let args = &params["arguments"];
+                let text = match params["name"].as_str() {
+                    Some("review") => match args["pr"].as_str() {
+                        Some(pr) => format!(
+                            "Review pull request {pr}, focusing on {}.",
+                            args["focus"].as_str().unwrap_or("everything")
+                        ),
+                        None => return (Err((-32602, "missing argument pr".into())), None),
+                    },
+                    Some("hello") => "Say hello from the MCP prompt.".into(),
+                    _ => return (Err((-32602, "no such prompt".into())), None),
+                };
+                (Ok(json!({"messages": [{"role": "user", "content": {"type": "text", "text": text}}]})), None)
+            }
+            "resources/list" => (
+                Ok(json!({"resources": [
+                    {"uri": "test://notes.txt", "name": "notes", "description": "The team's notes", "mimeType": "text/plain"},
+                    {"uri": "test://logo.png", "name": "logo", "mimeType": "image/png"},
+                ]})),
+                None,
+            ),
+            "resources/read" => match params["uri"].as_str() {
+                Some(uri @ "test://notes.txt") => {
+                    (Ok(json!({"contents": [{"uri": uri, "mimeType": "text/plain", "text": "ship on Friday"}]})), None)
+                }
+                Some(uri @ "test://logo.png") => {
+                    (Ok(json!({"contents": [{"uri": uri, "mimeType": "image/png", "blob": "iVBORw0KGgo="}]})), None)
+                }
+                _ => (Err((-32002, "Resource not found".into())), None),
+            },
             other => (Err((-32601, format!("Method not found: {other}"))), None),
         }
     }
