@@ -66,7 +66,7 @@ async fn providers_with_structured_output_are_asked_for_it() {
     forge.start().await;
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let schema = schema_file(dir.path());
-    for provider in ["openai", "gemini"] {
+    for provider in ["openai", "gemini", "claude"] {
         let ok = forge
             .ok(&["send", "--provider", provider, "--output-schema", &schema, r#"go mock:json={"files":2,"ok":true}"#])
             .await;
@@ -74,6 +74,13 @@ async fn providers_with_structured_output_are_asked_for_it() {
         let body = mock.requests().last().map(|r| r.body.clone()).unwrap_or_default();
         match provider {
             "openai" => assert_eq!(body["response_format"]["type"], "json_schema", "{body}"),
+            // Claude answers through a tool held to the schema.
+            "claude" => assert!(
+                body["tools"].as_array().is_some_and(|t| t
+                    .iter()
+                    .any(|t| t["name"] == "final_answer" && t["input_schema"]["required"] == json!(["files", "ok"]))),
+                "{body}"
+            ),
             _ => assert_eq!(body["generationConfig"]["responseMimeType"], "application/json", "{body}"),
         }
     }

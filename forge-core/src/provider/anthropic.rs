@@ -16,6 +16,31 @@ const API_VERSION: &str = "2023-06-01";
 /// limit).
 const MAX_BREAKPOINTS: usize = 4;
 
+/// The tool through which Claude gives an answer on a JSON schema
+/// (`output_schema`): the Messages API has no response format, but a
+/// tool's input is held to its schema. Its input comes back as the
+/// answer's text, never as a call.
+pub(super) const ANSWER_TOOL: &str = "final_answer";
+
+/// The answer tool for `req`, if it asks for structured output, and
+/// whether the schema was wrapped (a tool's input must be an object: any
+/// other schema becomes the `value` of one).
+fn answer_tool(req: &ChatRequest) -> Option<(Value, bool)> {
+    let schema = req.output_schema.as_ref()?;
+    if req.tools.iter().any(|t| t.name == ANSWER_TOOL) {
+        return None;
+    }
+    let wrapped = schema.get("type").and_then(Value::as_str) != Some("object");
+    let input_schema = if wrapped {
+        json!({"type": "object", "properties": {"value": schema}, "required": ["value"]})
+    } else {
+        schema.clone()
+    };
+    let description = "Give your final answer by calling this tool once you are done, with the answer as its input; \
+                       it must be valid against the input schema. Call no other tool with it.";
+    Some((json!({"name": ANSWER_TOOL, "description": description, "input_schema": input_schema}), wrapped))
+}
+
 fn cache_mark() -> Value {
     json!({"type": "ephemeral"})
 }
@@ -93,6 +118,11 @@ fn body(req: &ChatRequest, opts: &WireOptions) -> Value {
         .iter()
         .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
         .collect();
+    let answer = answer_tool(req);
+    // With nothing else to call, the answer tool is the answer; with
+    // thinking on, the API allows no forced tool.
+    let force_answer = answer.is_some() && tools.is_empty() && thinking.is_none();
+    tools.extend(answer.map(|(tool, _)| tool));
     let mut system: Vec<Value> = req.system.iter().map(|s| json!({"type": "text", "text": s})).collect();
     if opts.anthropic_cache {
         // The cached prefix runs tools, system, messages: one breakpoint
@@ -140,6 +170,9 @@ fn body(req: &ChatRequest, opts: &WireOptions) -> Value {
     if let Some(budget) = thinking {
         body["thinking"] = json!({"type": "enabled", "budget_tokens": budget});
     }
+    if force_answer {
+        body["tool_choice"] = json!({"type": "tool", "name": ANSWER_TOOL});
+    }
     body
 }
 
@@ -164,12 +197,46 @@ pub(super) fn request(
 /// The Anthropic Messages event stream, event by event.
 #[derive(Default)]
 pub(super) struct AnthropicParser {
+    /// The request offered the answer tool (`Some(wrapped)`).
+    answer: Option<bool>,
+    /// The answer tool's block being streamed: its index and input.
+    answer_block: Option<(u64, String)>,
+    answered: bool,
+    /// Text was streamed before (the answer then starts on a line of its own).
+    texted: bool,
     usage: Usage,
     /// Content block index -> tool call number, for `tool_use` blocks.
     tool_blocks: std::collections::HashMap<u64, usize>,
     /// The thinking block being streamed: its index, text and signature,
     /// kept whole to be sent back.
     thinking: Option<(u64, String, String)>,
+}
+
+impl AnthropicParser {
+    pub(super) fn for_request(req: &ChatRequest) -> Self {
+        AnthropicParser { answer: answer_tool(req).map(|(_, wrapped)| wrapped), ..Default::default() }
+    }
+
+    /// The answer tool's input, complete: the answer's text.
+    fn answer_done(&mut self, input: &str, out: &mut Vec<ProviderEvent>) {
+        let input: Value = serde_json::from_str(if input.trim().is_empty() { "{}" } else { input })
+            .unwrap_or_else(|_| Value::String(input.to_string()));
+        let value = match (self.answer, input) {
+            (Some(true), Value::Object(mut o)) if o.contains_key("value") => o.remove("value").unwrap_or_default(),
+            (_, v) => v,
+        };
+        let text = match value {
+            // Not JSON: given as it came, for the check to say so.
+            Value::String(s) if self.answer == Some(false) => s,
+            v => v.to_string(),
+        };
+        if self.texted {
+            out.push(ProviderEvent::TextDelta("\n\n".into()));
+        }
+        out.push(ProviderEvent::TextDelta(text));
+        self.answered = true;
+        self.texted = true;
+    }
 }
 
 impl WireParser for AnthropicParser {
@@ -184,6 +251,7 @@ impl WireParser for AnthropicParser {
             && d.delta.kind == "text_delta"
         {
             if !d.delta.text.is_empty() {
+                self.texted = true;
                 out.push(ProviderEvent::TextDelta(d.delta.text.into_owned()));
             }
             return Ok(Step::Continue);
@@ -200,6 +268,12 @@ impl WireParser for AnthropicParser {
             "content_block_start" => {
                 let block = data.get("content_block").unwrap_or(&Value::Null);
                 match block.get("type").and_then(Value::as_str) {
+                    Some("tool_use")
+                        if self.answer.is_some() && block.get("name").and_then(Value::as_str) == Some(ANSWER_TOOL) =>
+                    {
+                        let index = data.get("index").and_then(Value::as_u64).unwrap_or(u64::MAX);
+                        self.answer_block = Some((index, String::new()));
+                    }
                     Some("tool_use") => {
                         let index = self.tool_blocks.len();
                         let block_index = data.get("index").and_then(Value::as_u64).unwrap_or(index as u64);
@@ -226,6 +300,7 @@ impl WireParser for AnthropicParser {
                         if let Some(t) = block.get("text").and_then(Value::as_str)
                             && !t.is_empty()
                         {
+                            self.texted = true;
                             out.push(ProviderEvent::TextDelta(t.to_string()));
                         }
                     }
@@ -236,7 +311,12 @@ impl WireParser for AnthropicParser {
                 let text =
                     |key: &str| delta.get(key).and_then(Value::as_str).filter(|t| !t.is_empty()).map(str::to_string);
                 match delta.get("type").and_then(Value::as_str) {
-                    Some("text_delta") => out.extend(text("text").map(ProviderEvent::TextDelta)),
+                    Some("text_delta") => {
+                        if let Some(t) = text("text") {
+                            self.texted = true;
+                            out.push(ProviderEvent::TextDelta(t));
+                        }
+                    }
                     Some("thinking_delta") => {
                         if let Some(t) = text("thinking") {
                             if let Some((_, whole, _)) = &mut self.thinking {
@@ -252,7 +332,13 @@ impl WireParser for AnthropicParser {
                     }
                     Some("input_json_delta") => {
                         let block = data.get("index").and_then(Value::as_u64).unwrap_or(0);
-                        if let (Some(&index), Some(fragment)) = (self.tool_blocks.get(&block), text("partial_json")) {
+                        if let Some((answer, input)) = &mut self.answer_block
+                            && *answer == block
+                        {
+                            input.push_str(&text("partial_json").unwrap_or_default());
+                        } else if let (Some(&index), Some(fragment)) =
+                            (self.tool_blocks.get(&block), text("partial_json"))
+                        {
                             out.push(ProviderEvent::ToolCallArgs { index, fragment });
                         }
                     }
@@ -262,6 +348,11 @@ impl WireParser for AnthropicParser {
             }
             "content_block_stop" => {
                 let index = data.get("index").and_then(Value::as_u64).unwrap_or(0);
+                if self.answer_block.as_ref().is_some_and(|(i, _)| *i == index)
+                    && let Some((_, input)) = self.answer_block.take()
+                {
+                    self.answer_done(&input, out);
+                }
                 if self.thinking.as_ref().is_some_and(|(i, _, _)| *i == index)
                     && let Some((_, thinking, signature)) = self.thinking.take()
                 {
@@ -270,6 +361,9 @@ impl WireParser for AnthropicParser {
             }
             "message_delta" => {
                 if let Some(r) = data.pointer("/delta/stop_reason").and_then(Value::as_str) {
+                    // The answer tool alone was called: the answer is complete.
+                    let r =
+                        if r == "tool_use" && self.answered && self.tool_blocks.is_empty() { "end_turn" } else { r };
                     out.push(ProviderEvent::StopReason(r.to_string()));
                 }
                 if let Some(u) = data.get("usage") {
@@ -329,237 +423,4 @@ fn merge_usage(usage: &mut Usage, u: &Value) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::provider::ChatMessage;
-    use crate::provider::sse::testing::{assert_every_split, run, tool_args};
-
-    /// A text block then two tool calls whose JSON arguments arrive in
-    /// fragments (the first one empty), as the API streams them.
-    const TOOL_STREAM: &str = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"usage\":{\"input_tokens\":14,\"output_tokens\":1}}}\n\n\
-event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n\
-event: ping\ndata: {\"type\": \"ping\"}\n\n\
-event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"I\\u2019ll read \\u65e5\\u672c\"}}\n\n\
-event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n\
-event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_A\",\"name\":\"read_file\",\"input\":{}}}\n\n\
-event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"\"}}\n\n\
-event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"pa\"}}\n\n\
-event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"th\\\": \\\"a.rs\\\"}\"}}\n\n\
-event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":1}\n\n\
-event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":2,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_B\",\"name\":\"glob\",\"input\":{}}}\n\n\
-event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":2,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"pattern\\\":\\\"*.rs\\\"}\"}}\n\n\
-event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":2}\n\n\
-event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":58}}\n\n\
-event: message_stop\ndata: {\"type\":\"message_stop\"      }\n\n";
-
-    #[test]
-    fn tool_calls_text_and_usage_parse_identically_at_every_split() {
-        let (reference, ok) = run(AnthropicParser::default(), TOOL_STREAM, usize::MAX);
-        assert!(ok.is_ok(), "{ok:?}");
-        assert_eq!(reference[0], ProviderEvent::TextDelta("I\u{2019}ll read \u{65e5}\u{672c}".into()));
-        assert_eq!(
-            reference[1],
-            ProviderEvent::ToolCallStart { index: 0, id: "toolu_A".into(), name: "read_file".into() }
-        );
-        let args = tool_args(&reference, 0);
-        assert_eq!(serde_json::from_str::<Value>(&args).ok(), Some(json!({"path": "a.rs"})));
-        assert!(reference.contains(&ProviderEvent::ToolCallStart {
-            index: 1,
-            id: "toolu_B".into(),
-            name: "glob".into()
-        }));
-        assert!(reference.contains(&ProviderEvent::StopReason("tool_use".into())));
-        assert!(
-            matches!(reference.last(), Some(ProviderEvent::Usage(u)) if u.input_tokens == 14 && u.output_tokens == 58)
-        );
-        for split in [1, 2, 3, 5, 7, 64] {
-            let (events, ok) = run(AnthropicParser::default(), TOOL_STREAM, split);
-            assert!(ok.is_ok());
-            assert_eq!(events, reference, "split {split}");
-        }
-        let crlf = TOOL_STREAM.replace('\n', "\r\n");
-        assert_eq!(run(AnthropicParser::default(), &crlf, 3).0, reference, "CRLF framing");
-        assert_every_split(AnthropicParser::default, TOOL_STREAM, |e| e);
-        assert_every_split(AnthropicParser::default, &crlf, |e| e);
-    }
-
-    #[test]
-    fn a_stream_cut_before_message_stop_is_an_error() {
-        let cut = &TOOL_STREAM[..TOOL_STREAM.find("event: message_delta").unwrap_or(0)];
-        let (_, result) = run(AnthropicParser::default(), cut, 5);
-        assert!(result.is_err());
-    }
-
-    #[test]
-    fn request_body_has_the_required_fields() {
-        let req = ChatRequest {
-            model: "claude-x".into(),
-            system: None,
-            messages: vec![ChatMessage::user("hi")],
-            max_output_tokens: 100,
-            tools: Vec::new(),
-            output_schema: None,
-        };
-        let b = body(&req, &WireOptions::default());
-        assert_eq!(b["model"], "claude-x");
-        assert_eq!(b["max_tokens"], 100);
-        assert_eq!(b["stream"], true);
-        assert_eq!(b["messages"][0]["role"], "user");
-        assert_eq!(b["messages"][0]["content"][0]["text"], "hi");
-        assert!(b.get("tools").is_none());
-        assert!(b.get("thinking").is_none());
-        assert!(!b.to_string().contains("cache_control"), "no breakpoints when caching is off");
-    }
-
-    #[test]
-    fn a_continued_answer_is_a_prefill_without_trailing_space_or_thinking() {
-        let req = ChatRequest {
-            model: "m".into(),
-            system: None,
-            messages: vec![ChatMessage::user("write"), ChatMessage::assistant("Roses are red,\n", Vec::new())],
-            max_output_tokens: 4096,
-            tools: Vec::new(),
-            output_schema: None,
-        };
-        let opts = WireOptions { anthropic_thinking_budget: Some(2048), ..Default::default() };
-        let b = body(&req, &opts);
-        assert_eq!(b["messages"][1]["role"], "assistant");
-        assert_eq!(b["messages"][1]["content"][0]["text"], "Roses are red,");
-        assert!(b.get("thinking").is_none(), "the API takes no thinking with a prefill");
-    }
-
-    #[test]
-    fn tool_calls_and_results_become_blocks_and_unanswered_calls_get_a_result() {
-        let call = |id: &str| forge_proto::ToolCallRecord {
-            id: id.into(),
-            name: "read_file".into(),
-            arguments: "{\"path\":\"a\"}".into(),
-        };
-        let req = ChatRequest {
-            model: "m".into(),
-            system: None,
-            messages: vec![
-                ChatMessage::user("go"),
-                ChatMessage::assistant("reading", vec![call("t1"), call("t2")]),
-                ChatMessage::tool_result("t1", "contents", false),
-                ChatMessage::user("next"),
-            ],
-            max_output_tokens: 10,
-            tools: crate::tools::ToolRegistry::builtin().specs(),
-            output_schema: None,
-        };
-        let b = body(&req, &WireOptions::default());
-        let m = &b["messages"];
-        assert_eq!(m[1]["content"][1]["type"], "tool_use");
-        assert_eq!(m[1]["content"][1]["input"]["path"], "a");
-        assert_eq!(m[2]["content"][0]["tool_use_id"], "t1");
-        assert_eq!(m[3]["content"][0]["tool_use_id"], "t2", "the unanswered call gets a result");
-        assert_eq!(m[3]["content"][0]["is_error"], true);
-        assert_eq!(m[4]["content"][0]["text"], "next");
-        assert!(
-            b["tools"]
-                .as_array()
-                .is_some_and(|t| t.iter().any(|t| t["name"] == "read_file" && t["input_schema"]["type"] == "object"))
-        );
-    }
-
-    /// A thinking block (signed), a redacted one, text and a call.
-    const THINKING_STREAM: &str = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_2\",\"usage\":{\"input_tokens\":5,\"cache_read_input_tokens\":900,\"output_tokens\":1}}}\n\n\
-event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\",\"signature\":\"\"}}\n\n\
-event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"Let me \"}}\n\n\
-event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"think.\"}}\n\n\
-event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"signature_delta\",\"signature\":\"EqQBCgIYAh\"}}\n\n\
-event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n\
-event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"redacted_thinking\",\"data\":\"EmwKAhgB\"}}\n\n\
-event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":1}\n\n\
-event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":2,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n\
-event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":2,\"delta\":{\"type\":\"text_delta\",\"text\":\"Done.\"}}\n\n\
-event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":2}\n\n\
-event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":30}}\n\n\
-event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
-
-    #[test]
-    fn thinking_is_streamed_and_kept_whole_with_its_signature() {
-        let (reference, ok) = run(AnthropicParser::default(), THINKING_STREAM, usize::MAX);
-        assert!(ok.is_ok(), "{ok:?}");
-        assert_eq!(
-            &reference[..5],
-            &[
-                ProviderEvent::ThinkingDelta("Let me ".into()),
-                ProviderEvent::ThinkingDelta("think.".into()),
-                ProviderEvent::Reasoning(Reasoning::Thinking {
-                    thinking: "Let me think.".into(),
-                    signature: "EqQBCgIYAh".into()
-                }),
-                ProviderEvent::Reasoning(Reasoning::RedactedThinking { data: "EmwKAhgB".into() }),
-                ProviderEvent::TextDelta("Done.".into()),
-            ]
-        );
-        assert!(reference.iter().any(|e| matches!(e, ProviderEvent::Usage(u) if u.cache_read_tokens == 900)));
-        assert_every_split(AnthropicParser::default, THINKING_STREAM, |e| e);
-    }
-
-    fn tool_loop_request() -> ChatRequest {
-        let call = forge_proto::ToolCallRecord { id: "t1".into(), name: "read_file".into(), arguments: "{}".into() };
-        ChatRequest {
-            model: "claude-sonnet-4-6".into(),
-            system: Some("be Forge".into()),
-            messages: vec![
-                ChatMessage::user("go"),
-                ChatMessage::assistant("reading", vec![call]).with_reasoning(vec![
-                    Reasoning::Thinking { thinking: "hmm".into(), signature: "sig".into() },
-                    Reasoning::RedactedThinking { data: "xx".into() },
-                    Reasoning::GeminiSignature { signature: "other provider's".into(), call: None },
-                ]),
-                ChatMessage::tool_result("t1", "contents", false),
-            ],
-            max_output_tokens: 18_000,
-            tools: crate::tools::ToolRegistry::builtin().specs(),
-            output_schema: None,
-        }
-    }
-
-    #[test]
-    fn thinking_goes_back_first_and_unmodified_with_the_thinking_config() {
-        let opts = WireOptions { anthropic_thinking_budget: Some(10_000), ..Default::default() };
-        let b = body(&tool_loop_request(), &opts);
-        assert_eq!(b["thinking"], json!({"type": "enabled", "budget_tokens": 10_000}));
-        let blocks = &b["messages"][1]["content"];
-        assert_eq!(blocks[0], json!({"type": "thinking", "thinking": "hmm", "signature": "sig"}));
-        assert_eq!(blocks[1], json!({"type": "redacted_thinking", "data": "xx"}));
-        assert_eq!(blocks[2]["type"], "text");
-        assert_eq!(blocks[3]["type"], "tool_use");
-        assert_eq!(blocks.as_array().map(Vec::len), Some(4), "another provider's signature is left out");
-        // The budget stays below max_tokens; too little room means no thinking.
-        let small = ChatRequest { max_output_tokens: 4000, ..tool_loop_request() };
-        assert_eq!(body(&small, &opts)["thinking"]["budget_tokens"], 3999);
-        let tiny = ChatRequest { max_output_tokens: 1000, ..tool_loop_request() };
-        assert!(body(&tiny, &opts).get("thinking").is_none());
-        // Continuing calls that were made without thinking: the API would
-        // refuse thinking, so it is off for this request.
-        let mut unsigned = tool_loop_request();
-        unsigned.messages[1].reasoning.clear();
-        assert!(body(&unsigned, &opts).get("thinking").is_none());
-    }
-
-    #[test]
-    fn cache_breakpoints_cover_tools_system_and_the_conversation() {
-        let mut req = tool_loop_request();
-        req.messages.push(ChatMessage::assistant("read it", Vec::new()));
-        req.messages.push(ChatMessage::user("now edit"));
-        let b = body(&req, &WireOptions { anthropic_cache: true, ..Default::default() });
-        let text = b.to_string();
-        assert_eq!(text.matches("cache_control").count(), 4, "at most 4 breakpoints: {text}");
-        let tools = b["tools"].as_array().cloned().unwrap_or_default();
-        assert!(tools.last().is_some_and(|t| t["cache_control"]["type"] == "ephemeral"));
-        assert_eq!(b["system"][0]["cache_control"]["type"], "ephemeral");
-        let m = b["messages"].as_array().cloned().unwrap_or_default();
-        let last = m.last().and_then(|m| m["content"].as_array().and_then(|c| c.last().cloned()));
-        assert!(last.is_some_and(|b| b["cache_control"].is_object()), "the end of the conversation");
-        // The previous user turn (the tool result) too, so this request
-        // reads what the last one wrote.
-        assert!(m[2]["content"][0]["cache_control"].is_object());
-        // Byte-stable: the same request twice is the same body.
-        assert_eq!(body(&req, &WireOptions { anthropic_cache: true, ..Default::default() }), b);
-    }
-}
+mod tests;

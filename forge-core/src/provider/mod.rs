@@ -409,7 +409,7 @@ impl ProviderClient {
             }
             let bytes = resp.bytes_stream();
             Ok(match wire {
-                Wire::Anthropic => sse::events(bytes, settings, anthropic::AnthropicParser::default()).boxed(),
+                Wire::Anthropic => sse::events(bytes, settings, anthropic::AnthropicParser::for_request(&req)).boxed(),
                 Wire::OpenAiChat => sse::events(bytes, settings, openai::OpenAiParser::default()).boxed(),
                 Wire::OpenAiResponses => sse::events(bytes, settings, responses::ResponsesParser::default()).boxed(),
                 Wire::Gemini => sse::events(bytes, settings, gemini::GeminiParser::default()).boxed(),

@@ -597,6 +597,18 @@ async fn handle(
         let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         return Ok(full(code, "application/json", error_body(wire, status), &extra));
     }
+    // Claude given the answer tool (`output_schema`) answers through it.
+    let answer_tool = body["tools"].as_array().and_then(|t| t.iter().find(|t| t["name"] == "final_answer").cloned());
+    if wire == Wire::Anthropic
+        && results.is_none()
+        && let (Some(tool), Some(json)) = (answer_tool, script.json.take())
+    {
+        let value: Value = serde_json::from_str(&json).unwrap_or(Value::Null);
+        let wrapped = tool["input_schema"]["properties"].get("value").is_some() && !value.is_object();
+        let input = if wrapped { json!({"value": value}) } else { value };
+        script.tools = vec![("final_answer".into(), Some(input.to_string()))];
+        script.tokens = Some(0);
+    }
     let chunks: Vec<String> = match (script.tokens, &results) {
         _ if repo_summaries => vec![summaries_of(&last_user)],
         (_, None) if script.json.is_some() => vec![script.json.clone().unwrap_or_default()],

@@ -93,7 +93,11 @@ pub(super) fn check(schema: &Value, text: &str) -> Result<Value, String> {
         .and_then(|rest| rest.trim_end().strip_suffix("```"))
         .unwrap_or(t)
         .trim();
-    let value: Value = serde_json::from_str(t).map_err(|e| format!("it is not JSON ({e})"))?;
+    // Words before the JSON (Claude's answer tool comes after any text it
+    // wrote) leave the JSON as the last paragraph.
+    let value: Value = serde_json::from_str(t)
+        .or_else(|e| t.rsplit_once("\n\n").and_then(|(_, last)| serde_json::from_str(last.trim()).ok()).ok_or(e))
+        .map_err(|e| format!("it is not JSON ({e})"))?;
     let validator = crate::tools::jsonschema::validator_for(schema).map_err(|e| e.to_string())?;
     let problems = crate::tools::schema_problems(&validator, &value);
     if problems.is_empty() { Ok(value) } else { Err(problems.join("; ")) }
@@ -111,5 +115,6 @@ mod tests {
         let wrong = super::check(&schema, "{\"n\": \"x\"}").err().unwrap_or_default();
         assert!(wrong.contains("/n"), "{wrong}");
         assert!(super::check(&schema, "sure! here it is").err().unwrap_or_default().contains("not JSON"));
+        assert_eq!(super::check(&schema, "Counted.\n\n{\"n\":2}").ok(), Some(json!({"n": 2})), "after words");
     }
 }
