@@ -7,7 +7,8 @@
 //! `/dir:name`.
 //!
 //! Front matter (`description`, `argument-hint`, `model`, `allowed-tools`)
-//! is read; the body is the prompt, with `$ARGUMENTS` (all the arguments)
+//! is read (the last two apply to the turn the command starts, see the
+//! machine's `grants.rs`); the body is the prompt, with `$ARGUMENTS` (all the arguments)
 //! and `$1`…`$9` (each, split on white space) filled in.
 
 use std::path::{Path, PathBuf};
@@ -147,13 +148,13 @@ impl SlashCommand {
     }
 }
 
-/// `/name args` as a command of `commands`, expanded; `None` when the text
-/// names none of them.
-pub fn expand(commands: &[SlashCommand], text: &str) -> Option<String> {
+/// `/name args` as a command of `commands`, expanded, with the command;
+/// `None` when the text names none of them.
+pub fn expand<'a>(commands: &'a [SlashCommand], text: &str) -> Option<(String, &'a SlashCommand)> {
     let rest = text.trim_start().strip_prefix('/')?;
     let (name, args) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
     let c = commands.iter().find(|c| c.info.name == name)?;
-    Some(c.expand(args))
+    Some((c.expand(args), c))
 }
 
 #[cfg(test)]
@@ -173,7 +174,7 @@ mod tests {
         assert_eq!(plain.info.description, "Say hello.");
         assert_eq!(plain.expand("to Bob"), "Say hello.\n\nto Bob");
         assert_eq!(
-            expand(std::slice::from_ref(&c), "/review src/").as_deref(),
+            expand(std::slice::from_ref(&c), "/review src/").map(|(text, _)| text).as_deref(),
             Some("Review the code in src/ (first: src/).")
         );
         assert_eq!(expand(&[c], "/etc/hosts is broken"), None, "a path is not a command");

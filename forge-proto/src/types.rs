@@ -207,10 +207,12 @@ pub struct CommandInfo {
     pub description: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub argument_hint: Option<String>,
-    /// From the front matter (not applied yet: the session's model answers).
+    /// From the front matter: the model that answers the turn the command
+    /// starts (one of the session's provider).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
-    /// From the front matter (not applied yet: the session's tools apply).
+    /// From the front matter: the calls that run without asking in the
+    /// turn the command starts (`Bash(git add:*)`, `Read`, `server__tool`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allowed_tools: Vec<String>,
     /// `user` or `project` (a Markdown file), or `mcp` (an MCP server's

@@ -76,6 +76,8 @@ pub struct ApprovalPolicy {
     prompt_side_effects: bool,
     /// Commands run confined by the kernel sandbox.
     commands_confined: bool,
+    /// What the running turn's command allows (`allowed-tools`).
+    grants: Vec<crate::grants::Grant>,
 }
 
 impl ApprovalPolicy {
@@ -96,7 +98,17 @@ impl ApprovalPolicy {
             deny: cfg.and_then(|c| c.denylist.clone()).unwrap_or_default().into_iter().collect(),
             prompt_side_effects: cfg.and_then(|c| c.prompt_side_effects).unwrap_or(true),
             commands_confined: false,
+            grants: Vec::new(),
         }
+    }
+
+    /// The policy for a turn a command of one's own started: calls its
+    /// `allowed-tools` cover run without asking (the denylist, strict
+    /// mode's refusals of everything else and a call leaving the sandbox
+    /// are unchanged).
+    pub fn with_grants(mut self, grants: Vec<crate::grants::Grant>) -> Self {
+        self.grants = grants;
+        self
     }
 
     /// The policy for one session: its own `mode` (if set) replaces the
@@ -125,7 +137,7 @@ impl ApprovalPolicy {
         if commands && args.is_some_and(crate::builtin::run_command::wants_no_sandbox) {
             return Decision::Ask;
         }
-        if listed(&self.allow) || !self.enabled {
+        if listed(&self.allow) || !self.enabled || self.grants.iter().any(|g| g.allows(name, args)) {
             return Decision::Run;
         }
         // A project tool the user approved by its content runs confined

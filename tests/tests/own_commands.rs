@@ -84,3 +84,56 @@ async fn a_git_session_has_its_trusted_repositorys_commands() {
     let asked = mock.last_turn_request();
     assert!(asked.contains("Review every file under lib/"), "{asked}");
 }
+
+/// A command's `model` answers its turn and its `allowed-tools` run
+/// without asking in it; neither outlives the turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commands_model_and_allowed_tools_hold_for_its_turn_only() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.write_config("[tools.approval]\nmode = \"prompt\"\n");
+    let config = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let commands = config.path().join("forge/commands");
+    std::fs::create_dir_all(&commands).unwrap_or_else(|e| panic!("{e}"));
+    let call = forge_tests::mock::tool_call("run_command", &serde_json::json!({"command": "echo granted yes"}));
+    std::fs::write(
+        commands.join("stage.md"),
+        format!("---\nallowed-tools: Bash(echo granted:*), Read\nmodel: claude-haiku-4-5\n---\nStage it. {call}\n"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(commands.join("other.md"), "---\nmodel: gpt-5.4\n---\nHello.\n").unwrap_or_else(|e| panic!("{e}"));
+    forge.set_env("XDG_CONFIG_HOME", &config.path().display().to_string());
+    forge.start().await;
+    let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let id = forge.new_session(&["--cwd", &project.path().display().to_string()]).await;
+
+    let events = forge.ok(&["--json", "send", "-s", &id, "/stage"]).await.json_lines();
+    assert!(!events.iter().any(|e| e["kind"] == "approval_requested"), "the grant covers the call: {events:?}");
+    let result = events.iter().find(|e| e["kind"] == "tool_result").unwrap_or_else(|| panic!("{events:?}"));
+    assert!(result["output"].as_str().unwrap_or("").contains("granted yes"), "{result}");
+    let started = events.iter().find(|e| e["kind"] == "turn_started").unwrap_or_else(|| panic!("{events:?}"));
+    assert_eq!(started["model"], "claude-haiku-4-5");
+    let models: Vec<Value> = mock.requests().iter().map(|r| r.body["model"].clone()).collect();
+    assert_eq!(models, ["claude-haiku-4-5", "claude-haiku-4-5"], "both requests of the turn");
+
+    // The next message: the session's model again, and the same call asks.
+    forge.ok(&["send", "-s", &id, "hello"]).await;
+    let model = mock.requests().last().map(|r| r.body["model"].clone()).unwrap_or_default();
+    assert_ne!(model, "claude-haiku-4-5");
+    forge.ok(&["send", "--no-wait", "-s", &id, &format!("{call} again")]).await;
+    let mut pending = String::new();
+    for _ in 0..400 {
+        pending = forge.ok(&["--json", "approvals"]).await.stdout;
+        if pending.contains("run_command") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert!(pending.contains("run_command"), "without the command the call asks: {pending}");
+    forge.ok(&["cancel", &id]).await;
+
+    // A model of another provider is refused, saying what to do.
+    let r = forge.ctl(&["send", "-s", &id, "/other"]).await;
+    assert_ne!(r.code, 0);
+    assert!(r.stderr.contains("asks for model gpt-5.4 of provider openai"), "{}", r.stderr);
+}

@@ -260,7 +260,7 @@ impl Engine {
             (false, Some(text)) => self.shared().store.user_messages_under_head(&handle.id, text).await?,
             _ => Vec::new(),
         };
-        handle.request(|reply| SessionCmd::Send { params, client, same, reply }).await
+        handle.request(|reply| SessionCmd::Send { params, client, same, grants: Default::default(), reply }).await
     }
 
     pub async fn cancel(&self, params: CancelParams, client: ClientRef) -> Result<CancelResult, EngineError> {

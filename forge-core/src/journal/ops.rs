@@ -149,6 +149,8 @@ pub enum StoreOp {
         /// Text for the running turn (`session.steer`): after a restart it
         /// runs before the other queued messages.
         steer: bool,
+        /// What its command grants its turn (JSON), if anything.
+        grants: Option<String>,
     },
     QueueRemove {
         session_id: String,
@@ -359,8 +361,8 @@ impl StoreOp {
             StoreOp::SetApproval { session_id, approval } => {
                 run("UPDATE sessions SET approval = ? WHERE id = ?", &[approval, session_id])
             }
-            StoreOp::QueuePush { session_id, message_id, text, context, client, created_ms, steer } => run(
-                "INSERT INTO queued_messages (session_id, message_id, text, context, client, created_ms, steer) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            StoreOp::QueuePush { session_id, message_id, text, context, client, created_ms, steer, grants } => run(
+                "INSERT INTO queued_messages (session_id, message_id, text, context, client, created_ms, steer, grants) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 &[
                     session_id,
                     message_id,
@@ -369,6 +371,7 @@ impl StoreOp {
                     &client.as_ref().and_then(|c| serde_json::to_string(c).ok()),
                     created_ms,
                     steer,
+                    grants,
                 ],
             ),
             StoreOp::QueueRemove { session_id, message_id } => {

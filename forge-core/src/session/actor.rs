@@ -240,12 +240,13 @@ impl SessionActor {
     fn refresh(&mut self, mut then: super::SessionCmd) -> Event {
         let cwd = PathBuf::from(self.session.cwd());
         // `/name args` of a command of one's own becomes its prompt.
-        if let super::SessionCmd::Send { params, .. } = &mut then
+        if let super::SessionCmd::Send { params, grants, .. } = &mut then
             && let Some(text) = params.text.as_deref().filter(|t| t.trim_start().starts_with('/'))
         {
             let trusted = self.shared.trust.trusts(&cwd);
             let commands = crate::slash_commands::load(&cwd, trusted);
-            if let Some(prompt) = crate::slash_commands::expand(&commands, text) {
+            if let Some((prompt, command)) = crate::slash_commands::expand(&commands, text) {
+                *grants = super::machine::TurnGrants::of(command);
                 params.text = Some(prompt);
             }
         }

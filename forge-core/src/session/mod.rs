@@ -77,6 +77,9 @@ pub(crate) enum SessionCmd {
         /// still the one it hangs from (for a root: if it was sent under
         /// the same system prompt).
         same: Vec<SameMessage>,
+        /// What the command of one's own it came from grants its turn
+        /// (set by the shell when it expands one).
+        grants: machine::TurnGrants,
         reply: Reply<SendResult>,
     },
     Cancel {

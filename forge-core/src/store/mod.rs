@@ -503,7 +503,7 @@ impl Store {
 
     pub async fn queued(&self, session: &str) -> Result<Vec<QueuedRow>, StoreError> {
         let rows = sqlx::query(
-            "SELECT session_id, message_id, text, context, client, created_ms FROM queued_messages WHERE session_id = ? ORDER BY steer DESC, message_id",
+            "SELECT session_id, message_id, text, context, client, created_ms, grants FROM queued_messages WHERE session_id = ? ORDER BY steer DESC, message_id",
         )
         .bind(session)
         .fetch_all(&self.pool())

@@ -178,6 +178,8 @@ pub struct QueuedRow {
     pub context: Option<String>,
     pub client: Option<ClientRef>,
     pub created_ms: i64,
+    /// What its command grants its turn (JSON), if anything.
+    pub grants: Option<String>,
 }
 
 impl QueuedRow {
@@ -190,6 +192,7 @@ impl QueuedRow {
             context: r.try_get("context")?,
             client: client.and_then(|c| serde_json::from_str(&c).ok()),
             created_ms: r.try_get("created_ms")?,
+            grants: r.try_get("grants")?,
         })
     }
 }

@@ -20,6 +20,7 @@ impl Session {
     pub(super) fn policy(&self) -> ApprovalPolicy {
         ApprovalPolicy::for_tools(&self.config.tools)
             .for_session(self.row.approval.mode.as_deref(), &self.row.approval.always)
+            .with_grants(self.tool_grants())
     }
 
     /// Changes the session's approval rules: its own mode (`Some("")`

@@ -28,6 +28,8 @@ pub(super) struct SendArgs {
     pub continued: bool,
     /// The final answer must be JSON valid against this schema.
     pub output_schema: Option<serde_json::Value>,
+    /// What the command it came from grants its turn.
+    pub grants: super::TurnGrants,
 }
 
 /// What a command needs of the session to be done.
@@ -42,7 +44,7 @@ pub(super) enum Access {
 impl Session {
     pub(super) fn on_command(&mut self, cmd: SessionCmd) {
         match cmd {
-            SessionCmd::Send { params, client, same, reply } => {
+            SessionCmd::Send { params, client, same, grants, reply } => {
                 if let Some(reply) = self.admit(reply, Access::Write) {
                     let args = SendArgs {
                         text: params.text.unwrap_or_default(),
@@ -51,6 +53,7 @@ impl Session {
                         n: params.n.unwrap_or(1),
                         continued: params.continued,
                         output_schema: params.output_schema,
+                        grants,
                     };
                     self.on_send(args, reply);
                 }
@@ -165,6 +168,7 @@ impl Session {
         }
         self.provider_settings().and_then(|s| s.check_ready().map_err(EngineError::from))?;
         self.check_schema(args.output_schema.as_ref(), args.n)?;
+        self.check_grants(&args.grants)?;
         if (args.n > 1 || args.continued) && !matches!(self.state, OperationState::Idle) {
             return Err(self.busy(if args.continued {
                 "continue once it has ended"
@@ -210,9 +214,11 @@ impl Session {
             // The message differs from the one the store was asked about.
             args.same.clear();
         }
-        let SendArgs { text, client, same, n, continued, output_schema } = args;
+        let SendArgs { text, client, same, n, continued, output_schema, grants } = args;
+        let queued_grants = grants.to_json();
         if matches!(self.state, OperationState::Idle) {
             self.schema = output_schema.map(|schema| super::schema::SchemaTurn { schema, fixes_left: 1 });
+            self.grants = grants;
         }
         // Only a turn that starts now asks for several answers (a queued
         // message is always n = 1, see `check_send`).
@@ -255,6 +261,7 @@ impl Session {
             context,
             client: Some(client.clone()),
             created_ms,
+            grants: queued_grants,
         };
         self.persist_queued(&row, false);
         self.queue.push_back(row);
@@ -435,6 +442,7 @@ impl Session {
         if let Some(q) = self.queue.pop_front() {
             self.completions = None;
             self.schema = None;
+            self.grants = super::TurnGrants::from_json(q.grants.as_deref());
             self.pipeline
                 .op(StoreOp::QueueRemove { session_id: self.row.id.clone(), message_id: q.message_id.clone() });
             let client = q.client.unwrap_or_else(ClientRef::daemon);

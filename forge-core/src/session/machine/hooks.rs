@@ -242,6 +242,7 @@ impl Session {
                     n: 1,
                     continued: false,
                     output_schema: None,
+                    grants: Default::default(),
                 };
                 self.on_send(args, Reply::nobody());
             }

@@ -28,6 +28,8 @@ mod approvals;
 mod budget;
 pub(crate) mod call;
 mod commands;
+mod grants;
+pub(crate) use grants::TurnGrants;
 pub(crate) mod git_commit;
 mod history;
 pub(crate) mod hooks;
@@ -311,6 +313,8 @@ pub(crate) struct Session {
     steers: VecDeque<QueuedRow>,
     /// The running turn's answer must validate against a schema.
     schema: Option<schema::SchemaTurn>,
+    /// What the running turn's command grants it (see `grants.rs`).
+    grants: grants::TurnGrants,
     pipeline: Pipeline<OnDurable>,
     /// What the model last read or wrote of each file (stale-file checks).
     file_hashes: crate::tools::FileHashes,
@@ -396,6 +400,7 @@ impl Session {
             queue: VecDeque::new(),
             steers: VecDeque::new(),
             schema: None,
+            grants: Default::default(),
             file_hashes: Default::default(),
             exit: None,
             system_prompt,

@@ -45,7 +45,7 @@ impl Session {
                 started: !s.queued,
             });
             let params = SendParams { session: params.session, text: Some(params.text), ..Default::default() };
-            let then = SessionCmd::Send { params, client, same: Vec::new(), reply: send };
+            let then = SessionCmd::Send { params, client, same: Vec::new(), grants: Default::default(), reply: send };
             return self.out.push(Effect::Refresh { then });
         }
         let message_id = self.clock.new_id("m");
@@ -58,6 +58,7 @@ impl Session {
             context: None,
             client: Some(client.clone()),
             created_ms,
+            grants: None,
         };
         self.persist_queued(&row, true);
         self.steers.push_back(row);
@@ -93,6 +94,7 @@ impl Session {
             client: row.client.clone(),
             created_ms: row.created_ms,
             steer,
+            grants: row.grants.clone(),
         });
     }
 

@@ -84,7 +84,7 @@ impl Session {
                 message_id: message_id.clone(),
                 text,
                 provider: self.row.provider.clone(),
-                model: self.row.model.clone(),
+                model: self.turn_model(),
                 continued,
             },
         );
@@ -106,7 +106,7 @@ impl Session {
             session_id: self.row.id.clone(),
             message_id: message_id.clone(),
             provider: self.row.provider.clone(),
-            model: self.row.model.clone(),
+            model: self.turn_model(),
             first_seq,
             created_ms,
         });
@@ -120,7 +120,7 @@ impl Session {
             stream_id,
             message_id,
             provider: self.row.provider.clone(),
-            model: self.row.model.clone(),
+            model: self.turn_model(),
             text: String::new(),
             tool_calls: Vec::new(),
             usage: None,
@@ -147,7 +147,7 @@ impl Session {
     /// What the catalog knows of the session's model.
     pub(super) fn model_info(&self) -> Option<crate::catalog::ModelInfo> {
         let kind = self.provider_kind().ok()?;
-        Some(crate::catalog::lookup(&self.config, kind, &self.row.model))
+        Some(crate::catalog::lookup(&self.config, kind, &self.turn_model()))
     }
 
     /// Starts the provider request for the path as it is now. It asks for
@@ -207,14 +207,14 @@ impl Session {
                 iteration,
                 attempt,
                 provider: self.row.provider.clone(),
-                model: self.row.model.clone(),
+                model: self.turn_model(),
                 messages: messages.len() as u32,
                 tools: tools.len() as u32,
                 max_output_tokens,
             },
         );
         let request = ChatRequest {
-            model: self.row.model.clone(),
+            model: self.turn_model(),
             system: Some(self.system_prompt.to_string()).filter(|s| !s.is_empty()),
             messages,
             max_output_tokens,
@@ -532,6 +532,8 @@ impl Session {
     /// completed, else `error` (`generation_aborted` for a cancel).
     pub(super) fn finish_turn_event(&mut self, client: Option<ClientRef>, finished: EventKind) {
         if let EventKind::TurnFinished { message_id, status, error_kind, error, .. } = &finished {
+            // A command's grants end with its turn.
+            self.grants = Default::default();
             self.finished = Some(*status);
             self.finished_turn = Some(message_id.clone());
             let nodes = self.generated_nodes(message_id);

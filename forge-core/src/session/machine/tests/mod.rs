@@ -310,7 +310,13 @@ impl Harness {
 
     fn send(&mut self, text: &str) -> oneshot::Receiver<Result<forge_proto::SendResult, EngineError>> {
         let params = SendParams { text: Some(text.into()), ..Default::default() };
-        self.command(|reply| SessionCmd::Send { params, client: client(), same: Vec::new(), reply })
+        self.command(|reply| SessionCmd::Send {
+            params,
+            client: client(),
+            same: Vec::new(),
+            grants: Default::default(),
+            reply,
+        })
     }
 
     /// Sends a message whose answer the test does not look at.
@@ -1108,7 +1114,13 @@ fn a_tool_loop_that_outgrows_the_window_is_summarized_between_batches() {
 
 fn send_with(h: &mut Harness, text: &str, n: u32, continued: bool) -> Result<forge_proto::SendResult, EngineError> {
     let params = SendParams { text: Some(text.into()), n: Some(n), continued, ..Default::default() };
-    let rx = h.command(|reply| SessionCmd::Send { params, client: client(), same: Vec::new(), reply });
+    let rx = h.command(|reply| SessionCmd::Send {
+        params,
+        client: client(),
+        same: Vec::new(),
+        grants: Default::default(),
+        reply,
+    });
     h.settle();
     answered(rx)
 }
@@ -1269,7 +1281,8 @@ fn a_root_is_found_again_only_under_the_same_system_prompt() {
         let same =
             vec![crate::session::SameMessage { node: first.message_id.clone(), under: None, system_prompt: prompt }];
         let params = SendParams { text: Some("hello".into()), ..Default::default() };
-        let rx = h.command(|reply| SessionCmd::Send { params, client: client(), same, reply });
+        let rx =
+            h.command(|reply| SessionCmd::Send { params, client: client(), same, grants: Default::default(), reply });
         h.settle();
         h.provider(vec![text("hi"), ProviderEvent::Done]);
         h.settle();
