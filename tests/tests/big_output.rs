@@ -17,7 +17,13 @@ async fn two_hundred_megabytes_of_output_leave_the_session_replayable() {
         &json!({"command": "head -c 200000000 /dev/zero | tr '\\0' x; echo; echo done"}),
     );
     let sent = forge.ok(&["send", "--auto-approve", "-s", "big", &format!("{flood} go")]).await;
-    assert!(sent.stdout.contains("truncated"), "the result says it was cut");
+    let tail = |s: &str| s.chars().rev().take(600).collect::<Vec<_>>().into_iter().rev().collect::<String>();
+    assert!(
+        sent.stdout.contains("truncated"),
+        "the result says it was cut: stdout …{} stderr …{}",
+        tail(&sent.stdout),
+        tail(&sent.stderr)
+    );
     let events = forge.ok(&["--json", "attach", &id, "--from", "1", "--until-idle"]).await;
     let lines: Vec<&str> = events.stdout.lines().collect();
     let largest = lines.iter().map(|l| l.len()).max().unwrap_or(0);
@@ -30,7 +36,8 @@ async fn two_hundred_megabytes_of_output_leave_the_session_replayable() {
         .sum();
     assert!(shown > 1024 * 1024 && shown < 10 * 1024 * 1024, "live output journaled: {shown} bytes");
     assert!(events.stdout.contains("the rest is not shown"), "the cut of the live output is said");
-    assert!(events.json_lines().iter().any(|e| e["kind"] == "turn_finished"));
+    let finished = events.json_lines().iter().any(|e| e["kind"] == "turn_finished");
+    assert!(finished, "the turn finished: …{}", tail(&events.stdout));
     // The result the model got says how much was cut.
     let history = forge.ok(&["--json", "history", &id]).await.json_lines();
     assert!(history.iter().any(|m| m["text"].as_str().is_some_and(|t| t.contains("truncated"))), "{history:?}");
