@@ -16,13 +16,13 @@ const MAX_RESOURCES: usize = 20;
 
 impl Engine {
     /// Expands an MCP prompt and reads the resources of `params` for
-    /// session `id` (in `cwd`).
-    pub(super) async fn mcp_input(&self, id: &str, cwd: &str, params: &mut SendParams) -> Result<(), EngineError> {
+    /// session `id`. A message that names neither costs no I/O.
+    pub(super) async fn mcp_input(&self, id: &str, params: &mut SendParams) -> Result<(), EngineError> {
         let mcp = &self.shared().mcp;
         if let Some(text) = params.text.as_deref()
             && let Some((server, prompt, rest)) = prompt_call(text)
             && mcp.prompts(Some(id)).iter().any(|p| p.server == server && p.prompt.name == prompt)
-            && !self.own_command(cwd, &format!("{server}:{prompt}"))
+            && !self.own_command(id, &format!("{server}:{prompt}")).await?
         {
             let expanded = mcp.prompt_text(Some(id), server, prompt, rest).await.map_err(failed)?;
             if expanded.trim().is_empty() {
@@ -60,10 +60,11 @@ impl Engine {
 
     /// Whether a command of one's own is named `name` (it wins over an MCP
     /// prompt of the same name, as the user's own files do).
-    fn own_command(&self, cwd: &str, name: &str) -> bool {
-        let cwd = std::path::Path::new(cwd);
+    async fn own_command(&self, id: &str, name: &str) -> Result<bool, EngineError> {
+        let row = self.shared().store.session(id).await?.ok_or_else(|| EngineError::not_found(id))?;
+        let cwd = std::path::Path::new(&row.cwd);
         let trusted = self.shared().trust.trusts(cwd);
-        crate::slash_commands::load(cwd, trusted).iter().any(|c| c.info.name == name)
+        Ok(crate::slash_commands::load(cwd, trusted).iter().any(|c| c.info.name == name))
     }
 
     /// The MCP prompts session `id` can use, as commands.

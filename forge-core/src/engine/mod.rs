@@ -248,12 +248,7 @@ impl Engine {
     pub async fn send(&self, mut params: SendParams, client: ClientRef) -> Result<SendResult, EngineError> {
         self.check_running()?;
         let handle = self.handle_for(&params.session).await?;
-        let may_name_mcp = params.text.as_deref().is_some_and(|t| t.trim_start().starts_with('/'));
-        if may_name_mcp || !params.resources.is_empty() {
-            let row =
-                self.shared().store.session(&handle.id).await?.ok_or_else(|| EngineError::not_found(&handle.id))?;
-            self.mcp_input(&handle.id, &row.cwd, &mut params).await?;
-        }
+        self.mcp_input(&handle.id, &mut params).await?;
         // Prefix matching: the same message again under the same node is
         // that node, answered anew (a sibling answer), not a copy.
         let same = match (params.continued, &params.text) {

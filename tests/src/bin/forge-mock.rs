@@ -21,6 +21,10 @@ struct Args {
     /// Append the time (Unix ns) of each reply's first text chunk to FILE
     #[arg(long, value_name = "FILE")]
     first_byte_log: Option<std::path::PathBuf>,
+    /// Append each request Forge sends (its path and JSON body) to FILE,
+    /// one line each: see what a steer, a schema or a command put in it
+    #[arg(long, value_name = "FILE")]
+    request_log: Option<std::path::PathBuf>,
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -28,7 +32,11 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let server = MockServer::start_on(
         &args.listen,
-        MockOptions { default_delay_ms: args.delay_ms, first_byte_log: args.first_byte_log },
+        MockOptions {
+            default_delay_ms: args.delay_ms,
+            first_byte_log: args.first_byte_log,
+            request_log: args.request_log,
+        },
     )
     .await?;
     println!("forge-mock listening on http://{}", server.addr);

@@ -248,6 +248,9 @@ pub struct MockOptions {
     /// Appends, per streamed reply, the wall-clock time (Unix ns) at which
     /// the first text chunk was written: the benchmark's first-byte mark.
     pub first_byte_log: Option<std::path::PathBuf>,
+    /// Appends each request as a JSON line (`{"path", "body"}`): what a
+    /// client sent, for a user to look at (keys are in headers, not here).
+    pub request_log: Option<std::path::PathBuf>,
 }
 
 pub struct MockServer {
@@ -525,6 +528,13 @@ async fn handle(
     };
     if let Ok(mut r) = recorded.lock() {
         r.push(Recorded { wire, path: path.clone(), headers: headers.clone(), body: body.clone() });
+    }
+    if let Some(log) = &opts.request_log {
+        let line = json!({"path": path, "body": body}).to_string();
+        let appended = std::fs::OpenOptions::new().create(true).append(true).open(log);
+        if let Ok(mut f) = appended {
+            let _ = std::io::Write::write_all(&mut f, format!("{line}\n").as_bytes());
+        }
     }
 
     // Authentication as the real APIs check it.
