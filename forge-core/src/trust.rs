@@ -287,7 +287,10 @@ pub fn folder(store: &TrustStore, dir: &Path) -> forge_proto::FolderTrust {
         State::Nothing => Vec::new(),
         State::Trusted(p) | State::Untrusted(p) | State::Changed(p) => p.provides.clone(),
     };
-    forge_proto::FolderTrust { dir: k, state: state.word().into(), provides, trusted_ms }
+    // A folder trusted while it held nothing that runs code is trusted
+    // still: its slash commands are honoured.
+    let word = if matches!(state, State::Nothing) && trusted_ms.is_some() { "trusted" } else { state.word() };
+    forge_proto::FolderTrust { dir: k, state: word.into(), provides, trusted_ms }
 }
 
 pub(crate) fn absolute(dir: &str) -> Result<PathBuf, crate::error::EngineError> {

@@ -249,7 +249,15 @@ async fn a_stop_hook_sends_the_model_on_once_and_session_start_adds_context() {
     assert_eq!(inputs.len(), 2, "{inputs:?}");
     assert_eq!(inputs[0]["stop_hook_active"], false);
     assert_eq!(inputs[1]["stop_hook_active"], true, "the hook is told it extended the turn");
-    let events = s.hook_events().await;
+    // The hook wrote its input before its run was journaled: wait for that.
+    let mut events = s.hook_events().await;
+    for _ in 0..200 {
+        if events.len() >= 3 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        events = s.hook_events().await;
+    }
     let kinds: Vec<(String, String)> = events
         .iter()
         .map(|e| (e["event"].as_str().unwrap_or("").to_string(), e["decision"].as_str().unwrap_or("").to_string()))
