@@ -190,8 +190,11 @@ impl Transcript {
             EventKind::TurnStarted { model, continued: true, .. } => {
                 self.say(&mut out, seq, format_args!("assistant ({model}):"))
             }
-            EventKind::TurnStarted { text, model, .. } => {
+            EventKind::TurnStarted { text, model, images, .. } => {
                 self.say(&mut out, seq, format_args!("user ({who}):"));
+                for image in images {
+                    stdout_result(writeln!(out, "  {}", image.placeholder()));
+                }
                 for l in text.lines() {
                     stdout_result(writeln!(out, "  {l}"));
                 }

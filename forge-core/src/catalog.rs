@@ -21,6 +21,9 @@ pub struct ModelInfo {
     pub source: Source,
     /// List prices, when known (a family or an unknown model has none).
     pub price: Option<Price>,
+    /// It reads images: every model of the built-in table and families;
+    /// one Forge knows nothing of only if `[[models]]` says so.
+    pub vision: bool,
 }
 
 impl ModelInfo {
@@ -112,6 +115,7 @@ pub fn lookup(config: &ForgeConfig, provider: ProviderKind, model: &str) -> Mode
         max_output_tokens,
         source,
         price,
+        vision: source != Source::Default,
     };
     let builtin = KNOWN.iter().find(|(name, p, ..)| *name == model && *p == provider);
     if let Some(m) =
@@ -127,7 +131,10 @@ pub fn lookup(config: &ForgeConfig, provider: ProviderKind, model: &str) -> Mode
             }),
             _ => builtin.and_then(|b| b.4),
         };
-        return info(m.context_window, m.max_output_tokens, Source::Config, price);
+        let known = builtin.is_some() || FAMILIES.iter().any(|(p, ..)| model.to_ascii_lowercase().starts_with(p));
+        let mut found = info(m.context_window, m.max_output_tokens, Source::Config, price);
+        found.vision = m.vision.unwrap_or(known);
+        return found;
     }
     if let Some((_, _, window, out, price)) = builtin {
         return info(*window, *out, Source::Builtin, *price);
@@ -227,6 +234,7 @@ mod tests {
             max_output_tokens: 1024,
             source: Source::Config,
             price: None,
+            vision: false,
         };
         assert_eq!(effective_max_output(8192, &small, 100), 1024, "the model's limit");
         assert_eq!(effective_max_output(512, &small, 100), 512, "what was asked");

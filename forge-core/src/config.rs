@@ -96,6 +96,9 @@ pub struct ModelConfig {
     pub output_price: Option<f64>,
     pub cache_read_price: Option<f64>,
     pub cache_write_price: Option<f64>,
+    /// It reads images (default: as Forge knows the model, else no).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vision: Option<bool>,
 }
 
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]

@@ -153,7 +153,9 @@ impl TokenEstimator {
 /// The bytes a message adds to a request (text, tool calls and their
 /// arguments; the wire format's own framing is in the calibration).
 pub fn message_bytes(m: &ChatMessage) -> usize {
-    m.text.len() + m.tool_calls.iter().map(|c| c.name.len() + c.arguments.len() + c.id.len()).sum::<usize>()
+    m.text.len()
+        + m.tool_calls.iter().map(|c| c.name.len() + c.arguments.len() + c.id.len()).sum::<usize>()
+        + m.images.iter().map(|i| crate::images::budget_bytes(&i.info)).sum::<usize>()
 }
 
 /// Whether a request of `fixed_bytes` (system prompt, tool definitions)
@@ -319,6 +321,7 @@ mod tests {
             max_output_tokens: max_out,
             source: Source::Config,
             price: None,
+            vision: false,
         }
     }
 

@@ -15,6 +15,7 @@ pub mod export;
 pub mod forest;
 pub mod hooks;
 pub mod ids;
+pub mod images;
 pub mod instructions;
 pub mod journal;
 pub mod librarian;

@@ -60,6 +60,7 @@ async fn crashed_session(home: &std::path::Path, id: &str, text: &[&str], seal: 
             provider: "claude".into(),
             model: "m".into(),
             continued: false,
+            images: Vec::new(),
         },
         &mut ops,
     );
@@ -208,6 +209,7 @@ async fn a_turn_stopped_in_its_tools_waits_for_a_decision_and_never_reruns_an_in
                 provider: "claude".into(),
                 model: "m".into(),
                 continued: false,
+                images: Vec::new(),
             },
         ),
         StoreOp::InsertNode {

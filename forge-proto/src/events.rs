@@ -153,6 +153,9 @@ pub enum EventKind {
         /// `text` is empty.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         continued: bool,
+        /// The images the message carries.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<crate::images::ImageInfo>,
     },
     /// Assistant text. Concatenating every delta of a turn gives exactly the
     /// provider's text; consecutive deltas may be coalesced.

@@ -9,10 +9,12 @@
 //! is `forge-client`).
 
 pub mod calls;
+pub mod commands;
 pub mod context;
 pub mod error;
 pub mod events;
 pub mod git;
+pub mod images;
 pub mod methods;
 pub mod params;
 pub mod paths;
@@ -22,10 +24,12 @@ pub mod trust;
 pub mod types;
 pub mod usage;
 
+pub use commands::{CommandInfo, PlanInfo, PlanStep};
 pub use context::{ContextInfo, RepoMapInfo};
 pub use error::{ErrorData, ErrorKind};
 pub use events::{EventKind, SessionEvent, SubscriptionItem, TurnStatus};
 pub use git::{GitCommit, GitDiff, GitLog, GitSession, GitShown};
+pub use images::{ImageInfo, ImageInput};
 pub use trust::{FolderTrust, ProjectTool, ProjectTools};
 pub use types::*;
 pub use usage::*;

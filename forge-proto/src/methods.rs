@@ -17,9 +17,11 @@
 //! nothing in the daemon, only its arm in the session machine.
 
 use crate::calls::*;
+use crate::commands::{CommandInfo, PlanInfo};
 use crate::context::ContextInfo;
 use crate::events::SessionEvent;
 use crate::git::*;
+use crate::images::ImageInfo;
 use crate::params::*;
 use crate::trust::{FolderTrust, ProjectTools};
 use crate::types::*;
@@ -344,6 +346,9 @@ forge_methods! {
     /// The resources the MCP servers list (those `session` sees, if
     /// given); `session.send {resources: ["server:uri"]}` attaches one.
     daemon "mcp.resources" mcp_resources(McpListParams) -> Vec<McpResourceInfo>;
+    /// Keeps one image (checked: type, size, dimensions) for a message
+    /// sent after; answers what `session.send {images: [{hash}]}` names.
+    daemon "images.put" images_put(ImagePutParams) -> ImageInfo;
     /// Runs the escape suite against the command sandbox of the
     /// configuration in force: each probe is a command run as
     /// `run_command` runs one, trying a way out. Takes some seconds.

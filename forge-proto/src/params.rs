@@ -175,6 +175,23 @@ params!(
         /// lists them): each is read and added to the message.
         #[serde(default, deserialize_with = "or_default", skip_serializing_if = "Vec::is_empty")]
         pub resources: Vec<String>,
+        /// Images the message carries (the text may then be empty).
+        #[serde(default, deserialize_with = "or_default", skip_serializing_if = "Vec::is_empty")]
+        pub images: Vec<crate::images::ImageInput>,
+    }
+);
+
+params!(
+    /// One image to keep for a message sent after (`session.send` names it
+    /// by the `hash` answered): a message may carry several images that
+    /// would not fit in one JSON-RPC message together.
+    ImagePutParams {
+        /// The image, base64.
+        pub data: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub mime_type: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub name: Option<String>,
     }
 );
 

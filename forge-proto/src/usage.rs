@@ -92,6 +92,10 @@ pub struct ModelInfo {
     /// List prices, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub price: Option<Price>,
+    /// It reads images (a model Forge knows nothing of: no, unless a
+    /// `[[models]]` entry says `vision = true`).
+    #[serde(default)]
+    pub vision: bool,
 }
 
 /// Tokens of one provider response. `input_tokens` counts the input that

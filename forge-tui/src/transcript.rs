@@ -135,7 +135,7 @@ impl Transcript {
         for m in messages {
             match m.role {
                 forge_proto::Role::User => self.items.push(DisplayItem::User {
-                    text: m.text.clone(),
+                    text: with_images(&m.text, &m.images),
                     from: m.client.as_ref().map(|c| c.name.clone()),
                     queued: false,
                     mark: NodeMark::of(&m.id),
@@ -285,9 +285,14 @@ impl Transcript {
                 });
             }
             EventKind::TurnStarted { continued: true, .. } | EventKind::StreamResumed { .. } => self.start_answer(),
-            EventKind::TurnStarted { message_id, text, .. } => {
+            EventKind::TurnStarted { message_id, text, images, .. } => {
                 // A queued message now runs: it moves to the end, unqueued.
                 self.runs(seen.was_queued, text, from, message_id);
+                if !images.is_empty()
+                    && let Some(DisplayItem::User { text: shown, .. }) = self.items.last_mut()
+                {
+                    *shown = with_images(shown, images);
+                }
                 self.start_answer();
             }
             // A steer joins the turn: it moves to the end, unqueued; the
@@ -453,6 +458,15 @@ impl Transcript {
             _ => None,
         })
     }
+}
+
+/// A user message as shown: a placeholder line per image, then the text.
+fn with_images(text: &str, images: &[forge_proto::ImageInfo]) -> String {
+    let mut lines: Vec<String> = images.iter().map(forge_proto::ImageInfo::placeholder).collect();
+    if !text.is_empty() || lines.is_empty() {
+        lines.push(text.to_string());
+    }
+    lines.join("\n")
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! `forgectl send`: send a message and stream the answer.
 
-use forge_proto::params::{AnswerParams, CancelParams, SendParams};
+use forge_proto::params::{AnswerParams, CancelParams, ImagePutParams, SendParams};
 use std::io::{Read, Write};
 
 use clap::Args;
@@ -51,8 +51,13 @@ pub struct SendArgs {
     /// the message (repeatable; `forgectl mcp resources` lists them)
     #[arg(long = "resource", value_name = "SERVER:URI", conflicts_with = "continue_")]
     resources: Vec<String>,
+    /// Attach an image (PNG, JPEG, GIF or WebP, at most 6 MiB; repeatable):
+    /// the model sees it with the message, which may then be empty (`-`
+    /// reads the message from stdin)
+    #[arg(long = "image", value_name = "FILE", conflicts_with = "continue_")]
+    images: Vec<std::path::PathBuf>,
     /// The message; `-` reads it from stdin
-    #[arg(required_unless_present = "continue_", num_args = 1.., value_name = "MESSAGE")]
+    #[arg(required_unless_present_any = ["continue_", "images"], num_args = 1.., value_name = "MESSAGE")]
     message: Vec<String>,
 }
 
@@ -67,9 +72,31 @@ pub fn read_message(parts: &[String]) -> Result<String, Failure> {
     Ok(parts.join(" "))
 }
 
+/// Each file's bytes (base64) and name; checked here for what a client
+/// can tell (there, a file, not too large), by the daemon for the rest.
+fn read_images(paths: &[std::path::PathBuf]) -> Result<Vec<(String, String)>, Failure> {
+    use base64::Engine as _;
+    const MAX: u64 = 6 * 1024 * 1024;
+    let mut out = Vec::with_capacity(paths.len());
+    for path in paths {
+        let bad = |why: String| Failure::new(2, "invalid_input", format!("{}: {why}", path.display()));
+        let meta = std::fs::metadata(path).map_err(|e| bad(e.to_string()))?;
+        if !meta.is_file() {
+            return Err(bad("not a file".into()));
+        }
+        if meta.len() > MAX {
+            return Err(bad(format!("{} MiB; images of at most 6 MiB can be sent, scale it down", meta.len() >> 20)));
+        }
+        let bytes = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        out.push((base64::engine::general_purpose::STANDARD.encode(bytes), name));
+    }
+    Ok(out)
+}
+
 pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
-    let text = if a.continue_ { String::new() } else { read_message(&a.message)? };
-    if text.trim().is_empty() && !a.continue_ {
+    let text = if a.continue_ || a.message.is_empty() { String::new() } else { read_message(&a.message)? };
+    if text.trim().is_empty() && !a.continue_ && a.images.is_empty() {
         return Err(Failure::new(2, "invalid_params", "the message is empty"));
     }
     if a.session.is_some() && !a.new.is_empty() {
@@ -89,8 +116,15 @@ pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
         }
         None => None,
     };
+    let images = read_images(&a.images)?;
     let conn = daemon(g).await?;
     let client = &conn.client;
+    // One image per call: several would not fit in one message together.
+    let mut attached = Vec::with_capacity(images.len());
+    for (data, name) in images {
+        let kept = client.images_put(ImagePutParams { data, mime_type: None, name: Some(name) }).await?;
+        attached.push(forge_proto::ImageInput { hash: Some(kept.hash), name: kept.name, ..Default::default() });
+    }
     let session = match a.session {
         Some(s) => s,
         None => {
@@ -112,6 +146,7 @@ pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
             continued: cont.unwrap_or_default(),
             output_schema: output_schema.clone(),
             resources: a.resources,
+            images: attached,
         })
         .await?;
     if let Some(pos) = sent.queue_position {

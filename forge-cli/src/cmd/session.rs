@@ -344,6 +344,9 @@ fn print_messages(messages: &[forge_proto::HistoryMessage]) {
             badge.push_str(&format!(" [recovered: {word}]"));
         }
         outln!("--- {who}{badge} {}", crate::output::format_ms(m.created_ms));
+        for image in &m.images {
+            outln!("{}", image.placeholder());
+        }
         outln!("{}", m.text);
         if let Some(context) = &m.context {
             // Sent with the message, never typed by the user.

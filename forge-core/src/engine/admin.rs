@@ -25,6 +25,7 @@ impl Engine {
                 max_output_tokens: m.max_output_tokens,
                 source: m.source.as_str().to_string(),
                 price: m.price,
+                vision: m.vision,
             })
             .collect())
     }

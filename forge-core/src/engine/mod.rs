@@ -6,6 +6,7 @@ mod admin;
 mod create;
 mod git;
 mod git_restore;
+mod images;
 mod mcp_input;
 mod queries;
 mod tree;
@@ -249,13 +250,16 @@ impl Engine {
         self.check_running()?;
         let handle = self.handle_for(&params.session).await?;
         self.mcp_input(&handle.id, &mut params).await?;
+        let images = self.send_images(&mut params).await?;
         // Prefix matching: the same message again under the same node is
         // that node, answered anew (a sibling answer), not a copy.
         let same = match (params.continued, &params.text) {
             (false, Some(text)) => self.shared().store.user_messages_under_head(&handle.id, text).await?,
             _ => Vec::new(),
         };
-        handle.request(|reply| SessionCmd::Send { params, client, same, grants: Default::default(), reply }).await
+        handle
+            .request(|reply| SessionCmd::Send { params, client, same, grants: Default::default(), images, reply })
+            .await
     }
 
     pub async fn cancel(&self, params: CancelParams, client: ClientRef) -> Result<CancelResult, EngineError> {

@@ -151,6 +151,8 @@ pub enum StoreOp {
         steer: bool,
         /// What its command grants its turn (JSON), if anything.
         grants: Option<String>,
+        /// Its images (`ImageInfo` JSON), if any.
+        images: Option<String>,
     },
     QueueRemove {
         session_id: String,
@@ -361,19 +363,22 @@ impl StoreOp {
             StoreOp::SetApproval { session_id, approval } => {
                 run("UPDATE sessions SET approval = ? WHERE id = ?", &[approval, session_id])
             }
-            StoreOp::QueuePush { session_id, message_id, text, context, client, created_ms, steer, grants } => run(
-                "INSERT INTO queued_messages (session_id, message_id, text, context, client, created_ms, steer, grants) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                &[
-                    session_id,
-                    message_id,
-                    text,
-                    context,
-                    &client.as_ref().and_then(|c| serde_json::to_string(c).ok()),
-                    created_ms,
-                    steer,
-                    grants,
-                ],
-            ),
+            StoreOp::QueuePush { session_id, message_id, text, context, client, created_ms, steer, grants, images } => {
+                run(
+                    "INSERT INTO queued_messages (session_id, message_id, text, context, client, created_ms, steer, grants, images) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    &[
+                        session_id,
+                        message_id,
+                        text,
+                        context,
+                        &client.as_ref().and_then(|c| serde_json::to_string(c).ok()),
+                        created_ms,
+                        steer,
+                        grants,
+                        images,
+                    ],
+                )
+            }
             StoreOp::QueueRemove { session_id, message_id } => {
                 run("DELETE FROM queued_messages WHERE session_id = ? AND message_id = ?", &[session_id, message_id])
             }

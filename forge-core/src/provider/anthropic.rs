@@ -74,7 +74,11 @@ fn body(req: &ChatRequest, opts: &WireOptions) -> Value {
     let mut messages: Vec<Value> = paired
         .iter()
         .map(|m| match m.role {
-            ChatRole::User => json!({ "role": "user", "content": [{"type": "text", "text": m.text}] }),
+            ChatRole::User => json!({ "role": "user", "content": super::user_parts(
+                m,
+                |mime, data| json!({"type": "image", "source": {"type": "base64", "media_type": mime, "data": data}}),
+                |text| json!({"type": "text", "text": text}),
+            )}),
             ChatRole::Assistant => json!({ "role": "assistant", "content": assistant_blocks(m) }),
             // Results go back as a user turn; the API merges consecutive ones.
             ChatRole::Tool => {

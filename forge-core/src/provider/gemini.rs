@@ -48,7 +48,14 @@ fn body(req: &ChatRequest, opts: &WireOptions, cached: Option<&str>) -> Value {
     }
     for m in &paired {
         let (role, parts) = match m.role {
-            ChatRole::User => ("user", vec![json!({"text": m.text})]),
+            ChatRole::User => (
+                "user",
+                super::user_parts(
+                    m,
+                    |mime, data| json!({"inlineData": {"mimeType": mime, "data": data}}),
+                    |text| json!({"text": text}),
+                ),
+            ),
             ChatRole::Assistant => {
                 let signature = |call: Option<usize>| {
                     m.reasoning.iter().find_map(|r| match r {

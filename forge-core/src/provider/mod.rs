@@ -35,6 +35,41 @@ pub struct ChatMessage {
     pub reasoning: Vec<Reasoning>,
     /// The history node it is, when it is one (not sent).
     pub node: Option<String>,
+    /// Images of a user message (their data filled in by the shell just
+    /// before a request: the session holds only what names them).
+    pub images: Vec<ImagePart>,
+}
+
+/// A user message's parts as a wire format makes them: its images first
+/// (`image(mime, base64)`), then its text (`text`; left out when empty and
+/// there are images). An image whose bytes could not be read is said in
+/// words instead.
+pub(crate) fn user_parts(
+    m: &ChatMessage,
+    image: impl Fn(&str, &str) -> serde_json::Value,
+    text: impl Fn(&str) -> serde_json::Value,
+) -> Vec<serde_json::Value> {
+    let mut parts = Vec::with_capacity(m.images.len() + 1);
+    for i in &m.images {
+        match &i.data {
+            Some(data) => parts.push(image(&i.info.mime_type, data)),
+            None => parts.push(text(&format!(
+                "[image {}×{} {}: its bytes are no longer in the store]",
+                i.info.width, i.info.height, i.info.mime_type
+            ))),
+        }
+    }
+    if !m.text.is_empty() || parts.is_empty() {
+        parts.push(text(&m.text));
+    }
+    parts
+}
+
+/// An image of a message, and its bytes (base64) once read for a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImagePart {
+    pub info: forge_proto::ImageInfo,
+    pub data: Option<std::sync::Arc<str>>,
 }
 
 pub use crate::store::rows::Reasoning;
@@ -48,6 +83,7 @@ impl ChatMessage {
             tool_result: None,
             reasoning: Vec::new(),
             node: None,
+            images: Vec::new(),
         }
     }
     pub fn assistant(text: impl Into<String>, tool_calls: Vec<ToolCallRecord>) -> Self {
@@ -58,10 +94,15 @@ impl ChatMessage {
             tool_result: None,
             reasoning: Vec::new(),
             node: None,
+            images: Vec::new(),
         }
     }
     pub fn with_node(mut self, id: impl Into<String>) -> Self {
         self.node = Some(id.into());
+        self
+    }
+    pub fn with_images(mut self, images: Vec<forge_proto::ImageInfo>) -> Self {
+        self.images = images.into_iter().map(|info| ImagePart { info, data: None }).collect();
         self
     }
     pub fn with_reasoning(mut self, reasoning: Vec<Reasoning>) -> Self {
@@ -76,6 +117,7 @@ impl ChatMessage {
             tool_result: Some((call_id.into(), is_error)),
             reasoning: Vec::new(),
             node: None,
+            images: Vec::new(),
         }
     }
 }

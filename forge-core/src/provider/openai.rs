@@ -17,7 +17,12 @@ fn body(req: &ChatRequest, compat: bool) -> Value {
     }
     for m in pair_tool_results(&req.messages) {
         messages.push(match m.role {
-            ChatRole::User => json!({ "role": "user", "content": m.text }),
+            ChatRole::User if m.images.is_empty() => json!({ "role": "user", "content": m.text }),
+            ChatRole::User => json!({ "role": "user", "content": super::user_parts(
+                &m,
+                |mime, data| json!({"type": "image_url", "image_url": {"url": format!("data:{mime};base64,{data}")}}),
+                |text| json!({"type": "text", "text": text}),
+            )}),
             ChatRole::Assistant if m.tool_calls.is_empty() => json!({ "role": "assistant", "content": m.text }),
             ChatRole::Assistant => {
                 let calls: Vec<Value> = m

@@ -45,7 +45,11 @@ fn body(req: &ChatRequest, opts: &WireOptions) -> Value {
     let mut input = Vec::with_capacity(req.messages.len());
     for m in pair_tool_results(&req.messages) {
         match m.role {
-            ChatRole::User => input.push(json!({"role": "user", "content": [{"type": "input_text", "text": m.text}]})),
+            ChatRole::User => input.push(json!({"role": "user", "content": super::user_parts(
+                &m,
+                |mime, data| json!({"type": "input_image", "image_url": format!("data:{mime};base64,{data}")}),
+                |text| json!({"type": "input_text", "text": text}),
+            )})),
             ChatRole::Assistant => assistant_items(&m, &mut input),
             ChatRole::Tool => {
                 let (id, _) = m.tool_result.clone().unwrap_or_default();

@@ -53,6 +53,9 @@ pub(crate) struct SessionActor {
     project_tools: String,
     /// The repository map the prompt holds (`[context] repo_summaries`).
     repo_map: Option<Arc<str>>,
+    /// The images of the last request's messages, base64, by hash (read
+    /// from the store once, not once per request of a tool loop).
+    images: std::collections::HashMap<String, Arc<str>>,
     /// The machine's effects, carried out in order (kept to reuse).
     effects: Vec<Effect>,
     /// Events effects brought back, handled before the next wake-up.
@@ -143,6 +146,7 @@ impl SessionActor {
             tools_version,
             project_tools,
             repo_map,
+            images: Default::default(),
             shared,
             effects: Vec::new(),
             brought_back: VecDeque::new(),
@@ -275,6 +279,39 @@ impl SessionActor {
         Event::Refreshed(Box::new(super::machine::Refresh { prompt, tools, hooks, starting, then }))
     }
 
+    /// The bytes of the request's images (the machine holds only what
+    /// names them); those no longer sent are let go.
+    async fn fill_images(&mut self, request: &mut crate::provider::ChatRequest) {
+        let named = request.messages.iter().flat_map(|m| m.images.iter()).count();
+        if named == 0 {
+            self.images.clear();
+            return;
+        }
+        let mut kept = std::collections::HashMap::with_capacity(named);
+        for part in request.messages.iter_mut().flat_map(|m| m.images.iter_mut()) {
+            let hash = &part.info.hash;
+            let data = match self.images.get(hash).or_else(|| kept.get(hash)) {
+                Some(d) => Some(Arc::clone(d)),
+                None => match self.shared.store.blob(hash).await {
+                    Ok(Some(bytes)) => {
+                        use base64::Engine as _;
+                        Some(Arc::<str>::from(base64::engine::general_purpose::STANDARD.encode(bytes)))
+                    }
+                    Ok(None) => None,
+                    Err(e) => {
+                        tracing::warn!(error = %e, image = %hash, "cannot read an image for the request");
+                        None
+                    }
+                },
+            };
+            if let Some(d) = &data {
+                kept.insert(hash.clone(), Arc::clone(d));
+            }
+            part.data = data;
+        }
+        self.images = kept;
+    }
+
     /// Runs `work` beside the shell; `failed` is what it reports if it
     /// panics (a job always reports back).
     fn job(
@@ -299,7 +336,8 @@ impl SessionActor {
             Effect::Write { seq, batch } => return self.write(seq, batch).await,
             Effect::Publish { seq, json, proof } => self.publish(seq, json, &proof),
             Effect::StartRequest(request) => {
-                let (settings, request) = *request;
+                let (settings, mut request) = *request;
+                self.fill_images(&mut request).await;
                 let stream = self.shared.providers.stream(settings, request);
                 self.request = Some(Request(std::sync::Mutex::new(stream)));
             }

@@ -80,6 +80,8 @@ pub(crate) enum SessionCmd {
         /// What the command of one's own it came from grants its turn
         /// (set by the shell when it expands one).
         grants: machine::TurnGrants,
+        /// The message's images, checked and stored by the engine.
+        images: Vec<forge_proto::ImageInfo>,
         reply: Reply<SendResult>,
     },
     Cancel {

@@ -70,7 +70,9 @@ impl Store {
         sqlx::query(
             "DELETE FROM blobs WHERE hash NOT IN (
                  SELECT before_hash FROM file_changes WHERE before_hash IS NOT NULL
-                 UNION SELECT after_hash FROM file_changes WHERE after_hash IS NOT NULL)",
+                 UNION SELECT after_hash FROM file_changes WHERE after_hash IS NOT NULL
+                 UNION SELECT json_extract(i.value, '$.hash') FROM nodes, json_each(nodes.meta, '$.images') i
+                     WHERE nodes.meta LIKE '%\"images\"%')",
         )
         .execute(&mut migrator)
         .await?;
@@ -503,7 +505,7 @@ impl Store {
 
     pub async fn queued(&self, session: &str) -> Result<Vec<QueuedRow>, StoreError> {
         let rows = sqlx::query(
-            "SELECT session_id, message_id, text, context, client, created_ms, grants FROM queued_messages WHERE session_id = ? ORDER BY steer DESC, message_id",
+            "SELECT session_id, message_id, text, context, client, created_ms, grants, images FROM queued_messages WHERE session_id = ? ORDER BY steer DESC, message_id",
         )
         .bind(session)
         .fetch_all(&self.pool())

@@ -98,6 +98,9 @@ pub struct NodeMeta {
     /// under (a root is found again by its text and this).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system_prompt: Option<String>,
+    /// Images of a user message (their bytes are blobs, by hash).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<forge_proto::ImageInfo>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -165,6 +168,7 @@ impl NodeRow {
             recovered: self.meta.recovered,
             tool_calls: self.meta.tool_calls.clone(),
             tool_result: self.meta.tool_result.clone(),
+            images: self.meta.images.clone(),
         }
     }
 }
@@ -180,6 +184,7 @@ pub struct QueuedRow {
     pub created_ms: i64,
     /// What its command grants its turn (JSON), if anything.
     pub grants: Option<String>,
+    pub images: Vec<forge_proto::ImageInfo>,
 }
 
 impl QueuedRow {
@@ -193,6 +198,10 @@ impl QueuedRow {
             client: client.and_then(|c| serde_json::from_str(&c).ok()),
             created_ms: r.try_get("created_ms")?,
             grants: r.try_get("grants")?,
+            images: r
+                .try_get::<Option<String>, _>("images")?
+                .and_then(|j| serde_json::from_str(&j).ok())
+                .unwrap_or_default(),
         })
     }
 }

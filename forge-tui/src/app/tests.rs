@@ -60,6 +60,7 @@ fn ctrl_c_cancels_a_running_turn_and_esc_then_q_leaves() {
         provider: "p".into(),
         model: "m".into(),
         continued: false,
+        images: Vec::new(),
     };
     app.on_event(&SessionEvent { session_id: "s".into(), seq: 1, ts_ms: 0, client: None, kind: started });
     let actions = app.on_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL));
@@ -80,6 +81,7 @@ fn typing_during_a_turn_steers_it_and_ctrl_t_queues_instead() {
         provider: "p".into(),
         model: "m".into(),
         continued: false,
+        images: Vec::new(),
     };
     app.on_event(&SessionEvent { session_id: "s".into(), seq: 1, ts_ms: 0, client: None, kind: started });
     press(&mut app, KeyCode::Char('i'));

@@ -28,6 +28,7 @@ fn app(options: UiOptions) -> App {
             provider: "claude".into(),
             model: "claude-sonnet-4-6".into(),
             continued: false,
+            images: Vec::new(),
         },
         EventKind::TextDelta { text: answer.into() },
         EventKind::ToolCallStarted { index: 0, call_id: "c1".into(), name: "read_file".into() },

@@ -15,6 +15,7 @@ fn a_turn_with_a_tool_call_becomes_user_answer_and_tool_items() {
             provider: "claude".into(),
             model: "m1".into(),
             continued: false,
+            images: Vec::new(),
         },
         EventKind::TextDelta { text: "Let me ".into() },
         EventKind::TextDelta { text: "look.".into() },

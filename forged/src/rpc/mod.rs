@@ -204,6 +204,10 @@ impl ForgeServer for ConnServer {
         self.engine().mcp_resources(p.session.as_deref()).await.map_err(to_rpc)
     }
 
+    async fn images_put(&self, p: ImagePutParams) -> RpcResult<ImageInfo> {
+        self.engine().images_put(p).await.map_err(to_rpc)
+    }
+
     async fn sandbox_test(&self, _: NoParams) -> RpcResult<SandboxReport> {
         tracing::info!(client = self.conn.id, "sandbox.test called");
         self.engine().sandbox_test(&self.daemon.socket).await.map_err(to_rpc)

@@ -30,6 +30,7 @@ pub(super) struct SendArgs {
     pub output_schema: Option<serde_json::Value>,
     /// What the command it came from grants its turn.
     pub grants: super::TurnGrants,
+    pub images: Vec<forge_proto::ImageInfo>,
 }
 
 /// What a command needs of the session to be done.
@@ -44,7 +45,7 @@ pub(super) enum Access {
 impl Session {
     pub(super) fn on_command(&mut self, cmd: SessionCmd) {
         match cmd {
-            SessionCmd::Send { params, client, same, grants, reply } => {
+            SessionCmd::Send { params, client, same, grants, images, reply } => {
                 if let Some(reply) = self.admit(reply, Access::Write) {
                     let args = SendArgs {
                         text: params.text.unwrap_or_default(),
@@ -54,6 +55,7 @@ impl Session {
                         continued: params.continued,
                         output_schema: params.output_schema,
                         grants,
+                        images,
                     };
                     self.on_send(args, reply);
                 }
@@ -150,9 +152,11 @@ impl Session {
                     .into(),
             );
         }
-        if !args.continued && args.text.trim().is_empty() {
+        if !args.continued && args.text.trim().is_empty() && args.images.is_empty() {
             return invalid("the message is empty".into());
         }
+        let model = args.grants.model.clone().unwrap_or_else(|| self.row.model.clone());
+        self.check_images(&args.images, &model)?;
         if args.n == 0 || args.n > MAX_COMPLETIONS {
             return invalid(format!("n must be between 1 and {MAX_COMPLETIONS}"));
         }
@@ -214,7 +218,11 @@ impl Session {
             // The message differs from the one the store was asked about.
             args.same.clear();
         }
-        let SendArgs { text, client, same, n, continued, output_schema, grants } = args;
+        if !args.images.is_empty() {
+            // The same words with other images are another message.
+            args.same.clear();
+        }
+        let SendArgs { text, client, same, n, continued, output_schema, grants, images } = args;
         let queued_grants = grants.to_json();
         if matches!(self.state, OperationState::Idle) {
             self.schema = output_schema.map(|schema| super::schema::SchemaTurn { schema, fixes_left: 1 });
@@ -248,7 +256,7 @@ impl Session {
                 let responder = self.send_reply(reply, node, None, event_index);
                 return self.pipeline.effect(OnDurable::Reply(responder));
             }
-            let event_index = self.start_turn(message_id.clone(), text, context, client);
+            let event_index = self.start_turn(message_id.clone(), text, context, client, images);
             let responder = self.send_reply(reply, message_id, None, event_index);
             return self.pipeline.effect(OnDurable::Reply(responder));
         }
@@ -262,6 +270,7 @@ impl Session {
             client: Some(client.clone()),
             created_ms,
             grants: queued_grants,
+            images,
         };
         self.persist_queued(&row, false);
         self.queue.push_back(row);
@@ -446,7 +455,7 @@ impl Session {
             self.pipeline
                 .op(StoreOp::QueueRemove { session_id: self.row.id.clone(), message_id: q.message_id.clone() });
             let client = q.client.unwrap_or_else(ClientRef::daemon);
-            self.start_turn(q.message_id, q.text, q.context, client);
+            self.start_turn(q.message_id, q.text, q.context, client, q.images);
         }
     }
 

@@ -40,6 +40,7 @@ fn text_only(m: &ChatMessage) -> bool {
         && m.tool_calls.is_empty()
         && m.tool_result.is_none()
         && m.reasoning.is_empty()
+        && m.images.is_empty()
 }
 
 /// The conversation as sent (providers want the roles to alternate). A
@@ -83,11 +84,16 @@ pub(crate) fn user_message(text: &str, context: Option<&str>) -> ChatMessage {
 
 pub(crate) fn chat_message(n: &NodeRow) -> Option<ChatMessage> {
     let has_note = n.role == Role::Assistant && interruption_note(n.status).is_some();
-    if n.text.is_empty() && n.meta.tool_calls.is_empty() && n.role != Role::Tool && !has_note {
+    if n.text.is_empty()
+        && n.meta.tool_calls.is_empty()
+        && n.meta.images.is_empty()
+        && n.role != Role::Tool
+        && !has_note
+    {
         return None;
     }
     let message = match n.role {
-        Role::User => Some(user_message(&n.text, n.meta.context.as_deref())),
+        Role::User => Some(user_message(&n.text, n.meta.context.as_deref()).with_images(n.meta.images.clone())),
         Role::Assistant => Some(
             ChatMessage::assistant(answer_text(&n.text, n.status), n.meta.tool_calls.clone())
                 .with_reasoning(n.meta.reasoning.clone()),

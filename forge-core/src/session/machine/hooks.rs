@@ -243,6 +243,7 @@ impl Session {
                     continued: false,
                     output_schema: None,
                     grants: Default::default(),
+                    images: Vec::new(),
                 };
                 self.on_send(args, Reply::nobody());
             }

@@ -33,6 +33,7 @@ pub(crate) use grants::TurnGrants;
 pub(crate) mod git_commit;
 mod history;
 pub(crate) mod hooks;
+mod images;
 mod journal;
 mod mcp_wait;
 pub(crate) mod pipeline;

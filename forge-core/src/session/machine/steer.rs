@@ -45,7 +45,14 @@ impl Session {
                 started: !s.queued,
             });
             let params = SendParams { session: params.session, text: Some(params.text), ..Default::default() };
-            let then = SessionCmd::Send { params, client, same: Vec::new(), grants: Default::default(), reply: send };
+            let then = SessionCmd::Send {
+                params,
+                client,
+                same: Vec::new(),
+                grants: Default::default(),
+                images: Vec::new(),
+                reply: send,
+            };
             return self.out.push(Effect::Refresh { then });
         }
         let message_id = self.clock.new_id("m");
@@ -59,6 +66,7 @@ impl Session {
             client: Some(client.clone()),
             created_ms,
             grants: None,
+            images: Vec::new(),
         };
         self.persist_queued(&row, true);
         self.steers.push_back(row);
@@ -79,7 +87,7 @@ impl Session {
         while let Some(s) = self.steers.pop_front() {
             let QueuedRow { message_id, text, client, .. } = s;
             self.pipeline.op(StoreOp::QueueRemove { session_id: self.row.id.clone(), message_id: message_id.clone() });
-            self.add_user_node(&message_id, &text, None, client.clone());
+            self.add_user_node(&message_id, &text, None, client.clone(), Vec::new());
             self.pipeline.event(client, EventKind::SteerApplied { message_id, text });
         }
     }
@@ -95,6 +103,7 @@ impl Session {
             created_ms: row.created_ms,
             steer,
             grants: row.grants.clone(),
+            images: (!row.images.is_empty()).then(|| serde_json::to_string(&row.images).unwrap_or_default()),
         });
     }
 

@@ -50,13 +50,21 @@ impl Session {
         text: String,
         context: Option<String>,
         client: ClientRef,
+        images: Vec<forge_proto::ImageInfo>,
     ) -> usize {
-        self.add_user_node(&message_id, &text, context, Some(client.clone()));
+        self.add_user_node(&message_id, &text, context, Some(client.clone()), images);
         self.begin_turn(message_id, text, client, false)
     }
 
     /// A user message becomes the head: its node, and the path's end.
-    pub(super) fn add_user_node(&mut self, id: &str, text: &str, context: Option<String>, client: Option<ClientRef>) {
+    pub(super) fn add_user_node(
+        &mut self,
+        id: &str,
+        text: &str,
+        context: Option<String>,
+        client: Option<ClientRef>,
+        images: Vec<forge_proto::ImageInfo>,
+    ) {
         // A root carries its system prompt: roots are found by it.
         let system_prompt = self.row.head_id.is_none().then(|| self.system_prompt_digest());
         self.pipeline.op(StoreOp::InsertNode {
@@ -67,17 +75,31 @@ impl Session {
             text: text.to_string(),
             status: MessageStatus::Complete,
             created_ms: self.clock.now_ms(),
-            meta: NodeMeta { client, system_prompt, context: context.clone(), ..Default::default() },
+            meta: NodeMeta {
+                client,
+                system_prompt,
+                context: context.clone(),
+                images: images.clone(),
+                ..Default::default()
+            },
         });
         self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: Some(id.to_string()) });
         self.row.head_id = Some(id.to_string());
-        self.path.push(super::history::user_message(text, context.as_deref()).with_node(id.to_string()));
+        self.path
+            .push(super::history::user_message(text, context.as_deref()).with_images(images).with_node(id.to_string()));
     }
 
     /// Answers the node at the head of the path (recorded already: the
     /// user message, or, `continued`, whatever the answer is to follow):
     /// `turn_started`, then the budget check and the request.
     pub(super) fn begin_turn(&mut self, message_id: String, text: String, client: ClientRef, continued: bool) -> usize {
+        // The message answered is the path's end: its images, if any.
+        let images = match self.path.last() {
+            Some(m) if !continued && m.role == crate::provider::ChatRole::User => {
+                m.images.iter().map(|i| i.info.clone()).collect()
+            }
+            _ => Vec::new(),
+        };
         let index = self.pipeline.event(
             Some(client.clone()),
             EventKind::TurnStarted {
@@ -86,6 +108,7 @@ impl Session {
                 provider: self.row.provider.clone(),
                 model: self.turn_model(),
                 continued,
+                images,
             },
         );
         if !self.wait_for_budget(&message_id, 0) {
@@ -473,7 +496,7 @@ impl Session {
         if let Some(text) = fix {
             // Sent back once, in the same turn, with what was wrong.
             let id = self.clock.new_id("m");
-            self.add_user_node(&id, &text, None, Some(ClientRef::daemon()));
+            self.add_user_node(&id, &text, None, Some(ClientRef::daemon()), Vec::new());
             let marker = self.pipeline.event(None, EventKind::StreamResumed { iteration: iteration + 1 });
             self.proceed_turn(message_id, Some(marker), iteration + 1);
         } else if tools {
@@ -597,6 +620,7 @@ impl Session {
                     summary_of: None,
                     context: None,
                     system_prompt: None,
+                    images: Vec::new(),
                 },
             });
             self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: Some(id.clone()) });

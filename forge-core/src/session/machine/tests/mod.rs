@@ -315,6 +315,7 @@ impl Harness {
             client: client(),
             same: Vec::new(),
             grants: Default::default(),
+            images: Vec::new(),
             reply,
         })
     }
@@ -936,6 +937,7 @@ fn small_window() -> ForgeConfig {
         output_price: None,
         cache_read_price: None,
         cache_write_price: None,
+        vision: None,
     });
     c
 }
@@ -1046,6 +1048,7 @@ fn a_summary_finished_after_a_switch_to_a_larger_window_is_not_forced_on_it() {
         output_price: None,
         cache_read_price: None,
         cache_write_price: None,
+        vision: None,
     });
     let mut h = Harness::configured(config, Unfinished::Nothing, Vec::new());
     for i in 0..7 {
@@ -1119,6 +1122,7 @@ fn send_with(h: &mut Harness, text: &str, n: u32, continued: bool) -> Result<for
         client: client(),
         same: Vec::new(),
         grants: Default::default(),
+        images: Vec::new(),
         reply,
     });
     h.settle();
@@ -1281,8 +1285,14 @@ fn a_root_is_found_again_only_under_the_same_system_prompt() {
         let same =
             vec![crate::session::SameMessage { node: first.message_id.clone(), under: None, system_prompt: prompt }];
         let params = SendParams { text: Some("hello".into()), ..Default::default() };
-        let rx =
-            h.command(|reply| SessionCmd::Send { params, client: client(), same, grants: Default::default(), reply });
+        let rx = h.command(|reply| SessionCmd::Send {
+            params,
+            client: client(),
+            same,
+            grants: Default::default(),
+            images: Vec::new(),
+            reply,
+        });
         h.settle();
         h.provider(vec![text("hi"), ProviderEvent::Done]);
         h.settle();

@@ -1,0 +1,66 @@
+//! Images in messages: what a client sends (`ImageInput`, or first
+//! `images.put`) and what history and events show (`ImageInfo`: never the
+//! data itself, which the daemon keeps once, named by its SHA-256).
+
+use serde::{Deserialize, Serialize};
+
+/// An image as the daemon keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ImageInfo {
+    /// The SHA-256 of its bytes (hex): `session.send` may name it.
+    pub hash: String,
+    /// `image/png`, `image/jpeg`, `image/gif` or `image/webp`.
+    pub mime_type: String,
+    pub width: u32,
+    pub height: u32,
+    pub bytes: u64,
+    /// The file name it came from, if the client gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+/// An image for `session.send`: inline (`data`, base64) or one
+/// `images.put` stored before (`hash`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ImageInput {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash: Option<String>,
+    /// Checked against the bytes (which decide) when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+impl ImageInfo {
+    /// How clients show it in place of the picture:
+    /// `[image shot.png, 1280×720 PNG, 214 KiB]`.
+    pub fn placeholder(&self) -> String {
+        let kind = self.mime_type.strip_prefix("image/").unwrap_or(&self.mime_type).to_ascii_uppercase();
+        let size = if self.bytes >= 1024 * 1024 {
+            format!("{:.1} MiB", self.bytes as f64 / (1024.0 * 1024.0))
+        } else {
+            format!("{} KiB", self.bytes.div_ceil(1024))
+        };
+        let name = self.name.as_deref().map(|n| format!("{n}, ")).unwrap_or_default();
+        format!("[image {name}{}×{} {kind}, {size}]", self.width, self.height)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_placeholder_says_name_size_and_type() {
+        let i = super::ImageInfo {
+            hash: "h".into(),
+            mime_type: "image/png".into(),
+            width: 1280,
+            height: 720,
+            bytes: 219_000,
+            name: Some("shot.png".into()),
+        };
+        assert_eq!(i.placeholder(), "[image shot.png, 1280×720 PNG, 214 KiB]");
+    }
+}
