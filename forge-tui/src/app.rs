@@ -178,6 +178,8 @@ pub struct App {
     pub own_commands: Vec<forge_proto::CommandInfo>,
     /// What the session's MCP servers list, for `@server:uri`.
     pub mcp_resources: Vec<forge_proto::McpResourceInfo>,
+    /// Images for the next message (`/image`, or a pasted image path).
+    pub attached: Vec<crate::attach::Attachment>,
     /// While a turn runs, Enter queues the message instead of steering the
     /// turn with it (Ctrl-T switches).
     pub queue_next: bool,
@@ -207,6 +209,7 @@ impl App {
             queue_next: false,
             own_commands: Vec::new(),
             mcp_resources: Vec::new(),
+            attached: Vec::new(),
             quit: false,
         }
     }
@@ -248,6 +251,10 @@ impl App {
     }
 
     pub fn on_paste(&mut self, text: &str) {
+        // A dropped image file arrives as its path: attach it.
+        if let Some(path) = crate::attach::pasted_path(text) {
+            return self.attach_image(&path);
+        }
         match self.input.mode() {
             InputMode::Normal => {
                 self.input.enter_insert_mode_at_end();
@@ -517,6 +524,16 @@ impl App {
     }
 
     /// Runs a command: local ones here, session ones become actions.
+    fn attach_image(&mut self, path: &std::path::Path) {
+        match crate::attach::read(path) {
+            Ok(a) => {
+                self.notify(Level::Info, format!("{} attached to your next message (/image clear drops it)", a.name));
+                self.attached.push(a);
+            }
+            Err(why) => self.notify(Level::Error, format!("not attached: {why}")),
+        }
+    }
+
     pub fn run_command(&mut self, cmd: Command) -> Vec<Action> {
         match cmd {
             Command::Quit => {
@@ -530,6 +547,23 @@ impl App {
                 Vec::new()
             }
             Command::Screen => vec![Action::ToggleScreen],
+            Command::Image(arg) => {
+                match arg.as_deref() {
+                    Some("clear") => {
+                        self.attached.clear();
+                        self.notify(Level::Info, "no image attached now");
+                    }
+                    Some(path) => self.attach_image(std::path::Path::new(path)),
+                    None if self.attached.is_empty() => {
+                        self.notify(Level::Info, "no image attached; /image PATH attaches one to your next message")
+                    }
+                    None => {
+                        let names: Vec<&str> = self.attached.iter().map(|a| a.name.as_str()).collect();
+                        self.notify(Level::Info, format!("attached to your next message: {}", names.join(", ")));
+                    }
+                }
+                Vec::new()
+            }
             Command::Cancel => vec![Action::Cancel],
             Command::Clear => vec![Action::Clear],
             Command::Context => vec![Action::Context],

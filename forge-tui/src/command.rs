@@ -43,6 +43,8 @@ pub enum Command {
     },
     /// A new session sharing the path up to a node (the head by default).
     Fork(Option<String>),
+    /// Attach an image to the next message (none: list; `clear`: drop).
+    Image(Option<String>),
     /// A known command with arguments it cannot use; says how to use it.
     Invalid {
         usage: &'static str,
@@ -85,6 +87,10 @@ pub const HELP: &[(&str, &str)] = &[
     ("K / J (Normal)", "select the previous / next message"),
     ("[ / ] (Normal)", "show the previous / next version of the message (its siblings, \"2/3\")"),
     ("e (Normal)", "edit the selected (or last) message of yours: Enter sends it as a new branch"),
+    (
+        "/image PATH",
+        "attach an image to your next message (or paste an image file's path); /image lists, /image clear drops",
+    ),
     ("/NAME [args]", "a command of one's own, or an MCP prompt (/server:prompt); Tab completes the name"),
     ("@server:uri (Insert)", "attach an MCP server's resource to the message; Tab completes it"),
     ("/help", "this list"),
@@ -135,6 +141,7 @@ impl Command {
                 _ => Command::Invalid { usage: usage_of("fork") },
             },
             "tool" => parse_tool(rest),
+            "image" | "img" => Command::Image(arg),
             "approve" => {
                 if rest.is_empty() || rest == "all" {
                     return Command::Approve(ApprovalChoice::All);

@@ -4,6 +4,7 @@
 //! session, which keeps running in the daemon.
 
 mod app;
+mod attach;
 mod blocks;
 mod branches;
 mod command;

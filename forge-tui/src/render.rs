@@ -450,6 +450,11 @@ fn draw_input(frame: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         InputMode::Tree => " j/k h/l [/]: move, Enter: check out, f: with its files, F: fork there, Esc: close ",
         InputMode::Rewind => " j/k: choose a turn, Enter: rewind to before it, Esc: cancel ",
     };
+    // Images wait for the next message: said before the keys.
+    let title = match crate::attach::summary(&app.attached) {
+        Some(images) => format!(" {images} ·{title}"),
+        None => title.to_string(),
+    };
     let border = if app.mode() == InputMode::Normal { Part::Border } else { Part::Tool };
     let block = theme.block().border_style(theme.style(border)).title(Span::styled(title, theme.style(Part::Dim)));
     let lines: Vec<Line> = rows.into_iter().skip(first).map(Line::from).collect();

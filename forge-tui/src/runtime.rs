@@ -52,6 +52,8 @@ enum Msg {
     SessionGone(String),
     /// A message the daemon refused: back into the draft.
     SendFailed(String, String),
+    /// Its images, attached again.
+    Reattach(Vec<crate::attach::Attachment>),
     /// The daemon's model catalog, for the picker.
     Models(Vec<forge_proto::ModelInfo>),
     /// The session's commands of one's own.
@@ -278,6 +280,7 @@ fn apply(
             app.connection = Connection::Gone;
             app.notify(Level::Error, text);
         }
+        Msg::Reattach(images) => app.attached.extend(images),
         Msg::SendFailed(text, why) => {
             app.input.restore_draft(&text);
             app.notify(Level::Error, format!("not sent: {why} (your message is back in the draft)"));
@@ -364,6 +367,22 @@ fn spawn_reconnect(socket: PathBuf, session: String, from_seq: u64, tx: mpsc::Se
     });
 }
 
+/// Keeps each attached image in the daemon (one call each: several would
+/// not fit in one message) and names them for the send.
+async fn put_images(
+    c: &Client,
+    attached: &[crate::attach::Attachment],
+) -> Result<Vec<forge_proto::ImageInput>, String> {
+    let mut out = Vec::with_capacity(attached.len());
+    for a in attached {
+        let params =
+            forge_proto::params::ImagePutParams { data: a.data.clone(), mime_type: None, name: Some(a.name.clone()) };
+        let kept = c.images_put(params).await.map_err(error_text)?;
+        out.push(forge_proto::ImageInput { hash: Some(kept.hash), name: kept.name, ..Default::default() });
+    }
+    Ok(out)
+}
+
 /// Asks the daemon; the answer comes back as a message, never blocking keys.
 fn perform(action: Action, client: &Arc<Client>, session: &str, app: &mut App, tx: &mpsc::Sender<Msg>) {
     if matches!(app.connection, Connection::Lost { .. } | Connection::Gone) {
@@ -389,9 +408,22 @@ fn perform(action: Action, client: &Arc<Client>, session: &str, app: &mut App, t
         Action::Send(msg) => {
             let text = msg.text().to_string();
             let resources = crate::mentions::attached(&text, &app.mcp_resources);
+            let attached = std::mem::take(&mut app.attached);
             tokio::spawn(async move {
-                let params = SendParams { session: s, text: Some(text.clone()), resources, ..Default::default() };
-                match c.session_send(params).await {
+                let images = match put_images(&c, &attached).await {
+                    Ok(images) => images,
+                    Err(e) => {
+                        let _ = tx.send(Msg::Reattach(attached)).await;
+                        return drop(tx.send(Msg::SendFailed(text, e)).await);
+                    }
+                };
+                let params =
+                    SendParams { session: s, text: Some(text.clone()), resources, images, ..Default::default() };
+                let sent = c.session_send(params).await;
+                if sent.is_err() {
+                    let _ = tx.send(Msg::Reattach(attached)).await;
+                }
+                match sent {
                     Ok(r) if r.queued => {
                         say(
                             tx,

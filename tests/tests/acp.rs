@@ -501,3 +501,29 @@ async fn an_editor_lists_and_runs_commands_of_ones_own() {
     let asked = mock.requests().last().map(|r| r.body.to_string()).unwrap_or_default();
     assert!(asked.contains("Review src/ now."), "{asked}");
 }
+
+/// An editor's image goes to the model with the prompt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_editors_image_reaches_the_model() {
+    const PNG: &str =
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let mut ed = Editor::start(&forge);
+    let init = ed.initialize().await;
+    assert_eq!(init["agentCapabilities"]["promptCapabilities"]["image"], true, "{init}");
+    let new = ed.call("session/new", json!({"cwd": project.path().display().to_string(), "mcpServers": []})).await;
+    let id = new["sessionId"].as_str().unwrap_or_default().to_string();
+    let prompt = json!([{"type": "text", "text": "what is this?"},
+                        {"type": "image", "data": PNG, "mimeType": "image/png", "uri": "file:///tmp/dot.png"}]);
+    let r = ed.call("session/prompt", json!({"sessionId": id, "prompt": prompt})).await;
+    assert_eq!(r["stopReason"], "end_turn");
+    let body: Value = serde_json::from_str(&mock.last_turn_request()).unwrap_or(Value::Null);
+    let user = &body["messages"][0]["content"];
+    assert_eq!(user[0]["source"]["data"], PNG, "{body}");
+    assert_eq!(user[1]["text"], "what is this?");
+    let history = forge.ok(&["history", &id]).await.stdout;
+    assert!(history.contains("[image dot.png, 1×1 PNG, 1 KiB]"), "{history}");
+}

@@ -116,3 +116,22 @@ fn o_opens_a_new_line_and_keeps_the_draft() {
     typed(&mut app, "second");
     assert_eq!(app.input.draft().text(), "first\nsecond");
 }
+
+#[test]
+fn images_attach_by_command_or_by_pasting_their_path() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let shot = dir.path().join("shot.png");
+    std::fs::write(&shot, b"\x89PNG\r\n\x1a\n").unwrap_or_else(|e| panic!("{e}"));
+    let mut app = App::new("s", UiOptions::default());
+    app.run_command(Command::Image(Some(shot.display().to_string())));
+    assert_eq!(app.attached.len(), 1);
+    app.on_paste(&format!("'{}'", shot.display()));
+    assert_eq!(app.attached.len(), 2, "a pasted image path attaches it");
+    assert!(app.input.draft().text().is_empty(), "and is not typed");
+    app.on_paste("just words");
+    assert_eq!(app.attached.len(), 2);
+    app.run_command(Command::Image(Some(dir.path().join("gone.png").display().to_string())));
+    assert_eq!(app.attached.len(), 2, "a missing file is said, not attached");
+    app.run_command(Command::Image(Some("clear".into())));
+    assert!(app.attached.is_empty());
+}

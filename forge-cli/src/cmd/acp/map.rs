@@ -118,14 +118,27 @@ pub fn prompt_text(blocks: &[ContentBlock]) -> String {
                 }
                 _ => parts.push("[an attachment Forge cannot read]".into()),
             },
-            ContentBlock::Image(i) => {
-                parts.push(format!("[an image ({}) was attached; this agent cannot show it to the model]", i.mime_type))
-            }
+            // Sent with the message as images (see `prompt_images`).
+            ContentBlock::Image(_) => {}
             ContentBlock::Audio(_) => parts.push("[an audio clip was attached; this agent cannot use it]".into()),
             _ => parts.push("[content this agent cannot read]".into()),
         }
     }
     parts.join("\n\n")
+}
+
+/// The prompt's images: (base64, MIME type, a name from their URI).
+pub fn prompt_images(blocks: &[ContentBlock]) -> Vec<(String, String, Option<String>)> {
+    blocks
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Image(i) => {
+                let name = i.uri.as_deref().and_then(|u| u.rsplit('/').next()).map(str::to_string);
+                Some((i.data.clone(), i.mime_type.clone(), name))
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 /// How a turn ended, in ACP's words; `Err` is a turn that failed.
@@ -226,7 +239,8 @@ mod tests {
         .unwrap_or_default();
         let t = prompt_text(&blocks);
         assert!(t.starts_with("Fix this\n\nAttached file:///p/a.rs:\n```\nfn main() {}\n```"), "{t}");
-        assert!(t.contains("[b.rs](file:///p/b.rs)") && t.contains("image (image/png)"), "{t}");
+        assert!(t.contains("[b.rs](file:///p/b.rs)") && !t.contains("image"), "{t}");
+        assert_eq!(prompt_images(&blocks), [("AAAA".to_string(), "image/png".to_string(), None)], "sent as an image");
     }
 
     #[test]

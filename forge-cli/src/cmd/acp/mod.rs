@@ -271,7 +271,7 @@ fn initialize_response() -> InitializeResponse {
     let caps = AgentCapabilities::new()
         .load_session(true)
         // Forge's messages are text: files come inline, images do not.
-        .prompt_capabilities(PromptCapabilities::new().embedded_context(true))
+        .prompt_capabilities(PromptCapabilities::new().embedded_context(true).image(true))
         .mcp_capabilities(McpCapabilities::new().http(true));
     // Version 1 is the one this bridge speaks, whatever the editor asked.
     InitializeResponse::new(agent_client_protocol::schema::ProtocolVersion::V1)

@@ -3,7 +3,9 @@
 //! becomes `session/request_permission` for each call; if another client
 //! answers first, the editor's requests are withdrawn (`$/cancel_request`).
 
-use forge_proto::params::{AnswerParams, ApprovalRulesParams, RewindParams, SteerParams, UsageParams};
+use forge_proto::params::{
+    AnswerParams, ApprovalRulesParams, ImagePutParams, RewindParams, SendParams, SteerParams, UsageParams,
+};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -17,7 +19,7 @@ use agent_client_protocol::v1::schema::{
 };
 use forge_client::fold::{Fold, Seen};
 use forge_client::{Follow, ForgeClient};
-use forge_proto::{ApprovalCall, ApprovalDecision, EventKind, JournalHealth, SubscriptionItem};
+use forge_proto::{ApprovalCall, ApprovalDecision, EventKind, ImageInput, JournalHealth, SubscriptionItem};
 use serde_json::Value;
 use tokio::task::JoinHandle;
 
@@ -53,6 +55,13 @@ const MAX_PROMPT_BYTES: usize = forge_proto::MAX_MESSAGE_BYTES as usize - 64 * 1
 
 /// One prompt: handed to the daemon (then `sending` is dropped), then
 /// followed to its end.
+/// Where a prompt's message went: its session, node and first event.
+struct Sent {
+    session_id: String,
+    message_id: String,
+    seq: u64,
+}
+
 pub(super) async fn prompt(
     b: &Arc<Bridge>,
     req: PromptRequest,
@@ -77,8 +86,23 @@ pub(super) async fn prompt(
         return Ok(PromptResponse::new(StopReason::EndTurn));
     }
     // A prompt while a turn runs steers it (it joins at the turn's next
-    // step); otherwise it starts a turn, as a message.
-    let sent = d.client.session_steer(SteerParams { session: session.clone(), text }).await.map_err(from_client)?;
+    // step); otherwise it starts a turn, as a message. One with images is
+    // a message (queued behind a running turn).
+    let images = map::prompt_images(&req.prompt);
+    let sent = if images.is_empty() {
+        let s = d.client.session_steer(SteerParams { session: session.clone(), text }).await.map_err(from_client)?;
+        Sent { session_id: s.session_id, message_id: s.message_id, seq: s.seq }
+    } else {
+        let mut attached = Vec::with_capacity(images.len());
+        for (data, mime_type, name) in images {
+            let put = ImagePutParams { data, mime_type: Some(mime_type), name };
+            let kept = d.client.images_put(put).await.map_err(from_client)?;
+            attached.push(ImageInput { hash: Some(kept.hash), name: kept.name, ..Default::default() });
+        }
+        let params = SendParams { session: session.clone(), text: Some(text), images: attached, ..Default::default() };
+        let s = d.client.session_send(params).await.map_err(from_client)?;
+        Sent { session_id: s.session_id, message_id: s.message_id, seq: s.seq }
+    };
     drop(sending);
     let mut follow =
         Follow::open(&d.socket, &d.info, sent.session_id.clone(), Some(sent.seq)).await.map_err(from_client)?;
