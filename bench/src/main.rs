@@ -364,6 +364,7 @@ async fn search_bench(pattern: &str, dir: &Path) -> anyhow::Result<()> {
         timeout: None,
         output: None,
         file_hashes: Default::default(),
+        images: None,
     };
     let args = serde_json::json!({"pattern": pattern});
     let mut forge = Vec::new();
@@ -422,6 +423,7 @@ async fn patch_bench() -> anyhow::Result<()> {
         timeout: None,
         output: None,
         file_hashes: Default::default(),
+        images: None,
     };
     let original: String = (0..10_000).map(|i| format!("    let value_{i} = compute({i});\n")).collect();
     let patch = "LP1\nF big.rs\nR\n    let value_9000 = compute(9000);\n.\n    let value_9000 = compute(9000) + 1;\n.\n\

@@ -9,6 +9,14 @@ use serde_json::Value;
 
 /// The result's text, and whether the server said the call failed.
 pub fn to_text(result: &Value) -> (String, bool) {
+    let (text, is_error, _) = with_images(result, false);
+    (text, is_error)
+}
+
+/// The result's text, whether it failed, and (with `keep_images`) its
+/// images, which the text then names as shown.
+pub fn with_images(result: &Value, keep_images: bool) -> (String, bool, Vec<forge_tools::ToolImage>) {
+    let mut images = Vec::new();
     let is_error = result.get("isError").and_then(Value::as_bool).unwrap_or(false);
     let mut parts: Vec<String> = Vec::new();
     let mut has_text = false;
@@ -19,6 +27,16 @@ pub fn to_text(result: &Value) -> (String, bool) {
             "text" => {
                 has_text = true;
                 parts.push(str_of("text").to_string());
+            }
+            "image" if keep_images && !str_of("data").is_empty() => {
+                images
+                    .push(forge_tools::ToolImage { mime_type: str_of("mimeType").into(), data: str_of("data").into() });
+                parts.push(format!(
+                    "[image {}: {}, {} bytes, shown to the model]",
+                    images.len(),
+                    non_empty(str_of("mimeType"), "unknown type"),
+                    base64_len(str_of("data"))
+                ));
             }
             "image" | "audio" => parts.push(format!(
                 "[{kind}: {}, {} bytes; not shown to the model]",
@@ -57,9 +75,9 @@ pub fn to_text(result: &Value) -> (String, bool) {
     }
     let text = parts.join("\n");
     if text.is_empty() && !is_error {
-        return ("(the tool returned nothing)".into(), false);
+        return ("(the tool returned nothing)".into(), false, images);
     }
-    (text, is_error)
+    (text, is_error, images)
 }
 
 fn non_empty<'a>(s: &'a str, or: &'a str) -> &'a str {

@@ -133,7 +133,7 @@ impl ToolExecutor for McpTool {
         forge_tools::short_summary(format!("{} (MCP server `{}`) {}", self.remote_name, self.server_name, args))
     }
 
-    fn execute<'a>(&'a self, args: Value, _ctx: &'a ToolCtx) -> ToolFut<'a> {
+    fn execute<'a>(&'a self, args: Value, ctx: &'a ToolCtx) -> ToolFut<'a> {
         Box::pin(async move {
             let failed = |message: String| ToolError::ExecutionFailed { tool: self.exposed.clone(), message };
             self.check(&args)?;
@@ -150,7 +150,10 @@ impl ToolExecutor for McpTool {
                 }
             };
             let result = server.call(&self.remote_name, arguments).await.map_err(failed)?;
-            let (text, is_error) = crate::content::to_text(&result);
+            let (text, is_error, images) = crate::content::with_images(&result, ctx.images.is_some());
+            if let Some(sink) = &ctx.images {
+                sink.lock().unwrap_or_else(|p| p.into_inner()).extend(images);
+            }
             if is_error { Err(failed(text)) } else { Ok(text) }
         })
     }

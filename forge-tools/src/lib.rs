@@ -113,7 +113,19 @@ pub struct ToolCtx {
     /// How long the call may run, for tools that stop themselves on
     /// time ([`ToolExecutor::stops_on_time`]).
     pub timeout: Option<Duration>,
+    /// Where a tool puts images its result carries (an MCP server's), for
+    /// the model to see with the result's text.
+    pub images: Option<ImageSink>,
 }
+
+/// An image a tool's result carries: its MIME type and bytes, base64.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolImage {
+    pub mime_type: String,
+    pub data: String,
+}
+
+pub type ImageSink = Arc<std::sync::Mutex<Vec<ToolImage>>>;
 
 pub type LibraryFut<'a, T> = Pin<Box<dyn Future<Output = Result<T, String>> + Send + 'a>>;
 
@@ -156,6 +168,7 @@ impl ToolCtx {
             about: None,
             library: None,
             timeout: None,
+            images: None,
         }
     }
 }

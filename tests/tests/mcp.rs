@@ -152,7 +152,20 @@ async fn a_stdio_servers_tools_are_offered_called_approved_and_counted() {
     let (out, err) = s.call(&id, "t__fail", json!({})).await;
     assert!(err && out.contains("it failed on purpose"), "{out}");
     let (out, err) = s.call(&id, "t__picture", json!({})).await;
-    assert!(!err && out.contains("[image: image/png") && out.contains("a tiny picture"), "{out}");
+    assert!(!err && out.contains("[image 1: image/png, 70 bytes, shown to the model]"), "{out}");
+    assert!(out.contains("a tiny picture"), "{out}");
+    // The picture goes to the model in the result (Claude: an image block).
+    let body: Value = serde_json::from_str(&s.mock.last_turn_request()).unwrap_or(Value::Null);
+    let result = body["messages"]
+        .as_array()
+        .and_then(|m| {
+            m.iter().rev().find_map(|m| m["content"].as_array()?.iter().find(|b| b["type"] == "tool_result").cloned())
+        })
+        .unwrap_or(Value::Null);
+    assert_eq!(result["content"][1]["type"], "image", "{result}");
+    assert_eq!(result["content"][1]["source"]["media_type"], "image/png");
+    let history = s.forge.ok(&["history", &id]).await.stdout;
+    assert!(history.contains("[image 1×1 PNG, 1 KiB]"), "{history}");
 
     let after = wait_mcp(&s.forge, "t", "counted", |v| v["calls"] == 4).await;
     assert_eq!(after["restarts"], 0);

@@ -83,8 +83,19 @@ fn body(req: &ChatRequest, opts: &WireOptions) -> Value {
             // Results go back as a user turn; the API merges consecutive ones.
             ChatRole::Tool => {
                 let (id, is_error) = m.tool_result.clone().unwrap_or_default();
+                // A result's images go in it, after its text.
+                let content = if m.images.is_empty() {
+                    json!(m.text)
+                } else {
+                    let mut blocks = vec![json!({"type": "text", "text": m.text})];
+                    blocks.extend(m.images.iter().filter_map(|i| {
+                        let data = i.data.as_ref()?;
+                        Some(json!({"type": "image", "source": {"type": "base64", "media_type": i.info.mime_type, "data": data}}))
+                    }));
+                    Value::Array(blocks)
+                };
                 json!({ "role": "user", "content": [
-                    {"type": "tool_result", "tool_use_id": id, "content": m.text, "is_error": is_error}
+                    {"type": "tool_result", "tool_use_id": id, "content": content, "is_error": is_error}
                 ]})
             }
         })

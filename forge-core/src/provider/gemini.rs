@@ -94,7 +94,12 @@ fn body(req: &ChatRequest, opts: &WireOptions, cached: Option<&str>) -> Value {
                 if !id.starts_with(LOCAL_ID) {
                     response["id"] = json!(id);
                 }
-                ("user", vec![json!({"functionResponse": response})])
+                let mut parts = vec![json!({"functionResponse": response})];
+                // The images the result carries, beside it.
+                parts.extend(m.images.iter().filter_map(|i| {
+                    i.data.as_ref().map(|d| json!({"inlineData": {"mimeType": i.info.mime_type, "data": d}}))
+                }));
+                ("user", parts)
             }
         };
         if parts.is_empty() {

@@ -65,6 +65,14 @@ pub(crate) fn user_parts(
     parts
 }
 
+/// Where a wire format's tool results carry only text (OpenAI's): the
+/// images of the results just before, as a user message after them.
+pub(crate) fn tool_images_message(images: Vec<ImagePart>) -> ChatMessage {
+    let mut m = ChatMessage::user("(The images the tool results above returned.)");
+    m.images = images;
+    m
+}
+
 /// An image of a message, and its bytes (base64) once read for a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ImagePart {

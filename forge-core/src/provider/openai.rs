@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use super::sse::{ParseError, Step, WireParser};
-use super::{ChatRequest, ChatRole, ProviderEvent, ProviderSettings, pair_tool_results};
+use super::{ChatMessage, ChatRequest, ChatRole, ProviderEvent, ProviderSettings, pair_tool_results};
 use forge_proto::Usage;
 
 fn body(req: &ChatRequest, compat: bool) -> Value {
@@ -15,14 +15,22 @@ fn body(req: &ChatRequest, compat: bool) -> Value {
         let role = if compat { "system" } else { "developer" };
         messages.push(json!({ "role": role, "content": system }));
     }
+    let user = |m: &ChatMessage| {
+        json!({ "role": "user", "content": super::user_parts(
+            m,
+            |mime, data| json!({"type": "image_url", "image_url": {"url": format!("data:{mime};base64,{data}")}}),
+            |text| json!({"type": "text", "text": text}),
+        )})
+    };
+    // A tool message holds text only: its images follow the run of them.
+    let mut shown = Vec::new();
     for m in pair_tool_results(&req.messages) {
+        if m.role != ChatRole::Tool && !shown.is_empty() {
+            messages.push(user(&super::tool_images_message(std::mem::take(&mut shown))));
+        }
         messages.push(match m.role {
             ChatRole::User if m.images.is_empty() => json!({ "role": "user", "content": m.text }),
-            ChatRole::User => json!({ "role": "user", "content": super::user_parts(
-                &m,
-                |mime, data| json!({"type": "image_url", "image_url": {"url": format!("data:{mime};base64,{data}")}}),
-                |text| json!({"type": "text", "text": text}),
-            )}),
+            ChatRole::User => user(&m),
             ChatRole::Assistant if m.tool_calls.is_empty() => json!({ "role": "assistant", "content": m.text }),
             ChatRole::Assistant => {
                 let calls: Vec<Value> = m
@@ -34,10 +42,14 @@ fn body(req: &ChatRequest, compat: bool) -> Value {
                 json!({ "role": "assistant", "content": content, "tool_calls": calls })
             }
             ChatRole::Tool => {
+                shown.extend(m.images.iter().cloned());
                 let (id, _) = m.tool_result.clone().unwrap_or_default();
                 json!({ "role": "tool", "tool_call_id": id, "content": m.text })
             }
         });
+    }
+    if !shown.is_empty() {
+        messages.push(user(&super::tool_images_message(shown)));
     }
     let mut body = json!({
         "model": req.model,
@@ -312,5 +324,45 @@ mod tests {
         assert_eq!(b["messages"][0]["role"], "developer");
         assert_eq!(b["max_completion_tokens"], 10);
         assert_eq!(b["stream_options"]["include_usage"], true);
+    }
+
+    #[test]
+    fn a_tool_results_images_follow_the_run_of_results_as_a_user_message() {
+        let image = crate::provider::ImagePart {
+            info: forge_proto::ImageInfo {
+                hash: "h".into(),
+                mime_type: "image/png".into(),
+                width: 1,
+                height: 1,
+                bytes: 70,
+                name: None,
+            },
+            data: Some("AAAA".into()),
+        };
+        let call =
+            |id: &str| forge_proto::ToolCallRecord { id: id.into(), name: "shot".into(), arguments: "{}".into() };
+        let mut first = ChatMessage::tool_result("c1", "[image 1: shown]", false);
+        first.images = vec![image];
+        let req = ChatRequest {
+            model: "gpt-5.4".into(),
+            system: None,
+            messages: vec![
+                ChatMessage::user("look"),
+                ChatMessage::assistant("", vec![call("c1"), call("c2")]),
+                first,
+                ChatMessage::tool_result("c2", "done", false),
+            ],
+            max_output_tokens: 10,
+            tools: Vec::new(),
+            output_schema: None,
+        };
+        let b = body(&req, false);
+        let roles: Vec<&str> =
+            b["messages"].as_array().into_iter().flatten().filter_map(|m| m["role"].as_str()).collect();
+        assert_eq!(roles, ["user", "assistant", "tool", "tool", "user"], "the images after both results");
+        let last = &b["messages"][4];
+        assert_eq!(last["role"], "user", "{b}");
+        assert_eq!(last["content"][0]["image_url"]["url"], "data:image/png;base64,AAAA");
+        assert_eq!(b["messages"][2]["content"], "[image 1: shown]", "the tool message stays text");
     }
 }

@@ -43,19 +43,31 @@ fn assistant_items(m: &ChatMessage, items: &mut Vec<Value>) {
 
 fn body(req: &ChatRequest, opts: &WireOptions) -> Value {
     let mut input = Vec::with_capacity(req.messages.len());
+    let user = |m: &ChatMessage| {
+        json!({"role": "user", "content": super::user_parts(
+            m,
+            |mime, data| json!({"type": "input_image", "image_url": format!("data:{mime};base64,{data}")}),
+            |text| json!({"type": "input_text", "text": text}),
+        )})
+    };
+    // A function call's output is text: its images follow the run of them.
+    let mut shown = Vec::new();
     for m in pair_tool_results(&req.messages) {
+        if m.role != ChatRole::Tool && !shown.is_empty() {
+            input.push(user(&super::tool_images_message(std::mem::take(&mut shown))));
+        }
         match m.role {
-            ChatRole::User => input.push(json!({"role": "user", "content": super::user_parts(
-                &m,
-                |mime, data| json!({"type": "input_image", "image_url": format!("data:{mime};base64,{data}")}),
-                |text| json!({"type": "input_text", "text": text}),
-            )})),
+            ChatRole::User => input.push(user(&m)),
             ChatRole::Assistant => assistant_items(&m, &mut input),
             ChatRole::Tool => {
+                shown.extend(m.images.iter().cloned());
                 let (id, _) = m.tool_result.clone().unwrap_or_default();
                 input.push(json!({"type": "function_call_output", "call_id": id, "output": m.text}));
             }
         }
+    }
+    if !shown.is_empty() {
+        input.push(user(&super::tool_images_message(shown)));
     }
     let mut body = json!({
         "model": req.model,

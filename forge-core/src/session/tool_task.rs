@@ -23,7 +23,8 @@ const TOOL_OUTPUT_CHANNEL: usize = 256;
 
 /// A tool call running in its own task.
 pub(super) struct RunningTool {
-    pub(super) task: JoinHandle<Result<String, ToolError>>,
+    /// Its result, and the images it carries (see `ToolCtx::images`).
+    pub(super) task: JoinHandle<(Result<String, ToolError>, Vec<forge_tools::ToolImage>)>,
     pub(super) output: mpsc::Receiver<ToolOutput>,
 }
 
@@ -206,6 +207,8 @@ pub(super) fn spawn_tool(run: ToolRun) -> RunningTool {
     let ToolRun { tool, args, mut ctx, timeout } = run;
     let (output_tx, output) = mpsc::channel(TOOL_OUTPUT_CHANNEL);
     ctx.output = Some(output_tx);
+    let sink: forge_tools::ImageSink = Default::default();
+    ctx.images = Some(sink.clone());
     let task = tokio::spawn(async move {
         // A tool that stops itself on time is given a moment more to say
         // what it stopped.
@@ -215,7 +218,8 @@ pub(super) fn spawn_tool(run: ToolRun) -> RunningTool {
             Err(_) => Err(ToolError::Timeout { tool: tool.name().into(), elapsed: timeout }),
         };
         crash_point(tool.name());
-        result
+        let images = std::mem::take(&mut *sink.lock().unwrap_or_else(|p| p.into_inner()));
+        (result, images)
     });
     RunningTool { task, output }
 }
@@ -302,10 +306,26 @@ pub(super) async fn tool_event(tool: &mut Option<RunningTool>) -> Event {
             rest.push(out);
         }
     }
-    let end = match done {
-        Ok(result) => ToolEnd::Finished(result),
-        Err(e) if e.is_panic() => ToolEnd::Panicked,
-        Err(_) => ToolEnd::Stopped,
+    let (end, images) = match done {
+        Ok((result, images)) => (ToolEnd::Finished(result), images_of(images)),
+        Err(e) if e.is_panic() => (ToolEnd::Panicked, Vec::new()),
+        Err(_) => (ToolEnd::Stopped, Vec::new()),
     };
-    Event::ToolDone { rest, end }
+    Event::ToolDone { rest, end, images }
+}
+
+/// A tool's images, checked as a client's are (one Forge cannot read is
+/// left out; the result's text still names it).
+fn images_of(images: Vec<forge_tools::ToolImage>) -> Vec<(forge_proto::ImageInfo, Vec<u8>)> {
+    images
+        .into_iter()
+        .take(crate::images::MAX_IMAGES)
+        .filter_map(|i| match crate::images::decode(&i.data, Some(&i.mime_type), None) {
+            Ok(d) => Some((d.info, d.data)),
+            Err(why) => {
+                tracing::warn!("a tool's image is left out: {why}");
+                None
+            }
+        })
+        .collect()
 }

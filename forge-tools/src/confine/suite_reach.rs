@@ -85,6 +85,7 @@ async fn git_probes(settings: &Settings, p: &Probe) -> Vec<ProbeRow> {
         about: None,
         library: None,
         timeout: None,
+        images: None,
     };
     let registry = crate::ToolRegistry::builtin();
     if let Some(status) = registry.get("git_status") {

@@ -183,7 +183,7 @@ impl Server {
             }
             "picture" => (
                 Ok(json!({"content": [
-                    {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"},
+                    {"type": "image", "data": "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==", "mimeType": "image/png"},
                     {"type": "text", "text": "a tiny picture"}
                 ]})),
                 None,

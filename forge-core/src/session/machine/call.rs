@@ -269,6 +269,7 @@ impl Session {
             about: (tool.name() == "introspect").then(|| Arc::new(self.introspection())),
             library: None,
             timeout: Some(timeout),
+            images: None,
         };
         self.out.push(Effect::RunTool(Box::new(ToolRun { tool, args, ctx, timeout })));
         self.set_stage(CallStage::Running { notes, before });
@@ -380,7 +381,15 @@ impl Session {
             let steps = steps.into_iter().map(|(step, status)| forge_proto::PlanStep { step, status }).collect();
             self.pipeline.event(None, forge_proto::EventKind::PlanUpdated { steps, note });
         }
-        self.record_result(&running.id, &running.name, result, Some(running.node_id));
+        // Images the result carries, for a model that sees them.
+        let mut images = Vec::with_capacity(running.images.len());
+        if self.model_info().is_some_and(|m| m.vision) {
+            for (info, data) in std::mem::take(&mut running.images) {
+                self.pipeline.op(StoreOp::PutBlob { hash: info.hash.clone(), data });
+                images.push(info);
+            }
+        }
+        self.record_result(&running.id, &running.name, result, Some(running.node_id), images);
     }
 }
 

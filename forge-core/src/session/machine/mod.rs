@@ -101,7 +101,7 @@ pub(crate) enum Event {
     /// A piece of the running tool's output.
     ToolOutput(ToolOutput),
     /// The running tool ended; `rest` is output it left in the buffer.
-    ToolDone { rest: Vec<ToolOutput>, end: ToolEnd },
+    ToolDone { rest: Vec<ToolOutput>, end: ToolEnd, images: Vec<(forge_proto::ImageInfo, Vec<u8>)> },
     /// A job the shell ran (hooks, a tool call's records) is done.
     JobDone { job: u64, outcome: call::JobOutcome },
     /// A timer armed with `Effect::Arm` fired.
@@ -477,10 +477,15 @@ impl Session {
                 }
             }
             Event::ToolOutput(out) => self.on_tool_output(out),
-            Event::ToolDone { rest, end } => {
+            Event::ToolDone { rest, end, images } => {
                 // Output still buffered comes before the result.
                 for out in rest {
                     self.on_tool_output(out);
+                }
+                if let state::OperationState::ToolLoop(l) = &mut self.state
+                    && let Some(r) = &mut l.running
+                {
+                    r.images = images;
                 }
                 self.on_tool_done(end);
             }

@@ -257,12 +257,12 @@ impl Session {
     pub(super) fn next_tool(&mut self) {
         let OperationState::ToolLoop(l) = &mut self.state else { return };
         match l.pending.pop_front() {
-            Some(PlannedCall { id, name, action: Err(e) }) => self.record_result(&id, &name, Err(e), None),
+            Some(PlannedCall { id, name, action: Err(e) }) => self.record_result(&id, &name, Err(e), None, Vec::new()),
             Some(PlannedCall { id, name, action: Ok((tool, args)) }) => {
                 self.pipeline.event(None, EventKind::ToolRunning { call_id: id.clone(), name: name.clone() });
                 // In progress from now: a cancel before it runs still
                 // answers it.
-                l.running = Some(RunningCall {
+                l.running = Some(Box::new(RunningCall {
                     id: id.clone(),
                     name: name.clone(),
                     args: args.clone(),
@@ -270,7 +270,8 @@ impl Session {
                     node_id: self.clock.new_id("m"),
                     scrubbers: Default::default(),
                     live_bytes: 0,
-                });
+                    images: Vec::new(),
+                }));
                 self.pipeline.effect(OnDurable::RunTool(PlannedCall { id, name, action: Ok((tool, args)) }));
             }
             None => {
@@ -307,6 +308,7 @@ impl Session {
         name: &str,
         result: Result<String, ToolError>,
         node_id: Option<String>,
+        images: Vec<forge_proto::ImageInfo>,
     ) {
         // Scrubbed before it is cut: a secret cut in two would no longer
         // be recognized.
@@ -316,7 +318,7 @@ impl Session {
             }
             Err(e) => (format!("error: {e}"), true),
         };
-        self.write_result_as(node_id, call_id, name, output, is_error, None);
+        self.write_result_as(node_id, (call_id, name), output, is_error, None, images);
         self.pipeline.effect(OnDurable::NextTool);
     }
 
@@ -337,7 +339,7 @@ impl Session {
         let cancelled = format!("error: {}", ToolError::Cancelled);
         // The stopped call's result is the node its file changes name.
         if let Some(r) = running {
-            self.write_result_as(Some(r.node_id), &r.id, &r.name, cancelled.clone(), true, None);
+            self.write_result_as(Some(r.node_id), (&r.id, &r.name), cancelled.clone(), true, None, Vec::new());
         }
         self.answer_unrun(&unanswered, &cancelled, None);
         let error = reason.map(|r| ("shutting_down".to_string(), r.to_string()));
@@ -446,24 +448,24 @@ impl Session {
             // A call interrupted by a crash may have recorded file changes
             // against the node its result was to be.
             let node = self.interrupted_changes.remove(id);
-            self.write_result_as(node, id, name, output.to_string(), true, client.clone());
+            self.write_result_as(node, (id, name), output.to_string(), true, client.clone(), Vec::new());
         }
     }
 
     /// A tool result becomes history (a `tool` node, the head moves) and a
     /// `tool_result` event, in the next batch.
     fn write_result(&mut self, call_id: &str, name: &str, output: String, is_error: bool, client: Option<ClientRef>) {
-        self.write_result_as(None, call_id, name, output, is_error, client)
+        self.write_result_as(None, (call_id, name), output, is_error, client, Vec::new())
     }
 
     fn write_result_as(
         &mut self,
         node_id: Option<String>,
-        call_id: &str,
-        name: &str,
+        (call_id, name): (&str, &str),
         output: String,
         is_error: bool,
         client: Option<ClientRef>,
+        images: Vec<forge_proto::ImageInfo>,
     ) {
         let id = node_id.unwrap_or_else(|| self.clock.new_id("m"));
         // Nothing a tool printed carries a secret into the history.
@@ -477,11 +479,13 @@ impl Session {
             text: output.clone(),
             status: MessageStatus::Complete,
             created_ms: self.clock.now_ms(),
-            meta: NodeMeta { tool_result: Some(info), ..Default::default() },
+            meta: NodeMeta { tool_result: Some(info), images: images.clone(), ..Default::default() },
         });
         self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: Some(id.clone()) });
         self.row.head_id = Some(id.clone());
-        self.path.push(ChatMessage::tool_result(call_id, output.clone(), is_error).with_node(id.clone()));
+        self.path.push(
+            ChatMessage::tool_result(call_id, output.clone(), is_error).with_images(images).with_node(id.clone()),
+        );
         self.pipeline.event(
             client.clone(),
             EventKind::ToolResult { call_id: call_id.into(), name: name.into(), is_error, output },

@@ -23,7 +23,8 @@ pub(crate) struct ToolLoop {
     pub pending: VecDeque<PlannedCall>,
     /// The call announced with `tool_running` (and, once that is durable,
     /// run by the shell): it gets a result whatever happens.
-    pub running: Option<RunningCall>,
+    /// (Boxed: the call's stage and records are most of a tool loop.)
+    pub running: Option<Box<RunningCall>>,
     /// Set while the batch waits for a user's decision.
     pub approval: Option<PendingApproval>,
     /// The session seq of `approval_requested`: the approval is shown
@@ -103,6 +104,9 @@ pub(crate) struct RunningCall {
     /// How much live output it has printed (past `LIVE_OUTPUT_MAX`, no
     /// more is shown or journaled).
     pub live_bytes: usize,
+    /// Images its result carries (an MCP server's), with their bytes:
+    /// written with the result.
+    pub images: Vec<(forge_proto::ImageInfo, Vec<u8>)>,
 }
 
 impl RunningCall {

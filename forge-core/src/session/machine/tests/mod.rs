@@ -576,7 +576,7 @@ fn a_tool_runs_only_after_its_announcement_is_durable_and_the_turn_continues_wit
     assert_eq!(h.tool_runs, ["read_file"]);
     assert_eq!(h.state(), OperationStateKind::ExecutingTools);
     h.feed(Event::ToolOutput(ToolOutput { stream: "stdout", text: "reading".into() }));
-    h.feed(Event::ToolDone { rest: Vec::new(), end: ToolEnd::Finished(Ok("fn main() {}".into())) });
+    h.feed(Event::ToolDone { rest: Vec::new(), images: Vec::new(), end: ToolEnd::Finished(Ok("fn main() {}".into())) });
     h.settle();
     assert_eq!(
         h.names(),
@@ -630,7 +630,7 @@ fn a_panicking_tool_is_an_error_result_not_a_dead_session() {
     let mut h = Harness::new();
     h.answer_calling("read_file", r#"{"path":"a.rs"}"#);
     h.settle();
-    h.feed(Event::ToolDone { rest: Vec::new(), end: ToolEnd::Panicked });
+    h.feed(Event::ToolDone { rest: Vec::new(), images: Vec::new(), end: ToolEnd::Panicked });
     h.settle();
     let result = h.published.iter().find_map(|e| match &e.kind {
         EventKind::ToolResult { is_error, output, .. } => Some((*is_error, output.clone())),
@@ -1098,7 +1098,7 @@ fn a_tool_loop_that_outgrows_the_window_is_summarized_between_batches() {
     events.push(ProviderEvent::Done);
     h.provider(events);
     h.settle();
-    h.feed(Event::ToolDone { rest: Vec::new(), end: ToolEnd::Finished(Ok("line\n".repeat(2600))) });
+    h.feed(Event::ToolDone { rest: Vec::new(), images: Vec::new(), end: ToolEnd::Finished(Ok("line\n".repeat(2600))) });
     h.settle();
     assert!(h.names().contains(&"summarization_started"), "{:?}", h.names());
     h.provider(vec![text("Five questions were answered at length."), ProviderEvent::Done]);

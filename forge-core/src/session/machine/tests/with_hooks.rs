@@ -103,7 +103,7 @@ fn an_allowing_pre_hook_lets_the_call_run_and_post_hooks_add_to_its_result() {
     h.hooks_ran(HookDecision::Allow, None, Some("the build is green"));
     h.settle();
     assert_eq!(h.tool_runs, ["read_file"]);
-    h.feed(Event::ToolDone { rest: Vec::new(), end: ToolEnd::Finished(Ok("fn main() {}".into())) });
+    h.feed(Event::ToolDone { rest: Vec::new(), images: Vec::new(), end: ToolEnd::Finished(Ok("fn main() {}".into())) });
     let post = h.hook_jobs.first().map(|j| j.input.clone()).unwrap_or_default();
     assert_eq!(post["tool_response"]["output"], "fn main() {}");
     assert!(tool_result(&h).is_none(), "the result waits for the post hooks");
