@@ -29,7 +29,13 @@ pub struct ModelInfo {
 impl ModelInfo {
     /// What `usage` cost, when the price is known.
     pub fn cost(&self, usage: &Usage) -> Option<f64> {
-        self.price.map(|p| p.cost(usage))
+        // Web searches are billed per search (list prices, 2026): Claude
+        // and OpenAI $10 per 1,000, Gemini's grounding $14.
+        let per_search = match self.provider {
+            ProviderKind::Claude | ProviderKind::OpenAi => 0.010,
+            ProviderKind::Gemini => 0.014,
+        };
+        self.price.map(|p| p.cost(usage) + per_search * usage.web_search_requests as f64)
     }
 }
 

@@ -142,6 +142,18 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         note: Option<String>,
     },
+    /// The model searched the web (the provider's own search).
+    WebSearch {
+        query: String,
+    },
+    /// A source the answer being streamed cites (kept with its node).
+    Citation {
+        url: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        title: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cited_text: Option<String>,
+    },
     /// A user message entered the history and a turn began.
     TurnStarted {
         message_id: String,

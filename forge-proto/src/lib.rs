@@ -23,6 +23,7 @@ mod tag;
 pub mod trust;
 pub mod types;
 pub mod usage;
+pub mod web;
 
 pub use commands::{CommandInfo, PlanInfo, PlanStep};
 pub use context::{ContextInfo, RepoMapInfo};
@@ -33,6 +34,7 @@ pub use images::{ImageInfo, ImageInput};
 pub use trust::{FolderTrust, ProjectTool, ProjectTools};
 pub use types::*;
 pub use usage::*;
+pub use web::Citation;
 
 /// The protocol version spoken by this build. A client states the version it
 /// speaks in `hello`; the daemon refuses a different major version with

@@ -560,6 +560,9 @@ pub struct HistoryMessage {
     /// Images the message carries (the model saw them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub images: Vec<crate::images::ImageInfo>,
+    /// The sources an answer cites (it searched the web).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub citations: Vec<crate::web::Citation>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -112,6 +112,10 @@ pub struct Usage {
     pub cache_write_tokens: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub reasoning_tokens: u64,
+    /// Searches the provider ran for the answer (`web_search`), billed
+    /// apart from tokens.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub web_search_requests: u64,
 }
 
 fn is_zero(v: &u64) -> bool {

@@ -28,9 +28,24 @@ pub struct ToolsConfig {
     pub read_file: Option<ReadFileConfig>,
     pub apply_patch: Option<ApplyPatchConfig>,
     pub git: Option<GitToolsConfig>,
+    pub web_search: Option<WebSearchConfig>,
     /// Other per-tool tables (`[tools.search]`, ...), kept for their tools.
     #[serde(flatten)]
     pub other: BTreeMap<String, toml::Value>,
+}
+
+/// `[tools.web_search]`: the provider's own web search (Claude, Gemini,
+/// OpenAI's Responses API), off unless enabled.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebSearchConfig {
+    pub enabled: Option<bool>,
+    #[serde(default)]
+    pub allowed_domains: Vec<String>,
+    #[serde(default)]
+    pub blocked_domains: Vec<String>,
+    /// Searches one answer may make (Claude's `max_uses`).
+    pub max_uses: Option<u32>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -118,7 +133,7 @@ pub struct ToolOutputConfig {
     pub max_bytes: Option<usize>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolApprovalConfig {
     pub enabled: Option<bool>,

@@ -328,10 +328,24 @@ pub fn assistant_head(a: &AssistantItem, theme: &Theme) -> Vec<Line<'static>> {
 
 /// After the answer's text: its error, if it failed.
 pub fn assistant_foot(a: &AssistantItem, theme: &Theme) -> Vec<Line<'static>> {
-    a.error
-        .iter()
-        .map(|e| Line::from(Span::styled(format!("{} {e}", theme.glyphs.failed), theme.style(Part::Error))))
-        .collect()
+    let dim = |t: String| Line::from(Span::styled(t, theme.style(Part::Dim)));
+    let mut lines: Vec<Line<'static>> = Vec::new();
+    if !a.searched.is_empty() {
+        lines.push(dim(format!("searched the web: {}", a.searched.join("; "))));
+    }
+    if !a.sources.is_empty() {
+        lines.push(dim("sources:".into()));
+        for (i, (url, title)) in a.sources.iter().enumerate() {
+            let title = if title.is_empty() { String::new() } else { format!("{title} ") };
+            lines.push(dim(format!("  [{}] {title}{url}", i + 1)));
+        }
+    }
+    lines.extend(
+        a.error
+            .iter()
+            .map(|e| Line::from(Span::styled(format!("{} {e}", theme.glyphs.failed), theme.style(Part::Error)))),
+    );
+    lines
 }
 
 #[cfg(test)]

@@ -57,6 +57,10 @@ pub struct AssistantItem {
     pub status: Option<MessageStatus>,
     pub error: Option<String>,
     pub recovered: Option<RecoveryBadge>,
+    /// The web searches the provider ran for it, and the sources it cites
+    /// (url, title).
+    pub searched: Vec<String>,
+    pub sources: Vec<(String, String)>,
     /// Bumped on every change: the renderer's cache key.
     pub version: u64,
 }
@@ -148,6 +152,7 @@ impl Transcript {
                         status: Some(m.status),
                         error: m.error.clone(),
                         recovered: m.recovered,
+                        sources: m.citations.iter().map(|c| (c.url.clone(), c.title.clone())).collect(),
                         ..Default::default()
                     }));
                     for c in &m.tool_calls {
@@ -301,6 +306,12 @@ impl Transcript {
             EventKind::ProviderRequest { .. } if seen.sibling => self.start_answer(),
             EventKind::TextDelta { text } => self.with_answer(|a| a.text.push_str(text)),
             EventKind::ThinkingDelta { text } => self.with_answer(|a| a.thinking.push_str(text)),
+            EventKind::WebSearch { query } => self.with_answer(|a| a.searched.push(query.clone())),
+            EventKind::Citation { url, title, .. } => self.with_answer(|a| {
+                if !a.sources.iter().any(|(u, _)| u == url) {
+                    a.sources.push((url.clone(), title.clone()));
+                }
+            }),
             EventKind::ToolCallStarted { call_id, name, .. } => {
                 self.items.push(DisplayItem::Tool(ToolItem {
                     call_id: call_id.clone(),

@@ -35,7 +35,12 @@ async fn two_hundred_megabytes_of_output_leave_the_session_replayable() {
         .map(|e| e["text"].as_str().map(str::len).unwrap_or(0))
         .sum();
     assert!(shown > 1024 * 1024 && shown < 10 * 1024 * 1024, "live output journaled: {shown} bytes");
-    assert!(events.stdout.contains("the rest is not shown"), "the cut of the live output is said");
+    // Cut at the live-output cap, or (a session busy elsewhere takes the
+    // pieces slower than the command prints) said to be skipped.
+    assert!(
+        events.stdout.contains("the rest is not shown") || events.stdout.contains("bytes of live output skipped"),
+        "the cut of the live output is said"
+    );
     let finished = events.json_lines().iter().any(|e| e["kind"] == "turn_finished");
     assert!(finished, "the turn finished: …{}", tail(&events.stdout));
     // The result the model got says how much was cut.

@@ -212,6 +212,8 @@ pub async fn follow_turn(
     // With `-n`: the answers given so far, and the last one's node.
     // Answers to the same message (`-n`) so far, as the fold tells them.
     let (mut siblings, mut fold) = (0u32, forge_client::fold::Fold::default());
+    // The sources the answer cites (url, title), once each.
+    let mut sources: Vec<(String, String)> = Vec::new();
     loop {
         let item = tokio::select! {
             item = sub.next() => item,
@@ -273,6 +275,12 @@ pub async fn follow_turn(
         }
         match &ev.kind {
             EventKind::TurnStarted { message_id: m, .. } if m == message_id => in_turn = true,
+            EventKind::WebSearch { query } if in_turn && !g.json => {
+                eprintln!("forgectl: searching the web: {}", crate::output::shown(query))
+            }
+            EventKind::Citation { url, title, .. } if in_turn && !sources.iter().any(|(u, _)| u == url) => {
+                sources.push((url.clone(), title.clone()));
+            }
             EventKind::ThinkingDelta { text } if in_turn && thinking && !g.json => {
                 if !thinking_shown {
                     eprint!("forgectl: thinking: ");
@@ -358,6 +366,18 @@ pub async fn follow_turn(
                 }
                 if !g.json && !ends_with_newline {
                     let _ = writeln!(stdout);
+                }
+                // What the answer cites, after it.
+                if !g.json && !sources.is_empty() {
+                    let _ = writeln!(stdout, "\nSources:");
+                    for (i, (url, title)) in sources.iter().enumerate() {
+                        let _ = writeln!(
+                            stdout,
+                            "  [{}] {}{url}",
+                            i + 1,
+                            if title.is_empty() { String::new() } else { format!("{title} ") }
+                        );
+                    }
                 }
                 if let Some(node) = fold.answer_node.as_ref().filter(|_| siblings > 0 && !g.json) {
                     eprintln!("forgectl: answer {} is node {node}", siblings + 1);

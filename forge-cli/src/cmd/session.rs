@@ -357,6 +357,10 @@ fn print_messages(messages: &[forge_proto::HistoryMessage]) {
         for c in &m.tool_calls {
             outln!("  -> tool call {}({}) [{}]", c.name, c.arguments, c.id);
         }
+        for (i, c) in m.citations.iter().enumerate() {
+            let title = if c.title.is_empty() { String::new() } else { format!("{} ", c.title) };
+            outln!("  [{}] {title}{}", i + 1, c.url);
+        }
         if let Some(e) = &m.error
             && m.status != MessageStatus::Complete
         {

@@ -133,6 +133,20 @@ fn body(req: &ChatRequest, opts: &WireOptions) -> Value {
         .iter()
         .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
         .collect();
+    // The provider's own search: it runs at Anthropic, not here.
+    if let Some(search) = &req.web_search {
+        let mut tool = json!({"type": "web_search_20250305", "name": "web_search"});
+        if let Some(n) = search.max_uses {
+            tool["max_uses"] = json!(n);
+        }
+        // The API takes one list or the other.
+        if !search.allowed_domains.is_empty() {
+            tool["allowed_domains"] = json!(search.allowed_domains);
+        } else if !search.blocked_domains.is_empty() {
+            tool["blocked_domains"] = json!(search.blocked_domains);
+        }
+        tools.push(tool);
+    }
     let answer = answer_tool(req);
     // With nothing else to call, the answer tool is the answer; with
     // thinking on, the API allows no forced tool.
@@ -219,6 +233,8 @@ pub(super) struct AnthropicParser {
     answered: bool,
     /// Text was streamed before (the answer then starts on a line of its own).
     texted: bool,
+    /// The web search being asked for: its block's index and input.
+    search_block: Option<(u64, String)>,
     usage: Usage,
     /// Content block index -> tool call number, for `tool_use` blocks.
     tool_blocks: std::collections::HashMap<u64, usize>,
@@ -283,6 +299,12 @@ impl WireParser for AnthropicParser {
             "content_block_start" => {
                 let block = data.get("content_block").unwrap_or(&Value::Null);
                 match block.get("type").and_then(Value::as_str) {
+                    Some("server_tool_use") => {
+                        let index = data.get("index").and_then(Value::as_u64).unwrap_or(u64::MAX);
+                        self.search_block = Some((index, String::new()));
+                    }
+                    // What the search found: the answer cites it.
+                    Some("web_search_tool_result") => {}
                     Some("tool_use")
                         if self.answer.is_some() && block.get("name").and_then(Value::as_str) == Some(ANSWER_TOOL) =>
                     {
@@ -351,12 +373,17 @@ impl WireParser for AnthropicParser {
                             && *answer == block
                         {
                             input.push_str(&text("partial_json").unwrap_or_default());
+                        } else if let Some((search, input)) = &mut self.search_block
+                            && *search == block
+                        {
+                            input.push_str(&text("partial_json").unwrap_or_default());
                         } else if let (Some(&index), Some(fragment)) =
                             (self.tool_blocks.get(&block), text("partial_json"))
                         {
                             out.push(ProviderEvent::ToolCallArgs { index, fragment });
                         }
                     }
+                    Some("citations_delta") => out.extend(citation(delta.get("citation"))),
                     // Delta types added after this client was written.
                     _ => {}
                 }
@@ -367,6 +394,13 @@ impl WireParser for AnthropicParser {
                     && let Some((_, input)) = self.answer_block.take()
                 {
                     self.answer_done(&input, out);
+                }
+                if self.search_block.as_ref().is_some_and(|(i, _)| *i == index)
+                    && let Some((_, input)) = self.search_block.take()
+                {
+                    let query = serde_json::from_str::<Value>(&input).ok();
+                    let query = query.as_ref().and_then(|q| q.get("query")).and_then(Value::as_str).unwrap_or_default();
+                    out.push(ProviderEvent::WebSearch(query.to_string()));
                 }
                 if self.thinking.as_ref().is_some_and(|(i, _, _)| *i == index)
                     && let Some((_, thinking, signature)) = self.thinking.take()
@@ -420,6 +454,17 @@ struct TextDelta<'a> {
     text: std::borrow::Cow<'a, str>,
 }
 
+/// A text block's citation of a search result.
+fn citation(c: Option<&Value>) -> Option<ProviderEvent> {
+    let c = c?;
+    let s = |k: &str| c.get(k).and_then(Value::as_str).map(str::to_string);
+    Some(ProviderEvent::Citation(forge_proto::Citation {
+        url: s("url")?,
+        title: s("title").unwrap_or_default(),
+        cited_text: s("cited_text"),
+    }))
+}
+
 /// Usage fields overwrite: `message_delta` carries cumulative numbers.
 fn merge_usage(usage: &mut Usage, u: &Value) {
     let get = |k: &str| u.get(k).and_then(Value::as_u64);
@@ -434,6 +479,9 @@ fn merge_usage(usage: &mut Usage, u: &Value) {
     }
     if let Some(v) = get("cache_creation_input_tokens") {
         usage.cache_write_tokens = v;
+    }
+    if let Some(v) = u.pointer("/server_tool_use/web_search_requests").and_then(Value::as_u64) {
+        usage.web_search_requests = v;
     }
 }
 

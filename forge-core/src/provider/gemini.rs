@@ -400,6 +400,7 @@ impl WireParser for GeminiParser {
                 cache_read_tokens: u.cached_content_token_count,
                 cache_write_tokens: 0,
                 reasoning_tokens: u.thoughts_token_count,
+                web_search_requests: 0,
             });
         }
         if let Some(reason) = finish {
@@ -531,6 +532,7 @@ mod tests {
             max_output_tokens: 100,
             tools: crate::tools::ToolRegistry::builtin().specs(),
             output_schema: None,
+            web_search: None,
         };
         let b = body(&req, &WireOptions { gemini_thinking: true, ..Default::default() }, None);
         assert_eq!(b["systemInstruction"]["parts"][0]["text"], "be Forge");

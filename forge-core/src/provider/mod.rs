@@ -148,6 +148,8 @@ pub struct ChatRequest {
     /// The final answer must be JSON valid against this schema: sent as
     /// the provider's structured output where it has one.
     pub output_schema: Option<serde_json::Value>,
+    /// The provider may search the web (`[tools.web_search]`).
+    pub web_search: Option<crate::tools::config::WebSearchConfig>,
 }
 
 /// Providers reject a tool call without a result. A call left unanswered
@@ -217,6 +219,10 @@ pub enum ProviderEvent {
     /// A finished thinking block's signature, a redacted block, a
     /// reasoning item: to be kept with the answer and sent back.
     Reasoning(Reasoning),
+    /// The provider searched the web for the answer.
+    WebSearch(String),
+    /// A source the answer cites.
+    Citation(forge_proto::Citation),
     Usage(Usage),
     StopReason(String),
     Done,

@@ -166,6 +166,7 @@ impl WireParser for OpenAiParser {
                 cache_read_tokens: cached,
                 cache_write_tokens: 0,
                 reasoning_tokens: get("/completion_tokens_details/reasoning_tokens"),
+                web_search_requests: 0,
             }));
         }
         Ok(Step::Continue)
@@ -316,6 +317,7 @@ mod tests {
             max_output_tokens: 10,
             tools: Vec::new(),
             output_schema: None,
+            web_search: None,
         };
         let b = body(&req, true);
         assert_eq!(b["messages"][0]["role"], "system");
@@ -355,6 +357,7 @@ mod tests {
             max_output_tokens: 10,
             tools: Vec::new(),
             output_schema: None,
+            web_search: None,
         };
         let b = body(&req, false);
         let roles: Vec<&str> =

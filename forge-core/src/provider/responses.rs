@@ -276,6 +276,7 @@ fn usage(u: &Value) -> Usage {
         cache_read_tokens: cached,
         cache_write_tokens: written,
         reasoning_tokens: get("/output_tokens_details/reasoning_tokens"),
+        web_search_requests: 0,
     }
 }
 
@@ -412,6 +413,7 @@ mod tests {
             max_output_tokens: 100,
             tools: crate::tools::ToolRegistry::builtin().specs(),
             output_schema: None,
+            web_search: None,
         };
         let opts = WireOptions {
             reasoning_effort: Some("high".into()),

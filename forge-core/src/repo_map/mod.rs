@@ -318,6 +318,7 @@ async fn ask(
         max_output_tokens: (batch.len() as u32 * 40).max(256),
         tools: Vec::new(),
         output_schema: None,
+        web_search: None,
     };
     let collect = crate::provider::collect_text(providers.stream(asker.settings.clone(), request));
     let (text, usage) = tokio::time::timeout(ASK_TIMEOUT, collect)

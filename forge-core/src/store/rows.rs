@@ -101,6 +101,9 @@ pub struct NodeMeta {
     /// Images of a user message (their bytes are blobs, by hash).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub images: Vec<forge_proto::ImageInfo>,
+    /// The sources an answer cites (the provider searched the web).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub citations: Vec<forge_proto::Citation>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -169,6 +172,7 @@ impl NodeRow {
             tool_calls: self.meta.tool_calls.clone(),
             tool_result: self.meta.tool_result.clone(),
             images: self.meta.images.clone(),
+            citations: self.meta.citations.clone(),
         }
     }
 }

@@ -212,6 +212,9 @@ async fn pump(pipe: Option<impl AsyncRead + Unpin>, stream: &'static str, ctx: &
     let mut kept = Vec::new();
     let mut total = 0usize;
     let mut buf = vec![0u8; 8192];
+    // Live output a session too busy to take it missed: said, not hidden.
+    let mut skipped = 0usize;
+    let skip_note = |n: usize| format!("\n[forge: {n} bytes of live output skipped while the session caught up]\n");
     loop {
         let n = match pipe.read(&mut buf).await {
             Ok(0) | Err(_) => break,
@@ -223,8 +226,20 @@ async fn pump(pipe: Option<impl AsyncRead + Unpin>, stream: &'static str, ctx: &
             kept.extend_from_slice(&buf[..take]);
         }
         if let Some(tx) = &ctx.output {
-            let _ = tx.try_send(ToolOutput { stream, text: String::from_utf8_lossy(&buf[..n]).into_owned() });
+            let mut text = String::from_utf8_lossy(&buf[..n]).into_owned();
+            if skipped > 0 {
+                text.insert_str(0, &skip_note(skipped));
+            }
+            match tx.try_send(ToolOutput { stream, text }) {
+                Ok(()) => skipped = 0,
+                Err(_) => skipped += n,
+            }
         }
+    }
+    if skipped > 0
+        && let Some(tx) = &ctx.output
+    {
+        let _ = tx.try_send(ToolOutput { stream, text: skip_note(skipped) });
     }
     let mut text = String::from_utf8_lossy(&kept).into_owned();
     if total > kept.len() {

@@ -58,11 +58,23 @@ impl Format for Anthropic {
             ));
             out.push(sse(Some("content_block_stop"), &json!({"type":"content_block_stop","index":1})));
         }
-        let text = usize::from(!thinking.is_empty()) + usize::from(counts.redacted);
+        let mut text = usize::from(!thinking.is_empty()) + usize::from(counts.redacted);
+        if counts.searched {
+            out.extend(search_blocks(text));
+            text += 2;
+        }
         out.push(sse(
             Some("content_block_start"),
             &json!({"type":"content_block_start","index":text,"content_block":{"type":"text","text":""}}),
         ));
+        if counts.searched {
+            out.push(sse(
+                Some("content_block_delta"),
+                &json!({"type":"content_block_delta","index":text,"delta":{"type":"citations_delta","citation":{
+                    "type":"web_search_result_location","url":SEARCH_URL,"title":"Forge mock result",
+                    "cited_text":"Forge is a local coding-agent daemon.","encrypted_index":"bW9jaw=="}}}),
+            ));
+        }
         out.push("event: ping\ndata: {\"type\": \"ping\"}\n\n".to_string());
         out
     }
@@ -101,12 +113,42 @@ impl Format for Anthropic {
     fn finish(&self, _model: &str, tool_use: bool, counts: Counts) -> Vec<String> {
         let output_tokens = counts.output;
         let stop = if tool_use { "tool_use" } else { "end_turn" };
+        let mut usage = json!({"output_tokens": output_tokens});
+        if counts.searched {
+            usage["server_tool_use"] = json!({"web_search_requests": 1});
+        }
         vec![
             sse(
                 Some("message_delta"),
-                &json!({"type":"message_delta","delta":{"stop_reason":stop,"stop_sequence":null},"usage":{"output_tokens":output_tokens}}),
+                &json!({"type":"message_delta","delta":{"stop_reason":stop,"stop_sequence":null},"usage":usage}),
             ),
             sse(Some("message_stop"), &json!({"type":"message_stop"})),
         ]
     }
+}
+
+/// The page every mock search finds.
+pub const SEARCH_URL: &str = "https://example.com/forge";
+
+/// A web search (its query) and what it found, as content blocks from
+/// `first`.
+fn search_blocks(first: usize) -> Vec<String> {
+    let result = first + 1;
+    vec![
+        sse(
+            Some("content_block_start"),
+            &json!({"type":"content_block_start","index":first,"content_block":{"type":"server_tool_use","id":"srvtoolu_mock","name":"web_search","input":{}}}),
+        ),
+        sse(
+            Some("content_block_delta"),
+            &json!({"type":"content_block_delta","index":first,"delta":{"type":"input_json_delta","partial_json":"{\"query\": \"forge daemon\"}"}}),
+        ),
+        sse(Some("content_block_stop"), &json!({"type":"content_block_stop","index":first})),
+        sse(
+            Some("content_block_start"),
+            &json!({"type":"content_block_start","index":result,"content_block":{"type":"web_search_tool_result","tool_use_id":"srvtoolu_mock",
+                "content":[{"type":"web_search_result","url":SEARCH_URL,"title":"Forge mock result","encrypted_content":"bW9jaw==","page_age":null}]}}),
+        ),
+        sse(Some("content_block_stop"), &json!({"type":"content_block_stop","index":result})),
+    ]
 }

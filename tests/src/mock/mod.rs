@@ -230,6 +230,9 @@ struct Counts {
     cache_written: usize,
     /// A redacted thinking block follows the thinking (Anthropic).
     redacted: bool,
+    /// `mock:search` with the web search offered: the answer searches
+    /// first and cites what it found (Anthropic).
+    searched: bool,
 }
 
 /// One request the mock received.
@@ -400,6 +403,8 @@ struct Script {
     /// `mock:json=VALUE`: the answer is exactly this JSON (compact; spaces
     /// inside strings written \u0020).
     json: Option<String>,
+    /// `mock:search`: search the web first, if the request offers it.
+    search: bool,
 }
 
 fn parse_script(text: &str, opts: &MockOptions) -> Script {
@@ -411,6 +416,10 @@ fn parse_script(text: &str, opts: &MockOptions) -> Script {
         }
         if word == "mock:redacted" {
             s.redacted = true;
+            continue;
+        }
+        if word == "mock:search" {
+            s.search = true;
             continue;
         }
         let Some(rest) = word.strip_prefix("mock:") else { continue };
@@ -607,6 +616,11 @@ async fn handle(
         let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         return Ok(full(code, "application/json", error_body(wire, status), &extra));
     }
+    // A search only where the request offers one.
+    let offers_search = body["tools"]
+        .as_array()
+        .is_some_and(|t| t.iter().any(|t| t["type"].as_str().is_some_and(|k| k.starts_with("web_search"))));
+    script.search &= offers_search && results.is_none();
     // Claude given the answer tool (`output_schema`) answers through it.
     let answer_tool = body["tools"].as_array().and_then(|t| t.iter().find(|t| t["name"] == "final_answer").cloned());
     if wire == Wire::Anthropic
@@ -821,8 +835,10 @@ async fn stream_reply(
     let thinking: Vec<String> = (0..script.thinking.unwrap_or(0)).map(|i| format!("thought{i} ")).collect();
     // Content blocks: the thinking (if any), the text, then each tool call.
     let redacted = script.redacted && wire == Wire::Anthropic && !thinking.is_empty();
-    let text_block = usize::from(!thinking.is_empty()) + usize::from(redacted);
+    let searched = script.search && wire == Wire::Anthropic;
+    let text_block = usize::from(!thinking.is_empty()) + usize::from(redacted) + 2 * usize::from(searched);
     let counts = Counts {
+        searched,
         input: script.input,
         output: total,
         thinking: thinking.len(),

@@ -47,6 +47,8 @@ struct Turn<'a> {
     calls: HashMap<String, Call>,
     /// The editor being asked about the pending approval.
     asking: Option<(String, JoinHandle<()>)>,
+    /// The sources the answer cites (url, title): said after it.
+    sources: Vec<(String, String)>,
 }
 
 /// The largest prompt handed to the daemon (its messages hold 8 MiB; the
@@ -110,8 +112,15 @@ pub(super) async fn prompt(
         Some(cwd) => cwd,
         None => PathBuf::from(d.client.session_show(session.clone()).await.map_err(from_client)?.cwd),
     };
-    let mut turn =
-        Turn { cx, session: sent.session_id.clone(), cwd, fold: Fold::default(), calls: HashMap::new(), asking: None };
+    let mut turn = Turn {
+        cx,
+        session: sent.session_id.clone(),
+        cwd,
+        fold: Fold::default(),
+        calls: HashMap::new(),
+        asking: None,
+        sources: Vec::new(),
+    };
     let mut in_turn = false;
     // Steered into a running turn: this prompt ends with that turn, whose
     // updates the prompt that started it sends.
@@ -139,6 +148,24 @@ pub(super) async fn prompt(
             EventKind::TurnFinished { message_id, status, stop_reason, error, error_kind, .. }
                 if message_id == sent.message_id || joined =>
             {
+                if !turn.sources.is_empty() {
+                    let list: Vec<String> = turn
+                        .sources
+                        .iter()
+                        .enumerate()
+                        .map(|(i, (url, title))| {
+                            format!(
+                                "[{}] {}",
+                                i + 1,
+                                if title.is_empty() { url.clone() } else { format!("{title} {url}") }
+                            )
+                        })
+                        .collect();
+                    turn.send(SessionUpdate::AgentMessageChunk(map::text(&format!(
+                        "\n\nSources:\n{}",
+                        list.join("\n")
+                    ))))?;
+                }
                 break map::stop_reason(status, stop_reason.as_deref(), error_kind.as_deref(), error.as_deref())
                     .map(PromptResponse::new)
                     .map_err(|e| rpc_error(-32603, e));
@@ -161,6 +188,12 @@ impl Turn<'_> {
             EventKind::TextDelta { text } => self.send(SessionUpdate::AgentMessageChunk(map::text(&text)))?,
             EventKind::PlanUpdated { steps, .. } => self.send(SessionUpdate::Plan(map::plan(&steps)))?,
             EventKind::ThinkingDelta { text } => self.send(SessionUpdate::AgentThoughtChunk(map::text(&text)))?,
+            EventKind::WebSearch { query } => {
+                self.send(SessionUpdate::AgentThoughtChunk(map::text(&format!("searching the web: {query}\n"))))?
+            }
+            EventKind::Citation { url, title, .. } if !self.sources.iter().any(|(u, _)| *u == url) => {
+                self.sources.push((url, title));
+            }
             // ACP has no notice: the wait for MCP servers is said as a
             // thought, so the editor shows why nothing comes yet.
             EventKind::McpWaiting { .. } | EventKind::McpWaited { .. } => {

@@ -60,6 +60,7 @@ fn request_body_has_the_required_fields() {
         max_output_tokens: 100,
         tools: Vec::new(),
         output_schema: None,
+        web_search: None,
     };
     let b = body(&req, &WireOptions::default());
     assert_eq!(b["model"], "claude-x");
@@ -81,6 +82,7 @@ fn a_continued_answer_is_a_prefill_without_trailing_space_or_thinking() {
         max_output_tokens: 4096,
         tools: Vec::new(),
         output_schema: None,
+        web_search: None,
     };
     let opts = WireOptions { anthropic_thinking_budget: Some(2048), ..Default::default() };
     let b = body(&req, &opts);
@@ -108,6 +110,7 @@ fn tool_calls_and_results_become_blocks_and_unanswered_calls_get_a_result() {
         max_output_tokens: 10,
         tools: crate::tools::ToolRegistry::builtin().specs(),
         output_schema: None,
+        web_search: None,
     };
     let b = body(&req, &WireOptions::default());
     let m = &b["messages"];
@@ -177,6 +180,7 @@ fn tool_loop_request() -> ChatRequest {
         max_output_tokens: 18_000,
         tools: crate::tools::ToolRegistry::builtin().specs(),
         output_schema: None,
+        web_search: None,
     }
 }
 

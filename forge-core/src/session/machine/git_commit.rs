@@ -229,6 +229,7 @@ impl Session {
             max_output_tokens: 300,
             tools: Vec::new(),
             output_schema: None,
+            web_search: None,
         };
         Some(Box::new((settings, request)))
     }

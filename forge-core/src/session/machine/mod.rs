@@ -49,6 +49,7 @@ mod tests;
 mod tools;
 mod tree;
 mod turn;
+mod web_search;
 
 use std::collections::VecDeque;
 use std::sync::Arc;

@@ -45,6 +45,9 @@ pub struct SealInfo {
 }
 
 /// One thing waiting to be written.
+// Nearly every entry is an event: boxing it would cost an allocation per
+// streamed delta to save space on the rare others.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Entry {
     /// A client-visible session event; gets a session seq when written.

@@ -213,6 +213,7 @@ impl Session {
             error,
             recovered: Some(badge),
             finishes_turn: true,
+            citations: Vec::new(),
         });
     }
 }

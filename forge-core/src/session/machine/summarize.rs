@@ -200,6 +200,7 @@ impl Session {
             max_output_tokens: allowance as u32,
             tools: Vec::new(),
             output_schema: None,
+            web_search: None,
         };
         let span = SummarySpan { first, last, messages: to as u64, tokens_before, tokens_after: 0 };
         tracing::info!(session = %self.row.id, messages = to, tokens_before, "summarizing the start of the conversation");

@@ -149,6 +149,7 @@ impl Session {
             usage: None,
             stop_reason: None,
             reasoning: Vec::new(),
+            citations: Vec::new(),
             sealed: false,
             iteration,
             output_seen: false,
@@ -243,6 +244,7 @@ impl Session {
             max_output_tokens,
             tools,
             output_schema: self.schema.as_ref().map(|s| s.schema.clone()),
+            web_search: self.web_search(),
         };
         self.out.push(Effect::StartRequest(Box::new((settings, request))));
         Ok((estimated, anchor))
@@ -351,6 +353,20 @@ impl Session {
                 self.pipeline.delta(EventKind::ToolCallArgs { index: index as u32, fragment });
             }
             ProviderEvent::Reasoning(r) => stream.reasoning.push(r),
+            ProviderEvent::WebSearch(query) => {
+                self.pipeline.delta(EventKind::WebSearch { query });
+            }
+            ProviderEvent::Citation(c) => {
+                let event = EventKind::Citation {
+                    url: c.url.clone(),
+                    title: c.title.clone(),
+                    cited_text: c.cited_text.clone(),
+                };
+                if !stream.citations.iter().any(|o| o.url == c.url) {
+                    stream.citations.push(c);
+                }
+                self.pipeline.delta(event);
+            }
             ProviderEvent::Usage(u) => stream.usage = Some(u),
             ProviderEvent::StopReason(r) => stream.stop_reason = Some(r),
             ProviderEvent::Done => self.seal(MessageStatus::Complete, None),
@@ -492,6 +508,7 @@ impl Session {
             error: error.map(|(_, m)| m),
             recovered: None,
             finishes_turn: !tools && !more && fix.is_none(),
+            citations: stream.citations,
         });
         if let Some(text) = fix {
             // Sent back once, in the same turn, with what was wrong.
@@ -621,6 +638,7 @@ impl Session {
                     context: None,
                     system_prompt: None,
                     images: Vec::new(),
+                    citations: a.citations.clone(),
                 },
             });
             self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: Some(id.clone()) });
@@ -675,4 +693,5 @@ pub(super) struct Answer {
     pub recovered: Option<forge_proto::RecoveryBadge>,
     /// False when tool calls continue the turn.
     pub finishes_turn: bool,
+    pub citations: Vec<forge_proto::Citation>,
 }

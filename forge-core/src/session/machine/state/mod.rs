@@ -32,6 +32,8 @@ pub(super) struct ActiveStream {
     pub stop_reason: Option<String>,
     /// Signed thinking and reasoning items, kept with the answer.
     pub reasoning: Vec<crate::provider::Reasoning>,
+    /// The sources the answer cites (a web search), once each.
+    pub citations: Vec<forge_proto::Citation>,
     /// The end is taken in (seal queued or written); nothing more is ingested.
     pub sealed: bool,
     /// 0 for the turn's first stream, then one more after each tool batch.

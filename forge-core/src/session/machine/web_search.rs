@@ -1,0 +1,50 @@
+//! The provider's own web search (`[tools.web_search]`): offered to a
+//! turn's requests when enabled, where the provider has one (Claude,
+//! Gemini, OpenAI's Responses API), and where the approval policy lets
+//! `web_search` run (it runs at the provider: nothing can wait for a
+//! user's answer halfway through an answer). What it finds comes back as
+//! the answer's citations, kept with its node.
+
+use super::Session;
+use crate::tools::config::{ToolApprovalConfig, WebSearchConfig};
+
+impl Session {
+    /// What the turn's requests offer, if anything.
+    pub(super) fn web_search(&self) -> Option<WebSearchConfig> {
+        let config = self.config.tools.web_search.as_ref().filter(|c| c.enabled == Some(true))?;
+        let settings = self.provider_settings().ok()?;
+        if crate::provider::Wire::of(&settings) == crate::provider::Wire::OpenAiChat {
+            return None;
+        }
+        let approval = self.config.tools.approval.as_ref();
+        let mode = self.row.approval.mode.clone().or_else(|| approval.and_then(|a| a.mode.clone()));
+        (!refused(approval, mode.as_deref(), &self.row.approval.always)).then(|| config.clone())
+    }
+}
+
+/// Whether the policy refuses `web_search`: on the denylist, or strict
+/// mode without it allowed.
+fn refused(approval: Option<&ToolApprovalConfig>, mode: Option<&str>, always: &[String]) -> bool {
+    let listed = |list: Option<&Vec<String>>| list.is_some_and(|l| l.iter().any(|t| t == "web_search"));
+    if listed(approval.and_then(|a| a.denylist.as_ref())) {
+        return true;
+    }
+    let strict = matches!(mode, Some("strict" | "deny"));
+    strict && !listed(approval.and_then(|a| a.allowlist.as_ref())) && !always.iter().any(|t| t == "web_search")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_denylist_and_strict_mode_keep_the_search_off() {
+        let deny = ToolApprovalConfig { denylist: Some(vec!["web_search".into()]), ..Default::default() };
+        assert!(refused(Some(&deny), None, &[]));
+        assert!(refused(None, Some("strict"), &[]));
+        assert!(!refused(None, Some("strict"), &["web_search".into()]));
+        let allow = ToolApprovalConfig { allowlist: Some(vec!["web_search".into()]), ..Default::default() };
+        assert!(!refused(Some(&allow), Some("strict"), &[]));
+        assert!(!refused(None, None, &[]));
+    }
+}
