@@ -1,6 +1,7 @@
 //! The provider's own web search (`[tools.web_search]`): offered to a
-//! turn's requests when enabled, where the provider has one (Claude,
-//! Gemini, OpenAI's Responses API), and where the approval policy lets
+//! turn's requests when enabled, where Forge speaks the provider's search
+//! (Claude's `web_search` tool; Gemini's grounding and OpenAI's Responses
+//! `web_search` are not wired yet), and where the approval policy lets
 //! `web_search` run (it runs at the provider: nothing can wait for a
 //! user's answer halfway through an answer). What it finds comes back as
 //! the answer's citations, kept with its node.
@@ -13,7 +14,7 @@ impl Session {
     pub(super) fn web_search(&self) -> Option<WebSearchConfig> {
         let config = self.config.tools.web_search.as_ref().filter(|c| c.enabled == Some(true))?;
         let settings = self.provider_settings().ok()?;
-        if crate::provider::Wire::of(&settings) == crate::provider::Wire::OpenAiChat {
+        if crate::provider::Wire::of(&settings) != crate::provider::Wire::Anthropic {
             return None;
         }
         let approval = self.config.tools.approval.as_ref();
