@@ -34,8 +34,8 @@ pub struct ToolsConfig {
     pub other: BTreeMap<String, toml::Value>,
 }
 
-/// `[tools.web_search]`: the provider's own web search (Claude's for
-/// now), off unless enabled.
+/// `[tools.web_search]`: the provider's own web search (Claude's, and
+/// OpenAI's on the Responses API), off unless enabled.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WebSearchConfig {

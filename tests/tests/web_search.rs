@@ -61,3 +61,26 @@ async fn the_search_is_off_by_default_and_where_the_policy_refuses_it() {
     denied.ok(&["send", "mock:search hi"]).await;
     assert!(search_tool(&mock).is_none(), "the denylist keeps it off");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openai_on_the_responses_api_searches_and_cites_too() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.write_config(
+        "[openai]\nwire_api = \"responses\"\n[tools.web_search]\nenabled = true\nallowed_domains = [\"example.com\"]\n",
+    );
+    forge.start().await;
+    let out = forge.ok(&["send", "--provider", "openai", "mock:search what is forge?"]).await;
+    assert!(out.stderr.contains("searching the web: forge daemon"), "{}", out.stderr);
+    assert!(out.stdout.contains("\nSources:\n  [1] Forge mock result https://example.com/forge\n"), "{}", out.stdout);
+    let body: Value = serde_json::from_str(&mock.last_turn_request()).unwrap_or(Value::Null);
+    let tool = body["tools"].as_array().and_then(|t| t.iter().find(|t| t["type"] == "web_search").cloned());
+    assert_eq!(tool, Some(json!({"type": "web_search", "filters": {"allowed_domains": ["example.com"]}})), "{body}");
+    // Chat Completions has no such tool: not offered there.
+    let mut chat = Forge::new(&mock);
+    chat.write_config("[tools.web_search]\nenabled = true\n");
+    chat.start().await;
+    chat.ok(&["send", "--provider", "openai", "mock:search hi"]).await;
+    let body: Value = serde_json::from_str(&mock.last_turn_request()).unwrap_or(Value::Null);
+    assert!(!body.to_string().contains("web_search"), "{body}");
+}

@@ -87,6 +87,18 @@ fn body(req: &ChatRequest, opts: &WireOptions) -> Value {
             .collect();
         body["parallel_tool_calls"] = json!(true);
     }
+    // OpenAI's own search, run on their side (it filters by allowed
+    // domains only).
+    if let Some(search) = &req.web_search {
+        let mut tool = json!({"type": "web_search"});
+        if !search.allowed_domains.is_empty() {
+            tool["filters"] = json!({"allowed_domains": search.allowed_domains});
+        }
+        match body["tools"].as_array_mut() {
+            Some(tools) => tools.push(tool),
+            None => body["tools"] = json!([tool]),
+        }
+    }
     if reasons(&req.model) || opts.reasoning_effort.is_some() {
         let mut reasoning = json!({"summary": "auto"});
         if let Some(effort) = &opts.reasoning_effort {
@@ -125,6 +137,8 @@ pub(super) struct ResponsesParser {
     /// Reasoning summary parts seen so far (parts after the first are
     /// set apart by a blank line).
     summary_parts: usize,
+    /// Web searches run for the answer.
+    searches: u64,
 }
 
 impl WireParser for ResponsesParser {
@@ -204,6 +218,10 @@ impl WireParser for ResponsesParser {
                             summary,
                         }));
                     }
+                    Some("web_search_call") => {
+                        self.searches += 1;
+                        out.push(ProviderEvent::WebSearch(str_at("/item/action/query")));
+                    }
                     // Arguments that came whole, without deltas.
                     Some("function_call") => {
                         if let Some((index, false)) = self.calls.get(&str_at("/item/id")).copied() {
@@ -216,9 +234,24 @@ impl WireParser for ResponsesParser {
                     _ => {}
                 }
             }
+            "response.output_text.annotation.added" => {
+                let a = data.get("annotation").unwrap_or(&Value::Null);
+                if a.get("type").and_then(Value::as_str) == Some("url_citation")
+                    && let Some(url) = a.get("url").and_then(Value::as_str)
+                {
+                    let title = a.get("title").and_then(Value::as_str).unwrap_or_default();
+                    out.push(ProviderEvent::Citation(forge_proto::Citation {
+                        url: url.into(),
+                        title: title.into(),
+                        cited_text: None,
+                    }));
+                }
+            }
             "response.completed" | "response.incomplete" => {
                 if let Some(u) = data.pointer("/response/usage").filter(|u| u.is_object()) {
-                    out.push(ProviderEvent::Usage(usage(u)));
+                    let mut usage = usage(u);
+                    usage.web_search_requests = self.searches;
+                    out.push(ProviderEvent::Usage(usage));
                 }
                 let reason = match data.pointer("/response/incomplete_details/reason").and_then(Value::as_str) {
                     Some(r) => r.to_string(),

@@ -835,8 +835,13 @@ async fn stream_reply(
     let thinking: Vec<String> = (0..script.thinking.unwrap_or(0)).map(|i| format!("thought{i} ")).collect();
     // Content blocks: the thinking (if any), the text, then each tool call.
     let redacted = script.redacted && wire == Wire::Anthropic && !thinking.is_empty();
-    let searched = script.search && wire == Wire::Anthropic;
-    let text_block = usize::from(!thinking.is_empty()) + usize::from(redacted) + 2 * usize::from(searched);
+    let searched = script.search && matches!(wire, Wire::Anthropic | Wire::Responses);
+    // A search takes two content blocks (Anthropic) or one output item.
+    let search_blocks = match wire {
+        Wire::Anthropic => 2,
+        _ => 1,
+    };
+    let text_block = usize::from(!thinking.is_empty()) + usize::from(redacted) + search_blocks * usize::from(searched);
     let counts = Counts {
         searched,
         input: script.input,

@@ -26,7 +26,7 @@ impl Format for Responses {
         true
     }
 
-    fn start(&self, model: &str, thinking: &[String], _counts: Counts) -> Vec<String> {
+    fn start(&self, model: &str, thinking: &[String], counts: Counts) -> Vec<String> {
         let response = json!({"id":"resp_mock","object":"response","created_at":1,"status":"in_progress","model":model,"output":[],"usage":null});
         let mut out = vec![
             ev(json!({"type":"response.created","sequence_number":0,"response":response})),
@@ -43,9 +43,19 @@ impl Format for Responses {
             out.push(ev(json!({"type":"response.output_item.done","output_index":0,"item":{"id":"rs_mock","type":"reasoning",
                 "summary":[{"type":"summary_text","text":whole}],"encrypted_content":"gAAAA-mock-encrypted-reasoning"}})));
         }
-        let index = usize::from(!thinking.is_empty());
+        let mut index = usize::from(!thinking.is_empty());
+        if counts.searched {
+            let search = json!({"id":"ws_mock","type":"web_search_call","status":"completed","action":{"type":"search","query":"forge daemon"}});
+            out.push(ev(json!({"type":"response.output_item.added","output_index":index,"item":{"id":"ws_mock","type":"web_search_call","status":"in_progress"}})));
+            out.push(ev(json!({"type":"response.output_item.done","output_index":index,"item":search})));
+            index += 1;
+        }
         out.push(ev(json!({"type":"response.output_item.added","output_index":index,"item":{"id":"msg_mock","type":"message","status":"in_progress","role":"assistant","content":[]}})));
         out.push(ev(json!({"type":"response.content_part.added","item_id":"msg_mock","output_index":index,"content_index":0,"part":{"type":"output_text","text":"","annotations":[]}})));
+        if counts.searched {
+            out.push(ev(json!({"type":"response.output_text.annotation.added","item_id":"msg_mock","output_index":index,"content_index":0,
+                "annotation_index":0,"annotation":{"type":"url_citation","url":super::anthropic::SEARCH_URL,"title":"Forge mock result","start_index":0,"end_index":4}})));
+        }
         out
     }
 

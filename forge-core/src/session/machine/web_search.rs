@@ -1,7 +1,7 @@
 //! The provider's own web search (`[tools.web_search]`): offered to a
 //! turn's requests when enabled, where Forge speaks the provider's search
-//! (Claude's `web_search` tool; Gemini's grounding and OpenAI's Responses
-//! `web_search` are not wired yet), and where the approval policy lets
+//! (Claude's `web_search` tool, OpenAI's Responses `web_search`; Gemini's
+//! grounding is not wired yet), and where the approval policy lets
 //! `web_search` run (it runs at the provider: nothing can wait for a
 //! user's answer halfway through an answer). What it finds comes back as
 //! the answer's citations, kept with its node.
@@ -14,7 +14,8 @@ impl Session {
     pub(super) fn web_search(&self) -> Option<WebSearchConfig> {
         let config = self.config.tools.web_search.as_ref().filter(|c| c.enabled == Some(true))?;
         let settings = self.provider_settings().ok()?;
-        if crate::provider::Wire::of(&settings) != crate::provider::Wire::Anthropic {
+        use crate::provider::Wire;
+        if !matches!(Wire::of(&settings), Wire::Anthropic | Wire::OpenAiResponses) {
             return None;
         }
         let approval = self.config.tools.approval.as_ref();
