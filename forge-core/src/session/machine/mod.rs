@@ -24,6 +24,7 @@
 //! - [`rewind`]: files put back, as the `Rewinding` state.
 //! - [`recovery`]: what the store says was left unfinished.
 
+mod answer;
 mod approvals;
 mod budget;
 pub(crate) mod call;

@@ -16,8 +16,8 @@ use std::collections::HashSet;
 use forge_proto::{ClientRef, EventKind, MessageStatus, RecoveryBadge, RecoveryCall, ToolCallRecord, Usage};
 
 use super::Session;
+use super::answer::Answer;
 use super::state::OperationState;
-use super::turn::Answer;
 use crate::provider::{ChatMessage, ChatRole};
 use crate::store::{QueuedRow, SessionRow, StreamRow};
 
