@@ -64,8 +64,10 @@ pub fn session_table(sessions: &[SessionInfo]) {
         outln!("no sessions (start one with `forgectl send \"...\"`)");
         return;
     }
+    let rows = helpers_under_parents(sessions);
+    let id_width = rows.iter().map(|(depth, s)| s.id.len() + 2 * depth).max().unwrap_or(0).max(14);
     outln!(
-        "{:<14} {:<16} {:<18} {:<10} {:>7} {:>6} {:>5}  {:<28} UPDATED",
+        "{:<id_width$} {:<16} {:<18} {:<10} {:>7} {:>6} {:>5}  {:<28} UPDATED",
         "ID",
         "NAME",
         "STATE",
@@ -75,11 +77,18 @@ pub fn session_table(sessions: &[SessionInfo]) {
         "MSGS",
         "PROVIDER/MODEL"
     );
-    for s in sessions {
+    for (depth, s) in rows {
+        // A helper agent: under its parent, named by its task.
+        let id = if depth == 0 { s.id.clone() } else { format!("{}└ {}", "  ".repeat(depth - 1), s.id) };
+        let name = match (&s.name, &s.helper) {
+            (Some(n), _) => n.clone(),
+            (None, Some(h)) => format!("{}: {}", h.agent, h.description),
+            (None, None) => "-".into(),
+        };
         outln!(
-            "{:<14} {:<16} {:<18} {:<10} {:>7} {:>6} {:>5}  {:<28} {}",
-            s.id,
-            truncate(s.name.as_deref().unwrap_or("-"), 16),
+            "{:<id_width$} {:<16} {:<18} {:<10} {:>7} {:>6} {:>5}  {:<28} {}",
+            id,
+            truncate(&name, 16),
             s.state.as_str(),
             s.waiting_on,
             s.attached_clients,
@@ -91,6 +100,24 @@ pub fn session_table(sessions: &[SessionInfo]) {
     }
 }
 
+/// Sessions in list order, each helper agent's right under its parent
+/// (with its depth); a helper whose parent is gone is listed as a top one.
+fn helpers_under_parents(sessions: &[SessionInfo]) -> Vec<(usize, &SessionInfo)> {
+    let has_parent = |s: &SessionInfo| s.helper.as_ref().is_some_and(|h| sessions.iter().any(|p| p.id == h.parent));
+    let mut out = Vec::with_capacity(sessions.len());
+    let mut stack: Vec<(usize, &SessionInfo)> =
+        sessions.iter().rev().filter(|s| !has_parent(s)).map(|s| (0, s)).collect();
+    while let Some((depth, s)) = stack.pop() {
+        out.push((depth, s));
+        let children = sessions.iter().rev().filter(|c| c.helper.as_ref().is_some_and(|h| h.parent == s.id));
+        // A cycle cannot be made, but a list is never walked forever.
+        if out.len() <= sessions.len() {
+            stack.extend(children.map(|c| (depth + 1, c)));
+        }
+    }
+    out
+}
+
 pub fn session_details(s: &SessionInfo) {
     outln!("id:        {}", s.id);
     outln!("name:      {}", s.name.as_deref().unwrap_or("-"));
@@ -100,6 +127,9 @@ pub fn session_details(s: &SessionInfo) {
     outln!("cwd:       {}", s.cwd);
     if let Some(g) = &s.git {
         outln!("git:       branch {} of {} (from {})", g.branch, g.repo, g.base.get(..10).unwrap_or(&g.base));
+    }
+    if let Some(h) = &s.helper {
+        outln!("helper:    of session {} (call {}): {} ({})", h.parent, h.call_id, h.description, h.agent);
     }
     outln!("created:   {}", format_ms(s.created_ms));
     outln!("updated:   {}", format_ms(s.updated_ms));

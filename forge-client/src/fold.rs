@@ -249,7 +249,7 @@ impl Fold {
                 self.answer_node = Some(node_id.clone());
                 seen.calls = std::mem::take(&mut self.calls).into_iter().flatten().collect();
             }
-            EventKind::ApprovalRequested { approval_id, calls } => {
+            EventKind::ApprovalRequested { approval_id, calls, .. } => {
                 self.approval = Some(PendingApproval { approval_id: approval_id.clone(), calls: calls.clone() });
                 self.state = Some(OperationStateKind::AwaitingApproval);
             }

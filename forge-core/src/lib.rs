@@ -4,6 +4,7 @@
 //! It knows no sockets and no terminal: `forged` serves it over JSON-RPC,
 //! and tests drive it directly.
 
+pub mod agents;
 pub mod catalog;
 pub mod config;
 pub mod context;

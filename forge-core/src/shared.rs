@@ -32,6 +32,9 @@ pub(crate) struct Shared {
     pub repo_maps: crate::repo_map::RepoMaps,
     /// The time and ids sessions write (the system's; tests script it).
     pub clock: crate::ids::Clock,
+    /// Where sessions send what concerns helper agents; the engine routes
+    /// it (`engine/helpers.rs`).
+    pub helpers: tokio::sync::mpsc::UnboundedSender<crate::session::machine::HelperOut>,
 }
 
 impl Shared {
@@ -70,6 +73,41 @@ impl Shared {
             if let Err(e) = all.register(tool) {
                 tracing::warn!("project tool not offered: {e}");
             }
+        }
+        Arc::new(all)
+    }
+
+    /// `tools` as a session offers them: a helper agent's only those its
+    /// agent type lists; the `task` tool (with the agent types of `cwd`)
+    /// while helpers may go one deeper.
+    pub(crate) fn with_helpers(
+        &self,
+        tools: Arc<crate::tools::ToolRegistry>,
+        helper: Option<&crate::store::HelperSpec>,
+        cwd: &Path,
+    ) -> Arc<crate::tools::ToolRegistry> {
+        let task = self.config.tools.task.clone().unwrap_or_default();
+        let max_depth = task.max_depth.unwrap_or(crate::tools::config::TaskConfig::DEFAULT_MAX_DEPTH);
+        let depth = helper.map_or(0, |h| h.of.depth);
+        let offer_task = task.enabled != Some(false)
+            && depth < max_depth
+            && helper.and_then(|h| h.tools.as_ref()).is_none_or(|t| t.iter().any(|n| n == crate::agents::TASK_TOOL));
+        let allowed = helper.and_then(|h| h.tools.as_ref());
+        if !offer_task && allowed.is_none() {
+            return tools;
+        }
+        let mut all = (*tools).clone();
+        if let Some(allowed) = allowed {
+            // `server__*` names every tool of an MCP server.
+            all.retain(|name| {
+                allowed
+                    .iter()
+                    .any(|a| a == name || a.strip_suffix('*').is_some_and(|p| p.ends_with("__") && name.starts_with(p)))
+            });
+        }
+        if offer_task {
+            let agents = crate::agents::load(cwd, self.trust.trusts(cwd));
+            let _ = all.register(Arc::new(crate::agents::TaskTool::new(&agents)));
         }
         Arc::new(all)
     }

@@ -27,19 +27,20 @@ pub struct SlashCommand {
     pub body: String,
 }
 
-/// The user's own commands' directory.
-fn user_dir() -> Option<PathBuf> {
+/// The user's own `kind` directory (`commands`, `agents`) in Forge's
+/// configuration directory.
+pub(crate) fn user_dir(kind: &str) -> Option<PathBuf> {
     let config = std::env::var_os("XDG_CONFIG_HOME")
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
-    Some(config.join("forge").join("commands"))
+    Some(config.join("forge").join(kind))
 }
 
 /// The commands a session in `cwd` has: the user's, then (when `trusted`)
 /// the project's, by name (a later one of the same name wins).
 pub fn load(cwd: &Path, trusted: bool) -> Vec<SlashCommand> {
-    let mut dirs: Vec<(PathBuf, &str)> = user_dir().into_iter().map(|d| (d, "user")).collect();
+    let mut dirs: Vec<(PathBuf, &str)> = user_dir("commands").into_iter().map(|d| (d, "user")).collect();
     if trusted {
         dirs.push((cwd.join(".claude/commands"), "project"));
         dirs.push((cwd.join(".forge/commands"), "project"));
@@ -103,30 +104,46 @@ pub fn parse(name: &str, text: &str, source: &str) -> SlashCommand {
         allowed_tools: Vec::new(),
         source: source.to_string(),
     };
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let mut body = text;
-    if let Some(rest) = text.strip_prefix("---\n").or_else(|| text.strip_prefix("---\r\n"))
-        && let Some(end) = rest.find("\n---")
-    {
-        for line in rest[..end].lines() {
-            let Some((k, v)) = line.split_once(':') else { continue };
-            let v = v.trim().trim_matches(|c| c == '"' || c == '\'').to_string();
-            match k.trim() {
-                "description" => info.description = v,
-                "argument-hint" => info.argument_hint = Some(v).filter(|v| !v.is_empty()),
-                "model" => info.model = Some(v).filter(|v| !v.is_empty()),
-                "allowed-tools" => {
-                    info.allowed_tools = v.split(',').map(|t| t.trim().to_string()).filter(|t| !t.is_empty()).collect()
-                }
-                _ => {}
-            }
+    let (fields, body) = front_matter(text);
+    for (k, v) in fields {
+        match k {
+            "description" => info.description = v,
+            "argument-hint" => info.argument_hint = Some(v).filter(|v| !v.is_empty()),
+            "model" => info.model = Some(v).filter(|v| !v.is_empty()),
+            "allowed-tools" => info.allowed_tools = list(&v),
+            _ => {}
         }
-        body = rest[end + 4..].trim_start_matches(['-']).trim_start_matches(['\r', '\n']);
     }
     if info.description.is_empty() {
-        info.description = body.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("").chars().take(80).collect();
+        info.description = first_line(body);
     }
     SlashCommand { info, body: body.to_string() }
+}
+
+/// A Markdown file's front matter (`key: value` lines between `---`
+/// lines, quotes taken off) and its body.
+pub(crate) fn front_matter(text: &str) -> (Vec<(&str, String)>, &str) {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let Some(rest) = text.strip_prefix("---\n").or_else(|| text.strip_prefix("---\r\n")) else {
+        return (Vec::new(), text);
+    };
+    let Some(end) = rest.find("\n---") else { return (Vec::new(), text) };
+    let fields = rest[..end]
+        .lines()
+        .filter_map(|line| line.split_once(':'))
+        .map(|(k, v)| (k.trim(), v.trim().trim_matches(|c| c == '"' || c == '\'').to_string()))
+        .collect();
+    (fields, rest[end + 4..].trim_start_matches(['-']).trim_start_matches(['\r', '\n']))
+}
+
+/// A comma-separated front matter list (`Read, Grep`).
+pub(crate) fn list(v: &str) -> Vec<String> {
+    v.split(',').map(|t| t.trim().to_string()).filter(|t| !t.is_empty()).collect()
+}
+
+/// A body's first line, for a description none was given for.
+pub(crate) fn first_line(body: &str) -> String {
+    body.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("").chars().take(80).collect()
 }
 
 impl SlashCommand {

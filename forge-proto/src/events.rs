@@ -196,6 +196,10 @@ pub enum EventKind {
     ApprovalRequested {
         approval_id: String,
         calls: Vec<ApprovalCall>,
+        /// A helper agent's session asks (shown to its parent's clients,
+        /// whose answer to the parent goes to the helper).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        helper: Option<String>,
     },
     /// The approval was answered (by `client`); the first answer wins.
     ApprovalResolved {
@@ -274,6 +278,22 @@ pub enum EventKind {
         waited_ms: u64,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         not_started: Vec<String>,
+    },
+    /// A `task` call started helper agent `helper` (a session of its own:
+    /// `attach` follows it) as agent type `agent`.
+    HelperStarted {
+        call_id: String,
+        helper: String,
+        description: String,
+        agent: String,
+    },
+    /// The helper of `call_id` ended; its answer is the call's result.
+    /// `cost_usd` is what it spent, counted in this session's usage too.
+    HelperFinished {
+        call_id: String,
+        helper: String,
+        status: MessageStatus,
+        cost_usd: f64,
     },
     /// Git mode: the session has its branch and worktree (in its first
     /// batch); `from_commit` when it resumes a commit of another session.

@@ -178,6 +178,9 @@ pub struct SessionInfo {
     /// Git mode: the session's branch and worktree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub git: Option<crate::GitSession>,
+    /// A helper agent's session: whose, for which `task` call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub helper: Option<crate::HelperOf>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

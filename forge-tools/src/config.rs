@@ -29,9 +29,28 @@ pub struct ToolsConfig {
     pub apply_patch: Option<ApplyPatchConfig>,
     pub git: Option<GitToolsConfig>,
     pub web_search: Option<WebSearchConfig>,
+    /// `[tools.task]`: helper agents.
+    pub task: Option<TaskConfig>,
     /// Other per-tool tables (`[tools.search]`, ...), kept for their tools.
     #[serde(flatten)]
     pub other: BTreeMap<String, toml::Value>,
+}
+
+/// `[tools.task]`: helper agents the model starts with the `task` tool.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskConfig {
+    /// `false`: no `task` tool.
+    pub enabled: Option<bool>,
+    /// How deep helpers may start helpers (1: a helper starts none).
+    pub max_depth: Option<u32>,
+    /// Helpers one answer may start (more calls get an error result).
+    pub max_per_batch: Option<u32>,
+}
+
+impl TaskConfig {
+    pub const DEFAULT_MAX_DEPTH: u32 = 1;
+    pub const DEFAULT_MAX_PER_BATCH: u32 = 8;
 }
 
 /// `[tools.web_search]`: the provider's own web search (Claude's, and

@@ -20,7 +20,7 @@ pub struct Grant {
 }
 
 /// Claude Code's tool names, as Forge's.
-fn forge_name(name: &str) -> String {
+pub fn forge_name(name: &str) -> String {
     match name {
         "Bash" => "run_command".into(),
         "Read" => "read_file".into(),

@@ -293,6 +293,11 @@ impl ToolRegistry {
         })
     }
 
+    /// Only the tools `keep` says yes to.
+    pub fn retain(&mut self, mut keep: impl FnMut(&str) -> bool) {
+        self.tools.retain(|name, _| keep(name));
+    }
+
     /// The registered tools, in name order.
     pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn ToolExecutor>> {
         self.tools.values()

@@ -329,7 +329,7 @@ impl Transcript {
                     t.version += 1;
                 }
             }
-            EventKind::ApprovalRequested { approval_id, calls } => {
+            EventKind::ApprovalRequested { approval_id, calls, .. } => {
                 self.close_answer();
                 self.approval = Some(ApprovalView {
                     approval_id: approval_id.clone(),

@@ -301,7 +301,7 @@ pub async fn follow_turn(
                 crate::output::stdout_result(stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()));
                 ends_with_newline = text.ends_with('\n');
             }
-            EventKind::ApprovalRequested { approval_id, calls } if in_turn => {
+            EventKind::ApprovalRequested { approval_id, calls, .. } if in_turn => {
                 if auto_approve {
                     let r = client
                         .approval_answer(AnswerParams {

@@ -93,6 +93,27 @@ pub(super) fn notice(kind: &EventKind, who: Option<&str>) -> Option<Notice> {
             text: crate::retrying_line(*attempt, *max_attempts, *delay_ms, reason),
             routine: false,
         }),
+        EventKind::HelperStarted { helper, description, agent, .. } => info(format!(
+            "helper agent started: {description} ({agent}, session {helper}; `forgectl attach {helper}` follows it)"
+        )),
+        EventKind::HelperFinished { helper, status, cost_usd, .. } => Some(Notice {
+            level: if *status == forge_proto::MessageStatus::Complete { Level::Info } else { Level::Warn },
+            text: format!(
+                "helper agent {helper} {}: ${cost_usd:.4}",
+                match status {
+                    forge_proto::MessageStatus::Complete => "answered",
+                    forge_proto::MessageStatus::Cancelled => "was cancelled",
+                    forge_proto::MessageStatus::Interrupted => "was interrupted",
+                    _ => "failed",
+                }
+            ),
+            routine: false,
+        }),
+        EventKind::ApprovalRequested { helper: Some(helper), calls, .. } => Some(Notice {
+            level: Level::Warn,
+            text: format!("helper agent {helper} asks to run {} tool call(s); an answer here goes to it", calls.len()),
+            routine: false,
+        }),
         EventKind::GitSessionStarted { branch, base, .. } => {
             info(format!("git session on branch {branch} (from {}); each turn becomes a commit there", short_id(base)))
         }

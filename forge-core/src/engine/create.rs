@@ -7,16 +7,18 @@ use super::*;
 
 impl Engine {
     pub async fn create_session(&self, req: CreateParams, client: ClientRef) -> Result<SessionInfo, EngineError> {
-        self.create_session_at(req, client, None).await
+        self.create_session_at(req, client, None, None).await
     }
 
     /// A new session; with `fork` (session, node), one sharing that
-    /// session's path up to the node.
+    /// session's path up to the node; with `helper`, a helper agent's
+    /// (with its parent's approval rules).
     pub(super) async fn create_session_at(
         &self,
         req: CreateParams,
         client: ClientRef,
         fork: Option<(String, String)>,
+        helper: Option<(crate::store::HelperSpec, crate::store::rows::SessionApproval)>,
     ) -> Result<SessionInfo, EngineError> {
         self.check_running()?;
         let ask = super::git::GitAsk::of(&req);
@@ -83,6 +85,12 @@ impl Engine {
         if let Some((nodes, head)) = git.as_mut().and_then(|g| g.restored.take()) {
             ops.extend(nodes);
             ops.push(StoreOp::SetHead { session_id: id.clone(), head_id: head });
+        }
+        if let Some((spec, approval)) = &helper {
+            let json = |v| serde_json::to_string(v).unwrap_or_default();
+            let (parent_id, helper) = (spec.of.parent.clone(), serde_json::to_string(spec).unwrap_or_default());
+            ops.push(StoreOp::SetHelper { session_id: id.clone(), parent_id, helper });
+            ops.push(StoreOp::SetApproval { session_id: id.clone(), approval: json(approval) });
         }
         if let Some(g) = &git {
             let session = g.session();
@@ -179,7 +187,7 @@ impl Engine {
             allow_broad_root: true,
             ..Default::default()
         };
-        let info = self.create_session_at(req, client.clone(), Some((id, node.clone()))).await?;
+        let info = self.create_session_at(req, client.clone(), Some((id, node.clone())), None).await?;
         if !moved.is_empty() {
             let handle = self.handle_for(&info.id).await?;
             let files = moved;

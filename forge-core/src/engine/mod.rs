@@ -6,6 +6,7 @@ mod admin;
 mod create;
 mod git;
 mod git_restore;
+mod helpers;
 mod images;
 mod mcp_input;
 mod queries;
@@ -89,6 +90,7 @@ impl Engine {
         let config = Arc::new(opts.config);
         let trust = crate::trust::TrustStore::open(&opts.home);
         let tool_approvals = crate::project_tools::ToolApprovals::open(&opts.home);
+        let (helpers, routed) = tokio::sync::mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
             db: db.clone(),
             store,
@@ -102,6 +104,7 @@ impl Engine {
             tool_approvals,
             repo_maps: Default::default(),
             clock: crate::ids::Clock::system(),
+            helpers,
         });
         let engine = Engine {
             inner: Arc::new(Inner {
@@ -111,6 +114,7 @@ impl Engine {
                 shutting_down: AtomicBool::new(false),
             }),
         };
+        helpers::route(Arc::downgrade(&engine.inner), routed);
         for id in engine.inner.shared.store.sessions_needing_attention().await? {
             engine.handle(&id).await?;
         }

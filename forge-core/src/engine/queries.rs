@@ -44,6 +44,7 @@ impl Engine {
             untrusted: None,
             tools_waiting: Vec::new(),
             git: row.git,
+            helper: row.helper.map(|h| h.of),
         }
     }
     pub(super) async fn session_info(&self, id: &str) -> Result<SessionInfo, EngineError> {

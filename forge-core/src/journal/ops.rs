@@ -134,6 +134,12 @@ pub enum StoreOp {
         session_id: String,
         git: String,
     },
+    /// A helper agent's session: its parent and `HelperSpec` as JSON.
+    SetHelper {
+        session_id: String,
+        parent_id: String,
+        helper: String,
+    },
     /// A session's approval rules (`SessionApproval` as JSON).
     SetApproval {
         session_id: String,
@@ -360,6 +366,9 @@ impl StoreOp {
                 run("UPDATE sessions SET provider = ?, model = ? WHERE id = ?", &[provider, model, session_id])
             }
             StoreOp::SetGit { session_id, git } => run("UPDATE sessions SET git = ? WHERE id = ?", &[git, session_id]),
+            StoreOp::SetHelper { session_id, parent_id, helper } => {
+                run("UPDATE sessions SET parent_id = ?, helper = ? WHERE id = ?", &[parent_id, helper, session_id])
+            }
             StoreOp::SetApproval { session_id, approval } => {
                 run("UPDATE sessions SET approval = ? WHERE id = ?", &[approval, session_id])
             }

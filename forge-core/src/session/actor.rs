@@ -128,13 +128,14 @@ impl SessionActor {
             &shared.tools,
             shared.clock.now_ms(),
         );
-        let template = shared.prompt.render(&env);
+        let template = shared.prompt.render(&env) + &crate::agents::helper_prompt(row.helper.as_ref());
         let instructions = ProjectInstructions::load(Path::new(&row.cwd), &shared.config);
         let repo_map = shared.repo_map(Path::new(&row.cwd), &row.id, &row.provider, &row.model);
         let system_prompt: Arc<str> =
             format!("{template}{}{}", instructions.text, repo_map.as_deref().unwrap_or("")).into();
         let tools_version = shared.mcp.version();
         let (tools, project_tools) = shared.tools_for(&row.id, Path::new(&row.cwd));
+        let tools = shared.with_helpers(tools, row.helper.as_ref(), Path::new(&row.cwd));
         let hooks = hooks_for(&shared, &row.id, Path::new(&row.cwd));
         let mut session = Session::new(shared.config.clone(), tools, row, system_prompt, shared.clock.clone());
         session.set_instruction_files(instructions.files());
@@ -272,7 +273,8 @@ impl SessionActor {
         let tools = (version != self.tools_version || project.digest != self.project_tools).then(|| {
             self.tools_version = version;
             self.project_tools = project.digest.clone();
-            self.shared.tools_with(self.session.id(), project)
+            let tools = self.shared.tools_with(self.session.id(), project);
+            self.shared.with_helpers(tools, self.session.helper(), &cwd)
         });
         let hooks = hooks_for(&self.shared, self.session.id(), &cwd);
         let starting = self.shared.mcp.starting(Some(self.session.id()));
@@ -422,6 +424,10 @@ impl SessionActor {
                 if let Some(tool) = self.tool.take() {
                     tool.task.abort();
                 }
+            }
+            Effect::Helper(out) => {
+                // The engine is gone only when the daemon stops.
+                let _ = self.shared.helpers.send(*out);
             }
             Effect::Reply(answer) => answer.send(),
             Effect::Arm(timer, after) => self.timers.arm(timer, after),

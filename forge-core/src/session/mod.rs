@@ -160,6 +160,9 @@ pub(crate) enum SessionCmd {
         client: ClientRef,
         reply: Reply<()>,
     },
+    /// A helper agent's news for its parent, or its parent's for it
+    /// (routed by the daemon, see `machine/helpers.rs`).
+    Helper(machine::HelperIn),
     /// Removes the session; the actor exits after the removal is durable.
     Remove {
         reply: Reply<()>,

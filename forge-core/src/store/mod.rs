@@ -15,7 +15,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{ConnectOptions, Row, SqlitePool};
 
 use rows::NodeMeta;
-pub use rows::{Durability, FactRow, NodeRow, QueuedRow, SessionRow, StreamRow, UsageRow};
+pub use rows::{Durability, FactRow, HelperSpec, NodeRow, QueuedRow, SessionRow, StreamRow, UsageRow};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -96,7 +96,7 @@ impl Store {
 
     pub async fn sessions(&self) -> Result<Vec<SessionRow>, StoreError> {
         let rows = sqlx::query(
-            "SELECT s.id, s.name, s.cwd, s.provider, s.model, s.created_ms, s.head_id, s.approval, s.git,
+            "SELECT s.id, s.name, s.cwd, s.provider, s.model, s.created_ms, s.head_id, s.approval, s.git, s.helper,
                     COALESCE(e.seq, 0) AS last_seq, COALESCE(e.ts_ms, s.created_ms) AS updated_ms
              FROM sessions s
              LEFT JOIN events e ON e.session_id = s.id
@@ -110,7 +110,7 @@ impl Store {
 
     pub async fn session(&self, id: &str) -> Result<Option<SessionRow>, StoreError> {
         let row = sqlx::query(
-            "SELECT s.id, s.name, s.cwd, s.provider, s.model, s.created_ms, s.head_id, s.approval, s.git,
+            "SELECT s.id, s.name, s.cwd, s.provider, s.model, s.created_ms, s.head_id, s.approval, s.git, s.helper,
                     COALESCE(e.seq, 0) AS last_seq, COALESCE(e.ts_ms, s.created_ms) AS updated_ms
              FROM sessions s
              LEFT JOIN events e ON e.session_id = s.id
@@ -355,7 +355,10 @@ impl Store {
         let rows = sqlx::query(
             "SELECT n.session_id, s.cwd, n.created_ms, n.meta FROM nodes n JOIN sessions s ON s.id = n.session_id
              WHERE n.role IN ('assistant', 'summary') AND instr(n.meta, '\"usage\"') > 0
-               AND (?1 IS NULL OR n.session_id = ?1) AND (?2 IS NULL OR n.created_ms >= ?2)
+               AND (?1 IS NULL OR n.session_id IN (WITH RECURSIVE tree(id) AS
+                     (SELECT ?1 UNION SELECT c.id FROM sessions c JOIN tree ON c.parent_id = tree.id)
+                     SELECT id FROM tree))
+               AND (?2 IS NULL OR n.created_ms >= ?2)
              ORDER BY n.created_ms",
         )
         .bind(session)
@@ -530,6 +533,17 @@ impl Store {
                    AND e.kind IN ('git_committed', 'git_commit_failed')), 0))",
         )
         .fetch_all(&self.pool())
+        .await?)
+    }
+
+    /// The helper session `parent`'s call `call_id` started, if any.
+    pub async fn helper_of(&self, parent: &str, call_id: &str) -> Result<Option<String>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT id FROM sessions WHERE parent_id = ? AND json_extract(helper, '$.of.call_id') = ? ORDER BY id LIMIT 1",
+        )
+        .bind(parent)
+        .bind(call_id)
+        .fetch_optional(&self.pool())
         .await?)
     }
 

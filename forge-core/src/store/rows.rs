@@ -24,6 +24,22 @@ pub struct SessionRow {
     pub approval: SessionApproval,
     /// Git mode: its branch and worktree.
     pub git: Option<forge_proto::GitSession>,
+    /// A helper agent's session: whose, and how it runs.
+    pub helper: Option<HelperSpec>,
+}
+
+/// How a helper agent's session runs (the `sessions.helper` column):
+/// kept with the session so that it runs the same after a restart.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HelperSpec {
+    pub of: forge_proto::HelperOf,
+    /// The tools it may use (Forge's names; `None`: all but `task` past
+    /// the depth limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    /// The agent type's instructions, added to its system prompt.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub instructions: String,
 }
 
 /// A session's approval rules on top of `[tools.approval]`.
@@ -58,6 +74,7 @@ impl SessionRow {
                 .and_then(|j| serde_json::from_str(&j).ok())
                 .unwrap_or_default(),
             git: r.try_get::<Option<String>, _>("git").ok().flatten().and_then(|j| serde_json::from_str(&j).ok()),
+            helper: r.try_get::<Option<String>, _>("helper").ok().flatten().and_then(|j| serde_json::from_str(&j).ok()),
         })
     }
 }

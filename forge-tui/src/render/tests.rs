@@ -133,7 +133,7 @@ fn the_approval_panel_lists_calls_with_risk_and_the_selected_diff() {
             summary: "run in the working directory: cargo test".into(),
         },
     ];
-    app.on_event(&ev(20, EventKind::ApprovalRequested { approval_id: "ap1".into(), calls }));
+    app.on_event(&ev(20, EventKind::ApprovalRequested { approval_id: "ap1".into(), calls, helper: None }));
     key(&mut app, crossterm::event::KeyCode::Char(' '));
     let term = screen(&app, 80, 24);
     insta::assert_snapshot!(term.backend());
@@ -177,6 +177,7 @@ fn ascii_only_draws_no_other_character() {
                 risk: "medium".into(),
                 summary: "create a.txt".into(),
             }],
+            helper: None,
         },
     ));
     let term = screen(&app, 70, 34);

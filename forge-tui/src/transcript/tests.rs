@@ -57,7 +57,7 @@ fn an_approval_appears_and_disappears_when_anyone_answers() {
         risk: "medium".into(),
         summary: "write x".into(),
     };
-    t.apply(&ev(1, EventKind::ApprovalRequested { approval_id: "a1".into(), calls: vec![call] }));
+    t.apply(&ev(1, EventKind::ApprovalRequested { approval_id: "a1".into(), calls: vec![call], helper: None }));
     assert_eq!(t.approval.as_ref().map(|a| a.picked.clone()), Some(vec![true]));
     let mut resolved =
         ev(2, EventKind::ApprovalResolved { approval_id: "a1".into(), approved: vec!["c".into()], denied: vec![] });

@@ -215,7 +215,7 @@ impl Turn<'_> {
                     }
                 }
             }
-            EventKind::ApprovalRequested { approval_id, calls } => {
+            EventKind::ApprovalRequested { approval_id, calls, .. } => {
                 self.stop_asking();
                 let asker =
                     tokio::spawn(ask(b.clone(), self.cx.clone(), self.session.clone(), approval_id.clone(), calls));

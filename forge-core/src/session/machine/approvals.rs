@@ -185,6 +185,7 @@ impl Session {
             Vec::new()
         };
         l.approval = None;
+        self.note_resolution(&approved, &denied);
         self.pipeline.event(
             Some(client.clone()),
             EventKind::ApprovalResolved {

@@ -57,7 +57,11 @@ impl Session {
         let approval = self.budget_approval(self.clock.new_id(BUDGET_APPROVAL), budget);
         let index = self.pipeline.event(
             None,
-            EventKind::ApprovalRequested { approval_id: approval.approval_id.clone(), calls: approval.calls.clone() },
+            EventKind::ApprovalRequested {
+                approval_id: approval.approval_id.clone(),
+                calls: approval.calls.clone(),
+                helper: None,
+            },
         );
         let approval_seq = self.pipeline.seq_of_outbox_index(index);
         self.state =

@@ -97,6 +97,7 @@ impl Session {
                 }
             }
             SessionCmd::Shutdown { reply } => self.begin_shutdown(Some(reply)),
+            SessionCmd::Helper(report) => self.on_helper(report),
             SessionCmd::FilesRestored { node, files, client, reply } => {
                 if let Some(reply) = self.admit(reply, Access::Write) {
                     self.pipeline.event(Some(client), EventKind::FilesRestored { node, files, recovered: false });

@@ -94,6 +94,7 @@ impl Session {
                         return;
                     }
                     self.state = OperationState::Idle;
+                    self.report_to_parent(finished);
                 }
                 self.start_next_queued();
             }
@@ -150,6 +151,7 @@ impl Session {
         self.queue = durable.queue.into();
         self.path = durable.path;
         self.spent = durable.spent;
+        self.helper_loaded();
         self.summaries = durable.summaries;
         self.in_force = durable.in_force;
         self.interrupted_changes = durable.interrupted_changes;

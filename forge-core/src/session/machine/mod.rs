@@ -30,7 +30,9 @@ mod budget;
 pub(crate) mod call;
 mod commands;
 mod grants;
+mod helpers;
 pub(crate) use grants::TurnGrants;
+pub(crate) use helpers::{HelperIn, HelperOut, HelperStart};
 pub(crate) mod git_commit;
 mod history;
 pub(crate) mod hooks;
@@ -172,6 +174,9 @@ pub(crate) enum Effect {
     /// Wait until the session's MCP servers are started, at most `limit`;
     /// back as `Event::JobDone` with the tools offered then.
     WaitForTools { job: u64, limit: Duration },
+    /// Start, report to, cancel or hand a command to a helper agent's
+    /// session (the daemon routes it).
+    Helper(Box<HelperOut>),
     /// Answer a caller.
     Reply(ReadyReply),
     /// Send `Event::Timer` after this long (arming it again moves it).
@@ -376,6 +381,8 @@ pub(crate) struct Session {
     finished_turn: Option<String>,
     /// The last job id given out.
     next_job: u64,
+    /// A helper agent's session: what it told its parent.
+    as_helper: helpers::AsHelper,
     /// Effects of the event being handled.
     out: Vec<Effect>,
     /// The time and the ids of what the session writes.
@@ -429,6 +436,7 @@ impl Session {
             finished: None,
             finished_turn: None,
             next_job: 0,
+            as_helper: Default::default(),
             out: Vec::new(),
             clock,
         };
@@ -497,6 +505,7 @@ impl Session {
             Event::Timer(Timer::SummaryRetry) => self.retry_summary(),
             Event::Loaded { durable, cause } => self.on_loaded(durable, cause),
         }
+        self.mirror_approval();
         self.cut_batch();
         self.arm_release();
         effects.append(&mut self.out);
@@ -530,7 +539,9 @@ impl Session {
             queued: (self.queue.len() + self.steers.len()) as u32,
             last_seq: self.pipeline.applied_seq(),
             approval: match &self.state {
-                OperationState::ToolLoop(l) if self.pipeline.applied_seq() >= l.approval_seq => l.approval.clone(),
+                OperationState::ToolLoop(l) if self.pipeline.applied_seq() >= l.approval_seq => {
+                    l.approval.clone().or_else(|| l.helpers.asks.first().map(|(_, a)| a.clone()))
+                }
                 OperationState::AwaitingBudget { approval, approval_seq, .. }
                     if self.pipeline.applied_seq() >= *approval_seq =>
                 {
@@ -548,6 +559,11 @@ impl Session {
     /// The session's provider and model.
     pub(crate) fn provider_model(&self) -> (&str, &str) {
         (&self.row.provider, &self.row.model)
+    }
+
+    /// How it runs, if it is a helper agent's session.
+    pub(crate) fn helper(&self) -> Option<&crate::store::HelperSpec> {
+        self.row.helper.as_ref()
     }
 
     pub(crate) fn cwd(&self) -> &str {

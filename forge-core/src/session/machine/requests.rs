@@ -15,6 +15,8 @@ impl Session {
         let Some(reply) = self.admit(reply, Access::Write) else { return };
         match request {
             SessionRequest::Answer(params) => {
+                // A helper's approval shown here is answered by the helper.
+                let Some((params, client, reply)) = self.forward_answer(params, client, reply) else { return };
                 let result = self.on_approval(params, client);
                 self.reply_when_durable(reply.typed(), result);
             }

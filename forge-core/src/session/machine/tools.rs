@@ -231,7 +231,15 @@ impl Session {
                 PlannedCall { id: c.id, name: c.name, action }
             })
             .collect();
-        let mut l = ToolLoop { message_id, iteration, pending, running: None, approval: None, approval_seq: 0 };
+        let mut l = ToolLoop {
+            message_id,
+            iteration,
+            pending,
+            running: None,
+            approval: None,
+            approval_seq: 0,
+            helpers: Default::default(),
+        };
         let asks = self.apply_policy(&mut l);
         if asks.is_empty() {
             self.state = OperationState::ToolLoop(l);
@@ -239,9 +247,10 @@ impl Session {
             return;
         }
         let approval_id = self.clock.new_id("a");
-        let index = self
-            .pipeline
-            .event(None, EventKind::ApprovalRequested { approval_id: approval_id.clone(), calls: asks.clone() });
+        let index = self.pipeline.event(
+            None,
+            EventKind::ApprovalRequested { approval_id: approval_id.clone(), calls: asks.clone(), helper: None },
+        );
         l.approval_seq = self.pipeline.seq_of_outbox_index(index);
         l.approval = Some(PendingApproval {
             session_id: self.row.id.clone(),
@@ -256,8 +265,16 @@ impl Session {
     /// turn with the results.
     pub(super) fn next_tool(&mut self) {
         let OperationState::ToolLoop(l) = &mut self.state else { return };
+        // One call runs at a time (helpers run beside it): a second
+        // `NextTool` (a helper's result) waits for it.
+        if l.running.is_some() {
+            return;
+        }
         match l.pending.pop_front() {
             Some(PlannedCall { id, name, action: Err(e) }) => self.record_result(&id, &name, Err(e), None, Vec::new()),
+            Some(PlannedCall { id, name, action: Ok((tool, args)) }) if tool.name() == crate::agents::TASK_TOOL => {
+                self.start_helper(id, name, args)
+            }
             Some(PlannedCall { id, name, action: Ok((tool, args)) }) => {
                 self.pipeline.event(None, EventKind::ToolRunning { call_id: id.clone(), name: name.clone() });
                 // In progress from now: a cancel before it runs still
@@ -274,6 +291,8 @@ impl Session {
                 }));
                 self.pipeline.effect(OnDurable::RunTool(PlannedCall { id, name, action: Ok((tool, args)) }));
             }
+            // The batch ends when its helpers have answered too.
+            None if !l.helpers.running.is_empty() => {}
             None => {
                 let (message_id, iteration) = (l.message_id.clone(), l.iteration);
                 if iteration + 1 > self.max_iterations() {
@@ -337,6 +356,7 @@ impl Session {
             self.pipeline.event(Some(client), EventKind::CancelRequested {});
         }
         let cancelled = format!("error: {}", ToolError::Cancelled);
+        self.cancel_helpers(&cancelled);
         // The stopped call's result is the node its file changes name.
         if let Some(r) = running {
             self.write_result_as(Some(r.node_id), (&r.id, &r.name), cancelled.clone(), true, None, Vec::new());
@@ -458,7 +478,7 @@ impl Session {
         self.write_result_as(None, (call_id, name), output, is_error, client, Vec::new())
     }
 
-    fn write_result_as(
+    pub(super) fn write_result_as(
         &mut self,
         node_id: Option<String>,
         (call_id, name): (&str, &str),

@@ -577,6 +577,7 @@ impl Session {
             self.grants = Default::default();
             self.finished = Some(*status);
             self.finished_turn = Some(message_id.clone());
+            self.as_helper.turn_error = error.clone();
             let nodes = self.generated_nodes(message_id);
             let message_id = message_id.clone();
             let end = match status {

@@ -30,6 +30,26 @@ pub(crate) struct ToolLoop {
     /// The session seq of `approval_requested`: the approval is shown
     /// (in `ps`, `approval.list`) only once that is durable.
     pub approval_seq: u64,
+    /// The batch's `task` calls whose helpers run (see `helpers.rs`).
+    pub helpers: Helpers,
+}
+
+/// A tool batch's helper agents.
+#[derive(Default)]
+pub(crate) struct Helpers {
+    pub running: Vec<HelperCall>,
+    /// Approvals they wait on, shown as this session's (by helper).
+    pub asks: Vec<(String, PendingApproval)>,
+}
+
+/// A `task` call whose helper runs.
+pub(crate) struct HelperCall {
+    pub call_id: String,
+    pub name: String,
+    /// Its session, once started.
+    pub child: Option<String>,
+    /// The node its result will be.
+    pub node_id: String,
 }
 
 impl ToolLoop {

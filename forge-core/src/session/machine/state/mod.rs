@@ -10,7 +10,7 @@ mod rewinding;
 mod summary;
 
 pub(crate) use branch_move::BranchMove;
-pub(crate) use calls::{Before, CallStage, PlannedCall, Ready, RunningCall, ToolLoop};
+pub(crate) use calls::{Before, CallStage, HelperCall, PlannedCall, Ready, RunningCall, ToolLoop};
 pub(crate) use rewinding::{RewindStage, Rewinding};
 pub(crate) use summary::SummaryJob;
 
@@ -127,7 +127,9 @@ impl OperationState {
             | Self::StopHooks { .. }
             | Self::AwaitingTools { .. }
             | Self::Committing { .. } => OperationStateKind::Streaming,
-            Self::ToolLoop(l) if l.awaiting_approval() => OperationStateKind::AwaitingApproval,
+            Self::ToolLoop(l) if l.awaiting_approval() || !l.helpers.asks.is_empty() => {
+                OperationStateKind::AwaitingApproval
+            }
             Self::AwaitingBudget { .. } => OperationStateKind::AwaitingApproval,
             Self::Summarizing(job) if job.waiting => OperationStateKind::SummarizationRetry,
             Self::Summarizing(_) => OperationStateKind::Summarizing,

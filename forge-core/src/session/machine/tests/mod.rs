@@ -55,6 +55,8 @@ struct Harness {
     commits: Vec<git_commit::CommitJob>,
     /// Git mode: branch moves asked for, not yet answered.
     branch_moves: Vec<git_commit::MoveJob>,
+    /// What the session asked the daemon for helper agents.
+    helpers: Vec<HelperOut>,
 }
 
 fn row() -> SessionRow {
@@ -70,6 +72,7 @@ fn row() -> SessionRow {
         last_seq: 0,
         approval: Default::default(),
         git: None,
+        helper: None,
     }
 }
 
@@ -143,6 +146,7 @@ impl Harness {
             restores: Vec::new(),
             commits: Vec::new(),
             branch_moves: Vec::new(),
+            helpers: Vec::new(),
         };
         let durable = Durable {
             row,
@@ -234,6 +238,7 @@ impl Harness {
                 Effect::WaitForTools { job, .. } => self.tool_waits.push(job),
                 Effect::CommitTurn(job) => self.commits.push(*job),
                 Effect::MoveBranch(job) => self.branch_moves.push(*job),
+                Effect::Helper(out) => self.helpers.push(*out),
                 Effect::Reply(answer) => answer.send(),
                 Effect::Arm(timer, _) => self.timers.push(timer),
                 Effect::ReadTree { then } => {
@@ -1307,6 +1312,7 @@ fn a_root_is_found_again_only_under_the_same_system_prompt() {
 }
 
 mod git_turns;
+mod helpers;
 mod mcp_waits;
 mod rewinds;
 mod with_hooks;

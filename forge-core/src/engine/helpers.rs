@@ -1,0 +1,150 @@
+//! Helper agents, routed: what a session's machine asks for a helper
+//! (`HelperOut`) is carried out here: a helper's session made and given
+//! its task, a helper's news handed to its parent, a cancel or an
+//! approval's answer handed to a helper. The engine decides nothing; the
+//! machines on both ends do.
+
+use std::sync::Weak;
+
+use forge_proto::params::{CreateParams, SendParams};
+use forge_proto::{ClientRef, ErrorKind, HelperOf};
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use super::{Engine, Inner};
+use crate::error::EngineError;
+use crate::session::machine::{HelperIn, HelperOut, HelperStart};
+use crate::session::{Reply, SessionCmd};
+use crate::store::HelperSpec;
+
+/// Routes what sessions send until the engine is gone. News for one
+/// session is handed over in the order it came.
+pub(super) fn route(engine: Weak<Inner>, mut rx: UnboundedReceiver<HelperOut>) {
+    tokio::spawn(async move {
+        while let Some(out) = rx.recv().await {
+            let Some(inner) = engine.upgrade() else { break };
+            let engine = Engine { inner };
+            // A stopping daemon starts nothing again.
+            if engine.check_running().is_err() {
+                continue;
+            }
+            match out {
+                HelperOut::Start(start) => {
+                    tokio::spawn(async move { engine.start_helper(start).await });
+                }
+                HelperOut::Done { parent, report } | HelperOut::Approval { parent, report } => {
+                    engine.tell(&parent, SessionCmd::Helper(report)).await
+                }
+                HelperOut::Cancel { child } => {
+                    let params = forge_proto::params::CancelParams { session: child.clone(), drop_queued: true };
+                    let cmd = SessionCmd::Cancel { params, client: helper_client(), reply: Reply::nobody() };
+                    engine.tell(&child, cmd).await;
+                }
+                HelperOut::Forward { child, cmd } => engine.tell(&child, *cmd).await,
+            }
+        }
+    });
+}
+
+/// Who a helper's messages come from.
+fn helper_client() -> ClientRef {
+    ClientRef { name: "forged (task)".into(), ..ClientRef::daemon() }
+}
+
+impl Engine {
+    async fn tell(&self, id: &str, cmd: SessionCmd) {
+        let sent = match self.handle(id).await {
+            Ok(h) => h.command(cmd),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = sent {
+            tracing::warn!(session = id, error = %e.message, "a helper agent's news could not be handed over");
+        }
+    }
+
+    /// Starts the helper of a `task` call (or takes up the one it started
+    /// before a restart) and tells the parent which session it is.
+    async fn start_helper(&self, start: HelperStart) {
+        let (parent, call_id) = (start.parent.clone(), start.call_id.clone());
+        let report = match self.helper_session(start).await {
+            Ok(()) => return,
+            Err(e) => HelperIn::Failed { call_id, error: e.message },
+        };
+        self.tell(&parent, SessionCmd::Helper(report)).await;
+    }
+
+    async fn helper_session(&self, start: HelperStart) -> Result<(), EngineError> {
+        let store = &self.shared().store;
+        let parent = store.session(&start.parent).await?.ok_or_else(|| EngineError::not_found(&start.parent))?;
+        let task = self.shared().config.tools.task.clone().unwrap_or_default();
+        let max_depth = task.max_depth.unwrap_or(crate::tools::config::TaskConfig::DEFAULT_MAX_DEPTH);
+        if start.depth > max_depth {
+            return Err(EngineError::new(
+                ErrorKind::InvalidParams,
+                format!("helpers may be {max_depth} deep at most ([tools.task] max_depth)"),
+            ));
+        }
+        // Taken up again: the parent resumed a batch a restart interrupted.
+        if let Some(child) = store.helper_of(&start.parent, &start.call_id).await? {
+            let row = store.session(&child).await?.ok_or_else(|| EngineError::not_found(&child))?;
+            let of = row.helper.as_ref().map(|h| h.of.clone());
+            let (agent, description) = of.map(|o| (o.agent, o.description)).unwrap_or_default();
+            let started = HelperIn::Started { call_id: start.call_id, child: child.clone(), agent, description };
+            self.tell(&start.parent, SessionCmd::Helper(started)).await;
+            return match row.head_id {
+                None => self.give_task(&child, start.prompt).await,
+                Some(_) => {
+                    self.tell(&child, SessionCmd::Helper(HelperIn::Resume)).await;
+                    Ok(())
+                }
+            };
+        }
+        let cwd = std::path::Path::new(&parent.cwd);
+        let agents = crate::agents::load(cwd, self.shared().trust.trusts(cwd));
+        let name = start.agent.as_deref().unwrap_or(crate::agents::GENERAL_PURPOSE);
+        let agent = agents.iter().find(|a| a.info.name == name).ok_or_else(|| {
+            let names: Vec<&str> = agents.iter().map(|a| a.info.name.as_str()).collect();
+            EngineError::new(
+                ErrorKind::InvalidParams,
+                format!("there is no agent type \"{name}\"; the types are: {}", names.join(", ")),
+            )
+        })?;
+        let model = crate::agents::model_for(&agent.info, &parent.provider).unwrap_or_else(|| parent.model.clone());
+        let spec = HelperSpec {
+            of: HelperOf {
+                parent: start.parent.clone(),
+                call_id: start.call_id.clone(),
+                description: start.description.clone(),
+                agent: agent.info.name.clone(),
+                depth: start.depth,
+            },
+            tools: agent.info.tools.clone(),
+            instructions: agent.instructions.clone(),
+        };
+        let req = CreateParams {
+            cwd: Some(parent.cwd.clone()),
+            provider: Some(parent.provider.clone()),
+            model: Some(model),
+            // The parent's directory was accepted when it was made; a
+            // helper works beside it, never on a branch of its own.
+            allow_broad_root: true,
+            git: Some(false),
+            ..Default::default()
+        };
+        let info = self.create_session_at(req, helper_client(), None, Some((spec, parent.approval.clone()))).await?;
+        let started = HelperIn::Started {
+            call_id: start.call_id,
+            child: info.id.clone(),
+            agent: agent.info.name.clone(),
+            description: start.description,
+        };
+        self.tell(&start.parent, SessionCmd::Helper(started)).await;
+        self.give_task(&info.id, start.prompt).await
+    }
+
+    /// The helper's first message: its task. A failure ends its turn,
+    /// which reports to the parent like any end.
+    async fn give_task(&self, child: &str, prompt: String) -> Result<(), EngineError> {
+        let params = SendParams { session: child.to_string(), text: Some(prompt), ..Default::default() };
+        self.send(params, helper_client()).await.map(drop)
+    }
+}

@@ -1,0 +1,224 @@
+//! Helper agents: `task` calls start helpers that run at once, their
+//! answers are the calls' results, a cancel reaches them, their approvals
+//! are shown here and answered there; and a helper's own session reports
+//! back.
+
+use super::*;
+use crate::session::machine::{HelperIn, HelperOut};
+
+/// A session whose tools include `task`.
+fn with_task() -> Harness {
+    let mut h = Harness::new();
+    let mut tools = ToolRegistry::builtin();
+    let agents = crate::agents::load(std::path::Path::new("/nonexistent"), false);
+    let _ = tools.register(Arc::new(crate::agents::TaskTool::new(&agents)));
+    h.s.set_tools(Arc::new(tools));
+    h
+}
+
+fn task(description: &str) -> String {
+    serde_json::json!({"description": description, "prompt": format!("do {description}")}).to_string()
+}
+
+/// An answer calling `task` twice and `read_file` once, made durable.
+fn two_helpers_and_a_read(h: &mut Harness) {
+    h.streaming();
+    let mut events = tool_call(0, "t1", "task", &task("one"));
+    events.extend(tool_call(1, "t2", "task", &task("two")));
+    events.extend(tool_call(2, "r1", "read_file", r#"{"path":"a.rs"}"#));
+    events.push(ProviderEvent::Done);
+    h.provider(events);
+    h.settle();
+}
+
+fn starts(h: &Harness) -> Vec<(String, String, u32)> {
+    h.helpers
+        .iter()
+        .filter_map(|o| match o {
+            HelperOut::Start(s) => Some((s.call_id.clone(), s.prompt.clone(), s.depth)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn started(h: &mut Harness, call: &str, child: &str) {
+    let report = HelperIn::Started {
+        call_id: call.into(),
+        child: child.into(),
+        agent: "general-purpose".into(),
+        description: "x".into(),
+    };
+    h.feed(Event::Command(SessionCmd::Helper(report)));
+    h.settle();
+}
+
+fn done(h: &mut Harness, call: &str, child: &str, answer: &str) {
+    let report = HelperIn::Done {
+        call_id: call.into(),
+        child: child.into(),
+        status: MessageStatus::Complete,
+        answer: Ok(answer.into()),
+        cost_usd: 0.25,
+    };
+    h.feed(Event::Command(SessionCmd::Helper(report)));
+    h.settle();
+}
+
+#[test]
+fn task_calls_start_helpers_at_once_and_the_turn_goes_on_with_every_answer() {
+    let mut h = with_task();
+    two_helpers_and_a_read(&mut h);
+    assert_eq!(
+        starts(&h),
+        [("t1".into(), "do one".into(), 1), ("t2".into(), "do two".into(), 1)],
+        "both helpers are asked for before either answers"
+    );
+    assert_eq!(h.tool_runs, ["read_file"], "the batch's other call runs beside them");
+    h.feed(Event::ToolDone { rest: Vec::new(), images: Vec::new(), end: ToolEnd::Finished(Ok("fn a() {}".into())) });
+    h.settle();
+    assert_eq!(h.requests.len(), 1, "the turn waits for the helpers");
+    started(&mut h, "t1", "s-one");
+    started(&mut h, "t2", "s-two");
+    done(&mut h, "t2", "s-two", "two is done");
+    assert_eq!(h.requests.len(), 1);
+    assert_eq!(h.state(), OperationStateKind::ExecutingTools);
+    done(&mut h, "t1", "s-one", "one is done");
+    assert_eq!(h.requests.len(), 2, "the model continues with all three results");
+    let results: Vec<(String, String)> = h.requests[1]
+        .messages
+        .iter()
+        .filter_map(|m| m.tool_result.as_ref().map(|(id, _)| (id.clone(), m.text.clone())))
+        .collect();
+    assert_eq!(
+        results,
+        [
+            ("r1".to_string(), "fn a() {}".to_string()),
+            ("t2".into(), "two is done".into()),
+            ("t1".into(), "one is done".into())
+        ]
+    );
+    let names = h.names();
+    assert_eq!(names.iter().filter(|n| **n == "helper_started").count(), 2);
+    assert_eq!(names.iter().filter(|n| **n == "helper_finished").count(), 2);
+    // Their cost is the session's.
+    assert!((h.s.spent.cost_usd - 0.5).abs() < 1e-9);
+}
+
+#[test]
+fn cancelling_the_batch_cancels_its_helpers() {
+    let mut h = with_task();
+    two_helpers_and_a_read(&mut h);
+    started(&mut h, "t1", "s-one");
+    let cancel = h.command(|reply| SessionCmd::Cancel { params: Default::default(), client: client(), reply });
+    h.settle();
+    assert!(answered(cancel).is_ok());
+    let cancelled: Vec<&str> = h
+        .helpers
+        .iter()
+        .filter_map(|o| match o {
+            HelperOut::Cancel { child } => Some(child.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(cancelled, ["s-one"]);
+    assert_eq!(finished(&h).0, MessageStatus::Cancelled);
+    // The second helper starts only now: it is not wanted.
+    h.helpers.clear();
+    started(&mut h, "t2", "s-two");
+    assert!(matches!(h.helpers.as_slice(), [HelperOut::Cancel { child }] if child == "s-two"));
+    // A late answer changes nothing.
+    done(&mut h, "t1", "s-one", "too late");
+    assert_eq!(h.state(), OperationStateKind::Idle);
+}
+
+#[test]
+fn a_helpers_approval_is_shown_here_and_the_answer_goes_to_the_helper() {
+    let mut h = with_task();
+    two_helpers_and_a_read(&mut h);
+    started(&mut h, "t1", "s-one");
+    let approval = forge_proto::PendingApproval {
+        session_id: "s-one".into(),
+        session_name: None,
+        approval_id: "a-child".into(),
+        calls: Vec::new(),
+    };
+    let asked = HelperIn::Asked { call_id: "t1".into(), child: "s-one".into(), approval };
+    h.feed(Event::Command(SessionCmd::Helper(asked)));
+    h.settle();
+    assert_eq!(h.state(), OperationStateKind::AwaitingApproval);
+    assert_eq!(h.s.snapshot().approval.map(|a| a.session_id), Some("s-one".into()));
+    let shown = h.published.iter().any(|e| {
+        matches!(&e.kind, EventKind::ApprovalRequested { approval_id, helper: Some(child), .. }
+            if approval_id == "a-child" && child == "s-one")
+    });
+    assert!(shown, "{:?}", h.names());
+    let params = AnswerParams {
+        decision: ApprovalDecision::ApproveAll,
+        approval_id: Some("a-child".into()),
+        ..Default::default()
+    };
+    drop(h.request::<forge_proto::ApprovalResult>(SessionRequest::Answer(params)));
+    let forwarded = h.helpers.iter().any(|o| {
+        matches!(o, HelperOut::Forward { child, cmd } if child == "s-one"
+            && matches!(cmd.as_ref(), SessionCmd::Request { request: SessionRequest::Answer(p), .. } if p.session == "s-one"))
+    });
+    assert!(forwarded, "the answer is handed to the helper");
+    let resolved = HelperIn::Resolved {
+        child: "s-one".into(),
+        approval_id: "a-child".into(),
+        approved: vec!["c".into()],
+        denied: Vec::new(),
+    };
+    h.feed(Event::Command(SessionCmd::Helper(resolved)));
+    h.settle();
+    assert_eq!(h.state(), OperationStateKind::ExecutingTools);
+    assert_eq!(h.names().last(), Some(&"approval_resolved"));
+}
+
+fn helper_row() -> SessionRow {
+    SessionRow {
+        id: "s-child".into(),
+        helper: Some(crate::store::HelperSpec {
+            of: forge_proto::HelperOf {
+                parent: "s-parent".into(),
+                call_id: "t9".into(),
+                description: "look".into(),
+                agent: "general-purpose".into(),
+                depth: 1,
+            },
+            tools: None,
+            instructions: String::new(),
+        }),
+        ..row()
+    }
+}
+
+#[test]
+fn a_helper_session_reports_its_answer_and_its_approvals_to_its_parent() {
+    let mut h = Harness::restarted_as(config(), Unfinished::Nothing, Vec::new(), None, helper_row());
+    h.answer_calling("write_file", r#"{"path":"a.rs","content":"x"}"#);
+    h.settle();
+    let asked = h.helpers.iter().any(|o| {
+        matches!(o, HelperOut::Approval { parent, report: HelperIn::Asked { call_id, child, .. } }
+            if parent == "s-parent" && call_id == "t9" && child == "s-child")
+    });
+    assert!(asked, "the parent hears of the approval");
+    let params = AnswerParams { decision: ApprovalDecision::DenyAll, ..Default::default() };
+    drop(h.request::<forge_proto::ApprovalResult>(SessionRequest::Answer(params)));
+    h.settle();
+    let resolved = h.helpers.iter().any(|o| {
+        matches!(o, HelperOut::Approval { report: HelperIn::Resolved { denied, .. }, .. } if denied == &["c1".to_string()])
+    });
+    assert!(resolved, "and of its answer");
+    h.helpers.clear();
+    h.provider(vec![text("found it"), ProviderEvent::Done]);
+    h.settle();
+    assert_eq!(h.state(), OperationStateKind::Idle);
+    let report = h.helpers.iter().find_map(|o| match o {
+        HelperOut::Done { parent, report: HelperIn::Done { call_id, answer, status, .. } } => {
+            Some((parent.clone(), call_id.clone(), *status, answer.clone()))
+        }
+        _ => None,
+    });
+    assert_eq!(report, Some(("s-parent".into(), "t9".into(), MessageStatus::Complete, Ok("found it".into()))));
+}

@@ -1,0 +1,165 @@
+//! Helper agents: a model that calls `task` twice in one answer gets two
+//! helper sessions that run at once, both listed under their parent in
+//! `ps` and followable while they run; the parent's next request carries
+//! both answers, and their cost is the parent's too. Killing the daemon
+//! mid-task and restarting reports the batch, and resuming it goes on
+//! with the same helpers, losing neither's work.
+
+use forge_tests::harness::Forge;
+use forge_tests::mock::{MockOptions, MockServer, token_text, tool_call};
+use serde_json::{Value, json};
+
+/// A message whose answer starts two helpers, each answering `tokens`
+/// tokens `delay` ms apart.
+fn two_tasks(tokens: usize, delay: u64) -> String {
+    let task = |d: &str| {
+        tool_call("task", &json!({"description": d, "prompt": format!("mock:tokens={tokens} mock:delay={delay} {d}")}))
+    };
+    format!("{} {} split the work", task("first half"), task("second half"))
+}
+
+/// Follows session `id` until it shows some answer text.
+async fn first_text(forge: &Forge, id: &str) {
+    use tokio::io::AsyncBufReadExt;
+    let mut follower =
+        forge.ctl_cmd(&["--json", "attach", id, "--from", "1"]).spawn().unwrap_or_else(|e| panic!("{e}"));
+    let stdout = follower.stdout.take().unwrap_or_else(|| panic!("attach's stdout"));
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let seen = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if line.contains("\"text_delta\"") {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(seen.ok(), Some(true), "helper {id} streamed nothing");
+    let _ = follower.start_kill();
+}
+
+fn helpers_of(ps: &[Value], parent: &str) -> Vec<Value> {
+    ps.iter().filter(|s| s["helper"]["parent"] == parent).cloned().collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_task_calls_run_two_helpers_at_once_and_the_parent_gets_both_answers() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    let parent = forge.new_session(&["--name", "lead"]).await;
+    let send = forge.ctl_cmd(&["send", "-s", "lead", &two_tasks(30, 60)]).spawn().unwrap_or_else(|e| panic!("{e}"));
+
+    // Both helpers run at once, listed under the parent.
+    let mut running = Vec::new();
+    for _ in 0..400 {
+        let ps = forge.ok(&["--json", "ps"]).await.json_lines();
+        running = helpers_of(&ps, &parent);
+        if running.len() == 2 && running.iter().all(|h| h["state"] == "streaming") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert_eq!(running.len(), 2, "two helpers: {running:?}");
+    assert!(running.iter().all(|h| h["state"] == "streaming"), "both stream at the same time: {running:?}");
+    let descriptions: Vec<&str> = running.iter().filter_map(|h| h["helper"]["description"].as_str()).collect();
+    assert!(descriptions.contains(&"first half") && descriptions.contains(&"second half"), "{descriptions:?}");
+    let table = forge.ok(&["ps"]).await.stdout;
+    let lead_line = table.lines().position(|l| l.starts_with(&parent)).unwrap_or(usize::MAX);
+    let child = running[0]["id"].as_str().unwrap_or_default().to_string();
+    let child_line = table.lines().position(|l| l.contains(&format!("└ {child}"))).unwrap_or(0);
+    assert!(child_line > lead_line && lead_line != usize::MAX, "a helper is drawn under its parent:\n{table}");
+
+    // Any client follows a helper live.
+    let live = forge.ok(&["--json", "attach", &child, "--until-idle"]).await.json_lines();
+    let text: String = live.iter().filter(|e| e["kind"] == "text_delta").filter_map(|e| e["text"].as_str()).collect();
+    assert_eq!(text, token_text(30), "the helper's answer, as it streamed");
+
+    let out = forge_tests::harness::Ran::from(send.wait_with_output().await.unwrap_or_else(|e| panic!("{e}")));
+    assert!(out.stdout.contains("The mock received 2 tool result(s)"), "{}", out.stdout);
+    // The parent's next request carries both answers as the calls' results.
+    let body: Value = serde_json::from_str(&mock.last_turn_request()).unwrap_or(Value::Null);
+    let results: Vec<String> = body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+        .filter(|b| b["type"] == "tool_result")
+        .map(|b| b["content"].as_str().map(str::to_string).unwrap_or_else(|| b["content"].to_string()))
+        .collect();
+    assert_eq!(results.len(), 2, "{body}");
+    assert!(results.iter().all(|r| r.contains(token_text(30).trim())), "{results:?}");
+    // The helpers' requests: their task, under a system prompt that says
+    // what they are, and no `task` tool of their own (depth 1).
+    let helper_requests: Vec<Value> = mock
+        .requests()
+        .into_iter()
+        .map(|r| r.body)
+        .filter(|b| b["system"].to_string().contains("You are a helper agent"))
+        .collect();
+    assert!(helper_requests.len() >= 2, "{} helper requests", helper_requests.len());
+    for b in &helper_requests {
+        let tools: Vec<&str> = b["tools"].as_array().into_iter().flatten().filter_map(|t| t["name"].as_str()).collect();
+        assert!(!tools.contains(&"task") && tools.contains(&"read_file"), "{tools:?}");
+    }
+
+    // Events say which helper ran for which call; cost rolls up.
+    let events = forge.ok(&["--json", "attach", "lead", "--from", "1", "--until-idle"]).await.json_lines();
+    assert_eq!(events.iter().filter(|e| e["kind"] == "helper_started").count(), 2, "{events:?}");
+    assert_eq!(events.iter().filter(|e| e["kind"] == "helper_finished" && e["status"] == "complete").count(), 2);
+    let usage = |s: &str| {
+        let forge = &forge;
+        let s = s.to_string();
+        async move { forge.ok(&["--json", "usage", &s]).await.json_lines()[0]["total"]["responses"].as_u64() }
+    };
+    assert_eq!(usage(&child).await, Some(1));
+    assert_eq!(usage(&parent).await, Some(4), "the parent's two responses and each helper's one");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_mid_task_reports_the_batch_and_resuming_keeps_both_helpers_work() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    let parent = forge.new_session(&["--name", "lead"]).await;
+    forge.ok(&["send", "--no-wait", "-s", "lead", &two_tasks(400, 20)]).await;
+    let mut helpers = Vec::new();
+    for _ in 0..400 {
+        let ps = forge.ok(&["--json", "ps"]).await.json_lines();
+        helpers = helpers_of(&ps, &parent);
+        if helpers.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    // Each has shown some of its answer before the kill.
+    for h in &helpers {
+        let id = h["id"].as_str().unwrap_or_default();
+        first_text(&forge, id).await;
+    }
+    assert_eq!(helpers.len(), 2);
+    forge.kill9().await;
+    forge.start().await;
+
+    // Reported like an interrupted tool batch: both task calls listed.
+    let lead = forge.wait_for_session("lead", "waiting on recovery", |s| s["state"] == "tool_recovery").await;
+    assert_eq!(lead["state"], "tool_recovery");
+    // Each helper kept what it had streamed.
+    for h in &helpers {
+        let id = h["id"].as_str().unwrap_or_default();
+        let history = forge.ok(&["--json", "history", id]).await.json_lines();
+        let kept = history.iter().rfind(|m| m["role"] == "assistant").map(|m| m["text"].to_string());
+        assert!(kept.is_some_and(|t| t.contains("w0")), "helper {id} lost what it had shown: {history:?}");
+    }
+    // Resumed: the same helpers go on; the parent gets both answers.
+    forge.ok(&["recover", "lead", "--resume"]).await;
+    let done = forge.wait_for_session("lead", "idle", |s| s["state"] == "idle").await;
+    assert_eq!(done["state"], "idle");
+    let ps = forge.ok(&["--json", "ps"]).await.json_lines();
+    assert_eq!(helpers_of(&ps, &parent).len(), 2, "no new helper was made");
+    let history = forge.ok(&["--json", "history", "lead"]).await.json_lines();
+    let last = history.last().cloned().unwrap_or(Value::Null);
+    assert!(last["text"].as_str().is_some_and(|t| t.contains("2 tool result(s)")), "{last}");
+    let results: Vec<&Value> = history.iter().filter(|m| m["role"] == "tool").collect();
+    assert!(results.iter().all(|r| r["is_error"] != true), "{results:?}");
+}
