@@ -122,7 +122,7 @@ async fn a_restart_mid_task_reports_the_batch_and_resuming_keeps_both_helpers_wo
     let mut forge = Forge::new(&mock);
     forge.start().await;
     let parent = forge.new_session(&["--name", "lead"]).await;
-    forge.ok(&["send", "--no-wait", "-s", "lead", &two_tasks(400, 20)]).await;
+    forge.ok(&["send", "--no-wait", "-s", "lead", &two_tasks(200, 20)]).await;
     let mut helpers = Vec::new();
     for _ in 0..400 {
         let ps = forge.ok(&["--json", "ps"]).await.json_lines();
@@ -162,4 +162,95 @@ async fn a_restart_mid_task_reports_the_batch_and_resuming_keeps_both_helpers_wo
     assert!(last["text"].as_str().is_some_and(|t| t.contains("2 tool result(s)")), "{last}");
     let results: Vec<&Value> = history.iter().filter(|m| m["role"] == "tool").collect();
     assert!(results.iter().all(|r| r["is_error"] != true), "{results:?}");
+}
+
+/// One `task` call as a message: `prompt` for a helper of type `agent`.
+fn one_task(prompt: &str, agent: Option<&str>) -> String {
+    let mut args = json!({"description": "a job", "prompt": prompt});
+    if let Some(a) = agent {
+        args["subagent_type"] = json!(a);
+    }
+    format!("{} go", tool_call("task", &args))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_helpers_approval_reaches_the_parents_client_and_its_answer_the_helper() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let cwd = dir.path().canonicalize().unwrap_or_else(|e| panic!("{e}")).display().to_string();
+    forge.new_session(&["--name", "lead", "--cwd", &cwd]).await;
+    let write = tool_call("write_file", &json!({"path": "note.txt", "content": "from the helper"}));
+    // The client follows the parent only; the helper's write asks there.
+    let out = forge.ok(&["send", "--auto-approve", "-s", "lead", &one_task(&format!("{write} write it"), None)]).await;
+    assert!(out.stderr.contains("approved 1 tool call(s)"), "{}", out.stderr);
+    assert_eq!(std::fs::read_to_string(dir.path().join("note.txt")).ok().as_deref(), Some("from the helper"));
+    assert!(out.stdout.contains("The mock received 1 tool result(s)"), "{}", out.stdout);
+    let events = forge.ok(&["--json", "attach", "lead", "--from", "1", "--until-idle"]).await.json_lines();
+    let asked = events.iter().find(|e| e["kind"] == "approval_requested").cloned().unwrap_or(Value::Null);
+    assert!(asked["helper"].is_string(), "the request names the helper: {asked}");
+    assert!(events.iter().any(|e| e["kind"] == "approval_resolved"), "{events:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_type_limits_the_helpers_tools_and_an_unknown_one_is_an_error_result() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let agents = dir.path().join(".claude/agents");
+    std::fs::create_dir_all(&agents).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        agents.join("reader.md"),
+        "---\nname: reader\ndescription: Reads code, changes nothing\ntools: Read, Grep\n---\nOnly read. Quote what you find.\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let cwd = dir.path().canonicalize().unwrap_or_else(|e| panic!("{e}")).display().to_string();
+    forge.ok(&["trust", &cwd]).await;
+    forge.new_session(&["--name", "lead", "--cwd", &cwd]).await;
+    forge.ok(&["send", "-s", "lead", &one_task("mock:tokens=3 look around", Some("reader"))]).await;
+    let bodies: Vec<Value> = mock.requests().into_iter().map(|r| r.body).collect();
+    let offered = bodies.iter().find(|b| b["system"].to_string().contains("Only read. Quote what you find."));
+    let tools: Vec<&str> =
+        offered.and_then(|b| b["tools"].as_array()).into_iter().flatten().filter_map(|t| t["name"].as_str()).collect();
+    assert_eq!(tools, ["read_file", "search"], "the helper has its type's tools only");
+    // The parent's task tool lists the type.
+    let lead = bodies.iter().find(|b| !b["system"].to_string().contains("helper agent")).cloned().unwrap_or_default();
+    let task = lead["tools"].as_array().and_then(|t| t.iter().find(|t| t["name"] == "task").cloned());
+    assert!(task.is_some_and(|t| t["description"].to_string().contains("reader: Reads code")), "{lead}");
+
+    forge.ok(&["send", "-s", "lead", &one_task("hi", Some("nobody"))]).await;
+    let history = forge.ok(&["--json", "history", "lead"]).await.json_lines();
+    let result = history.iter().rfind(|m| m["role"] == "tool").cloned().unwrap_or_default();
+    assert_eq!(result["tool_result"]["is_error"], true, "{history:?}");
+    assert!(result["text"].as_str().is_some_and(|t| t.contains("no agent type \"nobody\"")), "{result}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_the_parent_cancels_its_helper() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    let parent = forge.new_session(&["--name", "lead"]).await;
+    forge.ok(&["send", "--no-wait", "-s", "lead", &one_task("mock:tokens=2000 mock:delay=10 long", None)]).await;
+    let mut helper = Value::Null;
+    for _ in 0..400 {
+        let ps = forge.ok(&["--json", "ps"]).await.json_lines();
+        if let Some(h) = helpers_of(&ps, &parent).into_iter().next() {
+            helper = h;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    let id = helper["id"].as_str().unwrap_or_default().to_string();
+    first_text(&forge, &id).await;
+    forge.ok(&["cancel", "lead"]).await;
+    let done = forge.wait_for_session(&id, "stopped", |s| s["state"] == "idle").await;
+    assert_eq!(done["state"], "idle");
+    let history = forge.ok(&["--json", "history", &id]).await.json_lines();
+    assert_eq!(history.last().map(|m| m["status"].clone()), Some(json!("cancelled")), "{history:?}");
+    let lead = forge.ok(&["--json", "history", "lead"]).await.json_lines();
+    let result = lead.iter().rfind(|m| m["role"] == "tool").cloned().unwrap_or_default();
+    assert!(result["text"].as_str().is_some_and(|t| t.contains("cancelled")), "{result}");
 }

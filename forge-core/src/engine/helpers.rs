@@ -84,7 +84,11 @@ impl Engine {
             ));
         }
         // Taken up again: the parent resumed a batch a restart interrupted.
-        if let Some(child) = store.helper_of(&start.parent, &start.call_id).await? {
+        let before = match start.resume {
+            true => store.helper_of(&start.parent, &start.call_id).await?,
+            false => None,
+        };
+        if let Some(child) = before {
             let row = store.session(&child).await?.ok_or_else(|| EngineError::not_found(&child))?;
             let of = row.helper.as_ref().map(|h| h.of.clone());
             let (agent, description) = of.map(|o| (o.agent, o.description)).unwrap_or_default();

@@ -178,14 +178,20 @@ impl Engine {
     /// Every pending approval of the live sessions (sessions with one are
     /// started with the daemon, so none is missed).
     pub async fn approvals(&self) -> Vec<forge_proto::PendingApproval> {
-        self.inner
+        let mut all: Vec<forge_proto::PendingApproval> = self
+            .inner
             .sessions
             .lock()
             .await
             .values()
             .filter(|h| h.is_alive())
             .filter_map(|h| h.snapshot.borrow().approval.clone())
-            .collect()
+            .collect();
+        // A helper's approval is its parent's too: listed once, as the
+        // helper's (whose session it names).
+        all.sort_by(|a, b| a.approval_id.cmp(&b.approval_id));
+        all.dedup_by(|a, b| a.approval_id == b.approval_id);
+        all
     }
     pub async fn history(&self, selector: &str) -> Result<HistoryResult, EngineError> {
         let id = self.resolve(selector).await?;

@@ -536,10 +536,10 @@ impl Store {
         .await?)
     }
 
-    /// The helper session `parent`'s call `call_id` started, if any.
+    /// The helper session `parent`'s call `call_id` started last, if any.
     pub async fn helper_of(&self, parent: &str, call_id: &str) -> Result<Option<String>, StoreError> {
         Ok(sqlx::query_scalar(
-            "SELECT id FROM sessions WHERE parent_id = ? AND json_extract(helper, '$.of.call_id') = ? ORDER BY id LIMIT 1",
+            "SELECT id FROM sessions WHERE parent_id = ? AND json_extract(helper, '$.of.call_id') = ? ORDER BY id DESC LIMIT 1",
         )
         .bind(parent)
         .bind(call_id)

@@ -47,6 +47,9 @@ pub(crate) struct HelperStart {
     pub agent: Option<String>,
     /// The helper's depth (its parent's plus one).
     pub depth: u32,
+    /// The batch was resumed after a restart: the helper this call
+    /// started before, if any, goes on.
+    pub resume: bool,
 }
 
 /// What the daemon tells a session about helpers (`SessionCmd::Helper`).
@@ -97,8 +100,8 @@ impl Session {
     pub(super) fn start_helper(&mut self, id: String, name: String, args: Value) {
         let max = self.config.tools.task.as_ref().and_then(|t| t.max_per_batch);
         let max = max.unwrap_or(crate::tools::config::TaskConfig::DEFAULT_MAX_PER_BATCH) as usize;
-        let running = match &self.state {
-            OperationState::ToolLoop(l) => l.helpers.running.len(),
+        let (running, resume) = match &self.state {
+            OperationState::ToolLoop(l) => (l.helpers.running.len(), l.helpers.resumed),
             _ => return,
         };
         let args = match serde_json::from_value::<TaskArgs>(args) {
@@ -129,6 +132,7 @@ impl Session {
             prompt: args.prompt,
             agent: args.subagent_type.filter(|a| !a.trim().is_empty()),
             depth: self.helper_depth() + 1,
+            resume,
         }))));
         self.pipeline.effect(OnDurable::NextTool);
     }

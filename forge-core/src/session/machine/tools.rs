@@ -457,6 +457,9 @@ impl Session {
                     .map(|c| ToolCallRecord { id: c.call_id, name: c.name, arguments: c.arguments })
                     .collect();
                 self.start_tool_loop(message_id, 0, records);
+                if let OperationState::ToolLoop(l) = &mut self.state {
+                    l.helpers.resumed = true;
+                }
             }
         }
         Ok(result)

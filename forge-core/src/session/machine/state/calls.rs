@@ -40,6 +40,10 @@ pub(crate) struct Helpers {
     pub running: Vec<HelperCall>,
     /// Approvals they wait on, shown as this session's (by helper).
     pub asks: Vec<(String, PendingApproval)>,
+    /// The batch was resumed after a restart: a call's helper from before
+    /// goes on (a new batch's calls always get new helpers, whatever
+    /// their ids: a local server may number calls alike in every answer).
+    pub resumed: bool,
 }
 
 /// A `task` call whose helper runs.
