@@ -92,6 +92,8 @@ pub const MODELS: &[(&str, &str)] = &[
 #[derive(Debug, PartialEq)]
 pub enum Action {
     Send(QueuedUserMessage),
+    /// Attach the image on the clipboard (Ctrl+V, `/image paste`).
+    PasteImage,
     /// Typed while a turn runs: joins it at its next step.
     Steer(QueuedUserMessage),
     Cancel,
@@ -435,6 +437,8 @@ impl App {
                 }
             }
             KeyCode::Char('t') if ctrl => self.queue_next = !self.queue_next,
+            // A terminal pastes text only: an image comes from the clipboard.
+            KeyCode::Char('v') if ctrl => return vec![Action::PasteImage],
             KeyCode::Char('w') if ctrl => mode.edit(|d| d.delete_word_backwards()),
             KeyCode::Char('u') if ctrl => mode.edit(|d| d.clear()),
             KeyCode::Char('a') if ctrl => mode.edit(|d| d.reset_cursor()),
@@ -523,9 +527,13 @@ impl App {
         self.modal = None;
     }
 
-    /// Runs a command: local ones here, session ones become actions.
     fn attach_image(&mut self, path: &std::path::Path) {
-        match crate::attach::read(path) {
+        self.attached_one(crate::attach::read(path));
+    }
+
+    /// An image read to attach (a file, or the clipboard), or why not.
+    pub fn attached_one(&mut self, read: Result<crate::attach::Attachment, String>) {
+        match read {
             Ok(a) => {
                 self.notify(Level::Info, format!("{} attached to your next message (/image clear drops it)", a.name));
                 self.attached.push(a);
@@ -553,6 +561,7 @@ impl App {
                         self.attached.clear();
                         self.notify(Level::Info, "no image attached now");
                     }
+                    Some("paste") => return vec![Action::PasteImage],
                     Some(path) => self.attach_image(std::path::Path::new(path)),
                     None if self.attached.is_empty() => {
                         self.notify(Level::Info, "no image attached; /image PATH attaches one to your next message")

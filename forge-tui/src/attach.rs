@@ -1,5 +1,7 @@
-//! Images attached to the next message: `/image PATH`, or a path to an
-//! image pasted (what terminals paste when a file is dropped on them).
+//! Images attached to the next message: `/image PATH`, a path to an
+//! image pasted (what terminals paste when a file is dropped on them), or
+//! an image on the clipboard (Ctrl+V, `/image paste`: read with `wl-paste`
+//! on Wayland or `xclip` on X11, since a terminal pastes text only).
 //! The daemon checks them again (type, size, the model's limits); here
 //! only what saves a round trip.
 
@@ -48,6 +50,78 @@ pub fn pasted_path(text: &str) -> Option<PathBuf> {
     (EXTENSIONS.contains(&ext.as_str()) && path.is_file()).then_some(path)
 }
 
+/// The image types asked of the clipboard, in order of preference.
+const CLIPBOARD_TYPES: [(&str, &str); 4] =
+    [("image/png", "png"), ("image/jpeg", "jpg"), ("image/webp", "webp"), ("image/gif", "gif")];
+
+/// A program that reads the clipboard: its arguments to list the types it
+/// holds, and to read one (the type follows them).
+struct Reader {
+    program: &'static str,
+    list: &'static [&'static str],
+    read: &'static [&'static str],
+}
+
+/// The image on the clipboard, read with the tools of the display the
+/// terminal runs on (`path`: the `PATH` they are looked up in).
+pub fn from_clipboard(path: &std::ffi::OsStr, wayland: bool, x11: bool) -> Result<Attachment, String> {
+    // Each reader: how to list the clipboard's types, how to read one.
+    let mut readers: Vec<Reader> = Vec::new();
+    if wayland {
+        readers.push(Reader { program: "wl-paste", list: &["--list-types"], read: &["--no-newline", "--type"] });
+    }
+    if x11 {
+        readers.push(Reader {
+            program: "xclip",
+            list: &["-selection", "clipboard", "-t", "TARGETS", "-o"],
+            read: &["-selection", "clipboard", "-o", "-t"],
+        });
+    }
+    if readers.is_empty() {
+        return Err("no display to read the clipboard from; attach the file with /image PATH".into());
+    }
+    let run = |program: &str, args: &[&str]| {
+        std::process::Command::new(program)
+            .args(args)
+            .env("PATH", path)
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .output()
+    };
+    let mut missing = Vec::new();
+    for Reader { program, list, read } in readers {
+        let types = match run(program, list) {
+            Ok(out) => String::from_utf8_lossy(&out.stdout).into_owned(),
+            Err(_) => {
+                missing.push(program);
+                continue;
+            }
+        };
+        let Some((mime, ext)) = CLIPBOARD_TYPES.iter().find(|(m, _)| types.lines().any(|l| l.trim() == *m)) else {
+            continue;
+        };
+        let out = run(program, &[read, &[*mime]].concat()).map_err(|e| format!("{program}: {e}"))?;
+        if !out.status.success() || out.stdout.is_empty() {
+            return Err(format!("{program} could not read the clipboard's {mime}"));
+        }
+        if out.stdout.len() as u64 > MAX_BYTES {
+            return Err(format!(
+                "the clipboard's image is {} MiB; images of at most 6 MiB can be sent",
+                out.stdout.len() >> 20
+            ));
+        }
+        return Ok(Attachment {
+            name: format!("clipboard.{ext}"),
+            bytes: out.stdout.len() as u64,
+            data: base64::engine::general_purpose::STANDARD.encode(&out.stdout),
+        });
+    }
+    match missing.as_slice() {
+        [] => Err("the clipboard holds no image".into()),
+        m => Err(format!("reading an image from the clipboard needs {} (not found)", m.join(" or "))),
+    }
+}
+
 /// What the input's title says of them: `+2 images`.
 pub fn summary(attached: &[Attachment]) -> Option<String> {
     match attached.len() {
@@ -75,5 +149,23 @@ mod tests {
         let a = read(&shot).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((a.name.as_str(), a.bytes), ("my shot.png", 4));
         assert_eq!(summary(&[a.clone(), a]).as_deref(), Some("+2 images"));
+    }
+
+    #[test]
+    fn an_image_on_the_clipboard_is_read_with_the_displays_tool() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        // A stand-in for wl-paste: lists types, prints the image.
+        let script =
+            "#!/bin/sh\ncase \"$1\" in --list-types) printf 'text/plain\\nimage/png\\n';; *) printf 'PNGDATA';; esac\n";
+        let tool = dir.path().join("wl-paste");
+        std::fs::write(&tool, script).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().as_os_str();
+        let a = from_clipboard(path, true, false).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((a.name.as_str(), a.bytes), ("clipboard.png", 7));
+        let none = from_clipboard(path, false, true).err().unwrap_or_default();
+        assert!(none.contains("needs xclip"), "{none}");
+        assert!(from_clipboard(path, false, false).is_err_and(|e| e.contains("/image PATH")));
     }
 }

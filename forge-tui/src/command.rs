@@ -89,7 +89,7 @@ pub const HELP: &[(&str, &str)] = &[
     ("e (Normal)", "edit the selected (or last) message of yours: Enter sends it as a new branch"),
     (
         "/image PATH",
-        "attach an image to your next message (or paste an image file's path); /image lists, /image clear drops",
+        "attach an image to your next message (or paste an image file's path; /image paste or Ctrl+V: the clipboard's image); /image lists, /image clear drops",
     ),
     ("/NAME [args]", "a command of one's own, or an MCP prompt (/server:prompt); Tab completes the name"),
     ("@server:uri (Insert)", "attach an MCP server's resource to the message; Tab completes it"),

@@ -54,6 +54,8 @@ enum Msg {
     SendFailed(String, String),
     /// Its images, attached again.
     Reattach(Vec<crate::attach::Attachment>),
+    /// The clipboard's image, read (or why not).
+    Pasted(Result<crate::attach::Attachment, String>),
     /// The daemon's model catalog, for the picker.
     Models(Vec<forge_proto::ModelInfo>),
     /// The session's commands of one's own.
@@ -281,6 +283,7 @@ fn apply(
             app.notify(Level::Error, text);
         }
         Msg::Reattach(images) => app.attached.extend(images),
+        Msg::Pasted(read) => app.attached_one(read),
         Msg::SendFailed(text, why) => {
             app.input.restore_draft(&text);
             app.notify(Level::Error, format!("not sent: {why} (your message is back in the draft)"));
@@ -405,6 +408,19 @@ fn perform(action: Action, client: &Arc<Client>, session: &str, app: &mut App, t
     };
     match action {
         Action::Quit | Action::ToggleScreen => {}
+        Action::PasteImage => {
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                let read = tokio::task::spawn_blocking(|| {
+                    let path = std::env::var_os("PATH").unwrap_or_default();
+                    let has = |v: &str| std::env::var_os(v).is_some_and(|v| !v.is_empty());
+                    crate::attach::from_clipboard(&path, has("WAYLAND_DISPLAY"), has("DISPLAY"))
+                })
+                .await
+                .unwrap_or_else(|e| Err(format!("reading the clipboard failed: {e}")));
+                let _ = tx.send(Msg::Pasted(read)).await;
+            });
+        }
         Action::Send(msg) => {
             let text = msg.text().to_string();
             let resources = crate::mentions::attached(&text, &app.mcp_resources);

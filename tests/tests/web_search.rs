@@ -84,3 +84,38 @@ async fn openai_on_the_responses_api_searches_and_cites_too() {
     let body: Value = serde_json::from_str(&mock.last_turn_request()).unwrap_or(Value::Null);
     assert!(!body.to_string().contains("web_search"), "{body}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gemini_grounds_its_answer_in_google_search_and_sends_the_search_back() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.write_config("[tools.web_search]\nenabled = true\n");
+    forge.start().await;
+    let out = forge.ok(&["send", "--name", "g", "--provider", "gemini", "mock:search what is forge?"]).await;
+    assert!(out.stderr.contains("searching the web: forge daemon"), "{}\n{}", out.stderr, mock.last_turn_request());
+    assert!(out.stdout.contains("\nSources:\n  [1] Forge mock result https://example.com/forge\n"), "{}", out.stdout);
+    // Offered in the prefix Gemini caches (system, tools, tool config).
+    let prefix = mock.requests().into_iter().find(|r| r.path == "/v1beta/cachedContents").map(|r| r.body);
+    let prefix = prefix.unwrap_or(Value::Null);
+    let tools = prefix["tools"].as_array().cloned().unwrap_or_default();
+    assert!(tools.contains(&json!({"googleSearch": {}})), "{prefix}");
+    assert_eq!(prefix["toolConfig"]["includeServerSideToolInvocations"], true);
+    // The next turn sends the search the API ran back with the answer.
+    forge.ok(&["send", "-s", "g", "and then?"]).await;
+    let body: Value = serde_json::from_str(&mock.last_turn_request()).unwrap_or(Value::Null);
+    let parts = body["contents"][1]["parts"].as_array().cloned().unwrap_or_default();
+    assert!(parts.iter().any(|p| p["toolCall"]["id"] == "mock-search"), "{body}");
+    let history = forge.ok(&["--json", "history", "g"]).await.json_lines();
+    let answer = history.iter().find(|m| m["role"] == "assistant").cloned().unwrap_or(Value::Null);
+    assert_eq!(answer["citations"][0]["url"], "https://example.com/forge", "{answer}");
+    assert_eq!(answer["usage"]["web_search_requests"], 1, "{answer}");
+
+    // A domain list Gemini cannot honour keeps the search off there.
+    let mut limited = Forge::new(&mock);
+    limited.write_config("[tools.web_search]\nenabled = true\nallowed_domains = [\"docs.rs\"]\n");
+    limited.start().await;
+    limited.ok(&["send", "--provider", "gemini", "mock:search hi"]).await;
+    let prefixes: Vec<Value> =
+        mock.requests().into_iter().filter(|r| r.path == "/v1beta/cachedContents").map(|r| r.body).collect();
+    assert!(prefixes.last().is_some_and(|p| !p.to_string().contains("googleSearch")), "{prefixes:?}");
+}

@@ -33,6 +33,19 @@ fn stable_prefix(req: &ChatRequest) -> Value {
             .collect();
         prefix["tools"] = json!([{"functionDeclarations": declarations}]);
     }
+    // Google Search grounding, run by the API. Beside function
+    // declarations, Gemini 3 wants the searches it runs shown and sent back
+    // (`toolCall`/`toolResponse` parts, kept as the answer's reasoning).
+    if req.web_search.is_some() {
+        let mut tools = prefix["tools"].as_array().cloned().unwrap_or_default();
+        tools.push(json!({"googleSearch": {}}));
+        let mut config = json!({"includeServerSideToolInvocations": true});
+        if !req.tools.is_empty() {
+            config["functionCallingConfig"] = json!({"mode": "VALIDATED"});
+        }
+        prefix["tools"] = Value::Array(tools);
+        prefix["toolConfig"] = config;
+    }
     prefix
 }
 
@@ -63,7 +76,15 @@ fn body(req: &ChatRequest, opts: &WireOptions, cached: Option<&str>) -> Value {
                         _ => None,
                     })
                 };
-                let mut parts = Vec::new();
+                // The searches the API ran for this answer, as they came.
+                let mut parts: Vec<Value> = m
+                    .reasoning
+                    .iter()
+                    .filter_map(|r| match r {
+                        Reasoning::GeminiServerPart { part } => Some(part.clone()),
+                        _ => None,
+                    })
+                    .collect();
                 if !m.text.is_empty() {
                     let mut part = json!({"text": m.text});
                     if let Some(s) = signature(None) {
@@ -260,6 +281,37 @@ pub(super) struct GeminiParser {
     calls: usize,
     finish: Option<String>,
     usage: Option<Usage>,
+    /// The searches and sources said so far (grounding metadata may come
+    /// again, grown, in later chunks).
+    searched: Vec<String>,
+    cited: Vec<String>,
+}
+
+impl GeminiParser {
+    /// Google Search grounding: each new query a search, each new web
+    /// source a citation (with the first piece of the answer it supports).
+    fn grounding(&mut self, g: GroundingMetadata, out: &mut Vec<ProviderEvent>) {
+        for query in g.web_search_queries {
+            if !self.searched.contains(&query) {
+                out.push(ProviderEvent::WebSearch(query.clone()));
+                self.searched.push(query);
+            }
+        }
+        for (i, chunk) in g.grounding_chunks.into_iter().enumerate() {
+            let Some(web) = chunk.web.filter(|w| !w.uri.is_empty()) else { continue };
+            if self.cited.contains(&web.uri) {
+                continue;
+            }
+            let cited_text = g
+                .grounding_supports
+                .iter()
+                .find(|s| s.grounding_chunk_indices.contains(&i))
+                .map(|s| s.segment.text.clone())
+                .filter(|t| !t.is_empty());
+            self.cited.push(web.uri.clone());
+            out.push(ProviderEvent::Citation(forge_proto::Citation { url: web.uri, title: web.title, cited_text }));
+        }
+    }
 }
 
 /// One streamed chunk, as much of it as Forge reads. Typed and borrowing:
@@ -284,6 +336,7 @@ struct Candidate<'a> {
     content: Option<Content<'a>>,
     #[serde(borrow)]
     finish_reason: Option<std::borrow::Cow<'a, str>>,
+    grounding_metadata: Option<GroundingMetadata>,
 }
 
 #[derive(serde::Deserialize)]
@@ -302,6 +355,43 @@ struct Part<'a> {
     #[serde(borrow)]
     thought_signature: Option<std::borrow::Cow<'a, str>>,
     function_call: Option<FunctionCall>,
+    /// A tool the API ran itself (Google Search), and what it found.
+    tool_call: Option<Value>,
+    tool_response: Option<Value>,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct GroundingMetadata {
+    web_search_queries: Vec<String>,
+    grounding_chunks: Vec<GroundingChunk>,
+    grounding_supports: Vec<GroundingSupport>,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct GroundingChunk {
+    web: Option<WebSource>,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct WebSource {
+    uri: String,
+    title: String,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct GroundingSupport {
+    segment: Segment,
+    grounding_chunk_indices: Vec<usize>,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct Segment {
+    text: String,
 }
 
 #[derive(serde::Deserialize)]
@@ -362,12 +452,26 @@ impl WireParser for GeminiParser {
             });
         }
         let candidate = chunk.candidates.into_iter().next();
-        let (content, finish) = match candidate {
-            Some(c) => (c.content, c.finish_reason),
-            None => (None, None),
+        let (content, finish, grounding) = match candidate {
+            Some(c) => (c.content, c.finish_reason, c.grounding_metadata),
+            None => (None, None, None),
         };
         for part in content.map(|c| c.parts).unwrap_or_default() {
             let mut call = None;
+            if part.tool_call.is_some() || part.tool_response.is_some() {
+                let mut raw = json!({});
+                if let Some(v) = part.tool_call {
+                    raw["toolCall"] = v;
+                }
+                if let Some(v) = part.tool_response {
+                    raw["toolResponse"] = v;
+                }
+                if let Some(s) = part.thought_signature {
+                    raw["thoughtSignature"] = json!(s);
+                }
+                out.push(ProviderEvent::Reasoning(Reasoning::GeminiServerPart { part: raw }));
+                continue;
+            }
             if let Some(fc) = part.function_call {
                 let index = self.calls;
                 self.calls += 1;
@@ -391,6 +495,9 @@ impl WireParser for GeminiParser {
                 }));
             }
         }
+        if let Some(g) = grounding {
+            self.grounding(g, out);
+        }
         if let Some(u) = chunk.usage_metadata {
             // Cumulative so far: the last one counts.
             self.usage = Some(Usage {
@@ -402,6 +509,9 @@ impl WireParser for GeminiParser {
                 reasoning_tokens: u.thoughts_token_count,
                 web_search_requests: 0,
             });
+        }
+        if let Some(usage) = &mut self.usage {
+            usage.web_search_requests = self.searched.len() as u64;
         }
         if let Some(reason) = finish {
             self.finish = Some(match reason.as_ref() {
@@ -426,131 +536,4 @@ impl WireParser for GeminiParser {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::provider::ChatMessage;
-    use crate::provider::sse::testing::{assert_every_split, run, tool_args};
-
-    fn chunk(v: Value) -> String {
-        format!("data: {v}\r\n\r\n")
-    }
-
-    /// A thought part, text in two chunks, then two parallel calls (the
-    /// first signed) with the finish reason and usage, CRLF-framed.
-    fn stream() -> String {
-        let mut s = chunk(
-            json!({"candidates":[{"content":{"parts":[{"text":"Plan: read.","thought":true}],"role":"model"},"index":0}],
-            "usageMetadata":{"promptTokenCount":16,"totalTokenCount":16}}),
-        );
-        s += &chunk(json!({"candidates":[{"content":{"parts":[{"text":"Reading "}],"role":"model"},"index":0}]}));
-        s += &chunk(
-            json!({"candidates":[{"content":{"parts":[{"text":"\u{65e5}\u{672c}"}],"role":"model"},"index":0}]}),
-        );
-        s += &chunk(json!({"candidates":[{"content":{"parts":[
-                {"functionCall":{"name":"read_file","args":{"path":"a.rs"}},"thoughtSignature":"c2ln"},
-                {"functionCall":{"name":"glob","args":{"pattern":"*"}}}],"role":"model"},
-              "finishReason":"STOP","index":0}],
-            "usageMetadata":{"promptTokenCount":16,"cachedContentTokenCount":4,"candidatesTokenCount":9,"thoughtsTokenCount":5,"totalTokenCount":30},
-            "modelVersion":"gemini-3.5-flash"}));
-        s
-    }
-
-    #[test]
-    fn thoughts_text_calls_and_signatures_parse_identically_at_every_split() {
-        let body = stream();
-        let (reference, ok) = run(GeminiParser::default(), &body, usize::MAX);
-        assert!(ok.is_ok(), "{ok:?}");
-        assert_eq!(reference[0], ProviderEvent::ThinkingDelta("Plan: read.".into()));
-        assert_eq!(reference[1], ProviderEvent::TextDelta("Reading ".into()));
-        assert!(matches!(&reference[3], ProviderEvent::ToolCallStart { index: 0, name, .. } if name == "read_file"));
-        assert_eq!(serde_json::from_str::<Value>(&tool_args(&reference, 0)).ok(), Some(json!({"path": "a.rs"})));
-        assert!(reference.contains(&ProviderEvent::Reasoning(Reasoning::GeminiSignature {
-            signature: "c2ln".into(),
-            call: Some(0)
-        })));
-        assert!(reference.contains(&ProviderEvent::StopReason("tool_calls".into())));
-        assert!(reference.iter().any(|e| matches!(e, ProviderEvent::Usage(u)
-            if u.input_tokens == 12 && u.cache_read_tokens == 4 && u.output_tokens == 14 && u.reasoning_tokens == 5)));
-        // Split anywhere, CRLF included; the generated call ids differ.
-        let shape = |events: Vec<ProviderEvent>| -> Vec<ProviderEvent> {
-            events
-                .into_iter()
-                .map(|e| match e {
-                    ProviderEvent::ToolCallStart { index, name, .. } => {
-                        ProviderEvent::ToolCallStart { index, id: String::new(), name }
-                    }
-                    other => other,
-                })
-                .collect()
-        };
-        let reference = shape(reference);
-        for split in [1, 2, 3, 17, 64] {
-            assert_eq!(shape(run(GeminiParser::default(), &body, split).0), reference, "split {split}");
-        }
-        assert_every_split(GeminiParser::default, &body, shape);
-    }
-
-    #[test]
-    fn a_bare_json_error_mid_stream_is_the_providers_error() {
-        let mut body = chunk(json!({"candidates":[{"content":{"parts":[{"text":"Hel"}],"role":"model"},"index":0}]}));
-        body += "{\"error\": {\"code\": 503,\r\n \"message\": \"The model is overloaded.\", \"status\": \"UNAVAILABLE\"}}\r\n";
-        let (events, end) = run(GeminiParser::default(), &body, 7);
-        assert_eq!(events, vec![ProviderEvent::TextDelta("Hel".into())]);
-        assert!(end.is_err_and(|e| e.message.contains("The model is overloaded") && e.retry.is_some()));
-    }
-
-    #[test]
-    fn errors_blocks_and_cuts_are_errors() {
-        let err = chunk(json!({"error":{"code":503,"message":"The model is overloaded.","status":"UNAVAILABLE"}}));
-        let (_, end) = run(GeminiParser::default(), &err, 5);
-        assert!(end.is_err_and(|e| e.retry.is_some() && e.message.contains("overloaded")));
-        let blocked = chunk(json!({"promptFeedback":{"blockReason":"SAFETY"}}));
-        assert!(run(GeminiParser::default(), &blocked, 5).1.is_err_and(|e| e.message.contains("SAFETY")));
-        let body = stream();
-        let cut = &body[..body.rfind("data:").unwrap_or(0)];
-        assert!(run(GeminiParser::default(), cut, 9).1.is_err(), "EOF without finishReason is a truncation");
-    }
-
-    #[test]
-    fn the_request_sends_signatures_back_and_names_function_responses() {
-        let call = |id: &str, name: &str| forge_proto::ToolCallRecord {
-            id: id.into(),
-            name: name.into(),
-            arguments: "{\"path\":\"a\"}".into(),
-        };
-        let answer = ChatMessage::assistant("reading", vec![call("gemini-call-1", "read_file"), call("g2", "glob")])
-            .with_reasoning(vec![Reasoning::GeminiSignature { signature: "c2ln".into(), call: Some(0) }]);
-        let req = ChatRequest {
-            model: "gemini-3.5-flash".into(),
-            system: Some("be Forge".into()),
-            messages: vec![
-                ChatMessage::user("go"),
-                answer,
-                ChatMessage::tool_result("gemini-call-1", "contents", false),
-                ChatMessage::tool_result("g2", "no match", true),
-            ],
-            max_output_tokens: 100,
-            tools: crate::tools::ToolRegistry::builtin().specs(),
-            output_schema: None,
-            web_search: None,
-        };
-        let b = body(&req, &WireOptions { gemini_thinking: true, ..Default::default() }, None);
-        assert_eq!(b["systemInstruction"]["parts"][0]["text"], "be Forge");
-        assert_eq!(b["generationConfig"]["thinkingConfig"]["includeThoughts"], true);
-        let c = &b["contents"];
-        assert_eq!(c[1]["role"], "model");
-        assert_eq!(c[1]["parts"][1]["thoughtSignature"], "c2ln");
-        assert!(c[1]["parts"][1]["functionCall"].get("id").is_none(), "a local id is not sent");
-        assert_eq!(c[1]["parts"][2]["functionCall"]["id"], "g2");
-        assert_eq!(c[2]["role"], "user");
-        assert_eq!(c[2]["parts"][0]["functionResponse"]["name"], "read_file");
-        assert_eq!(c[2]["parts"][1]["functionResponse"]["response"]["error"], "no match");
-        assert_eq!(c.as_array().map(Vec::len), Some(3), "parallel responses share one turn");
-        assert!(b["tools"][0]["functionDeclarations"][0]["parametersJsonSchema"].is_object());
-        // With a cache of the prefix, the request carries its name instead.
-        let c = body(&req, &WireOptions::default(), Some("cachedContents/abc"));
-        assert_eq!(c["cachedContent"], "cachedContents/abc");
-        assert!(c.get("systemInstruction").is_none() && c.get("tools").is_none());
-        assert_eq!(c["contents"], b["contents"]);
-    }
-}
+mod tests;

@@ -359,4 +359,8 @@ pub enum Reasoning {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         call: Option<usize>,
     },
+    /// A Gemini part of a tool the API ran itself (`toolCall`,
+    /// `toolResponse`: its Google Search), sent back as it came, before
+    /// the answer's text.
+    GeminiServerPart { part: serde_json::Value },
 }

@@ -135,3 +135,16 @@ fn images_attach_by_command_or_by_pasting_their_path() {
     app.run_command(Command::Image(Some("clear".into())));
     assert!(app.attached.is_empty());
 }
+
+#[test]
+fn ctrl_v_asks_for_the_clipboards_image_and_it_is_attached() {
+    let mut app = App::new("s", UiOptions::default());
+    press(&mut app, KeyCode::Char('i'));
+    let actions = app.on_key(KeyEvent::new(KeyCode::Char('v'), KeyModifiers::CONTROL));
+    assert_eq!(actions, vec![Action::PasteImage]);
+    let shot = crate::attach::Attachment { name: "clipboard.png".into(), data: "UE5H".into(), bytes: 3 };
+    app.attached_one(Ok(shot));
+    assert_eq!(crate::attach::summary(&app.attached).as_deref(), Some("+1 image"));
+    app.attached_one(Err("the clipboard holds no image".into()));
+    assert_eq!(app.attached.len(), 1, "a failed read attaches nothing");
+}

@@ -49,8 +49,21 @@ impl Format for Gemini {
         true
     }
 
-    fn start(&self, model: &str, thinking: &[String], _counts: Counts) -> Vec<String> {
-        thinking.iter().map(|piece| chunk(json!([{"text": piece, "thought": true}]), model)).collect()
+    fn start(&self, model: &str, thinking: &[String], counts: Counts) -> Vec<String> {
+        let mut out: Vec<String> =
+            thinking.iter().map(|piece| chunk(json!([{"text": piece, "thought": true}]), model)).collect();
+        if counts.searched {
+            // The search the API ran itself, shown as Gemini 3 shows it
+            // beside function declarations.
+            out.push(chunk(
+                json!([
+                    {"toolCall": {"toolType": "GOOGLE_SEARCH_WEB", "id": "mock-search", "args": {"queries": ["forge daemon"]}}},
+                    {"toolResponse": {"toolType": "GOOGLE_SEARCH_WEB", "id": "mock-search", "response": {"search_suggestions": "forge daemon"}}}
+                ]),
+                model,
+            ));
+        }
+        out
     }
 
     fn text(&self, model: &str, _block: usize, text: &str) -> String {
@@ -85,7 +98,16 @@ impl Format for Gemini {
         } else {
             json!([{"text": "", "thoughtSignature": "bW9jay10ZXh0LXNpZ25hdHVyZQ=="}])
         };
-        let data = json!({"candidates":[{"content":{"parts":parts,"role":"model"},"finishReason":"STOP","index":0}],
+        let mut candidate = json!({"content":{"parts":parts,"role":"model"},"finishReason":"STOP","index":0});
+        if counts.searched {
+            candidate["groundingMetadata"] = json!({
+                "webSearchQueries": ["forge daemon"],
+                "groundingChunks": [{"web": {"uri": super::anthropic::SEARCH_URL, "title": "Forge mock result"}}],
+                "groundingSupports": [{"segment": {"startIndex": 0, "endIndex": 36, "text": "Forge is a local coding-agent daemon."},
+                                       "groundingChunkIndices": [0], "confidenceScores": [0.9]}]
+            });
+        }
+        let data = json!({"candidates":[candidate],
             "usageMetadata":{"promptTokenCount":counts.input + counts.cached_input,"cachedContentTokenCount":counts.cached_input,
                              "candidatesTokenCount":output_tokens,"thoughtsTokenCount":thinking,
                              "totalTokenCount":counts.input + counts.cached_input + output_tokens + thinking},

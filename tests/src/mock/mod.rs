@@ -616,10 +616,16 @@ async fn handle(
         let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         return Ok(full(code, "application/json", error_body(wire, status), &extra));
     }
-    // A search only where the request offers one.
-    let offers_search = body["tools"]
-        .as_array()
-        .is_some_and(|t| t.iter().any(|t| t["type"].as_str().is_some_and(|k| k.starts_with("web_search"))));
+    // A search only where the request offers one (Gemini: in the cached
+    // prefix the request names, if it names one).
+    let tools = match body["cachedContent"].as_str() {
+        Some(name) if wire == Wire::Gemini => cached_prefix(&recorded, name)["tools"].clone(),
+        _ => body["tools"].clone(),
+    };
+    let offers_search = tools.as_array().is_some_and(|t| {
+        t.iter()
+            .any(|t| t["type"].as_str().is_some_and(|k| k.starts_with("web_search")) || t.get("googleSearch").is_some())
+    });
     script.search &= offers_search && results.is_none();
     // Claude given the answer tool (`output_schema`) answers through it.
     let answer_tool = body["tools"].as_array().and_then(|t| t.iter().find(|t| t["name"] == "final_answer").cloned());
@@ -677,6 +683,16 @@ async fn handle(
         .body(BodyExt::boxed(StreamBody::new(stream)))
         .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).map_err(|e: Infallible| match e {}).boxed()));
     Ok(resp)
+}
+
+/// The prefix a Gemini context cache `name` was made of (the body of the
+/// `cachedContents` request that made it).
+fn cached_prefix(recorded: &Mutex<Vec<Recorded>>, name: &str) -> Value {
+    let n: usize = name.strip_prefix("cachedContents/mock-").and_then(|n| n.parse().ok()).unwrap_or(0);
+    let made = recorded.lock().ok().and_then(|r| {
+        r.iter().filter(|q| q.path == "/v1beta/cachedContents").nth(n.saturating_sub(1)).map(|q| q.body.clone())
+    });
+    made.unwrap_or(Value::Null)
 }
 
 /// What a Gemini context cache holds, in tokens (as the mock reports it).
@@ -835,7 +851,7 @@ async fn stream_reply(
     let thinking: Vec<String> = (0..script.thinking.unwrap_or(0)).map(|i| format!("thought{i} ")).collect();
     // Content blocks: the thinking (if any), the text, then each tool call.
     let redacted = script.redacted && wire == Wire::Anthropic && !thinking.is_empty();
-    let searched = script.search && matches!(wire, Wire::Anthropic | Wire::Responses);
+    let searched = script.search && matches!(wire, Wire::Anthropic | Wire::Responses | Wire::Gemini);
     // A search takes two content blocks (Anthropic) or one output item.
     let search_blocks = match wire {
         Wire::Anthropic => 2,

@@ -1,7 +1,7 @@
 //! The provider's own web search (`[tools.web_search]`): offered to a
 //! turn's requests when enabled, where Forge speaks the provider's search
-//! (Claude's `web_search` tool, OpenAI's Responses `web_search`; Gemini's
-//! grounding is not wired yet), and where the approval policy lets
+//! (Claude's `web_search` tool, OpenAI's Responses `web_search`, Gemini's
+//! Google Search grounding), and where the approval policy lets
 //! `web_search` run (it runs at the provider: nothing can wait for a
 //! user's answer halfway through an answer). What it finds comes back as
 //! the answer's citations, kept with its node.
@@ -15,8 +15,12 @@ impl Session {
         let config = self.config.tools.web_search.as_ref().filter(|c| c.enabled == Some(true))?;
         let settings = self.provider_settings().ok()?;
         use crate::provider::Wire;
-        if !matches!(Wire::of(&settings), Wire::Anthropic | Wire::OpenAiResponses) {
-            return None;
+        match Wire::of(&settings) {
+            Wire::Anthropic | Wire::OpenAiResponses => {}
+            // Google Search grounding takes no domain lists: with one
+            // configured it is not offered rather than ignoring it.
+            Wire::Gemini if config.allowed_domains.is_empty() && config.blocked_domains.is_empty() => {}
+            _ => return None,
         }
         let approval = self.config.tools.approval.as_ref();
         let mode = self.row.approval.mode.clone().or_else(|| approval.and_then(|a| a.mode.clone()));
