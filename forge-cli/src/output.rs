@@ -82,7 +82,8 @@ pub fn session_table(sessions: &[SessionInfo]) {
         let id = if depth == 0 { s.id.clone() } else { format!("{}└ {}", "  ".repeat(depth - 1), s.id) };
         let name = match (&s.name, &s.helper) {
             (Some(n), _) => n.clone(),
-            (None, Some(h)) => format!("{}: {}", h.agent, h.description),
+            // Its task says what it is (`session show` has its agent type).
+            (None, Some(h)) => h.description.clone(),
             (None, None) => "-".into(),
         };
         outln!(

@@ -82,6 +82,9 @@ pub struct Fold {
     pub provider: String,
     pub model: String,
     pub approval: Option<PendingApproval>,
+    /// Approvals asked while `approval` waits (helper agents ask at the
+    /// same time): each becomes `approval` in turn.
+    pub approvals_behind: Vec<PendingApproval>,
     pub recovery: Option<Vec<RecoveryCall>>,
     pub awaiting_results: Option<Vec<ToolCallRecord>>,
     pub last_usage: Option<Usage>,
@@ -250,12 +253,22 @@ impl Fold {
                 seen.calls = std::mem::take(&mut self.calls).into_iter().flatten().collect();
             }
             EventKind::ApprovalRequested { approval_id, calls, .. } => {
-                self.approval = Some(PendingApproval { approval_id: approval_id.clone(), calls: calls.clone() });
+                let asked = PendingApproval { approval_id: approval_id.clone(), calls: calls.clone() };
+                match &self.approval {
+                    Some(a) if a.approval_id != *approval_id => self.approvals_behind.push(asked),
+                    _ => self.approval = Some(asked),
+                }
                 self.state = Some(OperationStateKind::AwaitingApproval);
             }
-            EventKind::ApprovalResolved { .. } => {
-                self.approval = None;
-                self.state = Some(OperationStateKind::ExecutingTools);
+            EventKind::ApprovalResolved { approval_id, .. } => {
+                self.approvals_behind.retain(|a| a.approval_id != *approval_id);
+                if self.approval.as_ref().is_none_or(|a| a.approval_id == *approval_id) {
+                    self.approval = (!self.approvals_behind.is_empty()).then(|| self.approvals_behind.remove(0));
+                }
+                self.state = Some(match self.approval {
+                    Some(_) => OperationStateKind::AwaitingApproval,
+                    None => OperationStateKind::ExecutingTools,
+                });
             }
             EventKind::ToolRecovery { calls } => {
                 self.recovery = Some(calls.clone());
@@ -297,6 +310,7 @@ impl Fold {
             EventKind::TurnFinished { usage, .. } => {
                 self.last_usage = usage.clone().or(self.last_usage.take());
                 self.approval = None;
+                self.approvals_behind.clear();
                 self.recovery = None;
                 self.awaiting_results = None;
                 self.running = None;

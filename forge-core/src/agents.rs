@@ -196,6 +196,9 @@ impl crate::tools::ToolExecutor for TaskTool {
         // What the helper does, it asks for in its own session.
         false
     }
+    fn starts_helper(&self) -> bool {
+        true
+    }
     fn approval_summary(&self, args: &serde_json::Value, _sandbox: &crate::tools::Sandbox) -> String {
         let d = args.get("description").and_then(serde_json::Value::as_str).unwrap_or("a task");
         crate::tools::short_summary(format!("start a helper agent: {d}"))
@@ -227,6 +230,16 @@ mod tests {
         assert_eq!(model_for(&a.info, "openai"), None, "an alias means nothing elsewhere");
         assert_eq!(a.instructions, "You review code. List bugs by severity.");
         assert!(parse("bad name", "hi", "user", Path::new("/x")).is_none());
+    }
+
+    #[test]
+    fn tools_as_yaml_lists_are_read_too() {
+        let block = "---\nname: r\ntools:\n  - Read\n  - Grep\n---\nRead.";
+        let flow = "---\nname: r\ntools: [Read, \"Grep\"]\n---\nRead.";
+        for text in [block, flow] {
+            let a = parse("r", text, "user", Path::new("/r.md")).unwrap_or_else(|| panic!("parsed"));
+            assert_eq!(a.info.tools.as_deref(), Some(&["read_file", "search"].map(String::from)[..]), "{text}");
+        }
     }
 
     #[test]

@@ -106,6 +106,7 @@ impl Shared {
             });
         }
         if offer_task {
+            all.retain(|name| name != crate::agents::TASK_TOOL);
             let agents = crate::agents::load(cwd, self.trust.trusts(cwd));
             let _ = all.register(Arc::new(crate::agents::TaskTool::new(&agents)));
         }

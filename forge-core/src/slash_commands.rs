@@ -128,11 +128,26 @@ pub(crate) fn front_matter(text: &str) -> (Vec<(&str, String)>, &str) {
         return (Vec::new(), text);
     };
     let Some(end) = rest.find("\n---") else { return (Vec::new(), text) };
-    let fields = rest[..end]
-        .lines()
-        .filter_map(|line| line.split_once(':'))
-        .map(|(k, v)| (k.trim(), v.trim().trim_matches(|c| c == '"' || c == '\'').to_string()))
-        .collect();
+    let unquote = |v: &str| v.trim().trim_matches(|c| c == '"' || c == '\'').to_string();
+    let mut fields: Vec<(&str, String)> = Vec::new();
+    for line in rest[..end].lines() {
+        // A YAML list's items (`  - Read`) join the key above them.
+        if let Some(item) = line.trim_start().strip_prefix("- ")
+            && line.starts_with([' ', '\t', '-'])
+            && let Some((_, v)) = fields.last_mut()
+        {
+            if !v.is_empty() {
+                v.push_str(", ");
+            }
+            v.push_str(&unquote(item));
+            continue;
+        }
+        let Some((k, v)) = line.split_once(':') else { continue };
+        // `[Read, Grep]`: a flow list.
+        let v = v.trim();
+        let v = v.strip_prefix('[').and_then(|v| v.strip_suffix(']')).unwrap_or(v);
+        fields.push((k.trim(), v.split(',').map(unquote).collect::<Vec<_>>().join(", ")));
+    }
     (fields, rest[end + 4..].trim_start_matches(['-']).trim_start_matches(['\r', '\n']))
 }
 

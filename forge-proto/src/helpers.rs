@@ -17,6 +17,9 @@ pub struct HelperOf {
     pub agent: String,
     /// 1 for a helper of a top-level session, 2 for a helper's helper...
     pub depth: u32,
+    /// The parent's answer (node) that made the call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<String>,
 }
 
 /// An agent type a `task` call may ask for: a Markdown file with front

@@ -220,6 +220,11 @@ pub trait ToolExecutor: Send + Sync {
         short_summary(format!("{} {}", self.name(), args))
     }
     fn execute<'a>(&'a self, args: Value, ctx: &'a ToolCtx) -> ToolFut<'a>;
+    /// A call starts a helper agent's session instead of running here
+    /// (the `task` tool): the session handles it.
+    fn starts_helper(&self) -> bool {
+        false
+    }
     /// The files (as the model named them) a call with these arguments
     /// may change: their content before and after is recorded for rewind.
     fn touches(&self, _args: &Value) -> Vec<String> {

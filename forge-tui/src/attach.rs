@@ -80,45 +80,81 @@ pub fn from_clipboard(path: &std::ffi::OsStr, wayland: bool, x11: bool) -> Resul
     if readers.is_empty() {
         return Err("no display to read the clipboard from; attach the file with /image PATH".into());
     }
-    let run = |program: &str, args: &[&str]| {
-        std::process::Command::new(program)
-            .args(args)
-            .env("PATH", path)
-            .stdin(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .output()
-    };
+    let run = |program: &str, args: &[&str]| run_bounded(program, args, path);
     let mut missing = Vec::new();
     for Reader { program, list, read } in readers {
         let types = match run(program, list) {
-            Ok(out) => String::from_utf8_lossy(&out.stdout).into_owned(),
-            Err(_) => {
+            Ok((_, out)) => String::from_utf8_lossy(&out).into_owned(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 missing.push(program);
                 continue;
             }
+            Err(e) => return Err(format!("{program}: {e}")),
         };
         let Some((mime, ext)) = CLIPBOARD_TYPES.iter().find(|(m, _)| types.lines().any(|l| l.trim() == *m)) else {
             continue;
         };
-        let out = run(program, &[read, &[*mime]].concat()).map_err(|e| format!("{program}: {e}"))?;
-        if !out.status.success() || out.stdout.is_empty() {
-            return Err(format!("{program} could not read the clipboard's {mime}"));
+        let (ok, image) = run(program, &[read, &[*mime]].concat()).map_err(|e| format!("{program}: {e}"))?;
+        if image.len() as u64 > MAX_BYTES {
+            return Err("the clipboard's image is over 6 MiB; images of at most 6 MiB can be sent".into());
         }
-        if out.stdout.len() as u64 > MAX_BYTES {
-            return Err(format!(
-                "the clipboard's image is {} MiB; images of at most 6 MiB can be sent",
-                out.stdout.len() >> 20
-            ));
+        if !ok || image.is_empty() {
+            return Err(format!("{program} could not read the clipboard's {mime}"));
         }
         return Ok(Attachment {
             name: format!("clipboard.{ext}"),
-            bytes: out.stdout.len() as u64,
-            data: base64::engine::general_purpose::STANDARD.encode(&out.stdout),
+            bytes: image.len() as u64,
+            data: base64::engine::general_purpose::STANDARD.encode(&image),
         });
     }
     match missing.as_slice() {
         [] => Err("the clipboard holds no image".into()),
         m => Err(format!("reading an image from the clipboard needs {} (not found)", m.join(" or "))),
+    }
+}
+
+/// How long a clipboard tool may take (one whose source never answers
+/// would hang the paste, and the TUI's exit after it).
+const CLIPBOARD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Runs a clipboard tool: whether it succeeded, and at most 6 MiB and a
+/// byte of what it printed; killed after [`CLIPBOARD_TIMEOUT`].
+fn run_bounded(program: &str, args: &[&str], path: &std::ffi::OsStr) -> std::io::Result<(bool, Vec<u8>)> {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(program)
+        .args(args)
+        .env("PATH", path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let stdout = child.stdout.take();
+    let reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        if let Some(out) = stdout {
+            let _ = out.take(MAX_BYTES + 1).read_to_end(&mut buf);
+        }
+        buf
+    });
+    let deadline = std::time::Instant::now() + CLIPBOARD_TIMEOUT;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break Some(status);
+        }
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let out = reader.join().unwrap_or_default();
+    match status {
+        Some(status) => Ok((status.success(), out)),
+        // Past the size limit, a tool blocked writing: the size is the news.
+        None if out.len() as u64 > MAX_BYTES => Ok((true, out)),
+        None => Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "gave nothing within 5 s")),
     }
 }
 

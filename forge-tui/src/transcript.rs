@@ -100,6 +100,9 @@ pub struct Transcript {
     pub fold: Fold,
     /// The pending approval with the user's picks.
     pub approval: Option<ApprovalView>,
+    /// Approvals asked while it waits (helper agents ask at the same
+    /// time), shown in turn.
+    pub approvals_behind: Vec<ApprovalView>,
     /// Bumped whenever items are removed or reordered (not when they only
     /// grow or are appended): caches keyed by position start over.
     pub generation: u64,
@@ -331,14 +334,23 @@ impl Transcript {
             }
             EventKind::ApprovalRequested { approval_id, calls, .. } => {
                 self.close_answer();
-                self.approval = Some(ApprovalView {
+                let asked = ApprovalView {
                     approval_id: approval_id.clone(),
                     picked: vec![true; calls.len()],
                     calls: calls.clone(),
                     cursor: 0,
-                });
+                };
+                match &self.approval {
+                    Some(a) if a.approval_id != *approval_id => self.approvals_behind.push(asked),
+                    _ => self.approval = Some(asked),
+                }
             }
-            EventKind::ApprovalResolved { .. } => self.approval = None,
+            EventKind::ApprovalResolved { approval_id, .. } => {
+                self.approvals_behind.retain(|a| a.approval_id != *approval_id);
+                if self.approval.as_ref().is_none_or(|a| a.approval_id == *approval_id) {
+                    self.approval = (!self.approvals_behind.is_empty()).then(|| self.approvals_behind.remove(0));
+                }
+            }
             EventKind::ToolRecovery { .. } | EventKind::AwaitingToolResults { .. } => self.close_answer(),
             EventKind::ToolRunning { call_id, .. } => {
                 self.close_answer();
@@ -383,6 +395,7 @@ impl Transcript {
                     }
                 }
                 self.approval = None;
+                self.approvals_behind.clear();
                 self.streaming_calls.clear();
             }
             // The answer just streamed is now this node.

@@ -254,3 +254,37 @@ async fn cancelling_the_parent_cancels_its_helper() {
     let result = lead.iter().rfind(|m| m["role"] == "tool").cloned().unwrap_or_default();
     assert!(result["text"].as_str().is_some_and(|t| t.contains("cancelled")), "{result}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_helpers_approval_survives_a_restart_and_is_answered_through_the_parent() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let cwd = dir.path().canonicalize().unwrap_or_else(|e| panic!("{e}")).display().to_string();
+    let parent = forge.new_session(&["--name", "lead", "--cwd", &cwd]).await;
+    let write = tool_call("write_file", &json!({"path": "after.txt", "content": "kept"}));
+    forge.ok(&["send", "--no-wait", "-s", "lead", &one_task(&format!("{write} write it"), None)]).await;
+    // The helper's approval is shown as the parent's.
+    let waiting =
+        forge.wait_for_session("lead", "waiting on the helper's approval", |s| s["waiting_on"] == "approval").await;
+    assert_eq!(waiting["id"], parent.as_str());
+    forge.kill9().await;
+    forge.start().await;
+
+    // The parent's batch is reported, not re-run: its own approval was none.
+    forge.wait_for_session("lead", "waiting on recovery", |s| s["state"] == "tool_recovery").await;
+    forge.ok(&["recover", "lead", "--resume"]).await;
+    // The same helper asks again, through the parent.
+    forge.wait_for_session("lead", "waiting on the helper's approval", |s| s["waiting_on"] == "approval").await;
+    let ps = forge.ok(&["--json", "ps"]).await.json_lines();
+    assert_eq!(helpers_of(&ps, &parent).len(), 1, "no second helper: {ps:?}");
+    let pending = forge.ok(&["--json", "approvals"]).await.json_lines();
+    assert_eq!(pending.len(), 1, "listed once: {pending:?}");
+    forge.ok(&["approve", "lead", "--all"]).await;
+    forge.wait_for_session("lead", "done", |s| s["state"] == "idle").await;
+    assert_eq!(std::fs::read_to_string(dir.path().join("after.txt")).ok().as_deref(), Some("kept"));
+    let history = forge.ok(&["--json", "history", "lead"]).await.json_lines();
+    let result = history.iter().rfind(|m| m["role"] == "tool").cloned().unwrap_or_default();
+    assert_eq!(result["tool_result"]["is_error"], false, "{result}");
+}

@@ -51,9 +51,11 @@ fn helper_client() -> ClientRef {
 }
 
 impl Engine {
+    /// Hands `cmd` to session `id`, waiting for room in its queue: news
+    /// of a helper is never dropped for a busy session.
     async fn tell(&self, id: &str, cmd: SessionCmd) {
         let sent = match self.handle(id).await {
-            Ok(h) => h.command(cmd),
+            Ok(h) => h.command_waiting(cmd).await,
             Err(e) => Err(e),
         };
         if let Err(e) = sent {
@@ -64,10 +66,10 @@ impl Engine {
     /// Starts the helper of a `task` call (or takes up the one it started
     /// before a restart) and tells the parent which session it is.
     async fn start_helper(&self, start: HelperStart) {
-        let (parent, call_id) = (start.parent.clone(), start.call_id.clone());
+        let (parent, call_id, nonce) = (start.parent.clone(), start.call_id.clone(), start.nonce.clone());
         let report = match self.helper_session(start).await {
             Ok(()) => return,
-            Err(e) => HelperIn::Failed { call_id, error: e.message },
+            Err(e) => HelperIn::Failed { call_id, nonce, error: e.message },
         };
         self.tell(&parent, SessionCmd::Helper(report)).await;
     }
@@ -85,14 +87,20 @@ impl Engine {
         }
         // Taken up again: the parent resumed a batch a restart interrupted.
         let before = match start.resume {
-            true => store.helper_of(&start.parent, &start.call_id).await?,
+            true => store.helper_of(&start.parent, start.answer.as_deref(), &start.call_id).await?,
             false => None,
         };
         if let Some(child) = before {
             let row = store.session(&child).await?.ok_or_else(|| EngineError::not_found(&child))?;
             let of = row.helper.as_ref().map(|h| h.of.clone());
             let (agent, description) = of.map(|o| (o.agent, o.description)).unwrap_or_default();
-            let started = HelperIn::Started { call_id: start.call_id, child: child.clone(), agent, description };
+            let started = HelperIn::Started {
+                call_id: start.call_id,
+                nonce: start.nonce,
+                child: child.clone(),
+                agent,
+                description,
+            };
             self.tell(&start.parent, SessionCmd::Helper(started)).await;
             return match row.head_id {
                 None => self.give_task(&child, start.prompt).await,
@@ -120,6 +128,7 @@ impl Engine {
                 description: start.description.clone(),
                 agent: agent.info.name.clone(),
                 depth: start.depth,
+                answer: start.answer.clone(),
             },
             tools: agent.info.tools.clone(),
             instructions: agent.instructions.clone(),
@@ -137,6 +146,7 @@ impl Engine {
         let info = self.create_session_at(req, helper_client(), None, Some((spec, parent.approval.clone()))).await?;
         let started = HelperIn::Started {
             call_id: start.call_id,
+            nonce: start.nonce,
             child: info.id.clone(),
             agent: agent.info.name.clone(),
             description: start.description,

@@ -157,6 +157,9 @@ impl Engine {
         {
             return Ok(h.clone());
         }
+        // Stopping: every actor was asked to stop; none starts again (a
+        // helper's news arriving late would start one beside it).
+        self.check_running()?;
         let row = self.shared().store.session(id).await?.ok_or_else(|| EngineError::not_found(id))?;
         let cwd = row.cwd.clone();
         let handle = SessionActor::spawn(self.inner.shared.clone(), row).await?;

@@ -208,18 +208,10 @@ async fn awaiting_tool_results(store: &Store, id: &str) -> Result<bool, EngineEr
     Ok(waiting > resumed.max(started))
 }
 
-/// The id of an approval requested and not yet answered.
+/// The id of an approval the session requested and nobody answered (a
+/// helper agent's, shown here too, is the helper's to restore).
 async fn pending_approval_id(store: &Store, id: &str) -> Result<Option<String>, EngineError> {
-    let requested = store.last_seq_of_kind(id, "approval_requested").await?;
-    let resolved = store.last_seq_of_kind(id, "approval_resolved").await?;
-    if requested == 0 || resolved > requested {
-        return Ok(None);
-    }
-    let page = store.events_after(id, requested - 1, 1).await?;
-    Ok(page.first().and_then(|(_, body)| match serde_json::from_str::<SessionEvent>(body).ok()?.kind {
-        EventKind::ApprovalRequested { approval_id, .. } => Some(approval_id),
-        _ => None,
-    }))
+    Ok(store.own_pending_approval(id).await?)
 }
 
 /// Each event of the session after `from`, in order, until `take` says

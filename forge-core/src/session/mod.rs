@@ -219,6 +219,11 @@ impl SessionHandle {
         })
     }
 
+    /// Sends a command the daemon itself makes, waiting for room.
+    pub async fn command_waiting(&self, cmd: SessionCmd) -> Result<(), EngineError> {
+        self.tx.send(cmd).await.map_err(|_| EngineError::gone())
+    }
+
     pub async fn request<T>(&self, make: impl FnOnce(Reply<T>) -> SessionCmd) -> Result<T, EngineError>
     where
         T: Send + 'static,

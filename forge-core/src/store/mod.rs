@@ -384,7 +384,10 @@ impl Store {
         // commit messages).
         let extra = sqlx::query(
             "SELECT session_id, cwd, created_ms, provider, model, usage FROM extra_usage
-             WHERE (?1 IS NULL OR session_id = ?1) AND (?2 IS NULL OR created_ms >= ?2)",
+             WHERE (?1 IS NULL OR session_id IN (WITH RECURSIVE tree(id) AS
+                     (SELECT ?1 UNION SELECT c.id FROM sessions c JOIN tree ON c.parent_id = tree.id)
+                     SELECT id FROM tree))
+               AND (?2 IS NULL OR created_ms >= ?2)",
         )
         .bind(session)
         .bind(since_ms)
@@ -459,6 +462,30 @@ impl Store {
             .fetch_one(&self.pool())
             .await?;
         Ok(v.unwrap_or(0) as u64)
+    }
+
+    /// The id of the session's own newest approval request (not one a
+    /// helper agent's, shown here) if nothing answered it since.
+    pub async fn own_pending_approval(&self, session: &str) -> Result<Option<String>, StoreError> {
+        let asked: Option<(i64, Option<String>)> = sqlx::query_as(
+            "SELECT seq, json_extract(body, '$.approval_id') FROM events
+             WHERE session_id = ? AND kind = 'approval_requested' AND json_extract(body, '$.helper') IS NULL
+             ORDER BY seq DESC LIMIT 1",
+        )
+        .bind(session)
+        .fetch_optional(&self.pool())
+        .await?;
+        let Some((seq, Some(approval_id))) = asked else { return Ok(None) };
+        let answered: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM events WHERE session_id = ? AND kind = 'approval_resolved' AND seq > ?
+               AND json_extract(body, '$.approval_id') = ?",
+        )
+        .bind(session)
+        .bind(seq)
+        .bind(&approval_id)
+        .fetch_one(&self.pool())
+        .await?;
+        Ok((answered == 0).then_some(approval_id))
     }
 
     /// The session's newest event of a kind: its seq and JSON body.
@@ -536,12 +563,20 @@ impl Store {
         .await?)
     }
 
-    /// The helper session `parent`'s call `call_id` started last, if any.
-    pub async fn helper_of(&self, parent: &str, call_id: &str) -> Result<Option<String>, StoreError> {
+    /// The helper session `parent`'s call `call_id` of answer `answer`
+    /// started last, if any.
+    pub async fn helper_of(
+        &self,
+        parent: &str,
+        answer: Option<&str>,
+        call_id: &str,
+    ) -> Result<Option<String>, StoreError> {
         Ok(sqlx::query_scalar(
-            "SELECT id FROM sessions WHERE parent_id = ? AND json_extract(helper, '$.of.call_id') = ? ORDER BY id DESC LIMIT 1",
+            "SELECT id FROM sessions WHERE parent_id = ? AND json_extract(helper, '$.of.answer') IS ?
+               AND json_extract(helper, '$.of.call_id') = ? ORDER BY id DESC LIMIT 1",
         )
         .bind(parent)
+        .bind(answer)
         .bind(call_id)
         .fetch_optional(&self.pool())
         .await?)

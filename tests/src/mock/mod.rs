@@ -52,6 +52,10 @@ Directives: words in the last user message script the reply (removed from any ec
   mock:malformed=N          after N text chunks, send an SSE event that is not JSON
   mock:split=N              write the SSE bytes in pieces of N bytes
   mock:stamp                each token is `t<unix ns> ` (for latency benchmarks)
+  mock:json=VALUE           the answer is exactly this JSON (spaces written \\u0020;
+                            Claude given its final_answer tool answers through it)
+  mock:search               search the web first and cite a source, where the request
+                            offers the provider's search ([tools.web_search])
 Without directives it answers with a short text that says it is the mock, echoes
 the question and counts the messages it was sent. After tool results, it says
 what they were. The key `bad-key` is refused with 401.
@@ -60,7 +64,9 @@ Try it without a key:
   forge-mock --delay-ms 30 &        # prints ANTHROPIC_BASE_URL=, OPENAI_BASE_URL=, GEMINI_BASE_URL=
   export ANTHROPIC_BASE_URL=<printed> ANTHROPIC_API_KEY=mock
   forgectl send \"hello mock:tokens=50\"
-  forgectl send \"mock:tool=write_file make a file\"   # then: forgectl approve SESSION --all";
+  forgectl send \"mock:tool=write_file make a file\"   # then: forgectl approve SESSION --all
+  # two helper agents at once (the task tool), each answering 40 words:
+  forgectl send 'mock:tool=task:{\"description\":\"a\",\"prompt\":\"mock:tokens=40\"} mock:tool=task:{\"description\":\"b\",\"prompt\":\"mock:tokens=40\"}'";
 
 pub mod anthropic;
 pub mod gemini;

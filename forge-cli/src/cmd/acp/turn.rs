@@ -45,8 +45,9 @@ struct Turn<'a> {
     /// streamed fragment belongs to, when an answer's calls are whole).
     fold: Fold,
     calls: HashMap<String, Call>,
-    /// The editor being asked about the pending approval.
-    asking: Option<(String, JoinHandle<()>)>,
+    /// The editor being asked about each pending approval (helper agents
+    /// may ask at the same time).
+    asking: Vec<(String, JoinHandle<()>)>,
     /// The sources the answer cites (url, title): said after it.
     sources: Vec<(String, String)>,
 }
@@ -118,7 +119,7 @@ pub(super) async fn prompt(
         cwd,
         fold: Fold::default(),
         calls: HashMap::new(),
-        asking: None,
+        asking: Vec::new(),
         sources: Vec::new(),
     };
     let mut in_turn = false;
@@ -174,7 +175,7 @@ pub(super) async fn prompt(
             _ => {}
         }
     };
-    turn.stop_asking();
+    turn.stop_asking(None);
     result
 }
 
@@ -216,17 +217,13 @@ impl Turn<'_> {
                 }
             }
             EventKind::ApprovalRequested { approval_id, calls, .. } => {
-                self.stop_asking();
+                self.stop_asking(Some(&approval_id));
                 let asker =
                     tokio::spawn(ask(b.clone(), self.cx.clone(), self.session.clone(), approval_id.clone(), calls));
-                self.asking = Some((approval_id, asker));
+                self.asking.push((approval_id, asker));
             }
             // Answered here or elsewhere: a question still open is withdrawn.
-            EventKind::ApprovalResolved { approval_id, .. }
-                if self.asking.as_ref().is_some_and(|(id, _)| *id == approval_id) =>
-            {
-                self.stop_asking();
-            }
+            EventKind::ApprovalResolved { approval_id, .. } => self.stop_asking(Some(&approval_id)),
             EventKind::ToolRunning { call_id, .. } => {
                 let fields = ToolCallUpdateFields::new().status(ToolCallStatus::InProgress);
                 self.send(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(call_id, fields)))?;
@@ -290,11 +287,16 @@ impl Turn<'_> {
             .collect()
     }
 
-    fn stop_asking(&mut self) {
-        if let Some((_, asker)) = self.asking.take() {
-            // Dropping the question sends `$/cancel_request` for it.
-            asker.abort();
-        }
+    /// Withdraws the question about `approval_id` (every one: `None`).
+    fn stop_asking(&mut self, approval_id: Option<&str>) {
+        self.asking.retain(|(id, asker)| {
+            let stop = approval_id.is_none_or(|a| a == id);
+            if stop {
+                // Dropping the question sends `$/cancel_request` for it.
+                asker.abort();
+            }
+            !stop
+        });
     }
 }
 

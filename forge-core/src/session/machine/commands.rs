@@ -427,7 +427,9 @@ impl Session {
         const REASON: &str = "cancelled because forged shut down";
         // A batch waiting for approval runs nothing: it stays pending and is
         // restored when the daemon starts again.
-        let awaiting = matches!(&self.state, OperationState::ToolLoop(l) if l.awaiting_approval());
+        // A helper's is not: its parent cancels the batch that waits for it.
+        let awaiting =
+            matches!(&self.state, OperationState::ToolLoop(l) if l.awaiting_approval()) && self.row.helper.is_none();
         if !self.cancel_stream(None, Some(REASON)) && !awaiting {
             self.cancel_tools(None, Some(REASON));
         }

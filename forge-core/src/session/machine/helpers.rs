@@ -48,16 +48,21 @@ pub(crate) struct HelperStart {
     /// The helper's depth (its parent's plus one).
     pub depth: u32,
     /// The batch was resumed after a restart: the helper this call
-    /// started before, if any, goes on.
+    /// started before (for the same answer), if any, goes on.
     pub resume: bool,
+    /// The answer (node) whose call it is.
+    pub answer: Option<String>,
+    /// This start's own mark (the call's result node): news of an older
+    /// start for a call of the same id is not taken for this one's.
+    pub nonce: String,
 }
 
 /// What the daemon tells a session about helpers (`SessionCmd::Helper`).
 pub(crate) enum HelperIn {
     /// The call's helper runs as session `child`.
-    Started { call_id: String, child: String, agent: String, description: String },
+    Started { call_id: String, nonce: String, child: String, agent: String, description: String },
     /// The call's helper could not be started.
-    Failed { call_id: String, error: String },
+    Failed { call_id: String, nonce: String, error: String },
     /// The call's helper ended its turn: its answer, or why it has none.
     Done { call_id: String, child: String, status: MessageStatus, answer: Result<String, String>, cost_usd: f64 },
     /// The helper (or one of its own) waits on this approval.
@@ -108,7 +113,7 @@ impl Session {
             Ok(a) if a.prompt.trim().is_empty() => Err("`prompt` is empty: say what the helper is to do".to_string()),
             Ok(a) if running >= max => {
                 let _ = a;
-                Err(format!("not run: at most {max} helpers per answer ([tools.task] max_per_batch)"))
+                Err(format!("not run: at most {max} helpers run at once for one answer ([tools.task] max_per_batch)"))
             }
             Ok(a) => Ok(a),
             Err(e) => Err(format!("the arguments are not a task: {e}")),
@@ -121,11 +126,18 @@ impl Session {
         };
         self.pipeline.event(None, EventKind::ToolRunning { call_id: id.clone(), name: name.clone() });
         let node_id = self.clock.new_id("m");
+        // The answer that made the call (the newest one on the path with it).
+        let answer = self
+            .path
+            .iter()
+            .rev()
+            .find(|m| m.role == ChatRole::Assistant && m.tool_calls.iter().any(|c| c.id == id))
+            .and_then(|m| m.node.clone());
         if let OperationState::ToolLoop(l) = &mut self.state {
-            l.helpers.running.push(HelperCall { call_id: id.clone(), name, child: None, node_id });
+            l.helpers.running.push(HelperCall { call_id: id.clone(), name, child: None, node_id: node_id.clone() });
         }
         let description = args.description.trim().to_string();
-        self.out.push(Effect::Helper(Box::new(HelperOut::Start(HelperStart {
+        let start = HelperStart {
             parent: self.row.id.clone(),
             call_id: id,
             description: if description.is_empty() { "a task".into() } else { description },
@@ -133,14 +145,18 @@ impl Session {
             agent: args.subagent_type.filter(|a| !a.trim().is_empty()),
             depth: self.helper_depth() + 1,
             resume,
-        }))));
+            answer,
+            nonce: node_id,
+        };
+        // Started once its `tool_running` is durable, as any call is run.
+        self.pipeline.effect(OnDurable::Helper(Box::new(HelperOut::Start(start))));
         self.pipeline.effect(OnDurable::NextTool);
     }
 
     pub(super) fn on_helper(&mut self, report: HelperIn) {
         match report {
-            HelperIn::Started { call_id, child, agent, description } => {
-                let call = self.helper_call(&call_id).filter(|h| h.child.is_none());
+            HelperIn::Started { call_id, nonce, child, agent, description } => {
+                let call = self.helper_call(&call_id).filter(|h| h.child.is_none() && h.node_id == nonce);
                 match call {
                     Some(h) => {
                         h.child = Some(child.clone());
@@ -151,7 +167,11 @@ impl Session {
                     None => self.out.push(Effect::Helper(Box::new(HelperOut::Cancel { child }))),
                 }
             }
-            HelperIn::Failed { call_id, error } => self.helper_ended(&call_id, None, Err(error), 0.0),
+            HelperIn::Failed { call_id, nonce, error } => {
+                if self.helper_call(&call_id).is_some_and(|h| h.node_id == nonce) {
+                    self.helper_ended(&call_id, None, Err(error), 0.0);
+                }
+            }
             HelperIn::Done { call_id, child, status, answer, cost_usd } => {
                 if self.helper_call(&call_id).is_some_and(|h| h.child.as_deref() == Some(child.as_str())) {
                     self.pipeline.event(
@@ -293,9 +313,7 @@ impl Session {
     /// What the session had cost when it was loaded: its parent counted
     /// it already.
     pub(super) fn helper_loaded(&mut self) {
-        if self.as_helper.reported_cost.is_none() {
-            self.as_helper.reported_cost = Some(self.spent.cost_usd);
-        }
+        self.as_helper.reported_cost = Some(self.spent.cost_usd);
     }
 
     /// The answer to the approval it waited on (for the parent's record).
@@ -338,6 +356,10 @@ impl Session {
         if self.row.helper.is_none() {
             return;
         }
+        // The parent may have dropped what it was told before it resumed:
+        // a pending approval is told again (after this event).
+        self.as_helper.mirrored = None;
+        self.as_helper.resolution = None;
         match &self.state {
             OperationState::Idle => {
                 let answered = self.path.last().is_some_and(|m| {

@@ -247,7 +247,11 @@ impl Session {
                 };
                 self.on_send(args, Reply::nobody());
             }
-            _ => self.stop_chain = 0,
+            _ => {
+                self.stop_chain = 0;
+                // The turn is over: a helper's parent gets its answer.
+                self.report_to_parent(Some(MessageStatus::Complete));
+            }
         }
         self.start_next_queued();
     }
@@ -259,6 +263,7 @@ impl Session {
         }
         self.state = OperationState::Idle;
         self.stop_chain = 0;
+        self.report_to_parent(Some(MessageStatus::Complete));
         self.start_next_queued();
         true
     }

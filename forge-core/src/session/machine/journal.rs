@@ -106,6 +106,7 @@ impl Session {
             OnDurable::RunTool(call) => self.run_tool(call),
             OnDurable::Launch => self.launch_recorded(),
             OnDurable::Restore => self.restore_files(),
+            OnDurable::Helper(out) => self.out.push(Effect::Helper(out)),
         }
     }
 

@@ -285,6 +285,8 @@ enum OnDurable {
     Launch,
     /// A rewind's intent is durable: move the files.
     Restore,
+    /// What a helper needs is durable: ask the daemon for it.
+    Helper(Box<HelperOut>),
 }
 
 /// `session.send` with `n` > 1: the answers still to ask for, and the

@@ -272,7 +272,7 @@ impl Session {
         }
         match l.pending.pop_front() {
             Some(PlannedCall { id, name, action: Err(e) }) => self.record_result(&id, &name, Err(e), None, Vec::new()),
-            Some(PlannedCall { id, name, action: Ok((tool, args)) }) if tool.name() == crate::agents::TASK_TOOL => {
+            Some(PlannedCall { id, name, action: Ok((tool, args)) }) if tool.starts_helper() => {
                 self.start_helper(id, name, args)
             }
             Some(PlannedCall { id, name, action: Ok((tool, args)) }) => {

@@ -19,13 +19,23 @@ impl Session {
             Wire::Anthropic | Wire::OpenAiResponses => {}
             // Google Search grounding takes no domain lists: with one
             // configured it is not offered rather than ignoring it.
-            Wire::Gemini if config.allowed_domains.is_empty() && config.blocked_domains.is_empty() => {}
+            Wire::Gemini
+                if config.allowed_domains.is_empty()
+                    && config.blocked_domains.is_empty()
+                    && combines_search_and_functions(&self.row.model) => {}
             _ => return None,
         }
         let approval = self.config.tools.approval.as_ref();
         let mode = self.row.approval.mode.clone().or_else(|| approval.and_then(|a| a.mode.clone()));
         (!refused(approval, mode.as_deref(), &self.row.approval.always)).then(|| config.clone())
     }
+}
+
+/// Gemini 3 and later take Google Search beside function declarations
+/// (older models refuse the combination, and Forge always offers tools).
+fn combines_search_and_functions(model: &str) -> bool {
+    let major = model.strip_prefix("gemini-").and_then(|rest| rest.split(['.', '-']).next());
+    major.and_then(|m| m.parse::<u32>().ok()).is_some_and(|m| m >= 3)
 }
 
 /// Whether the policy refuses `web_search`: on the denylist, or strict
@@ -42,6 +52,14 @@ fn refused(approval: Option<&ToolApprovalConfig>, mode: Option<&str>, always: &[
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn google_search_is_offered_beside_functions_from_gemini_3_on() {
+        assert!(combines_search_and_functions("gemini-3.5-flash"));
+        assert!(combines_search_and_functions("gemini-3-pro-preview"));
+        assert!(!combines_search_and_functions("gemini-2.5-pro"));
+        assert!(!combines_search_and_functions("my-local-model"));
+    }
 
     #[test]
     fn the_denylist_and_strict_mode_keep_the_search_off() {

@@ -42,8 +42,19 @@ fn starts(h: &Harness) -> Vec<(String, String, u32)> {
 }
 
 fn started(h: &mut Harness, call: &str, child: &str) {
+    // The mark of this call's start, as the daemon hands it back.
+    let nonce = h
+        .helpers
+        .iter()
+        .rev()
+        .find_map(|o| match o {
+            HelperOut::Start(s) if s.call_id == call => Some(s.nonce.clone()),
+            _ => None,
+        })
+        .unwrap_or_default();
     let report = HelperIn::Started {
         call_id: call.into(),
+        nonce,
         child: child.into(),
         agent: "general-purpose".into(),
         description: "x".into(),
@@ -185,6 +196,7 @@ fn helper_row() -> SessionRow {
                 description: "look".into(),
                 agent: "general-purpose".into(),
                 depth: 1,
+                answer: None,
             },
             tools: None,
             instructions: String::new(),

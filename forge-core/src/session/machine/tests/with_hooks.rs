@@ -263,3 +263,36 @@ fn a_queued_message_keeps_what_its_hooks_added_apart_until_it_runs() {
         Some("next\n\n<hook-context>\ntoday is Tuesday\n</hook-context>")
     );
 }
+
+#[test]
+fn a_helper_with_stop_hooks_reports_to_its_parent_once_they_let_it_stop() {
+    let mut row = row();
+    row.helper = Some(crate::store::HelperSpec {
+        of: forge_proto::HelperOf {
+            parent: "s-parent".into(),
+            call_id: "t1".into(),
+            description: "d".into(),
+            agent: "general-purpose".into(),
+            depth: 1,
+            answer: None,
+        },
+        tools: None,
+        instructions: String::new(),
+    });
+    let mut h = Harness::restarted_as(config(), Unfinished::Nothing, Vec::new(), None, row);
+    h.hooks = set(&[(HookEvent::Stop, "./notify.sh")]);
+    h.say("look");
+    h.settle();
+    h.provider(vec![text("found"), ProviderEvent::Done]);
+    h.settle();
+    let reported = |h: &Harness| {
+        h.helpers
+            .iter()
+            .any(|o| matches!(o, crate::session::machine::HelperOut::Done { parent, .. } if parent == "s-parent"))
+    };
+    assert!(!reported(&h), "not before its Stop hooks ran");
+    h.hooks_ran(HookDecision::Allow, None, None);
+    h.settle();
+    assert_eq!(h.state(), OperationStateKind::Idle);
+    assert!(reported(&h), "the parent gets the answer");
+}
