@@ -120,3 +120,21 @@ fn a_summary_a_client_asked_for_settles_the_session_when_it_lands() {
     assert!(!seen[2].settled);
     assert_eq!(f.state, Some(OperationStateKind::Streaming));
 }
+
+#[test]
+fn helpers_asking_at_once_are_each_kept_until_their_own_answer() {
+    let mut fold = Fold::default();
+    let asked = |id: &str, helper: &str| json!({"kind": "approval_requested", "approval_id": id, "calls": [], "helper": helper});
+    let resolved = |id: &str| json!({"kind": "approval_resolved", "approval_id": id, "approved": [], "denied": []});
+    let seen = feed(&mut fold, &[started("m"), asked("a1", "s-one"), asked("a2", "s-two")]);
+    assert!(seen[1].notice.as_ref().is_some_and(|n| n.text.contains("helper agent s-one asks")), "{:?}", seen[1]);
+    assert_eq!(fold.approval.as_ref().map(|a| a.approval_id.as_str()), Some("a1"));
+    // The second is answered first: the first still waits.
+    feed(&mut fold, &[resolved("a2")]);
+    assert_eq!(fold.approval.as_ref().map(|a| a.approval_id.as_str()), Some("a1"));
+    assert!(fold.waiting());
+    feed(&mut fold, &[asked("a3", "s-two"), resolved("a1")]);
+    assert_eq!(fold.approval.as_ref().map(|a| a.approval_id.as_str()), Some("a3"), "the next one shows");
+    feed(&mut fold, &[resolved("a3")]);
+    assert!(fold.approval.is_none() && !fold.waiting());
+}

@@ -132,6 +132,11 @@ impl Engine {
             },
             tools: agent.info.tools.clone(),
             instructions: agent.instructions.clone(),
+            read_also: crate::session::machine::git_dir_of(&parent)
+                .map(|d| d.display().to_string())
+                .into_iter()
+                .chain(parent.helper.iter().flat_map(|h| h.read_also.clone()))
+                .collect(),
         };
         let req = CreateParams {
             cwd: Some(parent.cwd.clone()),

@@ -40,6 +40,10 @@ pub struct HelperSpec {
     /// The agent type's instructions, added to its system prompt.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub instructions: String,
+    /// What its commands may read beyond its directory, as its parent's
+    /// may (a git session's git directory).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read_also: Vec<String>,
 }
 
 /// A session's approval rules on top of `[tools.approval]`.

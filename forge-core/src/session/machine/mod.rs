@@ -74,6 +74,7 @@ use crate::tools::{ToolCtx, ToolError, ToolExecutor, ToolOutput, ToolRegistry};
 pub(crate) use history::chat_message;
 pub(crate) use recovery::{Durable, RecoveredStream, RecoveryCause, Unfinished};
 pub(crate) use state::fold_tool_call;
+pub(crate) use tools::git_dir_of;
 
 /// Provider events a burst may hold (see `Event::Provider`): the shell
 /// takes no more before it looks at its other inputs again.

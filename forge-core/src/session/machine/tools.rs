@@ -567,8 +567,17 @@ pub(super) fn sandbox_for(row: &crate::store::SessionRow, config: &crate::config
     // A git session's worktree lives in the repository's git directory
     // (`<git dir>/forge/worktrees/<id>`), whose objects and refs `git`
     // in a command reads.
-    if let Some(dir) = row.git.as_ref().and_then(|g| std::path::Path::new(&g.worktree).ancestors().nth(3)) {
-        sandbox.read_also(dir.to_path_buf());
+    if let Some(dir) = git_dir_of(row) {
+        sandbox.read_also(dir);
+    }
+    // A helper reads what its parent reads.
+    for dir in row.helper.iter().flat_map(|h| &h.read_also) {
+        sandbox.read_also(std::path::PathBuf::from(dir));
     }
     sandbox
+}
+
+/// A git session's git directory, which its worktree lives in.
+pub(crate) fn git_dir_of(row: &crate::store::SessionRow) -> Option<std::path::PathBuf> {
+    row.git.as_ref().and_then(|g| std::path::Path::new(&g.worktree).ancestors().nth(3)).map(|d| d.to_path_buf())
 }

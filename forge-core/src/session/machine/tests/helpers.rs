@@ -200,6 +200,7 @@ fn helper_row() -> SessionRow {
             },
             tools: None,
             instructions: String::new(),
+            read_also: Vec::new(),
         }),
         ..row()
     }
@@ -233,4 +234,14 @@ fn a_helper_session_reports_its_answer_and_its_approvals_to_its_parent() {
         _ => None,
     });
     assert_eq!(report, Some(("s-parent".into(), "t9".into(), MessageStatus::Complete, Ok("found it".into()))));
+}
+
+#[test]
+fn a_helpers_commands_read_what_its_parents_read() {
+    let mut row = helper_row();
+    if let Some(h) = &mut row.helper {
+        h.read_also = vec!["/r/.git".into()];
+    }
+    let sandbox = super::super::tools::sandbox_for(&row, &config());
+    assert!(sandbox.command_settings().read_also.contains(&std::path::PathBuf::from("/r/.git")));
 }

@@ -278,6 +278,7 @@ fn a_helper_with_stop_hooks_reports_to_its_parent_once_they_let_it_stop() {
         },
         tools: None,
         instructions: String::new(),
+        read_also: Vec::new(),
     });
     let mut h = Harness::restarted_as(config(), Unfinished::Nothing, Vec::new(), None, row);
     h.hooks = set(&[(HookEvent::Stop, "./notify.sh")]);
