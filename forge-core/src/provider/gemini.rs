@@ -461,6 +461,14 @@ impl WireParser for GeminiParser {
             if part.tool_call.is_some() || part.tool_response.is_some() {
                 let mut raw = json!({});
                 if let Some(v) = part.tool_call {
+                    // The search is said as it starts, not with the sources.
+                    let queries = v.pointer("/args/queries").and_then(Value::as_array).cloned().unwrap_or_default();
+                    for q in queries.iter().filter_map(Value::as_str) {
+                        if !self.searched.iter().any(|s| s == q) {
+                            out.push(ProviderEvent::WebSearch(q.to_string()));
+                            self.searched.push(q.to_string());
+                        }
+                    }
                     raw["toolCall"] = v;
                 }
                 if let Some(v) = part.tool_response {

@@ -143,7 +143,13 @@ fn google_search_grounding_is_offered_read_and_sent_back() {
         "groundingMetadata": grounding}], "usageMetadata": {"promptTokenCount": 5, "candidatesTokenCount": 4}}));
     let (events, end) = run(GeminiParser::default(), &sse, usize::MAX);
     assert!(end.is_ok());
-    assert!(events.contains(&ProviderEvent::WebSearch("forge daemon".into())));
+    let at = |want: &ProviderEvent| events.iter().position(|e| e == want);
+    let search = at(&ProviderEvent::WebSearch("forge daemon".into()));
+    assert!(
+        search.is_some() && search < at(&ProviderEvent::TextDelta("Forge is a daemon.".into())),
+        "said as it starts"
+    );
+    assert_eq!(events.iter().filter(|e| matches!(e, ProviderEvent::WebSearch(_))).count(), 1, "once");
     assert!(events.contains(&ProviderEvent::Citation(forge_proto::Citation {
         url: "https://example.com/forge".into(),
         title: "Forge".into(),
