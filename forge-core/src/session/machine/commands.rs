@@ -47,6 +47,9 @@ impl Session {
         match cmd {
             SessionCmd::Send { params, client, same, grants, images, reply } => {
                 if let Some(reply) = self.admit(reply, Access::Write) {
+                    if let Some(refused) = self.helper_cancelled_before_its_task() {
+                        return self.out.push(Effect::Reply(ReadyReply::now(reply, Err(refused))));
+                    }
                     let args = SendArgs {
                         text: params.text.unwrap_or_default(),
                         client,
@@ -63,6 +66,7 @@ impl Session {
             SessionCmd::Request { request, client, reply } => self.on_request(request, client, reply),
             SessionCmd::Cancel { params, client, reply } => {
                 if let Some(reply) = self.admit(reply, Access::Write) {
+                    self.note_cancel_before_task();
                     self.on_cancel(client, params.drop_queued, reply);
                 }
             }

@@ -84,6 +84,9 @@ pub(crate) struct AsHelper {
     reported_cost: Option<f64>,
     /// Why the turn being finished failed, if it did.
     pub(super) turn_error: Option<String>,
+    /// Cancelled (its parent's batch ended) before its task came: the
+    /// task, arriving late, is refused.
+    cancelled_before_task: bool,
 }
 
 #[derive(serde::Deserialize)]
@@ -314,6 +317,24 @@ impl Session {
     /// it already.
     pub(super) fn helper_loaded(&mut self) {
         self.as_helper.reported_cost = Some(self.spent.cost_usd);
+    }
+
+    /// A cancel before the helper has any message: its parent's batch
+    /// ended while the helper was being made.
+    pub(super) fn note_cancel_before_task(&mut self) {
+        if self.row.helper.is_some() && self.row.head_id.is_none() && matches!(self.state, OperationState::Idle) {
+            self.as_helper.cancelled_before_task = true;
+        }
+    }
+
+    /// The task of a helper cancelled before it came is not run.
+    pub(super) fn helper_cancelled_before_its_task(&self) -> Option<crate::error::EngineError> {
+        self.as_helper.cancelled_before_task.then(|| {
+            crate::error::EngineError::new(
+                forge_proto::ErrorKind::InvalidParams,
+                "this helper agent was cancelled with its parent's tool batch before its task came",
+            )
+        })
     }
 
     /// The answer to the approval it waited on (for the parent's record).

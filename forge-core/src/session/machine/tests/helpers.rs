@@ -245,3 +245,16 @@ fn a_helpers_commands_read_what_its_parents_read() {
     let sandbox = super::super::tools::sandbox_for(&row, &config());
     assert!(sandbox.command_settings().read_also.contains(&std::path::PathBuf::from("/r/.git")));
 }
+
+#[test]
+fn a_helper_cancelled_before_its_task_came_does_not_run_it() {
+    let mut h = Harness::restarted_as(config(), Unfinished::Nothing, Vec::new(), None, helper_row());
+    let cancel = h.command(|reply| SessionCmd::Cancel { params: Default::default(), client: client(), reply });
+    h.settle();
+    drop(cancel);
+    let sent = h.send("do the task");
+    h.settle();
+    let refused = answered(sent).err().map(|e| e.message).unwrap_or_default();
+    assert!(refused.contains("cancelled with its parent's tool batch"), "{refused}");
+    assert!(h.requests.is_empty(), "nothing is asked of the model");
+}
