@@ -5,7 +5,10 @@ Runs `forgectl send` against the in-tree mock provider streaming 2,000 short
 tokens with no delay, through a real `forged`, and reports per turn:
 wall time, CPU seconds of the client and the daemon's share (from /proc),
 peak memory of each, the time from the mock's first text byte to the first
-byte on forgectl's stdout, and the time of `forgectl --version`.
+byte on forgectl's stdout, and the time of `forgectl --version`. It also
+reports the idle daemon's memory (and how much of it is anonymous rather
+than the binary's mapped pages) and its memory after one turn in each of
+10 sessions.
 
 Usage: python3 bench/send_bench.py [--runs N] [--tokens N] [--wire W] [--no-build]
 
@@ -74,6 +77,18 @@ def run_client(args, env):
     return wall, ru.ru_utime + ru.ru_stime, rss, first, p.returncode
 
 
+def settled_rss(pid):
+    """The daemon's RSS once it stops changing (kB): (total, anonymous, file)."""
+    last = None
+    for _ in range(40):
+        now = (proc_status(pid, "VmRSS"), proc_status(pid, "RssAnon"), proc_status(pid, "RssFile"))
+        if now == last:
+            return now
+        last = now
+        time.sleep(0.05)
+    return last
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=10)
@@ -131,6 +146,7 @@ def main():
             if os.path.exists(env["FORGE_SOCKET"]):
                 break
             time.sleep(0.01)
+        idle = settled_rss(daemon.pid)
         subprocess.run([ctl, "--no-autostart", "session", "new", "--name", "bench", "--provider", provider], env=env,
                        check=True, stdout=subprocess.DEVNULL)
         msg = f"mock:tokens={a.tokens} mock:delay={a.delay_ms} bench"
@@ -169,6 +185,12 @@ def main():
 
         daemon_peak = proc_status(daemon.pid, "VmHWM")
         daemon_rss = proc_status(daemon.pid, "VmRSS")
+        # One turn in each of 10 sessions (the bench session is the first).
+        for i in range(9):
+            subprocess.run([ctl, "--no-autostart", "send", "--name", f"more{i}", "--provider", provider,
+                            "mock:tokens=200 more"], env=env, check=True, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+        ten = settled_rss(daemon.pid)
         med = statistics.median
         total_cpu = med(client_cpu) + daemon_cpu
         print(f"forgectl send, {a.tokens} tokens from the mock ({a.wire}), delay {a.delay_ms} ms; median of {a.runs} runs")
@@ -181,6 +203,9 @@ def main():
         print(f"  peak RSS client      {max(client_rss) / 1024:8.1f} MiB")
         print(f"  peak RSS daemon      {daemon_peak / 1024:8.1f} MiB   (VmHWM; current {daemon_rss / 1024:.1f} MiB)")
         print(f"  together             {(max(client_rss) + daemon_peak) / 1024:8.1f} MiB")
+        print(f"  idle RSS daemon      {idle[0] / 1024:8.1f} MiB   (anonymous {idle[1] / 1024:.1f} MiB, "
+              f"file-backed {idle[2] / 1024:.1f} MiB)")
+        print(f"  RSS after 10 sessions{ten[0] / 1024:8.1f} MiB   (one turn each; anonymous {ten[1] / 1024:.1f} MiB)")
         print(f"  first byte latency   {med(latencies):8.2f} ms   (mock's first text chunk -> forgectl stdout)")
         print(f"  forgectl --version   {med(versions) * 1000:8.2f} ms")
     finally:

@@ -16,10 +16,29 @@ pub struct McpHub {
     inner: Arc<Hub>,
 }
 
+/// The HTTP client of streamable-HTTP servers, built when the first one
+/// connects: a daemon whose servers all run on stdio never builds it (its
+/// TLS set-up is code and memory an idle daemon does without).
+#[derive(Clone)]
+pub struct LazyHttp {
+    client: Arc<std::sync::OnceLock<reqwest::Client>>,
+    make: fn() -> reqwest::Client,
+}
+
+impl LazyHttp {
+    pub fn new(make: fn() -> reqwest::Client) -> Self {
+        LazyHttp { client: Arc::default(), make }
+    }
+
+    pub(crate) fn get(&self) -> reqwest::Client {
+        self.client.get_or_init(self.make).clone()
+    }
+}
+
 struct Hub {
     servers: Mutex<Vec<Arc<Server>>>,
     version: Arc<Changes>,
-    http: reqwest::Client,
+    http: LazyHttp,
 }
 
 /// A server as `forgectl mcp` shows it.
@@ -90,7 +109,7 @@ pub struct UnknownServer(pub String);
 impl McpHub {
     /// Starts every enabled server of `config` (must run inside a tokio
     /// runtime). `http` carries the streamable-HTTP connections.
-    pub fn start(config: &McpConfig, http: reqwest::Client) -> McpHub {
+    pub fn start(config: &McpConfig, http: LazyHttp) -> McpHub {
         let version = Arc::new(Changes::default());
         let servers =
             config.servers.iter().map(|c| Server::spawn(c.clone(), None, http.clone(), version.clone())).collect();

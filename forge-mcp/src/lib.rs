@@ -16,5 +16,5 @@ mod tool;
 
 pub use config::{McpConfig, McpServerConfig};
 pub use extras::{MAX_RESOURCE_BYTES, PromptArg, PromptEntry, ResourceEntry};
-pub use hub::{ExtraError, McpHub, PromptReport, ResourceReport, ServerReport, ToolReport, UnknownServer};
+pub use hub::{ExtraError, LazyHttp, McpHub, PromptReport, ResourceReport, ServerReport, ToolReport, UnknownServer};
 pub use tool::{McpTool, exposed_name};

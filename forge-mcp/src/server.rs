@@ -120,7 +120,7 @@ impl Server {
     pub(crate) fn spawn(
         config: McpServerConfig,
         session: Option<String>,
-        http: reqwest::Client,
+        http: crate::LazyHttp,
         version: Arc<Changes>,
     ) -> Arc<Server> {
         let (control, rx) = mpsc::unbounded_channel();
@@ -302,7 +302,7 @@ enum End {
     Shutdown,
 }
 
-async fn run(server: Weak<Server>, mut control: mpsc::UnboundedReceiver<Control>, http: reqwest::Client) {
+async fn run(server: Weak<Server>, mut control: mpsc::UnboundedReceiver<Control>, http: crate::LazyHttp) {
     let mut attempt: u32 = 0;
     loop {
         let Some(s) = server.upgrade() else { return };
@@ -546,7 +546,7 @@ fn sandbox_for(
 /// Connects, initializes and lists the tools.
 async fn connect(
     config: &McpServerConfig,
-    http: reqwest::Client,
+    http: crate::LazyHttp,
     changed: mpsc::UnboundedSender<Listing>,
     stderr: Arc<Mutex<VecDeque<String>>>,
 ) -> Result<(RunningService<RoleClient, Handler>, Vec<rmcp::model::Tool>), String> {
@@ -595,7 +595,7 @@ async fn connect(
                     }
                 }
             }
-            let transport = StreamableHttpClientTransport::with_client(http, cfg);
+            let transport = StreamableHttpClientTransport::with_client(http.get(), cfg);
             handler
                 .serve(transport)
                 .await

@@ -76,12 +76,14 @@ impl Engine {
         let tools = Arc::new(crate::tools::ToolRegistry::builtin());
         let prompt = Arc::new(crate::prompt::PromptTemplate::load(&opts.config, &opts.home)?);
         // MCP connections: no read timeout, an SSE stream may be quiet
-        // for hours.
-        let mcp_http = reqwest::Client::builder()
-            .connect_timeout(std::time::Duration::from_secs(15))
-            .user_agent(concat!("forge/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| EngineError::internal(format!("cannot build the HTTP client for MCP servers: {e}")))?;
+        // for hours. Built when an HTTP server first connects.
+        let mcp_http = forge_mcp::LazyHttp::new(|| {
+            reqwest::Client::builder()
+                .connect_timeout(std::time::Duration::from_secs(15))
+                .user_agent(concat!("forge/", env!("CARGO_PKG_VERSION")))
+                .build()
+                .unwrap_or_default()
+        });
         let mut mcp_config = opts.config.mcp.clone();
         for server in mcp_config.servers.iter_mut().filter(|s| s.sandbox == Some(true)) {
             server.confine = Some(crate::tools::confine::Settings::from_config(opts.config.tools.sandbox.as_ref()));

@@ -407,10 +407,12 @@ async fn read_error_body(resp: reqwest::Response) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Makes provider requests. Cheap to clone; shares one connection pool.
+/// Makes provider requests. Cheap to clone; shares one connection pool,
+/// made with the first request (an idle daemon does without its TLS
+/// set-up).
 #[derive(Clone)]
 pub struct ProviderClient {
-    http: reqwest::Client,
+    http: std::sync::Arc<std::sync::OnceLock<reqwest::Client>>,
     gemini_caches: std::sync::Arc<gemini::PrefixCaches>,
 }
 
@@ -419,6 +421,14 @@ impl ProviderClient {
         // reqwest is built without a default crypto provider; ring it is.
         // An error only means one is installed already.
         let _ = rustls::crypto::ring::default_provider().install_default();
+        Ok(Self { http: Default::default(), gemini_caches: Default::default() })
+    }
+
+    /// The HTTP client, made on first use.
+    fn http(&self) -> Result<reqwest::Client, ProviderError> {
+        if let Some(http) = self.http.get() {
+            return Ok(http.clone());
+        }
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(15))
             // Between two reads of a stream; a long answer may take minutes
@@ -427,7 +437,7 @@ impl ProviderClient {
             .user_agent(concat!("forge/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| ProviderError::internal(format!("cannot build the HTTP client: {e}")))?;
-        Ok(Self { http, gemini_caches: Default::default() })
+        Ok(self.http.get_or_init(|| http).clone())
     }
 
     /// One completion as a stream of events, ending with `Done` or
@@ -435,9 +445,10 @@ impl ProviderClient {
     /// cancels the request.
     pub fn stream(&self, settings: ProviderSettings, req: ChatRequest) -> ProviderStream {
         use futures::StreamExt;
-        let http = self.http.clone();
+        let http = self.http();
         let caches = self.gemini_caches.clone();
         let opened = async move {
+            let http = http?;
             settings.check_ready()?;
             let wire = Wire::of(&settings);
             let request = match wire {
