@@ -98,11 +98,8 @@ pub struct Transcript {
     /// The session as its events tell it (state, model, usage, what waits),
     /// read the same way `forgectl` and the ACP bridge read it.
     pub fold: Fold,
-    /// The pending approval with the user's picks.
+    /// The pending approval (the fold's) with the user's picks.
     pub approval: Option<ApprovalView>,
-    /// Approvals asked while it waits (helper agents ask at the same
-    /// time), shown in turn.
-    pub approvals_behind: Vec<ApprovalView>,
     /// Bumped whenever items are removed or reordered (not when they only
     /// grow or are appended): caches keyed by position start over.
     pub generation: u64,
@@ -266,6 +263,21 @@ impl Transcript {
 
     /// Applies one event. Events arrive in `seq` order exactly once; an
     /// older one (a replay overlapping what was seen) is ignored.
+    /// The approval shown is the one the fold says waits (helpers may ask
+    /// several at once: each in turn); the user's picks stay while it does.
+    fn follow_approval(&mut self) {
+        let pending = self.fold.approval.as_ref();
+        if pending.map(|a| &a.approval_id) == self.approval.as_ref().map(|a| &a.approval_id) {
+            return;
+        }
+        self.approval = pending.map(|a| ApprovalView {
+            approval_id: a.approval_id.clone(),
+            picked: vec![true; a.calls.len()],
+            calls: a.calls.clone(),
+            cursor: 0,
+        });
+    }
+
     pub fn apply(&mut self, ev: &SessionEvent) {
         let Some(seen) = self.fold.apply(ev) else { return };
         let from = ev.client.as_ref().map(|c| c.name.clone());
@@ -332,25 +344,11 @@ impl Transcript {
                     t.version += 1;
                 }
             }
-            EventKind::ApprovalRequested { approval_id, calls, .. } => {
+            EventKind::ApprovalRequested { .. } => {
                 self.close_answer();
-                let asked = ApprovalView {
-                    approval_id: approval_id.clone(),
-                    picked: vec![true; calls.len()],
-                    calls: calls.clone(),
-                    cursor: 0,
-                };
-                match &self.approval {
-                    Some(a) if a.approval_id != *approval_id => self.approvals_behind.push(asked),
-                    _ => self.approval = Some(asked),
-                }
+                self.follow_approval();
             }
-            EventKind::ApprovalResolved { approval_id, .. } => {
-                self.approvals_behind.retain(|a| a.approval_id != *approval_id);
-                if self.approval.as_ref().is_none_or(|a| a.approval_id == *approval_id) {
-                    self.approval = (!self.approvals_behind.is_empty()).then(|| self.approvals_behind.remove(0));
-                }
-            }
+            EventKind::ApprovalResolved { .. } => self.follow_approval(),
             EventKind::ToolRecovery { .. } | EventKind::AwaitingToolResults { .. } => self.close_answer(),
             EventKind::ToolRunning { call_id, .. } => {
                 self.close_answer();
@@ -395,7 +393,6 @@ impl Transcript {
                     }
                 }
                 self.approval = None;
-                self.approvals_behind.clear();
                 self.streaming_calls.clear();
             }
             // The answer just streamed is now this node.

@@ -113,11 +113,10 @@ impl Session {
             _ => return,
         };
         let args = match serde_json::from_value::<TaskArgs>(args) {
-            Ok(a) if a.prompt.trim().is_empty() => Err("`prompt` is empty: say what the helper is to do".to_string()),
-            Ok(a) if running >= max => {
-                let _ = a;
+            _ if running >= max => {
                 Err(format!("not run: at most {max} helpers run at once for one answer ([tools.task] max_per_batch)"))
             }
+            Ok(a) if a.prompt.trim().is_empty() => Err("`prompt` is empty: say what the helper is to do".to_string()),
             Ok(a) => Ok(a),
             Err(e) => Err(format!("the arguments are not a task: {e}")),
         };

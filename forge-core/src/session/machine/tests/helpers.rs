@@ -186,7 +186,8 @@ fn a_helpers_approval_is_shown_here_and_the_answer_goes_to_the_helper() {
     assert_eq!(h.names().last(), Some(&"approval_resolved"));
 }
 
-fn helper_row() -> SessionRow {
+/// Session `s-child`, the helper of `s-parent`'s call `t9`.
+pub(super) fn helper_row() -> SessionRow {
     SessionRow {
         id: "s-child".into(),
         helper: Some(crate::store::HelperSpec {

@@ -266,21 +266,7 @@ fn a_queued_message_keeps_what_its_hooks_added_apart_until_it_runs() {
 
 #[test]
 fn a_helper_with_stop_hooks_reports_to_its_parent_once_they_let_it_stop() {
-    let mut row = row();
-    row.helper = Some(crate::store::HelperSpec {
-        of: forge_proto::HelperOf {
-            parent: "s-parent".into(),
-            call_id: "t1".into(),
-            description: "d".into(),
-            agent: "general-purpose".into(),
-            depth: 1,
-            answer: None,
-        },
-        tools: None,
-        instructions: String::new(),
-        read_also: Vec::new(),
-    });
-    let mut h = Harness::restarted_as(config(), Unfinished::Nothing, Vec::new(), None, row);
+    let mut h = Harness::restarted_as(config(), Unfinished::Nothing, Vec::new(), None, super::helpers::helper_row());
     h.hooks = set(&[(HookEvent::Stop, "./notify.sh")]);
     h.say("look");
     h.settle();
