@@ -10,14 +10,28 @@ reports the idle daemon's memory (and how much of it is anonymous rather
 than the binary's mapped pages) and its memory after one turn in each of
 10 sessions.
 
+The daemon's CPU is the time its threads spent on a CPU during the measured
+turns, read in nanoseconds from /proc/PID/task/*/schedstat (the 10 ms
+utime+stime ticks are printed beside it as a cross-check).
+
+When a Codex CLI is found (`--codex PATH`, $FORGE_BENCH_CODEX, or `codex` on
+PATH), the same turn is also run with `codex exec` against the same mock
+(OpenAI Responses wire), and the two ratios are printed: Forge's whole-turn
+CPU (client + daemon) over Codex's, and Forge's memory (client peak + daemon
+peak) over Codex's peak. Without one, that part is skipped, saying so.
+
 Usage: python3 bench/send_bench.py [--runs N] [--tokens N] [--wire W] [--no-build]
+                                   [--bin-dir DIR] [--codex PATH | --no-codex]
 
 --wire picks the provider wire format: anthropic (default), openai-chat,
-openai-responses or gemini.
+openai-responses or gemini. --bin-dir takes the binaries from DIR instead of
+target/release (for a release build in another target directory).
 """
 
 import argparse
+import resource
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -25,7 +39,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.join(ROOT, "target", "release")
+DEFAULT_BIN = os.path.join(ROOT, "target", "release")
+BIN = DEFAULT_BIN
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -34,6 +49,19 @@ def proc_cpu(pid):
         fields = f.read().rsplit(")", 1)[1].split()
     # utime and stime are fields 14 and 15 (1-based) of the whole line.
     return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def threads_cpu_ns(pid):
+    """CPU time of each live thread of `pid`, in ns (tid -> ns)."""
+    out = {}
+    task_dir = f"/proc/{pid}/task"
+    for tid in os.listdir(task_dir):
+        try:
+            with open(f"{task_dir}/{tid}/schedstat") as f:
+                out[tid] = int(f.read().split()[0])
+        except (FileNotFoundError, ProcessLookupError):
+            pass  # the thread ended while we read
+    return out
 
 
 def proc_status(pid, key):
@@ -90,6 +118,7 @@ def settled_rss(pid):
 
 
 def main():
+    global BIN
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--tokens", type=int, default=2000)
@@ -97,7 +126,12 @@ def main():
     ap.add_argument("--no-build", action="store_true")
     ap.add_argument("--wire", default="anthropic",
                     choices=["anthropic", "openai-chat", "openai-responses", "gemini"])
+    ap.add_argument("--bin-dir", default=os.environ.get("FORGE_BENCH_BIN", DEFAULT_BIN))
+    ap.add_argument("--codex", default=os.environ.get("FORGE_BENCH_CODEX") or shutil.which("codex"),
+                    help="a Codex CLI to run the same turn with (default: $FORGE_BENCH_CODEX or codex on PATH)")
+    ap.add_argument("--no-codex", action="store_true")
     a = ap.parse_args()
+    BIN = a.bin_dir
 
     if not a.no_build:
         print("building (release)...", file=sys.stderr)
@@ -155,8 +189,9 @@ def main():
         expected = "".join(f"w{i} " for i in range(a.tokens))
 
         walls, client_cpu, client_rss, latencies = [], [], [], []
-        # The daemon's CPU is read in 10 ms ticks: measure it over all runs.
+        # Ticks of 10 ms (a cross-check) and each thread's CPU in ns.
         daemon_before = proc_cpu(daemon.pid)
+        threads_before = threads_cpu_ns(daemon.pid)
         for _ in range(a.runs):
             open(fb_log, "w").close()
             wall, cpu, rss, first_out, rc = run_client(send, env)
@@ -171,7 +206,10 @@ def main():
             if os.environ.get("FORGE_BENCH_VERBOSE"):
                 print(f"run: wall {wall * 1000:.1f} ms, first byte {latencies[-1]:.2f} ms", file=sys.stderr)
 
-        daemon_cpu = (proc_cpu(daemon.pid) - daemon_before) / a.runs
+        threads_after = threads_cpu_ns(daemon.pid)
+        daemon_ticks = (proc_cpu(daemon.pid) - daemon_before) / a.runs
+        ended = set(threads_before) - set(threads_after)
+        daemon_cpu = sum(ns - threads_before.get(tid, 0) for tid, ns in threads_after.items()) / 1e9 / a.runs
         # Check the answer is exact once more.
         out = subprocess.run([ctl, "--no-autostart", "send", "-s", "bench", msg], env=env,
                              capture_output=True, text=True).stdout
@@ -195,9 +233,12 @@ def main():
         total_cpu = med(client_cpu) + daemon_cpu
         print(f"forgectl send, {a.tokens} tokens from the mock ({a.wire}), delay {a.delay_ms} ms; median of {a.runs} runs")
         print(f"  wall time            {med(walls) * 1000:8.1f} ms")
-        print(f"  CPU client           {med(client_cpu):8.3f} s")
-        print(f"  CPU daemon share     {daemon_cpu:8.3f} s   (forged's utime+stime over all runs / runs)")
-        print(f"  CPU total            {total_cpu:8.3f} s")
+        print(f"  CPU client           {med(client_cpu) * 1000:8.2f} ms")
+        print(f"  CPU daemon share     {daemon_cpu * 1000:8.2f} ms  (forged's threads over all runs / runs; "
+              f"ticks say {daemon_ticks * 1000:.0f} ms)")
+        if ended:
+            print(f"  ({len(ended)} daemon thread(s) ended during the runs: their last CPU is not counted)")
+        print(f"  CPU total            {total_cpu * 1000:8.2f} ms")
         if not os.path.exists(GNU_TIME):
             print("  (install GNU time, `apt-get install time`, to measure the client's peak memory)")
         print(f"  peak RSS client      {max(client_rss) / 1024:8.1f} MiB")
@@ -208,10 +249,66 @@ def main():
         print(f"  RSS after 10 sessions{ten[0] / 1024:8.1f} MiB   (one turn each; anonymous {ten[1] / 1024:.1f} MiB)")
         print(f"  first byte latency   {med(latencies):8.2f} ms   (mock's first text chunk -> forgectl stdout)")
         print(f"  forgectl --version   {med(versions) * 1000:8.2f} ms")
+        if a.no_codex or not a.codex:
+            print("codex: skipped (no Codex CLI found; pass --codex PATH or put codex on PATH)")
+        else:
+            codex = run_codex(a, urls, tmp, expected)
+            if codex:
+                c_wall, c_cpu, c_rss = codex
+                print(f"codex exec ({a.codex}), the same turn on the OpenAI Responses wire; median of {a.runs} runs")
+                print(f"  wall time            {c_wall * 1000:8.1f} ms")
+                print(f"  CPU                  {c_cpu * 1000:8.2f} ms")
+                print(f"  peak RSS             {c_rss / 1024:8.1f} MiB")
+                print(f"  Forge/codex CPU      1/{c_cpu / total_cpu:.1f}")
+                print(f"  Forge/codex memory   1/{c_rss / (max(client_rss) + daemon_peak):.1f}   "
+                      "(client peak + daemon peak over codex's peak)")
     finally:
         daemon.terminate()
         daemon.wait()
         mock.kill()
+
+
+def run_codex(a, urls, tmp, expected):
+    """Runs `codex exec` on the same turn against the mock; returns medians
+    (wall s, CPU s, peak RSS kB), or None after saying why."""
+    home = os.path.join(tmp, "codex-home")
+    work = os.path.join(tmp, "codex-work")
+    os.makedirs(home, mode=0o700, exist_ok=True)
+    os.makedirs(work, exist_ok=True)
+    with open(os.path.join(home, "config.toml"), "w") as f:
+        f.write(f"""model = "gpt-5"
+model_provider = "mock"
+[model_providers.mock]
+name = "mock"
+base_url = "{urls['OPENAI_BASE_URL']}"
+wire_api = "responses"
+env_key = "OPENAI_API_KEY"
+""")
+    env = dict(os.environ, CODEX_HOME=home, OPENAI_API_KEY="bench-key")
+    msg = f"mock:tokens={a.tokens} mock:delay={a.delay_ms} bench"
+    args = [a.codex, "exec", "--skip-git-repo-check", "-C", work, msg]
+    rss_file = os.path.join(tmp, "codex-rss")
+    walls, cpus, rsss = [], [], []
+    for i in range(a.runs + 1):
+        timed = [GNU_TIME, "-f", "%M", "-o", rss_file] + args if os.path.exists(GNU_TIME) else args
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.time()
+        p = subprocess.run(timed, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+        wall = time.time() - start
+        if p.returncode != 0 or p.stdout.strip() != expected.strip():
+            print(f"codex: skipped (codex exec exited {p.returncode} or printed another answer: "
+                  f"{p.stderr.strip()[-300:]!r})")
+            return None
+        if i == 0:
+            continue  # warm-up
+        # RUSAGE_CHILDREN sums every child reaped so far: take the difference.
+        ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(ru.ru_utime + ru.ru_stime - before.ru_utime - before.ru_stime)
+        walls.append(wall)
+        if os.path.exists(GNU_TIME):
+            with open(rss_file) as f:
+                rsss.append(int(f.read().split()[-1]))
+    return statistics.median(walls), statistics.median(cpus), max(rsss) if rsss else 0
 
 
 if __name__ == "__main__":

@@ -90,7 +90,7 @@ impl Format for Anthropic {
         sse(Some("error"), &json!({"type":"error","error":{"type":"overloaded_error","message":"Overloaded (mock)"}}))
     }
 
-    fn text_end(&self, block: usize) -> Vec<String> {
+    fn text_end(&self, block: usize, _whole: &str) -> Vec<String> {
         vec![sse(Some("content_block_stop"), &json!({"type":"content_block_stop","index":block}))]
     }
 

@@ -78,7 +78,7 @@ impl Format for Gemini {
         )
     }
 
-    fn text_end(&self, _block: usize) -> Vec<String> {
+    fn text_end(&self, _block: usize, _whole: &str) -> Vec<String> {
         Vec::new()
     }
 

@@ -211,8 +211,8 @@ trait Format: Sync {
     fn text(&self, model: &str, block: usize, chunk: &str) -> String;
     /// An error reported inside the stream.
     fn midstream_error(&self) -> String;
-    /// Events after the last text chunk.
-    fn text_end(&self, block: usize) -> Vec<String>;
+    /// Events after the last text chunk; `whole` is the text sent.
+    fn text_end(&self, block: usize, whole: &str) -> Vec<String>;
     /// The `k`-th tool call (content block `block`), its arguments in
     /// small fragments.
     fn tool_call(&self, model: &str, block: usize, k: usize, id: &str, name: &str, args: &str) -> Vec<String>;
@@ -904,7 +904,8 @@ async fn stream_reply(
             log_now(path);
         }
     }
-    for event in format.text_end(text_block) {
+    let whole: String = chunks.iter().map(|c| if script.stamp { STAMP_PLACEHOLDER } else { c.as_str() }).collect();
+    for event in format.text_end(text_block, &whole) {
         let _ = w.write(event).await;
     }
     for (k, (name, given)) in script.tools.iter().enumerate() {

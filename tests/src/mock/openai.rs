@@ -51,7 +51,7 @@ impl Format for OpenAi {
         sse(None, &json!({"error":{"message":"The server had an error (mock)","type":"server_error","code":null}}))
     }
 
-    fn text_end(&self, _block: usize) -> Vec<String> {
+    fn text_end(&self, _block: usize, _whole: &str) -> Vec<String> {
         Vec::new()
     }
 

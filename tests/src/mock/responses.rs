@@ -69,10 +69,16 @@ impl Format for Responses {
         ev(json!({"type":"error","code":"server_error","message":"The server had an error (mock)","param":null}))
     }
 
-    fn text_end(&self, block: usize) -> Vec<String> {
-        vec![ev(
-            json!({"type":"response.output_item.done","output_index":block,"item":{"id":"msg_mock","type":"message","status":"completed","role":"assistant"}}),
-        )]
+    fn text_end(&self, block: usize, whole: &str) -> Vec<String> {
+        // As the API does, the done events repeat the whole text: clients
+        // such as Codex build the message from `output_item.done`.
+        let part = json!({"type":"output_text","text":whole,"annotations":[]});
+        vec![
+            ev(json!({"type":"response.output_text.done","item_id":"msg_mock","output_index":block,"content_index":0,"text":whole,"logprobs":[]})),
+            ev(json!({"type":"response.content_part.done","item_id":"msg_mock","output_index":block,"content_index":0,"part":part})),
+            ev(json!({"type":"response.output_item.done","output_index":block,
+                "item":{"id":"msg_mock","type":"message","status":"completed","role":"assistant","content":[part]}})),
+        ]
     }
 
     fn tool_call(&self, _model: &str, block: usize, k: usize, id: &str, name: &str, args: &str) -> Vec<String> {
