@@ -130,6 +130,8 @@ def main():
     ap.add_argument("--codex", default=os.environ.get("FORGE_BENCH_CODEX") or shutil.which("codex"),
                     help="a Codex CLI to run the same turn with (default: $FORGE_BENCH_CODEX or codex on PATH)")
     ap.add_argument("--no-codex", action="store_true")
+    ap.add_argument("--perf", metavar="FILE",
+                    help="record the daemon with `perf record -g` during the measured turns into FILE")
     a = ap.parse_args()
     BIN = a.bin_dir
 
@@ -192,6 +194,11 @@ def main():
         # Ticks of 10 ms (a cross-check) and each thread's CPU in ns.
         daemon_before = proc_cpu(daemon.pid)
         threads_before = threads_cpu_ns(daemon.pid)
+        perf = None
+        if a.perf:
+            perf = subprocess.Popen(["perf", "record", "-q", "-F", "20000", "-g", "--call-graph", "dwarf,16384",
+                                     "-p", str(daemon.pid), "-o", a.perf], stderr=subprocess.DEVNULL)
+            time.sleep(0.5)  # perf attaches to each thread
         for _ in range(a.runs):
             open(fb_log, "w").close()
             wall, cpu, rss, first_out, rc = run_client(send, env)
@@ -207,6 +214,9 @@ def main():
                 print(f"run: wall {wall * 1000:.1f} ms, first byte {latencies[-1]:.2f} ms", file=sys.stderr)
 
         threads_after = threads_cpu_ns(daemon.pid)
+        if perf:
+            perf.send_signal(2)
+            perf.wait()
         daemon_ticks = (proc_cpu(daemon.pid) - daemon_before) / a.runs
         ended = set(threads_before) - set(threads_after)
         daemon_cpu = sum(ns - threads_before.get(tid, 0) for tid, ns in threads_after.items()) / 1e9 / a.runs

@@ -7,6 +7,7 @@
 //! [`crate::conn`]). Stops on SIGTERM/SIGINT or
 //! `daemon.shutdown`, letting open connections finish gracefully.
 
+use forge_core::tools::confine::reap::{Peer, judge_peer};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -88,14 +89,11 @@ pub async fn serve(claim: &mut SocketClaim, daemon: Arc<Daemon>, signals: Signal
                 }
             },
         };
-        match stream.peer_cred() {
+        let peer = stream.peer_cred().map(|cred| (cred, cred.pid().map_or(Peer::Descendant, judge_peer)));
+        match peer {
             // A command the model runs (or a hook, an MCP server) must not
             // drive the daemon: it could approve its own calls.
-            Ok(cred)
-                if cred.pid().is_none_or(|p| {
-                    forge_core::tools::confine::reap::may_descend_from(p, std::process::id() as i32)
-                }) =>
-            {
+            Ok((cred, Peer::Descendant)) => {
                 tracing::warn!(
                     pid = cred.pid(),
                     "refused a connection from a process forged started for a session (or one that is gone)"
@@ -105,12 +103,12 @@ pub async fn serve(claim: &mut SocketClaim, daemon: Arc<Daemon>, signals: Signal
             // Nor one confined by another Forge's sandbox (a second
             // daemon's command), unless this daemon runs in that very
             // sandbox (Forge's own tests, run by Forge).
-            Ok(cred) if cred.pid().is_some_and(forge_core::tools::confine::reap::in_other_sandbox) => {
+            Ok((cred, Peer::OtherSandbox)) => {
                 tracing::warn!(pid = cred.pid(), "refused a connection from a command in a Forge sandbox");
                 continue;
             }
-            Ok(cred) if cred.uid() == my_uid => {}
-            Ok(cred) => {
+            Ok((cred, Peer::Free)) if cred.uid() == my_uid => {}
+            Ok((cred, Peer::Free)) => {
                 tracing::warn!(uid = cred.uid(), "refused a connection from another user");
                 continue;
             }

@@ -1,6 +1,6 @@
 //! LLM providers: one streaming client per wire format, all yielding the
 //! same [`ProviderEvent`]s. Requests go out over one shared reqwest client
-//! (rustls); responses are parsed as SSE with `eventsource-stream`.
+//! (rustls); responses are parsed as SSE by `sse::SseFramer`.
 
 mod anthropic;
 mod arrivals;

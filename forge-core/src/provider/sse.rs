@@ -1,8 +1,7 @@
-//! Shared streaming plumbing: SSE framing (eventsource-stream) over any
-//! byte stream, handed event by event to a wire-format parser. Parsers are
+//! Shared streaming plumbing: SSE framing (`SseFramer`) over any byte
+//! stream, handed event by event to a wire-format parser. Parsers are
 //! pure, so tests feed them recorded streams split at any byte.
 
-use eventsource_stream::Eventsource;
 use std::collections::VecDeque;
 
 use futures::{Stream, StreamExt};
@@ -63,7 +62,8 @@ where
         bytes.boxed()
     };
     let state = Parsing {
-        events: bytes.eventsource(),
+        bytes,
+        framer: SseFramer::default(),
         parser,
         settings,
         ready: VecDeque::new(),
@@ -150,10 +150,114 @@ impl BareJsonLines {
     }
 }
 
+/// Server-sent events framed from bytes as the HTML standard reads them:
+/// lines end with CRLF, LF or CR; `field: value` (one space after the colon
+/// dropped; a line without a colon is a field with an empty value); lines
+/// starting with a colon are comments; `data` lines are joined with LF;
+/// a blank line dispatches the event (type `message` unless `event` named
+/// one) if it has data; unknown fields, `id` and `retry` are ignored (no
+/// client here reconnects); what is left at the end of the stream without
+/// its blank line is dropped. It works in place on the bytes read: a line
+/// is copied only when it is cut between two reads.
+#[derive(Debug, Default)]
+pub(super) struct SseFramer {
+    /// The start of a line cut by the end of the last read.
+    partial: Vec<u8>,
+    /// The last read ended with CR: an LF first in the next ends that line.
+    after_cr: bool,
+    /// The first line was read (a byte-order mark before it is skipped).
+    started: bool,
+    event: String,
+    data: String,
+    has_data: bool,
+}
+
+/// Text that is not UTF-8 in an SSE stream.
+#[derive(Debug, PartialEq)]
+pub(super) struct NotUtf8;
+
+impl SseFramer {
+    /// Frames `chunk`, calling `on_event(event, data)` for each event it
+    /// completes; stops at the first `false` from it (the rest is ignored).
+    pub(super) fn feed(
+        &mut self,
+        mut chunk: &[u8],
+        mut on_event: impl FnMut(&str, &str) -> bool,
+    ) -> Result<(), NotUtf8> {
+        if chunk.is_empty() {
+            return Ok(());
+        }
+        if self.after_cr && chunk[0] == b'\n' {
+            chunk = &chunk[1..];
+        }
+        self.after_cr = false;
+        while let Some(end) = chunk.iter().position(|&b| b == b'\n' || b == b'\r') {
+            let keep_going = if self.partial.is_empty() {
+                self.line(&chunk[..end], &mut on_event)?
+            } else {
+                self.partial.extend_from_slice(&chunk[..end]);
+                let line = std::mem::take(&mut self.partial);
+                let keep_going = self.line(&line, &mut on_event)?;
+                self.partial = line;
+                self.partial.clear();
+                keep_going
+            };
+            if !keep_going {
+                return Ok(());
+            }
+            let crlf = chunk[end] == b'\r' && chunk.get(end + 1) == Some(&b'\n');
+            self.after_cr = chunk[end] == b'\r' && end + 1 == chunk.len();
+            chunk = &chunk[end + 1 + usize::from(crlf)..];
+        }
+        self.partial.extend_from_slice(chunk);
+        Ok(())
+    }
+
+    fn line(&mut self, mut line: &[u8], on_event: &mut impl FnMut(&str, &str) -> bool) -> Result<bool, NotUtf8> {
+        if !self.started {
+            self.started = true;
+            line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
+        }
+        if line.is_empty() {
+            let go_on =
+                !self.has_data || on_event(if self.event.is_empty() { "message" } else { &self.event }, &self.data);
+            self.event.clear();
+            self.data.clear();
+            self.has_data = false;
+            return Ok(go_on);
+        }
+        let (field, value) = match line.iter().position(|&b| b == b':') {
+            Some(0) => return Ok(true),
+            Some(colon) => {
+                let value = &line[colon + 1..];
+                (&line[..colon], value.strip_prefix(b" ").unwrap_or(value))
+            }
+            None => (line, &b""[..]),
+        };
+        let value = || std::str::from_utf8(value).map_err(|_| NotUtf8);
+        match field {
+            b"data" => {
+                if self.has_data {
+                    self.data.push('\n');
+                }
+                self.data.push_str(value()?);
+                self.has_data = true;
+            }
+            b"event" => {
+                self.event.clear();
+                self.event.push_str(value()?);
+            }
+            _ => {}
+        }
+        Ok(true)
+    }
+}
+
 /// A stream being parsed: what has been parsed and not yet yielded waits
 /// in `ready`.
 struct Parsing<B, P> {
-    events: eventsource_stream::EventStream<B>,
+    bytes: B,
+    framer: SseFramer,
     parser: P,
     settings: ProviderSettings,
     ready: VecDeque<ProviderEvent>,
@@ -168,29 +272,109 @@ where
     E: std::fmt::Display,
     P: WireParser,
 {
-    /// Parses the next SSE event into `ready`; `Some` once the stream ends.
+    /// Parses the next read's events into `ready`; `Some` once the stream
+    /// ends.
     async fn next_end(&mut self) -> Option<Result<(), ProviderError>> {
         let settings = &self.settings;
         let into_error = |e: ParseError| match e {
             ParseError::Broken(what) => ProviderError::stream_broken(settings, &what),
             ParseError::Reported { error_type, message } => ProviderError::midstream(settings, &error_type, &message),
         };
-        let step = match self.events.next().await {
-            Some(Ok(ev)) => self.parser.on_event(&ev.event, &ev.data, &mut self.out),
+        let chunk = match self.bytes.next().await {
+            Some(Ok(chunk)) => chunk,
             Some(Err(e)) => return Some(Err(ProviderError::stream_broken(settings, &e.to_string()))),
-            None => self.parser.on_eof(&mut self.out).map(|()| Step::Finished),
+            None => {
+                return match self.parser.on_eof(&mut self.out) {
+                    Ok(()) => {
+                        self.ready.extend(self.out.drain(..));
+                        Some(Ok(()))
+                    }
+                    Err(e) => {
+                        self.out.clear();
+                        Some(Err(into_error(e)))
+                    }
+                };
+            }
         };
-        match step {
-            Ok(step) => {
-                self.ready.extend(self.out.drain(..));
-                (step == Step::Finished).then_some(Ok(()))
+        let (parser, out, ready) = (&mut self.parser, &mut self.out, &mut self.ready);
+        let mut end = None;
+        let framed = self.framer.feed(&chunk, |event, data| {
+            match parser.on_event(event, data, out) {
+                Ok(step) => {
+                    ready.extend(out.drain(..));
+                    if step == Step::Finished {
+                        end = Some(Ok(()));
+                    }
+                }
+                // What the failing event produced is not shown.
+                Err(e) => {
+                    out.clear();
+                    end = Some(Err(e));
+                }
             }
-            // What the failing event produced is not shown.
-            Err(e) => {
-                self.out.clear();
-                Some(Err(into_error(e)))
-            }
+            end.is_none()
+        });
+        if framed.is_err() && end.is_none() {
+            return Some(Err(ProviderError::stream_broken(settings, "the stream is not UTF-8 text")));
         }
+        end.map(|end| end.map_err(into_error))
+    }
+}
+
+#[cfg(test)]
+mod framer_tests {
+    use super::{NotUtf8, SseFramer};
+
+    fn frame(pieces: &[&[u8]]) -> Result<Vec<(String, String)>, NotUtf8> {
+        let mut framer = SseFramer::default();
+        let mut out = Vec::new();
+        for piece in pieces {
+            framer.feed(piece, |event, data| {
+                out.push((event.to_string(), data.to_string()));
+                true
+            })?;
+        }
+        Ok(out)
+    }
+
+    fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter().map(|(e, d)| (e.to_string(), d.to_string())).collect()
+    }
+
+    #[test]
+    fn events_are_read_as_the_standard_says_however_the_bytes_are_cut() {
+        let body = "\u{feff}: a comment\r\nevent: delta\r\ndata: {\"a\": \"é\"}\r\n\r\n\
+                    data:no space\rdata\r\rid: 7\nretry: 10\nunknown: x\ndata:  two spaces\n\n\
+                    event: ignored\n\nevent: first\nevent: last\ndata: x\n\ndata: cut off at the end";
+        let expected =
+            pairs(&[("delta", "{\"a\": \"é\"}"), ("message", "no space\n"), ("message", " two spaces"), ("last", "x")]);
+        assert_eq!(frame(&[body.as_bytes()]), Ok(expected.clone()));
+        let bytes = body.as_bytes();
+        for at in 0..=bytes.len() {
+            assert_eq!(frame(&[&bytes[..at], &bytes[at..]]), Ok(expected.clone()), "cut at byte {at}");
+        }
+        let one_by_one: Vec<&[u8]> = bytes.chunks(1).collect();
+        assert_eq!(frame(&one_by_one), Ok(expected));
+    }
+
+    #[test]
+    fn a_crlf_cut_between_its_two_bytes_ends_one_line_only() {
+        let got = frame(&[b"data: a\r", b"", b"\ndata: b\r", b"\n\r\n"]);
+        assert_eq!(got, Ok(pairs(&[("message", "a\nb")])));
+    }
+
+    #[test]
+    fn text_that_is_not_utf8_is_an_error_and_the_consumer_can_stop() {
+        assert_eq!(frame(&[b"data: \xff\n\n"]), Err(NotUtf8));
+        let mut framer = SseFramer::default();
+        let mut seen = 0;
+        framer
+            .feed(b"data: 1\n\ndata: 2\n\n", |_, _| {
+                seen += 1;
+                false
+            })
+            .unwrap_or_else(|_| panic!("valid"));
+        assert_eq!(seen, 1, "nothing is framed after the consumer says stop");
     }
 }
 

@@ -38,20 +38,10 @@ fn parent_of(pid: i32) -> Option<i32> {
     rest.split(' ').nth(1)?.parse().ok()
 }
 
-/// Whether `pid` runs below `ancestor` (a process the daemon started, or
-/// one of theirs: supervisors keep orphans below them), or cannot be told
-/// (it is gone, or a parent vanished while looking): callers refuse both.
-pub fn may_descend_from(pid: i32, ancestor: i32) -> bool {
-    let mut p = pid;
-    for _ in 0..4096 {
-        match parent_of(p) {
-            None => return true,
-            Some(parent) if parent == ancestor => return true,
-            Some(0) => return false,
-            Some(parent) => p = parent,
-        }
-    }
-    true
+/// Whether `pid` is a command supervisor (`forged __forge-supervise`).
+fn is_supervisor(pid: i32) -> bool {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    cmdline.split(|b| *b == 0).nth(1) == Some(crate::supervisor::SUPERVISE_ARG.as_bytes())
 }
 
 /// The supervisors (`forged __forge-supervise`) above `pid`: the Forge
@@ -62,8 +52,7 @@ fn supervisors_above(pid: i32) -> Vec<i32> {
     for _ in 0..4096 {
         match parent_of(p) {
             Some(parent) if parent > 0 => {
-                let cmdline = std::fs::read(format!("/proc/{parent}/cmdline")).unwrap_or_default();
-                if cmdline.split(|b| *b == 0).nth(1) == Some(crate::supervisor::SUPERVISE_ARG.as_bytes()) {
+                if is_supervisor(parent) {
                     out.push(parent);
                 }
                 p = parent;
@@ -84,20 +73,66 @@ fn command_group_of(pid: i32) -> Option<String> {
     })
 }
 
-/// Whether `pid` runs confined by a Forge sandbox (of any daemon) that
-/// the calling process does not run in itself.
-pub fn in_other_sandbox(pid: i32) -> bool {
-    // SAFETY: plain system call.
-    let me = unsafe { libc::getpid() };
-    let mine = supervisors_above(me);
-    if supervisors_above(pid).iter().any(|s| !mine.contains(s)) {
-        return true;
-    }
-    match (command_group_of(pid), command_group_of(me)) {
-        (Some(theirs), Some(ours)) => theirs != ours,
+/// The calling process's own sandboxes: the supervisors above it and its
+/// command cgroup. Read once: a process's ancestors above it only go away
+/// (and a supervisor that goes takes its tree with it), and nothing moves
+/// the daemon between command cgroups.
+fn own_sandboxes() -> &'static (Vec<i32>, Option<String>) {
+    static OWN: std::sync::OnceLock<(Vec<i32>, Option<String>)> = std::sync::OnceLock::new();
+    OWN.get_or_init(|| {
+        // SAFETY: plain system call.
+        let me = unsafe { libc::getpid() };
+        (supervisors_above(me), command_group_of(me))
+    })
+}
+
+fn other_group(theirs: Option<String>, ours: Option<&String>) -> bool {
+    match (theirs, ours) {
+        (Some(theirs), Some(ours)) => &theirs != ours,
         (Some(_), None) => true,
         _ => false,
     }
+}
+
+/// Who a peer on the daemon's socket is, judged from one walk up its
+/// ancestors (each read once, where `may_descend_from` and
+/// `in_other_sandbox` would each walk them).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Peer {
+    /// Below the calling process (a command, hook or server it started),
+    /// or it cannot be told: refuse.
+    Descendant,
+    /// Confined by a Forge sandbox the caller does not run in: refuse.
+    OtherSandbox,
+    /// Neither.
+    Free,
+}
+
+/// Judges the process `pid` connecting to the caller.
+pub fn judge_peer(pid: i32) -> Peer {
+    // SAFETY: plain system call.
+    let me = unsafe { libc::getpid() };
+    let (mine, my_group) = own_sandboxes();
+    let mut foreign_supervisor = false;
+    let mut p = pid;
+    for _ in 0..4096 {
+        match parent_of(p) {
+            None => return Peer::Descendant,
+            Some(parent) if parent == me => return Peer::Descendant,
+            Some(parent) if parent > 0 => {
+                foreign_supervisor |= !mine.contains(&parent) && is_supervisor(parent);
+                p = parent;
+            }
+            Some(_) => {
+                return if foreign_supervisor || other_group(command_group_of(pid), my_group.as_ref()) {
+                    Peer::OtherSandbox
+                } else {
+                    Peer::Free
+                };
+            }
+        }
+    }
+    Peer::Descendant
 }
 
 /// The live processes below `root`, with their thread counts.

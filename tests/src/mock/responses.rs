@@ -74,8 +74,12 @@ impl Format for Responses {
         // such as Codex build the message from `output_item.done`.
         let part = json!({"type":"output_text","text":whole,"annotations":[]});
         vec![
-            ev(json!({"type":"response.output_text.done","item_id":"msg_mock","output_index":block,"content_index":0,"text":whole,"logprobs":[]})),
-            ev(json!({"type":"response.content_part.done","item_id":"msg_mock","output_index":block,"content_index":0,"part":part})),
+            ev(
+                json!({"type":"response.output_text.done","item_id":"msg_mock","output_index":block,"content_index":0,"text":whole,"logprobs":[]}),
+            ),
+            ev(
+                json!({"type":"response.content_part.done","item_id":"msg_mock","output_index":block,"content_index":0,"part":part}),
+            ),
             ev(json!({"type":"response.output_item.done","output_index":block,
                 "item":{"id":"msg_mock","type":"message","status":"completed","role":"assistant","content":[part]}})),
         ]
