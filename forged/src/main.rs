@@ -216,6 +216,8 @@ async fn run(args: Args, prepared: Prepared) -> anyhow::Result<()> {
         version = env!("CARGO_PKG_VERSION"),
         "forged started"
     );
+    let released = startup::release_code_pages();
+    tracing::debug!(kib = released, "start-up code pages released");
     let daemon = Arc::new(rpc::Daemon::new(engine.clone(), socket_path.clone(), home));
     tokio::spawn(trim_after_work(engine.clone()));
     tokio::spawn(watch_store(engine.clone()));
@@ -240,8 +242,8 @@ async fn watch_store(engine: Engine) {
 }
 
 /// Every few seconds after the journal wrote something, freed memory goes
-/// back to the system: a daemon that streamed for hours stays near its
-/// idle size.
+/// back to the system and code pages the work mapped are let go: a daemon
+/// that streamed for hours stays near its idle size.
 async fn trim_after_work(engine: Engine) {
     let mut written = 0;
     loop {
@@ -249,7 +251,10 @@ async fn trim_after_work(engine: Engine) {
         let now = engine.journal_rows_written();
         if now != written {
             written = now;
-            tokio::task::spawn_blocking(startup::trim_memory);
+            tokio::task::spawn_blocking(|| {
+                startup::trim_memory();
+                startup::release_code_pages();
+            });
         }
     }
 }
