@@ -65,7 +65,7 @@ pub fn release_code_pages() -> u64 {
         return 0;
     };
     let mut released = 0;
-    for m in parsed.iter().filter(|m| m.file == exe && !m.writable && m.anonymous_kib == 0) {
+    for m in parsed.iter().filter(|m| m.file == exe && m.droppable()) {
         // SAFETY: the range is a whole mapping of this process, read-only
         // and with no private pages: dropping it only unmaps page-cache
         // pages, which the next access maps again.
@@ -81,11 +81,20 @@ pub fn release_code_pages() -> u64 {
 struct Mapping {
     start: usize,
     end: usize,
-    writable: bool,
+    /// A private mapping of a file, never writable.
+    read_only_file: bool,
     /// Device and inode: which file is mapped.
     file: String,
     rss_kib: u64,
     anonymous_kib: u64,
+}
+
+impl Mapping {
+    /// Whether dropping it loses nothing: only page-cache pages, no
+    /// private copy of one (a relocated page is such a copy).
+    fn droppable(&self) -> bool {
+        self.read_only_file && self.anonymous_kib == 0
+    }
 }
 
 fn parse_smaps(text: &str) -> Vec<Mapping> {
@@ -101,8 +110,7 @@ fn parse_smaps(text: &str) -> Vec<Mapping> {
             out.push(Mapping {
                 start,
                 end,
-                // Only private file mappings can be dropped this way.
-                writable: perms.contains('w') || !perms.ends_with('p') || inode == "0",
+                read_only_file: !perms.contains('w') && perms.ends_with('p') && inode != "0",
                 file: format!("{dev} {inode}"),
                 rss_kib: 0,
                 // Unknown until its line is read: counts as not droppable.
@@ -285,8 +293,7 @@ Rss:                  12 kB
 Anonymous:            12 kB
 ";
         let maps = parse_smaps(smaps);
-        let droppable: Vec<usize> =
-            maps.iter().filter(|m| !m.writable && m.anonymous_kib == 0).map(|m| m.start).collect();
+        let droppable: Vec<usize> = maps.iter().filter(|m| m.droppable()).map(|m| m.start).collect();
         assert_eq!(droppable, vec![0x5600, 0x5700], "the relocated and writable ones stay");
         assert_eq!(maps[1].rss_kib, 800);
         assert_eq!(maps[0].file, maps[2].file);

@@ -195,12 +195,13 @@ impl SseFramer {
             let keep_going = if self.partial.is_empty() {
                 self.line(&chunk[..end], &mut on_event)?
             } else {
-                self.partial.extend_from_slice(&chunk[..end]);
-                let line = std::mem::take(&mut self.partial);
-                let keep_going = self.line(&line, &mut on_event)?;
+                // The buffer goes back empty, keeping its capacity.
+                let mut line = std::mem::take(&mut self.partial);
+                line.extend_from_slice(&chunk[..end]);
+                let keep_going = self.line(&line, &mut on_event);
+                line.clear();
                 self.partial = line;
-                self.partial.clear();
-                keep_going
+                keep_going?
             };
             if !keep_going {
                 return Ok(());
@@ -253,6 +254,25 @@ impl SseFramer {
     }
 }
 
+/// What one parser step leaves: its events move to `ready` (a failing
+/// step's are not shown); `Some` once the stream ends there.
+fn settle(
+    step: Result<Step, ParseError>,
+    out: &mut Vec<ProviderEvent>,
+    ready: &mut VecDeque<ProviderEvent>,
+) -> Option<Result<(), ParseError>> {
+    match step {
+        Ok(step) => {
+            ready.extend(out.drain(..));
+            (step == Step::Finished).then_some(Ok(()))
+        }
+        Err(e) => {
+            out.clear();
+            Some(Err(e))
+        }
+    }
+}
+
 /// A stream being parsed: what has been parsed and not yet yielded waits
 /// in `ready`.
 struct Parsing<B, P> {
@@ -284,34 +304,14 @@ where
             Some(Ok(chunk)) => chunk,
             Some(Err(e)) => return Some(Err(ProviderError::stream_broken(settings, &e.to_string()))),
             None => {
-                return match self.parser.on_eof(&mut self.out) {
-                    Ok(()) => {
-                        self.ready.extend(self.out.drain(..));
-                        Some(Ok(()))
-                    }
-                    Err(e) => {
-                        self.out.clear();
-                        Some(Err(into_error(e)))
-                    }
-                };
+                let eof = self.parser.on_eof(&mut self.out).map(|()| Step::Finished);
+                return settle(eof, &mut self.out, &mut self.ready).map(|end| end.map_err(into_error));
             }
         };
         let (parser, out, ready) = (&mut self.parser, &mut self.out, &mut self.ready);
         let mut end = None;
         let framed = self.framer.feed(&chunk, |event, data| {
-            match parser.on_event(event, data, out) {
-                Ok(step) => {
-                    ready.extend(out.drain(..));
-                    if step == Step::Finished {
-                        end = Some(Ok(()));
-                    }
-                }
-                // What the failing event produced is not shown.
-                Err(e) => {
-                    out.clear();
-                    end = Some(Err(e));
-                }
-            }
+            end = settle(parser.on_event(event, data, out), out, ready);
             end.is_none()
         });
         if framed.is_err() && end.is_none() {

@@ -86,17 +86,8 @@ fn own_sandboxes() -> &'static (Vec<i32>, Option<String>) {
     })
 }
 
-fn other_group(theirs: Option<String>, ours: Option<&String>) -> bool {
-    match (theirs, ours) {
-        (Some(theirs), Some(ours)) => &theirs != ours,
-        (Some(_), None) => true,
-        _ => false,
-    }
-}
-
 /// Who a peer on the daemon's socket is, judged from one walk up its
-/// ancestors (each read once, where `may_descend_from` and
-/// `in_other_sandbox` would each walk them).
+/// ancestors.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Peer {
     /// Below the calling process (a command, hook or server it started),
@@ -124,11 +115,11 @@ pub fn judge_peer(pid: i32) -> Peer {
                 p = parent;
             }
             Some(_) => {
-                return if foreign_supervisor || other_group(command_group_of(pid), my_group.as_ref()) {
-                    Peer::OtherSandbox
-                } else {
-                    Peer::Free
+                let other_group = match (command_group_of(pid), my_group) {
+                    (Some(theirs), Some(ours)) => &theirs != ours,
+                    (theirs, _) => theirs.is_some(),
                 };
+                return if foreign_supervisor || other_group { Peer::OtherSandbox } else { Peer::Free };
             }
         }
     }
