@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use forge_client::autostart::{StartError, connect_or_start};
-use forge_client::{ConnectError, Connection};
+use forge_client::{ConnectError, Connection, ForgeClient, Greet, LineClient};
 use forge_proto::{ClientInfo, ClientKind};
 
 use crate::Global;
@@ -24,6 +24,18 @@ pub async fn daemon(g: &Global) -> Result<Connection, Failure> {
 
 /// [`daemon`], saying hello as `info` (an editor through `forgectl acp`).
 pub async fn daemon_as(g: &Global, info: ClientInfo) -> Result<Connection, Failure> {
+    reach(g, info, |c: &Connection| &c.client).await
+}
+
+/// [`daemon`] over JSON lines: calls one at a time, then perhaps a
+/// follow on the same connection (what `forgectl send` needs, and no more).
+pub async fn daemon_lines(g: &Global) -> Result<LineClient, Failure> {
+    reach(g, client_info(), |c: &LineClient| c).await
+}
+
+/// Connects as `C` (starting the daemon unless `--no-autostart`); `rpc`
+/// is its API, to ask a daemon just started about its sandbox.
+async fn reach<C: Greet, R: ForgeClient>(g: &Global, info: ClientInfo, rpc: impl Fn(&C) -> &R) -> Result<C, Failure> {
     let socket = socket_path(g);
     let fresh = std::sync::atomic::AtomicBool::new(false);
     let started = |pid| {
@@ -49,7 +61,7 @@ pub async fn daemon_as(g: &Global, info: ClientInfo) -> Result<Connection, Failu
     })?;
     // A daemon just started says whether it can confine commands.
     if fresh.load(std::sync::atomic::Ordering::Relaxed)
-        && let Ok(status) = forge_client::ForgeClient::daemon_status(&conn.client, ()).await
+        && let Ok(status) = rpc(&conn).daemon_status(()).await
         && let Some(sandbox) = status.sandbox.filter(|s| s.mode != "kernel")
     {
         eprintln!(

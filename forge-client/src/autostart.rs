@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use forge_proto::types::ClientInfo;
 
-use crate::connection::{ConnectError, Connection, connect};
+use crate::connection::{ConnectError, Greet};
 
 /// How long to wait for a freshly started daemon to answer.
 const START_TIMEOUT: Duration = Duration::from_secs(15);
@@ -41,24 +41,25 @@ pub fn forged_binary() -> PathBuf {
 /// on `socket` (detached from this terminal, logging to
 /// `$FORGE_HOME/logs/`) and connects to it. `started(pid)` is called once
 /// the daemon it started answers, so the caller can say so (a daemon that
-/// fails to start is reported as an error only).
-pub async fn connect_or_start(
+/// fails to start is reported as an error only). `C` is how to talk to
+/// it: [`crate::Connection`] (WebSocket) or [`crate::LineClient`].
+pub async fn connect_or_start<C: Greet>(
     socket: &Path,
     info: ClientInfo,
     autostart: bool,
     started: impl FnOnce(u32),
-) -> Result<Connection, StartError> {
-    match connect(socket, info.clone()).await {
+) -> Result<C, StartError> {
+    match C::greet(socket, info.clone()).await {
         Err(ConnectError::NotRunning { .. }) if autostart => start_and_connect(socket, info, started).await,
         other => Ok(other?),
     }
 }
 
-async fn start_and_connect(
+async fn start_and_connect<C: Greet>(
     socket: &Path,
     info: ClientInfo,
     started: impl FnOnce(u32),
-) -> Result<Connection, StartError> {
+) -> Result<C, StartError> {
     let home = forge_proto::paths::forge_home();
     let logs = home.join("logs");
     // Private from the start: the daemon's files hold conversations.
@@ -89,7 +90,7 @@ async fn start_and_connect(
     loop {
         if let Ok(Some(status)) = child.try_wait() {
             // Another client may have won the race to start it.
-            if let Ok(c) = connect(socket, info.clone()).await {
+            if let Ok(c) = C::greet(socket, info.clone()).await {
                 return Ok(c);
             }
             let text = std::fs::read(&err_path)
@@ -98,7 +99,7 @@ async fn start_and_connect(
             let detail = if text.is_empty() { format!("it exited with {status}") } else { text };
             return Err(StartError::Failed(detail));
         }
-        match connect(socket, info.clone()).await {
+        match C::greet(socket, info.clone()).await {
             Ok(c) => {
                 started(pid);
                 return Ok(c);

@@ -1,7 +1,8 @@
 //! A small async client for Rust programs: connects to the daemon's Unix
 //! socket over WebSocket, performs the `hello` handshake, and exposes the
-//! typed [`ForgeClient`](forge_proto::methods::ForgeClient) methods;
-//! [`Follow`] follows a session over newline-delimited JSON-RPC.
+//! typed [`ForgeClient`](forge_proto::methods::ForgeClient) methods. The
+//! JSON-lines connection ([`crate::LineClient`], [`crate::Follow`]) shares
+//! its errors and its hello.
 
 use forge_proto::params::HelloParams;
 use std::path::{Path, PathBuf};
@@ -9,15 +10,8 @@ use std::time::Duration;
 
 use jsonrpsee::async_client::{Client, ClientBuilder};
 use jsonrpsee::client_transport::ws::{Url, WsTransportClientBuilder};
-use jsonrpsee::core::ClientError;
-use jsonrpsee::types::ErrorObjectOwned;
-use serde::Deserialize;
-use serde_json::value::RawValue;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
-use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 
-use forge_proto::events::SubscriptionItem;
 use forge_proto::methods::ForgeClient;
 use forge_proto::types::{ClientInfo, HelloResult};
 use forge_proto::{MAX_MESSAGE_BYTES, PROTOCOL_VERSION};
@@ -60,16 +54,38 @@ pub struct Connection {
 }
 
 /// How long a daemon may take to take a connection and answer its hello.
-const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A way of talking to the daemon that begins with `hello`: over
+/// WebSocket ([`Connection`]) or JSON lines ([`crate::LineClient`]).
+pub trait Greet: Sized {
+    /// Connects to `socket` and says hello as `info`.
+    fn greet(socket: &Path, info: ClientInfo) -> impl std::future::Future<Output = Result<Self, ConnectError>> + Send;
+}
+
+impl Greet for Connection {
+    fn greet(socket: &Path, info: ClientInfo) -> impl std::future::Future<Output = Result<Self, ConnectError>> + Send {
+        connect(socket, info)
+    }
+}
 
 /// Connects to `socket` and says hello as `info`.
 pub async fn connect(socket: &Path, info: ClientInfo) -> Result<Connection, ConnectError> {
-    let no_answer = || ConnectError::NoAnswer { path: socket.to_path_buf(), secs: ANSWER_TIMEOUT.as_secs() };
-    tokio::time::timeout(ANSWER_TIMEOUT, greet(socket, info)).await.map_err(|_| no_answer())?
+    within_answer_time(socket, greet(socket, info)).await
 }
 
-async fn greet(socket: &Path, info: ClientInfo) -> Result<Connection, ConnectError> {
-    let stream = UnixStream::connect(socket).await.map_err(|source| {
+/// `hello` must be answered within [`ANSWER_TIMEOUT`] of connecting.
+pub(crate) async fn within_answer_time<T>(
+    socket: &Path,
+    greeting: impl std::future::Future<Output = Result<T, ConnectError>>,
+) -> Result<T, ConnectError> {
+    let no_answer = || ConnectError::NoAnswer { path: socket.to_path_buf(), secs: ANSWER_TIMEOUT.as_secs() };
+    tokio::time::timeout(ANSWER_TIMEOUT, greeting).await.map_err(|_| no_answer())?
+}
+
+/// The daemon's socket, connected, or why not in words a user can act on.
+pub(crate) async fn open_socket(socket: &Path) -> Result<UnixStream, ConnectError> {
+    UnixStream::connect(socket).await.map_err(|source| {
         let path = socket.to_path_buf();
         match source.kind() {
             std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
@@ -79,7 +95,24 @@ async fn greet(socket: &Path, info: ClientInfo) -> Result<Connection, ConnectErr
             std::io::ErrorKind::WouldBlock => ConnectError::Full { path },
             _ => ConnectError::Io { path, source },
         }
-    })?;
+    })
+}
+
+/// Says hello as `info` on `client` and checks the daemon's version.
+pub(crate) async fn hello(client: &impl ForgeClient, info: ClientInfo) -> Result<HelloResult, ConnectError> {
+    let hello =
+        client.hello(HelloParams { protocol_version: PROTOCOL_VERSION, client: info }).await.map_err(|e| match e {
+            jsonrpsee::core::ClientError::Call(obj) => ConnectError::Hello(obj.message().to_string()),
+            other => ConnectError::Hello(other.to_string()),
+        })?;
+    if hello.protocol_version != PROTOCOL_VERSION {
+        return Err(ConnectError::Protocol { client: PROTOCOL_VERSION, daemon: hello.protocol_version });
+    }
+    Ok(hello)
+}
+
+async fn greet(socket: &Path, info: ClientInfo) -> Result<Connection, ConnectError> {
+    let stream = open_socket(socket).await?;
     let handshake_err = |message: String| ConnectError::Handshake { path: socket.to_path_buf(), message };
     let url = Url::parse("ws://forge/").map_err(|e| handshake_err(e.to_string()))?;
     let (tx, rx) = WsTransportClientBuilder::default()
@@ -94,135 +127,12 @@ async fn greet(socket: &Path, info: ClientInfo) -> Result<Connection, ConnectErr
     let client = ClientBuilder::default()
         // Calls answer quickly; long waits happen on subscriptions, which
         // this timeout does not cover.
-        .request_timeout(Duration::from_secs(120))
+        .request_timeout(CALL_TIMEOUT)
         .max_buffer_capacity_per_subscription(buffer.unwrap_or(4096))
         .build_with_tokio(tx, rx);
-    let hello =
-        client.hello(HelloParams { protocol_version: PROTOCOL_VERSION, client: info.clone() }).await.map_err(|e| {
-            match e {
-                jsonrpsee::core::ClientError::Call(obj) => ConnectError::Hello(obj.message().to_string()),
-                other => ConnectError::Hello(other.to_string()),
-            }
-        })?;
-    if hello.protocol_version != PROTOCOL_VERSION {
-        return Err(ConnectError::Protocol { client: PROTOCOL_VERSION, daemon: hello.protocol_version });
-    }
+    let hello = hello(&client, info.clone()).await?;
     Ok(Connection { client, hello, socket: socket.to_path_buf(), info })
 }
 
-/// Follows a session's events with the guarantees of `session.subscribe`
-/// kept end to end: every event exactly once, in order, from `from_seq`.
-///
-/// Follows over a connection of its own that speaks newline-delimited
-/// JSON-RPC, where the daemon writes each event straight to the socket (the
-/// lowest-latency path). A follower that stops reading (its program busy,
-/// its stdout blocked) fills the socket; the daemon then falls back to the
-/// store for it, so it catches up later without losing anything.
-pub struct Follow {
-    lines: BufReader<OwnedReadHalf>,
-    /// Where requests go; closing it ends the subscription.
-    write: OwnedWriteHalf,
-    /// The next seq this follower has not delivered; `None` until the first
-    /// event when following live only.
-    next_seq: Option<u64>,
-    line: Vec<u8>,
-}
-
-#[derive(Deserialize)]
-struct Reply {
-    result: Option<Box<RawValue>>,
-    error: Option<ErrorObjectOwned>,
-}
-
-#[derive(Deserialize)]
-struct Notification {
-    params: NotificationParams,
-}
-
-#[derive(Deserialize)]
-struct NotificationParams {
-    result: SubscriptionItem,
-}
-
-impl Follow {
-    /// Says hello as `conn`'s client on a new connection and subscribes.
-    pub async fn start(conn: &Connection, session: String, from_seq: Option<u64>) -> Result<Follow, ClientError> {
-        Self::open(&conn.socket, &conn.info, session, from_seq).await
-    }
-
-    /// Says hello as `info` to the daemon on `socket` and subscribes.
-    pub async fn open(
-        socket: &Path,
-        info: &ClientInfo,
-        session: String,
-        from_seq: Option<u64>,
-    ) -> Result<Follow, ClientError> {
-        let lost = |e: std::io::Error| ClientError::Transport(Box::new(e));
-        let stream = UnixStream::connect(socket).await.map_err(lost)?;
-        let (read, write) = stream.into_split();
-        let hello = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "hello",
-            "params": {"protocol_version": PROTOCOL_VERSION, "client": info}});
-        let subscribe = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "session.subscribe",
-            "params": {"session": session, "from_seq": from_seq}});
-        let mut follow = Follow { lines: BufReader::new(read), write, next_seq: from_seq, line: Vec::new() };
-        // One at a time: calls may be answered in any order, and the
-        // subscription's events follow its answer at once.
-        for request in [hello, subscribe] {
-            follow.write.write_all(format!("{request}\n").as_bytes()).await.map_err(lost)?;
-            let line = follow.read_line().await.map_err(lost)?.ok_or_else(|| {
-                lost(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "the daemon closed the connection"))
-            })?;
-            let reply: Reply = serde_json::from_slice(line)?;
-            if let Some(e) = reply.error {
-                return Err(ClientError::Call(e));
-            }
-            if reply.result.is_none() {
-                return Err(ClientError::Custom("the daemon answered without a result".into()));
-            }
-        }
-        Ok(follow)
-    }
-
-    /// The next line, without its newline; `None` at the end of the stream.
-    async fn read_line(&mut self) -> std::io::Result<Option<&[u8]>> {
-        self.line.clear();
-        let limit = MAX_MESSAGE_BYTES as u64 + 1;
-        let n = (&mut self.lines).take(limit).read_until(b'\n', &mut self.line).await?;
-        if n == 0 {
-            return Ok(None);
-        }
-        if self.line.last() != Some(&b'\n') && self.line.len() as u64 >= limit {
-            return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "a message from the daemon is too large"));
-        }
-        Ok(Some(self.line.trim_ascii_end()))
-    }
-
-    /// The next item; `None` when the daemon ends the stream or the
-    /// connection is lost.
-    pub async fn next(&mut self) -> Option<Result<SubscriptionItem, FollowError>> {
-        loop {
-            let line = match self.read_line().await {
-                Ok(Some(line)) => line,
-                Ok(None) => return None,
-                Err(e) => return Some(Err(FollowError::Decode(e.to_string()))),
-            };
-            let item = match serde_json::from_slice::<Notification>(line) {
-                Ok(n) => n.params.result,
-                Err(e) => return Some(Err(FollowError::Decode(e.to_string()))),
-            };
-            if let SubscriptionItem::Event(ev) = &item {
-                if self.next_seq.is_some_and(|n| ev.seq < n) {
-                    continue; // the daemon never repeats one; be safe anyway
-                }
-                self.next_seq = Some(ev.seq + 1);
-            }
-            return Some(Ok(item));
-        }
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum FollowError {
-    #[error("undecodable event from the daemon: {0}")]
-    Decode(String),
-}
+/// How long a call may wait for its answer.
+pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(120);

@@ -1,8 +1,8 @@
 //! The Rust client of `forged`, for Forge's own clients (`forgectl`, the
 //! TUI, the benchmarks) and anyone writing one: connect over the daemon's
-//! Unix socket and say hello ([`connect`]), call the typed
-//! [`ForgeClient`] methods, follow a session over JSON lines
-//! ([`Follow`]) and read its events the way every client does
+//! Unix socket and say hello ([`connect`], or [`LineClient`] over JSON
+//! lines), call the typed [`ForgeClient`] methods, follow a session over
+//! JSON lines ([`Follow`]) and read its events the way every client does
 //! ([`fold`]), or start the daemon when none answers ([`autostart`]).
 //! The wire schema itself lives in `forge-proto`; the engine never links
 //! this crate.
@@ -10,6 +10,7 @@
 pub mod autostart;
 mod connection;
 pub mod fold;
+mod lines;
 pub mod shell;
 pub mod terminal;
 pub mod tree;
@@ -18,6 +19,7 @@ pub use connection::*;
 pub use forge_proto::methods::ForgeClient;
 /// Re-exported so clients use the same jsonrpsee as this crate.
 pub use jsonrpsee;
+pub use lines::*;
 
 /// A `retrying` event in words, the same in every client:
 /// `retrying in 2.0s (attempt 2/5): overloaded`.

@@ -164,7 +164,8 @@ async fn start(args: Args) -> anyhow::Result<()> {
     }
     let socket = args.socket.clone().unwrap_or_else(forge_proto::paths::default_socket);
     let started = |pid| eprintln!("forge: started forged (pid {pid}) on {}", socket.display());
-    let conn = connect_or_start(&socket, runtime::client_info(), !args.no_autostart, started).await?;
+    let conn: forge_client::Connection =
+        connect_or_start(&socket, runtime::client_info(), !args.no_autostart, started).await?;
     let options = ui_options(&args);
     let mut keys = crossterm::event::EventStream::new();
     let session = if args.new {

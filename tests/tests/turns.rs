@@ -190,6 +190,35 @@ async fn cancel_keeps_the_partial_answer_marked_cancelled() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_in_send_cancels_its_turn_and_keeps_what_was_shown() {
+    use tokio::io::AsyncReadExt;
+    let (_mock, forge) = setup().await;
+    forge.new_session(&["--name", "i"]).await;
+    let mut send = forge
+        .ctl_cmd(&["send", "-s", "i", "mock:tokens=5000 mock:delay=3 slow"])
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    // Interrupted once it has shown part of the answer.
+    let mut stdout = send.stdout.take().unwrap_or_else(|| panic!("piped stdout"));
+    let mut shown = vec![0u8; 64];
+    let n = stdout.read(&mut shown).await.unwrap_or_else(|e| panic!("{e}"));
+    shown.truncate(n);
+    assert!(n > 0, "send printed part of the answer");
+    let pid = send.id().unwrap_or_else(|| panic!("send is running")) as i32;
+    // SAFETY: a signal to our own child.
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    stdout.read_to_end(&mut shown).await.unwrap_or_else(|e| panic!("{e}"));
+    let out = forge_tests::harness::Ran::from(send.wait_with_output().await.unwrap_or_else(|e| panic!("{e}")));
+    assert_eq!(out.code, 130, "send exits 130 when interrupted: {}", out.stderr);
+    assert!(out.stderr.contains("cancelling the turn"), "{}", out.stderr);
+    let h = forge.ok(&["--json", "history", "i"]).await.json_lines();
+    assert_eq!(h[1]["status"], "cancelled");
+    let partial = h[1]["text"].as_str().unwrap_or_default();
+    assert!(!partial.is_empty() && token_text(5000).starts_with(partial));
+    assert_eq!(String::from_utf8_lossy(&shown).trim_end(), partial.trim_end(), "what send printed is what was kept");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_sent_during_a_turn_is_queued_and_runs_next() {
     let (_mock, forge) = setup().await;
     forge.new_session(&["--name", "q"]).await;

@@ -48,10 +48,11 @@ pub async fn run(g: &Global, a: AttachArgs) -> Result<(), Failure> {
     }
     let mut sub = Follow::start(&conn, a.session.clone(), from_seq).await?;
     let mut transcript = Transcript::new(fold);
+    let mut interrupt = crate::cmd::send::interrupts()?;
     loop {
         let item = tokio::select! {
             item = sub.next() => item,
-            _ = tokio::signal::ctrl_c() => { transcript.finish(); return Ok(()) }
+            _ = interrupt.recv() => { transcript.finish(); return Ok(()) }
         };
         let item = match item {
             Some(Ok(item)) => item,

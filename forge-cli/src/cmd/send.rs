@@ -4,13 +4,13 @@ use forge_proto::params::{AnswerParams, CancelParams, ImagePutParams, SendParams
 use std::io::{Read, Write};
 
 use clap::Args;
-use forge_client::Follow;
 use forge_client::ForgeClient;
+use forge_client::{Follow, LineClient};
 use forge_proto::{ApprovalDecision, EventKind, JournalHealth, SubscriptionItem, TurnStatus};
 
 use crate::Global;
 use crate::cmd::session::NewSession;
-use crate::connect::daemon;
+use crate::connect::daemon_lines;
 use crate::exit::{DAEMON_ERROR, Failure, INTERRUPTED, TURN_CANCELLED, TURN_FAILED};
 use crate::output::json_line;
 
@@ -117,8 +117,8 @@ pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
         None => None,
     };
     let images = read_images(&a.images)?;
-    let conn = daemon(g).await?;
-    let client = &conn.client;
+    // The whole turn on one JSON-lines connection: hello, send, follow.
+    let client = daemon_lines(g).await?;
     // One image per call: several would not fit in one message together.
     let mut attached = Vec::with_capacity(images.len());
     for (data, name) in images {
@@ -128,7 +128,7 @@ pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
     let session = match a.session {
         Some(s) => s,
         None => {
-            let info = a.new.create(client).await?;
+            let info = a.new.create(&client).await?;
             eprintln!("session: {} ({}/{})", info.id, info.provider, info.model);
             if g.json {
                 json_line(&serde_json::json!({"type": "session", "session": info}));
@@ -166,19 +166,36 @@ pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
 
     let turn = Turn {
         session_id: &sent.session_id,
-        from_seq: sent.seq,
         message_id: &sent.message_id,
         commits: sent.commits,
         structured: output_schema.is_some(),
     };
-    follow_turn(g, &conn, turn, a.auto_approve, a.thinking).await
+    let sub = client.follow(sent.session_id.clone(), Some(sent.seq)).await?;
+    follow_turn(g, sub, turn, a.auto_approve, a.thinking).await
+}
+
+/// Ctrl-C, watched for the whole follow: a signal that comes while an
+/// event is being printed waits here instead of being lost (a
+/// `tokio::signal::ctrl_c()` made anew for each event misses it, and the
+/// process, whose handler is installed, would ignore it).
+pub fn interrupts() -> Result<tokio::signal::unix::Signal, Failure> {
+    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .map_err(|e| Failure::new(DAEMON_ERROR, "internal", format!("cannot watch for Ctrl-C: {e}")))
+}
+
+/// The connection for calls made while following a turn (cancel,
+/// approve), opened on first use: most turns make none.
+async fn caller<'a>(g: &Global, slot: &'a mut Option<LineClient>) -> Result<&'a LineClient, Failure> {
+    let client = match slot.take() {
+        Some(c) => c,
+        None => daemon_lines(g).await?,
+    };
+    Ok(slot.insert(client))
 }
 
 /// The turn a client follows.
 pub struct Turn<'a> {
     pub session_id: &'a str,
-    /// Its events from this seq on.
-    pub from_seq: u64,
     pub message_id: &'a str,
     /// Git mode: it ends with its commit (`SendResult::commits`).
     pub commits: bool,
@@ -187,21 +204,21 @@ pub struct Turn<'a> {
     pub structured: bool,
 }
 
-/// Streams the turn answering `message_id` (its events from `from_seq`
-/// on) until it ends: the answer on stdout, the rest on stderr, or every
-/// event as JSON with `--json`.
+/// Streams the turn answering `message_id` from `sub` (which follows its
+/// session from `from_seq`) until it ends: the answer on stdout, the rest
+/// on stderr, or every event as JSON with `--json`.
 pub async fn follow_turn(
     g: &Global,
-    conn: &forge_client::Connection,
+    mut sub: Follow,
     turn: Turn<'_>,
     auto_approve: bool,
     thinking: bool,
 ) -> Result<(), Failure> {
-    let Turn { session_id, from_seq, message_id, commits, structured: turn_structured } = turn;
+    let Turn { session_id, message_id, commits, structured: turn_structured } = turn;
     // Git mode: how the turn ended, kept until its commit is journaled.
     let mut ended: Option<Result<(), Failure>> = None;
-    let client = &conn.client;
-    let mut sub = Follow::start(conn, session_id.to_string(), Some(from_seq)).await?;
+    let mut rpc = None;
+    let mut interrupt = interrupts()?;
     let mut in_turn = false;
     // Thinking is being printed on stderr: end its line before anything else.
     let mut thinking_shown = false;
@@ -217,10 +234,12 @@ pub async fn follow_turn(
     loop {
         let item = tokio::select! {
             item = sub.next() => item,
-            _ = tokio::signal::ctrl_c(), if !interrupted => {
+            _ = interrupt.recv(), if !interrupted => {
                 interrupted = true;
                 eprintln!("\nforgectl: cancelling the turn (the partial answer is kept)...");
-                let _ = client.session_cancel(CancelParams { session: session_id.to_string(), ..Default::default() }).await;
+                if let Ok(client) = caller(g, &mut rpc).await {
+                    let _ = client.session_cancel(CancelParams { session: session_id.to_string(), ..Default::default() }).await;
+                }
                 continue;
             }
         };
@@ -303,17 +322,19 @@ pub async fn follow_turn(
             }
             EventKind::ApprovalRequested { approval_id, calls, .. } if in_turn => {
                 if auto_approve {
-                    let r = client
-                        .approval_answer(AnswerParams {
-                            session: session_id.to_string(),
-                            decision: ApprovalDecision::ApproveAll,
-                            approval_id: Some(approval_id.clone()),
-                            ..Default::default()
-                        })
-                        .await;
+                    let answer = AnswerParams {
+                        session: session_id.to_string(),
+                        decision: ApprovalDecision::ApproveAll,
+                        approval_id: Some(approval_id.clone()),
+                        ..Default::default()
+                    };
+                    let r = match caller(g, &mut rpc).await {
+                        Ok(client) => client.approval_answer(answer).await.map_err(Failure::from),
+                        Err(f) => Err(f),
+                    };
                     match r {
                         Ok(_) => eprintln!("forgectl: approved {} tool call(s) (--auto-approve)", calls.len()),
-                        Err(e) => eprintln!("forgectl: could not approve: {}", Failure::from(e).message),
+                        Err(f) => eprintln!("forgectl: could not approve: {}", f.message),
                     }
                 } else {
                     if !ends_with_newline && !g.json {

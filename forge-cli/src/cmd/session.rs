@@ -2,7 +2,6 @@
 
 use clap::{Args, Subcommand};
 use forge_client::ForgeClient;
-use forge_client::jsonrpsee::async_client::Client;
 use forge_proto::SessionInfo;
 use forge_proto::params::{ConfigureParams, ContextParams, CreateParams, ModelsParams, RecallParams, RenameParams};
 use forge_proto::{MessageStatus, RecoveryBadge, Role};
@@ -90,7 +89,7 @@ impl NewSession {
             && self.from.is_none()
     }
 
-    pub async fn create(self, client: &Client) -> Result<SessionInfo, Failure> {
+    pub async fn create(self, client: &impl ForgeClient) -> Result<SessionInfo, Failure> {
         let cwd = match self.cwd {
             Some(p) => Some(std::path::absolute(&p).unwrap_or(p).display().to_string()),
             None => std::env::current_dir().ok().map(|p| p.display().to_string()),

@@ -175,12 +175,12 @@ pub async fn edit(g: &Global, session: &str, node: &str, text: String, no_wait: 
     }
     let turn = crate::cmd::send::Turn {
         session_id: &r.session_id,
-        from_seq: from,
         message_id: &r.new_node_id,
         commits: git,
         structured: false,
     };
-    crate::cmd::send::follow_turn(g, &conn, turn, false, false).await
+    let sub = forge_client::Follow::start(&conn, r.session_id.clone(), Some(from)).await?;
+    crate::cmd::send::follow_turn(g, sub, turn, false, false).await
 }
 
 pub async fn fork(

@@ -140,6 +140,11 @@ impl Engine {
         if selector.is_empty() {
             return Err(EngineError::new(ErrorKind::InvalidParams, "no session given"));
         }
+        // A running session named by its whole id (how clients name the
+        // session they just sent to) needs no query.
+        if self.inner.sessions.lock().await.get(selector).is_some_and(|h| h.is_alive()) {
+            return Ok(selector.to_string());
+        }
         let ids = self.shared().store.find_session_ids(selector).await?;
         match ids.as_slice() {
             [id] => Ok(id.clone()),

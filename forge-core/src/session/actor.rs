@@ -112,6 +112,7 @@ impl SessionActor {
             tx,
             events: events.downgrade(),
             taps: Arc::default(),
+            recent: Arc::default(),
             snapshot: snapshot_rx,
             attached: Arc::new(AtomicU32::new(0)),
         };
@@ -155,7 +156,7 @@ impl SessionActor {
             acks_tx,
             acks,
             health,
-            events: super::live::Publisher { events, taps: handle.taps.clone() },
+            events: super::live::Publisher { events, taps: handle.taps.clone(), recent: handle.recent.clone() },
             snapshot,
             request: None,
             tool: None,

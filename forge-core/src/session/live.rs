@@ -7,7 +7,12 @@
 //! caught-up client can get it with no task hop at all (forged writes it to
 //! the socket from there). A tap only ever *tries*: whatever it does not take
 //! still reaches its feed through the broadcast, in order.
+//!
+//! The newest few events stay in memory ([`Recent`]): a follower that joins
+//! near the live edge (a client that sent a message and follows its turn)
+//! catches up from them instead of reading the store.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -61,16 +66,100 @@ impl Taps {
     }
 }
 
+/// How many of the newest events are kept in memory, and at most how
+/// many bytes of them: enough for the start of a turn.
+const RECENT_EVENTS: usize = 64;
+const RECENT_BYTES: usize = 16 * 1024;
+
+/// A joining follower's live receiver and the events kept when it joined.
+pub(crate) type Joined = (broadcast::Receiver<PublishedEvent>, Vec<(u64, Arc<str>)>);
+
+/// The newest published events, in seq order with no gap.
+#[derive(Default)]
+pub(crate) struct Recent(Mutex<VecDeque<(u64, Arc<str>)>>);
+
+impl Recent {
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<(u64, Arc<str>)>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Subscribes to the broadcast and copies the events kept, in one
+    /// step against [`Publisher::publish`]: every event after the last
+    /// one copied comes through the receiver.
+    pub fn join(&self, events: &broadcast::WeakSender<PublishedEvent>) -> Option<Joined> {
+        let kept = self.lock();
+        let live = events.upgrade()?.subscribe();
+        Some((live, kept.iter().cloned().collect()))
+    }
+}
+
+fn keep(kept: &mut VecDeque<(u64, Arc<str>)>, seq: u64, json: &Arc<str>) {
+    if kept.back().is_some_and(|(last, _)| last + 1 != seq) {
+        kept.clear(); // never a gap: what came before is in the store
+    }
+    kept.push_back((seq, json.clone()));
+    let mut bytes: usize = kept.iter().map(|(_, j)| j.len()).sum();
+    while kept.len() > RECENT_EVENTS || bytes > RECENT_BYTES {
+        let Some((_, gone)) = kept.pop_front() else { break };
+        bytes -= gone.len();
+    }
+}
+
 /// The session actor's side: taps first, then the broadcast.
 pub(crate) struct Publisher {
     pub events: broadcast::Sender<PublishedEvent>,
     pub taps: Arc<Taps>,
+    pub recent: Arc<Recent>,
 }
 
 impl Publisher {
     pub fn publish(&self, seq: u64, json: Arc<str>) {
         self.taps.offer(seq, &json);
+        // Kept and broadcast under one lock, for `Recent::join`.
+        let mut kept = self.recent.lock();
+        keep(&mut kept, seq, &json);
         // No subscriber is fine: the event is in the store.
         let _ = self.events.send(PublishedEvent { seq, json });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn publisher() -> (Publisher, broadcast::WeakSender<PublishedEvent>) {
+        let (events, _) = broadcast::channel(16);
+        let weak = events.downgrade();
+        (Publisher { events, taps: Arc::default(), recent: Arc::default() }, weak)
+    }
+
+    #[test]
+    fn a_joining_follower_gets_the_kept_events_then_every_later_one_live() {
+        let (p, weak) = publisher();
+        for seq in 1..=3 {
+            p.publish(seq, format!("e{seq}").into());
+        }
+        let (mut live, kept) = p.recent.join(&weak).expect("the session lives");
+        assert_eq!(kept.iter().map(|(s, _)| *s).collect::<Vec<_>>(), [1, 2, 3]);
+        p.publish(4, "e4".into());
+        assert_eq!(live.try_recv().map(|e| e.seq).ok(), Some(4));
+    }
+
+    #[test]
+    fn only_the_newest_events_are_kept_and_never_across_a_gap() {
+        let (p, weak) = publisher();
+        for seq in 1..=(RECENT_EVENTS as u64 + 10) {
+            p.publish(seq, "x".into());
+        }
+        let (_, kept) = p.recent.join(&weak).expect("the session lives");
+        assert_eq!(kept.len(), RECENT_EVENTS);
+        assert_eq!(kept.first().map(|(s, _)| *s), Some(11));
+        p.publish(100, "y".into());
+        let (_, kept) = p.recent.join(&weak).expect("the session lives");
+        assert_eq!(kept.iter().map(|(s, _)| *s).collect::<Vec<_>>(), [100]);
+        // An event larger than the budget is not kept at all.
+        p.publish(101, "z".repeat(RECENT_BYTES + 1).into());
+        let (_, kept) = p.recent.join(&weak).expect("the session lives");
+        assert!(kept.is_empty());
     }
 }

@@ -200,6 +200,7 @@ pub(crate) struct SessionHandle {
     tx: mpsc::Sender<SessionCmd>,
     events: broadcast::WeakSender<PublishedEvent>,
     pub(crate) taps: Arc<live::Taps>,
+    pub(crate) recent: Arc<live::Recent>,
     pub snapshot: watch::Receiver<Snapshot>,
     pub attached: Arc<AtomicU32>,
 }
@@ -233,8 +234,10 @@ impl SessionHandle {
         rx.await.map_err(|_| EngineError::gone())?
     }
 
-    pub fn subscribe_live(&self) -> Option<broadcast::Receiver<PublishedEvent>> {
-        self.events.upgrade().map(|s| s.subscribe())
+    /// Subscribes to live events and copies the newest ones kept, in one
+    /// step: every event after those comes live. `None` once it stopped.
+    pub fn join_live(&self) -> Option<live::Joined> {
+        self.recent.join(&self.events)
     }
 
     pub fn is_alive(&self) -> bool {

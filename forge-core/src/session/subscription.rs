@@ -1,7 +1,9 @@
 //! Following a session: replay from the store, then live, with no gap and
 //! no duplicate. The live feed is subscribed *before* the store is read, so
 //! every event is either in what the store returns or still to come live;
-//! seqs already delivered are skipped. A subscriber that falls behind the
+//! seqs already delivered are skipped. A subscriber that joins near the live
+//! edge catches up from the events the session keeps in memory, without
+//! reading the store at all. A subscriber that falls behind the
 //! live feed is told so and re-reads from the store: it can never slow the
 //! session or other clients.
 
@@ -33,6 +35,8 @@ pub enum FeedItem {
 }
 
 enum Phase {
+    /// The buffer holds every event up to the live edge (from memory).
+    Recent,
     Replay,
     Live,
     Done,
@@ -70,10 +74,19 @@ impl EventFeed {
         } else {
             health.mark_changed();
         }
-        let live = handle.subscribe_live().ok_or_else(EngineError::gone)?;
-        let last = handle.snapshot.borrow().last_seq;
+        let (live, kept) = handle.join_live().ok_or_else(EngineError::gone)?;
+        let newest = kept.last().map(|(seq, _)| *seq);
+        let last = handle.snapshot.borrow().last_seq.max(newest.unwrap_or(0));
         // A seq beyond the end means "from the next event on".
         let next_seq = from_seq.map(|s| s.clamp(1, last + 1)).unwrap_or(last + 1);
+        // What is kept runs up to the live edge; if it reaches back to
+        // `next_seq`, it is all the replay there is.
+        let (buffer, phase) = match (kept.first(), newest) {
+            (Some((oldest, _)), Some(newest)) if *oldest <= next_seq && newest == last => {
+                (kept.into_iter().filter(|(seq, _)| *seq >= next_seq).collect(), Phase::Recent)
+            }
+            _ => (VecDeque::new(), Phase::Replay),
+        };
         handle.attached.fetch_add(1, Ordering::Relaxed);
         Ok(Self {
             session_id: handle.id.clone(),
@@ -81,8 +94,8 @@ impl EventFeed {
             writer,
             live,
             next_seq,
-            buffer: VecDeque::new(),
-            phase: Phase::Replay,
+            buffer,
+            phase,
             handle,
             health,
             tap: None,
@@ -122,6 +135,10 @@ impl EventFeed {
             }
             match self.phase {
                 Phase::Done => return None,
+                Phase::Recent => {
+                    self.phase = Phase::Live;
+                    return Some(FeedItem::Live { last_seq: self.next_seq - 1 });
+                }
                 Phase::Replay => {
                     self.writer.sync().await;
                     let page = match self.store.events_after(&self.session_id, self.next_seq - 1, REPLAY_PAGE).await {
