@@ -10,7 +10,7 @@
 #      code the profile never ran kept apart from the code it ran (lld's
 #      -z keep-text-section-prefix): a turn then maps a few MiB of code
 #      instead of most of the binary.
-# Two full release builds: about 25 minutes on 2 cores.
+# Two full release builds: about 30 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
