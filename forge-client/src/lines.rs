@@ -76,6 +76,14 @@ struct Reply {
     error: Option<ErrorObjectOwned>,
 }
 
+/// One JSON-RPC request (a notification without `id`) as a line.
+fn request_line(id: Option<u64>, method: &str, params: Option<&RawValue>) -> Result<String, serde_json::Error> {
+    let method = serde_json::to_string(method)?;
+    let params = params.map_or("{}", RawValue::get);
+    let id = id.map(|id| format!("\"id\":{id},")).unwrap_or_default();
+    Ok(format!("{{\"jsonrpc\":\"2.0\",{id}\"method\":{method},\"params\":{params}}}\n"))
+}
+
 fn lost(e: io::Error) -> ClientError {
     ClientError::RestartNeeded(std::sync::Arc::new(ClientError::Transport(Box::new(e))))
 }
@@ -100,9 +108,7 @@ impl LineIo {
     /// line the daemon could not read) answers this one, the only call
     /// in flight.
     async fn call(&mut self, id: u64, method: &str, params: Option<&RawValue>) -> Result<Box<RawValue>, ClientError> {
-        let method = serde_json::to_string(method)?;
-        let params = params.map_or("{}", RawValue::get);
-        let line = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":{method},\"params\":{params}}}\n");
+        let line = request_line(Some(id), method, params)?;
         self.write.write_all(line.as_bytes()).await.map_err(lost)?;
         loop {
             let line = self.read_line().await.map_err(lost)?.ok_or_else(|| {
@@ -158,10 +164,7 @@ impl ClientT for Calls {
     where
         Params: ToRpcParams + Send,
     {
-        let params = params.to_rpc_params()?;
-        let method = serde_json::to_string(method)?;
-        let params = params.as_deref().map_or("{}", RawValue::get);
-        let line = format!("{{\"jsonrpc\":\"2.0\",\"method\":{method},\"params\":{params}}}\n");
+        let line = request_line(None, method, params.to_rpc_params()?.as_deref())?;
         self.io.lock().await.write.write_all(line.as_bytes()).await.map_err(lost)
     }
 

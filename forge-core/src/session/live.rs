@@ -76,10 +76,17 @@ pub(crate) type Joined = (broadcast::Receiver<PublishedEvent>, Vec<(u64, Arc<str
 
 /// The newest published events, in seq order with no gap.
 #[derive(Default)]
-pub(crate) struct Recent(Mutex<VecDeque<(u64, Arc<str>)>>);
+pub(crate) struct Recent(Mutex<Kept>);
+
+#[derive(Default)]
+struct Kept {
+    events: VecDeque<(u64, Arc<str>)>,
+    /// The bytes of `events`' JSON.
+    bytes: usize,
+}
 
 impl Recent {
-    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<(u64, Arc<str>)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Kept> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -89,19 +96,23 @@ impl Recent {
     pub fn join(&self, events: &broadcast::WeakSender<PublishedEvent>) -> Option<Joined> {
         let kept = self.lock();
         let live = events.upgrade()?.subscribe();
-        Some((live, kept.iter().cloned().collect()))
+        Some((live, kept.events.iter().cloned().collect()))
     }
 }
 
-fn keep(kept: &mut VecDeque<(u64, Arc<str>)>, seq: u64, json: &Arc<str>) {
-    if kept.back().is_some_and(|(last, _)| last + 1 != seq) {
-        kept.clear(); // never a gap: what came before is in the store
-    }
-    kept.push_back((seq, json.clone()));
-    let mut bytes: usize = kept.iter().map(|(_, j)| j.len()).sum();
-    while kept.len() > RECENT_EVENTS || bytes > RECENT_BYTES {
-        let Some((_, gone)) = kept.pop_front() else { break };
-        bytes -= gone.len();
+impl Kept {
+    fn push(&mut self, seq: u64, json: &Arc<str>) {
+        if self.events.back().is_some_and(|(last, _)| last + 1 != seq) {
+            // Never a gap: what came before is in the store.
+            self.events.clear();
+            self.bytes = 0;
+        }
+        self.events.push_back((seq, json.clone()));
+        self.bytes += json.len();
+        while self.events.len() > RECENT_EVENTS || self.bytes > RECENT_BYTES {
+            let Some((_, gone)) = self.events.pop_front() else { break };
+            self.bytes -= gone.len();
+        }
     }
 }
 
@@ -117,7 +128,7 @@ impl Publisher {
         self.taps.offer(seq, &json);
         // Kept and broadcast under one lock, for `Recent::join`.
         let mut kept = self.recent.lock();
-        keep(&mut kept, seq, &json);
+        kept.push(seq, &json);
         // No subscriber is fine: the event is in the store.
         let _ = self.events.send(PublishedEvent { seq, json });
     }
