@@ -26,11 +26,15 @@ Usage: python3 bench/send_bench.py [--runs N] [--tokens N] [--wire W] [--no-buil
 --wire picks the provider wire format: anthropic (default), openai-chat,
 openai-responses or gemini. --bin-dir takes the binaries from DIR instead of
 target/release (for a release build in another target directory).
+--wrap CMD runs forged and each `forgectl send` under CMD (for instance
+valgrind's callgrind, to learn which functions a turn runs); the figures
+are then those of the tool, not of Forge.
 """
 
 import argparse
 import resource
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -132,8 +136,11 @@ def main():
     ap.add_argument("--no-codex", action="store_true")
     ap.add_argument("--perf", metavar="FILE",
                     help="record the daemon with `perf record -g` during the measured turns into FILE")
+    ap.add_argument("--wrap", metavar="CMD", default="",
+                    help="run forged and each `forgectl send` under CMD (a tracer such as valgrind)")
     a = ap.parse_args()
     BIN = a.bin_dir
+    wrap = shlex.split(a.wrap)
 
     if not a.no_build:
         print("building (release)...", file=sys.stderr)
@@ -173,12 +180,12 @@ def main():
         with open(os.path.join(env["FORGE_HOME"], "config.toml"), "w") as f:
             f.write('[openai]\nwire_api = "responses"\n')
     daemon = subprocess.Popen(
-        [os.path.join(BIN, "forged"), "--socket", env["FORGE_SOCKET"]],
+        wrap + [os.path.join(BIN, "forged"), "--socket", env["FORGE_SOCKET"]],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:
         ctl = os.path.join(BIN, "forgectl")
-        for _ in range(500):
+        for _ in range(3000):
             if os.path.exists(env["FORGE_SOCKET"]):
                 break
             time.sleep(0.01)
@@ -186,7 +193,7 @@ def main():
         subprocess.run([ctl, "--no-autostart", "session", "new", "--name", "bench", "--provider", provider], env=env,
                        check=True, stdout=subprocess.DEVNULL)
         msg = f"mock:tokens={a.tokens} mock:delay={a.delay_ms} bench"
-        send = [ctl, "--no-autostart", "send", "-s", "bench", msg]
+        send = wrap + [ctl, "--no-autostart", "send", "-s", "bench", msg]
         run_client(send, env)  # warm-up: connections, page cache
         expected = "".join(f"w{i} " for i in range(a.tokens))
 

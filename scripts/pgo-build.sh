@@ -4,13 +4,19 @@
 #   1. an instrumented release build (target/pgo-gen/);
 #   2. the send benchmark run with it on every wire format, against the
 #      in-tree mock (no network, no key), each process writing its profile;
+#      then, if valgrind is installed, a few turns under callgrind, which
+#      also names the standard library and C functions a turn runs;
 #   3. the profiles merged (llvm-profdata, from `rustup component add
-#      llvm-tools`);
-#   4. the release build again, optimised with that profile, and with the
-#      code the profile never ran kept apart from the code it ran (lld's
-#      -z keep-text-section-prefix): a turn then maps a few MiB of code
-#      instead of most of the binary.
-# Two full release builds: about 30 minutes on 2 cores.
+#      llvm-tools`), and the list of every function that ran
+#      (scripts/pgo_order.py);
+#   4. the release build again, optimised with that profile, with the code
+#      the profile never ran kept apart from the code it ran (lld's
+#      -z keep-text-section-prefix) and the functions that ran laid out
+#      together (lld's --symbol-ordering-file): the kernel maps code in
+#      64 KiB windows around each page touched, so a turn then maps a few
+#      MiB of code instead of most of the binary. forgectl is linked with
+#      the C library built in (scripts/static-forgectl-rustc.sh).
+# Two full release builds: about 35 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
@@ -49,13 +55,30 @@ done
 "$gen/forge-bench" --quick >/dev/null
 "$gen/forge-bench" search "fn main" "$ROOT" >/dev/null || true
 "$gen/forge-bench" patch >/dev/null
+
+shopt -s nullglob  # no callgrind files without valgrind
+mkdir -p "$work/callgrind"
+if command -v valgrind >/dev/null; then
+  # The instrumented binaries write profiles here too: slowed, not different.
+  for wire in anthropic openai-chat openai-responses gemini; do
+    python3 bench/send_bench.py --no-build --no-codex --runs 2 --wire "$wire" --bin-dir "$gen" \
+      --wrap "valgrind --tool=callgrind --demangle=no -q --callgrind-out-file=$work/callgrind/%p.out" >/dev/null
+  done
+else
+  echo "pgo-build: valgrind is not installed, so the standard library's and SQLite's code is not laid out" >&2
+  echo "  with the rest (about 2 MiB more resident); install it with: apt-get install valgrind" >&2
+fi
 unset LLVM_PROFILE_FILE
 
-say "3/4 Merging the profiles"
+say "3/4 Merging the profiles; listing the functions that ran"
 "$profdata" merge -o "$work/forge.profdata" "$work/raw/"
+"$profdata" show --all-functions --counts "$work/forge.profdata" |
+  python3 scripts/pgo_order.py --bin-dir "$gen" "$work/callgrind/"*.out > "$work/ran.txt"
 
 say "4/4 Release build with the profile (target/pgo)"
-RUSTFLAGS="-Cprofile-use=$work/forge.profdata -Clink-arg=-Wl,-z,keep-text-section-prefix" \
+RUSTFLAGS="-Cprofile-use=$work/forge.profdata -Clink-arg=-Wl,-z,keep-text-section-prefix \
+-Clink-arg=-Wl,--symbol-ordering-file=$work/ran.txt -Clink-arg=-Wl,--no-warn-symbol-ordering" \
+  RUSTC_WRAPPER="$ROOT/scripts/static-forgectl-rustc.sh" \
   CARGO_TARGET_DIR="$ROOT/target/pgo" cargo build --release --workspace --bins
 
 say "Done: the binaries are in target/pgo/release/"
