@@ -16,7 +16,7 @@
 #      64 KiB windows around each page touched, so a turn then maps a few
 #      MiB of code instead of most of the binary. forgectl is linked with
 #      the C library built in (scripts/static-forgectl-rustc.sh).
-# Two full release builds: about 35 minutes on 2 cores.
+# Two full release builds: about 40 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
