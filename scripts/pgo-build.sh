@@ -44,10 +44,11 @@ RUSTFLAGS="-Cprofile-generate=$work/raw" CARGO_TARGET_DIR="$ROOT/target/pgo-gen"
 # Build scripts and proc macros ran instrumented too: not part of the profile.
 rm -f "$work/raw/"*
 
+wires=(anthropic openai-chat openai-responses gemini)
 say "2/4 Profiling: turns on every wire format, delivery to 10 clients, search, patch"
 export LLVM_PROFILE_FILE="$work/raw/%m_%p.profraw"
 gen="$ROOT/target/pgo-gen/release"
-for wire in anthropic openai-chat openai-responses gemini; do
+for wire in "${wires[@]}"; do
   python3 bench/send_bench.py --no-build --no-codex --runs 10 --wire "$wire" --bin-dir "$gen" >/dev/null
 done
 # Code the profile never runs is optimised for size: give the tools' hot
@@ -59,14 +60,14 @@ done
 shopt -s nullglob  # no callgrind files without valgrind
 mkdir -p "$work/callgrind"
 if command -v valgrind >/dev/null; then
-  # The instrumented binaries write profiles here too: slowed, not different.
-  for wire in anthropic openai-chat openai-responses gemini; do
+  # These runs add to the profile too: slower under valgrind, the same paths.
+  for wire in "${wires[@]}"; do
     python3 bench/send_bench.py --no-build --no-codex --runs 2 --wire "$wire" --bin-dir "$gen" \
       --wrap "valgrind --tool=callgrind --demangle=no -q --callgrind-out-file=$work/callgrind/%p.out" >/dev/null
   done
 else
   echo "pgo-build: valgrind is not installed, so the standard library's and SQLite's code is not laid out" >&2
-  echo "  with the rest (about 2 MiB more resident); install it with: apt-get install valgrind" >&2
+  echo "  with the rest (about 1 MiB more resident); install it with: apt-get install valgrind" >&2
 fi
 unset LLVM_PROFILE_FILE
 
