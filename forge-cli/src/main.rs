@@ -412,7 +412,7 @@ the model decides what to do. --discard answers all of them as discarded and end
 network = \"deny\"         # or \"allow\", \"localhost\"\n  read_roots = [\"/\", \"~/.cargo\"]   # default: the system and the toolchains in ~\n  \
 write_roots = []          # besides the session's roots and $TMPDIR\n  max_memory_mb = 8192\n  max_processes = 1024\n  max_cpu_seconds = 3600\n  \
 pass_env = [\"NPM_TOKEN\"]  # secret-looking variables commands may see\n\n\
-Exit status of `sandbox test`: 0 if every probe was refused (or allowed, where the configuration allows it), 1 otherwise."
+Exit status of `sandbox test`: 0 if every probe was refused (or allowed, where the configuration allows it, or \"asks first\" where commands are not confined and none was run), 1 otherwise."
     )]
     Sandbox {
         #[command(subcommand)]

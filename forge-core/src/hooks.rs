@@ -3,14 +3,18 @@
 //!
 //! A hook gets the event as JSON on stdin (`session_id`, `cwd`,
 //! `hook_event_name`, and per event `tool_name`, `tool_input`,
-//! `tool_response`, `prompt`). Exit status 0 allows (its stdout may add
+//! `tool_response`, `prompt`). Exit status 0 goes on (its stdout may add
 //! context, or be JSON: `decision` / `reason`, `continue` / `stopReason`,
 //! `hookSpecificOutput.permissionDecision`, `additionalContext`); 2 blocks,
-//! its stderr the reason the model (or the user) is given; anything else,
-//! malformed JSON and a hook killed at its timeout are hook errors, never
-//! an allow: a `PreToolUse` or `UserPromptSubmit` hook error stops what it
-//! guards. Hooks run in the command sandbox, with the session's roots, and
-//! every run is journaled (`hook_ran`).
+//! its stderr the reason the model (or the user) is given; any other
+//! status, malformed JSON and a hook killed at its timeout are errors that
+//! do not block (shown to the user and journaled), as in Claude Code,
+//! unless the hook sets `fail_closed`, when they block what it guards.
+//! The user's own hooks (config.toml, `~/.claude/settings.json`) run with
+//! the user's permissions unless they set `sandbox = true`; a project's
+//! hooks, and a user hook whose command names a file in the session's
+//! roots (which a confined command may rewrite), run in the command
+//! sandbox. Every run is journaled (`hook_ran`).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -68,6 +72,15 @@ pub struct HookConfig {
     /// counted as an error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<u64>,
+    /// Run in the command sandbox (default: with the user's permissions,
+    /// as Claude Code runs hooks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<bool>,
+    /// An error of this hook (an exit status other than 0 and 2, a
+    /// timeout, output that is not valid JSON) blocks what it guards
+    /// instead of being shown and passed over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fail_closed: Option<bool>,
 }
 
 /// `[[hooks]]` (a list of hooks, where an entry may be `{ import_claude =
@@ -75,7 +88,8 @@ pub struct HookConfig {
 /// entries: TOML cannot have `[hooks]` and `[[hooks]]` in one file.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct HooksConfig {
-    /// Also run the hooks of a project's `.claude/settings.json` (and
+    /// Also run the hooks of the user's `~/.claude/settings.json` and of a
+    /// trusted project's `.claude/settings.json` (and
     /// `.claude/settings.local.json`).
     pub import_claude: bool,
     #[serde(rename = "hook", skip_serializing_if = "Vec::is_empty")]
@@ -98,6 +112,8 @@ struct HookEntry {
     matcher: Option<String>,
     command: Option<String>,
     timeout: Option<u64>,
+    sandbox: Option<bool>,
+    fail_closed: Option<bool>,
 }
 
 impl<'de> Deserialize<'de> for HooksConfig {
@@ -116,9 +132,14 @@ impl<'de> Deserialize<'de> for HooksConfig {
                         v.try_into().map_err(|e| D::Error::custom(format!("[[hooks]] entry {}: {e}", i + 1)))?;
                     out.import_claude |= e.import_claude.unwrap_or(false);
                     match (e.event, e.command) {
-                        (Some(event), Some(command)) => {
-                            out.hooks.push(HookConfig { event, matcher: e.matcher, command, timeout: e.timeout })
-                        }
+                        (Some(event), Some(command)) => out.hooks.push(HookConfig {
+                            event,
+                            matcher: e.matcher,
+                            command,
+                            timeout: e.timeout,
+                            sandbox: e.sandbox,
+                            fail_closed: e.fail_closed,
+                        }),
                         (None, None) if e.import_claude.is_some() => {}
                         _ => {
                             return Err(D::Error::custom(format!(
@@ -138,10 +159,23 @@ impl<'de> Deserialize<'de> for HooksConfig {
 impl HooksConfig {
     /// Whether any hook may apply in a session working in `cwd`: hooks in
     /// config.toml, or (with `import_claude`) a project's `.claude`
-    /// directory. A cheap test, so that sessions without hooks never read
-    /// settings files or the trust store for them.
-    pub fn may_apply(&self, cwd: &Path) -> bool {
-        !self.hooks.is_empty() || (self.import_claude && cwd.join(".claude").is_dir())
+    /// directory or the user's Claude settings. A cheap test, so that
+    /// sessions without hooks never read settings files or the trust store
+    /// for them.
+    pub fn may_apply(&self, cwd: &Path, home: Option<&Path>) -> bool {
+        !self.hooks.is_empty()
+            || (self.import_claude
+                && (cwd.join(".claude").is_dir() || home.is_some_and(|h| user_claude_settings(h).is_file())))
+    }
+
+    /// Guard hooks (PreToolUse, UserPromptSubmit) whose errors no longer
+    /// block: what `config check` and a session after an upgrade point out.
+    pub fn guards_without_fail_closed(&self) -> Vec<&HookConfig> {
+        self.hooks
+            .iter()
+            .filter(|h| matches!(h.event, HookEvent::PreToolUse | HookEvent::UserPromptSubmit))
+            .filter(|h| h.fail_closed.is_none())
+            .collect()
     }
 
     /// Checks the matchers; the error names the hook.
@@ -154,6 +188,80 @@ impl HooksConfig {
         }
         Ok(())
     }
+}
+
+/// What `config check` says of the hooks: guards whose errors no longer
+/// block, and commands that name a program that is not there or cannot be
+/// run (`~/` against `home`; a relative path is the session's and not
+/// checked, nor is a word with shell expansions).
+pub fn config_warnings(config: &HooksConfig, home: Option<&Path>) -> Vec<String> {
+    let mut out: Vec<String> = config
+        .guards_without_fail_closed()
+        .into_iter()
+        .map(|h| {
+            format!(
+                "{} hook `{}`: an error of it (an exit status other than 0 and 2, a timeout, output that is not \
+                 valid JSON) is shown and no longer blocks; if it guards something, add `fail_closed = true`",
+                h.event.as_str(),
+                h.command
+            )
+        })
+        .collect();
+    for h in &config.hooks {
+        let Some(word) = h.command.split_whitespace().next() else { continue };
+        if word.contains('$') || word.contains('`') {
+            continue;
+        }
+        let path = match (word.strip_prefix("~/"), home) {
+            (Some(rest), Some(home)) => home.join(rest),
+            (Some(_), None) => continue,
+            _ if word.starts_with('/') => std::path::PathBuf::from(word),
+            _ => continue,
+        };
+        use std::os::unix::fs::PermissionsExt;
+        match std::fs::metadata(&path) {
+            Err(_) => out.push(format!(
+                "{} hook `{}`: {} does not exist (the hook will fail with exit status 127)",
+                h.event.as_str(),
+                h.command,
+                path.display()
+            )),
+            Ok(m) if !m.is_file() || m.permissions().mode() & 0o111 == 0 => out.push(format!(
+                "{} hook `{}`: {} is not an executable file (`chmod +x {}`, or run it as `sh {}`)",
+                h.event.as_str(),
+                h.command,
+                path.display(),
+                path.display(),
+                word
+            )),
+            Ok(_) => {}
+        }
+    }
+    out
+}
+
+/// Said once per Forge home (a marker file in it), by the first session
+/// created after hook errors stopped blocking, when guard hooks lack
+/// `fail_closed`.
+pub fn upgrade_notice(config: &HooksConfig, home: &Path) -> Option<String> {
+    let guards = config.guards_without_fail_closed();
+    if guards.is_empty() {
+        return None;
+    }
+    let marker = home.join("notices").join("hooks-fail-closed");
+    if marker.exists() {
+        return None;
+    }
+    let _ = std::fs::create_dir_all(marker.parent()?);
+    if let Err(e) = std::fs::write(&marker, "said\n") {
+        tracing::warn!(error = %e, "cannot remember that the fail_closed notice was given");
+    }
+    let names: Vec<String> = guards.iter().map(|h| format!("`{}`", h.command)).collect();
+    Some(format!(
+        "hook errors no longer block (as in Claude Code: exit 2 blocks, other failures are shown): set \
+         `fail_closed = true` on guard hooks that must block when they fail: {}",
+        names.join(", ")
+    ))
 }
 
 /// A matcher as a whole-name regular expression; `None` matches all.
@@ -188,6 +296,11 @@ pub struct Hook {
     pub timeout: Duration,
     /// Where it was set: `config.toml` or a settings file's path.
     pub source: String,
+    /// Runs in the command sandbox: a project's hook, or a user's with
+    /// `sandbox = true`.
+    pub confined: bool,
+    /// Its errors block (`fail_closed = true`).
+    pub fail_closed: bool,
 }
 
 impl Hook {
@@ -207,10 +320,10 @@ pub struct HookSet {
 
 impl HookSet {
     /// `config.toml`'s hooks, and (with `import_claude`) those of the
-    /// project's Claude settings when the user trusts the folder
-    /// (`trusted`, see [`crate::trust`]). Returns what could not be read
-    /// too.
-    pub fn for_session(config: &HooksConfig, cwd: &Path, trusted: bool) -> (HookSet, Vec<String>) {
+    /// user's Claude settings in `home` and of the project's when the user
+    /// trusts the folder (`trusted`, see [`crate::trust`]). Returns what
+    /// could not be read too.
+    pub fn for_session(config: &HooksConfig, cwd: &Path, trusted: bool, home: Option<&Path>) -> (HookSet, Vec<String>) {
         let mut hooks = Vec::new();
         let mut problems = Vec::new();
         for h in &config.hooks {
@@ -221,18 +334,26 @@ impl HookSet {
                     command: h.command.clone(),
                     timeout: Duration::from_secs(h.timeout.unwrap_or(DEFAULT_TIMEOUT_SECONDS)),
                     source: "config.toml".into(),
+                    confined: h.sandbox.unwrap_or(false),
+                    fail_closed: h.fail_closed.unwrap_or(false),
                 }),
                 Err(e) => problems.push(format!("config.toml: matcher {:?}: {e}", h.matcher)),
             }
         }
-        if config.import_claude && trusted {
-            for name in ["settings.json", "settings.local.json"] {
-                let path = cwd.join(".claude").join(name);
-                match std::fs::read_to_string(&path) {
-                    Ok(text) => claude_hooks(&text, &path.display().to_string(), &mut hooks, &mut problems),
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => problems.push(format!("{}: {e}", path.display())),
-                }
+        let mut files: Vec<(std::path::PathBuf, Origin)> = Vec::new();
+        if config.import_claude {
+            files.extend(home.map(|h| (user_claude_settings(h), Origin::User)));
+            if trusted {
+                files.extend(
+                    ["settings.json", "settings.local.json"].map(|n| (cwd.join(".claude").join(n), Origin::Project)),
+                );
+            }
+        }
+        for (path, origin) in files {
+            match std::fs::read_to_string(&path) {
+                Ok(text) => claude_hooks(&text, &path.display().to_string(), origin, &mut hooks, &mut problems),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => problems.push(format!("{}: {e}", path.display())),
             }
         }
         (HookSet { hooks }, problems)
@@ -248,9 +369,23 @@ impl HookSet {
     }
 }
 
+/// The user's own Claude Code settings, whose hooks `import_claude` reads.
+pub fn user_claude_settings(home: &Path) -> std::path::PathBuf {
+    home.join(".claude").join("settings.json")
+}
+
+/// Whose settings file a hook comes from: the user's run with the user's
+/// permissions (unless they ask for the sandbox), a project's always in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    User,
+    Project,
+}
+
 /// The `hooks` section of a Claude settings file: `{EVENT: [{matcher,
-/// hooks: [{type: "command", command, timeout}]}]}`.
-fn claude_hooks(text: &str, source: &str, out: &mut Vec<Hook>, problems: &mut Vec<String>) {
+/// hooks: [{type: "command", command, timeout}]}]}` (Forge also reads
+/// `sandbox` and `fail_closed` on an entry).
+fn claude_hooks(text: &str, source: &str, origin: Origin, out: &mut Vec<Hook>, problems: &mut Vec<String>) {
     let settings: Value = match serde_json::from_str(text) {
         Ok(v) => v,
         Err(e) => return problems.push(format!("{source}: not JSON: {e}")),
@@ -276,12 +411,15 @@ fn claude_hooks(text: &str, source: &str, out: &mut Vec<Hook>, problems: &mut Ve
                     continue;
                 };
                 let secs = h.get("timeout").and_then(Value::as_u64).unwrap_or(DEFAULT_TIMEOUT_SECONDS);
+                let flag = |name: &str| h.get(name).and_then(Value::as_bool);
                 out.push(Hook {
                     event,
                     matcher: matcher.clone(),
                     command: command.to_string(),
                     timeout: Duration::from_secs(secs),
                     source: source.to_string(),
+                    confined: origin == Origin::Project || flag("sandbox") == Some(true),
+                    fail_closed: flag("fail_closed") == Some(true),
                 });
             }
         }
@@ -399,27 +537,62 @@ fn judge(code: Option<i32>, stdout: &str, stderr: &str) -> Verdict {
     }
 }
 
-/// Runs `hook` with `input` on stdin, in the session's sandbox.
+/// Whether `command` names a file in the session's roots, which a
+/// confined command may have rewritten: a user's hook that runs one runs
+/// in the sandbox too, or it would be a way out of it. Each word is taken
+/// as a path (`~/` against the home, relative ones against the session's
+/// directory); shell syntax around them is not parsed.
+fn names_a_root_file(command: &str, sandbox: &Sandbox, home: Option<&Path>) -> bool {
+    command.split(|c: char| c.is_whitespace() || ";&|()<>'\"`".contains(c)).filter(|w| !w.is_empty()).any(|word| {
+        let path = match (word.strip_prefix("~/"), home) {
+            (Some(rest), Some(h)) => h.join(rest),
+            (Some(_), None) => return false,
+            _ => sandbox.cwd().join(word),
+        };
+        let Ok(real) = path.canonicalize() else { return false };
+        real.is_file() && sandbox.roots().iter().any(|r| real.starts_with(r))
+    })
+}
+
+/// An error is passed over, and shown, unless the hook is `fail_closed`:
+/// then it blocks.
+fn fail_policy(hook: &Hook, decision: HookDecision, reason: Option<String>) -> (HookDecision, Option<String>) {
+    match decision {
+        HookDecision::Error if hook.fail_closed => (
+            HookDecision::Block,
+            Some(format!("{} (the hook is fail_closed: its errors block)", reason.as_deref().unwrap_or("it failed"))),
+        ),
+        d => (d, reason),
+    }
+}
+
+/// Runs `hook` with `input` on stdin: with the user's permissions, or in
+/// the session's sandbox (see [`Hook::confined`] and [`names_a_root_file`]).
 pub async fn run(hook: &Hook, input: &Value, sandbox: &Sandbox, tool: Option<&str>) -> HookRun {
     use crate::tools::builtin::run_command::{prepare, private_tmpdir, shell};
     use std::process::Stdio;
     let started = Instant::now();
-    let done = |decision, reason: Option<String>, context: Option<String>, exit_code, halt| HookRun {
-        event: hook.event,
-        command: hook.command.clone(),
-        tool: tool.map(str::to_string),
-        decision,
-        reason: reason.map(|r| crate::redact::scrub(&r).into_owned()),
-        context: context.map(|c| crate::redact::scrub(&c).into_owned()),
-        exit_code,
-        duration_ms: started.elapsed().as_millis() as u64,
-        halt,
+    let done = |decision, reason: Option<String>, context: Option<String>, exit_code, halt| {
+        let (decision, reason) = fail_policy(hook, decision, reason);
+        HookRun {
+            event: hook.event,
+            command: hook.command.clone(),
+            tool: tool.map(str::to_string),
+            decision,
+            reason: reason.map(|r| crate::redact::scrub(&r).into_owned()),
+            context: context.map(|c| crate::redact::scrub(&c).into_owned()),
+            exit_code,
+            duration_ms: started.elapsed().as_millis() as u64,
+            halt,
+        }
     };
     let tmp = match private_tmpdir() {
         Ok(t) => t,
         Err(e) => return done(HookDecision::Error, Some(format!("no temporary directory: {e}")), None, None, false),
     };
-    let confinement = sandbox.confinement(tmp.path(), false);
+    let home = crate::tools::confine::host().and_then(|h| h.home.clone());
+    let confined = hook.confined || names_a_root_file(&hook.command, sandbox, home.as_deref());
+    let confinement = if confined { sandbox.confinement(tmp.path(), false) } else { None };
     let mut cmd = crate::tools::supervisor::command(&shell(), &hook.command, confinement.as_ref());
     prepare(&mut cmd, sandbox, tmp.path(), confinement.is_some());
     cmd.env("CLAUDE_PROJECT_DIR", sandbox.cwd())
@@ -506,7 +679,8 @@ mod tests {
         .and_then(|v| v.try_into().ok())
         .unwrap_or_default();
         assert!(table.import_claude && table.hooks[0].event == HookEvent::Stop);
-        let (set, problems) = HookSet::for_session(&list, Path::new("/nonexistent"), true);
+        let (set, problems) = HookSet::for_session(&list, Path::new("/nonexistent"), true, None);
+        assert!(!set.hooks[0].confined && !set.hooks[0].fail_closed, "a user's hook runs as the user, errors pass");
         assert!(problems.is_empty(), "{problems:?}");
         assert_eq!(set.matching(HookEvent::PreToolUse, Some("run_command")).len(), 1, "Bash is run_command");
         assert!(set.matching(HookEvent::PreToolUse, Some("write_file")).is_empty());
@@ -515,11 +689,60 @@ mod tests {
         claude_hooks(
             r#"{"hooks": {"PostToolUse": [{"matcher": "Edit|Write", "hooks": [{"type": "command", "command": "fmt", "timeout": 5}]}]}}"#,
             "settings.json",
+            Origin::Project,
             &mut imported,
             &mut problems,
         );
         let set = HookSet { hooks: imported };
         assert_eq!(set.matching(HookEvent::PostToolUse, Some("apply_patch")).len(), 1);
         assert_eq!(set.matching(HookEvent::PostToolUse, Some("apply_patch"))[0].timeout, Duration::from_secs(5));
+        assert!(set.hooks[0].confined, "a project's hooks run in the sandbox");
+    }
+
+    #[test]
+    fn the_users_claude_settings_are_read_and_run_as_the_user() {
+        let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(home.path().join(".claude")).unwrap_or_else(|e| panic!("{e}"));
+        let settings = r#"{"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
+            {"type": "command", "command": "~/.claude/hooks/log.sh"},
+            {"type": "command", "command": "guard", "sandbox": true, "fail_closed": true}]}]}}"#;
+        std::fs::write(user_claude_settings(home.path()), settings).unwrap_or_else(|e| panic!("{e}"));
+        let config = HooksConfig { import_claude: true, hooks: Vec::new() };
+        assert!(config.may_apply(Path::new("/nonexistent"), Some(home.path())));
+        let (set, problems) = HookSet::for_session(&config, Path::new("/nonexistent"), false, Some(home.path()));
+        assert!(problems.is_empty(), "{problems:?}");
+        let hooks = set.matching(HookEvent::PreToolUse, Some("run_command"));
+        assert_eq!(hooks.len(), 2);
+        assert!(!hooks[0].confined && !hooks[0].fail_closed);
+        assert!(hooks[1].confined && hooks[1].fail_closed);
+        let off = HooksConfig { import_claude: false, hooks: Vec::new() };
+        assert!(!off.may_apply(Path::new("/nonexistent"), Some(home.path())), "only with import_claude");
+    }
+
+    #[test]
+    fn errors_pass_unless_the_hook_is_fail_closed() {
+        let (set, _) = HookSet::for_session(
+            &HooksConfig {
+                import_claude: false,
+                hooks: vec![HookConfig {
+                    event: HookEvent::PreToolUse,
+                    matcher: None,
+                    command: "x".into(),
+                    timeout: None,
+                    sandbox: None,
+                    fail_closed: Some(true),
+                }],
+            },
+            Path::new("/nonexistent"),
+            false,
+            None,
+        );
+        let guard = &set.hooks[0];
+        let open = Hook { fail_closed: false, ..guard.clone() };
+        assert_eq!(fail_policy(&open, HookDecision::Error, Some("exit status 1".into())).0, HookDecision::Error);
+        let (d, r) = fail_policy(guard, HookDecision::Error, Some("exit status 1".into()));
+        assert_eq!(d, HookDecision::Block);
+        assert!(r.is_some_and(|r| r.contains("exit status 1") && r.contains("fail_closed")));
+        assert_eq!(fail_policy(guard, HookDecision::Allow, None).0, HookDecision::Allow);
     }
 }

@@ -36,6 +36,11 @@ pub struct SandboxStatus {
     /// Where the totals are bounded (the cgroup), or why they are not.
     #[serde(default)]
     pub totals: String,
+    /// What confines commands, in words (`mode` = `kernel` only): the
+    /// files (Landlock, or a mount namespace of the granted trees where
+    /// the kernel's Landlock is older than ABI 3), the network, processes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confined_by: Option<String>,
     /// Why commands are not confined, when they are not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,

@@ -175,6 +175,11 @@ pub struct SessionInfo {
     /// `tools.approve`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tools_waiting: Vec<crate::ProjectTool>,
+    /// Things the user should hear once, in words (`session.create`
+    /// only): e.g. that guard hooks should set `fail_closed` since hook
+    /// errors stopped blocking. Clients show each line.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notices: Vec<String>,
     /// Git mode: the session's branch and worktree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub git: Option<crate::GitSession>,

@@ -3,6 +3,7 @@
 
 mod conn;
 mod follow;
+mod home_lock;
 mod listener;
 mod logging;
 mod ndjson;
@@ -90,7 +91,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = runtime.block_on(run(args, prepared));
+    let result = runtime.block_on(run(prepared));
     drop(runtime);
     if let Some(tree) = confine::host().and_then(|h| h.totals.tree.as_ref()) {
         confine::cgroup::release(tree);
@@ -131,6 +132,9 @@ fn check_config(args: &Args) -> ExitCode {
             }
             // A base URL may carry a password (`https://user:pass@host`).
             println!("{}", forge_core::redact::scrub(t.trim_end()));
+            for w in forge_core::hooks::config_warnings(&config.hooks, startup::home_dir().as_deref()) {
+                eprintln!("warning: {w}");
+            }
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -144,11 +148,17 @@ fn check_config(args: &Args) -> ExitCode {
 struct Prepared {
     home: PathBuf,
     config: ForgeConfig,
+    socket: PathBuf,
+    /// Held for the daemon's life: one daemon per home.
+    _lock: home_lock::HomeLock,
 }
 
 fn prepare(args: &Args) -> anyhow::Result<Prepared> {
     let home = args.home.clone().unwrap_or_else(forge_proto::paths::forge_home);
     startup::create_home(&home).with_context(|| format!("cannot create {}", home.display()))?;
+    let socket = args.socket.clone().unwrap_or_else(forge_proto::paths::default_socket);
+    // Before anything in the home is touched: a second daemon on it exits.
+    let lock = home_lock::HomeLock::take(&home, &socket)?;
     logging::init(&home, args.foreground)?;
     for path in startup::tighten_home(&home) {
         tracing::warn!(path = %path.display(), "made private to its owner (it was readable by other users)");
@@ -166,7 +176,6 @@ fn prepare(args: &Args) -> anyhow::Result<Prepared> {
     supervisor::enable(PathBuf::from("/proc/self/exe"));
     let support = confine::Support::probe(std::path::Path::new("/proc/self/exe"));
     let totals = startup::command_totals();
-    let socket = args.socket.clone().unwrap_or_else(forge_proto::paths::default_socket);
     confine::init(confine::Host {
         home: startup::home_dir(),
         forge_home: Some(home.clone()),
@@ -195,12 +204,11 @@ fn prepare(args: &Args) -> anyhow::Result<Prepared> {
             "command sandbox"
         ),
     }
-    Ok(Prepared { home, config })
+    Ok(Prepared { home, config, socket, _lock: lock })
 }
 
-async fn run(args: Args, prepared: Prepared) -> anyhow::Result<()> {
-    let Prepared { home, config } = prepared;
-    let socket_path = args.socket.unwrap_or_else(forge_proto::paths::default_socket);
+async fn run(prepared: Prepared) -> anyhow::Result<()> {
+    let Prepared { home, config, socket: socket_path, _lock } = prepared;
 
     // Handle SIGTERM/SIGINT from the start: a stop during start-up must
     // still leave the store consistent.

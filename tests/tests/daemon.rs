@@ -25,6 +25,47 @@ async fn a_second_daemon_on_the_same_socket_refuses_to_start() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_daemon_per_home_whatever_socket_a_client_computes() {
+    let mut forge = Forge::bare();
+    forge.start().await;
+    // A second daemon on the same home, on another socket (a terminal
+    // without XDG_RUNTIME_DIR computes another path): refused at once,
+    // naming where the first one listens.
+    let elsewhere = forge.home.path().join("other").join("forged.sock");
+    let mut cmd = tokio::process::Command::new(forge_tests::harness::bin("forged"));
+    cmd.env("FORGE_HOME", forge.data_dir()).arg("--socket").arg(&elsewhere);
+    cmd.stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped());
+    let out = tokio::time::timeout(Duration::from_secs(10), cmd.output())
+        .await
+        .unwrap_or_else(|_| panic!("the second daemon did not exit"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("already running") && err.contains(&forge.socket.display().to_string()), "{err}");
+    assert!(!elsewhere.exists(), "the second daemon never listened");
+    // A client that names no socket, in a terminal whose runtime directory
+    // differs (or is unset), finds the running daemon through the home
+    // instead of autostarting a second one.
+    for xdg in [Some(forge.home.path().join("xdg")), None] {
+        let mut plain = forge.ctl_autostart_cmd(&["status"]);
+        plain.env_remove("FORGE_SOCKET");
+        match &xdg {
+            Some(dir) => plain.env("XDG_RUNTIME_DIR", dir),
+            None => plain.env_remove("XDG_RUNTIME_DIR"),
+        };
+        let r = Ran::from(plain.output().await.unwrap_or_else(|e| panic!("{e}")));
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert!(!r.stderr.contains("started forged"), "no second daemon: {}", r.stderr);
+        assert!(
+            r.stdout.contains(&format!("pid {}", forge.pid().unwrap_or(0))),
+            "the first daemon answers: {}",
+            r.stdout
+        );
+    }
+    forge.ok(&["status"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_socket_from_a_killed_daemon_is_cleaned_up() {
     let mut forge = Forge::bare();
     forge.start().await;

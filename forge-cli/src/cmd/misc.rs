@@ -227,7 +227,14 @@ pub fn config(g: &Global, action: ConfigAction) -> Result<(), Failure> {
             out!("{}", String::from_utf8_lossy(&out.stdout));
             let err = String::from_utf8_lossy(&out.stderr);
             let err = err.trim().trim_start_matches("forged: ");
-            if out.status.success() { Ok(()) } else { Err(Failure::new(DAEMON_ERROR, "config", err.to_string())) }
+            if !out.status.success() {
+                return Err(Failure::new(DAEMON_ERROR, "config", err.to_string()));
+            }
+            // Warnings (a hook that cannot run, a guard without fail_closed).
+            for line in err.lines().filter(|l| !l.trim().is_empty()) {
+                eprintln!("forgectl: {}", crate::output::shown(line));
+            }
+            Ok(())
         }
     }
 }

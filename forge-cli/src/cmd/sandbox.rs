@@ -19,8 +19,10 @@ pub enum SandboxAction {
     /// default)
     Status,
     /// Run the escape suite against the configuration in force and print
-    /// a table: every way out should be refused. Exit status 1 if a probe
-    /// got out (or commands are not confined at all)
+    /// a table: every way out should be refused. Where commands are not
+    /// confined, it says so first and runs no command: each probe is
+    /// "asks first", since such a command would ask you. Exit status 1 if
+    /// a probe got out
     Test,
 }
 
@@ -52,6 +54,12 @@ pub async fn run(g: &Global, action: Option<SandboxAction>) -> Result<(), Failur
                     json_line(p);
                 }
             } else {
+                if report.status.mode != "kernel" {
+                    outln!(
+                        "commands are NOT confined here, so every command the model runs asks you first: no probe \
+                         ran a command unconfined"
+                    );
+                }
                 show_status(&report.status);
                 outln!();
                 let width = report.probes.iter().map(|p| p.probe.chars().count()).max().unwrap_or(5).max(5);
@@ -87,6 +95,9 @@ pub fn status_lines(s: &SandboxStatus) -> Vec<String> {
             s.landlock_abi,
             if s.user_namespaces { "yes" } else { "no" }
         )),
+    }
+    if let Some(how) = &s.confined_by {
+        lines.push(format!("           confined: {how}"));
     }
     let memory = if s.memory_bounded { "in all" } else { "per process" };
     lines.push(format!(

@@ -116,6 +116,9 @@ impl NewSession {
         if !info.tools_waiting.is_empty() {
             super::tools::notice(&info.tools_waiting);
         }
+        for n in &info.notices {
+            eprintln!("forgectl: note: {}", crate::output::shown(n));
+        }
         Ok(info)
     }
 }

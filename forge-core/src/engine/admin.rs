@@ -75,6 +75,7 @@ impl Engine {
             processes_bounded: totals.pids,
             memory_bounded: totals.memory,
             totals: totals.how,
+            confined_by: if mode == "kernel" { support.confined_by() } else { None },
             reason,
         }
     }

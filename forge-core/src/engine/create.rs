@@ -53,7 +53,8 @@ impl Engine {
         }
         check_root(&cwd, req.allow_broad_root)?;
         // A new session with no hook to run is not started until it is used.
-        let start_hooks = fork.is_none() && cfg.hooks.may_apply(Path::new(&cwd));
+        let home = crate::tools::confine::host().and_then(|h| h.home.as_deref());
+        let start_hooks = fork.is_none() && cfg.hooks.may_apply(Path::new(&cwd), home);
         let _names = self.inner.names.lock().await;
         if let Some(name) = &req.name {
             self.check_name(name, None).await?;
@@ -117,6 +118,9 @@ impl Engine {
         self.start_project_servers(&id, Path::new(&info.cwd));
         info.untrusted = self.untrusted(Path::new(&info.cwd));
         info.tools_waiting = self.tools_waiting(Path::new(&info.cwd));
+        if let Some(home) = self.shared().db.parent() {
+            info.notices.extend(crate::hooks::upgrade_notice(&self.shared().config.hooks, home));
+        }
         if let Some(u) = &info.untrusted {
             tracing::info!(session = %id, dir = %u.dir, ignored = ?u.provides, "a folder's own hooks and servers are ignored until trusted");
         }

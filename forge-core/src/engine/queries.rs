@@ -43,6 +43,7 @@ impl Engine {
             always_allow: row.approval.always,
             untrusted: None,
             tools_waiting: Vec::new(),
+            notices: Vec::new(),
             git: row.git,
             helper: row.helper.map(|h| h.of),
         }

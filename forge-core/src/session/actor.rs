@@ -360,14 +360,17 @@ impl SessionActor {
             }
             Effect::RunHooks(job) => {
                 let id = job.job;
-                let first = job.hooks.first().map(|h| (h.event, h.command.clone()));
+                let first = job.hooks.first().map(|h| (h.event, h.command.clone(), h.fail_closed));
                 let tool = job.tool.clone();
                 let failed = move || {
-                    let runs = first.map(|(event, command)| crate::hooks::HookRun {
+                    let runs = first.map(|(event, command, fail_closed)| crate::hooks::HookRun {
                         event,
                         command,
                         tool,
-                        decision: crate::hooks::HookDecision::Error,
+                        decision: match fail_closed {
+                            true => crate::hooks::HookDecision::Block,
+                            false => crate::hooks::HookDecision::Error,
+                        },
                         reason: Some("the hook's runner failed inside forged".into()),
                         context: None,
                         exit_code: None,
@@ -552,11 +555,12 @@ impl SessionActor {
 /// The hooks in force for a session working in `cwd`: the config's, and
 /// a trusted project's own.
 fn hooks_for(shared: &Shared, session: &str, cwd: &Path) -> crate::hooks::HookSet {
-    if !shared.config.hooks.may_apply(cwd) {
+    let home = crate::tools::confine::host().and_then(|h| h.home.clone());
+    if !shared.config.hooks.may_apply(cwd, home.as_deref()) {
         return crate::hooks::HookSet::default();
     }
     let trusted = shared.trust.state(cwd).trusted();
-    let (set, problems) = crate::hooks::HookSet::for_session(&shared.config.hooks, cwd, trusted);
+    let (set, problems) = crate::hooks::HookSet::for_session(&shared.config.hooks, cwd, trusted, home.as_deref());
     for p in problems {
         tracing::warn!(session, "hooks: {p}");
     }

@@ -105,7 +105,7 @@ pub(super) async fn run_hooks(job: HookJob) -> Vec<HookRun> {
     let mut runs = Vec::new();
     for hook in &job.hooks {
         let run = crate::hooks::run(hook, &job.input, &job.sandbox, job.tool.as_deref()).await;
-        let stop = job.stop_at_first && run.decision != HookDecision::Allow;
+        let stop = job.stop_at_first && run.decision == HookDecision::Block;
         runs.push(run);
         if stop {
             break;

@@ -19,11 +19,11 @@ use super::{NetworkAccess, Policy};
 /// Device files every command may read and write.
 /// (Not `/dev/tty`: commands have no terminal, and one could type into
 /// the user's.)
-const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"];
+pub(super) const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"];
 
 /// The Landlock ABI Forge's rules are written for (scopes: abstract Unix
 /// sockets and signals). An older kernel gets what it supports of it.
-const ABI_USED: ABI = ABI::V6;
+const ABI_USED: i32 = 6;
 
 fn os_err(what: &str) -> io::Error {
     let e = io::Error::last_os_error();
@@ -171,13 +171,15 @@ fn landlock_error(e: impl std::fmt::Display) -> io::Error {
 /// `localhost`, where the supervisor makes the allowed connections) no TCP
 /// bind or connect.
 fn restrict_files(policy: &Policy, writable: &[PathBuf], filter_tcp: bool) -> io::Result<()> {
-    let abi = ABI_USED;
+    // No more than the policy says (the tests take an older kernel's).
+    let abi = ABI::from(policy.landlock_abi.min(ABI_USED));
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(AccessFs::from_all(abi))
-        .map_err(landlock_error)?
-        .scope(Scope::AbstractUnixSocket | Scope::Signal)
         .map_err(landlock_error)?;
+    if policy.landlock_abi >= ABI_USED {
+        ruleset = ruleset.scope(Scope::AbstractUnixSocket | Scope::Signal).map_err(landlock_error)?;
+    }
     if filter_tcp {
         ruleset = ruleset.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp).map_err(landlock_error)?;
     }
@@ -212,6 +214,11 @@ fn restrict_files(policy: &Policy, writable: &[PathBuf], filter_tcp: bool) -> io
 pub(super) fn init_namespaces(policy: &Policy, uid: libc::uid_t, gid: libc::gid_t) -> io::Result<(Vec<PathBuf>, bool)> {
     map_user(uid, gid)?;
     super::mounts::make_private()?;
+    // Taken by name before the mounts change under it (see below).
+    let cwd = std::env::current_dir()?;
+    if policy.mount_boundary {
+        super::new_root::enter(policy)?;
+    }
     // A private place's files are memory: at most the command's own, and
     // never more than a quarter of the machine's (without a memory
     // cgroup nothing else would bound them).
@@ -231,9 +238,8 @@ pub(super) fn init_namespaces(policy: &Policy, uid: libc::uid_t, gid: libc::gid_
         super::mounts::mask(place)?;
     }
     // The working directory still points into the mounts as they were
-    // (a private place's original, under no read-only `.git`): take it
-    // again by name, through the new ones.
-    let cwd = std::env::current_dir()?;
+    // (a private place's original, under no read-only `.git`, or the old
+    // root): take it again by name, through the new ones.
     std::env::set_current_dir(&cwd)?;
     let fresh_proc = super::mounts::fresh_proc();
     if policy.network == NetworkAccess::Deny {
@@ -260,6 +266,8 @@ pub(super) fn restrict(policy: &Policy, writable: &[PathBuf]) -> io::Result<Owne
     check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }, "PR_SET_NO_NEW_PRIVS")?;
     drop_capabilities()?;
     let localhost = policy.network == NetworkAccess::Localhost;
-    restrict_files(policy, writable, localhost)?;
+    if policy.landlock_abi > 0 {
+        restrict_files(policy, writable, localhost)?;
+    }
     super::netfilter::install(policy.network)
 }

@@ -155,22 +155,13 @@ pub fn note(output: &str, cwd: &Path, policy: &Policy, roots: &[PathBuf]) -> Opt
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::confine::DEFAULT_LIMITS;
 
     fn policy(root: &Path) -> Policy {
-        Policy {
-            read: vec![PathBuf::from("/usr"), PathBuf::from("/etc")],
-            write: vec![root.to_path_buf(), PathBuf::from("/tmp/forge-cmd-x")],
-            read_only: vec![root.join(".git")],
-            masked: Vec::new(),
-            network: NetworkAccess::Deny,
-            limits: DEFAULT_LIMITS,
-            tmpdir: PathBuf::from("/tmp/forge-cmd-x"),
-            unix_sockets: Vec::new(),
-            cgroup: None,
-            shown: Vec::new(),
-            absent: Vec::new(),
-        }
+        let root_text = root.display().to_string();
+        let mut p = Policy::of(&["/usr", "/etc"], &[&root_text, "/tmp/forge-cmd-x"]);
+        p.read_only = vec![root.join(".git")];
+        p.shown = Vec::new();
+        p
     }
 
     #[test]

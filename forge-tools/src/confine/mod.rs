@@ -25,6 +25,7 @@ mod enter;
 pub mod explain;
 mod mounts;
 mod netfilter;
+mod new_root;
 pub mod placeholder;
 mod probe;
 pub mod reap;
@@ -81,6 +82,14 @@ pub struct Policy {
     /// directory there while the command runs, read-only to it.
     #[serde(default)]
     pub absent: Vec<PathBuf>,
+    /// The mount namespace carries the whole file boundary (a new root of
+    /// the grants only, see `new_root`): where Landlock cannot (ABI < 3).
+    #[serde(default)]
+    pub mount_boundary: bool,
+    /// The Landlock ABI whose rules are layered on, 0 for none (see
+    /// [`Support::landlock_layer`]).
+    #[serde(default)]
+    pub landlock_abi: i32,
 }
 
 /// What a root may not gain from a command: what makes programs run later
@@ -185,6 +194,9 @@ pub const HOME_TOOLCHAINS: &[&str] = &[
     ".config/git",
 ];
 
+/// Caps the Landlock ABI the sandbox uses (see [`Support::probe`]).
+pub const LANDLOCK_CAP_ENV: &str = "FORGE_SANDBOX_LANDLOCK_ABI";
+
 /// What this kernel offers, found when the daemon starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Support {
@@ -200,26 +212,60 @@ pub struct Support {
 }
 
 impl Support {
-    /// Whether the kernel can confine commands: Landlock with the rights
-    /// to refuse links, renames and truncation outside the granted trees
-    /// (ABI 3, Linux 6.2), and user namespaces (a mount namespace hides
-    /// the user's sockets, which Landlock cannot refuse before ABI 9).
+    /// Whether the kernel can confine commands: user namespaces, whose
+    /// mount namespace carries the file boundary (with Landlock, or alone
+    /// where its ABI is too old) and whose network namespace the network
+    /// one. Without them nothing holds the network (Landlock covers TCP
+    /// only, and not the user's Unix sockets before ABI 9), so every
+    /// command asks.
     pub fn kernel(&self) -> bool {
         self.missing().is_none()
     }
 
     /// Why commands cannot be confined, in words for `forgectl status`.
     pub fn missing(&self) -> Option<String> {
-        match self.landlock_abi {
-            0 => Some("this kernel has no Landlock (Linux 6.2 or later with landlock in the lsm= list)".into()),
-            a if a < 3 => Some(format!("this kernel's Landlock ABI is {a}; Forge needs 3 (Linux 6.2) or later")),
-            _ if !self.user_namespaces => Some(
-                "unprivileged user namespaces are not available (kernel.unprivileged_userns_clone, or an AppArmor \
-                 restriction); Forge needs them to hide the user's sockets from commands"
-                    .into(),
-            ),
-            _ => None,
+        if self.user_namespaces {
+            return None;
         }
+        let files = match self.landlock_abi {
+            a if a >= 3 => format!("Landlock ABI {a} would hold the files, "),
+            _ => String::new(),
+        };
+        Some(format!(
+            "unprivileged user namespaces are refused here (user.max_user_namespaces = 0, \
+             kernel.unprivileged_userns_clone = 0, or an AppArmor restriction such as Ubuntu 24.04's): {files}but \
+             without a network namespace nothing keeps commands off the network and the user's sockets"
+        ))
+    }
+
+    /// The Landlock ABI whose rules are layered on commands, 0 for none:
+    /// ABI 1 refuses every rename or link across directories, which would
+    /// break ordinary commands (`mv`, git), so it is not used.
+    pub fn landlock_layer(&self) -> i32 {
+        if self.landlock_abi >= 2 { self.landlock_abi } else { 0 }
+    }
+
+    /// Whether the command's mount namespace carries the whole file
+    /// boundary: Landlock refuses links, renames and truncation outside the
+    /// granted trees only from ABI 3 (Linux 6.2).
+    pub fn mount_boundary(&self) -> bool {
+        self.landlock_abi < 3
+    }
+
+    /// What confines commands, in words (`None`: nothing).
+    pub fn confined_by(&self) -> Option<String> {
+        if !self.kernel() {
+            return None;
+        }
+        let files = match (self.mount_boundary(), self.landlock_layer()) {
+            (false, abi) => format!("files by Landlock ABI {abi} and a mount namespace"),
+            (true, 0) => format!(
+                "files by a mount namespace of the granted trees only (Landlock ABI {} is not used)",
+                self.landlock_abi
+            ),
+            (true, abi) => format!("files by a mount namespace of the granted trees only, with Landlock ABI {abi}"),
+        };
+        Some(format!("{files}; the network by a network namespace and seccomp; processes by a PID namespace"))
     }
 
     /// The network setting commands get: `localhost` needs Landlock's TCP
@@ -232,7 +278,11 @@ impl Support {
     /// executable: the user-namespace check runs in a child of it, since
     /// a threaded process cannot enter a namespace of its own.
     pub fn probe(exe: &Path) -> Self {
-        let landlock_abi = landlock_abi();
+        // FORGE_SANDBOX_LANDLOCK_ABI=N takes the kernel's ABI as at most N:
+        // how the tests run the sandbox of an older kernel (N = 0 or 2: the
+        // mount namespace carries the file boundary) on a newer one.
+        let cap = std::env::var(LANDLOCK_CAP_ENV).ok().and_then(|v| v.trim().parse::<i32>().ok());
+        let landlock_abi = landlock_abi().min(cap.unwrap_or(i32::MAX));
         let code = std::process::Command::new(exe)
             .arg(PROBE_ARG)
             .arg("userns")
@@ -495,6 +545,8 @@ impl Policy {
             cgroup: host.and_then(|h| h.totals.tree.clone()),
             shown,
             absent,
+            mount_boundary: support().mount_boundary(),
+            landlock_abi: support().landlock_layer(),
         }
     }
 
@@ -587,6 +639,30 @@ fn grant_around(tree: &Path, hidden: &[PathBuf], out: &mut Vec<PathBuf>) {
         // A link in the listing is granted as where it leads, which may
         // be a hidden place: resolve it first.
         grant_around(&path, hidden, out);
+    }
+}
+
+#[cfg(test)]
+impl Policy {
+    /// A policy of `read` and `write` trees only (`/tmp/forge-cmd-x` its
+    /// temporary directory), as the daemon's executable in `/tmp` is
+    /// shown: for tests.
+    pub(crate) fn of(read: &[&str], write: &[&str]) -> Policy {
+        Policy {
+            read: read.iter().map(PathBuf::from).collect(),
+            write: write.iter().map(PathBuf::from).collect(),
+            read_only: Vec::new(),
+            masked: Vec::new(),
+            network: NetworkAccess::Deny,
+            limits: DEFAULT_LIMITS,
+            tmpdir: PathBuf::from("/tmp/forge-cmd-x"),
+            unix_sockets: Vec::new(),
+            cgroup: None,
+            shown: vec![PathBuf::from("/tmp/build/forged")],
+            absent: Vec::new(),
+            mount_boundary: false,
+            landlock_abi: 6,
+        }
     }
 }
 

@@ -20,7 +20,7 @@ pub const PRIVATE_PLACES: &[&str] = &["/tmp", "/var/tmp", "/dev/shm"];
 const OPEN_TREE_CLONE: libc::c_uint = 1;
 const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 4;
 
-fn os_err(what: &str) -> io::Error {
+pub(super) fn os_err(what: &str) -> io::Error {
     let e = io::Error::last_os_error();
     io::Error::new(e.kind(), format!("{what}: {e}"))
 }
@@ -29,7 +29,7 @@ fn check(ret: libc::c_int, what: &str) -> io::Result<()> {
     if ret < 0 { Err(os_err(what)) } else { Ok(()) }
 }
 
-fn c_path(p: &Path) -> io::Result<CString> {
+pub(super) fn c_path(p: &Path) -> io::Result<CString> {
     CString::new(p.as_os_str().as_encoded_bytes()).map_err(|e| io::Error::other(e.to_string()))
 }
 
@@ -53,7 +53,7 @@ pub(super) fn make_private() -> io::Result<()> {
 
 /// A detached copy of the mount tree at `path` (with what is mounted
 /// below it), to be placed elsewhere with [`move_tree`].
-fn clone_tree(path: &Path) -> io::Result<OwnedFd> {
+pub(super) fn clone_tree(path: &Path) -> io::Result<OwnedFd> {
     let c = c_path(path)?;
     // SAFETY: open_tree(2) with a valid path; returns a new descriptor.
     let fd = unsafe {
@@ -71,7 +71,7 @@ fn clone_tree(path: &Path) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
-fn move_tree(tree: &OwnedFd, at: &Path) -> io::Result<()> {
+pub(super) fn move_tree(tree: &OwnedFd, at: &Path) -> io::Result<()> {
     let c = c_path(at)?;
     // SAFETY: move_mount(2) of our detached tree onto an existing path.
     let r = unsafe {
@@ -230,19 +230,7 @@ mod tests {
     use super::*;
 
     fn policy(write: &[&str], read: &[&str]) -> Policy {
-        Policy {
-            read: read.iter().map(PathBuf::from).collect(),
-            write: write.iter().map(PathBuf::from).collect(),
-            read_only: Vec::new(),
-            masked: Vec::new(),
-            network: super::super::NetworkAccess::Deny,
-            limits: super::super::DEFAULT_LIMITS,
-            tmpdir: PathBuf::from("/tmp/forge-cmd-x"),
-            unix_sockets: Vec::new(),
-            cgroup: None,
-            shown: vec![PathBuf::from("/tmp/build/forged")],
-            absent: Vec::new(),
-        }
+        Policy::of(read, write)
     }
 
     #[test]

@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
+pub use super::suite_run::{ASKS_FIRST, ProbeRow, Targets};
 use super::suite_run::{Probe, first_line, row, run, sh_quote, skipped};
-pub use super::suite_run::{ProbeRow, Targets};
 use super::{NetworkAccess, Policy, Settings};
 use crate::supervisor::{self, Confinement};
 
@@ -36,6 +36,12 @@ pub async fn run_suite(settings: &Settings, targets: &Targets) -> std::io::Resul
     } else {
         None
     };
+    if confinement.is_none() {
+        let probe = Probe { root, outside, tmp, exe: super::host().and_then(|h| h.exe.clone()) };
+        let mut rows = asks_first(settings);
+        rows.extend(super::suite_reach::forge_probes(settings, &probe).await);
+        return Ok(rows);
+    }
     let c = confinement.as_ref();
     let q_out = sh_quote(&outside);
     let short = Duration::from_secs(20);
@@ -142,4 +148,54 @@ pub async fn run_suite(settings: &Settings, targets: &Targets) -> std::io::Resul
     rows.extend(super::suite_reach::run_probes(settings, &probe, c).await?);
     rows.extend(super::suite_limits::run_probes(settings, &probe, c).await);
     Ok(rows)
+}
+
+/// Why commands are not confined here (`None`: they are).
+pub fn unconfined_reason(settings: &Settings) -> Option<String> {
+    if settings.mode != super::SandboxMode::Kernel {
+        return Some("[tools.sandbox] mode is \"paths-only\"".into());
+    }
+    if let Some(why) = super::support().missing() {
+        return Some(why);
+    }
+    (!supervisor::enabled()).then(|| "no command supervisor in this process".to_string())
+}
+
+/// Where commands are not confined, no probe runs a command: each one
+/// would ask the user first, and that is its row.
+fn asks_first(settings: &Settings) -> Vec<ProbeRow> {
+    let why = unconfined_reason(settings).unwrap_or_default();
+    let network = format!("connect to a loopback listener (network = \"{}\")", settings.network.word());
+    let names = [
+        "write outside the roots",
+        "write outside through ..",
+        "write outside through a symlink",
+        "write outside through /proc/self/root",
+        "write outside through a hard link",
+        "write outside through a rename race",
+        ".git inside the roots",
+        "write in the roots and $TMPDIR",
+        "read ~/.ssh",
+        "read $FORGE_HOME/forge.db",
+        &network,
+        "connect to the internet (1.1.1.1:443)",
+        "connect to forged's socket",
+        "connect to a Unix socket outside the roots (a tmux server, another daemon)",
+        "connect to an abstract Unix socket",
+        "connect to a Unix socket inside the roots",
+        "memory hog (max_memory_mb lowered to 256 for the probe)",
+        "a flood of 200 processes (max_processes lowered to 64 for the probe)",
+        "three children of 200 MiB under a 256 MiB total",
+        "a command outliving its timeout, with setsid children",
+        "setuid programs gain privileges",
+    ];
+    names
+        .iter()
+        .map(|n| ProbeRow {
+            probe: n.to_string(),
+            expected: ASKS_FIRST.into(),
+            outcome: ASKS_FIRST.into(),
+            detail: format!("not run: commands are not confined ({why}), so each asks you first"),
+        })
+        .collect()
 }

@@ -49,7 +49,14 @@ pub(super) async fn run_probes(
         }
         None => rows.push(skipped("the Unix socket probes", true, "the daemon's executable is unknown")),
     }
-    rows.extend(git_probes(settings, p).await);
+    rows.extend(forge_probes(settings, p).await);
+    Ok(rows)
+}
+
+/// The probes of what Forge itself refuses, whatever confines commands:
+/// the git tools, a file tool on `.git`, a session rooted at `/`.
+pub(super) async fn forge_probes(settings: &Settings, p: &Probe) -> Vec<ProbeRow> {
+    let mut rows = git_probes(settings, p).await;
     let broad = crate::roots::too_broad(std::path::Path::new("/"), None);
     rows.push(row(
         "a session rooted at / (without --allow-broad-root)",
@@ -57,7 +64,7 @@ pub(super) async fn run_probes(
         broad.is_some(),
         broad.map(|w| format!("refused: {w}")).unwrap_or_else(|| "accepted".into()),
     ));
-    Ok(rows)
+    rows
 }
 
 /// The git tools in a repository whose configuration names a program

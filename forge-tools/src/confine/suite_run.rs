@@ -9,14 +9,19 @@ use serde::Serialize;
 
 use crate::supervisor::{self, Confinement};
 
+/// A probe's expected outcome and outcome where commands are not
+/// confined: it is not run, since such a command would ask the user first.
+pub const ASKS_FIRST: &str = "asks first";
+
 /// One probe's outcome.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ProbeRow {
     /// What it tries, in words.
     pub probe: String,
-    /// `refused` or `allowed`: what the configuration should do.
+    /// `refused` or `allowed`: what the configuration should do
+    /// ([`ASKS_FIRST`] where commands are not confined).
     pub expected: String,
-    /// `refused`, `allowed` or `skipped`.
+    /// `refused`, `allowed`, `skipped` or [`ASKS_FIRST`].
     pub outcome: String,
     /// What was seen.
     pub detail: String,

@@ -159,8 +159,9 @@ impl Session {
         }
         match self.take_stage() {
             Some(CallStage::PreHooks { ready, .. }) => {
-                // A block, and a hook that failed or hung, both stop the call.
-                if let Some(r) = runs.iter().find(|r| r.decision != HookDecision::Allow) {
+                // A block stops the call (a fail_closed hook's error is one);
+                // other errors are shown to the user and passed over.
+                if let Some(r) = runs.iter().find(|r| r.decision == HookDecision::Block) {
                     let message = format!("not run: {}", r.says());
                     let tool = ready.0.name().to_string();
                     return self.finish_call(Err(ToolError::ExecutionFailed { tool, message }), Vec::new());
@@ -170,7 +171,8 @@ impl Session {
             }
             Some(CallStage::PostHooks { result, mut notes, before, .. }) => {
                 for r in runs {
-                    if r.decision != HookDecision::Allow {
+                    // The model hears of blocks; errors are the user's.
+                    if r.decision == HookDecision::Block {
                         notes.push(r.says());
                     }
                     notes.extend(r.context);

@@ -155,7 +155,9 @@ impl Session {
         for run in &runs {
             self.journal_hook(run, client.clone());
         }
-        match runs.iter().find(|r| r.decision != HookDecision::Allow) {
+        // A hook's error is shown (journaled) and passed over; only a block
+        // (or a fail_closed hook's error, made one) refuses the message.
+        match runs.iter().find(|r| r.decision == HookDecision::Block) {
             Some(blocked) => {
                 let err =
                     EngineError::new(ErrorKind::HookBlocked, format!("the message was not sent: {}", blocked.says()));

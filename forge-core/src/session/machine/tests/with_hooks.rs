@@ -14,10 +14,12 @@ fn set(hooks: &[(HookEvent, &str)]) -> HookSet {
                 matcher: None,
                 command: command.to_string(),
                 timeout: None,
+                sandbox: None,
+                fail_closed: None,
             })
             .collect(),
     };
-    HookSet::for_session(&config, std::path::Path::new("/nonexistent"), false).0
+    HookSet::for_session(&config, std::path::Path::new("/nonexistent"), false, None).0
 }
 
 impl Harness {
@@ -92,6 +94,26 @@ fn a_pre_tool_hook_that_blocks_keeps_the_call_from_running_and_the_model_hears_w
         Some((true, "error: read_file failed: not run: PreToolUse hook `./guard.sh` blocked: no secrets".into()))
     );
     assert_eq!(h.requests.len(), 2, "the turn goes on with the refusal");
+}
+
+#[test]
+fn a_hook_that_fails_is_shown_and_passed_over_as_claude_code_does() {
+    let mut h = Harness::new();
+    h.hooks = set(&[(HookEvent::PreToolUse, "~/.claude/hooks/log.sh"), (HookEvent::PostToolUse, "./fmt.sh")]);
+    h.answer_calling("read_file", r#"{"path":"a.rs"}"#);
+    h.settle();
+    h.hooks_ran(HookDecision::Error, Some("exit status 126: Permission denied"), None);
+    h.settle();
+    assert_eq!(h.tool_runs, ["read_file"], "a hook's error does not block the call");
+    h.feed(Event::ToolDone { rest: Vec::new(), images: Vec::new(), end: ToolEnd::Finished(Ok("fn main() {}".into())) });
+    h.hooks_ran(HookDecision::Error, Some("exit status 1"), None);
+    h.settle();
+    assert_eq!(tool_result(&h), Some((false, "fn main() {}".into())), "the model does not hear of a hook's error");
+    assert_eq!(
+        h.hook_events(),
+        [("PreToolUse".to_string(), "error".to_string()), ("PostToolUse".to_string(), "error".to_string())],
+        "the user sees both"
+    );
 }
 
 #[test]

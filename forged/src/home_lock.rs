@@ -1,0 +1,88 @@
+//! One daemon per home: `forged` holds `$FORGE_HOME/daemon.lock` locked
+//! for its whole life and writes its pid and socket there, so a second
+//! one (started by a terminal whose computed socket differs, e.g. without
+//! `XDG_RUNTIME_DIR`) exits at once naming the first one's socket instead
+//! of opening the same store, and clients find the running daemon by its
+//! home (see `forge_proto::paths::running_socket`).
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+
+/// Held until the daemon exits; the file's text is cleared then.
+pub struct HomeLock {
+    file: File,
+}
+
+impl HomeLock {
+    pub fn take(home: &Path, socket: &Path) -> anyhow::Result<Self> {
+        let path = forge_proto::paths::home_lock(home);
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .with_context(|| format!("cannot open the lock file {}", path.display()))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let mut text = String::new();
+                let _ = file.read_to_string(&mut text);
+                bail!("{}", refusal(home, &text));
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(e).with_context(|| format!("cannot lock {}", path.display()));
+            }
+        }
+        file.set_len(0)?;
+        file.rewind()?;
+        file.write_all(forge_proto::paths::home_lock_text(std::process::id(), socket).as_bytes())?;
+        file.flush()?;
+        Ok(Self { file })
+    }
+}
+
+impl Drop for HomeLock {
+    fn drop(&mut self) {
+        // A client reading it after this finds no running daemon at once.
+        let _ = self.file.set_len(0);
+    }
+}
+
+/// Why a second daemon does not start, naming the first one's socket.
+fn refusal(home: &Path, text: &str) -> String {
+    let mut lines = text.lines();
+    let pid = lines.next().map(str::trim).filter(|p| !p.is_empty());
+    let socket = lines.next().map(PathBuf::from);
+    let who = pid.map(|p| format!(" (pid {p})")).unwrap_or_default();
+    let where_ = socket.map(|s| format!(", listening on {}", s.display())).unwrap_or_default();
+    format!(
+        "another forged{who} is already running on the home {}{where_}; clients find it through the home \
+         (or pass --socket with that path); stop it with `forgectl shutdown` to start a new one here",
+        home.display()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_lock_on_the_same_home_is_refused_naming_the_first_socket() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let first =
+            HomeLock::take(dir.path(), Path::new("/run/user/1000/forge/forged.sock")).unwrap_or_else(|e| panic!("{e}"));
+        let err = match HomeLock::take(dir.path(), Path::new("/home/u/.forge/forged.sock")) {
+            Ok(_) => panic!("a second daemon on the same home must be refused"),
+            Err(e) => e.to_string(),
+        };
+        assert!(err.contains("/run/user/1000/forge/forged.sock"), "{err}");
+        assert!(err.contains(&format!("pid {}", std::process::id())), "{err}");
+        drop(first);
+        let again = HomeLock::take(dir.path(), Path::new("/x.sock"));
+        assert!(again.is_ok(), "free again once the first exits");
+    }
+}
