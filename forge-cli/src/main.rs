@@ -418,6 +418,13 @@ Exit status of `sandbox test`: 0 if every probe was refused (or allowed, where t
         #[command(subcommand)]
         action: Option<cmd::sandbox::SandboxAction>,
     },
+    /// What holds on this machine and what is missing, each missing piece
+    /// with its cause and fix: the command sandbox (kernel, user
+    /// namespaces, an AppArmor profile for forged), the network, totals
+    /// per command (`daemon install`), the configuration's warnings
+    #[command(after_help = "Exit status: 0 when everything holds, 1 when something is missing. --json prints one \
+object per check: {check, ok, detail, fix?}.")]
+    Doctor,
     /// Trust a folder's own hooks and MCP servers (its .claude/settings.json
     /// and .mcp.json, as they are now); --list, --revoke, --show
     #[command(
@@ -609,6 +616,7 @@ fn main() -> ExitCode {
             Command::Mcp { action, session } => cmd::mcp::run(&g, action, session).await,
             Command::Git { cmd } => cmd::git::run(&g, cmd).await,
             Command::Sandbox { action } => cmd::sandbox::run(&g, action).await,
+            Command::Doctor => cmd::doctor::run(&g).await,
             Command::Trust(a) => cmd::trust::run(&g, a).await,
             Command::Tools { cmd } => cmd::tools::run(&g, cmd).await,
             Command::Models { provider } => cmd::misc::models(&g, provider).await,

@@ -41,6 +41,9 @@ pub struct SandboxStatus {
     /// the kernel's Landlock is older than ABI 3), the network, processes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confined_by: Option<String>,
+    /// The daemon's kernel release (`uname -r`).
+    #[serde(default)]
+    pub kernel: String,
     /// Why commands are not confined, when they are not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,

@@ -8,6 +8,7 @@ mod listener;
 mod logging;
 mod ndjson;
 mod rpc;
+mod scope;
 mod socket;
 mod startup;
 

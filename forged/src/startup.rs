@@ -235,10 +235,36 @@ pub fn home_dir() -> Option<PathBuf> {
 /// it can pass the controllers on), or why there is none.
 pub fn command_totals() -> forge_core::tools::confine::Totals {
     use forge_core::tools::confine::{Totals, cgroup};
-    match cgroup::prepare() {
-        Ok(tree) => Totals { pids: tree.pids(), memory: tree.memory(), how: tree.describe(), tree: Some(tree) },
-        Err(why) => Totals { pids: false, memory: false, how: why, tree: None },
+    let found = |tree: cgroup::Tree| Totals {
+        pids: tree.pids(),
+        memory: tree.memory(),
+        how: tree.describe(),
+        tree: Some(tree),
+    };
+    let why = match cgroup::prepare() {
+        Ok(tree) => return found(tree),
+        Err(why) => why,
+    };
+    // cgroup v2 outside a delegated unit (autostarted from a terminal):
+    // a scope of its own, then the same again.
+    if cgroup::unified() {
+        match crate::scope::move_to_own_scope().and_then(|scope| cgroup::prepare().map_err(|e| format!("{scope}: {e}")))
+        {
+            Ok(tree) => {
+                tracing::info!(cgroup = %tree.describe(), "moved into a delegated systemd scope of its own");
+                return found(tree);
+            }
+            Err(e) => {
+                return Totals {
+                    pids: false,
+                    memory: false,
+                    how: format!("{why}; no scope of its own either: {e}"),
+                    tree: None,
+                };
+            }
+        }
     }
+    Totals { pids: false, memory: false, how: why, tree: None }
 }
 
 /// Where the user's sockets live, to hide from commands: Landlock cannot

@@ -410,7 +410,81 @@ async fn without_kernel_confinement_forge_says_so_and_every_command_asks() {
     let asks = suite.stdout.lines().filter(|l| l.contains("asks first")).count();
     assert!(asks >= 20, "every command probe asks first: {}", suite.stdout);
     assert!(suite.stdout.contains("write .git/config with a file tool"), "Forge's own refusals are still tested");
+    // The doctor names the cause and the fix.
+    let doctor = forge.ctl(&["doctor"]).await;
+    assert_eq!(doctor.code, 1, "{}", doctor.stdout);
+    assert!(
+        doctor.stdout.contains("sandbox  NO") && doctor.stdout.contains("fix: remove `mode = \"paths-only\"`"),
+        "{}",
+        doctor.stdout
+    );
     forge.ok(&["shutdown"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_user_namespaces_forge_names_the_setting_and_every_command_asks() {
+    // forged in a user namespace of its own whose limit of nested ones is
+    // 0: what `user.max_user_namespaces = 0` (or Ubuntu's AppArmor
+    // restriction) does to a daemon, without touching this machine's.
+    let probe = std::process::Command::new("unshare")
+        .args(["-U", "-r", "sh", "-c", "echo 0 > /proc/sys/user/max_user_namespaces"])
+        .status();
+    if !probe.is_ok_and(|s| s.success()) {
+        require_or_skip("unshare cannot make a user namespace with its own limits here");
+        return;
+    }
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.write_config("[tools.approval]\nmode = \"auto\"\n");
+    let mut cmd = tokio::process::Command::new("unshare");
+    cmd.env_clear();
+    for k in ["PATH", "HOME", "LANG", "TMPDIR"] {
+        if let Ok(v) = std::env::var(k) {
+            cmd.env(k, v);
+        }
+    }
+    for (k, v) in forge.client_env() {
+        cmd.env(k, v);
+    }
+    cmd.args(["-U", "-r", "sh", "-c", "echo 0 > /proc/sys/user/max_user_namespaces && exec \"$0\" \"$@\""])
+        .arg(bin("forged"))
+        .arg("--socket")
+        .arg(&forge.socket)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true);
+    let mut daemon = cmd.spawn().unwrap_or_else(|e| panic!("{e}"));
+    forge.wait_ready().await;
+    let status = forge.ok(&["--json", "sandbox"]).await.json_lines();
+    let s = status.first().cloned().unwrap_or_default();
+    assert_eq!(s["mode"], "unavailable", "{s}");
+    let reason = s["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("user.max_user_namespaces = 0") && reason.contains("network"), "{reason}");
+    let suite = forge.ctl(&["sandbox", "test"]).await;
+    assert_eq!(suite.code, 0, "{}", suite.stdout);
+    assert!(suite.stdout.lines().next().unwrap_or_default().contains("NOT confined"), "{}", suite.stdout);
+    assert!(!suite.stdout.contains("FAILED"), "{}", suite.stdout);
+    let doctor = forge.ctl(&["doctor"]).await;
+    assert_eq!(doctor.code, 1, "{}", doctor.stdout);
+    assert!(doctor.stdout.contains("sudo sysctl user.max_user_namespaces="), "{}", doctor.stdout);
+    // A command asks, even in auto mode.
+    let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let id = forge.new_session(&["--cwd", &project.path().display().to_string()]).await;
+    let directive = tool_call("run_command", &json!({"command": "echo asked"}));
+    forge.ok(&["send", "--no-wait", "-s", &id, &format!("{directive} go")]).await;
+    let mut asked = false;
+    for _ in 0..400 {
+        if forge.ok(&["--json", "approvals"]).await.json_lines().iter().any(|p| p["session_id"] == id.as_str()) {
+            asked = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(asked, "an unconfined command asks first");
+    forge.ok(&["deny", &id]).await;
+    forge.ok(&["shutdown"]).await;
+    let _ = daemon.wait().await;
 }
 
 /// Whether a process whose command line holds `marker` is alive.

@@ -4,6 +4,7 @@ pub mod acp;
 pub mod approvals;
 pub mod attach;
 pub mod daemon;
+pub mod doctor;
 pub mod export;
 pub mod git;
 pub mod mcp;

@@ -63,10 +63,12 @@ pub async fn run(g: &Global, action: Option<SandboxAction>) -> Result<(), Failur
                 show_status(&report.status);
                 outln!();
                 let width = report.probes.iter().map(|p| p.probe.chars().count()).max().unwrap_or(5).max(5);
-                outln!("{:width$}  {:8}  {:8}  DETAIL", "PROBE", "EXPECTED", "RESULT");
+                let words =
+                    report.probes.iter().map(|p| p.expected.len().max(p.outcome.len())).max().unwrap_or(8).max(8);
+                outln!("{:width$}  {:words$}  {:words$}  DETAIL", "PROBE", "EXPECTED", "RESULT");
                 for p in &report.probes {
                     let mark = if p.ok { "" } else { "  << FAILED" };
-                    outln!("{:width$}  {:8}  {:8}  {}{mark}", p.probe, p.expected, p.outcome, p.detail);
+                    outln!("{:width$}  {:words$}  {:words$}  {}{mark}", p.probe, p.expected, p.outcome, p.detail);
                 }
                 let failed = report.probes.iter().filter(|p| !p.ok).count();
                 outln!();

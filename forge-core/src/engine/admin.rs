@@ -76,6 +76,7 @@ impl Engine {
             memory_bounded: totals.memory,
             totals: totals.how,
             confined_by: if mode == "kernel" { support.confined_by() } else { None },
+            kernel: confine::kernel_release(),
             reason,
         }
     }

@@ -106,6 +106,13 @@ fn under(mount: &Path, root: &str, path: &str) -> PathBuf {
     mount.join(rel.trim_start_matches('/'))
 }
 
+/// Whether the machine runs cgroup v2 alone (no v1 hierarchy mounted
+/// beside it), where a daemon outside a delegated unit has no totals.
+pub fn unified() -> bool {
+    let all = mounts();
+    all.iter().any(|m| m.2 == "cgroup2") && !all.iter().any(|m| m.2 == "cgroup")
+}
+
 /// Finds where commands' cgroups can go, moving the daemon into a leaf
 /// of its cgroup on v2. `Err` says why no total can be bounded.
 pub fn prepare() -> Result<Tree, String> {

@@ -232,9 +232,8 @@ impl Support {
             _ => String::new(),
         };
         Some(format!(
-            "unprivileged user namespaces are refused here (user.max_user_namespaces = 0, \
-             kernel.unprivileged_userns_clone = 0, or an AppArmor restriction such as Ubuntu 24.04's): {files}but \
-             without a network namespace nothing keeps commands off the network and the user's sockets"
+            "{}: {files}but without a network namespace nothing keeps commands off the network and the user's sockets",
+            userns_refusal()
         ))
     }
 
@@ -294,6 +293,28 @@ impl Support {
             .and_then(|s| s.code());
         Self { landlock_abi, user_namespaces: matches!(code, Some(0) | Some(3)), fresh_proc: code == Some(0) }
     }
+}
+
+/// Why this machine refuses unprivileged user namespaces, naming the
+/// setting where one says so (`forgectl doctor` gives its fix).
+pub fn userns_refusal() -> String {
+    let sysctl = |path: &str| std::fs::read_to_string(path).ok().map(|s| s.trim().to_string());
+    if sysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").as_deref() == Some("1") {
+        return "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns = 1)"
+            .into();
+    }
+    if sysctl("/proc/sys/user/max_user_namespaces").as_deref() == Some("0") {
+        return "user namespaces are switched off (user.max_user_namespaces = 0)".into();
+    }
+    if sysctl("/proc/sys/kernel/unprivileged_userns_clone").as_deref() == Some("0") {
+        return "unprivileged user namespaces are switched off (kernel.unprivileged_userns_clone = 0)".into();
+    }
+    "the kernel refuses unprivileged user namespaces (a container's seccomp profile, or a security module)".into()
+}
+
+/// The running kernel's release (`uname -r`).
+pub fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default()
 }
 
 /// The Landlock ABI version of the running kernel, 0 without Landlock.
