@@ -201,7 +201,8 @@ pub fn config_warnings(config: &HooksConfig, home: Option<&Path>) -> Vec<String>
         .map(|h| {
             format!(
                 "{} hook `{}`: an error of it (an exit status other than 0 and 2, a timeout, output that is not \
-                 valid JSON) is shown and no longer blocks; if it guards something, add `fail_closed = true`",
+                 valid JSON) is shown and no longer blocks: add `fail_closed = true` if it guards something, \
+                 `fail_closed = false` to say it does not (and silence this)",
                 h.event.as_str(),
                 h.command
             )
@@ -259,7 +260,7 @@ pub fn upgrade_notice(config: &HooksConfig, home: &Path) -> Option<String> {
     let names: Vec<String> = guards.iter().map(|h| format!("`{}`", h.command)).collect();
     Some(format!(
         "hook errors no longer block (as in Claude Code: exit 2 blocks, other failures are shown): set \
-         `fail_closed = true` on guard hooks that must block when they fail: {}",
+         `fail_closed = true` on guard hooks that must block when they fail ({}); this is said once",
         names.join(", ")
     ))
 }
