@@ -64,10 +64,14 @@ async fn reach<C: Greet, R: ForgeClient>(g: &Global, info: ClientInfo, rpc: impl
         && let Ok(status) = rpc(&conn).daemon_status(()).await
         && let Some(sandbox) = status.sandbox.filter(|s| s.mode != "kernel")
     {
-        eprintln!(
-            "forgectl: commands are not confined by the kernel here ({}); every command the model runs asks first",
-            sandbox.reason.as_deref().unwrap_or(&sandbox.mode)
-        );
+        // The reason ends by saying that every command asks.
+        match sandbox.reason.as_deref() {
+            Some(why) => eprintln!("forgectl: commands are not confined by the kernel here: {why}"),
+            None => eprintln!(
+                "forgectl: commands are not confined by the kernel here ({}); every command the model runs asks first",
+                sandbox.mode
+            ),
+        }
     }
     Ok(conn)
 }

@@ -46,7 +46,7 @@ pub async fn run(g: &Global, action: Option<SandboxAction>) -> Result<(), Failur
         }
         SandboxAction::Test => {
             if !g.json {
-                eprintln!("running the escape suite (some seconds)...");
+                eprintln!("running the escape suite (a minute or two on a slow machine)...");
             }
             let report = conn.client.sandbox_test(()).await?;
             if g.json {

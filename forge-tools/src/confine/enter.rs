@@ -16,11 +16,6 @@ use landlock::{
 
 use super::{NetworkAccess, Policy};
 
-/// Device files every command may read and write.
-/// (Not `/dev/tty`: commands have no terminal, and one could type into
-/// the user's.)
-pub(super) const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"];
-
 /// The Landlock ABI Forge's rules are written for (scopes: abstract Unix
 /// sockets and signals). An older kernel gets what it supports of it.
 const ABI_USED: i32 = 6;
@@ -191,7 +186,7 @@ fn restrict_files(policy: &Policy, writable: &[PathBuf], filter_tcp: bool) -> io
         .iter()
         .map(|p| (p.as_path(), read))
         .chain(policy.write.iter().chain(writable).map(|p| (p.as_path(), all)))
-        .chain(DEVICES.iter().map(|d| (Path::new(*d), all)))
+        .chain(super::mounts::DEVICES.iter().map(|d| (Path::new(*d), all)))
         .chain([(Path::new("/dev/pts"), all)]);
     for (path, access) in grants {
         // A place that does not exist (any more) grants nothing.

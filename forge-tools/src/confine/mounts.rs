@@ -13,6 +13,11 @@ use std::path::{Path, PathBuf};
 
 use super::Policy;
 
+/// Device files every command may read and write.
+/// (Not `/dev/tty`: commands have no terminal, and one could type into
+/// the user's.)
+pub(super) const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"];
+
 /// Shared scratch places every user's programs can reach: each command
 /// gets empty ones of its own.
 pub const PRIVATE_PLACES: &[&str] = &["/tmp", "/var/tmp", "/dev/shm"];

@@ -50,7 +50,7 @@ pub(super) enum Access {
 /// (replaced by empty ones later; the `shown` ones are mounted back then).
 pub(super) fn plan(policy: &Policy) -> Vec<(PathBuf, Access)> {
     let mut grants: Vec<(PathBuf, Access)> = Vec::new();
-    let devices = super::enter::DEVICES.iter().map(PathBuf::from).chain([PathBuf::from("/dev/pts")]);
+    let devices = super::mounts::DEVICES.iter().map(PathBuf::from).chain([PathBuf::from("/dev/pts")]);
     let private = |p: &Path| PRIVATE_PLACES.iter().any(|place| p.starts_with(place));
     grants.extend(policy.read.iter().filter(|p| !private(p)).map(|p| (p.clone(), Access::Read)));
     grants.extend(policy.shown.iter().map(|p| (p.clone(), Access::Read)));
