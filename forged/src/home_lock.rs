@@ -18,31 +18,42 @@ pub struct HomeLock {
 
 impl HomeLock {
     pub fn take(home: &Path, socket: &Path) -> anyhow::Result<Self> {
-        let path = forge_proto::paths::home_lock(home);
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .with_context(|| format!("cannot open the lock file {}", path.display()))?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => {
-                let mut text = String::new();
-                let _ = file.read_to_string(&mut text);
-                bail!("{}", refusal(home, &text));
-            }
-            Err(std::fs::TryLockError::Error(e)) => {
-                return Err(e).with_context(|| format!("cannot lock {}", path.display()));
-            }
+        let text = forge_proto::paths::home_lock_text(std::process::id(), socket);
+        match hold(&forge_proto::paths::home_lock(home), &text)? {
+            Ok(file) => Ok(Self { file }),
+            Err(holder) => bail!("{}", refusal(home, &holder)),
         }
-        file.set_len(0)?;
-        file.rewind()?;
-        file.write_all(forge_proto::paths::home_lock_text(std::process::id(), socket).as_bytes())?;
-        file.flush()?;
-        Ok(Self { file })
     }
+}
+
+/// Opens `path` and locks it for as long as the file is kept, writing
+/// `text` (who holds it) in it; `Err` with the holder's text when another
+/// process holds it already. The one lock both the home and the socket
+/// use.
+pub fn hold(path: &Path, text: &str) -> anyhow::Result<Result<File, String>> {
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .with_context(|| format!("cannot open the lock file {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            return Ok(Err(holder));
+        }
+        Err(std::fs::TryLockError::Error(e)) => {
+            return Err(e).with_context(|| format!("cannot lock {}", path.display()));
+        }
+    }
+    file.set_len(0)?;
+    file.rewind()?;
+    file.write_all(text.as_bytes())?;
+    file.flush()?;
+    Ok(Ok(file))
 }
 
 impl Drop for HomeLock {

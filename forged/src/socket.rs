@@ -2,8 +2,7 @@
 //! the daemon's life), a stale socket from a dead daemon removed, the
 //! directory private (0700) and the socket owner-only (0600).
 
-use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, Write};
+use std::fs::File;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -30,19 +29,9 @@ impl SocketClaim {
                 .create(dir)
                 .with_context(|| format!("cannot create the socket directory {}", dir.display()))?;
         }
-        let lock_path = path.with_extension("lock");
-        let mut lock = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&lock_path)
-            .with_context(|| format!("cannot open the lock file {}", lock_path.display()))?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => {
-                let mut pid = String::new();
-                let _ = lock.read_to_string(&mut pid);
+        let lock = match crate::home_lock::hold(&path.with_extension("lock"), &std::process::id().to_string())? {
+            Ok(file) => file,
+            Err(pid) => {
                 let pid = pid.trim();
                 let who = if pid.is_empty() { String::new() } else { format!(" (pid {pid})") };
                 bail!(
@@ -50,14 +39,7 @@ impl SocketClaim {
                     path.display()
                 );
             }
-            Err(std::fs::TryLockError::Error(e)) => {
-                return Err(e).with_context(|| format!("cannot lock {}", lock_path.display()));
-            }
-        }
-        lock.set_len(0)?;
-        lock.rewind()?;
-        write!(lock, "{}", std::process::id())?;
-        lock.flush()?;
+        };
 
         if let Some(listener) = activated_listener()? {
             tracing::info!(path = %path.display(), "listening on the socket systemd passed (socket activation)");
