@@ -85,16 +85,20 @@ pub enum Unrecorded {
     Unscanned,
     /// More ignored files than are watched (the mark stands on the root).
     IgnoredUnwatched,
+    /// Its content was to be read from git's objects, and they no longer
+    /// have it (the repository was removed or rewritten meanwhile).
+    Missing,
 }
 
 impl Unrecorded {
-    const ALL: [Unrecorded; 6] = [
+    const ALL: [Unrecorded; 7] = [
         Unrecorded::Ignored,
         Unrecorded::TooBig,
         Unrecorded::Denied,
         Unrecorded::Unreadable,
         Unrecorded::Unscanned,
         Unrecorded::IgnoredUnwatched,
+        Unrecorded::Missing,
     ];
 
     pub fn mark(self) -> &'static str {
@@ -105,6 +109,7 @@ impl Unrecorded {
             Unrecorded::Unreadable => "!unreadable",
             Unrecorded::Unscanned => "!unscanned",
             Unrecorded::IgnoredUnwatched => "!ignored-unwatched",
+            Unrecorded::Missing => "!missing",
         }
     }
 
@@ -125,6 +130,9 @@ impl Unrecorded {
             }
             Unrecorded::IgnoredUnwatched => {
                 "over 100,000 files here are ignored by .gitignore: changes the command made among them were not watched"
+            }
+            Unrecorded::Missing => {
+                "its content before the command was git's, and the repository no longer has it (removed or rewritten)"
             }
         }
     }

@@ -254,3 +254,137 @@ async fn edit_and_delete_file_are_undone_exactly() {
     forge.ok(&["undo", "e"]).await;
     assert_eq!(read("a.rs").as_deref(), Some("fn old() {}\nfn keep() {}\n"));
 }
+
+/// A file written by a file tool in one turn and by a command in the
+/// next, at the same size within one timestamp tick: undo gives back what
+/// the file tool wrote, not what was there before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_after_file_tools_is_undone_to_what_they_wrote() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = project.path().to_path_buf();
+    forge.new_session(&["--cwd", &dir.display().to_string(), "--name", "x"]).await;
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).ok();
+    let turns = [
+        vec![call("write_file", json!({"path": "a.txt", "content": "v1"}))],
+        vec![
+            call("edit", json!({"path": "a.txt", "old_string": "v1", "new_string": "v2"})),
+            call("write_file", json!({"path": "b.txt", "content": "b2"})),
+        ],
+        vec![call("run_command", json!({"command": "printf v3 > a.txt; rm b.txt; printf c > c.txt"}))],
+    ];
+    for calls in &turns {
+        forge.ok(&["send", "--auto-approve", "-s", "x", &format!("{} go", calls.join(" "))]).await;
+    }
+    let state = || (read("a.txt"), read("b.txt"), read("c.txt"));
+    let s = |v: &str| Some(v.to_string());
+    assert_eq!(state(), (s("v3"), None, s("c")));
+    forge.ok(&["undo", "x"]).await;
+    assert_eq!(state(), (s("v2"), s("b2"), None), "undo gives back what turn 2's file tools wrote");
+    forge.ok(&["undo", "x"]).await;
+    assert_eq!(state(), (s("v1"), None, None));
+}
+
+/// The project's files: name → (content, permission bits).
+fn files_of(dir: &std::path::Path) -> std::collections::BTreeMap<String, (String, u32)> {
+    use std::os::unix::fs::PermissionsExt;
+    forge_tests::harness::walk(dir)
+        .into_iter()
+        .filter(|p| p.is_file())
+        .filter_map(|p| {
+            let rel = p.strip_prefix(dir).ok()?.display().to_string();
+            let meta = std::fs::metadata(&p).ok()?;
+            Some((rel, (std::fs::read_to_string(&p).ok()?, meta.permissions().mode() & 0o777)))
+        })
+        .collect()
+}
+
+/// Random turns of file tools and commands over a few files, contents of
+/// one size (so that sizes never tell versions apart), as fast as the
+/// mock answers; then undo after undo gives back each earlier state byte
+/// for byte. Seeded, so a failure can be replayed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_turns_of_file_tools_and_commands_are_undone_state_by_state() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    for (scan, seeds) in [("0", [7u64, 1234, 99_991]), ("1", [5, 4321, 77_777])] {
+        let mut forge = Forge::new(&mock);
+        // Recorded from the kernel's notes, then by scans.
+        forge.set_env("FORGE_REWIND_SCAN", scan);
+        forge.start().await;
+        random_turns(&forge, &seeds).await;
+    }
+}
+
+async fn random_turns(forge: &Forge, seeds: &[u64]) {
+    for &seed in seeds {
+        let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let dir = project.path().to_path_buf();
+        let name = format!("r{seed}");
+        forge.new_session(&["--cwd", &dir.display().to_string(), "--name", &name]).await;
+        let mut rng = seed;
+        let mut next = move |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        let names = ["a.txt", "b.txt", "sub/c.txt", "sub/deep/d.txt"];
+        let mut states = vec![files_of(&dir)];
+        for _ in 0..12 {
+            // What the files will hold as the turn's calls run, so that a
+            // later call in the turn edits what an earlier one left.
+            let mut planned: std::collections::BTreeMap<String, String> =
+                states.last().cloned().unwrap_or_default().into_iter().map(|(k, (c, _))| (k, c)).collect();
+            let mut calls = Vec::new();
+            for _ in 0..=next(3) {
+                let file = names[next(names.len() as u64) as usize];
+                let content = format!("v{}", next(10));
+                let call = match (next(2), planned.get(file).cloned()) {
+                    (0, None) => {
+                        planned.insert(file.into(), content.clone());
+                        call("write_file", json!({"path": file, "content": content}))
+                    }
+                    (0, Some(old)) if next(2) == 0 && old != content => {
+                        planned.insert(file.into(), content.clone());
+                        call("edit", json!({"path": file, "old_string": old, "new_string": content}))
+                    }
+                    (0, Some(_)) => {
+                        planned.remove(file);
+                        call("delete_file", json!({"path": file}))
+                    }
+                    _ => {
+                        let shell = match next(4) {
+                            0 => {
+                                planned.remove(file);
+                                format!("rm -f {file}")
+                            }
+                            1 => format!("chmod +x {file} 2>/dev/null; true"),
+                            2 => {
+                                planned.retain(|k, _| !k.starts_with("sub/"));
+                                "rm -rf sub".to_string()
+                            }
+                            _ => {
+                                planned.insert(file.into(), content.clone());
+                                format!("mkdir -p $(dirname {file}) && printf {content} > {file}")
+                            }
+                        };
+                        call("run_command", json!({"command": shell}))
+                    }
+                };
+                calls.push(call);
+            }
+            forge.ok(&["send", "--auto-approve", "-s", &name, &format!("{} go", calls.join(" "))]).await;
+            states.push(files_of(&dir));
+        }
+        let moved = states.windows(2).filter(|w| w[0] != w[1]).count();
+        assert!(moved >= 6, "seed {seed}: only {moved} turns changed files");
+        states.pop();
+        while let Some(expected) = states.pop() {
+            forge.ok(&["undo", &name]).await;
+            let h = forge.ok(&["history", &name]).await.stdout;
+            assert_eq!(files_of(&dir), expected, "seed {seed}, {} undo(s) to go\n{h}", states.len());
+        }
+    }
+}

@@ -71,9 +71,9 @@ pub(crate) struct SessionActor {
     tool: Option<RunningTool>,
     /// Hooks and a call's records, running in their own tasks.
     jobs: futures::stream::FuturesUnordered<Pin<Box<dyn std::future::Future<Output = Event> + Send>>>,
-    /// The session's roots as last scanned around a command (see
-    /// `snapshot.rs`).
-    baseline: Arc<std::sync::Mutex<crate::snapshot::Manifest>>,
+    /// The session's record of its roots, kept up to date around
+    /// commands (see `snapshot/`).
+    tracker: Arc<std::sync::Mutex<crate::snapshot::Tracker>>,
     timers: Timers,
     /// When the last batch was handed to the journal.
     last_batch_at: Instant,
@@ -116,6 +116,7 @@ impl SessionActor {
             snapshot: snapshot_rx,
             attached: Arc::new(AtomicU32::new(0)),
         };
+        let tracker = crate::snapshot::Tracker::new(&row.id, Path::new(&row.cwd));
         let health = shared.writer.watch_health();
         let journal = health.borrow().clone();
         let blocked = journal.health == JournalHealth::Blocked;
@@ -161,7 +162,7 @@ impl SessionActor {
             request: None,
             tool: None,
             jobs: Default::default(),
-            baseline: Default::default(),
+            tracker: Arc::new(std::sync::Mutex::new(tracker)),
             timers: Timers::default(),
             last_batch_at: Instant::now(),
             apply_deltas_at: Box::pin(tokio::time::sleep(APPLY_DELTAS_AFTER)),
@@ -192,6 +193,11 @@ impl SessionActor {
                     self.shared.writer.apply_soon();
                 }
             }
+        }
+        if self.session.is_removed() {
+            // The ref that kept git's blobs for its rewind records goes
+            // with the session.
+            self.tracker.lock().unwrap_or_else(|p| p.into_inner()).drop_refs();
         }
         for reply in self.session.into_shutdown_replies() {
             let _ = reply.send(());
@@ -459,7 +465,7 @@ impl SessionActor {
     }
 
     fn recorder(&self) -> Recorder {
-        Recorder { writer: self.shared.writer.clone(), baseline: self.baseline.clone() }
+        Recorder { writer: self.shared.writer.clone(), tracker: self.tracker.clone() }
     }
 
     /// Writes everything pending and applies it (at start-up).

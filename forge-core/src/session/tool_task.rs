@@ -28,25 +28,27 @@ pub(super) struct RunningTool {
     pub(super) output: mpsc::Receiver<ToolOutput>,
 }
 
-/// Where a command's scans store the contents they read, and the roots as
-/// last scanned (reused for files whose size, time and mode are unchanged).
+/// Where a command's records store the contents they read, and the
+/// session's record of its roots (kept up to date between commands).
 #[derive(Clone)]
 pub(super) struct Recorder {
     pub(super) writer: crate::journal::JournalWriter,
-    pub(super) baseline: Arc<std::sync::Mutex<crate::snapshot::Manifest>>,
+    pub(super) tracker: Arc<std::sync::Mutex<crate::snapshot::Tracker>>,
 }
 
-/// Most content stored in one write while scanning.
+/// Most content stored in one write while recording.
 pub(super) const SCAN_BATCH_BYTES: usize = 8 * 1024 * 1024;
 
-/// Scans the roots (reusing `known` where files did not change), every
-/// content read stored durably before this returns.
-pub(super) async fn scan_and_store(
+/// Runs `work` on the session's tracker off the runtime, every content it
+/// hands over stored durably before this returns (an error if the store
+/// refused it).
+async fn with_tracker<T: Send + 'static>(
     recorder: &Recorder,
     sandbox: &crate::tools::Sandbox,
-    known: crate::snapshot::Manifest,
-) -> Result<crate::snapshot::Manifest, ScanFailure> {
+    work: impl FnOnce(&mut crate::snapshot::Tracker, crate::snapshot::Skip, crate::snapshot::Keep) -> T + Send + 'static,
+) -> Result<T, String> {
     let writer = recorder.writer.clone();
+    let tracker = recorder.tracker.clone();
     let sandbox = sandbox.clone();
     let rt = tokio::runtime::Handle::current();
     tokio::task::spawn_blocking(move || {
@@ -63,7 +65,8 @@ pub(super) async fn scan_and_store(
             }
         };
         let skip = |p: &Path| sandbox.is_denied(p);
-        let scanned = crate::snapshot::scan(sandbox.roots(), &known, &skip, &mut |hash, data| {
+        let mut tracker = tracker.lock().unwrap_or_else(|p| p.into_inner());
+        let out = work(&mut tracker, &skip, &mut |hash, data| {
             bytes += data.len();
             batch.extend(crate::journal::StoreOp::blob(hash, data));
             if bytes > SCAN_BATCH_BYTES {
@@ -72,31 +75,13 @@ pub(super) async fn scan_and_store(
             }
         });
         flush(&mut batch, &mut failed);
-        match (failed, scanned) {
-            (Some(e), _) => Err(ScanFailure::Store(e)),
-            (None, Err(e)) => Err(ScanFailure::TooBig(e)),
-            (None, Ok(manifest)) => Ok(manifest),
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(out),
         }
     })
     .await
-    .map_err(|e| ScanFailure::Store(e.to_string()))?
-}
-
-/// Why the roots could not be recorded around a command.
-pub(super) enum ScanFailure {
-    /// The store refused the contents: the command is not run.
-    Store(String),
-    /// Too much to record: the command runs, unrecorded.
-    TooBig(crate::snapshot::ScanError),
-}
-
-impl std::fmt::Display for ScanFailure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ScanFailure::Store(e) => write!(f, "{e}"),
-            ScanFailure::TooBig(e) => write!(f, "{e}"),
-        }
-    }
+    .map_err(|e| e.to_string())?
 }
 
 /// Runs a call's hooks in order (with `stop_at_first`, none after one
@@ -127,24 +112,14 @@ pub(super) async fn record_before(recorder: Recorder, job: RecordBefore) -> JobO
             }
         }
     }
-    let mut scanned = None;
     if job.scan {
-        let known = recorder.baseline.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        match scan_and_store(&recorder, &job.sandbox, known).await {
-            Ok(m) => scanned = Some(Box::new(m)),
-            Err(ScanFailure::TooBig(e)) => {
-                tracing::warn!(error = %e, "a command's file changes are not recorded for rewind");
-                // Said on each root, so that a rewind over it names it.
-                let mark = crate::rewind::Unrecorded::Unscanned;
-                let ids = (job.session_id.as_str(), job.node_id.as_str(), job.call_id.as_str());
-                ops.extend(job.sandbox.roots().iter().map(|root| unrecorded(ids, root, mark)));
-            }
-            Err(e) => {
-                let e = format!("the files under the roots could not be recorded for rewind ({e})");
-                return JobOutcome::RecordedBefore(Err(e));
-            }
+        let roots = job.sandbox.roots().to_vec();
+        if let Err(e) = with_tracker(&recorder, &job.sandbox, move |t, skip, keep| t.before(&roots, skip, keep)).await {
+            let e = format!("the files under the roots could not be recorded for rewind ({e})");
+            return JobOutcome::RecordedBefore(Err(e));
         }
     }
+    let scanned = job.scan;
     JobOutcome::RecordedBefore(Ok((ops, scanned)))
 }
 
@@ -156,9 +131,9 @@ pub(super) async fn record_after(recorder: Recorder, job: RecordAfter) -> JobOut
     {
         // What a file tool of Forge wrote is read again by the next scan,
         // whatever its stats say.
-        let mut baseline = recorder.baseline.lock().unwrap_or_else(|p| p.into_inner());
+        let mut tracker = recorder.tracker.lock().unwrap_or_else(|p| p.into_inner());
         for (_, p) in &touched {
-            baseline.forget(p);
+            tracker.forget(p);
         }
     }
     let mut changes: Vec<FileAfter> = tokio::task::spawn_blocking(move || {
@@ -174,27 +149,26 @@ pub(super) async fn record_after(recorder: Recorder, job: RecordAfter) -> JobOut
     .await
     .unwrap_or_default();
     let mut ops = Vec::new();
-    if let Some(before) = scanned {
-        match scan_and_store(&recorder, &sandbox, (*before).clone()).await {
-            Ok(after) => {
-                for p in crate::snapshot::changed(&before, &after) {
-                    let path = p.display().to_string();
+    if scanned {
+        match with_tracker(&recorder, &sandbox, |t, skip, keep| (t.after(skip, keep), t.ignored_unwatched())).await {
+            Ok((found, ignored_unwatched)) => {
+                for f in found {
+                    let path = f.path.display().to_string();
                     ops.push(StoreOp::BeginChange {
                         session_id: session_id.clone(),
                         node_id: node_id.clone(),
                         call_id: call_id.clone(),
                         path: path.clone(),
-                        before: before.state(&p),
+                        before: f.before,
                         created_ms: crate::ids::now_ms(),
                     });
-                    changes.push(FileAfter { path, after: after.state(&p), data: None });
+                    changes.push(FileAfter { path, after: f.after, data: None });
                 }
-                if before.ignored_unwatched || after.ignored_unwatched {
+                if ignored_unwatched {
                     let mark = crate::rewind::Unrecorded::IgnoredUnwatched;
                     let ids = (session_id.as_str(), node_id.as_str(), call_id.as_str());
                     ops.extend(sandbox.roots().iter().map(|root| unrecorded(ids, root, mark)));
                 }
-                *recorder.baseline.lock().unwrap_or_else(|p| p.into_inner()) = after;
             }
             Err(e) => tracing::warn!(error = %e, "what a command changed could not be recorded for rewind"),
         }

@@ -55,7 +55,7 @@ pub(crate) enum JobOutcome {
     Hooks(Vec<HookRun>),
     /// The ops recording the files before (contents and `BeginChange`),
     /// and the scan; or why they could not be recorded.
-    RecordedBefore(Result<(Vec<StoreOp>, Option<Box<crate::snapshot::Manifest>>), String>),
+    RecordedBefore(Result<(Vec<StoreOp>, bool), String>),
     /// The ops recording what a scanned command changed, and each changed
     /// file's state after.
     RecordedAfter {
@@ -333,7 +333,7 @@ impl Session {
     }
 
     fn record_after(&mut self, result: Result<String, ToolError>, before: Before) {
-        if before.touched.is_empty() && before.scanned.is_none() {
+        if before.touched.is_empty() && !before.scanned {
             return self.finish_call(result, Vec::new());
         }
         let Some((node_id, call_id, _)) = self.running_ids() else { return };

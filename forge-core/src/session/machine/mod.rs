@@ -597,6 +597,11 @@ impl Session {
         self.exit.is_some() && (self.pipeline.is_idle() || self.is_blocked())
     }
 
+    /// Stopped because it was removed (its records gone).
+    pub(crate) fn is_removed(&self) -> bool {
+        matches!(self.exit, Some(Exit::Removed))
+    }
+
     /// Who waits for the session to have stopped.
     pub(crate) fn into_shutdown_replies(self) -> Vec<oneshot::Sender<()>> {
         match self.exit {

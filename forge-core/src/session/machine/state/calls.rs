@@ -70,8 +70,9 @@ pub(crate) type Ready = (Arc<dyn ToolExecutor>, Value);
 pub(crate) struct Before {
     /// The files it names (as recorded, and resolved).
     pub touched: Vec<(String, PathBuf)>,
-    /// The roots as scanned before a command (none: not scanned).
-    pub scanned: Option<Box<crate::snapshot::Manifest>>,
+    /// The roots were recorded before a command (the session's tracker
+    /// holds that record), so what it changed can be told after it.
+    pub scanned: bool,
 }
 
 /// Where the running call is.

@@ -223,7 +223,7 @@ impl Harness {
                 // Nothing to record: the calls here name no real file.
                 Effect::RecordBefore(r) => self.feed(Event::JobDone {
                     job: r.job,
-                    outcome: call::JobOutcome::RecordedBefore(Ok((Vec::new(), None))),
+                    outcome: call::JobOutcome::RecordedBefore(Ok((Vec::new(), false))),
                 }),
                 Effect::RecordAfter(r) => self.feed(Event::JobDone {
                     job: r.job,

@@ -1,0 +1,99 @@
+//! What the files a command touched became: the paths the kernel's notes
+//! name (and what lies under directories made, moved or removed) are
+//! looked at again, nothing else.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use super::scan::{Rules, walk};
+use super::watch::{Dirty, Watcher};
+use super::{Entry, Keep, Manifest, differs, git_index};
+
+/// One file whose record changed.
+pub(super) struct Changed {
+    pub path: PathBuf,
+    pub before: Option<Entry>,
+    pub after: Option<Entry>,
+}
+
+/// The notes cannot say what changed: the roots must be scanned.
+pub(super) struct Lost;
+
+fn in_git_dir(path: &Path) -> bool {
+    path.components().any(|c| c.as_os_str() == ".git")
+}
+
+/// Applies `dirty` to `m`, reading each touched file (content kept) and
+/// watching new directories: the files whose record changed.
+pub(super) fn refresh(
+    m: &mut Manifest,
+    dirty: Dirty,
+    roots: &[PathBuf],
+    watcher: &mut Watcher,
+    rules: &mut Rules,
+    keep: Keep,
+) -> Result<Vec<Changed>, Lost> {
+    if dirty.lost {
+        return Err(Lost);
+    }
+    let mut paths: BTreeSet<PathBuf> = dirty.files.into_iter().filter(|p| !in_git_dir(p)).collect();
+    for dir in dirty.gone_dirs.iter().filter(|d| !in_git_dir(d)) {
+        if roots.iter().any(|r| r.starts_with(dir)) {
+            return Err(Lost);
+        }
+        watcher.unwatch_under(dir);
+        paths.extend(m.under(dir).into_iter().map(PathBuf::from));
+    }
+    let failed = std::sync::atomic::AtomicBool::new(false);
+    let shared = std::sync::Mutex::new(&mut *watcher);
+    for dir in dirty.new_dirs.iter().filter(|d| !in_git_dir(d)) {
+        let walked = walk(std::slice::from_ref(dir), &|d| {
+            if shared.lock().unwrap_or_else(|p| p.into_inner()).watch(d).is_err() {
+                failed.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        });
+        paths.extend(walked.files.into_iter().map(|(p, _)| p));
+    }
+    if failed.into_inner() {
+        return Err(Lost);
+    }
+    // A new rule may change what is ignored anywhere below it.
+    if paths.iter().any(|p| p.file_name().is_some_and(|n| n == ".gitignore")) {
+        return Err(Lost);
+    }
+    let mut changes = Vec::new();
+    for path in paths {
+        let before = m.files.get(path.as_os_str()).cloned();
+        let after = look(&path, before.as_ref(), rules, keep);
+        if differs(before.as_ref(), after.as_ref()) {
+            changes.push(Changed { path: path.clone(), before, after: after.clone() });
+        }
+        match after {
+            Some(e) => m.files.insert(path.into_os_string(), e),
+            None => m.files.remove(path.as_os_str()),
+        };
+    }
+    Ok(changes)
+}
+
+/// What the file at `path` is now (read, since it was touched).
+fn look(path: &Path, before: Option<&Entry>, rules: &mut Rules, keep: Keep) -> Option<Entry> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    if !(meta.is_file() || meta.file_type().is_symlink()) {
+        return None;
+    }
+    let stat = super::Stat::of(&meta);
+    if let Some(why) = rules.unrecorded(path, &stat) {
+        return Some(Entry { stat, hash: why.mark().into() });
+    }
+    let Ok(Some((data, _))) = crate::rewind::read_any(path) else {
+        return Some(Entry { stat, hash: crate::rewind::Unrecorded::Unreadable.mark().into() });
+    };
+    // Still git's blob: nothing new to keep.
+    if let Some(b) = before.filter(|b| b.hash.starts_with(git_index::GIT_PREFIX))
+        && git_index::name_of(&data).as_deref() == Some(&*b.hash)
+    {
+        return Some(Entry { stat, hash: b.hash.clone() });
+    }
+    Some(super::scan::kept(stat, data, keep))
+}

@@ -1,0 +1,140 @@
+//! A scan of the whole tree: every file's stats, and a record of each
+//! file (its content kept, or git's blob named, or why it is not kept).
+//! The first command of a session scans; later ones scan only when the
+//! kernel's notes cannot say what changed.
+
+use std::path::{Path, PathBuf};
+
+use super::git_index::IndexView;
+use super::ignores::Ignores;
+use super::{Entry, Keep, MAX_FILE_BYTES, MAX_IGNORED, Manifest, RACY_NS, Skip, Stat};
+use crate::rewind::Unrecorded;
+
+/// What a walk of the roots found (`.git` directories left out).
+#[derive(Default)]
+pub(super) struct Walked {
+    pub files: Vec<(PathBuf, Stat)>,
+    pub gitignores: Vec<PathBuf>,
+    pub attributes: Vec<PathBuf>,
+}
+
+/// Walks `roots` (in parallel), handing each directory to `on_dir` as it
+/// is reached, before its entries are listed.
+pub(super) fn walk(roots: &[PathBuf], on_dir: &(dyn Fn(&Path) + Sync)) -> Walked {
+    let found: std::sync::Mutex<Walked> = Default::default();
+    for root in roots {
+        ignore::WalkBuilder::new(root)
+            .standard_filters(false)
+            .hidden(false)
+            .follow_links(false)
+            .filter_entry(|e| e.file_name() != ".git")
+            .build_parallel()
+            .run(|| {
+                Box::new(|entry| {
+                    use ignore::WalkState;
+                    let Ok(entry) = entry else { return WalkState::Continue };
+                    let Some(kind) = entry.file_type() else { return WalkState::Continue };
+                    if kind.is_dir() {
+                        on_dir(entry.path());
+                        return WalkState::Continue;
+                    }
+                    if !(kind.is_file() || kind.is_symlink()) {
+                        return WalkState::Continue;
+                    }
+                    let Ok(meta) = entry.metadata() else { return WalkState::Continue };
+                    let name = entry.file_name();
+                    let mut found = found.lock().unwrap_or_else(|p| p.into_inner());
+                    if name == ".gitignore" {
+                        found.gitignores.push(entry.path().to_path_buf());
+                    } else if name == ".gitattributes" {
+                        found.attributes.push(entry.path().to_path_buf());
+                    }
+                    found.files.push((entry.into_path(), Stat::of(&meta)));
+                    WalkState::Continue
+                })
+            });
+    }
+    found.into_inner().unwrap_or_else(|p| p.into_inner())
+}
+
+/// How files are told apart: ignored by git, denied by the sandbox, in
+/// git's index unchanged.
+pub(super) struct Rules<'a> {
+    pub ignores: &'a mut Ignores,
+    pub indexes: &'a [IndexView],
+    pub skip: Skip<'a>,
+}
+
+impl Rules<'_> {
+    /// Why a file's content is not kept, if it is not.
+    pub(super) fn unrecorded(&mut self, path: &Path, stat: &Stat) -> Option<Unrecorded> {
+        if self.ignores.ignored(path, false) {
+            Some(Unrecorded::Ignored)
+        } else if stat.size > MAX_FILE_BYTES && stat.mode != crate::rewind::SYMLINK_MODE {
+            Some(Unrecorded::TooBig)
+        } else if (self.skip)(path) {
+            Some(Unrecorded::Denied)
+        } else {
+            None
+        }
+    }
+}
+
+/// Reads a file and keeps its content: its entry (a mark if unreadable).
+pub(super) fn read(path: &Path, stat: Stat, keep: Keep) -> Entry {
+    let Ok(Some((data, _))) = crate::rewind::read_any(path) else {
+        return Entry { stat, hash: Unrecorded::Unreadable.mark().into() };
+    };
+    kept(stat, data, keep)
+}
+
+/// The entry of content read, handed to `keep`.
+pub(super) fn kept(stat: Stat, data: Vec<u8>, keep: Keep) -> Entry {
+    let hash = crate::rewind::hash(&data);
+    let shared: std::sync::Arc<str> = hash.as_str().into();
+    keep(hash, data);
+    Entry { stat, hash: shared }
+}
+
+/// Records what `walked` found, reusing `known`'s record of a file whose
+/// stats are unchanged and git's blob for one its index has unchanged;
+/// every other file is read and handed to `keep` before this returns.
+pub(super) fn record(walked: Walked, known: &Manifest, rules: &mut Rules, keep: Keep, taken_ns: i128) -> Manifest {
+    let mut m = Manifest { taken_ns, ..Manifest::default() };
+    let mut ignored = 0usize;
+    for (path, stat) in walked.files {
+        if let Some(why) = rules.unrecorded(&path, &stat) {
+            if why == Unrecorded::Ignored {
+                ignored += 1;
+                if ignored > MAX_IGNORED {
+                    m.ignored_unwatched = true;
+                    continue;
+                }
+            }
+            m.files.insert(path.into_os_string(), Entry { stat, hash: why.mark().into() });
+            continue;
+        }
+        let racy = stat.mtime_ns.max(stat.ctime_ns) + RACY_NS >= known.taken_ns;
+        let same = known.files.get(path.as_os_str()).filter(|e| e.stat == stat && !racy && !e.is_mark());
+        let entry = match same {
+            Some(e) => e.clone(),
+            None => match rules.indexes.iter().find(|i| path.starts_with(&i.top)).and_then(|i| i.blob_of(&path, &stat))
+            {
+                Some(blob) => Entry { stat, hash: blob.into() },
+                None => read(&path, stat, keep),
+            },
+        };
+        m.files.insert(path.into_os_string(), entry);
+    }
+    m
+}
+
+/// Scans `roots` with no repository's help (the benchmark's and the
+/// tests' way in): `known`'s records reused where stats are unchanged.
+pub fn scan(roots: &[PathBuf], known: &Manifest, skip: Skip, keep: Keep) -> Manifest {
+    let taken_ns = super::now_ns();
+    let walked = walk(roots, &|_| {});
+    let mut ignores = Ignores::new(roots, &walked.gitignores, &[]);
+    let mut rules = Rules { ignores: &mut ignores, indexes: &[], skip };
+    record(walked, known, &mut rules, keep, taken_ns)
+}

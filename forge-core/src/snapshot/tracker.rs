@@ -1,0 +1,213 @@
+//! A session's record of its roots between commands: scanned once, then
+//! kept up to date from the kernel's notes (or, where there are none, by
+//! scanning again around each command).
+
+use std::path::{Path, PathBuf};
+
+use super::git_index::{self, GIT_PREFIX, IndexView, Repo};
+use super::ignores::Ignores;
+use super::refresh::{Changed, Lost, refresh};
+use super::scan::{Rules, record, walk};
+use super::watch::{Watcher, user_limit};
+use super::{Entry, Keep, Manifest, Skip, changed};
+use crate::rewind::{FileState, Unrecorded};
+
+/// A file a command changed: its record before and after.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    pub path: PathBuf,
+    pub before: FileState,
+    pub after: FileState,
+}
+
+/// With this set to 1 in the daemon's environment, commands are recorded
+/// by scanning the roots, as where the kernel cannot watch them.
+pub const SCAN_ENV: &str = "FORGE_REWIND_SCAN";
+
+pub struct Tracker {
+    /// Names the ref that keeps git's blobs reachable.
+    session: String,
+    /// The session's directory: its repository holds the ref even if no
+    /// command ran since the daemon started.
+    cwd: PathBuf,
+    roots: Vec<PathBuf>,
+    manifest: Option<Manifest>,
+    watcher: Option<Watcher>,
+    ignores: Ignores,
+    /// The watcher could not be made or lost its watches: scans only.
+    scan_only: bool,
+}
+
+impl Tracker {
+    pub fn new(session: &str, cwd: &Path) -> Tracker {
+        // Benchmarks and tests of the fallback: scan around every command.
+        let scan_only = std::env::var_os(SCAN_ENV).is_some_and(|v| v == "1");
+        Tracker {
+            session: session.into(),
+            cwd: cwd.to_path_buf(),
+            roots: Vec::new(),
+            manifest: None,
+            watcher: None,
+            ignores: Ignores::default(),
+            scan_only,
+        }
+    }
+
+    /// A tracker that scans around every command, as where the kernel
+    /// cannot watch the tree.
+    pub fn scanning_only(session: &str, cwd: &Path) -> Tracker {
+        Tracker { scan_only: true, ..Tracker::new(session, cwd) }
+    }
+
+    /// Whether the kernel's notes are used (false: every command scans).
+    pub fn watching(&self) -> bool {
+        self.watcher.is_some()
+    }
+
+    /// The repositories whose git objects stand for some files' content.
+    pub fn repos(&self) -> &[PathBuf] {
+        self.manifest.as_ref().map(|m| m.repos.as_slice()).unwrap_or_default()
+    }
+
+    /// Brings the record of `roots` up to date before a command (a scan
+    /// the first time): every content read is handed to `keep` before
+    /// this returns, so it can be stored before the command runs.
+    pub fn before(&mut self, roots: &[PathBuf], skip: Skip, keep: Keep) {
+        if self.manifest.is_none() || self.roots != roots {
+            self.roots = roots.to_vec();
+            self.manifest = None;
+            self.watcher = None;
+            self.rescan(skip, keep);
+            return;
+        }
+        // Changes made since by others (an editor, Forge's file tools)
+        // are the command's "before"; they are not its changes.
+        let _ = self.update(skip, keep);
+    }
+
+    /// What changed under the roots since [`Tracker::before`], each
+    /// file's content before and after the command kept (git's blob read).
+    pub fn after(&mut self, skip: Skip, keep: Keep) -> Vec<Found> {
+        let changes = self.update(skip, keep);
+        let repos = self.repos().to_vec();
+        changes
+            .into_iter()
+            .map(|c| Found {
+                before: c.before.and_then(|e| state_of(&e, &c.path, &repos, keep)),
+                after: c.after.and_then(|e| state_of(&e, &c.path, &repos, keep)),
+                path: c.path,
+            })
+            .collect()
+    }
+
+    /// Removes the refs that kept git's blobs for this session (it is
+    /// being removed).
+    pub fn drop_refs(&self) {
+        git_index::forget_refs(self.repos().iter().chain(&self.roots).chain([&self.cwd]), &self.session);
+    }
+
+    /// Whether the roots hold more ignored files than are watched.
+    pub fn ignored_unwatched(&self) -> bool {
+        self.manifest.as_ref().is_some_and(|m| m.ignored_unwatched)
+    }
+
+    /// A file tool of Forge may have changed `path`. With the kernel's
+    /// notes nothing is to be done (a write is noted); a scan must read
+    /// it again, whatever its stats say (a same-size write in the same
+    /// timestamp tick leaves them equal).
+    pub fn forget(&mut self, path: &Path) {
+        if self.watcher.is_none()
+            && let Some(m) = &mut self.manifest
+        {
+            m.forget(path);
+        }
+    }
+
+    fn update(&mut self, skip: Skip, keep: Keep) -> Vec<Changed> {
+        let Some(manifest) = self.manifest.as_mut() else { return Vec::new() };
+        if let Some(w) = self.watcher.as_mut() {
+            let dirty = w.drain();
+            let mut rules = Rules { ignores: &mut self.ignores, indexes: &[], skip };
+            match refresh(manifest, dirty, &self.roots, w, &mut rules, keep) {
+                Ok(changes) => return changes,
+                Err(Lost) => tracing::info!("the notes of file changes were incomplete; scanning the roots"),
+            }
+        }
+        let before = self.manifest.clone().unwrap_or_default();
+        self.rescan(skip, keep);
+        let after = self.manifest.as_ref().map(|m| &m.files);
+        changed(&before, self.manifest.as_ref().unwrap_or(&before))
+            .into_iter()
+            .map(|path| Changed {
+                before: before.files.get(path.as_os_str()).cloned(),
+                after: after.and_then(|f| f.get(path.as_os_str())).cloned(),
+                path,
+            })
+            .collect()
+    }
+
+    /// Scans the roots, watching every directory (when it can), with
+    /// git's index for unchanged files.
+    fn rescan(&mut self, skip: Skip, keep: Keep) {
+        let taken_ns = super::now_ns();
+        if self.watcher.is_none() && !self.scan_only {
+            self.watcher = Watcher::new()
+                .map_err(|e| tracing::info!(error = %e, "no kernel notes of file changes; commands scan the roots"))
+                .ok();
+        }
+        // Some directories are left for the user's other programs.
+        let budget = user_limit() * 3 / 4;
+        let failed = std::sync::atomic::AtomicBool::new(false);
+        let walked = {
+            let watcher = std::sync::Mutex::new(self.watcher.as_mut());
+            walk(&self.roots, &|dir| {
+                let mut w = watcher.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(w) = w.as_mut()
+                    && (w.count() >= budget || w.watch(dir).is_err())
+                {
+                    failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+            })
+        };
+        if failed.into_inner() && self.watcher.take().is_some() {
+            tracing::warn!(
+                "too many directories to watch under {:?} (fs.inotify.max_user_watches is {}): each command scans the roots",
+                self.roots,
+                user_limit()
+            );
+            self.scan_only = true;
+        }
+        let repos: Vec<Repo> = self.roots.iter().filter_map(|r| Repo::find(r)).collect();
+        let indexes: Vec<IndexView> =
+            repos.iter().filter_map(|r| git_index::load(r, &self.session, &walked.attributes)).collect();
+        let excludes: Vec<(PathBuf, PathBuf)> = repos.iter().map(|r| (r.top.clone(), r.exclude.clone())).collect();
+        self.ignores = Ignores::new(&self.roots, &walked.gitignores, &excludes);
+        let known = self.manifest.take().unwrap_or_default();
+        let mut rules = Rules { ignores: &mut self.ignores, indexes: &indexes, skip };
+        let mut m = record(walked, &known, &mut rules, keep, taken_ns);
+        m.repos = known.repos;
+        for i in &indexes {
+            if !m.repos.contains(&i.top) {
+                m.repos.push(i.top.clone());
+            }
+        }
+        self.manifest = Some(m);
+    }
+}
+
+/// A record as a change's state: git's blob is read and kept (a change
+/// must not depend on the repository), or marked if it is gone.
+fn state_of(e: &Entry, path: &Path, repos: &[PathBuf], keep: Keep) -> FileState {
+    if !e.hash.starts_with(GIT_PREFIX) {
+        return Some((e.hash.to_string(), e.stat.mode));
+    }
+    let top = repos.iter().filter(|t| path.starts_with(t)).max_by_key(|t| t.as_os_str().len());
+    match top.and_then(|t| git_index::content(t, &e.hash)) {
+        Some(data) => {
+            let hash = crate::rewind::hash(&data);
+            keep(hash.clone(), data);
+            Some((hash, e.stat.mode))
+        }
+        None => Some((Unrecorded::Missing.mark().into(), e.stat.mode)),
+    }
+}
