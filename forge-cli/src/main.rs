@@ -479,6 +479,16 @@ acknowledged is lost. Fix the cause, then `forgectl journal reset`: sessions rec
         #[command(subcommand)]
         action: Option<cmd::misc::JournalAction>,
     },
+    /// Show what the store weighs (database, rewind contents, images, per
+    /// session), or collect what no record needs
+    #[command(after_help = "Undo and rewind keep the contents of the files tools and commands changed. Past \
+[store] max_blob_mb (4096 by default) the oldest of them are evicted, and undo names the files it can no \
+longer restore; images a message shows are never evicted. Removing a session frees its contents at the \
+next `forgectl store gc` (or daemon start).")]
+    Store {
+        #[command(subcommand)]
+        action: Option<cmd::store::StoreAction>,
+    },
     /// Stop the daemon gracefully (running turns are cancelled and kept)
     Shutdown,
     /// forged as a systemd user service: install, status, stop, logs
@@ -636,6 +646,7 @@ fn main() -> ExitCode {
             }
             Command::Deny { session } => cmd::approvals::deny(&g, &session).await,
             Command::Journal { action } => cmd::misc::journal(&g, action).await,
+            Command::Store { action } => cmd::store::run(&g, action).await,
             Command::Shutdown => cmd::misc::shutdown(&g).await,
             Command::Daemon(c) => cmd::daemon::run(&g, c).await,
             Command::Export { session, format, output } => {

@@ -47,6 +47,9 @@ pub struct ForgeConfig {
     pub tools: ToolsConfig,
     #[serde(default)]
     pub journal: JournalConfig,
+    /// `[store]`: how much rewind content the blob store keeps.
+    #[serde(default)]
+    pub store: StoreConfig,
     /// Models the built-in catalog does not know (local servers' above all).
     #[serde(default)]
     pub models: Vec<ModelConfig>,
@@ -193,6 +196,24 @@ pub use crate::store::Durability;
 pub struct JournalConfig {
     #[serde(default)]
     pub durability: Durability,
+}
+
+/// `[store]`.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreConfig {
+    /// MiB of blobs past which the oldest rewind content is evicted
+    /// (default 4096); images a message shows are never evicted.
+    pub max_blob_mb: Option<u64>,
+}
+
+/// `[store] max_blob_mb` when unset.
+pub const DEFAULT_MAX_BLOB_MB: u64 = 4096;
+
+impl StoreConfig {
+    pub fn max_blob_bytes(&self) -> u64 {
+        self.max_blob_mb.unwrap_or(DEFAULT_MAX_BLOB_MB).saturating_mul(1024 * 1024)
+    }
 }
 
 impl ForgeConfig {

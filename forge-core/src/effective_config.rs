@@ -56,12 +56,16 @@ prompt_side_effects = true
 
 [journal]
 durability = "process"
+
+[store]
+max_blob_mb = {max_blob_mb}
 "#,
         budget = crate::provider::DEFAULT_THINKING_BUDGET,
         ttl = crate::provider::DEFAULT_GEMINI_CACHE_TTL,
         memory = crate::tools::confine::DEFAULT_LIMITS.memory_mb,
         processes = crate::tools::confine::DEFAULT_LIMITS.processes,
         cpu = crate::tools::confine::DEFAULT_LIMITS.cpu_seconds,
+        max_blob_mb = crate::config::DEFAULT_MAX_BLOB_MB,
     );
     text.parse().unwrap_or_default()
 }

@@ -32,6 +32,9 @@ pub(crate) struct Shared {
     pub repo_maps: crate::repo_map::RepoMaps,
     /// The time and ids sessions write (the system's; tests script it).
     pub clock: crate::ids::Clock,
+    /// The sessions' records of their roots (what collecting the store
+    /// must keep).
+    pub trackers: crate::snapshot::Trackers,
     /// Where sessions send what concerns helper agents; the engine routes
     /// it (`engine/helpers.rs`).
     pub helpers: tokio::sync::mpsc::UnboundedSender<crate::session::machine::HelperOut>,

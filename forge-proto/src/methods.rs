@@ -23,6 +23,7 @@ use crate::events::SessionEvent;
 use crate::git::*;
 use crate::images::ImageInfo;
 use crate::params::*;
+use crate::store::{StoreGcResult, StoreStatus};
 use crate::trust::{FolderTrust, ProjectTools};
 use crate::types::*;
 use crate::usage::*;
@@ -425,6 +426,13 @@ forge_methods! {
     /// sessions then recover what the failure interrupted. Fails, still
     /// blocked, with the reason if the store is still not writable.
     daemon "journal.reset" journal_reset(NoParams) -> JournalStatus;
+    /// What the store weighs: the database, the blobs (rewind's file
+    /// contents and images), per session, against `[store] max_blob_mb`.
+    daemon "store.status" store_status(NoParams) -> StoreStatus;
+    /// Collects the blobs no record needs (a removed session's, contents
+    /// read of files no command changed), then evicts the oldest rewind
+    /// content past `[store] max_blob_mb`.
+    daemon "store.gc" store_gc(NoParams) -> StoreGcResult;
     /// The daemon's version, uptime, sessions, clients, journal and
     /// sandbox.
     daemon "daemon.status" daemon_status(NoParams) -> DaemonStatus;

@@ -242,11 +242,17 @@ async fn run(prepared: Prepared) -> anyhow::Result<()> {
 
 /// Every second, the store on disk is checked to still be the one the
 /// journal writes (two `stat`s): one deleted or replaced is written back
-/// at once, not at the next write or `journal reset`.
+/// at once, not at the next write or `journal reset`. Every minute, the
+/// blobs are kept under `[store] max_blob_mb`.
 async fn watch_store(engine: Engine) {
-    loop {
+    for tick in 1u64.. {
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
         engine.check_store().await;
+        if tick % 60 == 0
+            && let Err(e) = engine.keep_store_bound().await
+        {
+            tracing::warn!(error = %e, "cannot keep the store under [store] max_blob_mb");
+        }
     }
 }
 

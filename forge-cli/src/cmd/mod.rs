@@ -12,6 +12,7 @@ pub mod misc;
 pub mod sandbox;
 pub mod send;
 pub mod session;
+pub mod store;
 pub mod tools;
 pub mod tree;
 pub mod trust;

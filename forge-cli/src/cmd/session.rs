@@ -94,22 +94,21 @@ impl NewSession {
             Some(p) => Some(std::path::absolute(&p).unwrap_or(p).display().to_string()),
             None => std::env::current_dir().ok().map(|p| p.display().to_string()),
         };
-        let info = client
-            .session_create(CreateParams {
-                name: self.name,
-                cwd,
-                provider: self.provider,
-                model: self.model,
-                allow_broad_root: self.allow_broad_root,
-                git: match (self.git || self.from.is_some() || self.base.is_some(), self.no_git) {
-                    (true, _) => Some(true),
-                    (false, true) => Some(false),
-                    _ => None,
-                },
-                base: self.base,
-                from_commit: self.from,
-            })
-            .await?;
+        let create = client.session_create(CreateParams {
+            name: self.name,
+            cwd,
+            provider: self.provider,
+            model: self.model,
+            allow_broad_root: self.allow_broad_root,
+            git: match (self.git || self.from.is_some() || self.base.is_some(), self.no_git) {
+                (true, _) => Some(true),
+                (false, true) => Some(false),
+                _ => None,
+            },
+            base: self.base,
+            from_commit: self.from,
+        });
+        let info = with_progress(create).await?;
         if let Some(u) = &info.untrusted {
             super::trust::notice(u);
         }
@@ -120,6 +119,38 @@ impl NewSession {
             eprintln!("forgectl: note: {}", crate::output::shown(n));
         }
         Ok(info)
+    }
+}
+
+/// Waits for `work`; past a second, says on a terminal's stderr how long
+/// it has taken (a git session's worktree of a big repository is checked
+/// out before the session exists).
+async fn with_progress<T>(work: impl std::future::Future<Output = T>) -> T {
+    use std::io::IsTerminal;
+    let mut work = std::pin::pin!(work);
+    let started = std::time::Instant::now();
+    let show = std::io::stderr().is_terminal();
+    let mut shown = false;
+    let mut tick = tokio::time::interval_at(
+        tokio::time::Instant::now() + std::time::Duration::from_secs(1),
+        std::time::Duration::from_secs(1),
+    );
+    loop {
+        tokio::select! {
+            out = &mut work => {
+                if shown {
+                    eprint!("\r\x1b[K");
+                }
+                return out;
+            }
+            _ = tick.tick(), if show => {
+                shown = true;
+                eprint!(
+                    "\rforgectl: creating the session (a git session checks out its worktree first)… {} s",
+                    started.elapsed().as_secs()
+                );
+            }
+        }
     }
 }
 

@@ -162,9 +162,7 @@ impl Engine {
         let h = shared.writer.health();
         let st = shared.writer.stats();
         let (open_streams, events) = shared.store.journal_counts().await?;
-        let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
-        let mut wal = shared.db_path().as_os_str().to_owned();
-        wal.push("-wal");
+        let (db_bytes, wal_bytes) = self.db_sizes();
         Ok(JournalStatus {
             health: h.health,
             reason: h.reason.map(|r| blocked_advice(&r, h.health)),
@@ -181,8 +179,8 @@ impl Engine {
             last_commit_us: st.last_commit_us,
             open_streams,
             events,
-            db_bytes: size(shared.db_path()),
-            wal_bytes: size(Path::new(&wal)),
+            db_bytes,
+            wal_bytes,
             path: shared.db_path().display().to_string(),
             restored: None,
         })

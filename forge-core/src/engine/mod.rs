@@ -10,6 +10,7 @@ mod helpers;
 mod images;
 mod mcp_input;
 mod queries;
+mod store_admin;
 mod tree;
 mod trust;
 
@@ -106,6 +107,7 @@ impl Engine {
             tool_approvals,
             repo_maps: Default::default(),
             clock: crate::ids::Clock::system(),
+            trackers: Default::default(),
             helpers,
         });
         let engine = Engine {

@@ -50,6 +50,20 @@ pub enum StoreOp {
         hash: String,
         data: Vec<u8>,
     },
+    /// Deletes the blobs no record needs, but for `held` (content a
+    /// session's record of its roots names: the "before" of its next
+    /// command).
+    CollectBlobs {
+        held: Vec<String>,
+    },
+    /// Deletes these blobs to keep the store under its bound, unless put
+    /// again after `seen` (the newest use when they were chosen: a new
+    /// record needs them), noting each as evicted.
+    EvictBlobs {
+        hashes: Vec<String>,
+        seen: i64,
+        at_ms: i64,
+    },
     /// A tool is about to change `path`: what it holds now.
     BeginChange {
         session_id: String,
@@ -255,7 +269,45 @@ impl StoreOp {
                 Ok(())
             }
             StoreOp::PutBlob { hash, data } => {
-                run("INSERT OR IGNORE INTO blobs (hash, data) VALUES (?, ?)", &[hash, data])
+                run("INSERT OR IGNORE INTO blobs (hash, data) VALUES (?, ?)", &[hash, data])?;
+                // When it was last needed (the bound evicts the oldest
+                // first), and no longer evicted if it was.
+                run(
+                    "INSERT OR REPLACE INTO blob_use (hash, used) VALUES (?, (SELECT COALESCE(MAX(used), 0) + 1 FROM blob_use))",
+                    &[hash],
+                )?;
+                run("DELETE FROM evicted_blobs WHERE hash = ?", &[hash])
+            }
+            StoreOp::CollectBlobs { held } => {
+                conn.execute_batch(
+                    "CREATE TEMP TABLE IF NOT EXISTS held (hash TEXT PRIMARY KEY); DELETE FROM temp.held;",
+                )?;
+                for h in held {
+                    run("INSERT OR IGNORE INTO temp.held (hash) VALUES (?)", &[h])?;
+                }
+                let sql = format!(
+                    "DELETE FROM blobs WHERE hash NOT IN ({}) AND hash NOT IN (SELECT hash FROM temp.held)",
+                    crate::store::referenced()
+                );
+                conn.execute(&sql, [])?;
+                conn.execute_batch(
+                    "DELETE FROM blob_use WHERE hash NOT IN (SELECT hash FROM blobs); DELETE FROM temp.held;",
+                )
+            }
+            StoreOp::EvictBlobs { hashes, seen, at_ms } => {
+                for h in hashes {
+                    let gone = conn
+                        .prepare_cached(
+                            "DELETE FROM blobs WHERE hash = ?1 AND NOT EXISTS \
+                             (SELECT 1 FROM blob_use WHERE hash = ?1 AND used > ?2)",
+                        )?
+                        .execute(rusqlite::params![h, seen])?;
+                    if gone > 0 {
+                        run("DELETE FROM blob_use WHERE hash = ?", &[h])?;
+                        run("INSERT OR REPLACE INTO evicted_blobs (hash, evicted_ms) VALUES (?, ?)", &[h, at_ms])?;
+                    }
+                }
+                Ok(())
             }
             StoreOp::BeginChange { session_id, node_id, call_id, path, before, created_ms } => run(
                 "INSERT OR REPLACE INTO file_changes (session_id, node_id, call_id, path, before_hash, before_mode, created_ms) \

@@ -116,7 +116,8 @@ impl SessionActor {
             snapshot: snapshot_rx,
             attached: Arc::new(AtomicU32::new(0)),
         };
-        let tracker = crate::snapshot::Tracker::new(&row.id, Path::new(&row.cwd));
+        let tracker = Arc::new(std::sync::Mutex::new(crate::snapshot::Tracker::new(&row.id, Path::new(&row.cwd))));
+        shared.trackers.register(&tracker);
         let health = shared.writer.watch_health();
         let journal = health.borrow().clone();
         let blocked = journal.health == JournalHealth::Blocked;
@@ -162,7 +163,7 @@ impl SessionActor {
             request: None,
             tool: None,
             jobs: Default::default(),
-            tracker: Arc::new(std::sync::Mutex::new(tracker)),
+            tracker,
             timers: Timers::default(),
             last_batch_at: Instant::now(),
             apply_deltas_at: Box::pin(tokio::time::sleep(APPLY_DELTAS_AFTER)),

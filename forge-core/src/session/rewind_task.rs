@@ -20,6 +20,10 @@ pub(crate) async fn lineage_changes(store: &Store, id: &str) -> Result<Vec<crate
     Ok(store.file_changes(&sessions).await?)
 }
 
+/// Why a file whose content the store let go is not restored.
+const EVICTED: &str = "its recorded content was evicted to keep the store under [store] max_blob_mb \
+     (raise it to keep more; `forgectl store` shows the sizes)";
+
 pub(super) async fn plan(store: Store, job: PlanRewind) -> JobOutcome {
     JobOutcome::RewindPlanned(plan_files(&store, job).await.map(Box::new))
 }
@@ -102,10 +106,15 @@ async fn plan_files(store: &Store, job: PlanRewind) -> Result<RewindPlan, Engine
         let target_data = match &target {
             Some((hash, _)) => match store.blob(hash).await? {
                 Some(data) => Some(data),
-                // Content holding a secret is never stored.
+                // Content holding a secret is never stored; old content
+                // goes past the store's bound.
                 None => {
                     file.action = "kept".into();
-                    file.note = Some("its recorded content held a secret, which Forge does not store".into());
+                    file.note = Some(if store.was_evicted(hash).await? {
+                        EVICTED.into()
+                    } else {
+                        "its recorded content held a secret, which Forge does not store".into()
+                    });
                     plan.result.files.push(file);
                     continue;
                 }

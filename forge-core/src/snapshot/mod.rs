@@ -33,7 +33,7 @@ use std::sync::Arc;
 
 pub use git_index::{GIT_PREFIX, REF_PREFIX};
 pub use scan::scan;
-pub use tracker::{Found, SCAN_ENV, Tracker};
+pub use tracker::{Found, SCAN_ENV, Tracker, Trackers};
 
 /// Files past this size are watched, not recorded.
 pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;

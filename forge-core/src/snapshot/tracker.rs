@@ -211,3 +211,36 @@ fn state_of(e: &Entry, path: &Path, repos: &[PathBuf], keep: Keep) -> FileState 
         None => Some((Unrecorded::Missing.mark().into(), e.stat.mode)),
     }
 }
+
+/// Every live session's tracker, so that collecting the store keeps the
+/// contents their records name (a file's "before" for its next change).
+#[derive(Default, Clone)]
+pub struct Trackers(std::sync::Arc<std::sync::Mutex<Vec<std::sync::Weak<std::sync::Mutex<Tracker>>>>>);
+
+impl Trackers {
+    pub fn register(&self, tracker: &std::sync::Arc<std::sync::Mutex<Tracker>>) {
+        let mut all = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        all.retain(|w| w.strong_count() > 0);
+        all.push(std::sync::Arc::downgrade(tracker));
+    }
+
+    /// The content hashes the live trackers' records name.
+    pub fn held(&self) -> Vec<String> {
+        let live: Vec<_> =
+            self.0.lock().unwrap_or_else(|p| p.into_inner()).iter().filter_map(|w| w.upgrade()).collect();
+        let mut out = Vec::new();
+        for t in live {
+            let t = t.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(m) = &t.manifest else { continue };
+            out.extend(
+                m.files
+                    .values()
+                    .filter(|e| !e.is_mark() && !e.hash.starts_with(GIT_PREFIX))
+                    .map(|e| e.hash.to_string()),
+            );
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+}

@@ -3,6 +3,7 @@
 //! answers reads; every write goes through the journal writer
 //! ([`crate::journal`]), the single writer of the database.
 
+mod blobs;
 pub mod rows;
 
 use std::path::{Path, PathBuf};
@@ -14,6 +15,8 @@ use sqlx::Connection;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{ConnectOptions, Row, SqlitePool};
 
+pub use blobs::BlobSizes;
+pub(crate) use blobs::referenced;
 use rows::NodeMeta;
 pub use rows::{Durability, FactRow, HelperSpec, NodeRow, QueuedRow, SessionRow, StreamRow, UsageRow};
 
@@ -67,15 +70,10 @@ impl Store {
         // Content no change record refers to (a removed session's, what a
         // command's scan read of files it then left alone) goes; no
         // session holds a scan yet.
-        sqlx::query(
-            "DELETE FROM blobs WHERE hash NOT IN (
-                 SELECT before_hash FROM file_changes WHERE before_hash IS NOT NULL
-                 UNION SELECT after_hash FROM file_changes WHERE after_hash IS NOT NULL
-                 UNION SELECT json_extract(i.value, '$.hash') FROM nodes, json_each(nodes.meta, '$.images') i
-                     WHERE nodes.meta LIKE '%\"images\"%')",
-        )
-        .execute(&mut migrator)
-        .await?;
+        // (Built from constant text only.)
+        let collect = format!("DELETE FROM blobs WHERE hash NOT IN ({})", referenced());
+        sqlx::query(sqlx::AssertSqlSafe(collect)).execute(&mut migrator).await?;
+        sqlx::query("DELETE FROM blob_use WHERE hash NOT IN (SELECT hash FROM blobs)").execute(&mut migrator).await?;
         migrator.close().await?;
         let pool = read_pool(opts).await?;
         Ok(Store { pool: Arc::new(RwLock::new(pool)), path: path.to_path_buf(), durability })

@@ -303,6 +303,15 @@ impl ForgeServer for ConnServer {
         self.engine().journal_status().await.map_err(to_rpc)
     }
 
+    async fn store_status(&self, _: NoParams) -> RpcResult<forge_proto::StoreStatus> {
+        self.engine().store_status().await.map_err(to_rpc)
+    }
+
+    async fn store_gc(&self, _: NoParams) -> RpcResult<forge_proto::StoreGcResult> {
+        tracing::info!(client = self.conn.id, "store.gc called");
+        self.engine().store_gc().await.map_err(to_rpc)
+    }
+
     async fn journal_reset(&self, _: NoParams) -> RpcResult<JournalStatus> {
         tracing::info!(client = self.conn.id, "journal.reset called");
         self.engine().journal_reset().await.map_err(to_rpc)
