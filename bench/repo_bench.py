@@ -13,6 +13,7 @@ real `forged` and `forgectl` against the in-tree mock provider:
   command changed), and after --store-commands commands;
 - `forgectl undo` of the last command, checking that the two files are
   back byte for byte (a command that was not recorded fails the run);
+- the daemon's resident memory once the repository's session is recorded;
 - `forgectl session new --git` beside `git worktree add` of the same
   repository, alternating, best of --git-runs.
 
@@ -101,22 +102,31 @@ class Forge:
             time.sleep(0.01)
         sys.exit("forged did not start")
 
-    def ctl(self, *args):
+    def ctl(self, *args, check=True):
         """Runs forgectl; its wall time."""
         t = time.perf_counter()
         p = subprocess.run([os.path.join(self.bin, "forgectl"), "--no-autostart", *args], env=self.env,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        if p.returncode != 0:
+        if check and p.returncode != 0:
             sys.exit(f"forgectl {' '.join(args)} failed ({p.returncode}): {p.stderr.strip()}")
         return time.perf_counter() - t, p.stdout
 
     def blob_bytes(self):
         db = os.path.join(self.env["FORGE_HOME"], "forge.db")
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        # Not mode=ro: a read-only connection may not see the WAL's pages.
+        con = sqlite3.connect(db)
         try:
+            con.execute("PRAGMA query_only = 1")
             return con.execute("SELECT COALESCE(SUM(LENGTH(data)), 0) FROM blobs").fetchone()[0]
         finally:
             con.close()
+
+    def rss_mib(self):
+        with open(f"/proc/{self.daemon.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+        return 0.0
 
     def stop(self):
         self.daemon.terminate()
@@ -125,16 +135,17 @@ class Forge:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-def command(i):
-    """A turn whose one call rewrites bench/a.txt and bench/b.txt."""
-    cmd = f"printf 'a{i}\\n' > bench/a.txt; printf 'b{i}\\n' > bench/b.txt"
+def command(session, i):
+    """A turn whose one call rewrites bench/a.txt and bench/b.txt (with
+    contents no other turn of the run writes)."""
+    cmd = f"printf '{session}a{i}\\n' > bench/a.txt; printf '{session}b{i}\\n' > bench/b.txt"
     return "mock:tool=run_command:" + ('{"command":"%s"}' % cmd).replace(" ", "\\u0020") + " go"
 
 
 def turns(forge, session, first, count):
     times = []
     for i in range(first, first + count):
-        wall, _ = forge.ctl("send", "--auto-approve", "-s", session, command(i))
+        wall, _ = forge.ctl("send", "--auto-approve", "-s", session, command(session, i))
         times.append(wall)
     return times
 
@@ -159,23 +170,24 @@ def measure(forge, repo, files, a):
         before = forge.blob_bytes()
         big_times += turns(forge, "big", 1 + i, 1)
         growth.append(forge.blob_bytes() - before)
-    # The last command's two files: "aN\n" and "bN\n" before it.
+    # The last command's two files: what the one before it wrote.
     n = a.commands
-    expected = (f"a{n - 1}\n", f"b{n - 1}\n")
-    undo, _ = forge.ctl("undo", "big")
+    expected = (f"biga{n - 1}\n", f"bigb{n - 1}\n")
+    undo, _ = forge.ctl("undo", "big", check=False)
     got = tuple(open(os.path.join(repo, "bench", f)).read() for f in ("a.txt", "b.txt"))
-    if got != expected:
-        sys.exit(f"undo did not restore the files: {got} instead of {expected} (the command was not recorded)")
+    recorded = got == expected
     s2 = forge.blob_bytes()
+    rss = forge.rss_mib()
     many = turns(forge, "big", 1000, a.store_commands) if a.store_commands else []
     s3 = forge.blob_bytes()
     forge.ctl("session", "rm", "big")
-    # Each command changes two files of about 4 bytes.
-    changed = 2 * len("a0\n")
+    # Each command writes two files of about 6 bytes.
+    changed = 2 * len("biga0\n")
     med = statistics.median
     row = dict(files=files, plain_ms=med(plain_times) * 1000, big_ms=med(big_times) * 1000,
                first_s=first, first_store_kib=(s1 - s0) / 1024, growth_b=med(growth), changed_b=changed,
-               undo_ms=undo * 1000, after_many_kib=(s3 - s2) / 1024, many=len(many))
+               undo_ms=undo * 1000, after_many_kib=(s3 - s2) / 1024, many=len(many), rss_mib=rss,
+               recorded=recorded)
     row["overhead_ms"] = row["big_ms"] - row["plain_ms"]
     return row
 
@@ -211,6 +223,7 @@ def main():
         print("building (release)...", file=sys.stderr)
         subprocess.run(["cargo", "build", "--release", "--workspace", "--bins"], cwd=ROOT, check=True)
     rows = []
+    failed = False
     for files in [int(f) for f in a.files.split(",")]:
         repo = os.path.join(a.repos, f"{a.profile}-{files}")
         make_repo(repo, files, a.profile)
@@ -224,16 +237,22 @@ def main():
         finally:
             forge.stop()
         rows.append(row)
+        if not row["recorded"]:
+            failed = True
+            print(f"{files:>8} files: NOT RECORDED: undo did not put the two files back, so these figures "
+                  "measure nothing (the command's changes were not recorded)", flush=True)
         print(
             f"{files:>8} files ({a.profile}{', scan' if a.scan else ''}): turn {row['big_ms']:.0f} ms vs "
             f"{row['plain_ms']:.0f} ms plain (+{row['overhead_ms']:.0f} ms); first command {row['first_s']:.2f} s, "
             f"store +{row['first_store_kib']:.0f} KiB; per command +{row['growth_b']:.0f} B "
             f"({row['changed_b']} B changed); undo {row['undo_ms']:.0f} ms; after {row['many']} more commands "
-            f"+{row['after_many_kib']:.0f} KiB"
+            f"+{row['after_many_kib']:.0f} KiB; forged {row['rss_mib']:.0f} MiB"
             + (f"; session new --git {row['git_session_s']:.2f} s vs git worktree add {row['worktree_add_s']:.2f} s"
                if "git_session_s" in row else ""),
             flush=True,
         )
+    if failed:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -88,10 +88,13 @@ pub enum Unrecorded {
     /// Its content was to be read from git's objects, and they no longer
     /// have it (the repository was removed or rewritten meanwhile).
     Missing,
+    /// Recording the tree the first time would have kept more than the
+    /// store may hold (`[store] max_blob_mb`).
+    OverBound,
 }
 
 impl Unrecorded {
-    const ALL: [Unrecorded; 7] = [
+    const ALL: [Unrecorded; 8] = [
         Unrecorded::Ignored,
         Unrecorded::TooBig,
         Unrecorded::Denied,
@@ -99,6 +102,7 @@ impl Unrecorded {
         Unrecorded::Unscanned,
         Unrecorded::IgnoredUnwatched,
         Unrecorded::Missing,
+        Unrecorded::OverBound,
     ];
 
     pub fn mark(self) -> &'static str {
@@ -110,6 +114,7 @@ impl Unrecorded {
             Unrecorded::Unscanned => "!unscanned",
             Unrecorded::IgnoredUnwatched => "!ignored-unwatched",
             Unrecorded::Missing => "!missing",
+            Unrecorded::OverBound => "!over-bound",
         }
     }
 
@@ -133,6 +138,9 @@ impl Unrecorded {
             }
             Unrecorded::Missing => {
                 "its content before the command was git's, and the repository no longer has it (removed or rewritten)"
+            }
+            Unrecorded::OverBound => {
+                "its directory held more than the store may keep ([store] max_blob_mb) when Forge first recorded it, so its content was not kept"
             }
         }
     }

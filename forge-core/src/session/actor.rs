@@ -116,7 +116,10 @@ impl SessionActor {
             snapshot: snapshot_rx,
             attached: Arc::new(AtomicU32::new(0)),
         };
-        let tracker = Arc::new(std::sync::Mutex::new(crate::snapshot::Tracker::new(&row.id, Path::new(&row.cwd))));
+        let tracker = Arc::new(std::sync::Mutex::new(
+            crate::snapshot::Tracker::new(&row.id, Path::new(&row.cwd))
+                .with_budget(shared.config.store.max_blob_bytes()),
+        ));
         shared.trackers.register(&tracker);
         let health = shared.writer.watch_health();
         let journal = health.borrow().clone();

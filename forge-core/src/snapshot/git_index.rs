@@ -12,11 +12,9 @@
 //! conversion, working-tree encodings), nor where blobs may be missing
 //! (partial clones), nor for SHA-256 repositories.
 
-use std::collections::HashMap;
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use super::Stat;
+use super::{Content, Stat};
 
 /// How a file known by its git blob is recorded: this, then the blob id.
 pub const GIT_PREFIX: &str = "git:";
@@ -56,9 +54,10 @@ struct Known {
 /// A repository's index, for matching files against it.
 pub(super) struct IndexView {
     pub top: PathBuf,
-    entries: HashMap<OsString, Known>,
+    /// By path relative to `top`, sorted.
+    entries: Vec<(Box<[u8]>, Known)>,
     /// When the index was written: an entry modified as late is racy.
-    written_ns: i128,
+    written_ns: i64,
     /// Directories whose `.gitattributes` may change what a checkout
     /// writes: their files are read, not taken from git.
     filtered: Vec<PathBuf>,
@@ -105,9 +104,8 @@ pub(super) fn load(repo: &Repo, session: &str, attributes: &[PathBuf]) -> Option
     let mut index = repo.git.index().ok()?;
     let written_ns = index.path().and_then(|p| std::fs::metadata(p).ok()).map(|m| Stat::of(&m).mtime_ns)?;
     keep_reachable(repo, &mut index, session)?;
-    let mut entries = HashMap::with_capacity(index.len());
+    let mut entries = Vec::with_capacity(index.len());
     for e in index.iter() {
-        use std::os::unix::ffi::OsStrExt;
         // Conflicted, assumed unchanged, skipped in the work tree, added
         // with intent: git's own word on the file cannot be trusted.
         let stage = (e.flags >> 12) & 3;
@@ -117,9 +115,8 @@ pub(super) fn load(repo: &Repo, session: &str, attributes: &[PathBuf]) -> Option
         if !matches!(e.mode, 0o100644 | 0o100755 | 0o120000) {
             continue;
         }
-        let path = repo.top.join(std::ffi::OsStr::from_bytes(&e.path)).into_os_string();
-        entries.insert(
-            path,
+        entries.push((
+            e.path.into_boxed_slice(),
             Known {
                 blob: e.id,
                 mtime: (e.mtime.seconds(), e.mtime.nanoseconds()),
@@ -130,8 +127,9 @@ pub(super) fn load(repo: &Repo, session: &str, attributes: &[PathBuf]) -> Option
                 uid: e.uid,
                 gid: e.gid,
             },
-        );
+        ));
     }
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
     Some(IndexView { top: repo.top.clone(), entries, written_ns, filtered })
 }
 
@@ -164,11 +162,14 @@ fn keep_reachable(repo: &Repo, index: &mut git2::Index, session: &str) -> Option
 }
 
 impl IndexView {
-    /// `git:<blob>` if the file at `path` with `stat` is as git's index
+    /// Git's blob if the file at `path` with `stat` is as git's index
     /// has it.
-    pub(super) fn blob_of(&self, path: &Path, stat: &Stat) -> Option<String> {
-        let k = self.entries.get(path.as_os_str())?;
-        let split = |ns: i128| ((ns.div_euclid(1_000_000_000)) as i32, ns.rem_euclid(1_000_000_000) as u32);
+    pub(super) fn blob_of(&self, path: &Path, stat: &Stat) -> Option<Content> {
+        use std::os::unix::ffi::OsStrExt;
+        let rel = path.strip_prefix(&self.top).ok()?.as_os_str().as_bytes();
+        let i = self.entries.binary_search_by(|(p, _)| (**p).cmp(rel)).ok()?;
+        let k = &self.entries[i].1;
+        let split = |ns: i64| ((ns.div_euclid(1_000_000_000)) as i32, ns.rem_euclid(1_000_000_000) as u32);
         let mode = match stat.mode {
             crate::rewind::SYMLINK_MODE => 0o120000,
             m if m & 0o100 != 0 => 0o100755,
@@ -182,18 +183,26 @@ impl IndexView {
             && (k.uid, k.gid) == (stat.uid, stat.gid)
             && stat.mtime_ns < self.written_ns
             && !self.filtered.iter().any(|d| path.starts_with(d));
-        same.then(|| format!("{GIT_PREFIX}{}", k.blob))
+        same.then(|| git_content(k.blob))
     }
 }
 
-/// `git:<blob>` for content, as git would name it.
-pub(super) fn name_of(data: &[u8]) -> Option<String> {
-    git2::Oid::hash_object(git2::ObjectType::Blob, data).ok().map(|id| format!("{GIT_PREFIX}{id}"))
+fn git_content(id: git2::Oid) -> Content {
+    let mut b = [0u8; 20];
+    let bytes = id.as_bytes();
+    let n = bytes.len().min(20);
+    b[..n].copy_from_slice(&bytes[..n]);
+    Content::Git(b)
 }
 
-/// The content of the blob `git:<id>` in the repository at `top`.
-pub(super) fn content(top: &Path, hash: &str) -> Option<Vec<u8>> {
-    let id = git2::Oid::from_str(hash.strip_prefix(GIT_PREFIX)?).ok()?;
+/// Content as git would name it.
+pub(super) fn name_of(data: &[u8]) -> Option<Content> {
+    git2::Oid::hash_object(git2::ObjectType::Blob, data).ok().map(git_content)
+}
+
+/// The content of git's blob `id` in the repository at `top`.
+pub(super) fn content(top: &Path, id: &[u8; 20]) -> Option<Vec<u8>> {
+    let id = git2::Oid::from_bytes(id).ok()?;
     let repo = git2::Repository::open(top).ok()?;
     let blob = repo.find_blob(id).ok()?;
     Some(blob.content().to_vec())

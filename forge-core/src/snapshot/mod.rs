@@ -27,9 +27,9 @@ mod tracker;
 mod watch;
 
 use std::collections::BTreeMap;
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+
+use crate::rewind::Unrecorded;
 
 pub use git_index::{GIT_PREFIX, REF_PREFIX};
 pub use scan::scan;
@@ -44,15 +44,15 @@ pub const MAX_IGNORED: usize = 100_000;
 /// again even if its size and times look unchanged: a write in the same
 /// kernel timestamp tick as an earlier one leaves them equal (git's
 /// "racily clean" entries). Generous for file systems with coarse times.
-const RACY_NS: i128 = 2_000_000_000;
+const RACY_NS: i64 = 2_000_000_000;
 
 /// What a file's metadata says; equal stats (outside the racy window)
 /// mean equal content.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stat {
     pub size: u64,
-    pub mtime_ns: i128,
-    pub ctime_ns: i128,
+    pub mtime_ns: i64,
+    pub ctime_ns: i64,
     pub ino: u64,
     /// Permission bits, or `rewind::SYMLINK_MODE` for a symbolic link.
     pub mode: u32,
@@ -63,7 +63,7 @@ pub struct Stat {
 impl Stat {
     fn of(meta: &std::fs::Metadata) -> Self {
         use std::os::unix::fs::MetadataExt;
-        let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
+        let ns = |s: i64, n: i64| s.saturating_mul(1_000_000_000).saturating_add(n);
         let mode = if meta.file_type().is_symlink() { crate::rewind::SYMLINK_MODE } else { meta.mode() & 0o7777 };
         Stat {
             size: meta.len(),
@@ -77,30 +77,63 @@ impl Stat {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A file's content as recorded, held inline (a tree of a million files
+/// keeps a million of these).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Content {
+    /// Its SHA-256: the blob's name in the store.
+    Sha([u8; 32]),
+    /// Git's blob id: the file is as git's index has it.
+    Git([u8; 20]),
+    /// Watched without its content (`rewind::Unrecorded`).
+    Mark(Unrecorded),
+}
+
+impl Content {
+    pub fn sha(data: &[u8]) -> Content {
+        use sha2::Digest;
+        Content::Sha(sha2::Sha256::digest(data).into())
+    }
+
+    /// As change records and the blob store name it: hex, `git:` and
+    /// hex, or the mark.
+    pub fn text(&self) -> String {
+        let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+        match self {
+            Content::Sha(b) => hex(b),
+            Content::Git(b) => format!("{GIT_PREFIX}{}", hex(b)),
+            Content::Mark(u) => u.mark().to_string(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Entry {
     pub stat: Stat,
-    /// The content's hash (shared between scans: most files keep theirs),
-    /// git's object id after [`GIT_PREFIX`] for a file git has unchanged,
-    /// or the mark of a file watched without its content
-    /// (`rewind::Unrecorded::mark`).
-    pub hash: Arc<str>,
+    pub content: Content,
 }
 
 impl Entry {
     fn is_mark(&self) -> bool {
-        self.hash.starts_with('!')
+        matches!(self.content, Content::Mark(_))
+    }
+
+    fn marked(stat: Stat, why: Unrecorded) -> Entry {
+        Entry { stat, content: Content::Mark(why) }
     }
 }
 
-/// The files under the roots, as last known. Ordered, so that what was
-/// under a directory that went away is one range.
+/// The files under the roots, as last known: keyed by the path's bytes,
+/// relative to `base` (the first root) when under it, else whole (those
+/// start with `/`). Ordered, so that what was under a directory that
+/// went away is one range.
 #[derive(Debug, Clone, Default)]
 pub struct Manifest {
-    pub files: BTreeMap<OsString, Entry>,
+    base: PathBuf,
+    files: BTreeMap<Box<[u8]>, Entry>,
     /// When the scan began (ns since the epoch): entries modified after
     /// this, less `RACY_NS`, are not trusted by the next scan.
-    pub taken_ns: i128,
+    pub taken_ns: i64,
     /// The roots had more ignored files than are listed: changes among
     /// them go unseen by scans.
     pub ignored_unwatched: bool,
@@ -112,11 +145,9 @@ pub struct Manifest {
 /// scans, in order (a watched file: in its stats).
 pub fn changed(before: &Manifest, after: &Manifest) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = before
-        .files
-        .iter()
-        .filter(|(p, e)| differs(Some(e), after.files.get(*p)))
-        .chain(after.files.iter().filter(|(p, _)| !before.files.contains_key(*p)))
-        .map(|(p, _)| PathBuf::from(p))
+        .paths()
+        .filter(|p| differs(before.get(p), after.get(p)))
+        .chain(after.paths().filter(|p| before.get(p).is_none()))
         .collect();
     out.sort();
     out
@@ -128,35 +159,81 @@ fn differs(a: Option<&Entry>, b: Option<&Entry>) -> bool {
     match (a, b) {
         (None, None) => false,
         (Some(a), Some(b)) if a.is_mark() || b.is_mark() => a != b,
-        (Some(a), Some(b)) => (&a.hash, a.stat.mode) != (&b.hash, b.stat.mode),
+        (Some(a), Some(b)) => (a.content, a.stat.mode) != (b.content, b.stat.mode),
         _ => true,
     }
 }
 
 impl Manifest {
+    /// An empty record of the tree under `base`.
+    pub fn under_base(base: &Path) -> Manifest {
+        Manifest { base: base.to_path_buf(), ..Manifest::default() }
+    }
+
+    fn key(&self, path: &Path) -> Box<[u8]> {
+        use std::os::unix::ffi::OsStrExt;
+        match path.strip_prefix(&self.base) {
+            Ok(rel) if !self.base.as_os_str().is_empty() && !rel.as_os_str().is_empty() => {
+                rel.as_os_str().as_bytes().into()
+            }
+            _ => path.as_os_str().as_bytes().into(),
+        }
+    }
+
+    fn path_of(&self, key: &[u8]) -> PathBuf {
+        use std::os::unix::ffi::OsStrExt;
+        let p = Path::new(std::ffi::OsStr::from_bytes(key));
+        if key.first() == Some(&b'/') { p.to_path_buf() } else { self.base.join(p) }
+    }
+
+    pub fn get(&self, path: &Path) -> Option<&Entry> {
+        self.files.get(&self.key(path))
+    }
+
+    pub fn insert(&mut self, path: &Path, entry: Entry) {
+        let key = self.key(path);
+        self.files.insert(key, entry);
+    }
+
+    pub fn remove(&mut self, path: &Path) -> Option<Entry> {
+        self.files.remove(&self.key(path))
+    }
+
+    /// Every file recorded.
+    pub fn paths(&self) -> impl Iterator<Item = PathBuf> + '_ {
+        self.files.keys().map(|k| self.path_of(k))
+    }
+
+    pub fn entries(&self) -> impl Iterator<Item = &Entry> {
+        self.files.values()
+    }
+
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
     /// A file's state as recorded: (hash or mark, mode), `None` if absent.
     pub fn state(&self, path: &Path) -> crate::rewind::FileState {
-        self.files.get(path.as_os_str()).map(|e| (e.hash.to_string(), e.stat.mode))
+        self.get(path).map(|e| (e.content.text(), e.stat.mode))
     }
 
     /// Forgets what is known of `path`: a file tool of Forge changed it,
     /// so the next scan reads it whatever its stats say.
     pub fn forget(&mut self, path: &Path) {
-        self.files.remove(path.as_os_str());
+        self.remove(path);
     }
 
-    /// The paths of the entries under the directory `dir`: one range,
-    /// since every path with a given prefix sorts together.
-    fn under(&self, dir: &Path) -> Vec<OsString> {
-        use std::os::unix::ffi::{OsStrExt, OsStringExt};
-        let mut prefix = dir.as_os_str().as_bytes().to_vec();
+    /// The files under the directory `dir`: one range, since every key
+    /// with a given prefix sorts together.
+    fn under(&self, dir: &Path) -> Vec<PathBuf> {
+        let mut prefix = self.key(dir).into_vec();
         prefix.push(b'/');
-        let start = OsString::from_vec(prefix.clone());
-        self.files
-            .range(start..)
-            .take_while(|(p, _)| p.as_bytes().starts_with(&prefix))
-            .map(|(p, _)| p.clone())
-            .collect()
+        let start: Box<[u8]> = prefix.clone().into();
+        self.files.range(start..).take_while(|(k, _)| k.starts_with(&prefix)).map(|(k, _)| self.path_of(k)).collect()
     }
 }
 
@@ -171,6 +248,6 @@ mod tests;
 mod tracker_tests;
 
 /// Now, in ns since the epoch.
-fn now_ns() -> i128 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i128).unwrap_or_default()
+fn now_ns() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or_default()
 }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::scan::{Rules, walk};
 use super::watch::{Dirty, Watcher};
-use super::{Entry, Keep, Manifest, differs, git_index};
+use super::{Content, Entry, Keep, Manifest, differs, git_index};
 
 /// One file whose record changed.
 pub(super) struct Changed {
@@ -42,7 +42,7 @@ pub(super) fn refresh(
             return Err(Lost);
         }
         watcher.unwatch_under(dir);
-        paths.extend(m.under(dir).into_iter().map(PathBuf::from));
+        paths.extend(m.under(dir));
     }
     let failed = std::sync::atomic::AtomicBool::new(false);
     let shared = std::sync::Mutex::new(&mut *watcher);
@@ -63,14 +63,16 @@ pub(super) fn refresh(
     }
     let mut changes = Vec::new();
     for path in paths {
-        let before = m.files.get(path.as_os_str()).cloned();
+        let before = m.get(&path).copied();
         let after = look(&path, before.as_ref(), rules, keep);
         if differs(before.as_ref(), after.as_ref()) {
-            changes.push(Changed { path: path.clone(), before, after: after.clone() });
+            changes.push(Changed { path: path.clone(), before, after });
         }
         match after {
-            Some(e) => m.files.insert(path.into_os_string(), e),
-            None => m.files.remove(path.as_os_str()),
+            Some(e) => m.insert(&path, e),
+            None => {
+                m.remove(&path);
+            }
         };
     }
     Ok(changes)
@@ -84,16 +86,16 @@ fn look(path: &Path, before: Option<&Entry>, rules: &mut Rules, keep: Keep) -> O
     }
     let stat = super::Stat::of(&meta);
     if let Some(why) = rules.unrecorded(path, &stat) {
-        return Some(Entry { stat, hash: why.mark().into() });
+        return Some(Entry::marked(stat, why));
     }
     let Ok(Some((data, _))) = crate::rewind::read_any(path) else {
-        return Some(Entry { stat, hash: crate::rewind::Unrecorded::Unreadable.mark().into() });
+        return Some(Entry::marked(stat, crate::rewind::Unrecorded::Unreadable));
     };
     // Still git's blob: nothing new to keep.
-    if let Some(b) = before.filter(|b| b.hash.starts_with(git_index::GIT_PREFIX))
-        && git_index::name_of(&data).as_deref() == Some(&*b.hash)
+    if let Some(b) = before.filter(|b| matches!(b.content, Content::Git(_)))
+        && git_index::name_of(&data) == Some(b.content)
     {
-        return Some(Entry { stat, hash: b.hash.clone() });
+        return Some(Entry { stat, content: b.content });
     }
     Some(super::scan::kept(stat, data, keep))
 }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::git_index::IndexView;
 use super::ignores::Ignores;
-use super::{Entry, Keep, MAX_FILE_BYTES, MAX_IGNORED, Manifest, RACY_NS, Skip, Stat};
+use super::{Content, Entry, Keep, MAX_FILE_BYTES, MAX_IGNORED, Manifest, RACY_NS, Skip, Stat};
 use crate::rewind::Unrecorded;
 
 /// What a walk of the roots found (`.git` directories left out).
@@ -58,11 +58,14 @@ pub(super) fn walk(roots: &[PathBuf], on_dir: &(dyn Fn(&Path) + Sync)) -> Walked
 }
 
 /// How files are told apart: ignored by git, denied by the sandbox, in
-/// git's index unchanged.
+/// git's index unchanged; and how much a scan may keep.
 pub(super) struct Rules<'a> {
     pub ignores: &'a mut Ignores,
     pub indexes: &'a [IndexView],
     pub skip: Skip<'a>,
+    /// Bytes a scan may read into the store (the store's bound): a tree
+    /// holding more (a home directory) keeps what fits, the rest marked.
+    pub budget: u64,
 }
 
 impl Rules<'_> {
@@ -83,24 +86,30 @@ impl Rules<'_> {
 /// Reads a file and keeps its content: its entry (a mark if unreadable).
 pub(super) fn read(path: &Path, stat: Stat, keep: Keep) -> Entry {
     let Ok(Some((data, _))) = crate::rewind::read_any(path) else {
-        return Entry { stat, hash: Unrecorded::Unreadable.mark().into() };
+        return Entry::marked(stat, Unrecorded::Unreadable);
     };
     kept(stat, data, keep)
 }
 
 /// The entry of content read, handed to `keep`.
 pub(super) fn kept(stat: Stat, data: Vec<u8>, keep: Keep) -> Entry {
-    let hash = crate::rewind::hash(&data);
-    let shared: std::sync::Arc<str> = hash.as_str().into();
-    keep(hash, data);
-    Entry { stat, hash: shared }
+    let content = Content::sha(&data);
+    keep(content.text(), data);
+    Entry { stat, content }
 }
 
 /// Records what `walked` found, reusing `known`'s record of a file whose
 /// stats are unchanged and git's blob for one its index has unchanged;
 /// every other file is read and handed to `keep` before this returns.
-pub(super) fn record(walked: Walked, known: &Manifest, rules: &mut Rules, keep: Keep, taken_ns: i128) -> Manifest {
-    let mut m = Manifest { taken_ns, ..Manifest::default() };
+pub(super) fn record(
+    walked: Walked,
+    base: &Path,
+    known: &Manifest,
+    rules: &mut Rules,
+    keep: Keep,
+    taken_ns: i64,
+) -> Manifest {
+    let mut m = Manifest { taken_ns, ..Manifest::under_base(base) };
     let mut ignored = 0usize;
     for (path, stat) in walked.files {
         if let Some(why) = rules.unrecorded(&path, &stat) {
@@ -111,20 +120,24 @@ pub(super) fn record(walked: Walked, known: &Manifest, rules: &mut Rules, keep: 
                     continue;
                 }
             }
-            m.files.insert(path.into_os_string(), Entry { stat, hash: why.mark().into() });
+            m.insert(&path, Entry::marked(stat, why));
             continue;
         }
         let racy = stat.mtime_ns.max(stat.ctime_ns) + RACY_NS >= known.taken_ns;
-        let same = known.files.get(path.as_os_str()).filter(|e| e.stat == stat && !racy && !e.is_mark());
+        let same = known.get(&path).filter(|e| e.stat == stat && !racy && !e.is_mark());
         let entry = match same {
-            Some(e) => e.clone(),
+            Some(e) => *e,
             None => match rules.indexes.iter().find(|i| path.starts_with(&i.top)).and_then(|i| i.blob_of(&path, &stat))
             {
-                Some(blob) => Entry { stat, hash: blob.into() },
-                None => read(&path, stat, keep),
+                Some(blob) => Entry { stat, content: blob },
+                None if stat.size > rules.budget => Entry::marked(stat, Unrecorded::OverBound),
+                None => {
+                    rules.budget -= stat.size;
+                    read(&path, stat, keep)
+                }
             },
         };
-        m.files.insert(path.into_os_string(), entry);
+        m.insert(&path, entry);
     }
     m
 }
@@ -135,6 +148,7 @@ pub fn scan(roots: &[PathBuf], known: &Manifest, skip: Skip, keep: Keep) -> Mani
     let taken_ns = super::now_ns();
     let walked = walk(roots, &|_| {});
     let mut ignores = Ignores::new(roots, &walked.gitignores, &[]);
-    let mut rules = Rules { ignores: &mut ignores, indexes: &[], skip };
-    record(walked, known, &mut rules, keep, taken_ns)
+    let mut rules = Rules { ignores: &mut ignores, indexes: &[], skip, budget: u64::MAX };
+    let base = roots.first().cloned().unwrap_or_default();
+    record(walked, &base, known, &mut rules, keep, taken_ns)
 }

@@ -27,7 +27,7 @@ fn only_changed_files_are_read_again_and_changes_are_found() {
     let mut read = Vec::new();
     let mut before = scan(std::slice::from_ref(&root), &Manifest::default(), &skip, &mut |h, _| read.push(h));
     assert_eq!(read.len(), 4, "the content of what git would see is kept, not the secret's nor the build's");
-    let marks = |m: &Manifest, name: &str| m.files.get(root.join(name).as_os_str()).map(|e| e.hash.to_string());
+    let marks = |m: &Manifest, name: &str| m.get(&root.join(name)).map(|e| e.content.text());
     assert_eq!(marks(&before, "target/big.o").as_deref(), Some("!ignored"));
     assert_eq!(marks(&before, ".env").as_deref(), Some("!denied"));
     assert!(marks(&before, ".git/HEAD").is_none());
@@ -83,4 +83,23 @@ fn a_retargeted_symlink_is_recorded_with_its_target() {
     assert_eq!(names(&changed(&before, &after), &root), ["link"]);
     let (hash, mode) = before.state(&root.join("link")).unwrap_or_else(|| panic!("recorded"));
     assert_eq!((hash, mode), (crate::rewind::hash(b"one"), crate::rewind::SYMLINK_MODE));
+}
+
+/// Paths under the first root are kept short; others whole. A directory's
+/// files are one range (`a/` and not `a.txt`), whichever root holds them.
+#[test]
+fn records_under_and_beside_the_first_root_are_found_by_path() {
+    let stat = Stat { size: 1, mtime_ns: 0, ctime_ns: 0, ino: 1, mode: 0o644, uid: 0, gid: 0 };
+    let e = Entry { stat, content: Content::sha(b"x") };
+    let mut m = Manifest::under_base(Path::new("/r"));
+    for p in ["/r/a/b", "/r/a.txt", "/r/a/c/d", "/other/a/x", "/other/a.txt"] {
+        m.insert(Path::new(p), e);
+    }
+    let show = |v: Vec<PathBuf>| v.iter().map(|p| p.display().to_string()).collect::<Vec<_>>();
+    assert_eq!(show(m.under(Path::new("/r/a"))), ["/r/a/b", "/r/a/c/d"]);
+    assert_eq!(show(m.under(Path::new("/other/a"))), ["/other/a/x"]);
+    assert!(m.get(Path::new("/other/a.txt")).is_some() && m.get(Path::new("/r/a.txt")).is_some());
+    assert_eq!(m.paths().count(), 5);
+    m.remove(Path::new("/r/a/b"));
+    assert_eq!(show(m.under(Path::new("/r/a"))), ["/r/a/c/d"]);
 }

@@ -4,12 +4,12 @@
 
 use std::path::{Path, PathBuf};
 
-use super::git_index::{self, GIT_PREFIX, IndexView, Repo};
+use super::git_index::{self, IndexView, Repo};
 use super::ignores::Ignores;
 use super::refresh::{Changed, Lost, refresh};
 use super::scan::{Rules, record, walk};
 use super::watch::{Watcher, user_limit};
-use super::{Entry, Keep, Manifest, Skip, changed};
+use super::{Content, Entry, Keep, Manifest, Skip, changed};
 use crate::rewind::{FileState, Unrecorded};
 
 /// A file a command changed: its record before and after.
@@ -31,11 +31,13 @@ pub struct Tracker {
     /// command ran since the daemon started.
     cwd: PathBuf,
     roots: Vec<PathBuf>,
-    manifest: Option<Manifest>,
+    pub(super) manifest: Option<Manifest>,
     watcher: Option<Watcher>,
     ignores: Ignores,
     /// The watcher could not be made or lost its watches: scans only.
     scan_only: bool,
+    /// Bytes a scan may keep (`[store] max_blob_mb`).
+    budget: u64,
 }
 
 impl Tracker {
@@ -50,7 +52,13 @@ impl Tracker {
             watcher: None,
             ignores: Ignores::default(),
             scan_only,
+            budget: u64::MAX,
         }
+    }
+
+    /// At most `bytes` of content kept by a scan (the store's bound).
+    pub fn with_budget(self, bytes: u64) -> Tracker {
+        Tracker { budget: bytes, ..self }
     }
 
     /// A tracker that scans around every command, as where the kernel
@@ -127,7 +135,7 @@ impl Tracker {
         let Some(manifest) = self.manifest.as_mut() else { return Vec::new() };
         if let Some(w) = self.watcher.as_mut() {
             let dirty = w.drain();
-            let mut rules = Rules { ignores: &mut self.ignores, indexes: &[], skip };
+            let mut rules = Rules { ignores: &mut self.ignores, indexes: &[], skip, budget: u64::MAX };
             match refresh(manifest, dirty, &self.roots, w, &mut rules, keep) {
                 Ok(changes) => return changes,
                 Err(Lost) => tracing::info!("the notes of file changes were incomplete; scanning the roots"),
@@ -135,14 +143,10 @@ impl Tracker {
         }
         let before = self.manifest.clone().unwrap_or_default();
         self.rescan(skip, keep);
-        let after = self.manifest.as_ref().map(|m| &m.files);
-        changed(&before, self.manifest.as_ref().unwrap_or(&before))
+        let after = self.manifest.as_ref().unwrap_or(&before);
+        changed(&before, after)
             .into_iter()
-            .map(|path| Changed {
-                before: before.files.get(path.as_os_str()).cloned(),
-                after: after.and_then(|f| f.get(path.as_os_str())).cloned(),
-                path,
-            })
+            .map(|path| Changed { before: before.get(&path).copied(), after: after.get(&path).copied(), path })
             .collect()
     }
 
@@ -183,8 +187,9 @@ impl Tracker {
         let excludes: Vec<(PathBuf, PathBuf)> = repos.iter().map(|r| (r.top.clone(), r.exclude.clone())).collect();
         self.ignores = Ignores::new(&self.roots, &walked.gitignores, &excludes);
         let known = self.manifest.take().unwrap_or_default();
-        let mut rules = Rules { ignores: &mut self.ignores, indexes: &indexes, skip };
-        let mut m = record(walked, &known, &mut rules, keep, taken_ns);
+        let mut rules = Rules { ignores: &mut self.ignores, indexes: &indexes, skip, budget: self.budget };
+        let base = self.roots.first().cloned().unwrap_or_default();
+        let mut m = record(walked, &base, &known, &mut rules, keep, taken_ns);
         m.repos = known.repos;
         for i in &indexes {
             if !m.repos.contains(&i.top) {
@@ -198,15 +203,13 @@ impl Tracker {
 /// A record as a change's state: git's blob is read and kept (a change
 /// must not depend on the repository), or marked if it is gone.
 fn state_of(e: &Entry, path: &Path, repos: &[PathBuf], keep: Keep) -> FileState {
-    if !e.hash.starts_with(GIT_PREFIX) {
-        return Some((e.hash.to_string(), e.stat.mode));
-    }
+    let Content::Git(id) = e.content else { return Some((e.content.text(), e.stat.mode)) };
     let top = repos.iter().filter(|t| path.starts_with(t)).max_by_key(|t| t.as_os_str().len());
-    match top.and_then(|t| git_index::content(t, &e.hash)) {
+    match top.and_then(|t| git_index::content(t, &id)) {
         Some(data) => {
-            let hash = crate::rewind::hash(&data);
-            keep(hash.clone(), data);
-            Some((hash, e.stat.mode))
+            let content = Content::sha(&data);
+            keep(content.text(), data);
+            Some((content.text(), e.stat.mode))
         }
         None => Some((Unrecorded::Missing.mark().into(), e.stat.mode)),
     }
@@ -232,12 +235,7 @@ impl Trackers {
         for t in live {
             let t = t.lock().unwrap_or_else(|p| p.into_inner());
             let Some(m) = &t.manifest else { continue };
-            out.extend(
-                m.files
-                    .values()
-                    .filter(|e| !e.is_mark() && !e.hash.starts_with(GIT_PREFIX))
-                    .map(|e| e.hash.to_string()),
-            );
+            out.extend(m.entries().filter(|e| matches!(e.content, Content::Sha(_))).map(|e| e.content.text()));
         }
         out.sort_unstable();
         out.dedup();

@@ -144,3 +144,21 @@ fn files_git_has_unchanged_are_not_copied_and_their_content_comes_from_git() {
     tracker.drop_refs();
     assert!(repo.find_reference(&name).is_err(), "the ref goes with the session");
 }
+
+/// A tree holding more than the store may keep (a home directory, say)
+/// is recorded up to the bound; the files past it are marked, so that a
+/// rewind names them, and a change to one is still found.
+#[test]
+fn a_scan_keeps_no_more_than_the_store_may_hold() {
+    let (_dir, root) = tree();
+    let mut tracker = Tracker::new("s4", &root).with_budget(100);
+    let skip = |_: &Path| false;
+    let mut kept = 0;
+    tracker.before(std::slice::from_ref(&root), &skip, &mut |_, d| kept += d.len());
+    assert!(kept <= 100 && kept > 0, "{kept}");
+    let over = super::Content::Mark(crate::rewind::Unrecorded::OverBound);
+    let marks = tracker.manifest.as_ref().map(|m| m.entries().filter(|e| e.content == over).count());
+    assert!(marks > Some(40), "{marks:?}");
+    let (found, _) = command(&root, &mut tracker);
+    assert_eq!(found, expected(), "changes are found all the same");
+}
