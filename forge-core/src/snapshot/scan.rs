@@ -69,6 +69,11 @@ pub(super) struct Rules<'a> {
 }
 
 impl Rules<'_> {
+    /// As [`Rules::unrecorded`], not asked when the record is reused.
+    fn unrecorded_unless(&mut self, reused: bool, path: &Path, stat: &Stat) -> Option<Unrecorded> {
+        if reused { None } else { self.unrecorded(path, stat) }
+    }
+
     /// Why a file's content is not kept, if it is not.
     pub(super) fn unrecorded(&mut self, path: &Path, stat: &Stat) -> Option<Unrecorded> {
         if self.ignores.ignored(path, false) {
@@ -110,33 +115,42 @@ pub(super) fn record(
     taken_ns: i64,
 ) -> Manifest {
     let mut m = Manifest { taken_ns, ..Manifest::under_base(base) };
+    // A file unchanged keeps its record, marks included, unless the
+    // rules that made a mark may have changed.
+    let is_rule = |p: &Path| p.file_name().is_some_and(|n| n == ".gitignore");
+    let known_rules = known.paths().filter(|p| is_rule(p)).count();
+    let rules_changed = known_rules != walked.gitignores.len()
+        || walked.files.iter().any(|(p, st)| is_rule(p) && known.get(p).map(|e| e.stat) != Some(*st));
     let mut ignored = 0usize;
     for (path, stat) in walked.files {
-        if let Some(why) = rules.unrecorded(&path, &stat) {
-            if why == Unrecorded::Ignored {
-                ignored += 1;
-                if ignored > MAX_IGNORED {
-                    m.ignored_unwatched = true;
-                    continue;
+        let racy = stat.mtime_ns.max(stat.ctime_ns) + RACY_NS >= known.taken_ns;
+        let reusable = |e: &&Entry| match e.content {
+            Content::Mark(Unrecorded::Unreadable) => false,
+            Content::Mark(_) => !rules_changed,
+            _ => true,
+        };
+        let same = known.get(&path).filter(|e| e.stat == stat && !racy).filter(reusable);
+        let entry = match (same, rules.unrecorded_unless(same.is_some(), &path, &stat)) {
+            (Some(e), _) => *e,
+            (None, Some(why)) => Entry::marked(stat, why),
+            (None, None) => {
+                match rules.indexes.iter().find(|i| path.starts_with(&i.top)).and_then(|i| i.blob_of(&path, &stat)) {
+                    Some(blob) => Entry { stat, content: blob },
+                    None if stat.size > rules.budget => Entry::marked(stat, Unrecorded::OverBound),
+                    None => {
+                        rules.budget -= stat.size;
+                        read(&path, stat, keep)
+                    }
                 }
             }
-            m.insert(&path, Entry::marked(stat, why));
-            continue;
-        }
-        let racy = stat.mtime_ns.max(stat.ctime_ns) + RACY_NS >= known.taken_ns;
-        let same = known.get(&path).filter(|e| e.stat == stat && !racy && !e.is_mark());
-        let entry = match same {
-            Some(e) => *e,
-            None => match rules.indexes.iter().find(|i| path.starts_with(&i.top)).and_then(|i| i.blob_of(&path, &stat))
-            {
-                Some(blob) => Entry { stat, content: blob },
-                None if stat.size > rules.budget => Entry::marked(stat, Unrecorded::OverBound),
-                None => {
-                    rules.budget -= stat.size;
-                    read(&path, stat, keep)
-                }
-            },
         };
+        if entry.content == Content::Mark(Unrecorded::Ignored) {
+            ignored += 1;
+            if ignored > MAX_IGNORED {
+                m.ignored_unwatched = true;
+                continue;
+            }
+        }
         m.insert(&path, entry);
     }
     m

@@ -85,7 +85,7 @@ impl Tracker {
             self.roots = roots.to_vec();
             self.manifest = None;
             self.watcher = None;
-            self.rescan(skip, keep);
+            self.manifest = Some(self.rescan(&Manifest::default(), skip, keep));
             return;
         }
         // Changes made since by others (an editor, Forge's file tools)
@@ -141,18 +141,20 @@ impl Tracker {
                 Err(Lost) => tracing::info!("the notes of file changes were incomplete; scanning the roots"),
             }
         }
-        let before = self.manifest.clone().unwrap_or_default();
-        self.rescan(skip, keep);
-        let after = self.manifest.as_ref().unwrap_or(&before);
-        changed(&before, after)
+        let before = self.manifest.take().unwrap_or_default();
+        let after = self.rescan(&before, skip, keep);
+        let changes = changed(&before, &after)
             .into_iter()
             .map(|path| Changed { before: before.get(&path).copied(), after: after.get(&path).copied(), path })
-            .collect()
+            .collect();
+        self.manifest = Some(after);
+        changes
     }
 
-    /// Scans the roots, watching every directory (when it can), with
-    /// git's index for unchanged files.
-    fn rescan(&mut self, skip: Skip, keep: Keep) {
+    /// Scans the roots, watching every directory (when it can), reusing
+    /// `known`'s records of files whose stats are unchanged; the first
+    /// time (nothing known), with git's index for unchanged files.
+    fn rescan(&mut self, known: &Manifest, skip: Skip, keep: Keep) -> Manifest {
         let taken_ns = super::now_ns();
         if self.watcher.is_none() && !self.scan_only {
             self.watcher = Watcher::new()
@@ -182,21 +184,22 @@ impl Tracker {
             self.scan_only = true;
         }
         let repos: Vec<Repo> = self.roots.iter().filter_map(|r| Repo::find(r)).collect();
-        let indexes: Vec<IndexView> =
-            repos.iter().filter_map(|r| git_index::load(r, &self.session, &walked.attributes)).collect();
+        let indexes: Vec<IndexView> = match known.is_empty() {
+            true => repos.iter().filter_map(|r| git_index::load(r, &self.session, &walked.attributes)).collect(),
+            false => Vec::new(),
+        };
         let excludes: Vec<(PathBuf, PathBuf)> = repos.iter().map(|r| (r.top.clone(), r.exclude.clone())).collect();
         self.ignores = Ignores::new(&self.roots, &walked.gitignores, &excludes);
-        let known = self.manifest.take().unwrap_or_default();
         let mut rules = Rules { ignores: &mut self.ignores, indexes: &indexes, skip, budget: self.budget };
         let base = self.roots.first().cloned().unwrap_or_default();
-        let mut m = record(walked, &base, &known, &mut rules, keep, taken_ns);
-        m.repos = known.repos;
+        let mut m = record(walked, &base, known, &mut rules, keep, taken_ns);
+        m.repos = known.repos.clone();
         for i in &indexes {
             if !m.repos.contains(&i.top) {
                 m.repos.push(i.top.clone());
             }
         }
-        self.manifest = Some(m);
+        m
     }
 }
 
