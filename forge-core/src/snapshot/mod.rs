@@ -144,11 +144,35 @@ pub struct Manifest {
 /// The files created, deleted, or changed in content or mode between two
 /// scans, in order (a watched file: in its stats).
 pub fn changed(before: &Manifest, after: &Manifest) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = before
-        .paths()
-        .filter(|p| differs(before.get(p), after.get(p)))
-        .chain(after.paths().filter(|p| before.get(p).is_none()))
-        .collect();
+    if before.base != after.base {
+        let mut out: Vec<PathBuf> = before
+            .paths()
+            .filter(|p| differs(before.get(p), after.get(p)))
+            .chain(after.paths().filter(|p| before.get(p).is_none()))
+            .collect();
+        out.sort();
+        return out;
+    }
+    // Both sorted by the same keys: one pass over the two.
+    let mut out = Vec::new();
+    let (mut a, mut b) = (before.files.iter().peekable(), after.files.iter().peekable());
+    loop {
+        let key = match (a.peek(), b.peek()) {
+            (None, None) => break,
+            (Some((ka, ea)), Some((kb, eb))) if ka == kb => {
+                let k = if differs(Some(ea), Some(eb)) { Some(ka.to_vec()) } else { None };
+                a.next();
+                b.next();
+                k
+            }
+            (Some((ka, _)), Some((kb, _))) if ka < kb => a.next().map(|(k, _)| k.to_vec()),
+            (Some(_), Some(_)) | (None, Some(_)) => b.next().map(|(k, _)| k.to_vec()),
+            (Some(_), None) => a.next().map(|(k, _)| k.to_vec()),
+        };
+        if let Some(k) = key {
+            out.push(before.path_of(&k));
+        }
+    }
     out.sort();
     out
 }
@@ -170,14 +194,18 @@ impl Manifest {
         Manifest { base: base.to_path_buf(), ..Manifest::default() }
     }
 
-    fn key(&self, path: &Path) -> Box<[u8]> {
+    /// The key of `path` (borrowed from it: lookups allocate nothing).
+    fn key<'a>(&self, path: &'a Path) -> &'a [u8] {
         use std::os::unix::ffi::OsStrExt;
         match path.strip_prefix(&self.base) {
-            Ok(rel) if !self.base.as_os_str().is_empty() && !rel.as_os_str().is_empty() => {
-                rel.as_os_str().as_bytes().into()
-            }
-            _ => path.as_os_str().as_bytes().into(),
+            Ok(rel) if !self.base.as_os_str().is_empty() && !rel.as_os_str().is_empty() => rel.as_os_str().as_bytes(),
+            _ => path.as_os_str().as_bytes(),
         }
+    }
+
+    /// Whether a record is a `.gitignore` file's.
+    fn rules(&self) -> impl Iterator<Item = (&[u8], &Entry)> {
+        self.files.iter().filter(|(k, _)| k.ends_with(b"/.gitignore") || &***k == b".gitignore").map(|(k, e)| (&**k, e))
     }
 
     fn path_of(&self, key: &[u8]) -> PathBuf {
@@ -187,16 +215,17 @@ impl Manifest {
     }
 
     pub fn get(&self, path: &Path) -> Option<&Entry> {
-        self.files.get(&self.key(path))
+        self.files.get(self.key(path))
     }
 
     pub fn insert(&mut self, path: &Path, entry: Entry) {
-        let key = self.key(path);
+        let key: Box<[u8]> = self.key(path).into();
         self.files.insert(key, entry);
     }
 
     pub fn remove(&mut self, path: &Path) -> Option<Entry> {
-        self.files.remove(&self.key(path))
+        let key = self.key(path);
+        self.files.remove(key)
     }
 
     /// Every file recorded.
@@ -230,7 +259,7 @@ impl Manifest {
     /// The files under the directory `dir`: one range, since every key
     /// with a given prefix sorts together.
     fn under(&self, dir: &Path) -> Vec<PathBuf> {
-        let mut prefix = self.key(dir).into_vec();
+        let mut prefix = self.key(dir).to_vec();
         prefix.push(b'/');
         let start: Box<[u8]> = prefix.clone().into();
         self.files.range(start..).take_while(|(k, _)| k.starts_with(&prefix)).map(|(k, _)| self.path_of(k)).collect()

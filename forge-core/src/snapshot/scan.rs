@@ -118,8 +118,7 @@ pub(super) fn record(
     // A file unchanged keeps its record, marks included, unless the
     // rules that made a mark may have changed.
     let is_rule = |p: &Path| p.file_name().is_some_and(|n| n == ".gitignore");
-    let known_rules = known.paths().filter(|p| is_rule(p)).count();
-    let rules_changed = known_rules != walked.gitignores.len()
+    let rules_changed = known.rules().count() != walked.gitignores.len()
         || walked.files.iter().any(|(p, st)| is_rule(p) && known.get(p).map(|e| e.stat) != Some(*st));
     let mut ignored = 0usize;
     for (path, stat) in walked.files {
