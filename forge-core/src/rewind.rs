@@ -131,7 +131,7 @@ impl Unrecorded {
             Unrecorded::Denied => "the sandbox denies it (it looks like a secret), so its content was not recorded",
             Unrecorded::Unreadable => "it could not be read when the command ran, so its content was not recorded",
             Unrecorded::Unscanned => {
-                "the command ran in a tree too large to record (over 100,000 files or 512 MiB), so none of its changes were recorded"
+                "the command ran in a tree too large for the Forge of then to record (over 100,000 files or 512 MiB), so none of its changes were recorded"
             }
             Unrecorded::IgnoredUnwatched => {
                 "over 100,000 files here are ignored by .gitignore: changes the command made among them were not watched"
