@@ -132,6 +132,36 @@ fn sandbox_checks(s: &SandboxStatus, forged: &str) -> Vec<Check> {
     out
 }
 
+/// How rewind learns what commands change: the kernel's notes on every
+/// directory of a session's tree, within the user's inotify limit (Forge
+/// takes at most three quarters); a bigger tree is scanned around each
+/// command, which costs about half a second per 100,000 files.
+fn rewind_check(max_watches: Option<u64>) -> Check {
+    const LOW: u64 = 65_536;
+    match max_watches {
+        Some(n) => Check {
+            check: "rewind",
+            ok: true,
+            detail: format!(
+                "the kernel names what commands change (inotify) in trees of up to about {} directories \
+                 (fs.inotify.max_user_watches = {n}); bigger trees are scanned around each command",
+                n * 3 / 4
+            ),
+            fix: (n < LOW).then(|| {
+                "for big repositories: sudo sysctl fs.inotify.max_user_watches=524288 \
+                 (and a line in /etc/sysctl.d/ to keep it)"
+                    .into()
+            }),
+        },
+        None => Check {
+            check: "rewind",
+            ok: true,
+            detail: "no inotify limit to read here: commands' changes are found by scanning the tree".into(),
+            fix: None,
+        },
+    }
+}
+
 pub async fn run(g: &Global) -> Result<(), Failure> {
     let conn = daemon(g).await?;
     let status = conn.client.daemon_status(()).await?;
@@ -152,6 +182,9 @@ pub async fn run(g: &Global) -> Result<(), Failure> {
             fix: Some("upgrade forged".into()),
         }),
     }
+    checks.push(rewind_check(
+        std::fs::read_to_string("/proc/sys/fs/inotify/max_user_watches").ok().and_then(|s| s.trim().parse().ok()),
+    ));
     // The configuration's warnings (hooks that cannot run, guards
     // without fail_closed), from the daemon binary's own check.
     if let Ok(out) = std::process::Command::new(forge_client::autostart::forged_binary()).arg("--check-config").output()
@@ -198,6 +231,15 @@ pub async fn run(g: &Global) -> Result<(), Failure> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_rewind_line_says_how_big_a_tree_the_kernel_watches_and_how_to_raise_it() {
+        let low = super::rewind_check(Some(8192));
+        assert!(low.ok && low.detail.contains("6144 directories"), "{}", low.detail);
+        assert!(low.fix.as_deref().is_some_and(|f| f.contains("fs.inotify.max_user_watches=")));
+        assert!(super::rewind_check(Some(1_048_576)).fix.is_none());
+        assert!(super::rewind_check(None).detail.contains("scanning"));
+    }
+
     use super::*;
 
     #[test]
