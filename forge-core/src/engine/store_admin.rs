@@ -48,11 +48,11 @@ impl Engine {
     pub async fn store_gc(&self) -> Result<StoreGcResult, EngineError> {
         self.check_running()?;
         let shared = self.shared();
-        let before = shared.store.blob_sizes().await?.bytes;
+        let before = shared.store.blob_bytes().await?;
         let held = shared.trackers.held();
         let batch = WriteBatch { ops: vec![StoreOp::CollectBlobs { held }] };
         shared.writer.write(batch).await.map_err(|e| EngineError::blocked(&e.to_string()))?;
-        let collected_bytes = before.saturating_sub(shared.store.blob_sizes().await?.bytes);
+        let collected_bytes = before.saturating_sub(shared.store.blob_bytes().await?);
         let (evicted_blobs, evicted_bytes) = self.keep_store_bound().await?;
         Ok(StoreGcResult { collected_bytes, evicted_bytes, evicted_blobs, status: self.store_status().await? })
     }
@@ -62,7 +62,7 @@ impl Engine {
     pub async fn keep_store_bound(&self) -> Result<(u64, u64), EngineError> {
         let shared = self.shared();
         let max = shared.config.store.max_blob_bytes();
-        let total = shared.store.blob_sizes().await?.bytes;
+        let total = shared.store.blob_bytes().await?;
         if total <= max {
             return Ok((0, 0));
         }

@@ -83,7 +83,6 @@ impl Tracker {
     pub fn before(&mut self, roots: &[PathBuf], skip: Skip, keep: Keep) {
         if self.manifest.is_none() || self.roots != roots {
             self.roots = roots.to_vec();
-            self.manifest = None;
             self.watcher = None;
             self.manifest = Some(self.rescan(&Manifest::default(), skip, keep));
             return;

@@ -37,6 +37,13 @@ pub struct BlobSizes {
 }
 
 impl Store {
+    /// What the blobs weigh in all (one sum; the bound checks only this).
+    pub async fn blob_bytes(&self) -> Result<u64, StoreError> {
+        let n: i64 =
+            sqlx::query_scalar("SELECT COALESCE(SUM(LENGTH(data)), 0) FROM blobs").fetch_one(&self.pool()).await?;
+        Ok(n.max(0) as u64)
+    }
+
     pub async fn blob_sizes(&self) -> Result<BlobSizes, StoreError> {
         let pool = self.pool();
         let one = |sql: String| {
