@@ -337,7 +337,14 @@ async fn sandbox_test_refuses_every_escape(env: &[(&str, &str)]) {
     for r in &rows {
         assert_eq!(r["ok"], true, "{r}");
     }
-    assert!(rows.iter().any(|r| r["probe"] == "write outside through a rename race" && r["outcome"] == "refused"));
+    for probe in [
+        "write outside through a rename race",
+        "chmod a setuid file",
+        "create a setuid file",
+        "send a datagram or a descriptor to a Unix socket outside the roots",
+    ] {
+        assert!(rows.iter().any(|r| r["probe"] == probe && r["outcome"] == "refused"), "{probe}: {rows:?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -800,4 +807,67 @@ async fn a_command_cannot_make_a_repository_or_project_settings_where_there_are_
     // A subdirectory is the project's own business.
     let text = s.run("mkdir -p sub/.claude && echo ok > sub/.claude/x && cat sub/.claude/x").await;
     assert!(text.contains("ok"), "{text}");
+}
+
+/// Files under `dir` (recursively) with the setuid or setgid bit.
+fn set_id_files(dir: &Path) -> Vec<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let Ok(m) = std::fs::symlink_metadata(e.path()) else { continue };
+            if m.permissions().mode() & 0o6000 != 0 {
+                found.push(e.path());
+            }
+            if m.is_dir() {
+                stack.push(e.path());
+            }
+        }
+    }
+    found
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_cannot_make_a_setuid_or_setgid_file() {
+    let Some(s) = setup("", &[]).await else { return };
+    let forged = q(&bin("forged"));
+    let attempts = [
+        "cp /usr/bin/id ./x && chmod 6755 ./x; echo chmod=$?".to_string(),
+        "chmod u+s ./x; chmod g+s ./x".to_string(),
+        "cp /usr/bin/id ./y && install -m 4755 ./y ./z; echo install=$?".to_string(),
+        format!("{forged} __forge-probe create-mode ./w 4755; {forged} __forge-probe create-mode ./v 2755"),
+        "mkdir -m 2775 shared; mkdir plain && chmod g+s plain".to_string(),
+        "cp -p /usr/bin/id ./copy-of-id 2>/dev/null; touch ok".to_string(),
+    ];
+    let text = s.run(&attempts.join("; ")).await;
+    assert_eq!(set_id_files(&s.dir()), Vec::<PathBuf>::new(), "no setuid or setgid file in the project: {text}");
+    assert!(text.contains("refused:"), "the creating call is refused: {text}");
+    assert!(s.dir().join("x").is_file() && s.dir().join("ok").is_file(), "the rest of the command ran: {text}");
+    // A plain chmod still works.
+    let text = s.run("chmod 750 ./x && stat -c %a ./x").await;
+    assert!(text.contains("750"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn datagrams_and_descriptors_reach_only_sockets_in_the_roots() {
+    let Some(s) = setup("", &[]).await else { return };
+    // A socket like one in the user's home (outside /tmp, which commands
+    // see as a private one), and one in the project.
+    let home_like = tempfile::tempdir_in(forge_tests::harness::bin_dir()).unwrap_or_else(|e| panic!("{e}"));
+    let outside = home_like.path().canonicalize().unwrap_or_else(|e| panic!("{e}")).join("d.sock");
+    let inside = s.dir().join("d.sock");
+    let out_sock = std::os::unix::net::UnixDatagram::bind(&outside).unwrap_or_else(|e| panic!("{e}"));
+    let in_sock = std::os::unix::net::UnixDatagram::bind(&inside).unwrap_or_else(|e| panic!("{e}"));
+    let forged = q(&bin("forged"));
+    let text = s.run(&format!("{forged} __forge-probe send-unix {}", q(&outside))).await;
+    out_sock.set_nonblocking(true).unwrap_or_else(|e| panic!("{e}"));
+    let mut buf = [0u8; 64];
+    assert!(out_sock.recv(&mut buf).is_err(), "nothing reached the socket outside: {text}");
+    assert!(text.contains("refused send to the Unix socket"), "the command is told: {text}");
+    let text = s.run(&format!("{forged} __forge-probe send-unix {}", q(&inside))).await;
+    in_sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap_or_else(|e| panic!("{e}"));
+    let n = in_sock.recv(&mut buf).unwrap_or_else(|e| panic!("the socket in the project is reached: {e}: {text}"));
+    assert_eq!(&buf[..n], b"forge-probe datagram");
+    assert!(text.contains("sent: datagram true, descriptor true"), "{text}");
 }

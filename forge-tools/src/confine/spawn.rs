@@ -159,7 +159,7 @@ fn init_main(
     }
     drop(theirs);
     // `None`: the command failed before it had a filter (and says why).
-    if let Some(listener) = recv_fd(ours.as_raw_fd()) {
+    if let Some(listener) = take_over(ours.as_raw_fd(), command) {
         std::thread::spawn(move || super::netfilter::serve_notifications(listener, rules));
     }
     drop(ours);
@@ -193,7 +193,7 @@ fn exec_command(
 ) -> ! {
     let listener =
         super::enter::restrict(policy, writable).unwrap_or_else(|e| die(format!("cannot enter the sandbox: {e}"), 126));
-    if let Err(e) = send_fd(channel.as_raw_fd(), listener.as_raw_fd()) {
+    if let Err(e) = hand_over(channel.as_raw_fd(), listener.as_raw_fd()) {
         die(format!("cannot hand over the sandbox's listener: {e}"), 126);
     }
     drop((listener, channel));
@@ -214,64 +214,46 @@ fn exec_command(
     die(format!("cannot start {}: {e}", argv[0].to_string_lossy()), code)
 }
 
-/// A message of `iov` with `control` as room for one descriptor (both
-/// must outlive it).
-fn fd_message(iov: &mut libc::iovec, control: &mut [u8]) -> libc::msghdr {
-    // SAFETY: a zeroed msghdr is valid; the pointers set are the caller's.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = control.len();
-    msg
-}
-
-/// Sends descriptor `fd` over the Unix socket `sock`.
-fn send_fd(sock: RawFd, fd: RawFd) -> io::Result<()> {
-    // SAFETY: sendmsg with one byte and one SCM_RIGHTS descriptor in a
-    // control buffer sized by CMSG_SPACE.
+/// Hands the seccomp listener `fd` to the init, which takes a copy of
+/// it: by number, since a descriptor sent in a message would be a send
+/// the listener itself must answer. Returns once the init has it.
+fn hand_over(channel: RawFd, fd: RawFd) -> io::Result<()> {
+    // SAFETY: prctl with plain values; write(2) and read(2) of our own
+    // small buffers.
     unsafe {
-        let mut byte = [0u8; 1];
-        let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
-        let mut control = vec![0u8; libc::CMSG_SPACE(std::mem::size_of::<i32>() as u32) as usize];
-        let msg = fd_message(&mut iov, &mut control);
-        let cmsg = libc::CMSG_FIRSTHDR(&msg);
-        (*cmsg).cmsg_level = libc::SOL_SOCKET;
-        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<i32>() as u32) as usize;
-        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<i32>(), fd);
-        if libc::sendmsg(sock, &msg, 0) < 0 {
+        // The init, a separate process, may take it (inherited from the
+        // init, which is not dumpable; exec resets it anyway).
+        libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0);
+        if libc::write(channel, fd.to_ne_bytes().as_ptr().cast(), 4) != 4 {
             return Err(io::Error::last_os_error());
+        }
+        let mut ack = [0u8; 1];
+        if libc::read(channel, ack.as_mut_ptr().cast(), 1) != 1 {
+            return Err(io::Error::other("the sandbox's init did not take the listener"));
         }
     }
     Ok(())
 }
 
-/// Receives a descriptor sent with [`send_fd`]; `None` at end of file
-/// (the command failed before it had one).
-fn recv_fd(sock: RawFd) -> Option<OwnedFd> {
-    // SAFETY: recvmsg into a buffer sized by CMSG_SPACE; the descriptor is
-    // read only from an SCM_RIGHTS message.
-    unsafe {
-        let mut byte = [0u8; 1];
-        let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
-        let mut control = vec![0u8; libc::CMSG_SPACE(std::mem::size_of::<i32>() as u32) as usize];
-        let mut msg = fd_message(&mut iov, &mut control);
-        loop {
-            let n = libc::recvmsg(sock, &mut msg, libc::MSG_CMSG_CLOEXEC);
-            if n < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-                continue;
-            }
-            if n <= 0 {
-                return None;
-            }
-            break;
+/// Takes the listener the command hands over with [`hand_over`]; `None`
+/// at end of file (the command failed before it had one).
+fn take_over(channel: RawFd, command: libc::pid_t) -> Option<OwnedFd> {
+    let mut number = [0u8; 4];
+    // SAFETY: read(2) into a four-byte buffer.
+    let n = loop {
+        let n = unsafe { libc::read(channel, number.as_mut_ptr().cast(), 4) };
+        if n < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+            continue;
         }
-        let cmsg = libc::CMSG_FIRSTHDR(&msg);
-        if cmsg.is_null() || (*cmsg).cmsg_type != libc::SCM_RIGHTS {
-            return None;
-        }
-        let fd = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<i32>());
-        Some(OwnedFd::from_raw_fd(fd))
+        break n;
+    };
+    if n != 4 {
+        return None;
     }
+    let listener = super::notif::take_fd(command as u32, i32::from_ne_bytes(number));
+    if listener.is_some() {
+        // SAFETY: write(2) of one byte.
+        unsafe { libc::write(channel, [1u8].as_ptr().cast(), 1) };
+    }
+    listener
 }

@@ -174,11 +174,14 @@ fn asks_first(settings: &Settings) -> Vec<ProbeRow> {
         "connect to a Unix socket outside the roots (a tmux server, another daemon)",
         "connect to an abstract Unix socket",
         "connect to a Unix socket inside the roots",
+        "send a datagram or a descriptor to a Unix socket outside the roots",
         "memory hog (max_memory_mb lowered to 256 for the probe)",
         "a flood of 200 processes (max_processes lowered to 64 for the probe)",
         "three children of 200 MiB under a 256 MiB total",
         "a command outliving its timeout, with setsid children",
         "setuid programs gain privileges",
+        "chmod a setuid file",
+        "create a setuid file",
     ];
     names
         .iter()

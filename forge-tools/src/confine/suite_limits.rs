@@ -101,5 +101,39 @@ pub(super) async fn run_probes(settings: &Settings, p: &Probe, c: Option<&Confin
     ));
     let r = run("grep NoNewPrivs /proc/self/status", root, c, tmp, short).await;
     rows.push(row("setuid programs gain privileges", true, r.out.ends_with('1'), first_line(&r.out)));
+    rows.extend(set_id_probes(p, c).await);
+    rows
+}
+
+/// A setuid or setgid file left in the project would run with the
+/// daemon user's rights for whoever starts it later.
+async fn set_id_probes(p: &Probe, c: Option<&Confinement>) -> Vec<ProbeRow> {
+    use std::os::unix::fs::PermissionsExt;
+    let (root, tmp) = (&p.root, &p.tmp);
+    let set_id =
+        |name: &str| std::fs::symlink_metadata(root.join(name)).is_ok_and(|m| m.permissions().mode() & 0o6000 != 0);
+    let mut rows = Vec::new();
+    let r = run("cp /bin/sh ./suid-sh && chmod 6755 ./suid-sh", root, c, tmp, Duration::from_secs(20)).await;
+    let made = set_id("suid-sh");
+    rows.push(row(
+        "chmod a setuid file",
+        true,
+        !made,
+        if made { "the file is setuid".into() } else { first_line(&r.out) },
+    ));
+    match &p.exe {
+        Some(exe) => {
+            let line = format!("{} {} create-mode ./suid-new 4755", sh_quote(exe), super::PROBE_ARG);
+            let r = run(&line, root, c, tmp, Duration::from_secs(20)).await;
+            let made = set_id("suid-new");
+            rows.push(row(
+                "create a setuid file",
+                true,
+                !made,
+                if made { "the file is setuid".into() } else { first_line(&r.out) },
+            ));
+        }
+        None => rows.push(skipped("create a setuid file", true, "the daemon's executable is unknown")),
+    }
     rows
 }

@@ -46,11 +46,30 @@ pub(super) async fn run_probes(
                 rows.push(row(probe, expect_refused, r.code != Some(0), first_line(&r.out)));
             }
             drop((outer, inner, abstract_server));
+            rows.push(send_probe(p, exe, c).await?);
         }
         None => rows.push(skipped("the Unix socket probes", true, "the daemon's executable is unknown")),
     }
     rows.extend(forge_probes(settings, p).await);
     Ok(rows)
+}
+
+/// A datagram, then a descriptor, sent to a socket outside the roots by
+/// address (no `connect` to check): what arrives is read on the far side.
+async fn send_probe(p: &Probe, exe: &std::path::Path, c: Option<&Confinement>) -> std::io::Result<ProbeRow> {
+    let target = p.outside.join("datagram.sock");
+    let far = std::os::unix::net::UnixDatagram::bind(&target)?;
+    far.set_nonblocking(true)?;
+    let line = format!("{} {} send-unix {}", sh_quote(exe), super::PROBE_ARG, sh_quote(&target));
+    let r = run(&line, &p.root, c, &p.tmp, Duration::from_secs(20)).await;
+    let mut buf = [0u8; 64];
+    let arrived = far.recv(&mut buf).is_ok();
+    Ok(row(
+        "send a datagram or a descriptor to a Unix socket outside the roots",
+        true,
+        !arrived,
+        if arrived { "a message arrived".into() } else { first_line(&r.out) },
+    ))
 }
 
 /// The probes of what Forge itself refuses, whatever confines commands:

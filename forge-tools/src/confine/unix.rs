@@ -142,9 +142,9 @@ impl Allowed {
     }
 }
 
-/// Connects `sock` to the socket `target` (an `O_PATH` descriptor of
-/// ours) through its `/proc/self/fd` name: the very file opened.
-fn connect_to(sock: &OwnedFd, target: &OwnedFd) -> Result<(), i32> {
+/// The name of our `O_PATH` descriptor `target` of a socket, as a Unix
+/// address: the very file opened, whatever its path becomes.
+pub fn proc_address(target: &OwnedFd) -> Result<(libc::sockaddr_un, libc::socklen_t), i32> {
     // SAFETY: fstat on our descriptor.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     if unsafe { libc::fstat(target.as_raw_fd(), &mut st) } != 0 {
@@ -160,7 +160,13 @@ fn connect_to(sock: &OwnedFd, target: &OwnedFd) -> Result<(), i32> {
     for (i, b) in name.bytes().enumerate() {
         addr.sun_path[i] = b as libc::c_char;
     }
-    let len = (std::mem::size_of::<libc::sa_family_t>() + name.len() + 1) as libc::socklen_t;
+    Ok((addr, (std::mem::size_of::<libc::sa_family_t>() + name.len() + 1) as libc::socklen_t))
+}
+
+/// Connects `sock` to the socket `target` (an `O_PATH` descriptor of
+/// ours).
+fn connect_to(sock: &OwnedFd, target: &OwnedFd) -> Result<(), i32> {
+    let (addr, len) = proc_address(target)?;
     // SAFETY: connect on our copy of the command's socket.
     let r = unsafe { libc::connect(sock.as_raw_fd(), (&addr as *const libc::sockaddr_un).cast(), len) };
     if r == 0 { Ok(()) } else { Err(io::Error::last_os_error().raw_os_error().unwrap_or(libc::ECONNREFUSED)) }
@@ -170,6 +176,14 @@ fn connect_to(sock: &OwnedFd, target: &OwnedFd) -> Result<(), i32> {
 /// `Ok` once connected, or the error to return (refusals are said on
 /// the command's stderr by the caller with [`refusal`]).
 pub fn connect(tid: u32, sock: &OwnedFd, addr: &UnixAddr, rules: &UnixRules) -> Result<(), Refused> {
+    let target = resolve(tid, addr, rules)?;
+    connect_to(sock, &target).map_err(Refused::Errno)
+}
+
+/// The socket file `addr` names for thread `tid`, opened (`O_PATH`) where
+/// the rules let the command reach it: inside a granted tree without
+/// leaving it, or one the user listed.
+pub fn resolve(tid: u32, addr: &UnixAddr, rules: &UnixRules) -> Result<OwnedFd, Refused> {
     let path = match addr {
         UnixAddr::Unnamed => return Err(Refused::Errno(libc::EINVAL)),
         UnixAddr::Abstract(name) => return Err(Refused::Policy(format!("@{name}"))),
@@ -185,26 +199,49 @@ pub fn connect(tid: u32, sock: &OwnedFd, addr: &UnixAddr, rules: &UnixRules) -> 
     };
     let plain = lexical(&full);
     if let Some(allowed) = rules.sockets.iter().find(|s| s.path == plain) {
-        let target = allowed.open().map_err(|e| Refused::Errno(e.raw_os_error().unwrap_or(libc::ENOENT)))?;
-        return connect_to(sock, &target).map_err(Refused::Errno);
+        return allowed.open().map_err(|e| Refused::Errno(e.raw_os_error().unwrap_or(libc::ENOENT)));
     }
     if lookup_service(&plain) {
         return Err(Refused::Errno(libc::ENOENT));
     }
     for tree in &rules.trees {
         if let Ok(rest) = full.strip_prefix(tree) {
-            let target = match open_beneath(tree, rest) {
-                Ok(t) => t,
+            return match open_beneath(tree, rest) {
+                Ok(t) => Ok(t),
                 // Out of the tree by `..` or a link.
-                Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
-                    return Err(Refused::Policy(full.display().to_string()));
-                }
-                Err(e) => return Err(Refused::Errno(e.raw_os_error().unwrap_or(libc::ENOENT))),
+                Err(e) if e.raw_os_error() == Some(libc::EXDEV) => Err(Refused::Policy(full.display().to_string())),
+                Err(e) => Err(Refused::Errno(e.raw_os_error().unwrap_or(libc::ENOENT))),
             };
-            return connect_to(sock, &target).map_err(Refused::Errno);
         }
     }
     Err(Refused::Policy(full.display().to_string()))
+}
+
+/// Whether descriptors may be passed on `sock`, connected already: its
+/// peer's socket lies in a granted tree or is one the user listed. A
+/// peer without a name is another socket of the command's pair, or a
+/// client that connected to the command.
+pub fn peer_allowed(sock: &OwnedFd, rules: &UnixRules) -> Result<(), Refused> {
+    // SAFETY: a zeroed sockaddr_un is valid for getpeername to fill.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+    // SAFETY: getpeername into a sockaddr_un of the given size.
+    let r = unsafe { libc::getpeername(sock.as_raw_fd(), (&mut addr as *mut libc::sockaddr_un).cast(), &mut len) };
+    if r != 0 {
+        return Err(Refused::Errno(io::Error::last_os_error().raw_os_error().unwrap_or(libc::ENOTCONN)));
+    }
+    // SAFETY: the kernel filled `len` bytes of the struct.
+    let bytes = unsafe { std::slice::from_raw_parts((&addr as *const libc::sockaddr_un).cast::<u8>(), len as usize) };
+    match UnixAddr::parse(bytes) {
+        None | Some(UnixAddr::Unnamed) => Ok(()),
+        Some(UnixAddr::Abstract(name)) => Err(Refused::Policy(format!("@{name}"))),
+        // A relative name resolves against the peer's working directory
+        // at the time it bound, which is not ours to know.
+        Some(UnixAddr::Path(p)) if !p.is_absolute() => {
+            Err(Refused::Policy(format!("{} (bound by a relative name)", p.display())))
+        }
+        Some(peer) => resolve(0, &peer, rules).map(drop),
+    }
 }
 
 /// The system's lookup services (users, groups, names), which the C
@@ -232,10 +269,11 @@ pub enum Refused {
     Errno(i32),
 }
 
-/// The line the command's stderr gets for a refused socket.
-pub fn refusal(what: &str) -> String {
+/// The line the command's stderr gets for a refused socket (`verb`:
+/// "connect to", "send to", "pass a descriptor to").
+pub fn refusal(verb: &str, what: &str) -> String {
     format!(
-        "[forge sandbox] refused connect to the Unix socket {what}: commands reach only sockets in the session's roots and $TMPDIR ([tools.sandbox] allow_unix_sockets lists others)"
+        "[forge sandbox] refused {verb} the Unix socket {what}: commands reach only sockets in the session's roots and $TMPDIR ([tools.sandbox] allow_unix_sockets lists others)"
     )
 }
 
