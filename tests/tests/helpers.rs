@@ -288,3 +288,46 @@ async fn a_helpers_approval_survives_a_restart_and_is_answered_through_the_paren
     let result = history.iter().rfind(|m| m["role"] == "tool").cloned().unwrap_or_default();
     assert_eq!(result["tool_result"]["is_error"], false, "{result}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_helpers_stop_at_their_parents_budget_with_one_approval() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    // Each request's input costs about $0.01: the parent's first answer
+    // passes this budget on its own.
+    forge.write_config("[app]\nsession_budget_usd = 0.0005\n");
+    forge.start().await;
+    let parent = forge.new_session(&["--name", "lead"]).await;
+    let tasks: Vec<String> = (1..=8)
+        .map(|i| {
+            let prompt = format!("{} mock:tokens=50 part {i}", tool_call("read_file", &json!({"path": "a.txt"})));
+            tool_call("task", &json!({"description": format!("part {i}"), "prompt": prompt}))
+        })
+        .collect();
+    forge.ok(&["send", "--no-wait", "-s", "lead", &format!("{} split it", tasks.join(" "))]).await;
+    // One approval for the family, the parent's; no helper asks its own.
+    let (mut shown, mut waiting) = (Vec::new(), 0);
+    for _ in 0..400 {
+        shown = forge.ok(&["--json", "approvals"]).await.json_lines();
+        let helpers = helpers_of(&forge.ok(&["--json", "ps"]).await.json_lines(), &parent);
+        waiting = helpers.iter().filter(|h| h["state"] == "awaiting_approval").count();
+        if !shown.is_empty() && waiting == 8 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert_eq!(waiting, 8, "all eight helpers wait for the family's budget");
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    assert_eq!(shown[0]["session_id"], parent.as_str());
+    assert_eq!(shown[0]["calls"][0]["name"], "session_budget");
+    assert_eq!(mock.requests().len(), 1, "no helper asked its model past the budget");
+    forge.ok(&["deny", "lead"]).await;
+    let events = forge.ok(&["--json", "attach", &parent, "--until-idle"]).await.json_lines();
+    let last = events.iter().rev().find(|e| e["kind"] == "turn_finished").cloned().unwrap_or_default();
+    assert_eq!(last["status"], "cancelled", "{last}");
+    assert_eq!(events.iter().filter(|e| e["kind"] == "approval_requested").count(), 1, "one approval in all");
+    assert_eq!(mock.requests().len(), 1, "nothing more was asked of any model");
+    for h in helpers_of(&forge.ok(&["--json", "ps"]).await.json_lines(), &parent) {
+        assert_eq!(h["state"], "idle", "{h}");
+    }
+}

@@ -31,9 +31,9 @@ pub(super) fn route(engine: Weak<Inner>, mut rx: UnboundedReceiver<HelperOut>) {
                 HelperOut::Start(start) => {
                     tokio::spawn(async move { engine.start_helper(start).await });
                 }
-                HelperOut::Done { parent, report } | HelperOut::Approval { parent, report } => {
-                    engine.tell(&parent, SessionCmd::Helper(report)).await
-                }
+                HelperOut::Done { parent, report }
+                | HelperOut::Approval { parent, report }
+                | HelperOut::Report { to: parent, report } => engine.tell(&parent, SessionCmd::Helper(report)).await,
                 HelperOut::Cancel { child } => {
                     let params = forge_proto::params::CancelParams { session: child.clone(), drop_queued: true };
                     let cmd = SessionCmd::Cancel { params, client: helper_client(), reply: Reply::nobody() };

@@ -140,6 +140,10 @@ impl Session {
         if matches!(self.state, OperationState::AwaitingBudget { .. }) {
             return self.on_budget_answer(decision, approval_id, call_ids, indices, client);
         }
+        if self.is_family_budget(approval_id.as_deref()) {
+            let approved = super::budget::approves(decision, call_ids, indices);
+            return Ok(self.on_family_budget_answer(approved, client));
+        }
         let OperationState::ToolLoop(l) = &mut self.state else { return Err(not_pending()) };
         let Some(pending) = &l.approval else { return Err(not_pending()) };
         if approval_id.as_ref().is_some_and(|id| *id != pending.approval_id) {

@@ -3,12 +3,20 @@
 //! (one pseudo-call, `session_budget`). Confirmed, the session runs on
 //! until it has spent another budget's worth; denied, the turn ends
 //! without asking the model.
+//!
+//! A session's helpers spend its budget: each one's cost is counted by
+//! the sessions above it as it is spent (`HelperIn::Spent`), and before
+//! each of its requests a helper asks the family's root session
+//! (`HelperIn::BudgetAsk`, handed up by any helper between). Past the
+//! budget, the root shows one approval for the whole family while its
+//! batch runs, and every helper that asks waits for that answer.
 
 use forge_proto::PendingApproval;
 use forge_proto::{ApprovalCall, ApprovalDecision, ApprovalResult, ClientRef, ErrorKind, EventKind, MessageStatus};
 
-use super::Session;
-use super::state::OperationState;
+use super::helpers::{HelperIn, HelperOut};
+use super::state::{Helpers, OperationState};
+use super::{Effect, Session};
 use crate::error::EngineError;
 
 /// Budget approvals' ids start with this (recovery tells them from a
@@ -53,7 +61,31 @@ impl Session {
     /// batch, so one long turn cannot spend many budgets): over budget,
     /// the turn waits for a user (returns true) instead of asking the model.
     pub(super) fn wait_for_budget(&mut self, message_id: &str, iteration: u32) -> bool {
+        if let Some(spec) = &self.row.helper
+            && self.config.app.session_budget_usd.is_some_and(|b| b > 0.0)
+        {
+            // Asked already: the root said go.
+            if std::mem::take(&mut self.family_go) {
+                return false;
+            }
+            let (to, asker) = (spec.of.parent.clone(), self.row.id.clone());
+            self.out.push(Effect::Helper(Box::new(HelperOut::Report { to, report: HelperIn::BudgetAsk { asker } })));
+            self.state = OperationState::AwaitingFamilyBudget { message_id: message_id.to_string(), iteration };
+            return true;
+        }
         let Some(budget) = self.budget_reached() else { return false };
+        // The user stopped the family at this budget during the batch:
+        // the turn ends as it would on this approval's denial.
+        if std::mem::take(&mut self.family_denied) {
+            self.state = OperationState::Finishing;
+            let why = "the session is past its budget ([app] session_budget_usd) and the user stopped the turn";
+            self.finish_tool_turn(
+                message_id.to_string(),
+                MessageStatus::Cancelled,
+                Some(("budget_exceeded".into(), why.into())),
+            );
+            return true;
+        }
         let approval = self.budget_approval(self.clock.new_id(BUDGET_APPROVAL), budget);
         let index = self.pipeline.event(
             None,
@@ -94,30 +126,14 @@ impl Session {
                 "nothing to approve under that id (it may have been answered already; `forgectl approvals` lists what waits)",
             ));
         }
-        let approved = match decision {
-            ApprovalDecision::ApproveAll => true,
-            ApprovalDecision::DenyAll => false,
-            ApprovalDecision::ApproveSelected => {
-                call_ids.unwrap_or_default().iter().any(|c| c == CALL) || indices.unwrap_or_default().contains(&1)
-            }
-        };
+        let approved = approves(decision, call_ids, indices);
         let OperationState::AwaitingBudget { message_id, iteration, approval, .. } =
             std::mem::replace(&mut self.state, OperationState::Finishing)
         else {
             return Err(EngineError::new(ErrorKind::ApprovalNotPending, "no budget confirmation is pending"));
         };
-        let (yes, no) =
-            if approved { (vec![CALL.to_string()], Vec::new()) } else { (Vec::new(), vec![CALL.to_string()]) };
-        let marker = self.pipeline.event(
-            Some(client),
-            EventKind::ApprovalResolved {
-                approval_id: approval.approval_id.clone(),
-                approved: yes.clone(),
-                denied: no.clone(),
-            },
-        );
+        let (marker, yes, no) = self.resolve_budget(&approval.approval_id, approved, client);
         if approved {
-            self.budget_confirmed_at = Some(self.spent.cost_usd);
             self.state = OperationState::Idle;
             self.proceed_turn(message_id, Some(marker), iteration);
         } else {
@@ -138,13 +154,156 @@ impl Session {
         })
     }
 
+    /// A budget approval answered: `approval_resolved` (its outbox index
+    /// returned, with the call approved or denied); approved, the next
+    /// budget's worth counts from here.
+    fn resolve_budget(
+        &mut self,
+        approval_id: &str,
+        approved: bool,
+        client: ClientRef,
+    ) -> (usize, Vec<String>, Vec<String>) {
+        let (yes, no) =
+            if approved { (vec![CALL.to_string()], Vec::new()) } else { (Vec::new(), vec![CALL.to_string()]) };
+        let event = EventKind::ApprovalResolved {
+            approval_id: approval_id.to_string(),
+            approved: yes.clone(),
+            denied: no.clone(),
+        };
+        let marker = self.pipeline.event(Some(client), event);
+        if approved {
+            self.budget_confirmed_at = Some(self.spent.cost_usd);
+        }
+        (marker, yes, no)
+    }
+
     /// `session.cancel` while the turn waits for the budget: it ends.
     pub(super) fn cancel_budget_wait(&mut self, client: ClientRef) -> bool {
+        if matches!(self.state, OperationState::AwaitingFamilyBudget { .. }) {
+            self.on_family_budget(Err("cancelled while it waited for its family's budget".into()));
+            return true;
+        }
         if !matches!(self.state, OperationState::AwaitingBudget { .. }) {
             return false;
         }
         self.on_budget_answer(ApprovalDecision::DenyAll, None, None, None, client).is_ok()
     }
+
+    /// A session of the family asks before a request: a helper hands it
+    /// up; the root answers now, or, past the budget during its batch,
+    /// once a user has answered the family's one approval.
+    pub(super) fn on_budget_ask(&mut self, asker: String) {
+        if let Some(spec) = &self.row.helper {
+            let to = spec.of.parent.clone();
+            self.out.push(Effect::Helper(Box::new(HelperOut::Report { to, report: HelperIn::BudgetAsk { asker } })));
+            return;
+        }
+        let Some(budget) = self.budget_reached() else { return self.answer_family(asker, Ok(())) };
+        let fresh = self.budget_approval(self.clock.new_id(BUDGET_APPROVAL), budget);
+        let OperationState::ToolLoop(l) = &mut self.state else {
+            let why = format!(
+                "its family is past the budget of session {} ([app] session_budget_usd); that session's next turn asks a user to go on",
+                self.row.id
+            );
+            return self.answer_family(asker, Err(why));
+        };
+        if let Some((_, waiting)) = &mut l.helpers.budget {
+            waiting.push(asker);
+            return;
+        }
+        self.pipeline.event(
+            None,
+            EventKind::ApprovalRequested {
+                approval_id: fresh.approval_id.clone(),
+                calls: fresh.calls.clone(),
+                helper: None,
+            },
+        );
+        l.helpers.budget = Some((fresh, vec![asker]));
+    }
+
+    fn answer_family(&mut self, asker: String, go: Result<(), String>) {
+        let report = HelperIn::Budget { go };
+        self.out.push(Effect::Helper(Box::new(HelperOut::Report { to: asker, report })));
+    }
+
+    /// Whether `approval_id` (or, without one, the first pending) is the
+    /// family's budget approval.
+    pub(super) fn is_family_budget(&self, approval_id: Option<&str>) -> bool {
+        let OperationState::ToolLoop(l) = &self.state else { return false };
+        match (&l.helpers.budget, approval_id) {
+            (Some((a, _)), Some(id)) => a.approval_id == id,
+            (Some(_), None) => l.approval.is_none(),
+            (None, _) => false,
+        }
+    }
+
+    /// A client's answer to the family's budget approval.
+    pub(super) fn on_family_budget_answer(&mut self, approved: bool, client: ClientRef) -> ApprovalResult {
+        let taken = match &mut self.state {
+            OperationState::ToolLoop(l) => l.helpers.budget.take(),
+            _ => None,
+        };
+        let Some((approval, waiting)) = taken else {
+            return ApprovalResult {
+                session_id: self.row.id.clone(),
+                approval_id: String::new(),
+                approved: Vec::new(),
+                denied: Vec::new(),
+            };
+        };
+        let (_, yes, no) = self.resolve_budget(&approval.approval_id, approved, client);
+        self.family_denied = !approved;
+        for asker in waiting {
+            let go = match approved {
+                true => Ok(()),
+                false => Err("its family is past its budget ([app] session_budget_usd) and the user stopped it".into()),
+            };
+            self.answer_family(asker, go);
+        }
+        ApprovalResult { session_id: self.row.id.clone(), approval_id: approval.approval_id, approved: yes, denied: no }
+    }
+
+    /// The root's word to a helper waiting before a request.
+    pub(super) fn on_family_budget(&mut self, go: Result<(), String>) {
+        let OperationState::AwaitingFamilyBudget { message_id, iteration } =
+            std::mem::replace(&mut self.state, OperationState::Finishing)
+        else {
+            return;
+        };
+        match go {
+            Ok(()) => {
+                self.family_go = true;
+                self.state = OperationState::Idle;
+                self.proceed_turn(message_id, None, iteration);
+            }
+            Err(why) => {
+                self.finish_tool_turn(message_id, MessageStatus::Cancelled, Some(("budget_exceeded".into(), why)))
+            }
+        }
+    }
+}
+
+/// Whether an answer approves a budget approval (its one call).
+pub(super) fn approves(decision: ApprovalDecision, call_ids: Option<Vec<String>>, indices: Option<Vec<u32>>) -> bool {
+    match decision {
+        ApprovalDecision::ApproveAll => true,
+        ApprovalDecision::DenyAll => false,
+        ApprovalDecision::ApproveSelected => {
+            call_ids.unwrap_or_default().iter().any(|c| c == CALL) || indices.unwrap_or_default().contains(&1)
+        }
+    }
+}
+
+/// A helper's batch call ended: it waits on the family's budget no more;
+/// the approval goes (its id returned) when no helper waits on it.
+pub(super) fn stop_waiting(helpers: &mut Helpers, child: Option<&str>) -> Option<String> {
+    let (_, waiting) = helpers.budget.as_mut()?;
+    waiting.retain(|w| Some(w.as_str()) != child);
+    if !waiting.is_empty() {
+        return None;
+    }
+    helpers.budget.take().map(|(a, _)| a.approval_id)
 }
 
 /// An amount in dollars with the digits it needs: cents from a dollar up,

@@ -109,6 +109,7 @@ impl Session {
             let price = crate::provider::ProviderKind::parse(&provider)
                 .and_then(|p| crate::catalog::lookup(&self.config, p, &model).price);
             self.spent.add(&usage, price.as_ref());
+            self.report_spend();
             let cost_usd = price.map(|p| p.cost(&usage));
             let session = self.spent.clone();
             let message_id = message_id.clone();

@@ -36,6 +36,9 @@ pub(crate) enum HelperOut {
     Cancel { child: String },
     /// Hand a command (an approval's answer) to a helper.
     Forward { child: String, cmd: Box<SessionCmd> },
+    /// News for another session of the family (a parent, or a helper
+    /// waiting on the family's budget).
+    Report { to: String, report: HelperIn },
 }
 
 /// A `task` call to start a helper for.
@@ -63,8 +66,24 @@ pub(crate) enum HelperIn {
     Started { call_id: String, nonce: String, child: String, agent: String, description: String },
     /// The call's helper could not be started.
     Failed { call_id: String, nonce: String, error: String },
-    /// The call's helper ended its turn: its answer, or why it has none.
-    Done { call_id: String, child: String, status: MessageStatus, answer: Result<String, String>, cost_usd: f64 },
+    /// The call's helper ended its turn: its answer, or why it has none;
+    /// what the turn cost, and what of it was not yet counted (`Spent`).
+    Done {
+        call_id: String,
+        child: String,
+        status: MessageStatus,
+        answer: Result<String, String>,
+        cost_usd: f64,
+        uncounted_usd: f64,
+    },
+    /// A helper (or one of its own) spent this much: the family's cost
+    /// is counted, as it goes, by every session above it.
+    Spent { cost_usd: f64 },
+    /// Session `asker` of the family is about to ask its model: its root
+    /// session says whether the family's budget allows it.
+    BudgetAsk { asker: String },
+    /// The root's word: go on, or stop (why).
+    Budget { go: Result<(), String> },
     /// The helper (or one of its own) waits on this approval.
     Asked { call_id: String, child: String, approval: PendingApproval },
     /// The approval is answered (or withdrawn).
@@ -78,6 +97,9 @@ pub(crate) enum HelperIn {
 pub(crate) struct AsHelper {
     /// The approval last shown to the parent as pending.
     mirrored: Option<String>,
+    /// The cost at the start of the task (or load): what the parent is
+    /// shown as the task's cost is counted from it.
+    cost_base: Option<f64>,
     /// How the last approval was answered (for the parent's record).
     resolution: Option<(Vec<String>, Vec<String>)>,
     /// What the session had cost when it last reported.
@@ -174,15 +196,21 @@ impl Session {
                     self.helper_ended(&call_id, None, Err(error), 0.0);
                 }
             }
-            HelperIn::Done { call_id, child, status, answer, cost_usd } => {
+            HelperIn::Done { call_id, child, status, answer, cost_usd, uncounted_usd } => {
                 if self.helper_call(&call_id).is_some_and(|h| h.child.as_deref() == Some(child.as_str())) {
                     self.pipeline.event(
                         None,
                         EventKind::HelperFinished { call_id: call_id.clone(), helper: child.clone(), status, cost_usd },
                     );
-                    self.helper_ended(&call_id, Some(child), answer, cost_usd);
+                    self.helper_ended(&call_id, Some(child), answer, uncounted_usd);
                 }
             }
+            HelperIn::Spent { cost_usd } => {
+                self.spent.cost_usd += cost_usd;
+                self.report_spend();
+            }
+            HelperIn::BudgetAsk { asker } => self.on_budget_ask(asker),
+            HelperIn::Budget { go } => self.on_family_budget(go),
             HelperIn::Asked { call_id, child, approval } => {
                 let OperationState::ToolLoop(l) = &mut self.state else { return };
                 if !l.helpers.running.iter().any(|h| h.call_id == call_id) {
@@ -228,11 +256,14 @@ impl Session {
             .map(|(_, a)| a.approval_id.clone())
             .collect();
         l.helpers.asks.retain(|(c, _)| Some(c) != child.as_ref());
+        let mut withdrawn = withdrawn;
+        withdrawn.extend(super::budget::stop_waiting(&mut l.helpers, child.as_deref()));
         for approval_id in withdrawn {
             let event = EventKind::ApprovalResolved { approval_id, approved: Vec::new(), denied: Vec::new() };
             self.pipeline.event(None, event);
         }
-        // Its cost is this session's too (budgets included).
+        // Its cost is this session's too (budgets included); most of it
+        // was counted as it was spent.
         self.spent.cost_usd += cost;
         let (output, is_error) = match answer {
             Ok(text) => (text, false),
@@ -251,6 +282,9 @@ impl Session {
         client: ClientRef,
         reply: Reply<Value>,
     ) -> Option<(AnswerParams, ClientRef, Reply<Value>)> {
+        if self.is_family_budget(params.approval_id.as_deref()) {
+            return Some((params, client, reply));
+        }
         let OperationState::ToolLoop(l) = &self.state else { return Some((params, client, reply)) };
         let child = match &params.approval_id {
             Some(id) if l.approval.as_ref().is_some_and(|a| a.approval_id == *id) => None,
@@ -304,10 +338,18 @@ impl Session {
                 ))
             }
         };
-        let cost = self.spent.cost_usd - self.as_helper.reported_cost.unwrap_or(0.0);
+        let cost = self.spent.cost_usd - self.as_helper.cost_base.unwrap_or(0.0);
+        let uncounted = self.spent.cost_usd - self.as_helper.reported_cost.unwrap_or(0.0);
         self.as_helper.reported_cost = Some(self.spent.cost_usd);
-        let report =
-            HelperIn::Done { call_id: spec.of.call_id.clone(), child: id, status, answer, cost_usd: cost.max(0.0) };
+        self.as_helper.cost_base = Some(self.spent.cost_usd);
+        let report = HelperIn::Done {
+            call_id: spec.of.call_id.clone(),
+            child: id,
+            status,
+            answer,
+            cost_usd: cost.max(0.0),
+            uncounted_usd: uncounted.max(0.0),
+        };
         let parent = spec.of.parent.clone();
         self.out.push(Effect::Helper(Box::new(HelperOut::Done { parent, report })));
     }
@@ -316,6 +358,21 @@ impl Session {
     /// it already.
     pub(super) fn helper_loaded(&mut self) {
         self.as_helper.reported_cost = Some(self.spent.cost_usd);
+        self.as_helper.cost_base = Some(self.spent.cost_usd);
+    }
+
+    /// After a response: what a helper spent is counted at once by its
+    /// parent (which hands it up in turn), so the family's root knows
+    /// the family's cost before any of its requests.
+    pub(super) fn report_spend(&mut self) {
+        let Some(spec) = &self.row.helper else { return };
+        let cost = self.spent.cost_usd - self.as_helper.reported_cost.unwrap_or(0.0);
+        if cost <= 0.0 {
+            return;
+        }
+        self.as_helper.reported_cost = Some(self.spent.cost_usd);
+        let to = spec.of.parent.clone();
+        self.out.push(Effect::Helper(Box::new(HelperOut::Report { to, report: HelperIn::Spent { cost_usd: cost } })));
     }
 
     /// A cancel before the helper has any message: its parent's batch

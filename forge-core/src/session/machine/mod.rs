@@ -363,6 +363,12 @@ pub(crate) struct Session {
     /// What the session had cost when a user last confirmed going past
     /// its budget (see `budget.rs`).
     budget_confirmed_at: Option<f64>,
+    /// A helper's next request was allowed by its family's root (see
+    /// `budget.rs`): it is made without asking again.
+    family_go: bool,
+    /// A user denied the family's budget approval during this batch: the
+    /// turn's next request does not ask again, it ends.
+    family_denied: bool,
     /// The running turn asks for several answers (`session.send` `n`).
     completions: Option<Completions>,
     /// The hooks in force (read again before each message).
@@ -429,6 +435,8 @@ impl Session {
             interrupted_changes: Default::default(),
             anchor: None,
             budget_confirmed_at: None,
+            family_go: false,
+            family_denied: false,
             completions: None,
             hooks: Default::default(),
             mcp_starting: Vec::new(),
@@ -542,9 +550,11 @@ impl Session {
             queued: (self.queue.len() + self.steers.len()) as u32,
             last_seq: self.pipeline.applied_seq(),
             approval: match &self.state {
-                OperationState::ToolLoop(l) if self.pipeline.applied_seq() >= l.approval_seq => {
-                    l.approval.clone().or_else(|| l.helpers.asks.first().map(|(_, a)| a.clone()))
-                }
+                OperationState::ToolLoop(l) if self.pipeline.applied_seq() >= l.approval_seq => l
+                    .approval
+                    .clone()
+                    .or_else(|| l.helpers.budget.as_ref().map(|(a, _)| a.clone()))
+                    .or_else(|| l.helpers.asks.first().map(|(_, a)| a.clone())),
                 OperationState::AwaitingBudget { approval, approval_seq, .. }
                     if self.pipeline.applied_seq() >= *approval_seq =>
                 {

@@ -367,6 +367,7 @@ impl Session {
             let model = job.request.1.model.clone();
             let price = self.provider_kind().ok().and_then(|p| crate::catalog::lookup(&self.config, p, &model).price);
             self.spent.add(&usage, price.as_ref());
+            self.report_spend();
             self.pipeline.event(
                 None,
                 EventKind::Usage {

@@ -446,6 +446,7 @@ impl Session {
                 session: self.spent.clone(),
             };
             self.pipeline.event(None, event);
+            self.report_spend();
         }
         let OperationState::Streaming(stream) = &mut self.state else { return };
         self.pipeline.op(StoreOp::StreamSeal {

@@ -44,6 +44,10 @@ pub(crate) struct Helpers {
     /// goes on (a new batch's calls always get new helpers, whatever
     /// their ids: a local server may number calls alike in every answer).
     pub resumed: bool,
+    /// The family is past this session's budget: the one approval its
+    /// clients see, and the helpers (by session) whose next request waits
+    /// for the answer.
+    pub budget: Option<(PendingApproval, Vec<String>)>,
 }
 
 /// A `task` call whose helper runs.

@@ -10,7 +10,7 @@ mod rewinding;
 mod summary;
 
 pub(crate) use branch_move::BranchMove;
-pub(crate) use calls::{Before, CallStage, HelperCall, PlannedCall, Ready, RunningCall, ToolLoop};
+pub(crate) use calls::{Before, CallStage, HelperCall, Helpers, PlannedCall, Ready, RunningCall, ToolLoop};
 pub(crate) use rewinding::{RewindStage, Rewinding};
 pub(crate) use summary::SummaryJob;
 
@@ -84,6 +84,12 @@ pub(super) enum OperationState {
         /// The seq of its `approval_requested`: shown once that is durable.
         approval_seq: u64,
     },
+    /// A helper's turn waits, before a request, for its family's root
+    /// session to say the family's budget allows it (see `budget.rs`).
+    AwaitingFamilyBudget {
+        message_id: String,
+        iteration: u32,
+    },
     /// The turn's user message is recorded, and its first request waits
     /// for MCP servers still starting (see `mcp_wait.rs`): `job` comes
     /// back when they are up or the wait is over.
@@ -130,7 +136,7 @@ impl OperationState {
             Self::ToolLoop(l) if l.awaiting_approval() || !l.helpers.asks.is_empty() => {
                 OperationStateKind::AwaitingApproval
             }
-            Self::AwaitingBudget { .. } => OperationStateKind::AwaitingApproval,
+            Self::AwaitingBudget { .. } | Self::AwaitingFamilyBudget { .. } => OperationStateKind::AwaitingApproval,
             Self::Summarizing(job) if job.waiting => OperationStateKind::SummarizationRetry,
             Self::Summarizing(_) => OperationStateKind::Summarizing,
             Self::ToolLoop(_) => OperationStateKind::ExecutingTools,

@@ -70,6 +70,7 @@ fn done(h: &mut Harness, call: &str, child: &str, answer: &str) {
         status: MessageStatus::Complete,
         answer: Ok(answer.into()),
         cost_usd: 0.25,
+        uncounted_usd: 0.25,
     };
     h.feed(Event::Command(SessionCmd::Helper(report)));
     h.settle();
@@ -258,4 +259,108 @@ fn a_helper_cancelled_before_its_task_came_does_not_run_it() {
     let refused = answered(sent).err().map(|e| e.message).unwrap_or_default();
     assert!(refused.contains("cancelled with its parent's tool batch"), "{refused}");
     assert!(h.requests.is_empty(), "nothing is asked of the model");
+}
+
+fn with_budget(budget: f64) -> ForgeConfig {
+    let mut c = config();
+    c.app.session_budget_usd = Some(budget);
+    c
+}
+
+fn budget_words(h: &Harness) -> Vec<(String, Result<(), String>)> {
+    h.helpers
+        .iter()
+        .filter_map(|o| match o {
+            HelperOut::Report { to, report: HelperIn::Budget { go } } => Some((to.clone(), go.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_helper_asks_its_family_root_before_each_request_and_its_spend_is_counted_above() {
+    let mut h = Harness::restarted_as(with_budget(1.0), Unfinished::Nothing, Vec::new(), None, helper_row());
+    let _sent = h.send("do the task");
+    h.settle();
+    assert!(h.requests.is_empty(), "no request before the root's word");
+    let asked = h.helpers.iter().any(|o| {
+        matches!(o, HelperOut::Report { to, report: HelperIn::BudgetAsk { asker } } if to == "s-parent" && asker == "s-child")
+    });
+    assert!(asked, "the parent is asked");
+    assert_eq!(h.state(), OperationStateKind::AwaitingApproval);
+    h.feed(Event::Command(SessionCmd::Helper(HelperIn::Budget { go: Ok(()) })));
+    h.settle();
+    assert_eq!(h.requests.len(), 1, "the root said go");
+    // Spent by one of its own helpers: counted here and handed up.
+    h.helpers.clear();
+    h.feed(Event::Command(SessionCmd::Helper(HelperIn::Spent { cost_usd: 0.125 })));
+    h.settle();
+    assert!((h.s.spent.cost_usd - 0.125).abs() < 1e-9);
+    let up = h.helpers.iter().any(|o| {
+        matches!(o, HelperOut::Report { to, report: HelperIn::Spent { cost_usd } } if to == "s-parent" && (*cost_usd - 0.125).abs() < 1e-9)
+    });
+    assert!(up, "handed up to the root");
+    // A nested helper's question goes up too.
+    h.helpers.clear();
+    h.feed(Event::Command(SessionCmd::Helper(HelperIn::BudgetAsk { asker: "s-grandchild".into() })));
+    h.settle();
+    assert!(h.helpers.iter().any(|o| matches!(o, HelperOut::Report { to, report: HelperIn::BudgetAsk { asker } }
+        if to == "s-parent" && asker == "s-grandchild")));
+}
+
+#[test]
+fn a_helper_stopped_by_its_root_ends_its_turn_without_asking_the_model() {
+    let mut h = Harness::restarted_as(with_budget(1.0), Unfinished::Nothing, Vec::new(), None, helper_row());
+    let _sent = h.send("do the task");
+    h.settle();
+    h.feed(Event::Command(SessionCmd::Helper(HelperIn::Budget { go: Err("past the budget".into()) })));
+    h.settle();
+    assert!(h.requests.is_empty());
+    assert_eq!(h.state(), OperationStateKind::Idle);
+    assert_eq!(finished(&h).0, MessageStatus::Cancelled);
+}
+
+#[test]
+fn past_its_budget_the_root_shows_one_approval_for_all_its_helpers() {
+    for approve in [true, false] {
+        let mut h = Harness::configured(with_budget(0.5), Unfinished::Nothing, Vec::new());
+        let mut tools = ToolRegistry::builtin();
+        let agents = crate::agents::load(std::path::Path::new("/nonexistent"), false);
+        let _ = tools.register(Arc::new(crate::agents::TaskTool::new(&agents)));
+        h.s.set_tools(Arc::new(tools));
+        two_helpers_and_a_read(&mut h);
+        started(&mut h, "t1", "s-one");
+        started(&mut h, "t2", "s-two");
+        // Under the budget: go at once.
+        h.feed(Event::Command(SessionCmd::Helper(HelperIn::BudgetAsk { asker: "s-one".into() })));
+        h.settle();
+        assert_eq!(budget_words(&h), [("s-one".to_string(), Ok(()))]);
+        h.helpers.clear();
+        // The helpers' spend passes it.
+        h.feed(Event::Command(SessionCmd::Helper(HelperIn::Spent { cost_usd: 0.75 })));
+        for asker in ["s-one", "s-two"] {
+            h.feed(Event::Command(SessionCmd::Helper(HelperIn::BudgetAsk { asker: asker.into() })));
+        }
+        h.settle();
+        assert!(budget_words(&h).is_empty(), "both wait");
+        let asked = h.names().iter().filter(|n| **n == "approval_requested").count();
+        assert_eq!(asked, 1, "one approval for the family");
+        let shown = h.s.snapshot().approval.unwrap_or_else(|| panic!("an approval is shown"));
+        assert_eq!(shown.calls[0].name, "session_budget");
+        let decision = if approve { ApprovalDecision::ApproveAll } else { ApprovalDecision::DenyAll };
+        let params = AnswerParams { decision, ..Default::default() };
+        drop(h.request::<forge_proto::ApprovalResult>(SessionRequest::Answer(params)));
+        h.settle();
+        let words = budget_words(&h);
+        assert_eq!(words.len(), 2, "{words:?}");
+        assert!(words.iter().all(|(_, go)| go.is_ok() == approve), "{words:?}");
+        assert!(h.helpers.iter().all(|o| !matches!(o, HelperOut::Forward { .. })), "the answer is the root's own");
+        if approve {
+            // Confirmed: the family goes on until another budget's worth.
+            h.helpers.clear();
+            h.feed(Event::Command(SessionCmd::Helper(HelperIn::BudgetAsk { asker: "s-two".into() })));
+            h.settle();
+            assert_eq!(budget_words(&h), [("s-two".to_string(), Ok(()))]);
+        }
+    }
 }
