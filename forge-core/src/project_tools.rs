@@ -22,6 +22,9 @@ struct Approval {
     file: String,
     sha256: String,
     approved_ms: i64,
+    /// The project files its command named, as approved (path, digest).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pinned: Vec<(String, String)>,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -88,7 +91,7 @@ impl ToolApprovals {
     /// stat.)
     pub(crate) fn offered(&self, cwd: &Path) -> Offered {
         let top = repo_tools::project_top(cwd);
-        let files = repo_tools::scan(&top);
+        let files = repo_tools::scan_from(&top, cwd);
         let (mut digest, mut tools) = (String::new(), Vec::new());
         if files.is_empty() {
             return Offered { tools, digest };
@@ -108,7 +111,7 @@ impl ToolApprovals {
     /// a name is already a built-in or MCP tool's.
     pub fn report(&self, cwd: &Path, taken: &dyn Fn(&str) -> bool) -> ProjectTools {
         let p = project(cwd);
-        let tools = repo_tools::scan(&p.top).into_iter().map(|f| self.describe(&p.key, f, taken)).collect();
+        let tools = repo_tools::scan_from(&p.top, cwd).into_iter().map(|f| self.describe(&p.key, f, taken)).collect();
         ProjectTools { project: p.key, dir: p.top.display().to_string(), tools }
     }
 
@@ -122,6 +125,7 @@ impl ToolApprovals {
             parameters: None,
             error: None,
             approved_ms: None,
+            pinned: f.pinned.iter().map(|p| p.path.clone()).collect(),
             file: f.file,
             sha256: f.sha256.clone(),
         };
@@ -139,6 +143,8 @@ impl ToolApprovals {
                 .into();
                 if taken(&tool.def.name) {
                     t.error = Some(format!("`{}` is the name of another tool; this one is not offered", tool.def.name));
+                } else if let Some(r) = record.as_ref().filter(|r| r.sha256 != f.sha256) {
+                    t.error = Some(what_changed(&t.file, &r.pinned, &f.pinned));
                 }
                 t.approved_ms = record.filter(|r| r.sha256 == f.sha256).map(|r| r.approved_ms);
                 t.name = Some(tool.def.name.clone());
@@ -154,7 +160,7 @@ impl ToolApprovals {
     /// content is still the one the user saw (`sha256`).
     pub fn approve(&self, cwd: &Path, files: &[ToolFileRef], now_ms: i64) -> Result<(), String> {
         let p = project(cwd);
-        let now: Vec<ToolFile> = repo_tools::scan(&p.top);
+        let now: Vec<ToolFile> = repo_tools::scan_from(&p.top, cwd);
         let mut records = self.records.write().unwrap_or_else(|e| e.into_inner());
         for want in files {
             let Some(f) = now.iter().find(|f| f.file == want.file) else {
@@ -172,6 +178,7 @@ impl ToolApprovals {
                 file: f.file.clone(),
                 sha256: f.sha256.clone(),
                 approved_ms: now_ms,
+                pinned: f.pinned.iter().map(|p| (p.path.clone(), p.sha256.clone())).collect(),
             });
         }
         let saved = crate::trust::write_private_json(&self.path, &ApprovalsFile { approved: records.clone() });
@@ -185,6 +192,23 @@ impl ToolApprovals {
         records.retain(|r| r.project != p.key || !(files.is_empty() || files.contains(&r.file)));
         let saved = crate::trust::write_private_json(&self.path, &ApprovalsFile { approved: records.clone() });
         saved.map_err(|e| format!("cannot write {}: {e}", self.path.display()))
+    }
+}
+
+/// Which of a tool's files changed since its approval.
+fn what_changed(file: &str, then: &[(String, String)], now: &[repo_tools::Pinned]) -> String {
+    let mut changed: Vec<&str> = now
+        .iter()
+        .filter(|p| !then.iter().any(|(path, sha)| *path == p.path && *sha == p.sha256))
+        .map(|p| p.path.as_str())
+        .collect();
+    changed.extend(then.iter().filter(|(path, _)| !now.iter().any(|p| p.path == *path)).map(|(path, _)| path.as_str()));
+    match changed.is_empty() {
+        true => format!("{file} changed since you approved it; approve it again to offer it"),
+        false => format!(
+            "{} changed since you approved {file}, which runs it; approve it again to offer it",
+            changed.join(", ")
+        ),
     }
 }
 

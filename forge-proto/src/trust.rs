@@ -61,4 +61,9 @@ pub struct ProjectTool {
     /// When the user approved this content (ms since the epoch).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approved_ms: Option<i64>,
+    /// The project files its command names (a script, an interpreter's
+    /// script argument), relative to the project's top: the approval
+    /// covers their content too (`sha256` includes it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pinned: Vec<String>,
 }

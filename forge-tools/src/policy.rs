@@ -229,7 +229,7 @@ mod tests {
     fn an_approved_project_tool_runs_confined_without_asking_but_not_unconfined_or_in_strict_mode() {
         let def = crate::repo_tools::parse(b"name = \"t\"\ndescription = \"d\"\ncommand = \"make\"\n")
             .unwrap_or_else(|e| panic!("{e}"));
-        let tool = crate::repo_tools::RepoTool { def, file: "t.toml".into() };
+        let tool = crate::repo_tools::RepoTool { def, file: "t.toml".into(), pins: None };
         let mut confined = ApprovalPolicy::from_config(None);
         confined.commands_confined = true;
         assert_eq!(confined.decide(&tool, Some(&serde_json::json!({}))), Decision::Run);

@@ -60,13 +60,74 @@ fn empty_schema() -> Value {
 pub struct ToolFile {
     /// Relative to the project's top (`.forge/tools/test.toml`).
     pub file: String,
-    /// SHA-256 of the file's bytes, in hex: what an approval names.
+    /// SHA-256 in hex of the file's bytes and of the project files its
+    /// command names (`pinned`): what an approval names.
     pub sha256: String,
     pub tool: Result<Arc<RepoTool>, String>,
+    /// The project files the command template names (a script, an
+    /// interpreter's script argument), with their digests: a change to
+    /// one asks for the approval again.
+    pub pinned: Vec<Pinned>,
+}
+
+/// A project file a tool's command names, and its content's digest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pinned {
+    /// Relative to the project's top.
+    pub path: String,
+    pub sha256: String,
 }
 
 /// The tool files of the project whose top directory is `top`, in name
-/// order. A file that cannot be read or parsed is listed with the reason.
+/// order, their commands' words resolved from `cwd` (where they run) and
+/// from `top`. A file that cannot be read or parsed is listed with the
+/// reason.
+pub fn scan_from(top: &Path, cwd: &Path) -> Vec<ToolFile> {
+    let mut files = scan(top);
+    for f in &mut files {
+        let Ok(tool) = &f.tool else { continue };
+        f.pinned = pins(&tool.def.command, top, cwd);
+        let pinned = Some((f.pinned.clone(), top.to_path_buf(), cwd.to_path_buf()));
+        f.tool = Ok(Arc::new(RepoTool { def: tool.def.clone(), file: tool.file.clone(), pins: pinned }));
+        if !f.pinned.is_empty() {
+            let mut all = f.sha256.clone();
+            for p in &f.pinned {
+                all.push_str(&format!("\n{}\0{}", p.path, p.sha256));
+            }
+            f.sha256 = hex(&crate::sha256(all.as_bytes()));
+        }
+    }
+    files
+}
+
+/// Files larger than this are not pinned (no script is).
+const MAX_PINNED_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Every word of `template` (before its arguments are put in) that names
+/// a regular file under `top`, from `cwd` or from `top`, with its digest.
+pub fn pins(template: &str, top: &Path, cwd: &Path) -> Vec<Pinned> {
+    let Ok(top) = top.canonicalize() else { return Vec::new() };
+    let words = shlex::split(template).unwrap_or_else(|| template.split_whitespace().map(String::from).collect());
+    let mut found: Vec<Pinned> = Vec::new();
+    for word in words.iter().filter(|w| !w.is_empty() && !w.contains(['{', '}'])) {
+        for base in [cwd, top.as_path()] {
+            let Ok(real) = base.join(word).canonicalize() else { continue };
+            let Ok(rel) = real.strip_prefix(&top) else { continue };
+            let regular = std::fs::metadata(&real).is_ok_and(|m| m.is_file() && m.len() <= MAX_PINNED_BYTES);
+            let path = rel.display().to_string();
+            if !regular || found.iter().any(|p| p.path == path) {
+                continue;
+            }
+            if let Ok(bytes) = std::fs::read(&real) {
+                found.push(Pinned { path, sha256: hex(&crate::sha256(&bytes)) });
+            }
+        }
+    }
+    found
+}
+
+/// The tool files of the project whose top directory is `top`, in name
+/// order, as files only (see [`scan_from`] for what an approval names).
 pub fn scan(top: &Path) -> Vec<ToolFile> {
     let dir = top.join(TOOLS_DIR);
     // The folder itself must be a real one: a link could point anywhere.
@@ -93,8 +154,8 @@ fn read_one(path: &Path, file: String) -> ToolFile {
         Err(e) => Err(format!("cannot be read: {e}")),
     };
     let sha256 = bytes.as_ref().map(|b| hex(&crate::sha256(b))).unwrap_or_default();
-    let tool = bytes.and_then(|b| parse(&b)).map(|def| Arc::new(RepoTool { def, file: file.clone() }));
-    ToolFile { file, sha256, tool }
+    let tool = bytes.and_then(|b| parse(&b)).map(|def| Arc::new(RepoTool { def, file: file.clone(), pins: None }));
+    ToolFile { file, sha256, tool, pinned: Vec::new() }
 }
 
 pub fn hex(bytes: &[u8]) -> String {
@@ -191,6 +252,9 @@ pub struct RepoTool {
     pub def: ToolDef,
     /// The file it came from, relative to the project's top.
     pub file: String,
+    /// The project files its command names, as they were when it was
+    /// offered (and where to read them again: the top, the cwd).
+    pub pins: Option<(Vec<Pinned>, PathBuf, PathBuf)>,
 }
 
 impl RepoTool {
@@ -245,6 +309,22 @@ impl ToolExecutor for RepoTool {
     fn execute<'a>(&'a self, args: Value, ctx: &'a ToolCtx) -> ToolFut<'a> {
         Box::pin(async move {
             let command = self.command_for(&args)?;
+            // A file it runs changed since it was offered (in this turn):
+            // the approval does not cover the new content.
+            if let Some((then, top, cwd)) = &self.pins {
+                let now = pins(&self.def.command, top, cwd);
+                if let Some(p) =
+                    then.iter().find(|p| !now.contains(p)).or_else(|| now.iter().find(|p| !then.contains(p)))
+                {
+                    return Err(ToolError::ExecutionFailed {
+                        tool: self.def.name.clone(),
+                        message: format!(
+                            "{} changed since the user approved this tool, which runs it; it is not run until they approve it again (`forgectl tools approve`)",
+                            p.path
+                        ),
+                    });
+                }
+            }
             let run = crate::builtin::run_command::RunCommand;
             run.execute(json!({"command": command}), ctx).await.map_err(|e| match e {
                 ToolError::ExecutionFailed { message, .. } => {
@@ -268,7 +348,7 @@ mod tests {
     use super::*;
 
     fn tool(text: &str) -> Result<RepoTool, String> {
-        parse(text.as_bytes()).map(|def| RepoTool { def, file: "t.toml".into() })
+        parse(text.as_bytes()).map(|def| RepoTool { def, file: "t.toml".into(), pins: None })
     }
 
     #[test]
@@ -293,6 +373,26 @@ properties.filter = { type = "array", items = { type = "string" } }
         assert!(missing.contains("package"), "{missing}");
         let wrong = t.command_for(&json!({"package": 3})).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(wrong.contains("schema"), "{wrong}");
+    }
+
+    #[test]
+    fn the_project_files_a_command_names_are_pinned() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let top = dir.path();
+        std::fs::create_dir_all(top.join("scripts")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(top.join("sub")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(top.join("scripts/t.sh"), "echo a").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(top.join("sub/run.py"), "print(1)").unwrap_or_else(|e| panic!("{e}"));
+        let outside = tempfile::NamedTempFile::new().unwrap_or_else(|e| panic!("{e}"));
+        let template = format!(
+            "sh scripts/t.sh {{x}} && python3 './run.py' --flag {} && cat {{y}} /etc/hostname",
+            outside.path().display()
+        );
+        let pinned: Vec<String> = pins(&template, top, &top.join("sub")).into_iter().map(|p| p.path).collect();
+        assert_eq!(pinned, ["scripts/t.sh", "sub/run.py"], "files under the top only, from the cwd or the top");
+        let before = pins("sh scripts/t.sh", top, top);
+        std::fs::write(top.join("scripts/t.sh"), "echo b").unwrap_or_else(|e| panic!("{e}"));
+        assert_ne!(before, pins("sh scripts/t.sh", top, top), "a change shows in the digest");
     }
 
     #[test]

@@ -88,3 +88,70 @@ async fn a_project_tool_runs_once_approved_and_is_withdrawn_when_its_file_change
     forge.ok(&["send", "-s", &id, "and now"]).await;
     assert!(!offered(&forge, &id).await.contains(&"greet".to_string()), "revoked");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_script_behind_an_approved_tool_asks_again() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = project.path();
+    let d = dir.display().to_string();
+    std::fs::create_dir_all(dir.join("scripts")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.join("scripts/t.sh"), "echo tested \"$1\" > result.txt\n").unwrap_or_else(|e| panic!("{e}"));
+    let tool = r#"name = "t"
+description = "Run the tests"
+command = "sh scripts/t.sh {x}"
+[parameters]
+type = "object"
+properties.x = { type = "string" }
+"#;
+    std::fs::create_dir_all(dir.join(".forge/tools")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.join(".forge/tools/t.toml"), tool).unwrap_or_else(|e| panic!("{e}"));
+    let id = forge.ok(&["session", "new", "--cwd", &d]).await.stdout.trim().to_string();
+    let shown = forge.ctl(&["tools", "approve", "--dir", &d]).await;
+    assert!(shown.stderr.contains("scripts/t.sh"), "the approval names the script: {}", shown.stderr);
+    forge.ok(&["tools", "approve", "--dir", &d, "--yes"]).await;
+    let list = forge.ok(&["tools", "list", "--dir", &d]).await;
+    assert!(list.stdout.contains("its approval covers scripts/t.sh"), "{}", list.stdout);
+    forge.ok(&["send", "-s", &id, "hello"]).await;
+    assert!(offered(&forge, &id).await.contains(&"t".to_string()), "approved: offered");
+
+    // A command rewrites the script in the same turn that then calls the
+    // tool: it is not run.
+    let both = format!(
+        "{} {}",
+        forge_tests::mock::tool_call(
+            "run_command",
+            &json!({"command": "echo 'echo early > early.txt' > scripts/t.sh"})
+        ),
+        forge_tests::mock::tool_call("t", &json!({"x": "1"}))
+    );
+    forge.ok(&["send", "--auto-approve", "-s", &id, &both]).await;
+    assert!(!dir.join("early.txt").exists(), "the script changed mid-turn did not run");
+    let h = forge.ok(&["--json", "history", &id]).await.json_lines();
+    let said = h.iter().filter(|m| m["role"] == "tool").any(|m| {
+        m["text"].as_str().is_some_and(|t| t.contains("scripts/t.sh changed since the user approved this tool"))
+    });
+    assert!(said, "the model is told why: {h:?}");
+    std::fs::write(dir.join("scripts/t.sh"), "echo tested \"$1\" > result.txt\n").unwrap_or_else(|e| panic!("{e}"));
+
+    // A command rewrites the script: the tool is withdrawn, and says why.
+    let rewrite = forge_tests::mock::tool_call(
+        "run_command",
+        &json!({"command": "echo 'echo changed > pwned.txt' > scripts/t.sh"}),
+    );
+    forge.ok(&["send", "--auto-approve", "-s", &id, &format!("{rewrite} go")]).await;
+    forge.ok(&["send", "-s", &id, "hello again"]).await;
+    assert!(!offered(&forge, &id).await.contains(&"t".to_string()), "the changed script is not run unasked");
+    let call = forge_tests::mock::tool_call("t", &json!({"x": "1"}));
+    forge.ok(&["send", "-s", &id, &format!("{call} run it")]).await;
+    assert!(!dir.join("pwned.txt").exists(), "the new script did not run");
+    let list = forge.ok(&["tools", "list", "--dir", &d]).await;
+    assert!(
+        list.stdout.contains("CHANGED since approved")
+            && list.stdout.contains("scripts/t.sh changed since you approved"),
+        "{}",
+        list.stdout
+    );
+}

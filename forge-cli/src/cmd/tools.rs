@@ -66,6 +66,9 @@ fn line(t: &ProjectTool) -> String {
     if let Some(e) = &t.error {
         s.push_str(&format!(": {e}"));
     }
+    if !t.pinned.is_empty() {
+        s.push_str(&format!("\n    its approval covers {}", t.pinned.join(", ")));
+    }
     s
 }
 
@@ -137,6 +140,10 @@ pub async fn run(g: &Global, cmd: ToolsCmd) -> Result<(), Failure> {
                 eprintln!("{} ({}):", t.name.as_deref().unwrap_or("-"), t.file);
                 eprintln!("  {}", shown(t.description.as_deref().unwrap_or("")));
                 eprintln!("  runs: {}", shown(t.command.as_deref().unwrap_or("")));
+                if !t.pinned.is_empty() {
+                    let files: Vec<String> = t.pinned.iter().map(|p| shown(p).into_owned()).collect();
+                    eprintln!("  and its files as they are now: {} (a change asks again)", files.join(", "));
+                }
                 if let Some(params) = &t.parameters {
                     eprintln!("  arguments: {}", shown(&params.to_string()));
                 }
