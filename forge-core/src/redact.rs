@@ -8,9 +8,18 @@
 //!   [`remember`]);
 //! - anything shaped like a credential: `sk-...`, `sk-ant-...`, `AIza...`,
 //!   GitHub tokens (`ghp_`, `gho_`, `ghu_`, `ghs_`, `ghr_`,
-//!   `github_pat_`), AWS access key ids and secret access keys, Stripe
-//!   secret keys, Slack tokens, JWTs, passwords in URLs
-//!   (`scheme://user:password@host`), private-key blocks.
+//!   `github_pat_`), GitLab (`glpat-`), npm (`npm_`) and Hugging Face
+//!   (`hf_`) tokens, AWS access key ids and secret access keys, Stripe
+//!   secret keys, Slack tokens and webhook URLs, Azure connection strings'
+//!   keys (`AccountKey=`), `Authorization:` header values (`Bearer`,
+//!   `token`, `Basic`), JWTs, passwords in URLs
+//!   (`scheme://user:password@host`), `password=` / `api_key="..."`
+//!   assignments, private-key blocks.
+//!
+//! Placeholders are not secrets: a value like `YOUR_KEY`, `<token>`,
+//! `${VAR}`, `xxxx`, `****` or shorter than 8 characters is left as it is,
+//! and so is ordinary text (a precision test runs the scrubber over other
+//! projects' READMEs and lock files).
 //!
 //! [`scrub`] is applied to everything that leaves a tool or a provider
 //! (tool results and their live output, provider errors, hook reasons)
@@ -57,19 +66,57 @@ fn shapes() -> Option<&'static regex::Regex> {
     static SHAPES: OnceLock<Option<regex::Regex>> = OnceLock::new();
     SHAPES
         .get_or_init(|| {
-            let pattern = concat!(
+            // The names an assignment of a secret goes by (`DB_PASSWORD`,
+            // `api_key`, `"clientSecret"`).
+            const KEY: &str = r"\b(?:[a-z0-9]+[_\-])*(?:password|passwd|api[_\-]?key|apikey|secret[_\-]?key|client[_\-]?secret|access[_\-]?token|auth[_\-]?token)[\x22']?\s*[:=]\s*";
+            let pattern = [
                 r"(?s)-----BEGIN[A-Z ]*PRIVATE KEY( BLOCK)?-----.*?(-----END[A-Z ]*PRIVATE KEY( BLOCK)?-----|\z)",
-                r"|\b(?P<keep>sk-ant-|sk-|sk_live_|sk_test_|rk_live_|rk_test_|AIza|ghp_|gho_|ghu_|ghs_|ghr_|github_pat_|xox[abprs]-)[A-Za-z0-9_\-]{8,}",
-                r"|\b(AKIA|ASIA)[0-9A-Z]{16}\b",
-                r"|\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",
-                r"|(?P<url>\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^:/@\s]+:)[^@/\s]+@",
-                r"|(?i:(?P<aws>(aws_?)?secret_?access_?key[\x22']?\s*[:=]\s*[\x22']?))[A-Za-z0-9/+]{40}",
-                r"|(?P<b64>\b[A-Za-z0-9/+]{40}\b)",
-            );
+                r"(?i:(?P<authz>\bauthorization[\x22']?\s*[:=]\s*[\x22']?(?:bearer|token|basic)\s+))(?P<authv>[A-Za-z0-9._~+/=\-]{8,})",
+                r"\b(?P<keep>sk-ant-|sk-|sk_live_|sk_test_|rk_live_|rk_test_|AIza|ghp_|gho_|ghu_|ghs_|ghr_|github_pat_|xox[abprs]-)[A-Za-z0-9_\-]{8,}",
+                r"\b(?P<tok>glpat-[A-Za-z0-9_\-]{20}|npm_[A-Za-z0-9]{36}|hf_[A-Za-z0-9]{34})\b",
+                r"(?P<slack>\bhttps://hooks\.slack\.com/(?:services|workflows|triggers)/)[A-Za-z0-9/_\-]{8,}",
+                r"(?P<azure>\b(?:AccountKey|SharedAccessKey|SharedAccessSignature)=)[A-Za-z0-9+/=%&\-]{16,}",
+                r"\b(AKIA|ASIA)[0-9A-Z]{16}\b",
+                r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",
+                r"(?P<url>\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^:/@\s]+:)[^@/\s]+@",
+                r"(?i:(?P<aws>(aws_?)?secret_?access_?key[\x22']?\s*[:=]\s*[\x22']?))[A-Za-z0-9/+]{40}",
+                // A quoted value (spaces and all), then a bare one.
+                &format!(r"(?i:(?P<qlabel>{KEY}(?P<q>[\x22'])))(?P<qval>[^\x22'\n]{{8,200}})(?P<qend>[\x22'])"),
+                &format!(r"(?i:(?P<assign>{KEY}))(?P<val>[^\s\x22'`,;&()\[\]{{}}<>]{{8,}})"),
+                r"(?m:(?P<pre>^|[\s=:\x22'(\[{<,`])(?P<b64>[A-Za-z0-9/+]{40})(?P<post>$|[\s\x22',;)\]}>.`]))",
+            ]
+            .join("|");
             // The pattern is fixed: the tests would fail first.
-            regex::Regex::new(pattern).ok()
+            regex::Regex::new(&pattern).ok()
         })
         .as_ref()
+}
+
+/// Whether `value` only stands for a secret (`YOUR_KEY`, `<token>`,
+/// `${VAR}`, `xxxx`, `****`, `example`): documentation, not a leak.
+fn placeholder(value: &str) -> bool {
+    let lower = value.to_ascii_lowercase();
+    let first = value.chars().next().unwrap_or(' ');
+    value.len() < MIN_SECRET_LEN
+        || value.chars().all(|c| c == first || c == '-' || c == '_')
+        || [
+            "your",
+            "xxx",
+            "***",
+            "...",
+            "<",
+            ">",
+            "$",
+            "{{",
+            "%s",
+            "example",
+            "placeholder",
+            "changeme",
+            "redacted",
+            "dummy",
+        ]
+        .iter()
+        .any(|p| lower.contains(p))
 }
 
 /// `text` with every known secret and every credential-shaped string
@@ -87,33 +134,88 @@ pub fn scrub(text: &str) -> Cow<'_, str> {
     if let Some(shapes) = shapes()
         && shapes.is_match(&out)
     {
-        let replaced = shapes
-            .replace_all(&out, |c: &regex::Captures<'_>| {
-                if let Some(prefix) = c.name("keep") {
-                    return format!("{}***", prefix.as_str());
-                }
-                if let Some(url) = c.name("url") {
-                    return format!("{}{REDACTED}@", url.as_str());
-                }
-                if let Some(label) = c.name("aws") {
-                    return format!("{}{REDACTED}", label.as_str());
-                }
-                if let Some(m) = c.name("b64") {
-                    // Forty characters of base64 are an AWS secret access
-                    // key when they look random: both cases and a `/` or
-                    // `+` (never a commit hash, never a word).
-                    let t = m.as_str();
-                    let random = t.bytes().any(|b| b.is_ascii_uppercase())
-                        && t.bytes().any(|b| b.is_ascii_lowercase())
-                        && t.bytes().any(|b| b == b'/' || b == b'+');
-                    return if random { REDACTED.to_string() } else { t.to_string() };
-                }
-                REDACTED.to_string()
-            })
-            .into_owned();
-        out = Cow::Owned(replaced);
+        let replaced = shapes.replace_all(&out, |c: &regex::Captures<'_>| replacement(&out, c));
+        // Matches that were not secrets after all leave the text as it was.
+        if let Cow::Owned(replaced) = replaced
+            && replaced != *out
+        {
+            out = Cow::Owned(replaced);
+        }
     }
     out
+}
+
+/// What one match of [`shapes`] in `text` becomes (itself, where it is
+/// not a secret after all).
+fn replacement(text: &str, c: &regex::Captures<'_>) -> String {
+    let whole = c.get(0).map_or("", |m| m.as_str());
+    if let (Some(label), Some(value)) = (c.name("authz"), c.name("authv")) {
+        return match placeholder(value.as_str()) {
+            true => whole.to_string(),
+            false => format!("{}{REDACTED}", label.as_str()),
+        };
+    }
+    if let Some(prefix) = c.name("keep") {
+        return format!("{}***", prefix.as_str());
+    }
+    if let Some(tok) = c.name("tok") {
+        let t = tok.as_str();
+        let cut = t.find(['-', '_']).map_or(0, |i| i + 1);
+        return format!("{}***", &t[..cut]);
+    }
+    for label in ["slack", "azure", "aws"] {
+        if let Some(label) = c.name(label) {
+            return format!("{}{REDACTED}", label.as_str());
+        }
+    }
+    if let Some(url) = c.name("url") {
+        return format!("{}{REDACTED}@", url.as_str());
+    }
+    if let (Some(label), Some(value)) = (c.name("qlabel"), c.name("qval")) {
+        // A string literal, closed by its own quote.
+        let closed = c.name("q").map(|q| q.as_str()) == c.name("qend").map(|q| q.as_str());
+        // Words between quotes are words (`"My API Key"`) unless a digit
+        // or a sign says otherwise.
+        let v = value.as_str();
+        let worded = v.contains(' ') && v.chars().all(|ch| ch.is_alphabetic() || ch == ' ');
+        return match closed && !worded && !placeholder(v) {
+            true => format!("{}{REDACTED}{}", label.as_str(), c.name("qend").map_or("", |q| q.as_str())),
+            false => whole.to_string(),
+        };
+    }
+    if let (Some(label), Some(value)) = (c.name("assign"), c.name("val")) {
+        // Bare: a value with a digit and a letter, not a call
+        // (`password = hash_v2(p)`) or a name (`os.environ`).
+        let v = value.as_str();
+        let after = &text[value.end()..];
+        let secret = v.bytes().any(|b| b.is_ascii_digit())
+            && v.bytes().any(|b| b.is_ascii_alphabetic())
+            && !after.starts_with(['(', '['])
+            && !placeholder(v);
+        return match secret {
+            true => format!("{}{REDACTED}", label.as_str()),
+            false => whole.to_string(),
+        };
+    }
+    if let Some(m) = c.name("b64") {
+        // Forty characters of base64 standing alone are an AWS secret
+        // access key when they look random: both cases, a digit and a `/`
+        // or `+` (never a commit hash, a word, a path or a URL's).
+        let t = m.as_str();
+        let random = t.bytes().any(|b| b.is_ascii_uppercase())
+            && t.bytes().any(|b| b.is_ascii_lowercase())
+            && t.bytes().any(|b| b.is_ascii_digit())
+            && t.bytes().any(|b| b == b'/' || b == b'+')
+            && !t.starts_with('/')
+            && !t.ends_with('/')
+            && !t.contains("//");
+        let (pre, post) = (c.name("pre").map_or("", |p| p.as_str()), c.name("post").map_or("", |p| p.as_str()));
+        return match random {
+            true => format!("{pre}{REDACTED}{post}"),
+            false => whole.to_string(),
+        };
+    }
+    REDACTED.to_string()
 }
 
 /// Whether `data` holds a known secret or a credential-shaped string.
@@ -257,6 +359,65 @@ mod tests {
         assert!(matches!(scrub("nothing secret here"), Cow::Borrowed(_)));
         assert!(is_secret_name("DEPLOY_TOKEN") && is_secret_name("db_password") && !is_secret_name("PATH"));
         assert!(!is_secret_name("KEYBOARD_LAYOUT"));
+    }
+
+    #[test]
+    fn tokens_headers_webhooks_connection_strings_and_assignments_go() {
+        let cases = [
+            (
+                "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MGFiY2RlZmdoaWprbG1ub3BxcnN0dXZ3eHl6QUJDREVGR0g=;EndpointSuffix=core.windows.net",
+                "Zm9vYmFyYmF6",
+                "AccountKey=[REDACTED];EndpointSuffix",
+            ),
+            ("curl -H 'Authorization: Bearer abc123DEF456ghi789' https://api", "abc123DEF456", "Bearer [REDACTED]'"),
+            ("Authorization: token 0123456789abcdef0123456789abcdef01234567", "0123456789abcdef", "token [REDACTED]"),
+            ("GITLAB_TOKEN glpat-Abc123Def456Ghi789Jk-_", "Abc123Def456", "glpat-***"),
+            ("//registry.npmjs.org/:_authToken=npm_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789", "AbCdEfGhIj", "npm_***"),
+            ("HF token hf_AbCdEfGhIjKlMnOpQrStUvWxYz01234567 ok", "AbCdEfGhIj", "hf_*** ok"),
+            (
+                "SLACK_URL=https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX",
+                "T00000000",
+                "https://hooks.slack.com/services/[REDACTED]",
+            ),
+            ("db password=hunter2hunter2 user=app", "hunter2hunter2", "password=[REDACTED] user"),
+            ("api_key=\"a8f5f167f44f4964e6c998dee827110c\"", "a8f5f167", "api_key=\"[REDACTED]\""),
+            ("{\"password\": \"c0rrect horse\", \"x\": 1}", "c0rrect", "\"password\": \"[REDACTED]\", \"x\""),
+            ("DB_PASSWORD: s3cr3tPa55w0rd", "s3cr3tPa55", "DB_PASSWORD: [REDACTED]"),
+        ];
+        for (text, secret, shown) in cases {
+            let s = scrub(text);
+            assert!(!s.contains(secret), "{secret} in {s}");
+            assert!(s.contains(shown), "{shown} not in {s}");
+        }
+    }
+
+    #[test]
+    fn placeholders_and_code_are_not_secrets() {
+        for plain in [
+            "api_key=\"YOUR_API_KEY\"",
+            "password: <your password>",
+            "export PASSWORD=${DB_PASSWORD}",
+            "Authorization: Bearer $TOKEN",
+            "Authorization: Bearer <token>",
+            "Authorization: Bearer YOUR_TOKEN_HERE",
+            "password = \"********\"",
+            "api_key = \"xxxxxxxxxxxxxxxx\"",
+            "password=abc",
+            "password = get_password()",
+            "password = hash_v2(password)",
+            "api_key = os.environ[\"OPENAI_API_KEY\"]",
+            "client = OpenAI(api_key=os.environ.get(\"OPENAI_API_KEY\"))",
+            "POSTGRES_PASSWORD=mysecretpassword",
+            "from huggingface_hub import hf_hub_download",
+            "password: String,",
+            "OPENAI_API_KEY=\"My API Key\"",
+            "https://github.com/BurntSushi/ripgrep/releases/download/14.1.0/ripgrep_14.1.0-1_amd64.deb",
+            "see https://github.com/ScoopInstaller/Main/blob/master/bucket/ripgrep.json here",
+            "\"integrity\": \"sha512-a4UGQaWPH59mOXUYnAG2ewncQS4i4F43Tv3JoAM+yspwiyUiGl9ZyadHRSql1HZh5ogRd8W8w6YM6EQ/==\"",
+        ] {
+            assert_eq!(scrub(plain), plain, "left as it was");
+            assert!(!holds_secret(plain.as_bytes()), "{plain}");
+        }
     }
 
     #[test]

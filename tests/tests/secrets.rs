@@ -13,6 +13,18 @@ const KEY: &str = "sk-ant-api03-Zq8vLk2RtYp4WmXn6HcJd0FbGsA1eUoI";
 const DEPLOY: &str = "deploy-token-4f9c2b7e1d3a5c8e";
 const GITHUB: &str = "ghp_R2d2C3po0123456789abcdefghijKLMNOP";
 const AWS: &str = "AKIAQWERTYUIOPASDFGH";
+/// The shapes added after the red team's tries (the secret part of each).
+const MORE: &[(&str, &str)] = &[
+    ("DefaultEndpointsProtocol=https;AccountName=a;AccountKey=Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MGFiY2Rl==;", "cXV4MTIzNDU2"),
+    ("Authorization: Bearer q8Zk2PvB7xLm4NwR9tYc", "q8Zk2PvB7xLm"),
+    ("Authorization: token 9f8e7d6c5b4a39281706f5e4d3c2b1a098765432", "9f8e7d6c5b4a"),
+    ("glpat-Q7wErTy8UiOp9AsDf0Gh", "Q7wErTy8UiOp9AsDf0Gh"),
+    ("npm_Q7wErTy8UiOp9AsDf0GhJkLzXcVbNm123456", "Q7wErTy8UiOp9AsDf0GhJk"),
+    ("hf_Z7wErTy8UiOp9AsDf0GhJkLzXcVbNm1234", "Z7wErTy8UiOp9AsDf0GhJk"),
+    ("https://hooks.slack.com/services/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", "x8Zk2PvB7xLm"),
+    ("password=Tr0ub4dor9x", "Tr0ub4dor9x"),
+    ("api_key=\"k8Zk2PvB7xLm4NwR9tYc\"", "k8Zk2PvB7xLm"),
+];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_and_tokens_arrive_redacted_everywhere() {
@@ -25,6 +37,7 @@ async fn keys_and_tokens_arrive_redacted_everywhere() {
     let creds = format!(
         "anthropic={KEY}\ngithub={GITHUB}\naws={AWS}\n-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAsecretbits\n-----END RSA PRIVATE KEY-----\n"
     );
+    let creds = format!("{creds}{}\n", MORE.iter().map(|(line, _)| *line).collect::<Vec<_>>().join("\n"));
     std::fs::write(project.path().join("creds.txt"), &creds).unwrap_or_else(|e| panic!("{e}"));
     let id = forge.new_session(&["--provider", "claude", "--cwd", &project.path().display().to_string()]).await;
 
@@ -48,6 +61,10 @@ async fn keys_and_tokens_arrive_redacted_everywhere() {
             assert!(!text.contains(secret), "{secret} in {place}: {text}");
         }
     }
+    for (_, secret) in MORE {
+        assert!(!result.contains(secret), "{secret} reached the model: {result}");
+        assert!(!events.contains(secret) && !export.contains(secret), "{secret} in the events or the export");
+    }
     // A command changes the file that holds secrets: its old content was
     // never stored, so undo leaves it as it is and says why.
     let append = tool_call("run_command", &json!({"command": "echo more >> creds.txt"}));
@@ -65,7 +82,8 @@ async fn keys_and_tokens_arrive_redacted_everywhere() {
     for file in walk(&forge.data_dir()) {
         let bytes = std::fs::read(&file).unwrap_or_default();
         let text = String::from_utf8_lossy(&bytes);
-        for secret in [KEY, DEPLOY, GITHUB, AWS, "MIIEowIBAAKCAQEAsecretbits"] {
+        for secret in [KEY, DEPLOY, GITHUB, AWS, "MIIEowIBAAKCAQEAsecretbits"].iter().chain(MORE.iter().map(|(_, s)| s))
+        {
             if let Some(i) = text.find(secret) {
                 panic!(
                     "{secret} found in {}: {:?}",
