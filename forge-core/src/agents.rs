@@ -41,6 +41,21 @@ fn builtin() -> AgentType {
 }
 
 /// The agent types a session in `cwd` has, by name.
+/// What the agent types of `cwd` are, in a word: it changes when one is
+/// added, removed or edited, or the folder's trust does.
+pub fn key(cwd: &Path, trusted: bool) -> String {
+    load(cwd, trusted)
+        .iter()
+        .map(|a| {
+            format!(
+                "{}\0{}\0{:?}\0{:?}\0{}",
+                a.info.name, a.info.description, a.info.tools, a.info.model, a.instructions
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 pub fn load(cwd: &Path, trusted: bool) -> Vec<AgentType> {
     let mut dirs: Vec<(PathBuf, &str)> = user_dir("agents").into_iter().map(|d| (d, "user")).collect();
     if trusted {

@@ -180,6 +180,13 @@ impl SlashCommand {
     }
 }
 
+/// The name of the project command `text` would run in `cwd` were the
+/// folder trusted (it is not: the text goes to the model as it is).
+pub fn untrusted_project_command(cwd: &Path, text: &str) -> Option<String> {
+    let all = load(cwd, true);
+    expand(&all, text).filter(|(_, c)| c.info.source == "project").map(|(_, c)| c.info.name.clone())
+}
+
 /// `/name args` as a command of `commands`, expanded, with the command;
 /// `None` when the text names none of them.
 pub fn expand<'a>(commands: &'a [SlashCommand], text: &str) -> Option<(String, &'a SlashCommand)> {

@@ -3,7 +3,9 @@
 //! servers of `.mcp.json`) is honoured only in a folder the user has
 //! trusted (`forgectl trust DIR`), and only as it was when trusted: the
 //! record keeps a digest of those files, so a freshly cloned repository,
-//! or a file a command planted, waits for the user's word again.
+//! or a file a command planted, waits for the user's word again. The
+//! project's own slash commands (which may grant tools) and agent types
+//! are honoured only in a trusted folder too, and listed with the rest.
 //!
 //! Records live in `$FORGE_HOME/trust.json` (private to the user, never
 //! readable by commands).
@@ -68,13 +70,16 @@ impl State {
     }
 }
 
-/// What `dir`'s project files provide that runs code (hooks and MCP
-/// servers; a file without them counts too: it may gain some).
+/// What `dir`'s project files provide that trust gates: hooks and MCP
+/// servers (a file without them counts too: it may gain some), then the
+/// project's slash commands (with what they grant) and agent types.
 pub fn project(dir: &Path) -> Option<Project> {
     let mut hash = sha2::Sha256::new();
     let mut provides = Vec::new();
+    let mut hashed = false;
     for name in PROJECT_FILES {
         let Ok(bytes) = std::fs::read(dir.join(name)) else { continue };
+        hashed = true;
         hash.update(name.as_bytes());
         hash.update((bytes.len() as u64).to_le_bytes());
         hash.update(&bytes);
@@ -85,10 +90,20 @@ pub fn project(dir: &Path) -> Option<Project> {
             _ => format!("hooks in {name} ({} event(s))", count("hooks")),
         });
     }
+    for c in crate::slash_commands::load(dir, true).iter().filter(|c| c.info.source == "project") {
+        provides.push(match c.info.allowed_tools.is_empty() {
+            true => format!("command /{}", c.info.name),
+            false => format!("command /{} (allowed-tools: {})", c.info.name, c.info.allowed_tools.join(", ")),
+        });
+    }
+    for a in crate::agents::load(dir, true).iter().filter(|a| a.info.source == "project") {
+        provides.push(format!("agent {}", a.info.name));
+    }
     if provides.is_empty() {
         return None;
     }
-    let digest = hash.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    // Folders trusted with none of the files recorded an empty digest.
+    let digest = if hashed { hash.finalize().iter().map(|b| format!("{b:02x}")).collect() } else { String::new() };
     Some(Project { provides, digest })
 }
 

@@ -279,6 +279,14 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         not_started: Vec<String>,
     },
+    /// `/name` in the message just recorded is a command of the project in
+    /// `dir`, which the user has not trusted: it goes to the model as text
+    /// (said once a session; `forgectl trust DIR` honours the project's
+    /// commands).
+    CommandIgnored {
+        name: String,
+        dir: String,
+    },
     /// A `task` call started helper agent `helper` (a session of its own:
     /// `attach` follows it) as agent type `agent`.
     HelperStarted {

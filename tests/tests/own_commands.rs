@@ -137,3 +137,60 @@ async fn a_commands_model_and_allowed_tools_hold_for_its_turn_only() {
     assert_ne!(r.code, 0);
     assert!(r.stderr.contains("asks for model gpt-5.4 of provider openai"), "{}", r.stderr);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trust_names_what_it_gates_an_ignored_command_is_said_and_trusting_offers_the_agents() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let p = project.path();
+    let dir = p.canonicalize().unwrap_or_else(|e| panic!("{e}")).display().to_string();
+    for d in [".claude/commands", ".claude/agents", ".forge/commands"] {
+        std::fs::create_dir_all(p.join(d)).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let review = "---\ndescription: Review\nallowed-tools: Bash(git diff:*), Read\n---\nReview $ARGUMENTS closely.\n";
+    std::fs::write(p.join(".claude/commands/review.md"), review).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(p.join(".forge/commands/ship.md"), "Ship it.").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        p.join(".claude/agents/reviewer.md"),
+        "---\nname: reviewer\ndescription: Reviews diffs for bugs\n---\nReview the diff.\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+
+    let shown = forge.ok(&["trust", "--show", &dir]).await.stdout;
+    for what in
+        ["not trusted", "command /review (allowed-tools: Bash(git diff:*), Read)", "command /ship", "agent reviewer"]
+    {
+        assert!(shown.contains(what), "{what}: {shown}");
+    }
+    let new = forge.ok(&["session", "new", "--cwd", &dir]).await;
+    assert!(new.stderr.contains("command /review"), "a new session says what is ignored: {}", new.stderr);
+    let id = new.stdout.trim().to_string();
+
+    // Untrusted, `/review x` goes as text, and the user is told once.
+    let sent = forge.ok(&["send", "-s", &id, "/review x"]).await;
+    assert!(
+        sent.stderr.contains("/review is a command of") && sent.stderr.contains(&format!("forgectl trust {dir}")),
+        "{}",
+        sent.stderr
+    );
+    let asked = mock.requests().last().map(|r| r.body.to_string()).unwrap_or_default();
+    assert!(asked.contains("/review x") && !asked.contains("closely"), "{asked}");
+    let task = |body: &Value| {
+        body["tools"].as_array().and_then(|t| t.iter().find(|t| t["name"] == "task").cloned()).unwrap_or_default()
+    };
+    let before = mock.requests().last().map(|r| task(&r.body)).unwrap_or_default();
+    assert!(!before["description"].to_string().contains("reviewer"), "no project agent yet: {before}");
+    let again = forge.ok(&["send", "-s", &id, "/review y"]).await;
+    assert!(!again.stderr.contains("/review is a command of"), "said once: {}", again.stderr);
+
+    // Trusted mid-session: the next message offers the project's agents.
+    forge.ok(&["trust", &dir]).await;
+    forge.ok(&["send", "-s", &id, "hello"]).await;
+    let after = mock.requests().last().map(|r| task(&r.body)).unwrap_or_default();
+    assert!(after["description"].to_string().contains("reviewer: Reviews diffs"), "{after}");
+    forge.ok(&["send", "-s", &id, "/review z"]).await;
+    let asked = mock.requests().last().map(|r| r.body.to_string()).unwrap_or_default();
+    assert!(asked.contains("Review z closely"), "{asked}");
+}

@@ -359,6 +359,12 @@ pub async fn follow_turn(
                 eprintln!("  answer with: forgectl tool-result {session_id} CALL_ID [--error] OUTPUT");
             }
             // Said before the answer starts: a plain line each.
+            // The project's command was not run.
+            EventKind::CommandIgnored { .. } if !g.json => {
+                if let Some(notice) = seen.notice.as_ref() {
+                    eprintln!("forgectl: {}", notice.text);
+                }
+            }
             EventKind::McpWaiting { .. } | EventKind::McpWaited { .. } if in_turn && !g.json => {
                 if let Some(notice) = seen.notice.as_ref().filter(|n| !n.routine) {
                     eprintln!("forgectl: {}", notice.text);

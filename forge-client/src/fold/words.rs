@@ -140,6 +140,14 @@ pub(super) fn notice(kind: &EventKind, who: Option<&str>) -> Option<Notice> {
             ),
             routine: false,
         }),
+        EventKind::CommandIgnored { name, dir } => Some(Notice {
+            level: Level::Warn,
+            text: format!(
+                "/{name} is a command of {dir}, which you have not trusted: the message went to the model as text \
+                 (`forgectl trust {dir}` honours the project's commands)"
+            ),
+            routine: false,
+        }),
         EventKind::McpWaiting { servers, timeout_seconds } => info(format!(
             "waiting for MCP server{} {} to start (up to {timeout_seconds} s) so the model gets its tools",
             if servers.len() == 1 { "" } else { "s" },

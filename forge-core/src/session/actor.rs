@@ -51,6 +51,10 @@ pub(crate) struct SessionActor {
     tools_version: u64,
     /// The digest of the project tools the session offers.
     project_tools: String,
+    /// The agent types the `task` tool offers, in a word (`agents::key`).
+    agents: String,
+    /// The session was told of a project command ignored for trust.
+    said_untrusted: bool,
     /// The repository map the prompt holds (`[context] repo_summaries`).
     repo_map: Option<Arc<str>>,
     /// The images of the last request's messages, base64, by hash (read
@@ -143,6 +147,7 @@ impl SessionActor {
         let (tools, project_tools) = shared.tools_for(&row.id, Path::new(&row.cwd));
         let tools = shared.with_helpers(tools, row.helper.as_ref(), Path::new(&row.cwd));
         let hooks = hooks_for(&shared, &row.id, Path::new(&row.cwd));
+        let row_cwd = row.cwd.clone();
         let mut session = Session::new(shared.config.clone(), tools, row, system_prompt, shared.clock.clone());
         session.set_instruction_files(instructions.files());
         session.set_hooks(hooks);
@@ -152,6 +157,8 @@ impl SessionActor {
             instructions,
             tools_version,
             project_tools,
+            agents: crate::agents::key(Path::new(&row_cwd), shared.trust.trusts(Path::new(&row_cwd))),
+            said_untrusted: false,
             repo_map,
             images: Default::default(),
             shared,
@@ -255,15 +262,22 @@ impl SessionActor {
     /// tools, the hooks in force.
     fn refresh(&mut self, mut then: super::SessionCmd) -> Event {
         let cwd = PathBuf::from(self.session.cwd());
+        let trusted = self.shared.trust.trusts(&cwd);
+        let mut ignored = None;
         // `/name args` of a command of one's own becomes its prompt.
         if let super::SessionCmd::Send { params, grants, .. } = &mut then
             && let Some(text) = params.text.as_deref().filter(|t| t.trim_start().starts_with('/'))
         {
-            let trusted = self.shared.trust.trusts(&cwd);
             let commands = crate::slash_commands::load(&cwd, trusted);
             if let Some((prompt, command)) = crate::slash_commands::expand(&commands, text) {
                 *grants = super::machine::TurnGrants::of(command);
                 params.text = Some(prompt);
+            } else if !trusted && !self.said_untrusted {
+                // The project's command of that name waits for trust: said
+                // once, the text goes on as it is.
+                ignored = crate::slash_commands::untrusted_project_command(&cwd, text)
+                    .map(|name| (name, cwd.display().to_string()));
+                self.said_untrusted = ignored.is_some();
             }
         }
         let (provider, model) = self.session.provider_model();
@@ -281,15 +295,19 @@ impl SessionActor {
         });
         let version = self.shared.mcp.version();
         let project = self.shared.tool_approvals.offered(&cwd);
-        let tools = (version != self.tools_version || project.digest != self.project_tools).then(|| {
+        // Agent types come with trust, or with their files.
+        let agents = crate::agents::key(&cwd, trusted);
+        let changed = version != self.tools_version || project.digest != self.project_tools || agents != self.agents;
+        let tools = changed.then(|| {
             self.tools_version = version;
             self.project_tools = project.digest.clone();
+            self.agents = agents;
             let tools = self.shared.tools_with(self.session.id(), project);
             self.shared.with_helpers(tools, self.session.helper(), &cwd)
         });
         let hooks = hooks_for(&self.shared, self.session.id(), &cwd);
         let starting = self.shared.mcp.starting(Some(self.session.id()));
-        Event::Refreshed(Box::new(super::machine::Refresh { prompt, tools, hooks, starting, then }))
+        Event::Refreshed(Box::new(super::machine::Refresh { prompt, tools, hooks, starting, ignored, then }))
     }
 
     /// The bytes of the request's images (the machine holds only what

@@ -197,7 +197,7 @@ impl Turn<'_> {
             }
             // ACP has no notice: the wait for MCP servers is said as a
             // thought, so the editor shows why nothing comes yet.
-            EventKind::McpWaiting { .. } | EventKind::McpWaited { .. } => {
+            EventKind::McpWaiting { .. } | EventKind::McpWaited { .. } | EventKind::CommandIgnored { .. } => {
                 if let Some(notice) = seen.notice.filter(|n| !n.routine) {
                     self.send(SessionUpdate::AgentThoughtChunk(map::text(&format!("{}\n", notice.text))))?;
                 }

@@ -128,6 +128,9 @@ pub(crate) struct Refresh {
     pub hooks: crate::hooks::HookSet,
     /// The MCP servers still starting, whose tools the turn waits for.
     pub starting: Vec<String>,
+    /// A project command the message names, ignored for trust (name,
+    /// folder): said once the message is recorded.
+    pub ignored: Option<(String, String)>,
     pub then: SessionCmd,
 }
 
@@ -464,7 +467,7 @@ impl Session {
             Event::Command(cmd @ SessionCmd::Send { .. }) => self.out.push(Effect::Refresh { then: cmd }),
             Event::Command(cmd) => self.take_command(cmd),
             Event::Refreshed(refresh) => {
-                let Refresh { prompt, tools, hooks, starting, then } = *refresh;
+                let Refresh { prompt, tools, hooks, starting, ignored, then } = *refresh;
                 if let Some((prompt, files)) = prompt {
                     self.system_prompt = prompt;
                     self.instruction_files = files;
@@ -475,6 +478,11 @@ impl Session {
                 self.hooks = hooks;
                 self.set_mcp_starting(starting);
                 self.take_command(then);
+                // After the message's own event: a client following from
+                // there sees it.
+                if let Some((name, dir)) = ignored {
+                    self.pipeline.event(None, forge_proto::EventKind::CommandIgnored { name, dir });
+                }
             }
             Event::HistoryRead { history, then } => {
                 match history {
