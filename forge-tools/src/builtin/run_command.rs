@@ -172,12 +172,16 @@ which the user must approve."
                 stop.disarm();
             }
             let code = status.code().map(|c| c.to_string()).unwrap_or_else(|| "killed by a signal".into());
-            let mut text = if timed_out {
+            let head = if timed_out {
+                let err = String::from_utf8_lossy(&err.kept);
                 let killed = stopped_count(&err).map(|n| format!(": {n} process(es) killed")).unwrap_or_default();
                 format!("timed out after {} s and was stopped{killed}\n", limit.as_secs())
             } else {
                 format!("exit status: {code}\n")
             };
+            // Room for the labels and the sandbox's note after the streams.
+            let (out, err) = streams(&out, &err, max.saturating_sub(head.len() + (max / 4).min(1024)));
+            let mut text = head;
             if !out.is_empty() {
                 text.push_str(&format!("--- stdout ---\n{out}"));
             }
@@ -207,8 +211,8 @@ fn stopped_count(stderr: &str) -> Option<u64> {
 
 /// Reads a pipe to its end, forwarding chunks as they come and keeping at
 /// most `max` bytes (the rest is counted, and the cut is said).
-async fn pump(pipe: Option<impl AsyncRead + Unpin>, stream: &'static str, ctx: &ToolCtx, max: usize) -> String {
-    let Some(mut pipe) = pipe else { return String::new() };
+async fn pump(pipe: Option<impl AsyncRead + Unpin>, stream: &'static str, ctx: &ToolCtx, max: usize) -> Captured {
+    let Some(mut pipe) = pipe else { return Captured { kept: Vec::new(), total: 0 } };
     let mut kept = Vec::new();
     let mut total = 0usize;
     let mut buf = vec![0u8; 8192];
@@ -241,16 +245,78 @@ async fn pump(pipe: Option<impl AsyncRead + Unpin>, stream: &'static str, ctx: &
     {
         let _ = tx.try_send(ToolOutput { stream, text: skip_note(skipped) });
     }
-    let mut text = String::from_utf8_lossy(&kept).into_owned();
-    if total > kept.len() {
-        text.push_str(&format!("\n[{stream} truncated: {} of {total} bytes kept]", kept.len()));
+    Captured { kept, total }
+}
+
+/// What a stream printed: the bytes kept (at most the output limit) and
+/// how many there were.
+struct Captured {
+    kept: Vec<u8>,
+    total: usize,
+}
+
+/// The two streams as the result shows them, within `budget` bytes
+/// together (stderr keeps at least a quarter when both are long); a cut
+/// one says how much the command printed in all.
+fn streams(out: &Captured, err: &Captured, budget: usize) -> (String, String) {
+    const NOTE: usize = 100;
+    let room = budget.saturating_sub(2 * NOTE);
+    let (o, e) = (out.kept.len(), err.kept.len());
+    let err_room = if o + e <= room { e } else { e.min((room / 4).max(room.saturating_sub(o))) };
+    let out_room = room.saturating_sub(err_room);
+    (shown(out, out_room, "stdout"), shown(err, err_room, "stderr"))
+}
+
+fn shown(c: &Captured, room: usize, stream: &str) -> String {
+    let mut text = String::from_utf8_lossy(&c.kept).into_owned();
+    if text.len() > room {
+        let mut end = room;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+    let shown = text.len().min(c.total);
+    if c.total > shown || c.kept.len() > shown {
+        text.push_str(&format!(
+            "\n[{stream} truncated: the command printed {} bytes, {} shown]",
+            thousands(c.total),
+            thousands(shown)
+        ));
     }
     text
+}
+
+/// `n` with its thousands apart: 200,000,004.
+pub(crate) fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, d) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(d);
+    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cut_stream_says_what_the_command_printed_in_all() {
+        assert_eq!(thousands(200_000_004), "200,000,004");
+        assert_eq!(thousands(999), "999");
+        let out = Captured { kept: vec![b'x'; 1000], total: 200_000_004 };
+        let err = Captured { kept: b"warning\n".to_vec(), total: 8 };
+        let (o, e) = streams(&out, &err, 700);
+        assert!(o.ends_with("[stdout truncated: the command printed 200,000,004 bytes, 492 shown]"), "{o}");
+        assert_eq!(e, "warning\n", "the short stream is whole");
+        assert!(o.len() + e.len() <= 700);
+        let (o, e) = streams(&Captured { kept: b"ok".to_vec(), total: 2 }, &err, 700);
+        assert_eq!((o.as_str(), e.as_str()), ("ok", "warning\n"), "nothing cut, nothing said");
+    }
 
     fn ctx(dir: &std::path::Path) -> ToolCtx {
         ToolCtx::for_tests(dir, 1000)

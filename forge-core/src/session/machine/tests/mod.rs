@@ -232,7 +232,8 @@ impl Harness {
                 Effect::Refresh { then } => {
                     let prompt = self.next_prompt.take().map(|p| (p, Vec::new()));
                     let starting = std::mem::take(&mut self.mcp_starting);
-                    let refresh = Refresh { prompt, tools: None, hooks: self.hooks.clone(), starting, ignored: None, then };
+                    let refresh =
+                        Refresh { prompt, tools: None, hooks: self.hooks.clone(), starting, ignored: None, then };
                     self.feed(Event::Refreshed(Box::new(refresh)))
                 }
                 Effect::WaitForTools { job, .. } => self.tool_waits.push(job),
