@@ -871,3 +871,12 @@ async fn datagrams_and_descriptors_reach_only_sockets_in_the_roots() {
     assert_eq!(&buf[..n], b"forge-probe datagram");
     assert!(text.contains("sent: datagram true, descriptor true"), "{text}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_users_keyrings_are_out_of_sight() {
+    let Some(s) = setup("", &[]).await else { return };
+    let text = s.run("echo keys:; cat /proc/keys; echo :end; cat /proc/key-users | wc -c").await;
+    let listed = text.split("keys:").nth(1).and_then(|t| t.split(":end").next()).unwrap_or("x").trim().to_string();
+    assert!(listed.is_empty(), "/proc/keys lists nothing: {text}");
+    assert!(!text.contains("_uid.") && !text.contains("keyring"), "{text}");
+}

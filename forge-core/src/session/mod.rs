@@ -43,6 +43,11 @@ impl<T: 'static> Reply<T> {
         (self.0)(result)
     }
 
+    /// The same caller, its errors first made over by `f`.
+    pub(crate) fn map_err(self, f: impl FnOnce(EngineError) -> EngineError + Send + Sync + 'static) -> Reply<T> {
+        Reply(Box::new(move |result: Result<T, EngineError>| self.send(result.map_err(f))))
+    }
+
     /// A caller waiting for a `U`, answered with what `f` makes of a `T`.
     pub(crate) fn mapped<U: 'static>(reply: Reply<U>, f: impl FnOnce(T) -> U + Send + Sync + 'static) -> Reply<T> {
         Reply(Box::new(move |result: Result<T, EngineError>| reply.send(result.map(f))))

@@ -237,6 +237,11 @@ pub(super) fn init_namespaces(policy: &Policy, uid: libc::uid_t, gid: libc::gid_
     // root): take it again by name, through the new ones.
     std::env::set_current_dir(&cwd)?;
     let fresh_proc = super::mounts::fresh_proc();
+    // The kernel's keyrings are not namespaced: what `/proc/keys` lists is
+    // the daemon user's (the filter refuses the keyring calls too).
+    for keys in ["/proc/keys", "/proc/key-users"] {
+        let _ = super::mounts::mask(Path::new(keys));
+    }
     if policy.network == NetworkAccess::Deny {
         loopback_up()?;
     }

@@ -182,6 +182,7 @@ fn asks_first(settings: &Settings) -> Vec<ProbeRow> {
         "setuid programs gain privileges",
         "chmod a setuid file",
         "create a setuid file",
+        "read the daemon user's keyrings (/proc/keys)",
     ];
     names
         .iter()

@@ -102,6 +102,14 @@ pub(super) async fn run_probes(settings: &Settings, p: &Probe, c: Option<&Confin
     let r = run("grep NoNewPrivs /proc/self/status", root, c, tmp, short).await;
     rows.push(row("setuid programs gain privileges", true, r.out.ends_with('1'), first_line(&r.out)));
     rows.extend(set_id_probes(p, c).await);
+    let r = run("cat /proc/keys", root, c, tmp, short).await;
+    let listed = r.out.lines().any(|l| l.contains("keyring") || l.contains("_uid."));
+    rows.push(row(
+        "read the daemon user's keyrings (/proc/keys)",
+        true,
+        !listed,
+        if listed { "keyrings are listed" } else { "nothing listed" },
+    ));
     rows
 }
 

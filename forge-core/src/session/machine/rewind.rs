@@ -311,7 +311,12 @@ impl Session {
     /// stopped there).
     pub(super) fn on_files_restored(&mut self, job: u64, done: usize, error: Option<String>) {
         let Some(mut r) = self.take_rewind(job, |s| matches!(s, RewindStage::Restoring)) else { return };
-        let Some(e) = error else { return self.finish_rewind(r) };
+        let Some(e) = error else {
+            // Its intent is durable: a store that fails from here on
+            // finishes it once writable again (on reload).
+            r.reply = r.reply.take().map(finishes_on_reload);
+            return self.finish_rewind(r);
+        };
         // What did move is said; the rest is as it was, and so is the
         // conversation.
         let restored: Vec<RestoredFile> = r.result.files.drain(..).filter(|f| f.action != "kept").take(done).collect();
@@ -366,4 +371,21 @@ impl Session {
         }));
         self.restore_files();
     }
+}
+
+/// A rewind's reply once its files are restored: a store that cannot
+/// record the end does not undo it (the intent is durable, and the reload
+/// after `journal reset` finishes it), so the caller is told that, not
+/// that the rewind failed.
+fn finishes_on_reload(reply: Reply<RewindResult>) -> Reply<RewindResult> {
+    reply.map_err(|e| match e.kind {
+        ErrorKind::PersistenceBlocked => EngineError::new(
+            ErrorKind::PersistenceBlocked,
+            format!(
+                "the files are restored; the rewind finishes (the conversation moves and it is recorded) when the store is writable again: {}",
+                e.message
+            ),
+        ),
+        _ => e,
+    })
 }

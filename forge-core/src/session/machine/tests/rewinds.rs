@@ -141,3 +141,22 @@ fn a_file_that_cannot_be_written_stops_the_rewind_and_names_what_moved() {
     assert!(!h.names().contains(&"head_moved"), "the conversation stays where it was");
     assert_eq!(h.state(), OperationStateKind::Idle);
 }
+
+#[test]
+fn a_rewind_whose_end_the_store_cannot_write_says_it_finishes_once_writable() {
+    let mut h = Harness::new();
+    let reply = h.undo(false);
+    h.planned(plan(&["/p/a.txt"], &[]));
+    h.settle();
+    h.restored(1, None);
+    // The disk fills as the rewind's end is written.
+    h.fail_write();
+    let Err(e) = answered(reply) else { panic!("the rewind's end was not written") };
+    assert_eq!(e.kind, ErrorKind::PersistenceBlocked);
+    assert!(
+        e.message.contains("the files are restored") && e.message.contains("when the store is writable again"),
+        "{}",
+        e.message
+    );
+    assert!(e.message.contains("journal reset"), "{}", e.message);
+}
