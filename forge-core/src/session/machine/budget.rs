@@ -15,7 +15,7 @@ use forge_proto::PendingApproval;
 use forge_proto::{ApprovalCall, ApprovalDecision, ApprovalResult, ClientRef, ErrorKind, EventKind, MessageStatus};
 
 use super::helpers::{HelperIn, HelperOut};
-use super::state::{Helpers, OperationState};
+use super::state::OperationState;
 use super::{Effect, Session};
 use crate::error::EngineError;
 
@@ -295,16 +295,6 @@ pub(super) fn approves(decision: ApprovalDecision, call_ids: Option<Vec<String>>
     }
 }
 
-/// A helper's batch call ended: it waits on the family's budget no more;
-/// the approval goes (its id returned) when no helper waits on it.
-pub(super) fn stop_waiting(helpers: &mut Helpers, child: Option<&str>) -> Option<String> {
-    let (_, waiting) = helpers.budget.as_mut()?;
-    waiting.retain(|w| Some(w.as_str()) != child);
-    if !waiting.is_empty() {
-        return None;
-    }
-    helpers.budget.take().map(|(a, _)| a.approval_id)
-}
 
 /// An amount in dollars with the digits it needs: cents from a dollar up,
 /// and down to a ten-thousandth of a cent below (a budget of $0.001 is not

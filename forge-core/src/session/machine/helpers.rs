@@ -257,7 +257,7 @@ impl Session {
             .collect();
         l.helpers.asks.retain(|(c, _)| Some(c) != child.as_ref());
         let mut withdrawn = withdrawn;
-        withdrawn.extend(super::budget::stop_waiting(&mut l.helpers, child.as_deref()));
+        withdrawn.extend(l.helpers.stop_waiting(child.as_deref()));
         for approval_id in withdrawn {
             let event = EventKind::ApprovalResolved { approval_id, approved: Vec::new(), denied: Vec::new() };
             self.pipeline.event(None, event);

@@ -50,6 +50,19 @@ pub(crate) struct Helpers {
     pub budget: Option<(PendingApproval, Vec<String>)>,
 }
 
+impl Helpers {
+    /// A helper's call ended: it waits on the family's budget no more; the
+    /// approval goes (its id returned) when no helper waits on it.
+    pub fn stop_waiting(&mut self, child: Option<&str>) -> Option<String> {
+        let (_, waiting) = self.budget.as_mut()?;
+        waiting.retain(|w| Some(w.as_str()) != child);
+        if !waiting.is_empty() {
+            return None;
+        }
+        self.budget.take().map(|(a, _)| a.approval_id)
+    }
+}
+
 /// A `task` call whose helper runs.
 pub(crate) struct HelperCall {
     pub call_id: String,

@@ -10,7 +10,7 @@ mod rewinding;
 mod summary;
 
 pub(crate) use branch_move::BranchMove;
-pub(crate) use calls::{Before, CallStage, HelperCall, Helpers, PlannedCall, Ready, RunningCall, ToolLoop};
+pub(crate) use calls::{Before, CallStage, HelperCall, PlannedCall, Ready, RunningCall, ToolLoop};
 pub(crate) use rewinding::{RewindStage, Rewinding};
 pub(crate) use summary::SummaryJob;
 
