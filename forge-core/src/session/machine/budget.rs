@@ -295,7 +295,6 @@ pub(super) fn approves(decision: ApprovalDecision, call_ids: Option<Vec<String>>
     }
 }
 
-
 /// An amount in dollars with the digits it needs: cents from a dollar up,
 /// and down to a ten-thousandth of a cent below (a budget of $0.001 is not
 /// "$0.00").
