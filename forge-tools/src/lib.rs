@@ -6,6 +6,7 @@ pub mod builtin;
 pub mod config;
 pub mod confine;
 mod error;
+pub mod git_guard;
 pub mod grants;
 pub mod lp1;
 pub mod policy;
