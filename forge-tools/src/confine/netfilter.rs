@@ -516,7 +516,8 @@ pub fn serve_notifications(listener: OwnedFd, rules: Rules) {
         // could swap the socket behind the number, and is made here
         // otherwise, unless it would wait.
         if is_send(notif.data.nr as i64) && socket_family(&sock) != Some(libc::AF_UNIX) {
-            let answer = if super::notif::single_threaded(notif.pid) {
+            // Thread ids are the namespace's: its own `/proc` tells them.
+            let answer = if rules.unix.relative && super::notif::single_threaded(notif.pid) {
                 Some(Answer::Continue)
             } else {
                 super::sends::perform(&notif, listener.as_raw_fd(), &sock, None, true)
