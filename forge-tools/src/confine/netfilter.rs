@@ -506,6 +506,11 @@ pub fn serve_notifications(listener: OwnedFd, rules: Rules) {
                 _ => return,
             }
         }
+        // Counted before the socket is looked at: once the caller is its
+        // process's only thread (and blocked here), no task can swap the
+        // socket behind the number; counted after, one could have, and
+        // left. Thread ids are the namespace's: its own `/proc` tells them.
+        let alone = is_send(notif.data.nr as i64) && rules.unix.relative && super::notif::single_threaded(notif.pid);
         let Some(sock) = take_fd(notif.pid, notif.data.args[0] as i32) else {
             respond(listener.as_raw_fd(), notif.id, Answer::Error(libc::EBADF));
             continue;
@@ -516,11 +521,11 @@ pub fn serve_notifications(listener: OwnedFd, rules: Rules) {
         // could swap the socket behind the number, and is made here
         // otherwise, unless it would wait.
         if is_send(notif.data.nr as i64) && socket_family(&sock) != Some(libc::AF_UNIX) {
-            // Thread ids are the namespace's: its own `/proc` tells them.
-            let answer = if rules.unix.relative && super::notif::single_threaded(notif.pid) {
+            let answer = if alone {
                 Some(Answer::Continue)
             } else {
-                super::sends::perform(&notif, listener.as_raw_fd(), &sock, None, true)
+                unbroken(|| super::sends::perform(&notif, listener.as_raw_fd(), &sock, None, true))
+                    .unwrap_or(Some(Answer::Error(libc::EPERM)))
             };
             if let Some(answer) = answer {
                 respond(listener.as_raw_fd(), notif.id, answer);
@@ -529,10 +534,16 @@ pub fn serve_notifications(listener: OwnedFd, rules: Rules) {
         }
         let (listener, rules) = (listener.clone(), rules.clone());
         pool.run(move || {
-            let answer = decide(&notif, listener.as_raw_fd(), &sock, &rules);
-            respond(listener.as_raw_fd(), notif.id, answer);
+            let answer = unbroken(|| decide(&notif, listener.as_raw_fd(), &sock, &rules));
+            respond(listener.as_raw_fd(), notif.id, answer.unwrap_or(Answer::Error(libc::EPERM)));
         });
     }
+}
+
+/// `f`'s answer, or `None` where it panicked: a call is always answered
+/// (refused), and the thread that answers calls goes on.
+fn unbroken<T>(f: impl FnOnce() -> T) -> Option<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok()
 }
 
 fn respond(listener: i32, id: u64, answer: Answer) {

@@ -131,21 +131,28 @@ fn take_rights(pid: u32, control: &mut [u8]) -> Result<Vec<OwnedFd>, i32> {
     const HEADER: usize = 16; // cmsg_len, cmsg_level, cmsg_type
     let mut taken = Vec::new();
     let mut at = 0usize;
-    while at + HEADER <= control.len() {
-        let len = word(control, at) as usize;
-        if len < HEADER || at + len > control.len() {
+    while control.len().saturating_sub(at) >= HEADER {
+        let len = word(control, at);
+        // Checked without overflow: a length near 2^64 is refused, not
+        // wrapped around.
+        if len < HEADER as u64 || len > (control.len() - at) as u64 {
             return Err(libc::EINVAL);
         }
+        let len = len as usize;
         let (level, kind) = (half(control, at + 8) as i32, half(control, at + 12) as i32);
         if level == libc::SOL_SOCKET && kind == libc::SCM_RIGHTS {
             for slot in (at + HEADER..at + len).step_by(4).take_while(|s| s + 4 <= at + len) {
+                // The kernel's own bound on descriptors in one message.
+                if taken.len() >= 253 {
+                    return Err(libc::EINVAL);
+                }
                 let fd = half(control, slot) as i32;
                 let ours = take_fd(pid, fd).ok_or(libc::EBADF)?;
                 control[slot..slot + 4].copy_from_slice(&ours.as_raw_fd().to_ne_bytes());
                 taken.push(ours);
             }
         }
-        at += len.next_multiple_of(8);
+        at = at.saturating_add(len.next_multiple_of(8));
     }
     Ok(taken)
 }
@@ -317,4 +324,20 @@ fn blocking(sock: &OwnedFd) -> bool {
     // SAFETY: fcntl F_GETFL on our descriptor.
     let flags = unsafe { libc::fcntl(sock.as_raw_fd(), libc::F_GETFL) };
     flags >= 0 && flags & libc::O_NONBLOCK == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_control_length_near_the_top_is_refused_not_wrapped() {
+        let mut control = vec![0u8; 32];
+        // A first header of 16 bytes, then one claiming 2^64 - 16.
+        control[..8].copy_from_slice(&16u64.to_ne_bytes());
+        control[16..24].copy_from_slice(&(u64::MAX - 15).to_ne_bytes());
+        assert_eq!(take_rights(std::process::id(), &mut control).err(), Some(libc::EINVAL));
+        let mut empty: Vec<u8> = Vec::new();
+        assert!(take_rights(std::process::id(), &mut empty).is_ok_and(|t| t.is_empty()));
+    }
 }

@@ -21,8 +21,11 @@ use std::path::{Component, Path, PathBuf};
 /// Where the command may connect.
 #[derive(Debug, Default)]
 pub struct UnixRules {
-    /// Trees whose sockets it may reach.
+    /// Trees whose sockets it may reach, the deepest first.
     pub trees: Vec<PathBuf>,
+    /// Each tree opened before the command started: a tree inside a
+    /// writable one could be swapped for a link later.
+    tree_dirs: Vec<Option<OwnedFd>>,
     /// Single sockets the user allowed (exact paths).
     pub sockets: Vec<Allowed>,
     /// Relative addresses can be resolved: the command's `/proc` is its
@@ -44,7 +47,10 @@ impl UnixRules {
             .iter()
             .map(|p| Allowed { path: p.clone(), dir: p.parent().and_then(|d| open_path(d, libc::O_DIRECTORY).ok()) })
             .collect();
-        UnixRules { trees, sockets, relative: true }
+        let mut trees = trees;
+        trees.sort_by_key(|t| std::cmp::Reverse(t.components().count()));
+        let tree_dirs = trees.iter().map(|t| open_path(t, libc::O_DIRECTORY | libc::O_NOFOLLOW).ok()).collect();
+        UnixRules { trees, tree_dirs, sockets, relative: true }
     }
 }
 
@@ -107,9 +113,8 @@ fn open_path(path: &Path, flags: libc::c_int) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// `rest` opened below `tree`, never leaving it.
-fn open_beneath(tree: &Path, rest: &Path) -> io::Result<OwnedFd> {
-    let dir = open_path(tree, libc::O_DIRECTORY)?;
+/// `rest` opened below the tree `dir`, never leaving it.
+fn open_beneath(dir: &OwnedFd, rest: &Path) -> io::Result<OwnedFd> {
     let c = CString::new(rest.as_os_str().as_bytes()).map_err(|e| io::Error::other(e.to_string()))?;
     // struct open_how { u64 flags, mode, resolve }
     let how: [u64; 3] =
@@ -133,7 +138,9 @@ impl Allowed {
         };
         let c = CString::new(name.as_bytes()).map_err(|e| io::Error::other(e.to_string()))?;
         // SAFETY: openat(2) with our directory and a valid C string.
-        let fd = unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+        // Not through a link: the directory may be one the command writes.
+        let flags = libc::O_PATH | libc::O_CLOEXEC | libc::O_NOFOLLOW;
+        let fd = unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), flags) };
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -204,9 +211,10 @@ pub fn resolve(tid: u32, addr: &UnixAddr, rules: &UnixRules) -> Result<OwnedFd, 
     if lookup_service(&plain) {
         return Err(Refused::Errno(libc::ENOENT));
     }
-    for tree in &rules.trees {
+    for (tree, dir) in rules.trees.iter().zip(&rules.tree_dirs) {
         if let Ok(rest) = full.strip_prefix(tree) {
-            return match open_beneath(tree, rest) {
+            let Some(dir) = dir else { return Err(Refused::Errno(libc::ENOENT)) };
+            return match open_beneath(dir, rest) {
                 Ok(t) => Ok(t),
                 // Out of the tree by `..` or a link.
                 Err(e) if e.raw_os_error() == Some(libc::EXDEV) => Err(Refused::Policy(full.display().to_string())),
@@ -326,5 +334,15 @@ mod tests {
         assert!(matches!(connect(me, &fresh(), &UnixAddr::Abstract("x".into()), &rules), Err(Refused::Policy(_))));
         let listed = UnixRules::new(vec![root.clone()], &[outside.join("out.sock")]);
         assert_eq!(connect(me, &fresh(), &out, &listed), Ok(()), "a socket the user lists is reached");
+
+        // A tree inside another, swapped for a link to the outside after
+        // the rules were made: still the tree as it was.
+        let inner = root.join("inner");
+        std::fs::create_dir_all(&inner).unwrap_or_else(|e| panic!("{e}"));
+        let nested = UnixRules::new(vec![root.clone(), inner.clone()], &[]);
+        std::fs::rename(&inner, root.join("inner.old")).unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink(&outside, &inner).unwrap_or_else(|e| panic!("{e}"));
+        let swapped = UnixAddr::Path(inner.join("out.sock"));
+        assert!(connect(me, &fresh(), &swapped, &nested).is_err(), "not through the link");
     }
 }
