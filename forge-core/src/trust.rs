@@ -74,6 +74,22 @@ impl State {
 /// servers (a file without them counts too: it may gain some), then the
 /// project's slash commands (with what they grant) and agent types.
 pub fn project(dir: &Path) -> Option<Project> {
+    let (mut provides, digest) = project_files(dir);
+    for c in crate::slash_commands::load(dir, true).iter().filter(|c| c.info.source == "project") {
+        provides.push(match c.info.allowed_tools.is_empty() {
+            true => format!("command /{}", c.info.name),
+            false => format!("command /{} (allowed-tools: {})", c.info.name, c.info.allowed_tools.join(", ")),
+        });
+    }
+    for a in crate::agents::load(dir, true).iter().filter(|a| a.info.source == "project") {
+        provides.push(format!("agent {}", a.info.name));
+    }
+    (!provides.is_empty()).then_some(Project { provides, digest })
+}
+
+/// What `dir`'s files that run code provide, and their digest (empty
+/// where there are none: folders trusted so recorded an empty one).
+fn project_files(dir: &Path) -> (Vec<String>, String) {
     let mut hash = sha2::Sha256::new();
     let mut provides = Vec::new();
     let mut hashed = false;
@@ -90,21 +106,8 @@ pub fn project(dir: &Path) -> Option<Project> {
             _ => format!("hooks in {name} ({} event(s))", count("hooks")),
         });
     }
-    for c in crate::slash_commands::load(dir, true).iter().filter(|c| c.info.source == "project") {
-        provides.push(match c.info.allowed_tools.is_empty() {
-            true => format!("command /{}", c.info.name),
-            false => format!("command /{} (allowed-tools: {})", c.info.name, c.info.allowed_tools.join(", ")),
-        });
-    }
-    for a in crate::agents::load(dir, true).iter().filter(|a| a.info.source == "project") {
-        provides.push(format!("agent {}", a.info.name));
-    }
-    if provides.is_empty() {
-        return None;
-    }
-    // Folders trusted with none of the files recorded an empty digest.
     let digest = if hashed { hash.finalize().iter().map(|b| format!("{b:02x}")).collect() } else { String::new() };
-    Some(Project { provides, digest })
+    (provides, digest)
 }
 
 /// The MCP servers of `dir`'s `.mcp.json` (Claude Code's format:
@@ -202,14 +205,16 @@ impl TrustStore {
     /// code (its own slash commands): trusted, even if it provides nothing
     /// that runs code (a changed folder is not).
     pub fn trusts(&self, dir: &Path) -> bool {
-        match self.state(dir) {
-            State::Trusted(_) => true,
-            State::Nothing => {
-                let k = key(dir);
-                self.records.read().unwrap_or_else(|p| p.into_inner()).iter().any(|r| r.dir == k)
-            }
-            State::Untrusted(_) | State::Changed(_) => false,
-        }
+        // Asked before every message: the commands and agents are listed
+        // only where the digest alone cannot tell.
+        let k = key(dir);
+        let recorded = {
+            let records = self.records.read().unwrap_or_else(|p| p.into_inner());
+            records.iter().find(|r| r.dir == k).map(|r| r.digest.clone())
+        };
+        let Some(recorded) = recorded else { return false };
+        let (files, digest) = project_files(dir);
+        recorded == digest || (files.is_empty() && project(dir).is_none())
     }
 
     pub fn list(&self) -> Vec<Record> {
