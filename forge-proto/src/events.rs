@@ -261,6 +261,14 @@ pub enum EventKind {
         is_error: bool,
         output: String,
     },
+    /// Call `call_id`'s command left, in a repository under the roots,
+    /// settings or hooks that git would run outside the sandbox (when the
+    /// user runs `git status` there, or a shell prompt does): each was
+    /// undone (`what` says how); the tool result says so to the model too.
+    GitSettingsUndone {
+        call_id: String,
+        undone: Vec<GitUndone>,
+    },
     /// The model continues the turn with the tool results (a new stream).
     StreamResumed {
         iteration: u32,
@@ -497,6 +505,15 @@ impl EventKind {
 
 /// How a turn ended: the status its answer gets in the history.
 pub use crate::types::MessageStatus as TurnStatus;
+
+/// One thing a command left that git would have run, and what became of
+/// it (`took out core.fsmonitor = ...`, `removed`, `put back as it was`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct GitUndone {
+    /// Relative to the session's directory when under it.
+    pub path: String,
+    pub what: String,
+}
 
 /// One notification of a `session.subscribe` subscription.
 #[allow(clippy::large_enum_variant)] // built once per notification, never stored in bulk

@@ -30,7 +30,7 @@ pub mod web;
 pub use commands::{CommandInfo, PlanInfo, PlanStep};
 pub use context::{ContextInfo, RepoMapInfo};
 pub use error::{ErrorData, ErrorKind};
-pub use events::{EventKind, SessionEvent, SubscriptionItem, TurnStatus};
+pub use events::{EventKind, GitUndone, SessionEvent, SubscriptionItem, TurnStatus};
 pub use git::{GitCommit, GitDiff, GitLog, GitSession, GitShown};
 pub use helpers::{AgentInfo, HelperOf};
 pub use images::{ImageInfo, ImageInput};

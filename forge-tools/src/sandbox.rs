@@ -200,12 +200,12 @@ impl Sandbox {
     }
 
     /// Resolves `path` for writing: as [`Sandbox::resolve`], and never
-    /// inside a `.git` directory (its configuration and hooks run
-    /// programs later, outside any sandbox).
+    /// inside a `.git` directory or a bare repository's (its configuration
+    /// and hooks run programs later, outside any sandbox).
     pub fn resolve_write(&self, path: &str) -> Result<PathBuf, DenialReason> {
         let full = self.resolve(path)?;
         let inside = self.roots.iter().find_map(|r| full.strip_prefix(r).ok()).unwrap_or(&full);
-        if inside.components().any(|c| c.as_os_str() == ".git") {
+        if inside.components().any(|c| c.as_os_str() == ".git") || crate::git_guard::in_bare_git_dir(&full) {
             return Err(DenialReason::GitInternals(path.to_string()));
         }
         Ok(full)

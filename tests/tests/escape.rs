@@ -880,3 +880,73 @@ async fn the_daemon_users_keyrings_are_out_of_sight() {
     assert!(listed.is_empty(), "/proc/keys lists nothing: {text}");
     assert!(!text.contains("_uid.") && !text.contains("keyring"), "{text}");
 }
+
+/// git run as the user in `dir`, with no configuration of the user's own,
+/// failing or not.
+fn git_as_user(dir: &Path, args: &[&str]) -> String {
+    let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("HOME", home.path())
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "u")
+        .env("GIT_AUTHOR_EMAIL", "u@x")
+        .env("GIT_COMMITTER_NAME", "u")
+        .env("GIT_COMMITTER_EMAIL", "u@x")
+        .output()
+        .unwrap_or_else(|e| panic!("git: {e}"));
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repository_a_command_sets_up_runs_nothing_when_the_user_runs_git_there() {
+    let Some(s) = setup("", &[]).await else { return };
+    let dir = s.dir();
+    // The user's own nested repository, with a hooks directory of theirs.
+    std::fs::create_dir(dir.join("mine")).unwrap_or_else(|e| panic!("{e}"));
+    git_as_user(&dir.join("mine"), &["init", "-q"]);
+    git_as_user(&dir.join("mine"), &["config", "core.hooksPath", ".husky"]);
+    std::fs::write(dir.join(".gitignore"), "target/\n").unwrap_or_else(|e| panic!("{e}"));
+    let marks = tempfile::tempdir_in(forge_tests::harness::bin_dir()).unwrap_or_else(|e| panic!("{e}"));
+    let m = marks.path().canonicalize().unwrap_or_else(|e| panic!("{e}")).display().to_string();
+    let command = format!(
+        "git init -q sub && git -C sub config core.fsmonitor 'touch {m}/fsmonitor' \
+         && printf '#!/bin/sh\\ntouch {m}/hook\\n' > sub/.git/hooks/pre-commit && chmod +x sub/.git/hooks/pre-commit; \
+         git -C mine config alias.st '!touch {m}/alias'; \
+         mkdir -p target/deep && git init -q --bare target/deep/b.git && git -C target/deep/b.git config alias.lg '!touch {m}/bare'; \
+         mkdir elsewhere && printf 'gitdir: /tmp/g\\n' > elsewhere/.git; echo set up"
+    );
+    let directive = tool_call("run_command", &json!({"command": command}));
+    let sent = s.forge.ok(&["send", "-s", &s.id, &format!("{directive} go")]).await;
+    assert!(sent.stderr.contains("sub/.git/config: took out core.fsmonitor"), "the user is told: {}", sent.stderr);
+    let h = s.forge.ok(&["--json", "history", &s.id]).await.json_lines();
+    let text =
+        h.iter().rev().find(|m| m["role"] == "tool").and_then(|r| r["text"].as_str()).unwrap_or_default().to_string();
+    assert!(text.contains("set up"), "{text}");
+    for said in [
+        "--- sandbox ---",
+        "sub/.git/config: took out core.fsmonitor",
+        "sub/.git/hooks/pre-commit",
+        "mine/.git/config: took out alias.st",
+        "target/deep/b.git/config: took out alias.lg",
+        "elsewhere/.git",
+    ] {
+        assert!(text.contains(said), "the model is told {said:?}: {text}");
+    }
+    // The user runs git in each, as they or a shell prompt would.
+    git_as_user(&dir.join("sub"), &["status"]);
+    git_as_user(&dir.join("sub"), &["commit", "--allow-empty", "-qm", "x"]);
+    git_as_user(&dir.join("mine"), &["st"]);
+    git_as_user(&dir.join("target/deep/b.git"), &["lg"]);
+    git_as_user(&dir.join("elsewhere"), &["status"]);
+    let ran: Vec<String> = std::fs::read_dir(marks.path())
+        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    assert!(ran.is_empty(), "nothing the model wrote ran: {ran:?}");
+    assert_eq!(
+        git_as_user(&dir.join("mine"), &["config", "core.hooksPath"]).trim(),
+        ".husky",
+        "the user's own setting stays"
+    );
+}

@@ -360,7 +360,7 @@ pub async fn follow_turn(
             }
             // Said before the answer starts: a plain line each.
             // The project's command was not run.
-            EventKind::CommandIgnored { .. } if !g.json => {
+            EventKind::CommandIgnored { .. } | EventKind::GitSettingsUndone { .. } if !g.json => {
                 if let Some(notice) = seen.notice.as_ref() {
                     eprintln!("forgectl: {}", notice.text);
                 }

@@ -148,6 +148,15 @@ pub(super) fn notice(kind: &EventKind, who: Option<&str>) -> Option<Notice> {
             ),
             routine: false,
         }),
+        EventKind::GitSettingsUndone { undone, .. } => Some(Notice {
+            level: Level::Warn,
+            text: format!(
+                "the command left git settings or hooks that would run programs outside the sandbox when you run git \
+                 there; undone: {}",
+                undone.iter().map(|u| format!("{}: {}", u.path, u.what)).collect::<Vec<_>>().join("; ")
+            ),
+            routine: false,
+        }),
         EventKind::McpWaiting { servers, timeout_seconds } => info(format!(
             "waiting for MCP server{} {} to start (up to {timeout_seconds} s) so the model gets its tools",
             if servers.len() == 1 { "" } else { "s" },

@@ -416,7 +416,7 @@ impl SessionActor {
             }
             Effect::RecordAfter(job) => {
                 let (id, recorder) = (job.job, self.recorder());
-                let failed = || JobOutcome::RecordedAfter { ops: Vec::new(), changes: Vec::new() };
+                let failed = || JobOutcome::RecordedAfter { ops: Vec::new(), changes: Vec::new(), undone: Vec::new() };
                 self.job(id, super::tool_task::record_after(recorder, *job), failed);
             }
             Effect::PlanRewind(job) => {

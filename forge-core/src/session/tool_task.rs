@@ -149,9 +149,21 @@ pub(super) async fn record_after(recorder: Recorder, job: RecordAfter) -> JobOut
     .await
     .unwrap_or_default();
     let mut ops = Vec::new();
+    let mut undone = Vec::new();
     if scanned {
-        match with_tracker(&recorder, &sandbox, |t, skip, keep| (t.after(skip, keep), t.ignored_unwatched())).await {
-            Ok((found, ignored_unwatched)) => {
+        let after = |t: &mut crate::snapshot::Tracker, skip: crate::snapshot::Skip, keep: crate::snapshot::Keep| {
+            (t.after(skip, keep), t.ignored_unwatched(), t.take_undone())
+        };
+        match with_tracker(&recorder, &sandbox, after).await {
+            Ok((found, ignored_unwatched, guarded)) => {
+                let base = sandbox.roots().first().cloned().unwrap_or_default();
+                undone = guarded
+                    .into_iter()
+                    .map(|u| forge_proto::GitUndone {
+                        path: u.path.strip_prefix(&base).unwrap_or(&u.path).display().to_string(),
+                        what: u.what,
+                    })
+                    .collect();
                 for f in found {
                     let path = f.path.display().to_string();
                     ops.push(StoreOp::BeginChange {
@@ -173,7 +185,7 @@ pub(super) async fn record_after(recorder: Recorder, job: RecordAfter) -> JobOut
             Err(e) => tracing::warn!(error = %e, "what a command changed could not be recorded for rewind"),
         }
     }
-    JobOutcome::RecordedAfter { ops, changes }
+    JobOutcome::RecordedAfter { ops, changes, undone }
 }
 
 /// Starts a tool call in its own task, with its timeout.

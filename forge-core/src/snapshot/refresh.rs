@@ -19,12 +19,20 @@ pub(super) struct Changed {
 /// The notes cannot say what changed: the roots must be scanned.
 pub(super) struct Lost;
 
+/// What a command touched: its changes to recorded files, and the paths
+/// git may take for a repository's own (for the guard of nested ones).
+pub(super) struct Refreshed {
+    pub changes: Vec<Changed>,
+    pub looks: Vec<PathBuf>,
+}
+
 fn in_git_dir(path: &Path) -> bool {
     path.components().any(|c| c.as_os_str() == ".git")
 }
 
 /// Applies `dirty` to `m`, reading each touched file (content kept) and
 /// watching new directories: the files whose record changed.
+/// What lies in a `.git` directory is not recorded, only named in `looks`.
 pub(super) fn refresh(
     m: &mut Manifest,
     dirty: Dirty,
@@ -32,17 +40,22 @@ pub(super) fn refresh(
     watcher: &mut Watcher,
     rules: &mut Rules,
     keep: Keep,
-) -> Result<Vec<Changed>, Lost> {
+) -> Result<Refreshed, Lost> {
     if dirty.lost {
         return Err(Lost);
     }
+    let worth = |p: &PathBuf| in_git_dir(p) || forge_tools::git_guard::worth_a_look(p);
+    let mut looks: Vec<PathBuf> =
+        dirty.files.iter().chain(&dirty.new_dirs).chain(&dirty.gone_dirs).filter(|p| worth(p)).cloned().collect();
     let mut paths: BTreeSet<PathBuf> = dirty.files.into_iter().filter(|p| !in_git_dir(p)).collect();
-    for dir in dirty.gone_dirs.iter().filter(|d| !in_git_dir(d)) {
+    for dir in &dirty.gone_dirs {
         if roots.iter().any(|r| r.starts_with(dir)) {
             return Err(Lost);
         }
         watcher.unwatch_under(dir);
-        paths.extend(m.under(dir));
+        if !in_git_dir(dir) {
+            paths.extend(m.under(dir));
+        }
     }
     let failed = std::sync::atomic::AtomicBool::new(false);
     let shared = std::sync::Mutex::new(&mut *watcher);
@@ -53,6 +66,7 @@ pub(super) fn refresh(
             }
         });
         paths.extend(walked.files.into_iter().map(|(p, _)| p));
+        looks.extend(walked.looks);
     }
     if failed.into_inner() {
         return Err(Lost);
@@ -75,7 +89,7 @@ pub(super) fn refresh(
             }
         };
     }
-    Ok(changes)
+    Ok(Refreshed { changes, looks })
 }
 
 /// What the file at `path` is now (read, since it was touched).

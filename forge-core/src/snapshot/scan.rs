@@ -10,10 +10,13 @@ use super::ignores::Ignores;
 use super::{Content, Entry, Keep, MAX_FILE_BYTES, MAX_IGNORED, Manifest, RACY_NS, Skip, Stat};
 use crate::rewind::Unrecorded;
 
-/// What a walk of the roots found (`.git` directories left out).
+/// What a walk of the roots found (what lies in `.git` left out).
 #[derive(Default)]
 pub(super) struct Walked {
     pub files: Vec<(PathBuf, Stat)>,
+    /// Paths git may take for a repository's own (`.git`, `HEAD`, hooks):
+    /// for the guard of nested repositories.
+    pub looks: Vec<PathBuf>,
     pub gitignores: Vec<PathBuf>,
     pub attributes: Vec<PathBuf>,
 }
@@ -23,17 +26,18 @@ pub(super) struct Walked {
 pub(super) fn walk(roots: &[PathBuf], on_dir: &(dyn Fn(&Path) + Sync)) -> Walked {
     let found: std::sync::Mutex<Walked> = Default::default();
     for root in roots {
-        ignore::WalkBuilder::new(root)
-            .standard_filters(false)
-            .hidden(false)
-            .follow_links(false)
-            .filter_entry(|e| e.file_name() != ".git")
-            .build_parallel()
-            .run(|| {
+        ignore::WalkBuilder::new(root).standard_filters(false).hidden(false).follow_links(false).build_parallel().run(
+            || {
                 Box::new(|entry| {
                     use ignore::WalkState;
                     let Ok(entry) = entry else { return WalkState::Continue };
                     let Some(kind) = entry.file_type() else { return WalkState::Continue };
+                    if forge_tools::git_guard::worth_a_look(entry.path()) {
+                        found.lock().unwrap_or_else(|p| p.into_inner()).looks.push(entry.path().to_path_buf());
+                        if entry.file_name() == ".git" {
+                            return WalkState::Skip;
+                        }
+                    }
                     if kind.is_dir() {
                         on_dir(entry.path());
                         return WalkState::Continue;
@@ -52,7 +56,8 @@ pub(super) fn walk(roots: &[PathBuf], on_dir: &(dyn Fn(&Path) + Sync)) -> Walked
                     found.files.push((entry.into_path(), Stat::of(&meta)));
                     WalkState::Continue
                 })
-            });
+            },
+        );
     }
     found.into_inner().unwrap_or_else(|p| p.into_inner())
 }

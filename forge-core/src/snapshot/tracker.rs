@@ -6,11 +6,12 @@ use std::path::{Path, PathBuf};
 
 use super::git_index::{self, IndexView, Repo};
 use super::ignores::Ignores;
-use super::refresh::{Changed, Lost, refresh};
+use super::refresh::{Changed, Lost, Refreshed, refresh};
 use super::scan::{Rules, record, walk};
 use super::watch::{Watcher, user_limit};
 use super::{Content, Entry, Keep, Manifest, Skip, changed};
 use crate::rewind::{FileState, Unrecorded};
+use forge_tools::git_guard::{Guard, Spot, Undone};
 
 /// A file a command changed: its record before and after.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +39,10 @@ pub struct Tracker {
     scan_only: bool,
     /// Bytes a scan may keep (`[store] max_blob_mb`).
     budget: u64,
+    /// The nested repositories' settings and hooks, as the user left them.
+    guard: Guard,
+    /// What the last command left that git would have run, undone.
+    undone: Vec<Undone>,
 }
 
 impl Tracker {
@@ -53,6 +58,8 @@ impl Tracker {
             ignores: Ignores::default(),
             scan_only,
             budget: u64::MAX,
+            guard: Guard::new(&[]),
+            undone: Vec::new(),
         }
     }
 
@@ -84,18 +91,54 @@ impl Tracker {
         if self.manifest.is_none() || self.roots != roots {
             self.roots = roots.to_vec();
             self.watcher = None;
-            self.manifest = Some(self.rescan(&Manifest::default(), skip, keep));
+            self.guard = Guard::new(roots);
+            let (m, looks) = self.rescan(&Manifest::default(), skip, keep);
+            self.manifest = Some(m);
+            let spots = self.spots(&looks);
+            self.guard.learn(spots);
             return;
         }
         // Changes made since by others (an editor, Forge's file tools)
         // are the command's "before"; they are not its changes.
-        let _ = self.update(skip, keep);
+        let (_, looks) = self.update(skip, keep);
+        let spots = self.spots(&looks);
+        self.guard.learn(spots);
+    }
+
+    /// What the last command left in the repositories under the roots
+    /// that git would have run (outside the sandbox), and what became of it.
+    pub fn take_undone(&mut self) -> Vec<Undone> {
+        std::mem::take(&mut self.undone)
+    }
+
+    /// The repositories `looks` belong to; those in a `.git` directory
+    /// are watched inside (its settings and hooks, not its data).
+    fn spots(&mut self, looks: &[PathBuf]) -> Vec<Spot> {
+        let mut spots: Vec<Spot> = looks.iter().flat_map(|p| self.guard.spots_of(p)).collect();
+        spots.sort();
+        spots.dedup();
+        if let Some(w) = self.watcher.as_mut() {
+            for spot in &spots {
+                if let Spot::Dir(dir) = spot
+                    && dir.components().any(|c| c.as_os_str() == ".git")
+                {
+                    for d in Guard::dirs_to_watch(dir) {
+                        let _ = w.watch(&d);
+                    }
+                }
+            }
+        }
+        spots
     }
 
     /// What changed under the roots since [`Tracker::before`], each
     /// file's content before and after the command kept (git's blob read).
+    /// Settings and hooks it left in nested repositories that git would
+    /// run are undone ([`Tracker::take_undone`] says which).
     pub fn after(&mut self, skip: Skip, keep: Keep) -> Vec<Found> {
-        let changes = self.update(skip, keep);
+        let (changes, looks) = self.update(skip, keep);
+        let spots = self.spots(&looks);
+        self.undone = self.guard.check(spots);
         let repos = self.repos().to_vec();
         changes
             .into_iter()
@@ -130,30 +173,32 @@ impl Tracker {
         }
     }
 
-    fn update(&mut self, skip: Skip, keep: Keep) -> Vec<Changed> {
-        let Some(manifest) = self.manifest.as_mut() else { return Vec::new() };
+    /// What changed since the last look, and the paths worth a look for
+    /// the guard (all of them, after a scan).
+    fn update(&mut self, skip: Skip, keep: Keep) -> (Vec<Changed>, Vec<PathBuf>) {
+        let Some(manifest) = self.manifest.as_mut() else { return Default::default() };
         if let Some(w) = self.watcher.as_mut() {
             let dirty = w.drain();
             let mut rules = Rules { ignores: &mut self.ignores, indexes: &[], skip, budget: u64::MAX };
             match refresh(manifest, dirty, &self.roots, w, &mut rules, keep) {
-                Ok(changes) => return changes,
+                Ok(Refreshed { changes, looks }) => return (changes, looks),
                 Err(Lost) => tracing::info!("the notes of file changes were incomplete; scanning the roots"),
             }
         }
         let before = self.manifest.take().unwrap_or_default();
-        let after = self.rescan(&before, skip, keep);
+        let (after, looks) = self.rescan(&before, skip, keep);
         let changes = changed(&before, &after)
             .into_iter()
             .map(|path| Changed { before: before.get(&path).copied(), after: after.get(&path).copied(), path })
             .collect();
         self.manifest = Some(after);
-        changes
+        (changes, looks)
     }
 
     /// Scans the roots, watching every directory (when it can), reusing
     /// `known`'s records of files whose stats are unchanged; the first
     /// time (nothing known), with git's index for unchanged files.
-    fn rescan(&mut self, known: &Manifest, skip: Skip, keep: Keep) -> Manifest {
+    fn rescan(&mut self, known: &Manifest, skip: Skip, keep: Keep) -> (Manifest, Vec<PathBuf>) {
         let taken_ns = super::now_ns();
         if self.watcher.is_none() && !self.scan_only {
             self.watcher = Watcher::new()
@@ -163,7 +208,7 @@ impl Tracker {
         // Some directories are left for the user's other programs.
         let budget = user_limit() * 3 / 4;
         let failed = std::sync::atomic::AtomicBool::new(false);
-        let walked = {
+        let mut walked = {
             let watcher = std::sync::Mutex::new(self.watcher.as_mut());
             walk(&self.roots, &|dir| {
                 let mut w = watcher.lock().unwrap_or_else(|p| p.into_inner());
@@ -191,6 +236,7 @@ impl Tracker {
         self.ignores = Ignores::new(&self.roots, &walked.gitignores, &excludes);
         let mut rules = Rules { ignores: &mut self.ignores, indexes: &indexes, skip, budget: self.budget };
         let base = self.roots.first().cloned().unwrap_or_default();
+        let looks = std::mem::take(&mut walked.looks);
         let mut m = record(walked, &base, known, &mut rules, keep, taken_ns);
         m.repos = known.repos.clone();
         for i in &indexes {
@@ -198,7 +244,7 @@ impl Tracker {
                 m.repos.push(i.top.clone());
             }
         }
-        m
+        (m, looks)
     }
 }
 

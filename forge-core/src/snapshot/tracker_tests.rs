@@ -162,3 +162,60 @@ fn a_scan_keeps_no_more_than_the_store_may_hold() {
     let (found, _) = command(&root, &mut tracker);
     assert_eq!(found, expected(), "changes are found all the same");
 }
+
+/// Three commands, each leaving in a nested repository something git
+/// would run: a new repository, a change to one the tracker already
+/// watches, and a bare layout in an ignored directory. The user's own
+/// setting, there before, stays.
+fn nested_repositories_lose_what_git_would_run(mut tracker: Tracker, root: &Path) {
+    write(&root.join("mine/.git/HEAD"), "ref: refs/heads/main\n");
+    write(&root.join("mine/.git/config"), "[core]\n\thooksPath = .husky\n");
+    std::fs::create_dir_all(root.join("mine/.git/objects")).unwrap_or_else(|e| panic!("{e}"));
+    let skip = |_: &Path| false;
+    let run = |tracker: &mut Tracker, command: &dyn Fn()| {
+        tracker.before(&[root.to_path_buf()], &skip, &mut |_, _| {});
+        command();
+        tracker.after(&skip, &mut |_, _| {});
+        let undone: Vec<String> = tracker.take_undone().iter().map(|u| u.to_string()).collect();
+        undone
+    };
+    let undone = run(&mut tracker, &|| {
+        write(&root.join("sub/.git/HEAD"), "ref: refs/heads/main\n");
+        write(&root.join("sub/.git/config"), "[core]\n\tfsmonitor = ./evil\n");
+        write(&root.join("sub/.git/hooks/pre-commit"), "evil");
+    });
+    assert_eq!(undone.len(), 2, "{undone:?}");
+    let config = |p: &str| std::fs::read_to_string(root.join(p)).unwrap_or_default();
+    assert!(!config("sub/.git/config").contains("fsmonitor"));
+    assert!(!root.join("sub/.git/hooks/pre-commit").exists());
+
+    let undone = run(&mut tracker, &|| {
+        write(&root.join("mine/.git/config"), "[core]\n\thooksPath = .husky\n[alias]\n\tx = !evil\n");
+    });
+    assert_eq!(undone.len(), 1, "{undone:?}");
+    assert_eq!(config("mine/.git/config"), "[core]\n\thooksPath = .husky\n[alias]\n", "the user's own setting stays");
+
+    let undone = run(&mut tracker, &|| {
+        write(&root.join("build/bare/HEAD"), "ref: refs/heads/main\n");
+        std::fs::create_dir_all(root.join("build/bare/objects")).unwrap_or_else(|e| panic!("{e}"));
+        write(&root.join("build/bare/config"), "[diff \"x\"]\n\ttextconv = evil\n");
+    });
+    assert_eq!(undone.len(), 1, "{undone:?}");
+    assert!(!config("build/bare/config").contains("textconv"));
+    // Nothing more the next time round.
+    assert!(run(&mut tracker, &|| {}).is_empty());
+}
+
+#[test]
+fn nested_repositories_lose_what_git_would_run_with_the_kernels_notes() {
+    let (_dir, root) = tree();
+    let tracker = Tracker::new("g1", &root);
+    nested_repositories_lose_what_git_would_run(tracker, &root);
+}
+
+#[test]
+fn nested_repositories_lose_what_git_would_run_with_scans() {
+    let (_dir, root) = tree();
+    let tracker = Tracker::scanning_only("g2", &root);
+    nested_repositories_lose_what_git_would_run(tracker, &root);
+}

@@ -183,6 +183,7 @@ fn asks_first(settings: &Settings) -> Vec<ProbeRow> {
         "chmod a setuid file",
         "create a setuid file",
         "read the daemon user's keyrings (/proc/keys)",
+        "leave a git setting or hook that runs a program in a nested repository",
     ];
     names
         .iter()

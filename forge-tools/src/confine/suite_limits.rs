@@ -102,6 +102,7 @@ pub(super) async fn run_probes(settings: &Settings, p: &Probe, c: Option<&Confin
     let r = run("grep NoNewPrivs /proc/self/status", root, c, tmp, short).await;
     rows.push(row("setuid programs gain privileges", true, r.out.ends_with('1'), first_line(&r.out)));
     rows.extend(set_id_probes(p, c).await);
+    rows.push(nested_repo_probe(p, c).await);
     let r = run("cat /proc/keys", root, c, tmp, short).await;
     let listed = r.out.lines().any(|l| l.contains("keyring") || l.contains("_uid."));
     rows.push(row(
@@ -144,4 +145,36 @@ async fn set_id_probes(p: &Probe, c: Option<&Confinement>) -> Vec<ProbeRow> {
         None => rows.push(skipped("create a setuid file", true, "the daemon's executable is unknown")),
     }
     rows
+}
+
+/// A repository a command sets up under the roots: what its configuration
+/// and hooks name would run when the user runs git there, outside the
+/// sandbox. The guard a session runs after each command undoes it.
+async fn nested_repo_probe(p: &Probe, c: Option<&Confinement>) -> ProbeRow {
+    let root = &p.root;
+    let mut guard = crate::git_guard::Guard::new(std::slice::from_ref(root));
+    let spots = guard.find();
+    guard.learn(spots);
+    let line = "mkdir -p nested/.git/objects nested/.git/refs nested/.git/hooks \
+        && echo 'ref: refs/heads/main' > nested/.git/HEAD \
+        && printf '[core]\\n\\tfsmonitor = touch ../pwned\\n' > nested/.git/config \
+        && printf '#!/bin/sh\\ntouch ../pwned\\n' > nested/.git/hooks/post-checkout \
+        && chmod +x nested/.git/hooks/post-checkout && echo made";
+    let r = run(line, root, c, &p.tmp, Duration::from_secs(20)).await;
+    let spots = guard.find();
+    let undone = guard.check(spots);
+    let git = root.join("nested/.git");
+    let config = std::fs::read_to_string(git.join("config")).unwrap_or_default();
+    let left = config.contains("fsmonitor") || git.join("hooks/post-checkout").exists();
+    let detail = match (r.out.contains("made"), left) {
+        (false, _) => format!("the repository could not be set up: {}", first_line(&r.out)),
+        (true, true) => "the setting or hook stayed".to_string(),
+        (true, false) => format!("{} undone after the command", undone.len()),
+    };
+    row(
+        "leave a git setting or hook that runs a program in a nested repository",
+        true,
+        r.out.contains("made") && !left,
+        detail,
+    )
 }

@@ -197,7 +197,10 @@ impl Turn<'_> {
             }
             // ACP has no notice: the wait for MCP servers is said as a
             // thought, so the editor shows why nothing comes yet.
-            EventKind::McpWaiting { .. } | EventKind::McpWaited { .. } | EventKind::CommandIgnored { .. } => {
+            EventKind::McpWaiting { .. }
+            | EventKind::McpWaited { .. }
+            | EventKind::CommandIgnored { .. }
+            | EventKind::GitSettingsUndone { .. } => {
                 if let Some(notice) = seen.notice.filter(|n| !n.routine) {
                     self.send(SessionUpdate::AgentThoughtChunk(map::text(&format!("{}\n", notice.text))))?;
                 }

@@ -24,6 +24,7 @@ use super::{Effect, FileAfter, OnDurable, Session, ToolEnd, ToolRun};
 use crate::hooks::{HookDecision, HookEvent, HookRun};
 use crate::journal::StoreOp;
 use crate::tools::{ToolCtx, ToolError, ToolOutput};
+use forge_proto::GitUndone;
 
 /// The most live output of one call shown to clients and journaled.
 const LIVE_OUTPUT_MAX: usize = 8 * 1024 * 1024;
@@ -59,6 +60,8 @@ pub(crate) enum JobOutcome {
     /// The ops recording what a scanned command changed, and each changed
     /// file's state after.
     RecordedAfter {
+        /// What the command left that git would run, undone.
+        undone: Vec<GitUndone>,
         ops: Vec<StoreOp>,
         changes: Vec<FileAfter>,
     },
@@ -239,10 +242,11 @@ impl Session {
                     }
                 }
             }
-            (Some(CallStage::RecordingAfter { result, .. }), JobOutcome::RecordedAfter { ops, changes }) => {
+            (Some(CallStage::RecordingAfter { result, .. }), JobOutcome::RecordedAfter { ops, changes, undone }) => {
                 for op in ops {
                     self.pipeline.op(op);
                 }
+                let result = self.say_undone(result, undone);
                 self.finish_call(result, changes);
             }
             (Some(stage), _) => self.set_stage(stage),
@@ -347,6 +351,26 @@ impl Session {
             sandbox: super::tools::sandbox_for(&self.row, &self.config),
         })));
         self.set_stage(CallStage::RecordingAfter { job, result });
+    }
+
+    /// What the command left that git would have run, undone: said to
+    /// every client and, with the result, to the model.
+    fn say_undone(&mut self, result: Result<String, ToolError>, undone: Vec<GitUndone>) -> Result<String, ToolError> {
+        let Some((_, call_id, name)) = self.running_ids() else { return result };
+        if undone.is_empty() {
+            return result;
+        }
+        let lines: Vec<String> = undone.iter().map(|u| format!("- {}: {}", u.path, u.what)).collect();
+        self.pipeline.event(None, forge_proto::EventKind::GitSettingsUndone { call_id, undone });
+        let tail = format!(
+            "\n--- sandbox ---\nThe command left git settings or hooks that would run programs outside the sandbox \
+             when the user runs git there; they were undone:\n{}",
+            lines.join("\n")
+        );
+        match result {
+            Ok(text) => Ok(text + &tail),
+            Err(e) => Err(ToolError::ExecutionFailed { tool: name, message: format!("{e}{tail}") }),
+        }
     }
 
     /// The call is done: its output held back, the files it changed and

@@ -227,7 +227,11 @@ impl Harness {
                 }),
                 Effect::RecordAfter(r) => self.feed(Event::JobDone {
                     job: r.job,
-                    outcome: call::JobOutcome::RecordedAfter { ops: Vec::new(), changes: Vec::new() },
+                    outcome: call::JobOutcome::RecordedAfter {
+                        ops: Vec::new(),
+                        changes: Vec::new(),
+                        undone: Vec::new(),
+                    },
                 }),
                 Effect::Refresh { then } => {
                     let prompt = self.next_prompt.take().map(|p| (p, Vec::new()));

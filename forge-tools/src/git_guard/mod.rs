@@ -9,7 +9,14 @@
 //! A command may set up a repository anywhere under its roots; the user's
 //! own `git status` there (or a shell prompt that runs it) would run what
 //! its configuration names, outside the sandbox. What a command leaves is
-//! checked against this list.
+//! checked against this list (see `guard.rs`).
+
+mod guard;
+mod seen;
+#[cfg(test)]
+mod tests_guard;
+
+pub use guard::{Guard, Spot, Undone, in_bare_git_dir, worth_a_look};
 
 /// Values that switch a program-or-boolean key (`core.fsmonitor`,
 /// `pager.<cmd>`) on or off without naming a program.
@@ -71,6 +78,8 @@ pub struct Setting {
 /// `[section]`, `[section "sub"]` and the old `[section.sub]`; a value
 /// goes on over lines that end in a backslash.
 pub fn settings(text: &str) -> Vec<Setting> {
+    // git skips a byte-order mark at the start, so must this.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let lines: Vec<&str> = text.split_inclusive('\n').collect();
     let mut out = Vec::new();
     let mut section = String::new();

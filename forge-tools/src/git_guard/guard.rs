@@ -1,0 +1,456 @@
+//! The guard of the repositories under a session's roots. A command may
+//! set one up anywhere there (`git init sub`, a bare layout, a `.git`
+//! file that sends git elsewhere); the user's own `git status` in it, or
+//! a shell prompt that runs git, would then run whatever its
+//! configuration names, outside the sandbox. Directories made later
+//! cannot be mounted read-only in advance, so the guard looks after each
+//! command at the repositories it touched and takes out what it added
+//! that runs a program: settings that name one, hooks, and pointers that
+//! send git outside the roots. What was there before stays (it is the
+//! user's); what was taken out is said.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use crate::confine::unix::lexical;
+
+use super::seen::{CONFIGS, Config, Held, MAX_CONFIG, Program, Seen, lower_key, programs_in, value_of};
+
+/// Names worth a look: a repository's own files and directories.
+const NAMES: [&str; 8] = [".git", "HEAD", "config", "config.worktree", "commondir", "objects", "refs", "hooks"];
+/// Parts of a git dir that hold data, not settings or programs: not
+/// walked for the repositories (submodules, worktrees) inside it.
+const DATA: [&str; 5] = ["objects", "refs", "logs", "lfs", "info"];
+/// Pointers followed from one to the next at most this deep.
+const MAX_HOPS: usize = 4;
+
+/// Where git could find something to run, after a path changed.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Spot {
+    /// A git dir: `.git`, a bare layout, a submodule's directory.
+    Dir(PathBuf),
+    /// A `.git` file or link that tells git where its git dir is.
+    Pointer(PathBuf),
+}
+
+/// What a command left that git would have run, and what became of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Undone {
+    pub path: PathBuf,
+    pub what: String,
+}
+
+impl std::fmt::Display for Undone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path.display(), self.what)
+    }
+}
+
+/// Whether a walk should hand `path` to [`Guard::spots_of`]: a
+/// repository's own name, or a file in a `hooks` directory.
+pub fn worth_a_look(path: &Path) -> bool {
+    let named = |p: &Path, names: &[&str]| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| names.contains(&n));
+    named(path, &NAMES) || path.parent().is_some_and(|p| named(p, &["hooks"]))
+}
+
+/// Whether `path` is a bare layout's own file (its config, `HEAD`, a
+/// hook): the file tools write none, as they write nothing in `.git`.
+pub fn in_bare_git_dir(path: &Path) -> bool {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    let parent = path.parent().unwrap_or(Path::new(""));
+    (NAMES[1..].contains(&name) && looks_like_git_dir(parent))
+        || (parent.file_name().is_some_and(|n| n == "hooks") && parent.parent().is_some_and(looks_like_git_dir))
+}
+
+/// Whether git takes `dir` for a git dir (as its discovery does: `HEAD`,
+/// and objects of its own or another's through `commondir`).
+fn looks_like_git_dir(dir: &Path) -> bool {
+    std::fs::symlink_metadata(dir.join("HEAD")).is_ok()
+        && (dir.join("objects").is_dir() || std::fs::symlink_metadata(dir.join("commondir")).is_ok())
+}
+
+pub struct Guard {
+    roots: Vec<PathBuf>,
+    /// What each git dir held when last looked at.
+    known: HashMap<PathBuf, Seen>,
+    /// What each `.git` file or link said when last looked at.
+    pointers: HashMap<PathBuf, Held>,
+}
+
+impl Guard {
+    pub fn new(roots: &[PathBuf]) -> Guard {
+        let roots = roots.iter().map(|r| std::fs::canonicalize(r).unwrap_or_else(|_| r.clone())).collect();
+        Guard { roots, known: HashMap::new(), pointers: HashMap::new() }
+    }
+
+    pub fn roots(&self) -> &[PathBuf] {
+        &self.roots
+    }
+
+    /// A root's own `.git` (or what lies in it): read-only to commands,
+    /// and the user's; the guard leaves it alone.
+    pub fn is_roots_own(&self, path: &Path) -> bool {
+        self.roots.iter().any(|r| path.starts_with(r.join(".git")))
+    }
+
+    /// Where to look after `path` (a file or directory under the roots)
+    /// was made, changed or removed.
+    pub fn spots_of(&self, path: &Path) -> Vec<Spot> {
+        let Some(root) = self.roots.iter().find(|r| path.starts_with(r)) else { return Vec::new() };
+        if self.is_roots_own(path) {
+            return Vec::new();
+        }
+        let mut at = root.clone();
+        for c in path.strip_prefix(root).unwrap_or(path).components() {
+            at.push(c);
+            if c.as_os_str() == ".git" {
+                return match std::fs::symlink_metadata(&at) {
+                    Ok(m) if m.is_dir() => vec![Spot::Dir(at)],
+                    Ok(_) => vec![Spot::Pointer(at)],
+                    // Gone: what was known under it is forgotten.
+                    Err(_) => vec![Spot::Dir(at)],
+                };
+            }
+        }
+        let mut out = Vec::new();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let parent = path.parent().filter(|p| p.starts_with(root));
+        if let Some(parent) = parent {
+            if NAMES[1..].contains(&name) && looks_like_git_dir(parent) {
+                out.push(Spot::Dir(parent.to_path_buf()));
+            }
+            if parent.file_name().is_some_and(|n| n == "hooks")
+                && let Some(dir) = parent.parent().filter(|d| d.starts_with(root) && looks_like_git_dir(d))
+            {
+                out.push(Spot::Dir(dir.to_path_buf()));
+            }
+        }
+        out
+    }
+
+    /// Every spot under the roots (a walk of them all: for the sandbox's
+    /// own test, and where no record of the tree is kept).
+    pub fn find(&self) -> Vec<Spot> {
+        let found = std::sync::Mutex::new(Vec::new());
+        for root in &self.roots {
+            ignore::WalkBuilder::new(root)
+                .standard_filters(false)
+                .hidden(false)
+                .follow_links(false)
+                .build_parallel()
+                .run(|| {
+                    Box::new(|entry| {
+                        let Ok(entry) = entry else { return ignore::WalkState::Continue };
+                        if worth_a_look(entry.path()) {
+                            found.lock().unwrap_or_else(|p| p.into_inner()).push(entry.path().to_path_buf());
+                        }
+                        // What lies in a `.git` is looked at by the spot.
+                        match entry.file_name() == ".git" {
+                            true => ignore::WalkState::Skip,
+                            false => ignore::WalkState::Continue,
+                        }
+                    })
+                });
+        }
+        let paths = found.into_inner().unwrap_or_else(|p| p.into_inner());
+        let mut spots: Vec<Spot> = paths.iter().flat_map(|p| self.spots_of(p)).collect();
+        spots.sort();
+        spots.dedup();
+        spots
+    }
+
+    /// The directories of a `.git` directory to watch for changes (its
+    /// own, `hooks`, and those of the repositories inside it), data left out.
+    pub fn dirs_to_watch(dir: &Path) -> Vec<PathBuf> {
+        let mut out = vec![dir.to_path_buf()];
+        let mut i = 0;
+        while i < out.len() && out.len() < 1024 {
+            let Ok(entries) = std::fs::read_dir(&out[i]) else {
+                i += 1;
+                continue;
+            };
+            for e in entries.flatten() {
+                let data = e.file_name().to_str().is_some_and(|n| DATA.contains(&n));
+                if !data && e.file_type().is_ok_and(|t| t.is_dir()) {
+                    out.push(e.path());
+                }
+            }
+            i += 1;
+        }
+        out
+    }
+
+    /// Takes what `spots` hold now as the user's (before a command: what
+    /// changed since the last one was not its doing).
+    pub fn learn(&mut self, spots: impl IntoIterator<Item = Spot>) {
+        for spot in spots {
+            match spot {
+                Spot::Dir(dir) => self.learn_dir(&dir, 0),
+                Spot::Pointer(p) => self.learn_pointer(&p, 0),
+            }
+        }
+    }
+
+    fn learn_dir(&mut self, dir: &Path, hops: usize) {
+        let dirs = git_dirs_in(dir);
+        self.known.retain(|k, _| !k.starts_with(dir) || dirs.contains(k));
+        for d in dirs {
+            let seen = Seen::read(&d, self.known.get(&d));
+            if let Some(cd) = &seen.commondir
+                && hops < MAX_HOPS
+                && let Ok(Some(common)) = self.target(&d, cd, false)
+            {
+                self.learn_dir(&common, hops + 1);
+            }
+            self.known.insert(d, seen);
+        }
+    }
+
+    fn learn_pointer(&mut self, p: &Path, hops: usize) {
+        match Held::read(p) {
+            Some(held) => {
+                if hops < MAX_HOPS
+                    && let Ok(Some(target)) = self.target(p.parent().unwrap_or(p), &held, true)
+                {
+                    self.learn_dir(&target, hops + 1);
+                }
+                self.pointers.insert(p.to_path_buf(), held);
+            }
+            None => {
+                self.pointers.remove(p);
+            }
+        }
+    }
+
+    /// After a command: undoes what it added at `spots` that git would
+    /// run, and says what.
+    pub fn check(&mut self, spots: impl IntoIterator<Item = Spot>) -> Vec<Undone> {
+        let mut out = Vec::new();
+        for spot in spots {
+            match spot {
+                Spot::Dir(dir) => self.check_dir(&dir, 0, &mut out),
+                Spot::Pointer(p) => self.check_pointer(&p, 0, &mut out),
+            }
+        }
+        out
+    }
+
+    fn check_dir(&mut self, dir: &Path, hops: usize, out: &mut Vec<Undone>) {
+        let dirs = git_dirs_in(dir);
+        self.known.retain(|k, _| !k.starts_with(dir) || dirs.contains(k));
+        for d in dirs {
+            self.check_one(&d, hops, out);
+        }
+    }
+
+    fn check_pointer(&mut self, p: &Path, hops: usize, out: &mut Vec<Undone>) {
+        let Some(now) = Held::read(p) else {
+            self.pointers.remove(p);
+            return;
+        };
+        if self.pointers.get(p).is_some_and(|b| b.same(&now)) {
+            return;
+        }
+        match self.target(p.parent().unwrap_or(p), &now, true) {
+            Ok(Some(target)) if hops < MAX_HOPS => self.check_dir(&target, hops + 1, out),
+            Ok(_) => {}
+            Err(why) => {
+                let before = self.pointers.get(p).cloned();
+                let what = put_back(p, before.as_ref(), &why);
+                out.push(Undone { path: p.to_path_buf(), what });
+            }
+        }
+        self.learn_pointer(p, MAX_HOPS);
+    }
+
+    fn check_one(&mut self, d: &Path, hops: usize, out: &mut Vec<Undone>) {
+        let was = self.known.get(d).cloned().unwrap_or_default();
+        let now = Seen::read(d, Some(&was));
+        if now == was {
+            return;
+        }
+        for name in CONFIGS {
+            let Some(cfg) = now.configs.get(name) else { continue };
+            let before = was.configs.get(name);
+            if before.is_some_and(|b| b.held.same(&cfg.held)) {
+                continue;
+            }
+            let allowed = before.map(|b| b.programs.clone()).unwrap_or_default();
+            let added: Vec<&Program> = cfg.programs.difference(&allowed).collect();
+            if !added.is_empty() || cfg.held.link.is_some() {
+                let path = d.join(name);
+                out.extend(
+                    repair_config(&path, cfg, before, &added)
+                        .into_iter()
+                        .map(|what| Undone { path: path.clone(), what }),
+                );
+            }
+        }
+        check_hooks(d, &was, &now, out);
+        if let Some(cd) = &now.commondir
+            && was.commondir.as_ref().is_none_or(|b| !b.same(cd))
+        {
+            let path = d.join("commondir");
+            match self.target(d, cd, false) {
+                Ok(Some(common)) if hops < MAX_HOPS => self.check_dir(&common, hops + 1, out),
+                Ok(_) => {}
+                Err(why) => out.push(Undone { what: put_back(&path, was.commondir.as_ref(), &why), path }),
+            }
+        }
+        let after = Seen::read(d, Some(&now));
+        self.known.insert(d.to_path_buf(), after);
+    }
+
+    /// Where a `.git` file or link (`gitfile`) or a `commondir` sends git:
+    /// `None` if nowhere or into a root's own `.git`; an error saying why
+    /// if outside the roots, through a link, or to nothing (a command may
+    /// make it later, out of the guard's sight).
+    fn target(&self, base: &Path, held: &Held, gitfile: bool) -> Result<Option<PathBuf>, String> {
+        let raw = match (&held.link, &held.data) {
+            (Some(link), _) => link.clone(),
+            (None, Some(data)) => {
+                let text = String::from_utf8_lossy(data);
+                let line = text.lines().next().unwrap_or_default();
+                let path = if gitfile { line.strip_prefix("gitdir:").map(str::trim) } else { Some(line.trim()) };
+                match path {
+                    Some(p) if !p.is_empty() => PathBuf::from(p),
+                    // Not a pointer git follows.
+                    _ => return Ok(None),
+                }
+            }
+            (None, None) => return Err("too large to be a pointer git follows".into()),
+        };
+        let joined = lexical(&base.join(&raw));
+        let Ok(real) = std::fs::canonicalize(&joined) else {
+            return Err(format!("sends git to {}, which does not exist", joined.display()));
+        };
+        if real != joined {
+            return Err(format!("sends git through a link (to {})", real.display()));
+        }
+        if !self.roots.iter().any(|r| real.starts_with(r)) {
+            return Err(format!("sends git outside the session's directories (to {})", real.display()));
+        }
+        Ok((!self.is_roots_own(&real)).then_some(real))
+    }
+}
+
+/// `dir` and the git dirs inside it (submodules', worktrees'), data left out.
+fn git_dirs_in(dir: &Path) -> Vec<PathBuf> {
+    if !std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
+        return Vec::new();
+    }
+    let mut out = vec![dir.to_path_buf()];
+    out.extend(
+        Guard::dirs_to_watch(dir)
+            .into_iter()
+            .skip(1)
+            .filter(|d| d.file_name().is_some_and(|n| n != "hooks") && looks_like_git_dir(d)),
+    );
+    out
+}
+
+/// Takes out of the config file at `path` the settings `added` that run
+/// programs (keeping what was there before); where git would still read
+/// one (a spelling only git's parser knows), the file goes back as it was.
+fn repair_config(path: &Path, now: &Config, before: Option<&Config>, added: &[&Program]) -> Vec<String> {
+    let allowed = before.map(|b| b.programs.clone()).unwrap_or_default();
+    let text = match std::fs::metadata(path) {
+        Ok(m) if m.len() <= MAX_CONFIG => std::fs::read(path).map(|b| String::from_utf8_lossy(&b).into_owned()),
+        _ => Ok(String::new()),
+    }
+    .unwrap_or_default();
+    let text = text.trim_start_matches('\u{feff}');
+    let drop: Vec<std::ops::Range<usize>> = super::settings(text)
+        .into_iter()
+        .filter(|s| super::runs_program(&s.key, &s.value))
+        .filter(|s| !allowed.contains(&(lower_key(&s.key), value_of(&s.value))))
+        .map(|s| s.lines)
+        .collect();
+    let kept: String = text
+        .split_inclusive('\n')
+        .enumerate()
+        .filter(|(i, _)| !drop.iter().any(|r| r.contains(i)))
+        .map(|(_, l)| l)
+        .collect();
+    let mode = before.map(|b| b.held.mode).filter(|m| *m != 0).unwrap_or(0o644);
+    let mut said = Vec::new();
+    if let Some(link) = &now.held.link {
+        said.push(format!("was a link to {}; replaced by a copy", link.display()));
+    }
+    let left = write(path, kept.as_bytes(), mode).map(|()| programs_in(path));
+    match left {
+        Ok(left) if left.is_subset(&allowed) => {
+            said.extend(added.iter().map(|(k, v)| format!("took out {k} = {v}")));
+        }
+        _ => {
+            let back = before.and_then(|b| b.held.data.clone()).unwrap_or_default();
+            let _ = write(path, &back, mode);
+            let keys: Vec<&str> = added.iter().map(|(k, _)| k.as_str()).collect();
+            said.push(format!("put back as it was before the command: git would have run {}", keys.join(", ")));
+        }
+    }
+    said
+}
+
+/// Hooks the command added are removed, hooks it changed put back.
+fn check_hooks(d: &Path, was: &Seen, now: &Seen, out: &mut Vec<Undone>) {
+    let hooks = d.join("hooks");
+    if now.hooks_link.is_some() && now.hooks_link != was.hooks_link {
+        let _ = std::fs::remove_file(&hooks);
+        let to = now.hooks_link.as_deref().unwrap_or(Path::new("")).display().to_string();
+        out.push(Undone {
+            path: hooks.clone(),
+            what: format!("a link to {to}, where git would run hooks from: removed"),
+        });
+        if !was.hooks.is_empty() && std::fs::create_dir(&hooks).is_ok() {
+            for (name, held) in &was.hooks {
+                put_back(&hooks.join(name), Some(held), "");
+            }
+        }
+        return;
+    }
+    for (name, held) in &now.hooks {
+        let before = was.hooks.get(name);
+        if before.is_some_and(|b| b.same(held)) {
+            continue;
+        }
+        let path = hooks.join(name);
+        let why = if before.is_some() { "a changed hook" } else { "a new hook" };
+        let what = put_back(&path, before, why);
+        out.push(Undone { path, what });
+    }
+}
+
+/// Puts `path` back as `before` held it, or removes it: what was done,
+/// after `why`.
+fn put_back(path: &Path, before: Option<&Held>, why: &str) -> String {
+    let sep = if why.is_empty() { "" } else { ": " };
+    let restored = match before {
+        Some(Held { link: Some(link), .. }) => {
+            let _ = std::fs::remove_file(path);
+            std::os::unix::fs::symlink(link, path).is_ok()
+        }
+        Some(Held { data: Some(data), mode, .. }) => write(path, data, *mode).is_ok(),
+        _ => false,
+    };
+    if restored {
+        return format!("{why}{sep}put back as it was before the command");
+    }
+    match std::fs::remove_file(path) {
+        Ok(()) => format!("{why}{sep}removed"),
+        Err(e) => format!("{why}{sep}could not be removed ({e}); remove it before running git there"),
+    }
+}
+
+/// Writes `data` to `path` in place of whatever is there (a link is
+/// replaced, not followed).
+fn write(path: &Path, data: &[u8], mode: u32) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    tmp.write_all(data)?;
+    tmp.as_file().set_permissions(std::fs::Permissions::from_mode(mode & 0o777))?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}

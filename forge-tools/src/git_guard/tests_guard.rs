@@ -1,0 +1,151 @@
+//! The guard, fed trees a hostile command could leave.
+
+use std::path::{Path, PathBuf};
+
+use super::{Guard, Spot};
+
+fn put(path: &Path, text: &str) {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("{e}"));
+    }
+    std::fs::write(path, text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// A repository's own files, as `git init` leaves them.
+fn repo(dir: &Path, config: &str) {
+    put(&dir.join("HEAD"), "ref: refs/heads/main\n");
+    std::fs::create_dir_all(dir.join("objects")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(dir.join("refs/heads")).unwrap_or_else(|e| panic!("{e}"));
+    put(&dir.join("config"), config);
+}
+
+fn root() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let root = std::fs::canonicalize(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+    (dir, root)
+}
+
+/// The guard as a session keeps it: what was there before learned, then
+/// the whole tree checked after the "command".
+fn around(root: &Path, command: impl FnOnce()) -> Vec<String> {
+    let mut guard = Guard::new(&[root.to_path_buf()]);
+    let spots = guard.find();
+    guard.learn(spots);
+    command();
+    let spots = guard.find();
+    let undone = guard.check(spots);
+    let again = guard.find();
+    assert!(guard.check(again).is_empty(), "a second look finds nothing more");
+    undone.iter().map(|u| u.to_string()).collect()
+}
+
+#[test]
+fn a_new_nested_repository_loses_its_programs_and_hooks_and_keeps_the_rest() {
+    let (_dir, root) = root();
+    let undone = around(&root, || {
+        let git = root.join("sub/.git");
+        repo(&git, "[core]\n\tfsmonitor = \"touch pwned\"\n\tbare = false\n[user]\n\tname = Model\n");
+        put(&git.join("hooks/post-checkout"), "#!/bin/sh\ntouch pwned\n");
+        put(&git.join("hooks/pre-commit.sample"), "#!/bin/sh\n");
+        repo(&git.join("modules/m"), "[filter \"x\"]\n\tsmudge = evil\n");
+    });
+    let config = read(&root.join("sub/.git/config"));
+    assert!(!config.contains("fsmonitor"), "{config}");
+    assert!(config.contains("name = Model") && config.contains("bare = false"), "{config}");
+    assert!(!root.join("sub/.git/hooks/post-checkout").exists());
+    assert!(root.join("sub/.git/hooks/pre-commit.sample").exists(), "samples never run");
+    assert!(!read(&root.join("sub/.git/modules/m/config")).contains("smudge"));
+    assert_eq!(undone.len(), 3, "{undone:?}");
+    assert!(undone.iter().any(|u| u.contains("sub/.git/config: took out core.fsmonitor = touch pwned")), "{undone:?}");
+}
+
+#[test]
+fn what_the_user_had_stays_and_what_a_command_changed_goes_back() {
+    let (_dir, root) = root();
+    let git = root.join("old/.git");
+    repo(&git, "[core]\n\thooksPath = .husky\n");
+    put(&git.join("hooks/pre-push"), "#!/bin/sh\necho mine\n");
+    let undone = around(&root, || {
+        put(&git.join("config"), "[core]\n\thooksPath = .husky\n\tpager = evil\n[user]\n\temail = m@x\n");
+        put(&git.join("hooks/pre-push"), "#!/bin/sh\nevil\n");
+    });
+    assert_eq!(read(&git.join("config")), "[core]\n\thooksPath = .husky\n[user]\n\temail = m@x\n");
+    assert_eq!(read(&git.join("hooks/pre-push")), "#!/bin/sh\necho mine\n");
+    assert_eq!(undone.len(), 2, "{undone:?}");
+}
+
+#[test]
+fn bare_layouts_and_spellings_only_git_reads_are_found() {
+    let (_dir, root) = root();
+    let undone = around(&root, || {
+        repo(&root.join("vendor/bare"), "[diff \"x\"]\n\ttextconv = evil\n");
+        put(&root.join("vendor/bare/hooks/pre-commit"), "evil");
+        // A byte-order mark, a key on the header's line, odd case.
+        repo(&root.join("odd/.git"), "\u{feff}[CORE] FSMonitor = evil\n");
+    });
+    assert!(!read(&root.join("vendor/bare/config")).contains("textconv"));
+    assert!(!root.join("vendor/bare/hooks/pre-commit").exists());
+    assert!(!read(&root.join("odd/.git/config")).to_lowercase().contains("fsmonitor"));
+    assert_eq!(undone.len(), 3, "{undone:?}");
+}
+
+#[test]
+fn pointers_out_of_the_roots_or_through_links_are_removed() {
+    let (_dir, root) = root();
+    let (_elsewhere, outside) = self::root();
+    repo(&outside.join("g"), "[core]\n\tfsmonitor = evil\n");
+    let undone = around(&root, || {
+        put(&root.join("a/.git"), &format!("gitdir: {}\n", outside.join("g").display()));
+        std::fs::create_dir_all(root.join("b")).unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink(outside.join("g"), root.join("b/.git")).unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink(&outside, root.join("link")).unwrap_or_else(|e| panic!("{e}"));
+        put(&root.join("c/.git"), "gitdir: ../link/g\n");
+        // Inside the roots: followed, and what it names checked.
+        repo(&root.join("real"), "[alias]\n\tst = !evil\n");
+        put(&root.join("d/.git"), "gitdir: ../real\n");
+    });
+    for p in ["a/.git", "b/.git", "c/.git"] {
+        assert!(std::fs::symlink_metadata(root.join(p)).is_err(), "{p} removed: {undone:?}");
+    }
+    assert_eq!(read(&root.join("d/.git")), "gitdir: ../real\n");
+    assert!(!read(&root.join("real/config")).contains("evil"));
+    assert!(read(&outside.join("g/config")).contains("fsmonitor"), "nothing outside the roots is touched");
+    assert_eq!(undone.len(), 4, "{undone:?}");
+}
+
+#[test]
+fn a_linked_config_becomes_a_copy_and_the_roots_own_git_is_left_alone() {
+    let (_dir, root) = root();
+    repo(&root.join(".git"), "[core]\n\tfsmonitor = mine\n");
+    let undone = around(&root, || {
+        put(&root.join("settings.ini"), "[core]\n\tpager = evil\n\tabbrev = 8\n");
+        repo(&root.join("s/.git"), "");
+        std::fs::remove_file(root.join("s/.git/config")).unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink("../../settings.ini", root.join("s/.git/config")).unwrap_or_else(|e| panic!("{e}"));
+        put(&root.join(".git/config"), "[core]\n\tfsmonitor = still-mine\n");
+    });
+    let copy = root.join("s/.git/config");
+    assert!(!std::fs::symlink_metadata(&copy).unwrap_or_else(|e| panic!("{e}")).file_type().is_symlink());
+    assert_eq!(read(&copy), "[core]\n\tabbrev = 8\n");
+    assert!(read(&root.join("settings.ini")).contains("pager"), "the project's own file is not the guard's");
+    assert!(read(&root.join(".git/config")).contains("still-mine"), "a root's own .git is read-only to commands");
+    assert_eq!(undone.len(), 2, "{undone:?}");
+}
+
+#[test]
+fn spots_name_the_repository_a_changed_path_belongs_to() {
+    let (_dir, root) = root();
+    repo(&root.join("sub/.git"), "");
+    repo(&root.join("bare"), "");
+    let guard = Guard::new(std::slice::from_ref(&root));
+    let dir = |p: &str| vec![Spot::Dir(root.join(p))];
+    assert_eq!(guard.spots_of(&root.join("sub/.git/modules/x/config")), dir("sub/.git"));
+    assert_eq!(guard.spots_of(&root.join("bare/hooks/pre-commit")), dir("bare"));
+    assert_eq!(guard.spots_of(&root.join("bare/config")), dir("bare"));
+    assert!(guard.spots_of(&root.join("src/config")).is_empty(), "a project file named config is not git's");
+    assert!(guard.spots_of(&root.join(".git/config")).is_empty());
+}
