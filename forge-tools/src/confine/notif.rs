@@ -88,7 +88,7 @@ pub(super) fn take_fd(tid: u32, fd: i32) -> Option<OwnedFd> {
     }
 }
 
-fn socket_option(fd: &OwnedFd, option: libc::c_int) -> Option<i32> {
+pub(super) fn socket_option(fd: &OwnedFd, option: libc::c_int) -> Option<i32> {
     let mut value: libc::c_int = 0;
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
     // SAFETY: getsockopt into an int.

@@ -189,6 +189,11 @@ fn unix_name(
 ) -> Result<(Option<Vec<u8>>, Option<OwnedFd>), Refusal> {
     match name.map(UnixAddr::parse) {
         Some(Some(addr)) => {
+            // A connected stream or seqpacket socket sends to its peer
+            // whatever the name says: the peer is what descriptors reach.
+            if rights && super::notif::socket_option(sock, libc::SO_TYPE) != Some(libc::SOCK_DGRAM) {
+                unix::peer_allowed(sock, rules).map_err(from_unix("pass a descriptor to"))?;
+            }
             let target = unix::resolve(tid, &addr, rules).map_err(from_unix("send to"))?;
             let (raw, len) = unix::proc_address(&target)?;
             // SAFETY: the bytes of a sockaddr_un, `len` of them in use.
