@@ -20,7 +20,7 @@ pub enum DenialReason {
     #[error("`{path}` is a hard link (its other names may be outside the allowed roots)")]
     HardLink { path: String },
     #[error(
-        "`{0}` is inside a repository's `.git` (or a bare repository): its configuration and hooks run programs outside the sandbox, so no tool writes there (use the git tools)"
+        "`{0}` is inside `.git` or a bare repository: its configuration and hooks run programs outside the sandbox, so no tool writes there (use the git tools)"
     )]
     GitInternals(String),
 }

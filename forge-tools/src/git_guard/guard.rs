@@ -62,11 +62,36 @@ pub fn in_bare_git_dir(path: &Path) -> bool {
         || (parent.file_name().is_some_and(|n| n == "hooks") && parent.parent().is_some_and(looks_like_git_dir))
 }
 
-/// Whether git takes `dir` for a git dir (as its discovery does: `HEAD`,
-/// and objects of its own or another's through `commondir`).
+/// Whether git may take `dir` for a git dir: `HEAD`, and objects of its
+/// own or another's through `commondir`. Looser than git's discovery (an
+/// executable file passes for `objects` there), never stricter.
 fn looks_like_git_dir(dir: &Path) -> bool {
-    std::fs::symlink_metadata(dir.join("HEAD")).is_ok()
-        && (dir.join("objects").is_dir() || std::fs::symlink_metadata(dir.join("commondir")).is_ok())
+    let has = |name: &str| std::fs::symlink_metadata(dir.join(name)).is_ok();
+    has("HEAD") && (has("objects") || has("commondir"))
+}
+
+/// The path a `.git` file (`gitdir: PATH`) or a `commondir` names, read as
+/// git reads it: all of the file but the prefix and the line ends at its
+/// end. `None` where git would not follow it; an error for a path with
+/// control characters, which the guard does not try to mirror.
+fn pointed(data: &[u8], gitfile: bool) -> Result<Option<PathBuf>, String> {
+    use std::os::unix::ffi::OsStrExt;
+    let rest = match gitfile {
+        true => match data.strip_prefix(b"gitdir: ") {
+            Some(rest) => rest,
+            None => return Ok(None),
+        },
+        false => data,
+    };
+    let end = rest.iter().rposition(|b| *b != b'\n' && *b != b'\r').map_or(0, |i| i + 1);
+    let path = &rest[..end];
+    if path.is_empty() {
+        return Ok(None);
+    }
+    if path.iter().any(|b| b.is_ascii_control()) {
+        return Err("names a path with control characters".into());
+    }
+    Ok(Some(PathBuf::from(std::ffi::OsStr::from_bytes(path))))
 }
 
 pub struct Guard {
@@ -180,10 +205,11 @@ impl Guard {
         out
     }
 
-    /// Takes what `spots` hold now as the user's (before a command: what
-    /// changed since the last one was not its doing).
+    /// Takes what `spots`, and every repository known, hold now as the
+    /// user's (before a command: what changed since the last one was not
+    /// its doing).
     pub fn learn(&mut self, spots: impl IntoIterator<Item = Spot>) {
-        for spot in spots {
+        for spot in self.and_known(spots) {
             match spot {
                 Spot::Dir(dir) => self.learn_dir(&dir, 0),
                 Spot::Pointer(p) => self.learn_pointer(&p, 0),
@@ -191,9 +217,38 @@ impl Guard {
         }
     }
 
+    /// `spots` and every git dir and pointer known: the kernel's notes
+    /// say where to look first, but a repository can change without one
+    /// (a hard link to its config, a pointer's target in another's data).
+    fn and_known(&self, spots: impl IntoIterator<Item = Spot>) -> std::collections::BTreeSet<Spot> {
+        let mut all: std::collections::BTreeSet<Spot> = spots.into_iter().collect();
+        all.extend(self.known.keys().cloned().map(Spot::Dir));
+        all.extend(self.pointers.keys().cloned().map(Spot::Pointer));
+        all
+    }
+
+    /// `path` if it is what it says: no link on the way (the guard runs
+    /// outside the sandbox and must not be led elsewhere), under a root,
+    /// not in a root's own `.git`.
+    fn real(&self, path: &Path) -> Option<PathBuf> {
+        let real = std::fs::canonicalize(path).ok()?;
+        (real == path && self.roots.iter().any(|r| real.starts_with(r)) && !self.is_roots_own(&real)).then_some(real)
+    }
+
+    fn forget_under(&mut self, dir: &Path, keep: &[PathBuf]) {
+        self.known.retain(|k, _| !k.starts_with(dir) || keep.contains(k));
+        let gone: Vec<PathBuf> = (self.pointers.keys())
+            .filter(|k| k.starts_with(dir) && k.parent().is_none_or(|p| self.real(p).is_none()))
+            .cloned()
+            .collect();
+        for k in gone {
+            self.pointers.remove(&k);
+        }
+    }
+
     fn learn_dir(&mut self, dir: &Path, hops: usize) {
-        let dirs = git_dirs_in(dir);
-        self.known.retain(|k, _| !k.starts_with(dir) || dirs.contains(k));
+        let dirs = self.real(dir).map(|d| git_dirs_in(&d)).unwrap_or_default();
+        self.forget_under(dir, &dirs);
         for d in dirs {
             let seen = Seen::read(&d, self.known.get(&d));
             if let Some(cd) = &seen.commondir
@@ -207,7 +262,8 @@ impl Guard {
     }
 
     fn learn_pointer(&mut self, p: &Path, hops: usize) {
-        match Held::read(p) {
+        let held = p.parent().and_then(|dir| self.real(dir)).and_then(|_| Held::read(p));
+        match held {
             Some(held) => {
                 if hops < MAX_HOPS
                     && let Ok(Some(target)) = self.target(p.parent().unwrap_or(p), &held, true)
@@ -222,42 +278,53 @@ impl Guard {
         }
     }
 
-    /// After a command: undoes what it added at `spots` that git would
-    /// run, and says what.
+    /// After a command: undoes what it added at `spots` (and in every
+    /// repository known) that git would run, and says what.
     pub fn check(&mut self, spots: impl IntoIterator<Item = Spot>) -> Vec<Undone> {
         let mut out = Vec::new();
-        for spot in spots {
+        for spot in self.and_known(spots) {
             match spot {
                 Spot::Dir(dir) => self.check_dir(&dir, 0, &mut out),
                 Spot::Pointer(p) => self.check_pointer(&p, 0, &mut out),
             }
         }
+        out.dedup();
         out
     }
 
     fn check_dir(&mut self, dir: &Path, hops: usize, out: &mut Vec<Undone>) {
-        let dirs = git_dirs_in(dir);
-        self.known.retain(|k, _| !k.starts_with(dir) || dirs.contains(k));
+        let dirs = self.real(dir).map(|d| git_dirs_in(&d)).unwrap_or_default();
+        self.forget_under(dir, &dirs);
         for d in dirs {
             self.check_one(&d, hops, out);
         }
     }
 
     fn check_pointer(&mut self, p: &Path, hops: usize, out: &mut Vec<Undone>) {
-        let Some(now) = Held::read(p) else {
+        let Some(now) = p.parent().and_then(|dir| self.real(dir)).and_then(|_| Held::read(p)) else {
             self.pointers.remove(p);
             return;
         };
-        if self.pointers.get(p).is_some_and(|b| b.same(&now)) {
+        let was = self.pointers.get(p).cloned();
+        if was.as_ref().is_some_and(|b| b.same(&now)) {
+            // Unchanged; what it leads to may not be.
+            if hops < MAX_HOPS
+                && let Ok(Some(target)) = self.target(p.parent().unwrap_or(p), &now, true)
+            {
+                self.check_dir(&target, hops + 1, out);
+            }
             return;
         }
         match self.target(p.parent().unwrap_or(p), &now, true) {
             Ok(Some(target)) if hops < MAX_HOPS => self.check_dir(&target, hops + 1, out),
             Ok(_) => {}
             Err(why) => {
-                let before = self.pointers.get(p).cloned();
-                let what = put_back(p, before.as_ref(), &why);
+                let (what, done) = put_back(p, was.as_ref(), &why);
                 out.push(Undone { path: p.to_path_buf(), what });
+                if !done {
+                    // Looked at again after the next command.
+                    return;
+                }
             }
         }
         self.learn_pointer(p, MAX_HOPS);
@@ -269,6 +336,11 @@ impl Guard {
         if now == was {
             return;
         }
+        let mut all_done = true;
+        let mut say = |path: PathBuf, (what, done): (String, bool)| {
+            all_done &= done;
+            out.push(Undone { path, what });
+        };
         for name in CONFIGS {
             let Some(cfg) = now.configs.get(name) else { continue };
             let before = was.configs.get(name);
@@ -279,25 +351,27 @@ impl Guard {
             let added: Vec<&Program> = cfg.programs.difference(&allowed).collect();
             if !added.is_empty() || cfg.held.link.is_some() {
                 let path = d.join(name);
-                out.extend(
-                    repair_config(&path, cfg, before, &added)
-                        .into_iter()
-                        .map(|what| Undone { path: path.clone(), what }),
-                );
+                for said in repair_config(&path, cfg, before, &added) {
+                    say(path.clone(), said);
+                }
             }
         }
-        check_hooks(d, &was, &now, out);
+        for (path, said) in check_hooks(d, &was, &now) {
+            say(path, said);
+        }
         if let Some(cd) = &now.commondir
             && was.commondir.as_ref().is_none_or(|b| !b.same(cd))
+            && let Err(why) = self.target(d, cd, false)
         {
-            let path = d.join("commondir");
-            match self.target(d, cd, false) {
-                Ok(Some(common)) if hops < MAX_HOPS => self.check_dir(&common, hops + 1, out),
-                Ok(_) => {}
-                Err(why) => out.push(Undone { what: put_back(&path, was.commondir.as_ref(), &why), path }),
-            }
+            say(d.join("commondir"), put_back(&d.join("commondir"), was.commondir.as_ref(), &why));
         }
-        let after = Seen::read(d, Some(&now));
+        // What could not be undone stays a change, looked at again.
+        let after = if all_done { Seen::read(d, Some(&now)) } else { was };
+        if let Some(Ok(Some(common))) = after.commondir.as_ref().map(|cd| self.target(d, cd, false))
+            && hops < MAX_HOPS
+        {
+            self.check_dir(&common, hops + 1, out);
+        }
         self.known.insert(d.to_path_buf(), after);
     }
 
@@ -308,16 +382,11 @@ impl Guard {
     fn target(&self, base: &Path, held: &Held, gitfile: bool) -> Result<Option<PathBuf>, String> {
         let raw = match (&held.link, &held.data) {
             (Some(link), _) => link.clone(),
-            (None, Some(data)) => {
-                let text = String::from_utf8_lossy(data);
-                let line = text.lines().next().unwrap_or_default();
-                let path = if gitfile { line.strip_prefix("gitdir:").map(str::trim) } else { Some(line.trim()) };
-                match path {
-                    Some(p) if !p.is_empty() => PathBuf::from(p),
-                    // Not a pointer git follows.
-                    _ => return Ok(None),
-                }
-            }
+            (None, Some(data)) => match pointed(data, gitfile)? {
+                Some(p) => p,
+                // Not a pointer git follows.
+                None => return Ok(None),
+            },
             (None, None) => return Err("too large to be a pointer git follows".into()),
         };
         let joined = lexical(&base.join(&raw));
@@ -352,7 +421,8 @@ fn git_dirs_in(dir: &Path) -> Vec<PathBuf> {
 /// Takes out of the config file at `path` the settings `added` that run
 /// programs (keeping what was there before); where git would still read
 /// one (a spelling only git's parser knows), the file goes back as it was.
-fn repair_config(path: &Path, now: &Config, before: Option<&Config>, added: &[&Program]) -> Vec<String> {
+/// What was done, and whether it was.
+fn repair_config(path: &Path, now: &Config, before: Option<&Config>, added: &[&Program]) -> Vec<(String, bool)> {
     let allowed = before.map(|b| b.programs.clone()).unwrap_or_default();
     let text = match std::fs::metadata(path) {
         Ok(m) if m.len() <= MAX_CONFIG => std::fs::read(path).map(|b| String::from_utf8_lossy(&b).into_owned()),
@@ -375,39 +445,42 @@ fn repair_config(path: &Path, now: &Config, before: Option<&Config>, added: &[&P
     let mode = before.map(|b| b.held.mode).filter(|m| *m != 0).unwrap_or(0o644);
     let mut said = Vec::new();
     if let Some(link) = &now.held.link {
-        said.push(format!("was a link to {}; replaced by a copy", link.display()));
+        said.push((format!("was a link to {}; replaced by a copy", link.display()), true));
     }
     let left = write(path, kept.as_bytes(), mode).map(|()| programs_in(path));
     match left {
         Ok(left) if left.is_subset(&allowed) => {
-            said.extend(added.iter().map(|(k, v)| format!("took out {k} = {v}")));
+            said.extend(added.iter().map(|(k, v)| (format!("took out {k} = {v}"), true)));
         }
         _ => {
             let back = before.and_then(|b| b.held.data.clone()).unwrap_or_default();
-            let _ = write(path, &back, mode);
             let keys: Vec<&str> = added.iter().map(|(k, _)| k.as_str()).collect();
-            said.push(format!("put back as it was before the command: git would have run {}", keys.join(", ")));
+            let keys = keys.join(", ");
+            said.push(match write(path, &back, mode) {
+                Ok(()) => (format!("put back as it was before the command: git would have run {keys}"), true),
+                Err(e) => {
+                    (format!("could not be undone ({e}): git would run {keys}; fix it before running git there"), false)
+                }
+            });
         }
     }
     said
 }
 
 /// Hooks the command added are removed, hooks it changed put back.
-fn check_hooks(d: &Path, was: &Seen, now: &Seen, out: &mut Vec<Undone>) {
+fn check_hooks(d: &Path, was: &Seen, now: &Seen) -> Vec<(PathBuf, (String, bool))> {
     let hooks = d.join("hooks");
+    let mut out = Vec::new();
     if now.hooks_link.is_some() && now.hooks_link != was.hooks_link {
-        let _ = std::fs::remove_file(&hooks);
         let to = now.hooks_link.as_deref().unwrap_or(Path::new("")).display().to_string();
-        out.push(Undone {
-            path: hooks.clone(),
-            what: format!("a link to {to}, where git would run hooks from: removed"),
-        });
+        let why = format!("a link to {to}, where git would run hooks from");
+        out.push((hooks.clone(), put_back(&hooks, None, &why)));
         if !was.hooks.is_empty() && std::fs::create_dir(&hooks).is_ok() {
             for (name, held) in &was.hooks {
                 put_back(&hooks.join(name), Some(held), "");
             }
         }
-        return;
+        return out;
     }
     for (name, held) in &now.hooks {
         let before = was.hooks.get(name);
@@ -416,30 +489,48 @@ fn check_hooks(d: &Path, was: &Seen, now: &Seen, out: &mut Vec<Undone>) {
         }
         let path = hooks.join(name);
         let why = if before.is_some() { "a changed hook" } else { "a new hook" };
-        let what = put_back(&path, before, why);
-        out.push(Undone { path, what });
+        out.push((path.clone(), put_back(&path, before, why)));
     }
+    out
 }
 
 /// Puts `path` back as `before` held it, or removes it: what was done,
-/// after `why`.
-fn put_back(path: &Path, before: Option<&Held>, why: &str) -> String {
+/// after `why`, and whether it was.
+fn put_back(path: &Path, before: Option<&Held>, why: &str) -> (String, bool) {
     let sep = if why.is_empty() { "" } else { ": " };
     let restored = match before {
-        Some(Held { link: Some(link), .. }) => {
+        Some(Held { link: Some(link), .. }) => with_writable_parent(path, || {
             let _ = std::fs::remove_file(path);
-            std::os::unix::fs::symlink(link, path).is_ok()
-        }
+            std::os::unix::fs::symlink(link, path)
+        })
+        .is_ok(),
         Some(Held { data: Some(data), mode, .. }) => write(path, data, *mode).is_ok(),
         _ => false,
     };
     if restored {
-        return format!("{why}{sep}put back as it was before the command");
+        return (format!("{why}{sep}put back as it was before the command"), true);
     }
-    match std::fs::remove_file(path) {
-        Ok(()) => format!("{why}{sep}removed"),
-        Err(e) => format!("{why}{sep}could not be removed ({e}); remove it before running git there"),
+    match with_writable_parent(path, || std::fs::remove_file(path)) {
+        Ok(()) => (format!("{why}{sep}removed"), true),
+        Err(e) => (format!("{why}{sep}could not be removed ({e}); remove it before running git there"), false),
     }
+}
+
+/// Runs `f` with `path`'s directory writable by its owner (a command may
+/// have taken that away to keep what it left), then as it was.
+fn with_writable_parent<T>(path: &Path, f: impl FnOnce() -> std::io::Result<T>) -> std::io::Result<T> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mode = std::fs::symlink_metadata(dir)?.permissions().mode() & 0o7777;
+    let locked = mode & 0o300 != 0o300;
+    if locked {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode | 0o300))?;
+    }
+    let out = f();
+    if locked {
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode));
+    }
+    out
 }
 
 /// Writes `data` to `path` in place of whatever is there (a link is
@@ -448,9 +539,11 @@ fn write(path: &Path, data: &[u8], mode: u32) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::PermissionsExt;
     let dir = path.parent().unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    tmp.write_all(data)?;
-    tmp.as_file().set_permissions(std::fs::Permissions::from_mode(mode & 0o777))?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
+    with_writable_parent(path, || {
+        let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+        tmp.write_all(data)?;
+        tmp.as_file().set_permissions(std::fs::Permissions::from_mode(mode & 0o777))?;
+        tmp.persist(path).map_err(|e| e.error)?;
+        Ok(())
+    })
 }

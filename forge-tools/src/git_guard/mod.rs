@@ -46,7 +46,18 @@ pub fn runs_program(key: &str, value: &str) -> bool {
         ("gpg", _, "program") => true,
         ("gpg", true, "defaultkeycommand") => true,
         ("pager", _, _) => !BOOLEANS.contains(&v.as_str()),
-        ("alias", _, _) => v.starts_with('!'),
+        // `!cmd` runs a shell; `-c key=value cmd` or `--exec-path=dir cmd`
+        // sets anything above for the command it runs.
+        ("alias", _, _) => v.starts_with('!') || v.starts_with('-'),
+        // Configuration-based hooks (git 2.54).
+        ("hook", true, "command") => true,
+        ("trailer", true, "command" | "cmd") => true,
+        ("sendemail", _, "sendmailcmd") => true,
+        ("instaweb", false, "httpd") => true,
+        ("guitool", true, "cmd") => true,
+        ("remote", true, "vcs") => true,
+        // git-lfs, which the user's own filter runs.
+        ("lfs", true, "clean" | "smudge" | "path") => true,
         ("include", false, "path") | ("includeif", true, "path") => true,
         ("remote", true, "uploadpack" | "receivepack") => true,
         ("remote", true, "url" | "pushurl") => v.starts_with("ext::"),

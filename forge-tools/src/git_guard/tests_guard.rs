@@ -149,3 +149,90 @@ fn spots_name_the_repository_a_changed_path_belongs_to() {
     assert!(guard.spots_of(&root.join("src/config")).is_empty(), "a project file named config is not git's");
     assert!(guard.spots_of(&root.join(".git/config")).is_empty());
 }
+
+/// Two "commands" in a row, the guard between them as a session runs it.
+fn twice(root: &Path, first: impl FnOnce(), second: impl FnOnce()) -> (Vec<String>, Vec<String>) {
+    let mut guard = Guard::new(&[root.to_path_buf()]);
+    let spots = guard.find();
+    guard.learn(spots);
+    first();
+    let one = guard.check(guard.find());
+    guard.learn(Vec::new());
+    second();
+    // The second time, nothing points at the change: no spot is named.
+    let two = guard.check(Vec::new());
+    let words = |u: Vec<super::Undone>| u.iter().map(|u| u.to_string()).collect();
+    (words(one), words(two))
+}
+
+#[test]
+fn a_config_changed_through_a_hard_link_or_a_pointers_target_is_still_found() {
+    let (_dir, root) = root();
+    let (one, two) = twice(
+        &root,
+        || {
+            repo(&root.join("sub/.git"), "[user]\n\tname = A\n");
+            std::fs::hard_link(root.join("sub/.git/config"), root.join("notes.txt")).unwrap_or_else(|e| panic!("{e}"));
+            repo(&root.join("sub/.git/objects/evil"), "");
+            put(&root.join("b/.git"), "gitdir: ../sub/.git/objects/evil\n");
+        },
+        || {
+            put(&root.join("notes.txt"), "[core]\n\tfsmonitor = evil\n");
+            put(&root.join("sub/.git/objects/evil/config"), "[core]\n\tfsmonitor = evil\n");
+        },
+    );
+    assert!(one.is_empty(), "{one:?}");
+    assert!(!read(&root.join("sub/.git/config")).contains("fsmonitor"));
+    assert!(!read(&root.join("sub/.git/objects/evil/config")).contains("fsmonitor"));
+    assert_eq!(two.len(), 2, "{two:?}");
+}
+
+#[test]
+fn odd_shapes_git_still_takes_for_a_repository_are_guarded() {
+    let (_dir, root) = root();
+    let undone = around(&root, || {
+        // `objects` an executable file: git's discovery takes it.
+        let docs = root.join("docs");
+        put(&docs.join("HEAD"), "ref: refs/heads/main\n");
+        put(&docs.join("objects"), "");
+        std::fs::create_dir_all(docs.join("refs")).unwrap_or_else(|e| panic!("{e}"));
+        put(&docs.join("config"), "[core]\n\tworktree = .\n\tfsmonitor = evil\n");
+        // An alias that sets a program for the command it runs.
+        repo(&root.join("a/.git"), "[alias]\n\tst = -c core.fsmonitor=evil status\n\tco = checkout\n");
+        // A pointer whose path goes on past a line end, as git reads it.
+        std::fs::create_dir_all(root.join("ok\n")).unwrap_or_else(|e| panic!("{e}"));
+        put(&root.join("c/.git"), "gitdir: ok\n/../../elsewhere\n");
+    });
+    assert!(!read(&root.join("docs/config")).contains("fsmonitor"), "{undone:?}");
+    let alias = read(&root.join("a/.git/config"));
+    assert!(!alias.contains("-c core") && alias.contains("co = checkout"), "{alias}");
+    assert!(!root.join("c/.git").exists(), "{undone:?}");
+}
+
+#[test]
+fn the_guard_is_not_led_through_a_link_into_the_roots_own_git_or_elsewhere() {
+    use std::os::unix::fs::PermissionsExt;
+    let (_dir, root) = root();
+    repo(&root.join(".git"), "[credential]\n\thelper = store\n");
+    put(&root.join(".git/hooks/pre-commit"), "mine");
+    let (_other, outside) = self::root();
+    repo(&outside.join(".git"), "[core]\n\tfsmonitor = theirs\n");
+    let mut guard = Guard::new(std::slice::from_ref(&root));
+    guard.learn(guard.find());
+    std::os::unix::fs::symlink(&root, root.join("p")).unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink(&outside, root.join("o")).unwrap_or_else(|e| panic!("{e}"));
+    // As stale notes would name them.
+    let spots = [Spot::Dir(root.join("p/.git")), Spot::Dir(root.join("o/.git"))];
+    assert!(guard.check(spots).is_empty());
+    assert!(read(&root.join(".git/config")).contains("helper = store"));
+    assert!(root.join(".git/hooks/pre-commit").exists());
+    assert!(read(&outside.join(".git/config")).contains("theirs"));
+    // A repository made read-only by the command is repaired all the same.
+    repo(&root.join("ro/.git"), "[core]\n\tpager = evil\n");
+    std::fs::set_permissions(root.join("ro/.git"), std::fs::Permissions::from_mode(0o555))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let undone = guard.check(guard.find());
+    assert!(!read(&root.join("ro/.git/config")).contains("pager"), "{undone:?}");
+    let mode = std::fs::metadata(root.join("ro/.git")).map(|m| m.permissions().mode() & 0o777).unwrap_or(0);
+    assert_eq!(mode, 0o555, "its mode as the command left it");
+}

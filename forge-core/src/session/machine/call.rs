@@ -7,9 +7,11 @@
 //!    command's roots scanned); their contents go through the journal
 //!    and the call runs only once they are durable (`Recorded`).
 //! 3. `Running`: the shell runs it under its timeout.
-//! 4. `PostHooks`: its `PostToolUse` hooks run; what they say is added to
-//!    the result.
-//! 5. `RecordingAfter`: what it changed is read; written with its result.
+//! 4. `RecordingAfter`: what it changed is read (and what it left in a
+//!    nested repository that git would run undone, before any hook of the
+//!    user's could run git there).
+//! 5. `PostHooks`: its `PostToolUse` hooks run; what they say is added to
+//!    the result, written with what it changed.
 //!
 //! A cancel at any stage answers the call at once; a stage that reports
 //! back afterwards is recognised by its job id and dropped.
@@ -172,7 +174,7 @@ impl Session {
                 let notes = runs.into_iter().filter_map(|r| r.context).collect();
                 self.record_before(ready, notes);
             }
-            Some(CallStage::PostHooks { result, mut notes, before, .. }) => {
+            Some(CallStage::PostHooks { result, mut notes, changes, .. }) => {
                 for r in runs {
                     // The model hears of blocks; errors are the user's.
                     if r.decision == HookDecision::Block {
@@ -181,7 +183,7 @@ impl Session {
                     notes.extend(r.context);
                 }
                 let name = self.running_ids().map(|(_, _, n)| n).unwrap_or_default();
-                self.record_after(with_notes(result, &notes, &name), before);
+                self.finish_call(with_notes(result, &notes, &name), changes);
             }
             Some(other) => self.set_stage(other),
             None => {}
@@ -242,12 +244,15 @@ impl Session {
                     }
                 }
             }
-            (Some(CallStage::RecordingAfter { result, .. }), JobOutcome::RecordedAfter { ops, changes, undone }) => {
+            (
+                Some(CallStage::RecordingAfter { result, notes, .. }),
+                JobOutcome::RecordedAfter { ops, changes, undone },
+            ) => {
                 for op in ops {
                     self.pipeline.op(op);
                 }
                 let result = self.say_undone(result, undone);
-                self.finish_call(result, changes);
+                self.post_hooks(result, notes, changes);
             }
             (Some(stage), _) => self.set_stage(stage),
             (None, _) => {}
@@ -306,7 +311,7 @@ impl Session {
         }
     }
 
-    /// The call ran: its `PostToolUse` hooks, then what it changed.
+    /// The call ran: what it changed, then its `PostToolUse` hooks.
     pub(super) fn on_tool_done(&mut self, end: ToolEnd) {
         let Some(CallStage::Running { notes, before }) = self.take_stage() else { return };
         let Some((_, _, name)) = self.running_ids() else { return };
@@ -316,9 +321,15 @@ impl Session {
             ToolEnd::Panicked => Err(stopped("the tool panicked")),
             ToolEnd::Stopped => Err(stopped("the tool was stopped")),
         };
+        self.record_after(result, notes, before);
+    }
+
+    /// What the call changed is known: its `PostToolUse` hooks run.
+    fn post_hooks(&mut self, result: Result<String, ToolError>, notes: Vec<String>, changes: Vec<FileAfter>) {
+        let Some((_, _, name)) = self.running_ids() else { return };
         let post = self.hooks.matching(HookEvent::PostToolUse, Some(&name));
         if post.is_empty() {
-            return self.record_after(with_notes(result, &notes, &name), before);
+            return self.finish_call(with_notes(result, &notes, &name), changes);
         }
         let input = self.state_args().unwrap_or(Value::Null);
         let response = match &result {
@@ -327,7 +338,7 @@ impl Session {
         };
         let extra = json!({"tool_name": name, "tool_input": input, "tool_response": response});
         let job = self.run_hooks(post, HookEvent::PostToolUse, extra, Some(name));
-        self.set_stage(CallStage::PostHooks { job, result, notes, before });
+        self.set_stage(CallStage::PostHooks { job, result, notes, changes });
     }
 
     /// The running call's arguments, for its `PostToolUse` hooks.
@@ -336,9 +347,9 @@ impl Session {
         l.running.as_ref().map(|r| r.args.clone())
     }
 
-    fn record_after(&mut self, result: Result<String, ToolError>, before: Before) {
+    fn record_after(&mut self, result: Result<String, ToolError>, notes: Vec<String>, before: Before) {
         if before.touched.is_empty() && !before.scanned {
-            return self.finish_call(result, Vec::new());
+            return self.post_hooks(result, notes, Vec::new());
         }
         let Some((node_id, call_id, _)) = self.running_ids() else { return };
         let job = self.new_job();
@@ -350,7 +361,7 @@ impl Session {
             before,
             sandbox: super::tools::sandbox_for(&self.row, &self.config),
         })));
-        self.set_stage(CallStage::RecordingAfter { job, result });
+        self.set_stage(CallStage::RecordingAfter { job, result, notes });
     }
 
     /// What the command left that git would have run, undone: said to

@@ -116,15 +116,18 @@ pub(crate) enum CallStage {
         notes: Vec<String>,
         before: Before,
     },
+    /// What it changed is read (and what it left that git would run
+    /// undone) before any hook of the user's runs after it.
+    RecordingAfter {
+        job: u64,
+        result: Result<String, ToolError>,
+        notes: Vec<String>,
+    },
     PostHooks {
         job: u64,
         result: Result<String, ToolError>,
         notes: Vec<String>,
-        before: Before,
-    },
-    RecordingAfter {
-        job: u64,
-        result: Result<String, ToolError>,
+        changes: Vec<super::super::FileAfter>,
     },
     /// Between two stages (never seen outside a transition).
     Moving,
