@@ -95,7 +95,10 @@ fn pointed(data: &[u8], gitfile: bool) -> Result<Option<PathBuf>, String> {
 }
 
 pub struct Guard {
+    /// The roots without links (what the guard compares and walks), each
+    /// with its name as given (what the tracker's notes start with).
     roots: Vec<PathBuf>,
+    given: Vec<PathBuf>,
     /// What each git dir held when last looked at.
     known: HashMap<PathBuf, Seen>,
     /// What each `.git` file or link said when last looked at.
@@ -104,8 +107,9 @@ pub struct Guard {
 
 impl Guard {
     pub fn new(roots: &[PathBuf]) -> Guard {
+        let given = roots.to_vec();
         let roots = roots.iter().map(|r| std::fs::canonicalize(r).unwrap_or_else(|_| r.clone())).collect();
-        Guard { roots, known: HashMap::new(), pointers: HashMap::new() }
+        Guard { roots, given, known: HashMap::new(), pointers: HashMap::new() }
     }
 
     pub fn roots(&self) -> &[PathBuf] {
@@ -121,6 +125,9 @@ impl Guard {
     /// Where to look after `path` (a file or directory under the roots)
     /// was made, changed or removed.
     pub fn spots_of(&self, path: &Path) -> Vec<Spot> {
+        // A root named through a link: the same path under its real name.
+        let renamed = self.given.iter().zip(&self.roots).find_map(|(g, r)| Some(r.join(path.strip_prefix(g).ok()?)));
+        let path = renamed.as_deref().unwrap_or(path);
         let Some(root) = self.roots.iter().find(|r| path.starts_with(r)) else { return Vec::new() };
         if self.is_roots_own(path) {
             return Vec::new();

@@ -236,3 +236,19 @@ fn the_guard_is_not_led_through_a_link_into_the_roots_own_git_or_elsewhere() {
     let mode = std::fs::metadata(root.join("ro/.git")).map(|m| m.permissions().mode() & 0o777).unwrap_or(0);
     assert_eq!(mode, 0o555, "its mode as the command left it");
 }
+
+#[test]
+fn a_root_named_through_a_link_is_guarded_by_its_real_name() {
+    let (_dir, root) = root();
+    let (_links, links) = self::root();
+    std::fs::create_dir(root.join("project")).unwrap_or_else(|e| panic!("{e}"));
+    let named = links.join("p");
+    std::os::unix::fs::symlink(root.join("project"), &named).unwrap_or_else(|e| panic!("{e}"));
+    let mut guard = Guard::new(std::slice::from_ref(&named));
+    guard.learn(Vec::new());
+    repo(&named.join("sub/.git"), "[core]\n\tfsmonitor = evil\n");
+    // As the tracker's notes name it: under the root as given.
+    let undone = guard.check(guard.spots_of(&named.join("sub/.git/config")));
+    assert_eq!(undone.len(), 1, "{undone:?}");
+    assert!(!read(&root.join("project/sub/.git/config")).contains("fsmonitor"));
+}
