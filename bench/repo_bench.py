@@ -77,6 +77,21 @@ def make_repo(path, files, profile):
     print(f"  made {path} in {time.time() - t:.0f} s", file=sys.stderr)
 
 
+def binaries_args(ap):
+    """--no-build and --bin-dir, shared by the benchmarks that run the release binaries."""
+    ap.add_argument("--no-build", action="store_true")
+    ap.add_argument("--bin-dir", default=os.path.join(ROOT, "target", "release"))
+
+
+def parse_and_build(ap):
+    """The arguments; the release binaries built first unless --no-build."""
+    a = ap.parse_args()
+    if not a.no_build:
+        print("building (release)...", file=sys.stderr)
+        subprocess.run(["cargo", "build", "--release", "--workspace", "--bins"], cwd=ROOT, check=True)
+    return a
+
+
 class Forge:
     def __init__(self, bin_dir, scan):
         self.bin = bin_dir
@@ -215,13 +230,9 @@ def main():
     ap.add_argument("--store-commands", type=int, default=100)
     ap.add_argument("--git-runs", type=int, default=3)
     ap.add_argument("--scan", action="store_true", help="record commands by scanning (FORGE_REWIND_SCAN=1)")
-    ap.add_argument("--no-build", action="store_true")
-    ap.add_argument("--bin-dir", default=os.path.join(ROOT, "target", "release"))
+    binaries_args(ap)
     ap.add_argument("--repos", default=os.path.join(ROOT, "target", "bench-repos"))
-    a = ap.parse_args()
-    if not a.no_build:
-        print("building (release)...", file=sys.stderr)
-        subprocess.run(["cargo", "build", "--release", "--workspace", "--bins"], cwd=ROOT, check=True)
+    a = parse_and_build(ap)
     rows = []
     failed = False
     for files in [int(f) for f in a.files.split(",")]:

@@ -25,7 +25,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from repo_bench import ROOT, Forge  # noqa: E402
+from repo_bench import Forge, binaries_args, parse_and_build  # noqa: E402
 
 RATE = re.compile(r"throughput ([0-9.]+) MiB/s")
 
@@ -51,12 +51,8 @@ def main():
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--mib", type=int, default=512)
     ap.add_argument("--chunks", default="64,128,1024")
-    ap.add_argument("--no-build", action="store_true")
-    ap.add_argument("--bin-dir", default=os.path.join(ROOT, "target", "release"))
-    a = ap.parse_args()
-    if not a.no_build:
-        print("building (release)...", file=sys.stderr)
-        subprocess.run(["cargo", "build", "--release", "--workspace", "--bins"], cwd=ROOT, check=True)
+    binaries_args(ap)
+    a = parse_and_build(ap)
     forge = Forge(a.bin_dir, False)
     project = tempfile.mkdtemp(prefix="forge-sendmsg-bench-")
     try:

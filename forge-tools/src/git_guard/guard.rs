@@ -9,7 +9,7 @@
 //! send git outside the roots. What was there before stays (it is the
 //! user's); what was taken out is said.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::confine::unix::lexical;
@@ -100,16 +100,16 @@ pub struct Guard {
     roots: Vec<PathBuf>,
     given: Vec<PathBuf>,
     /// What each git dir held when last looked at.
-    known: HashMap<PathBuf, Seen>,
+    known: BTreeMap<PathBuf, Seen>,
     /// What each `.git` file or link said when last looked at.
-    pointers: HashMap<PathBuf, Held>,
+    pointers: BTreeMap<PathBuf, Held>,
 }
 
 impl Guard {
     pub fn new(roots: &[PathBuf]) -> Guard {
         let given = roots.to_vec();
         let roots = roots.iter().map(|r| std::fs::canonicalize(r).unwrap_or_else(|_| r.clone())).collect();
-        Guard { roots, given, known: HashMap::new(), pointers: HashMap::new() }
+        Guard { roots, given, known: BTreeMap::new(), pointers: BTreeMap::new() }
     }
 
     pub fn roots(&self) -> &[PathBuf] {
@@ -216,22 +216,26 @@ impl Guard {
     /// user's (before a command: what changed since the last one was not
     /// its doing).
     pub fn learn(&mut self, spots: impl IntoIterator<Item = Spot>) {
-        for spot in self.and_known(spots) {
+        for spot in spots.into_iter().collect::<std::collections::BTreeSet<_>>() {
             match spot {
                 Spot::Dir(dir) => self.learn_dir(&dir, 0),
                 Spot::Pointer(p) => self.learn_pointer(&p, 0),
             }
         }
+        for d in self.changed_known() {
+            self.learn_dir(&d, 0);
+        }
+        for p in self.pointers.keys().cloned().collect::<Vec<_>>() {
+            self.learn_pointer(&p, 0);
+        }
     }
 
-    /// `spots` and every git dir and pointer known: the kernel's notes
-    /// say where to look first, but a repository can change without one
-    /// (a hard link to its config, a pointer's target in another's data).
-    fn and_known(&self, spots: impl IntoIterator<Item = Spot>) -> std::collections::BTreeSet<Spot> {
-        let mut all: std::collections::BTreeSet<Spot> = spots.into_iter().collect();
-        all.extend(self.known.keys().cloned().map(Spot::Dir));
-        all.extend(self.pointers.keys().cloned().map(Spot::Pointer));
-        all
+    /// The git dirs known whose files' stats are not as last read: the
+    /// kernel's notes say where to look first, but a repository can change
+    /// without one (a hard link to its config, a pointer's target in
+    /// another's data).
+    fn changed_known(&self) -> Vec<PathBuf> {
+        self.known.iter().filter(|(d, seen)| !seen.unchanged(d)).map(|(d, _)| d.clone()).collect()
     }
 
     /// `path` if it is what it says: no link on the way (the guard runs
@@ -243,13 +247,17 @@ impl Guard {
     }
 
     fn forget_under(&mut self, dir: &Path, keep: &[PathBuf]) {
-        self.known.retain(|k, _| !k.starts_with(dir) || keep.contains(k));
-        let gone: Vec<PathBuf> = (self.pointers.keys())
-            .filter(|k| k.starts_with(dir) && k.parent().is_none_or(|p| self.real(p).is_none()))
-            .cloned()
-            .collect();
-        for k in gone {
-            self.pointers.remove(&k);
+        // What is still there stays known (a pointer's target may lie in
+        // a git dir's data, where the walk of it does not go).
+        for k in keys_under(&self.known, dir) {
+            if !keep.contains(&k) && self.real(&k).is_none() {
+                self.known.remove(&k);
+            }
+        }
+        for k in keys_under(&self.pointers, dir) {
+            if k.parent().is_none_or(|p| self.real(p).is_none()) {
+                self.pointers.remove(&k);
+            }
         }
     }
 
@@ -257,6 +265,9 @@ impl Guard {
         let dirs = self.real(dir).map(|d| git_dirs_in(&d)).unwrap_or_default();
         self.forget_under(dir, &dirs);
         for d in dirs {
+            if self.known.get(&d).is_some_and(|seen| seen.unchanged(&d)) {
+                continue;
+            }
             let seen = Seen::read(&d, self.known.get(&d));
             if let Some(cd) = &seen.commondir
                 && hops < MAX_HOPS
@@ -271,6 +282,8 @@ impl Guard {
     fn learn_pointer(&mut self, p: &Path, hops: usize) {
         let held = p.parent().and_then(|dir| self.real(dir)).and_then(|_| Held::read(p));
         match held {
+            // Its target is known, and looked at as such.
+            Some(held) if self.pointers.get(p).is_some_and(|b| b.same(&held)) => {}
             Some(held) => {
                 if hops < MAX_HOPS
                     && let Ok(Some(target)) = self.target(p.parent().unwrap_or(p), &held, true)
@@ -289,11 +302,19 @@ impl Guard {
     /// repository known) that git would run, and says what.
     pub fn check(&mut self, spots: impl IntoIterator<Item = Spot>) -> Vec<Undone> {
         let mut out = Vec::new();
-        for spot in self.and_known(spots) {
+        for spot in spots.into_iter().collect::<std::collections::BTreeSet<_>>() {
             match spot {
                 Spot::Dir(dir) => self.check_dir(&dir, 0, &mut out),
                 Spot::Pointer(p) => self.check_pointer(&p, 0, &mut out),
             }
+        }
+        for d in self.changed_known() {
+            if self.known.contains_key(&d) {
+                self.check_dir(&d, 0, &mut out);
+            }
+        }
+        for p in self.pointers.keys().cloned().collect::<Vec<_>>() {
+            self.check_pointer(&p, 0, &mut out);
         }
         out.dedup();
         out
@@ -314,12 +335,7 @@ impl Guard {
         };
         let was = self.pointers.get(p).cloned();
         if was.as_ref().is_some_and(|b| b.same(&now)) {
-            // Unchanged; what it leads to may not be.
-            if hops < MAX_HOPS
-                && let Ok(Some(target)) = self.target(p.parent().unwrap_or(p), &now, true)
-            {
-                self.check_dir(&target, hops + 1, out);
-            }
+            // Unchanged; what it leads to is known, and looked at as such.
             return;
         }
         match self.target(p.parent().unwrap_or(p), &now, true) {
@@ -338,6 +354,9 @@ impl Guard {
     }
 
     fn check_one(&mut self, d: &Path, hops: usize, out: &mut Vec<Undone>) {
+        if self.known.get(d).is_some_and(|seen| seen.unchanged(d)) {
+            return;
+        }
         let was = self.known.get(d).cloned().unwrap_or_default();
         let now = Seen::read(d, Some(&was));
         if now == was {
@@ -408,6 +427,11 @@ impl Guard {
         }
         Ok((!self.is_roots_own(&real)).then_some(real))
     }
+}
+
+/// The keys of `map` at or under `dir` (ordered: one range).
+fn keys_under<V>(map: &BTreeMap<PathBuf, V>, dir: &Path) -> Vec<PathBuf> {
+    map.range(dir.to_path_buf()..).map(|(k, _)| k).take_while(|k| k.starts_with(dir)).cloned().collect()
 }
 
 /// `dir` and the git dirs inside it (submodules', worktrees'), data left out.

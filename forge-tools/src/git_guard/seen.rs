@@ -89,6 +89,29 @@ pub(super) struct Seen {
     /// Each hook by name (`*.sample` left out: git never runs those).
     pub hooks: BTreeMap<String, Held>,
     pub commondir: Option<Held>,
+    /// The stats of all that, when read: equal stats later mean nothing
+    /// changed (any write moves a file's change time), so nothing is read.
+    pub stamp: Stamp,
+}
+
+/// Each file's (or the hooks directory's) change and modify times, inode
+/// and size; zeros where there is none.
+pub(super) type Stamp = Vec<(i64, i64, u64, u64)>;
+
+/// The stats of what [`Seen`] reads in `dir`, `hooks` named as last read.
+pub(super) fn stamp<'a>(dir: &Path, hooks: impl Iterator<Item = &'a String>) -> Stamp {
+    use std::os::unix::fs::MetadataExt;
+    let of = |path: &Path| match std::fs::symlink_metadata(path) {
+        Ok(m) => {
+            (m.ctime() * 1_000_000_000 + m.ctime_nsec(), m.mtime() * 1_000_000_000 + m.mtime_nsec(), m.ino(), m.size())
+        }
+        Err(_) => (0, 0, 0, 0),
+    };
+    let hooks_dir = dir.join("hooks");
+    let mut out: Stamp = CONFIGS.iter().chain(&["commondir"]).map(|n| of(&dir.join(n))).collect();
+    out.push(of(&hooks_dir));
+    out.extend(hooks.map(|h| of(&hooks_dir.join(h))));
+    out
 }
 
 impl Seen {
@@ -96,6 +119,9 @@ impl Seen {
     /// parsed again.
     pub(super) fn read(dir: &Path, known: Option<&Seen>) -> Seen {
         let mut seen = Seen::default();
+        // Taken first: a change while reading shows as a stamp unlike the
+        // next one.
+        let mut stamp = stamp(dir, std::iter::empty());
         for name in CONFIGS {
             let path = dir.join(name);
             if let Some(held) = Held::read(&path) {
@@ -123,7 +149,14 @@ impl Seen {
             }
         }
         seen.commondir = Held::read(&dir.join("commondir"));
+        stamp.extend(self::stamp(dir, seen.hooks.keys()).into_iter().skip(stamp.len()));
+        seen.stamp = stamp;
         seen
+    }
+
+    /// Whether `dir` still holds what was read (its stats unchanged).
+    pub(super) fn unchanged(&self, dir: &Path) -> bool {
+        stamp(dir, self.hooks.keys()) == self.stamp
     }
 }
 
