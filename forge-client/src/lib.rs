@@ -55,10 +55,9 @@ pub fn context_line(c: &forge_proto::ContextInfo) -> String {
     )
 }
 
-/// A cost in US dollars as people read one: `$0.0042`, `$1.27`.
-pub fn usd(cost: f64) -> String {
-    if cost < 1.0 { format!("${cost:.4}") } else { format!("${cost:.2}") }
-}
+/// A cost in US dollars as people read one: `$0.0042`, `$1.27` (the
+/// daemon words its own amounts the same way).
+pub use forge_proto::usd;
 
 /// Tokens and cost in a few words, the same in every client:
 /// `$0.0312 (12.4k tokens)`, with `+ unpriced` when some responses had

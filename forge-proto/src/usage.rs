@@ -25,6 +25,13 @@ impl Price {
     }
 }
 
+/// A cost in US dollars as people read one, the same from the daemon (a
+/// budget's approval) and from every client: four decimals under a dollar
+/// (`$0.0042`, a budget of `$0.0010`), cents from a dollar up (`$1.27`).
+pub fn usd(amount: f64) -> String {
+    if amount < 1.0 { format!("${amount:.4}") } else { format!("${amount:.2}") }
+}
+
 /// Tokens and their estimated cost, summed over provider responses.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct UsageTotal {
@@ -120,4 +127,16 @@ pub struct Usage {
 
 fn is_zero(v: &u64) -> bool {
     *v == 0
+}
+
+#[cfg(test)]
+mod usd_tests {
+    #[test]
+    fn four_decimals_under_a_dollar_and_cents_above() {
+        assert_eq!(super::usd(12.346), "$12.35");
+        assert_eq!(super::usd(0.5), "$0.5000");
+        assert_eq!(super::usd(0.001), "$0.0010");
+        assert_eq!(super::usd(0.005709), "$0.0057");
+        assert_eq!(super::usd(0.0), "$0.0000");
+    }
 }

@@ -2,6 +2,7 @@
 //! answer streams, thinking is kept apart, and what a provider needs to
 //! continue (signatures, encrypted reasoning) goes back with tool results.
 
+use forge_proto::usd;
 use forge_tests::harness::Forge;
 use forge_tests::mock::{MockOptions, MockServer, Recorded, Wire, token_text};
 use serde_json::Value;
@@ -394,15 +395,10 @@ async fn a_turn_that_passes_its_budget_between_tool_batches_waits_for_a_user() {
     }
     assert_eq!(p["calls"][0]["name"], "session_budget");
     let summary = p["calls"][0]["summary"].as_str().unwrap_or_default();
-    assert!(summary.contains("budget of $0.001 "), "an amount under a cent keeps its digits: {summary}");
+    assert!(summary.contains("budget of $0.0010 "), "an amount under a cent keeps its digits: {summary}");
     assert_eq!(mock.requests().len(), 1, "the model is not asked again while the turn waits");
     forge.ok(&["approve", &id, "--all"]).await;
     let out = forge_tests::harness::Ran::from(sender.wait_with_output().await.unwrap_or_else(|e| panic!("{e}")));
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(mock.requests().len(), 2, "then the turn goes on");
-}
-
-/// A cost as forgectl prints one under a dollar.
-fn usd(cost: f64) -> String {
-    format!("${cost:.4}")
 }

@@ -11,8 +11,8 @@
 //! budget, the root shows one approval for the whole family while its
 //! batch runs, and every helper that asks waits for that answer.
 
-use forge_proto::PendingApproval;
 use forge_proto::{ApprovalCall, ApprovalDecision, ApprovalResult, ClientRef, ErrorKind, EventKind, MessageStatus};
+use forge_proto::{PendingApproval, usd};
 
 use super::helpers::{HelperIn, HelperOut};
 use super::state::OperationState;
@@ -292,31 +292,5 @@ pub(super) fn approves(decision: ApprovalDecision, call_ids: Option<Vec<String>>
         ApprovalDecision::ApproveSelected => {
             call_ids.unwrap_or_default().iter().any(|c| c == CALL) || indices.unwrap_or_default().contains(&1)
         }
-    }
-}
-
-/// An amount in dollars with the digits it needs: cents from a dollar up,
-/// and down to a ten-thousandth of a cent below (a budget of $0.001 is not
-/// "$0.00").
-pub(crate) fn usd(amount: f64) -> String {
-    if amount >= 1.0 || amount == 0.0 {
-        return format!("${amount:.2}");
-    }
-    let text = format!("{amount:.6}");
-    let text = text.trim_end_matches('0');
-    // At least two decimals: "$0.50", not "$0.5".
-    let decimals = text.split('.').nth(1).map_or(0, str::len);
-    format!("${text}{}", "0".repeat(2usize.saturating_sub(decimals)))
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn amounts_under_a_cent_keep_their_digits() {
-        assert_eq!(super::usd(12.345), "$12.35");
-        assert_eq!(super::usd(0.5), "$0.50");
-        assert_eq!(super::usd(0.001), "$0.001");
-        assert_eq!(super::usd(0.000_25), "$0.00025");
-        assert_eq!(super::usd(0.0), "$0.00");
     }
 }
