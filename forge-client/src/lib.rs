@@ -10,6 +10,7 @@
 pub mod autostart;
 mod connection;
 pub mod fold;
+pub mod images;
 mod lines;
 pub mod shell;
 pub mod terminal;

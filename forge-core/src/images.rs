@@ -9,11 +9,7 @@ use sha2::{Digest, Sha256};
 
 use crate::provider_kind::ProviderKind;
 
-/// The largest image Forge takes (its base64 must fit in one JSON-RPC
-/// message).
-pub const MAX_IMAGE_BYTES: usize = 6 * 1024 * 1024;
-/// The most images one message carries.
-pub const MAX_IMAGES: usize = 20;
+pub use forge_proto::images::{MAX_IMAGE_BYTES, MAX_IMAGES};
 
 /// An image read from a client, with its bytes.
 pub struct Decoded {

@@ -4,6 +4,12 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The largest image the daemon takes (its base64 must fit in one
+/// JSON-RPC message); clients check it too, to save a round trip.
+pub const MAX_IMAGE_BYTES: usize = 6 * 1024 * 1024;
+/// The most images one message carries.
+pub const MAX_IMAGES: usize = 20;
+
 /// An image as the daemon keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ImageInfo {

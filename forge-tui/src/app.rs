@@ -535,7 +535,13 @@ impl App {
     pub fn attached_one(&mut self, read: Result<crate::attach::Attachment, String>) {
         match read {
             Ok(a) => {
-                self.notify(Level::Info, format!("{} attached to your next message (/image clear drops it)", a.name));
+                self.notify(
+                    Level::Info,
+                    format!(
+                        "{} attached to your next message (/image clear drops it)",
+                        a.name.as_deref().unwrap_or("an image")
+                    ),
+                );
                 self.attached.push(a);
             }
             Err(why) => self.notify(Level::Error, format!("not attached: {why}")),
@@ -567,7 +573,8 @@ impl App {
                         self.notify(Level::Info, "no image attached; /image PATH attaches one to your next message")
                     }
                     None => {
-                        let names: Vec<&str> = self.attached.iter().map(|a| a.name.as_str()).collect();
+                        let names: Vec<&str> =
+                            self.attached.iter().map(|a| a.name.as_deref().unwrap_or("image")).collect();
                         self.notify(Level::Info, format!("attached to your next message: {}", names.join(", ")));
                     }
                 }

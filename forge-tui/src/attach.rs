@@ -5,36 +5,12 @@
 //! The daemon checks them again (type, size, the model's limits); here
 //! only what saves a round trip.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use base64::Engine as _;
+pub use forge_client::images::{Attachment, read};
+use forge_proto::images::MAX_IMAGE_BYTES;
 
-/// The largest image the daemon takes.
-const MAX_BYTES: u64 = 6 * 1024 * 1024;
 const EXTENSIONS: [&str; 5] = ["png", "jpg", "jpeg", "gif", "webp"];
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Attachment {
-    pub name: String,
-    /// The image, base64.
-    pub data: String,
-    pub bytes: u64,
-}
-
-/// Reads an image file to attach.
-pub fn read(path: &Path) -> Result<Attachment, String> {
-    let shown = path.display();
-    let meta = std::fs::metadata(path).map_err(|e| format!("{shown}: {e}"))?;
-    if !meta.is_file() {
-        return Err(format!("{shown} is not a file"));
-    }
-    if meta.len() > MAX_BYTES {
-        return Err(format!("{shown} is {} MiB; images of at most 6 MiB can be sent", meta.len() >> 20));
-    }
-    let bytes = std::fs::read(path).map_err(|e| format!("{shown}: {e}"))?;
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| shown.to_string());
-    Ok(Attachment { name, bytes: bytes.len() as u64, data: base64::engine::general_purpose::STANDARD.encode(bytes) })
-}
 
 /// A paste that is only the path of an image file (quoted, escaped or as
 /// a `file://` URL, as terminals write a dropped file).
@@ -95,17 +71,10 @@ pub fn from_clipboard(path: &std::ffi::OsStr, wayland: bool, x11: bool) -> Resul
             continue;
         };
         let (ok, image) = run(program, &[read, &[*mime]].concat()).map_err(|e| format!("{program}: {e}"))?;
-        if image.len() as u64 > MAX_BYTES {
-            return Err("the clipboard's image is over 6 MiB; images of at most 6 MiB can be sent".into());
-        }
         if !ok || image.is_empty() {
             return Err(format!("{program} could not read the clipboard's {mime}"));
         }
-        return Ok(Attachment {
-            name: format!("clipboard.{ext}"),
-            bytes: image.len() as u64,
-            data: base64::engine::general_purpose::STANDARD.encode(&image),
-        });
+        return Attachment::from_bytes(Some(format!("clipboard.{ext}")), image, "the clipboard's image");
     }
     match missing.as_slice() {
         [] => Err("the clipboard holds no image".into()),
@@ -133,7 +102,7 @@ fn run_bounded(program: &str, args: &[&str], path: &std::ffi::OsStr) -> std::io:
     let reader = std::thread::spawn(move || {
         let mut buf = Vec::new();
         if let Some(out) = stdout {
-            let _ = out.take(MAX_BYTES + 1).read_to_end(&mut buf);
+            let _ = out.take(MAX_IMAGE_BYTES as u64 + 1).read_to_end(&mut buf);
         }
         buf
     });
@@ -153,7 +122,7 @@ fn run_bounded(program: &str, args: &[&str], path: &std::ffi::OsStr) -> std::io:
     match status {
         Some(status) => Ok((status.success(), out)),
         // Past the size limit, a tool blocked writing: the size is the news.
-        None if out.len() as u64 > MAX_BYTES => Ok((true, out)),
+        None if out.len() > MAX_IMAGE_BYTES => Ok((true, out)),
         None => Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "gave nothing within 5 s")),
     }
 }
@@ -183,7 +152,7 @@ mod tests {
         assert_eq!(pasted_path("look at this.png please"), None);
         assert_eq!(pasted_path(&dir.path().join("gone.png").display().to_string()), None);
         let a = read(&shot).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!((a.name.as_str(), a.bytes), ("my shot.png", 4));
+        assert_eq!((a.name.as_deref(), a.bytes), (Some("my shot.png"), 4));
         assert_eq!(summary(&[a.clone(), a]).as_deref(), Some("+2 images"));
     }
 
@@ -199,7 +168,7 @@ mod tests {
         std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap_or_else(|e| panic!("{e}"));
         let path = dir.path().as_os_str();
         let a = from_clipboard(path, true, false).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!((a.name.as_str(), a.bytes), ("clipboard.png", 7));
+        assert_eq!((a.name.as_deref(), a.bytes), (Some("clipboard.png"), 7));
         let none = from_clipboard(path, false, true).err().unwrap_or_default();
         assert!(none.contains("needs xclip"), "{none}");
         assert!(from_clipboard(path, false, false).is_err_and(|e| e.contains("/image PATH")));

@@ -370,20 +370,12 @@ fn spawn_reconnect(socket: PathBuf, session: String, from_seq: u64, tx: mpsc::Se
     });
 }
 
-/// Keeps each attached image in the daemon (one call each: several would
-/// not fit in one message) and names them for the send.
+/// Keeps each attached image in the daemon and names them for the send.
 async fn put_images(
     c: &Client,
     attached: &[crate::attach::Attachment],
 ) -> Result<Vec<forge_proto::ImageInput>, String> {
-    let mut out = Vec::with_capacity(attached.len());
-    for a in attached {
-        let params =
-            forge_proto::params::ImagePutParams { data: a.data.clone(), mime_type: None, name: Some(a.name.clone()) };
-        let kept = c.images_put(params).await.map_err(error_text)?;
-        out.push(forge_proto::ImageInput { hash: Some(kept.hash), name: kept.name, ..Default::default() });
-    }
-    Ok(out)
+    forge_client::images::put_all(c, attached.to_vec()).await.map_err(error_text)
 }
 
 /// Asks the daemon; the answer comes back as a message, never blocking keys.

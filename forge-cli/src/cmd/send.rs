@@ -1,6 +1,6 @@
 //! `forgectl send`: send a message and stream the answer.
 
-use forge_proto::params::{AnswerParams, CancelParams, ImagePutParams, SendParams};
+use forge_proto::params::{AnswerParams, CancelParams, SendParams};
 use std::io::{Read, Write};
 
 use clap::Args;
@@ -72,26 +72,10 @@ pub fn read_message(parts: &[String]) -> Result<String, Failure> {
     Ok(parts.join(" "))
 }
 
-/// Each file's bytes (base64) and name; checked here for what a client
-/// can tell (there, a file, not too large), by the daemon for the rest.
-fn read_images(paths: &[std::path::PathBuf]) -> Result<Vec<(String, String)>, Failure> {
-    use base64::Engine as _;
-    const MAX: u64 = 6 * 1024 * 1024;
-    let mut out = Vec::with_capacity(paths.len());
-    for path in paths {
-        let bad = |why: String| Failure::new(2, "invalid_input", format!("{}: {why}", path.display()));
-        let meta = std::fs::metadata(path).map_err(|e| bad(e.to_string()))?;
-        if !meta.is_file() {
-            return Err(bad("not a file".into()));
-        }
-        if meta.len() > MAX {
-            return Err(bad(format!("{} MiB; images of at most 6 MiB can be sent, scale it down", meta.len() >> 20)));
-        }
-        let bytes = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        out.push((base64::engine::general_purpose::STANDARD.encode(bytes), name));
-    }
-    Ok(out)
+/// Each image file, read and checked for what a client can tell (there,
+/// a file, not too large); the daemon checks the rest.
+fn read_images(paths: &[std::path::PathBuf]) -> Result<Vec<forge_client::images::Attachment>, Failure> {
+    paths.iter().map(|p| forge_client::images::read(p).map_err(|e| Failure::new(2, "invalid_input", e))).collect()
 }
 
 pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
@@ -119,12 +103,7 @@ pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
     let images = read_images(&a.images)?;
     // The whole turn on one JSON-lines connection: hello, send, follow.
     let client = daemon_lines(g).await?;
-    // One image per call: several would not fit in one message together.
-    let mut attached = Vec::with_capacity(images.len());
-    for (data, name) in images {
-        let kept = client.images_put(ImagePutParams { data, mime_type: None, name: Some(name) }).await?;
-        attached.push(forge_proto::ImageInput { hash: Some(kept.hash), name: kept.name, ..Default::default() });
-    }
+    let attached = forge_client::images::put_all(&client, images).await?;
     let session = match a.session {
         Some(s) => s,
         None => {

@@ -142,7 +142,12 @@ fn ctrl_v_asks_for_the_clipboards_image_and_it_is_attached() {
     press(&mut app, KeyCode::Char('i'));
     let actions = app.on_key(KeyEvent::new(KeyCode::Char('v'), KeyModifiers::CONTROL));
     assert_eq!(actions, vec![Action::PasteImage]);
-    let shot = crate::attach::Attachment { name: "clipboard.png".into(), data: "UE5H".into(), bytes: 3 };
+    let shot = crate::attach::Attachment {
+        name: Some("clipboard.png".into()),
+        data: "UE5H".into(),
+        bytes: 3,
+        mime_type: None,
+    };
     app.attached_one(Ok(shot));
     assert_eq!(crate::attach::summary(&app.attached).as_deref(), Some("+1 image"));
     app.attached_one(Err("the clipboard holds no image".into()));

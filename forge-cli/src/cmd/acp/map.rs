@@ -128,13 +128,19 @@ pub fn prompt_text(blocks: &[ContentBlock]) -> String {
 }
 
 /// The prompt's images: (base64, MIME type, a name from their URI).
-pub fn prompt_images(blocks: &[ContentBlock]) -> Vec<(String, String, Option<String>)> {
+pub fn prompt_images(blocks: &[ContentBlock]) -> Vec<forge_client::images::Attachment> {
     blocks
         .iter()
         .filter_map(|b| match b {
             ContentBlock::Image(i) => {
                 let name = i.uri.as_deref().and_then(|u| u.rsplit('/').next()).map(str::to_string);
-                Some((i.data.clone(), i.mime_type.clone(), name))
+                Some(forge_client::images::Attachment {
+                    name,
+                    // Base64 is four bytes for three.
+                    bytes: i.data.len() as u64 / 4 * 3,
+                    data: i.data.clone(),
+                    mime_type: Some(i.mime_type.clone()),
+                })
             }
             _ => None,
         })
@@ -240,7 +246,9 @@ mod tests {
         let t = prompt_text(&blocks);
         assert!(t.starts_with("Fix this\n\nAttached file:///p/a.rs:\n```\nfn main() {}\n```"), "{t}");
         assert!(t.contains("[b.rs](file:///p/b.rs)") && !t.contains("image"), "{t}");
-        assert_eq!(prompt_images(&blocks), [("AAAA".to_string(), "image/png".to_string(), None)], "sent as an image");
+        let sent: Vec<(String, Option<String>, Option<String>)> =
+            prompt_images(&blocks).into_iter().map(|a| (a.data, a.mime_type, a.name)).collect();
+        assert_eq!(sent, [("AAAA".to_string(), Some("image/png".to_string()), None)], "sent as an image");
     }
 
     #[test]

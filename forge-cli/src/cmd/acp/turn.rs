@@ -3,9 +3,7 @@
 //! becomes `session/request_permission` for each call; if another client
 //! answers first, the editor's requests are withdrawn (`$/cancel_request`).
 
-use forge_proto::params::{
-    AnswerParams, ApprovalRulesParams, ImagePutParams, RewindParams, SendParams, SteerParams, UsageParams,
-};
+use forge_proto::params::{AnswerParams, ApprovalRulesParams, RewindParams, SendParams, SteerParams, UsageParams};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -19,7 +17,7 @@ use agent_client_protocol::v1::schema::{
 };
 use forge_client::fold::{Fold, Seen};
 use forge_client::{Follow, ForgeClient};
-use forge_proto::{ApprovalCall, ApprovalDecision, EventKind, ImageInput, JournalHealth, SubscriptionItem};
+use forge_proto::{ApprovalCall, ApprovalDecision, EventKind, JournalHealth, SubscriptionItem};
 use serde_json::Value;
 use tokio::task::JoinHandle;
 
@@ -96,12 +94,7 @@ pub(super) async fn prompt(
         let s = d.client.session_steer(SteerParams { session: session.clone(), text }).await.map_err(from_client)?;
         Sent { session_id: s.session_id, message_id: s.message_id, seq: s.seq }
     } else {
-        let mut attached = Vec::with_capacity(images.len());
-        for (data, mime_type, name) in images {
-            let put = ImagePutParams { data, mime_type: Some(mime_type), name };
-            let kept = d.client.images_put(put).await.map_err(from_client)?;
-            attached.push(ImageInput { hash: Some(kept.hash), name: kept.name, ..Default::default() });
-        }
+        let attached = forge_client::images::put_all(&d.client, images).await.map_err(from_client)?;
         let params = SendParams { session: session.clone(), text: Some(text), images: attached, ..Default::default() };
         let s = d.client.session_send(params).await.map_err(from_client)?;
         Sent { session_id: s.session_id, message_id: s.message_id, seq: s.seq }
