@@ -35,9 +35,6 @@ pub(crate) struct Shared {
     /// The sessions' records of their roots (what collecting the store
     /// must keep).
     pub trackers: crate::snapshot::Trackers,
-    /// Where sessions send what concerns helper agents; the engine routes
-    /// it (`engine/helpers.rs`).
-    pub helpers: tokio::sync::mpsc::UnboundedSender<crate::session::machine::HelperOut>,
 }
 
 impl Shared {

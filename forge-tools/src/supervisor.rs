@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use crate::confine::{self, Policy};
 
 /// The first argument that starts the supervisor mode.
-pub const SUPERVISE_ARG: &str = "__forge-supervise";
+pub use crate::confine::SUPERVISE_ARG;
 
 static PROGRAM: OnceLock<PathBuf> = OnceLock::new();
 

@@ -7,8 +7,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use forge_core::{EventFeed, FeedItem, LiveTap};
-
-use crate::rpc::item_text;
+use forge_proto::SubscriptionItem;
 
 /// Where one subscription's items go.
 pub trait Outlet: Send + Sync {
@@ -55,4 +54,34 @@ pub async fn follow(mut feed: EventFeed, out: impl Outlet, _following: crate::co
             break;
         }
     }
+}
+
+/// A stored event's JSON as a `SubscriptionItem::Event`: `{"type":"event",`
+/// + the event object without its `{`.
+pub(crate) fn event_text(json: &str) -> Option<String> {
+    // An event journaled before events had a size cap is cut to fit here.
+    let json = forge_core::event_size::clamp(json, forge_core::event_size::MAX_EVENT_BYTES);
+    let body = json.strip_prefix('{')?;
+    if body.trim_start().starts_with('}') {
+        return None;
+    }
+    Some(format!("{{\"type\":\"event\",{body}"))
+}
+
+/// One feed item as a `SubscriptionItem`'s JSON. Events are sent as
+/// stored: their JSON is made once, when the event is persisted.
+pub(crate) fn item_text(item: &FeedItem) -> Option<String> {
+    Some(match item {
+        FeedItem::Event { json, .. } => event_text(json)?,
+        FeedItem::Live { last_seq } => serde_json::to_string(&SubscriptionItem::Live { last_seq: *last_seq }).ok()?,
+        FeedItem::Lagged { resume_seq } => {
+            serde_json::to_string(&SubscriptionItem::Lagged { resume_seq: *resume_seq }).ok()?
+        }
+        FeedItem::Journal { health, reason } => {
+            serde_json::to_string(&SubscriptionItem::Journal { health: *health, reason: reason.clone() }).ok()?
+        }
+        FeedItem::Closed { reason } => {
+            serde_json::to_string(&SubscriptionItem::Closed { reason: reason.clone() }).ok()?
+        }
+    })
 }

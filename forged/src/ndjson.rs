@@ -33,7 +33,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::conn::partial_request_timeout;
 use crate::follow::Outlet;
-use crate::rpc::{ConnServer, event_text, to_rpc};
+use crate::follow::event_text;
+use crate::rpc::{ConnServer, to_rpc};
 
 /// Calls one connection may have running at once; past this the next line
 /// is read only when one finishes.

@@ -86,8 +86,8 @@ impl Engine {
         use crate::tools::confine;
         let settings = confine::Settings::from_config(self.shared().config.tools.sandbox.as_ref());
         let home = self.shared().db.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
-        let targets = confine::suite::Targets { socket: socket.to_path_buf(), forge_home: home };
-        let rows = confine::suite::run_suite(&settings, &targets)
+        let targets = forge_tools::escape_suite::Targets { socket: socket.to_path_buf(), forge_home: home };
+        let rows = forge_tools::escape_suite::run_suite(&settings, &targets)
             .await
             .map_err(|e| EngineError::internal(format!("cannot prepare the escape suite: {e}")))?;
         let mut probes: Vec<forge_proto::SandboxProbe> = rows

@@ -51,6 +51,9 @@ pub struct Engine {
 
 struct Inner {
     shared: Arc<Shared>,
+    /// Where sessions send what concerns helper agents; routed by
+    /// `helpers.rs`.
+    helpers: tokio::sync::mpsc::UnboundedSender<crate::session::machine::HelperOut>,
     sessions: Mutex<HashMap<String, SessionHandle>>,
     /// Serialises name changes so two sessions never get one name.
     names: Mutex<()>,
@@ -108,11 +111,11 @@ impl Engine {
             repo_maps: Default::default(),
             clock: crate::ids::Clock::system(),
             trackers: Default::default(),
-            helpers,
         });
         let engine = Engine {
             inner: Arc::new(Inner {
                 shared,
+                helpers,
                 sessions: Mutex::new(HashMap::new()),
                 names: Mutex::new(()),
                 shutting_down: AtomicBool::new(false),
@@ -171,7 +174,7 @@ impl Engine {
         self.check_running()?;
         let row = self.shared().store.session(id).await?.ok_or_else(|| EngineError::not_found(id))?;
         let cwd = row.cwd.clone();
-        let handle = SessionActor::spawn(self.inner.shared.clone(), row).await?;
+        let handle = SessionActor::spawn(self.inner.shared.clone(), self.inner.helpers.clone(), row).await?;
         sessions.insert(id.to_string(), handle.clone());
         self.start_project_servers(id, Path::new(&cwd));
         Ok(handle)

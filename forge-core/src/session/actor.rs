@@ -42,6 +42,8 @@ const QUIET_FOR_INLINE_COMMIT: Duration = Duration::from_micros(800);
 
 pub(crate) struct SessionActor {
     shared: Arc<Shared>,
+    /// Where what concerns helper agents goes; the engine routes it.
+    helpers: mpsc::UnboundedSender<super::machine::HelperOut>,
     session: Session,
     /// The session's system prompt before the project instructions.
     template: String,
@@ -106,7 +108,11 @@ struct Request(std::sync::Mutex<ProviderStream>);
 impl SessionActor {
     /// Loads a session from the store, recovers what it left unfinished,
     /// and starts its task.
-    pub(crate) async fn spawn(shared: Arc<Shared>, row: SessionRow) -> Result<SessionHandle, EngineError> {
+    pub(crate) async fn spawn(
+        shared: Arc<Shared>,
+        helpers: mpsc::UnboundedSender<super::machine::HelperOut>,
+        row: SessionRow,
+    ) -> Result<SessionHandle, EngineError> {
         let (tx, commands) = mpsc::channel(COMMAND_QUEUE);
         let (events, _) = broadcast::channel(BROADCAST_CAPACITY);
         let snap = Snapshot { state: OperationStateKind::Idle, queued: 0, last_seq: row.last_seq, approval: None };
@@ -162,6 +168,7 @@ impl SessionActor {
             repo_map,
             images: Default::default(),
             shared,
+            helpers,
             effects: Vec::new(),
             brought_back: VecDeque::new(),
             commands,
@@ -459,7 +466,7 @@ impl SessionActor {
             }
             Effect::Helper(out) => {
                 // The engine is gone only when the daemon stops.
-                let _ = self.shared.helpers.send(*out);
+                let _ = self.helpers.send(*out);
             }
             Effect::Reply(answer) => answer.send(),
             Effect::Arm(timer, after) => self.timers.arm(timer, after),

@@ -33,10 +33,6 @@ mod probe;
 pub mod reap;
 mod sends;
 pub mod spawn;
-pub mod suite;
-mod suite_limits;
-mod suite_reach;
-mod suite_run;
 mod support;
 pub mod unix;
 
@@ -48,6 +44,10 @@ use serde::{Deserialize, Serialize};
 pub use crate::config::{NetworkAccess, SandboxMode};
 pub use netfilter::{Rules, serve_notifications};
 pub use probe::{PROBE_ARG, probe_main};
+
+/// The first argument that starts the supervisor mode (a command's leader,
+/// see [`crate::supervisor`]); the sandbox knows it to tell its own.
+pub const SUPERVISE_ARG: &str = "__forge-supervise";
 pub use support::{LANDLOCK_CAP_ENV, Support, kernel_release, landlock_abi, userns_refusal};
 
 /// Environment variable that carries the policy from the daemon to the
@@ -420,7 +420,7 @@ impl Policy {
             .allow_unix_sockets
             .iter()
             .filter_map(|s| expand_home(s, home.as_deref()))
-            .map(|p| unix::lexical(&p))
+            .map(|p| crate::lexical::lexical(&p))
             .collect();
         Policy {
             read,

@@ -41,7 +41,7 @@ fn parent_of(pid: i32) -> Option<i32> {
 /// Whether `pid` is a command supervisor (`forged __forge-supervise`).
 fn is_supervisor(pid: i32) -> bool {
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    cmdline.split(|b| *b == 0).nth(1) == Some(crate::supervisor::SUPERVISE_ARG.as_bytes())
+    cmdline.split(|b| *b == 0).nth(1) == Some(super::SUPERVISE_ARG.as_bytes())
 }
 
 /// The supervisors (`forged __forge-supervise`) above `pid`: the Forge

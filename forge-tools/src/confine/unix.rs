@@ -16,7 +16,9 @@ use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
+
+use crate::lexical::lexical;
 
 /// Where the command may connect.
 #[derive(Debug, Default)]
@@ -79,22 +81,6 @@ impl UnixAddr {
             }
         }
     }
-}
-
-/// `path` with `.` and `..` taken out as written (for comparing with the
-/// user's list; the tree check resolves in the kernel).
-pub fn lexical(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
-    out
 }
 
 /// The working directory of thread `tid`, as a path.

@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::confine::unix::lexical;
+use crate::lexical::lexical;
 
 use super::seen::{CONFIGS, Config, Held, MAX_CONFIG, Program, Seen, lower_key, programs_in, value_of};
 

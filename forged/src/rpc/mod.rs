@@ -5,8 +5,6 @@
 mod daemon;
 mod session;
 
-pub(crate) use session::{event_text, item_text};
-
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;

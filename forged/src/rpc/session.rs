@@ -4,7 +4,7 @@ use forge_core::FeedItem;
 use forge_proto::error::rpc_error;
 use forge_proto::methods::RpcResult;
 use forge_proto::params::{EventsParams, SubscribeParams};
-use forge_proto::{ErrorKind, SessionEvent, SubscriptionItem};
+use forge_proto::{ErrorKind, SessionEvent};
 use jsonrpsee::core::SubscriptionResult;
 use jsonrpsee::{PendingSubscriptionSink, SubscriptionSink};
 use serde_json::value::RawValue;
@@ -22,36 +22,6 @@ pub async fn events(server: &ConnServer, p: EventsParams) -> RpcResult<Vec<Sessi
                 .map_err(|e| rpc_error(ErrorKind::Internal, format!("a stored event does not decode: {e}")))
         })
         .collect()
-}
-
-/// A stored event's JSON as a `SubscriptionItem::Event`: `{"type":"event",`
-/// + the event object without its `{`.
-pub(crate) fn event_text(json: &str) -> Option<String> {
-    // An event journaled before events had a size cap is cut to fit here.
-    let json = forge_core::event_size::clamp(json, forge_core::event_size::MAX_EVENT_BYTES);
-    let body = json.strip_prefix('{')?;
-    if body.trim_start().starts_with('}') {
-        return None;
-    }
-    Some(format!("{{\"type\":\"event\",{body}"))
-}
-
-/// One feed item as a `SubscriptionItem`'s JSON. Events are sent as
-/// stored: their JSON is made once, when the event is persisted.
-pub(crate) fn item_text(item: &FeedItem) -> Option<String> {
-    Some(match item {
-        FeedItem::Event { json, .. } => event_text(json)?,
-        FeedItem::Live { last_seq } => serde_json::to_string(&SubscriptionItem::Live { last_seq: *last_seq }).ok()?,
-        FeedItem::Lagged { resume_seq } => {
-            serde_json::to_string(&SubscriptionItem::Lagged { resume_seq: *resume_seq }).ok()?
-        }
-        FeedItem::Journal { health, reason } => {
-            serde_json::to_string(&SubscriptionItem::Journal { health: *health, reason: reason.clone() }).ok()?
-        }
-        FeedItem::Closed { reason } => {
-            serde_json::to_string(&SubscriptionItem::Closed { reason: reason.clone() }).ok()?
-        }
-    })
 }
 
 pub async fn subscribe(

@@ -6,17 +6,22 @@
 
 use std::time::Duration;
 
-pub use super::suite_run::{ASKS_FIRST, ProbeRow, Targets};
-use super::suite_run::{Probe, first_line, row, run, sh_quote, skipped};
-use super::{NetworkAccess, Policy, Settings};
+mod limits;
+mod reach;
+mod run;
+
+use crate::confine::{NetworkAccess, Policy, Settings};
 use crate::supervisor::{self, Confinement};
+pub use run::{ASKS_FIRST, ProbeRow, Targets};
+use run::{Probe, first_line, row, run, sh_quote, skipped};
 
 /// Runs every probe against `settings` (the configuration in force).
 pub async fn run_suite(settings: &Settings, targets: &Targets) -> std::io::Result<Vec<ProbeRow>> {
     // In the home directory's cache where there is one: a place commands
     // can see but not write (a private /tmp would hide one in /tmp, and
     // the probes would test nothing).
-    let home_cache = super::host().and_then(|h| h.home.as_ref()).map(|h| h.join(".cache")).filter(|c| c.is_dir());
+    let home_cache =
+        crate::confine::host().and_then(|h| h.home.as_ref()).map(|h| h.join(".cache")).filter(|c| c.is_dir());
     let builder = tempfile::Builder::new().prefix("forge-sandbox-test-").clone();
     let scratch = match home_cache.map(|c| builder.tempdir_in(c)) {
         Some(Ok(d)) => d,
@@ -37,9 +42,9 @@ pub async fn run_suite(settings: &Settings, targets: &Targets) -> std::io::Resul
         None
     };
     if confinement.is_none() {
-        let probe = Probe { root, outside, tmp, exe: super::host().and_then(|h| h.exe.clone()) };
+        let probe = Probe { root, outside, tmp, exe: crate::confine::host().and_then(|h| h.exe.clone()) };
         let mut rows = asks_first(settings);
-        rows.extend(super::suite_reach::forge_probes(settings, &probe).await);
+        rows.extend(reach::forge_probes(settings, &probe).await);
         return Ok(rows);
     }
     let c = confinement.as_ref();
@@ -94,7 +99,7 @@ pub async fn run_suite(settings: &Settings, targets: &Targets) -> std::io::Resul
     rows.push(row("write in the roots and $TMPDIR", false, !ok, first_line(&r.out)));
 
     // Secrets.
-    let home = super::host().and_then(|h| h.home.clone());
+    let home = crate::confine::host().and_then(|h| h.home.clone());
     match home.as_ref().map(|h| h.join(".ssh")).filter(|s| s.is_dir()) {
         Some(ssh) => {
             // The files as the daemon sees them: the command cannot list them.
@@ -117,12 +122,12 @@ pub async fn run_suite(settings: &Settings, targets: &Targets) -> std::io::Resul
     rows.push(row("read $FORGE_HOME/forge.db", true, r.code != Some(0), first_line(&r.out)));
 
     // The network and the daemon.
-    let exe = super::host().and_then(|h| h.exe.clone());
+    let exe = crate::confine::host().and_then(|h| h.exe.clone());
     match &exe {
         Some(exe) => {
             let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
             let port = listener.local_addr()?.port();
-            let line = format!("{} {} connect-tcp 127.0.0.1:{port}", sh_quote(exe), super::PROBE_ARG);
+            let line = format!("{} {} connect-tcp 127.0.0.1:{port}", sh_quote(exe), crate::confine::PROBE_ARG);
             let r = run(&line, &root, c, &tmp, short).await;
             let deny = settings.network == NetworkAccess::Deny;
             rows.push(row(
@@ -131,7 +136,7 @@ pub async fn run_suite(settings: &Settings, targets: &Targets) -> std::io::Resul
                 r.code != Some(0),
                 first_line(&r.out),
             ));
-            let line = format!("{} {} connect-tcp 1.1.1.1:443", sh_quote(exe), super::PROBE_ARG);
+            let line = format!("{} {} connect-tcp 1.1.1.1:443", sh_quote(exe), crate::confine::PROBE_ARG);
             let r = run(&line, &root, c, &tmp, short).await;
             let outward = settings.network != NetworkAccess::Allow;
             if outward || r.code == Some(0) {
@@ -139,7 +144,8 @@ pub async fn run_suite(settings: &Settings, targets: &Targets) -> std::io::Resul
             } else {
                 rows.push(skipped("connect to the internet (1.1.1.1:443)", false, "no route from this machine"));
             }
-            let line = format!("{} {} connect-unix {}", sh_quote(exe), super::PROBE_ARG, sh_quote(&targets.socket));
+            let line =
+                format!("{} {} connect-unix {}", sh_quote(exe), crate::confine::PROBE_ARG, sh_quote(&targets.socket));
             let r = run(&line, &root, c, &tmp, short).await;
             rows.push(row("connect to forged's socket", true, r.code != Some(0), first_line(&r.out)));
             drop(listener);
@@ -148,8 +154,8 @@ pub async fn run_suite(settings: &Settings, targets: &Targets) -> std::io::Resul
     }
 
     let probe = Probe { root: root.clone(), outside: outside.clone(), tmp: tmp.clone(), exe: exe.clone() };
-    rows.extend(super::suite_reach::run_probes(settings, &probe, c).await?);
-    rows.extend(super::suite_limits::run_probes(settings, &probe, c).await);
+    rows.extend(reach::run_probes(settings, &probe, c).await?);
+    rows.extend(limits::run_probes(settings, &probe, c).await);
     Ok(rows)
 }
 

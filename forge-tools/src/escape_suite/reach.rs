@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use super::Settings;
-use super::suite_run::{Probe, ProbeRow, first_line, row, run, sh_quote, skipped};
+use super::run::{Probe, ProbeRow, first_line, row, run, sh_quote, skipped};
+use crate::confine::Settings;
 use crate::supervisor::Confinement;
 
 pub(super) async fn run_probes(
@@ -39,7 +39,7 @@ pub(super) async fn run_probes(
                 let line = format!(
                     "{} {} connect-unix {}",
                     sh_quote(exe),
-                    super::PROBE_ARG,
+                    crate::confine::PROBE_ARG,
                     sh_quote(std::path::Path::new(&target))
                 );
                 let r = run(&line, root, c, tmp, short).await;
@@ -60,7 +60,7 @@ async fn send_probe(p: &Probe, exe: &std::path::Path, c: Option<&Confinement>) -
     let target = p.outside.join("datagram.sock");
     let far = std::os::unix::net::UnixDatagram::bind(&target)?;
     far.set_nonblocking(true)?;
-    let line = format!("{} {} send-unix {}", sh_quote(exe), super::PROBE_ARG, sh_quote(&target));
+    let line = format!("{} {} send-unix {}", sh_quote(exe), crate::confine::PROBE_ARG, sh_quote(&target));
     let r = run(&line, &p.root, c, &p.tmp, Duration::from_secs(20)).await;
     let mut buf = [0u8; 64];
     let arrived = far.recv(&mut buf).is_ok();

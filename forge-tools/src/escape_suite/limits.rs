@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use super::suite_run::{Probe, ProbeRow, alive, first_line, row, run, sh_quote, skipped};
-use super::{Policy, Settings};
+use super::run::{Probe, ProbeRow, alive, first_line, row, run, sh_quote, skipped};
+use crate::confine::{Policy, Settings};
 use crate::supervisor::Confinement;
 
 pub(super) async fn run_probes(settings: &Settings, p: &Probe, c: Option<&Confinement>) -> Vec<ProbeRow> {
@@ -13,8 +13,10 @@ pub(super) async fn run_probes(settings: &Settings, p: &Probe, c: Option<&Confin
     let short = Duration::from_secs(20);
     let mut rows = Vec::new();
     // Limits, with small values so the probes stay quick.
-    let small =
-        Settings { limits: Some(super::Limits { memory_mb: 256, processes: 64, cpu_seconds: 60 }), ..settings.clone() };
+    let small = Settings {
+        limits: Some(crate::confine::Limits { memory_mb: 256, processes: 64, cpu_seconds: 60 }),
+        ..settings.clone()
+    };
     let small_c = c.map(|_| Confinement::new(Policy::build(&small, &roots, tmp, false)));
     let r = run("awk 'BEGIN { s = \"x\"; while (1) s = s s }'", root, small_c.as_ref(), tmp, short).await;
     rows.push(row(
@@ -26,7 +28,7 @@ pub(super) async fn run_probes(settings: &Settings, p: &Probe, c: Option<&Confin
     match &p.exe {
         Some(exe) => {
             // A bounded flood: 200 sleeping children, never a fork bomb.
-            let line = format!("{} {} flood 200 exit", sh_quote(exe), super::PROBE_ARG);
+            let line = format!("{} {} flood 200 exit", sh_quote(exe), crate::confine::PROBE_ARG);
             let r = run(&line, root, small_c.as_ref(), tmp, Duration::from_secs(30)).await;
             let started: Option<u64> = r
                 .out
@@ -44,7 +46,7 @@ pub(super) async fn run_probes(settings: &Settings, p: &Probe, c: Option<&Confin
                     None => first_line(&r.out),
                 },
             ));
-            let totals = super::totals();
+            let totals = crate::confine::totals();
             if totals.memory {
                 // Three children of 200 MiB under a 256 MiB total.
                 // Alive at the end: processes whose whole command line is
@@ -53,7 +55,7 @@ pub(super) async fn run_probes(settings: &Settings, p: &Probe, c: Option<&Confin
                     "for i in 1 2 3; do {exe} {arg} hog 200 & done; sleep 3; \
                      echo alive $(for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done | grep -c -- '{arg} hog 200 $')",
                     exe = sh_quote(exe),
-                    arg = super::PROBE_ARG
+                    arg = crate::confine::PROBE_ARG
                 );
                 let r = run(&line, root, small_c.as_ref(), tmp, Duration::from_secs(30)).await;
                 let held = r.out.matches("holding 200 MiB").count();
@@ -132,7 +134,7 @@ async fn set_id_probes(p: &Probe, c: Option<&Confinement>) -> Vec<ProbeRow> {
     ));
     match &p.exe {
         Some(exe) => {
-            let line = format!("{} {} create-mode ./suid-new 4755", sh_quote(exe), super::PROBE_ARG);
+            let line = format!("{} {} create-mode ./suid-new 4755", sh_quote(exe), crate::confine::PROBE_ARG);
             let r = run(&line, root, c, tmp, Duration::from_secs(20)).await;
             let made = set_id("suid-new");
             rows.push(row(
