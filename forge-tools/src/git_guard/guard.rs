@@ -53,13 +53,21 @@ pub fn worth_a_look(path: &Path) -> bool {
     named(path, &NAMES) || path.parent().is_some_and(|p| named(p, &["hooks"]))
 }
 
+/// The git dir whose own file `path` is (its config, `HEAD`, a hook), if
+/// git may take it for one.
+fn own_file_of(path: &Path) -> Option<&Path> {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    let parent = path.parent()?;
+    if NAMES[1..].contains(&name) && looks_like_git_dir(parent) {
+        return Some(parent);
+    }
+    parent.file_name().filter(|n| *n == "hooks").and(parent.parent()).filter(|d| looks_like_git_dir(d))
+}
+
 /// Whether `path` is a bare layout's own file (its config, `HEAD`, a
 /// hook): the file tools write none, as they write nothing in `.git`.
 pub fn in_bare_git_dir(path: &Path) -> bool {
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-    let parent = path.parent().unwrap_or(Path::new(""));
-    (NAMES[1..].contains(&name) && looks_like_git_dir(parent))
-        || (parent.file_name().is_some_and(|n| n == "hooks") && parent.parent().is_some_and(looks_like_git_dir))
+    own_file_of(path).is_some()
 }
 
 /// Whether git may take `dir` for a git dir: `HEAD`, and objects of its
@@ -112,10 +120,6 @@ impl Guard {
         Guard { roots, given, known: BTreeMap::new(), pointers: BTreeMap::new() }
     }
 
-    pub fn roots(&self) -> &[PathBuf] {
-        &self.roots
-    }
-
     /// A root's own `.git` (or what lies in it): read-only to commands,
     /// and the user's; the guard leaves it alone.
     pub fn is_roots_own(&self, path: &Path) -> bool {
@@ -144,20 +148,11 @@ impl Guard {
                 };
             }
         }
-        let mut out = Vec::new();
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-        let parent = path.parent().filter(|p| p.starts_with(root));
-        if let Some(parent) = parent {
-            if NAMES[1..].contains(&name) && looks_like_git_dir(parent) {
-                out.push(Spot::Dir(parent.to_path_buf()));
-            }
-            if parent.file_name().is_some_and(|n| n == "hooks")
-                && let Some(dir) = parent.parent().filter(|d| d.starts_with(root) && looks_like_git_dir(d))
-            {
-                out.push(Spot::Dir(dir.to_path_buf()));
-            }
-        }
-        out
+        own_file_of(path)
+            .filter(|dir| dir.starts_with(root))
+            .map(|dir| Spot::Dir(dir.to_path_buf()))
+            .into_iter()
+            .collect()
     }
 
     /// Every spot under the roots (a walk of them all: for the sandbox's

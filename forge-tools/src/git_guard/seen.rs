@@ -100,18 +100,29 @@ pub(super) type Stamp = Vec<(i64, i64, u64, u64)>;
 
 /// The stats of what [`Seen`] reads in `dir`, `hooks` named as last read.
 pub(super) fn stamp<'a>(dir: &Path, hooks: impl Iterator<Item = &'a String>) -> Stamp {
+    let mut out = own_stamp(dir);
+    out.extend(hook_stamps(dir, hooks));
+    out
+}
+
+fn stat_of(path: &Path) -> (i64, i64, u64, u64) {
     use std::os::unix::fs::MetadataExt;
-    let of = |path: &Path| match std::fs::symlink_metadata(path) {
+    match std::fs::symlink_metadata(path) {
         Ok(m) => {
             (m.ctime() * 1_000_000_000 + m.ctime_nsec(), m.mtime() * 1_000_000_000 + m.mtime_nsec(), m.ino(), m.size())
         }
         Err(_) => (0, 0, 0, 0),
-    };
+    }
+}
+
+/// The config files', `commondir`'s and the hooks directory's stats.
+fn own_stamp(dir: &Path) -> Stamp {
+    CONFIGS.iter().chain(&["commondir", "hooks"]).map(|n| stat_of(&dir.join(n))).collect()
+}
+
+fn hook_stamps<'a>(dir: &Path, hooks: impl Iterator<Item = &'a String>) -> impl Iterator<Item = (i64, i64, u64, u64)> {
     let hooks_dir = dir.join("hooks");
-    let mut out: Stamp = CONFIGS.iter().chain(&["commondir"]).map(|n| of(&dir.join(n))).collect();
-    out.push(of(&hooks_dir));
-    out.extend(hooks.map(|h| of(&hooks_dir.join(h))));
-    out
+    hooks.map(move |h| stat_of(&hooks_dir.join(h)))
 }
 
 impl Seen {
@@ -121,7 +132,7 @@ impl Seen {
         let mut seen = Seen::default();
         // Taken first: a change while reading shows as a stamp unlike the
         // next one.
-        let mut stamp = stamp(dir, std::iter::empty());
+        let mut stamp = own_stamp(dir);
         for name in CONFIGS {
             let path = dir.join(name);
             if let Some(held) = Held::read(&path) {
@@ -149,7 +160,7 @@ impl Seen {
             }
         }
         seen.commondir = Held::read(&dir.join("commondir"));
-        stamp.extend(self::stamp(dir, seen.hooks.keys()).into_iter().skip(stamp.len()));
+        stamp.extend(hook_stamps(dir, seen.hooks.keys()));
         seen.stamp = stamp;
         seen
     }
