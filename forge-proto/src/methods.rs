@@ -266,6 +266,11 @@ forge_methods! {
         /// if the turn ends first it becomes the next message. With no turn
         /// running it is sent as a message at once (`started`).
         "session.steer" session_steer(SteerParams) -> SteerResult = Steer;
+        /// Sends a user message. Starts a turn, or queues the message when one
+        /// is running (the result says so). Answers once the message is
+        /// persisted. `n` > 1 asks for that many sibling answers (tools off
+        /// only); `continue` (no `text`) answers what the session holds now.
+        "session.send" session_send(SendParams) -> SendResult = Send;
     }
 
     /// Handshake: the client states the protocol version it speaks and who
@@ -300,11 +305,6 @@ forge_methods! {
     session "session.rename" session_rename(RenameParams) -> SessionInfo;
     /// Removes a session and its history. Refused while a turn runs.
     session "session.remove" session_remove(SessionRef) -> RemoveResult;
-    /// Sends a user message. Starts a turn, or queues the message when one
-    /// is running (the result says so). Answers once the message is
-    /// persisted. `n` > 1 asks for that many sibling answers (tools off
-    /// only); `continue` (no `text`) answers what the session holds now.
-    session "session.send" session_send(SendParams) -> SendResult;
     /// Switches the session's provider and/or model for its next requests.
     /// A provider alone takes that provider's default model.
     session "session.configure" session_configure(ConfigureParams) -> SessionInfo;

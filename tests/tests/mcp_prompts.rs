@@ -116,3 +116,70 @@ async fn a_resource_attached_to_a_message_is_read_and_added_after_it() {
     assert_eq!(error_of(&r.json_lines()).0, "invalid_params");
     assert_eq!(mock.requests().len(), sent_before, "nothing reached the model");
 }
+
+/// The user's first command starts forged and names a prompt of a server
+/// still starting: the message waits for the server's prompts, and the
+/// model gets the prompt, not the literal text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_prompt_after_an_autostart_waits_for_its_server() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let forge = Forge::new(&mock);
+    let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    forge.write_config(&format!(
+        "[[mcp.servers]]\nname = \"t\"\ncommand = {:?}\nargs = [\"--slow-start-ms\", \"2000\"]\n",
+        bin("forge-mcp-test").display().to_string(),
+    ));
+    let cwd = project.path().display().to_string();
+    let send = forge.ctl_autostart_cmd(&["send", "--cwd", &cwd, "/t:review 12 the error paths"]).output();
+    let out = tokio::time::timeout(Duration::from_secs(60), send)
+        .await
+        .unwrap_or_else(|_| panic!("send did not finish"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    // Stop the daemon it started (it is not this test's child).
+    forge.ok(&["shutdown"]).await;
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("started forged"), "{stderr}");
+    assert_eq!(last_user_text(&mock), "Review pull request 12, focusing on the error paths.");
+}
+
+/// An editor's `/server:prompt args` (ACP sends a prompt with no turn
+/// running as a steer) reaches the model expanded, as from forgectl.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_editors_prompt_naming_a_server_prompt_reaches_the_model_expanded() {
+    let (mock, forge, project, _id) = setup().await;
+    let mut acp = forge
+        .ctl_cmd(&["acp"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("forgectl acp: {e}"));
+    let mut stdin = acp.stdin.take().unwrap_or_else(|| panic!("stdin"));
+    let stdout = acp.stdout.take().unwrap_or_else(|| panic!("stdout"));
+    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stdout));
+    let mut call = async |id: u64, method: &str, params: Value| -> Value {
+        let line = format!("{}\n", serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        tokio::io::AsyncWriteExt::write_all(&mut stdin, line.as_bytes()).await.unwrap_or_else(|e| panic!("{e}"));
+        loop {
+            let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+                .await
+                .unwrap_or_else(|_| panic!("no answer to {method}"))
+                .unwrap_or_else(|e| panic!("{e}"))
+                .unwrap_or_else(|| panic!("the bridge closed stdout"));
+            let msg: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+            if msg.get("method").is_none() && msg["id"] == id {
+                assert!(msg.get("error").is_none(), "{method}: {msg}");
+                return msg["result"].clone();
+            }
+        }
+    };
+    call(1, "initialize", serde_json::json!({"protocolVersion": 1, "clientCapabilities": {}})).await;
+    let cwd = project.path().display().to_string();
+    let new = call(2, "session/new", serde_json::json!({"cwd": cwd, "mcpServers": []})).await;
+    let session = new["sessionId"].as_str().unwrap_or_default().to_string();
+    let prompt = serde_json::json!([{"type": "text", "text": "/t:review 7 naming"}]);
+    let done = call(3, "session/prompt", serde_json::json!({"sessionId": session, "prompt": prompt})).await;
+    assert_eq!(done["stopReason"], "end_turn");
+    assert_eq!(last_user_text(&mock), "Review pull request 7, focusing on naming.");
+    let _ = acp.kill().await;
+}

@@ -164,6 +164,6 @@ impl Engine {
     /// which reports to the parent like any end.
     async fn give_task(&self, child: &str, prompt: String) -> Result<(), EngineError> {
         let params = SendParams { session: child.to_string(), text: Some(prompt), ..Default::default() };
-        self.send(params, helper_client()).await.map(drop)
+        self.request(forge_proto::methods::SessionRequest::Send(params), helper_client()).await.map(drop)
     }
 }

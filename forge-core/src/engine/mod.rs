@@ -8,7 +8,7 @@ mod git;
 mod git_restore;
 mod helpers;
 mod images;
-mod mcp_input;
+mod mcp;
 mod queries;
 mod store_admin;
 mod tree;
@@ -21,10 +21,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use forge_proto::params::{Addressed, CancelParams, ConfigureParams, RenameParams, SendParams, SessionRef};
+use forge_proto::params::{Addressed, CancelParams, ConfigureParams, RenameParams, SessionRef};
 use forge_proto::{
-    CancelResult, ClientRef, ErrorKind, EventKind, JournalHealth, JournalStatus, OperationStateKind, SendResult,
-    SessionInfo,
+    CancelResult, ClientRef, ErrorKind, EventKind, JournalHealth, JournalStatus, OperationStateKind, SessionInfo,
 };
 use tokio::sync::Mutex;
 
@@ -261,24 +260,6 @@ impl Engine {
             self.remove_git_worktree(&id, &git).await;
         }
         Ok(id)
-    }
-
-    /// `session.send`: a message (or, with `continue`, none) for the
-    /// session to answer.
-    pub async fn send(&self, mut params: SendParams, client: ClientRef) -> Result<SendResult, EngineError> {
-        self.check_running()?;
-        let handle = self.handle_for(&params.session).await?;
-        self.mcp_input(&handle.id, &mut params).await?;
-        let images = self.send_images(&mut params).await?;
-        // Prefix matching: the same message again under the same node is
-        // that node, answered anew (a sibling answer), not a copy.
-        let same = match (params.continued, &params.text) {
-            (false, Some(text)) => self.shared().store.user_messages_under_head(&handle.id, text).await?,
-            _ => Vec::new(),
-        };
-        handle
-            .request(|reply| SessionCmd::Send { params, client, same, grants: Default::default(), images, reply })
-            .await
     }
 
     pub async fn cancel(&self, params: CancelParams, client: ClientRef) -> Result<CancelResult, EngineError> {

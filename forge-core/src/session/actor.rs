@@ -55,8 +55,6 @@ pub(crate) struct SessionActor {
     project_tools: String,
     /// The agent types the `task` tool offers, in a word (`agents::key`).
     agents: String,
-    /// The session was told of a project command ignored for trust.
-    said_untrusted: bool,
     /// The repository map the prompt holds (`[context] repo_summaries`).
     repo_map: Option<Arc<str>>,
     /// The images of the last request's messages, base64, by hash (read
@@ -164,7 +162,6 @@ impl SessionActor {
             tools_version,
             project_tools,
             agents: crate::agents::key(Path::new(&row_cwd), shared.trust.trusts(Path::new(&row_cwd))),
-            said_untrusted: false,
             repo_map,
             images: Default::default(),
             shared,
@@ -267,26 +264,9 @@ impl SessionActor {
     /// Reads again what may have changed outside the session since its
     /// last message: the project's instruction files, the MCP servers'
     /// tools, the hooks in force.
-    fn refresh(&mut self, mut then: super::SessionCmd) -> Event {
+    fn refresh(&mut self) -> super::machine::Refresh {
         let cwd = PathBuf::from(self.session.cwd());
         let trusted = self.shared.trust.trusts(&cwd);
-        let mut ignored = None;
-        // `/name args` of a command of one's own becomes its prompt.
-        if let super::SessionCmd::Send { params, grants, .. } = &mut then
-            && let Some(text) = params.text.as_deref().filter(|t| t.trim_start().starts_with('/'))
-        {
-            let commands = crate::slash_commands::load(&cwd, trusted);
-            if let Some((prompt, command)) = crate::slash_commands::expand(&commands, text) {
-                *grants = super::machine::TurnGrants::of(command);
-                params.text = Some(prompt);
-            } else if !trusted && !self.said_untrusted {
-                // The project's command of that name waits for trust: said
-                // once, the text goes on as it is.
-                ignored = crate::slash_commands::untrusted_project_command(&cwd, text)
-                    .map(|name| (name, cwd.display().to_string()));
-                self.said_untrusted = ignored.is_some();
-            }
-        }
         let (provider, model) = self.session.provider_model();
         let map = self.shared.repo_map(&cwd, self.session.id(), provider, model);
         let map_changed = map.as_deref() != self.repo_map.as_deref();
@@ -314,7 +294,7 @@ impl SessionActor {
         });
         let hooks = hooks_for(&self.shared, self.session.id(), &cwd);
         let starting = self.shared.mcp.starting(Some(self.session.id()));
-        Event::Refreshed(Box::new(super::machine::Refresh { prompt, tools, hooks, starting, ignored, then }))
+        super::machine::Refresh { prompt, tools, hooks, starting }
     }
 
     /// The bytes of the request's images (the machine holds only what
@@ -436,7 +416,14 @@ impl SessionActor {
                 let failed = || JobOutcome::FilesRestored { done: 0, error: Some("restoring the files failed".into()) };
                 self.job(id, super::rewind_task::restore(store, *job), failed);
             }
-            Effect::Refresh { then } => return Some(self.refresh(then)),
+            Effect::PrepareInput(job) => {
+                let (id, refresh) = (job.job, self.refresh());
+                let failed = || {
+                    let input = Err(EngineError::internal("preparing the message failed inside forged"));
+                    JobOutcome::InputPrepared(Box::new(super::machine::input::Prepared { refresh: None, input }))
+                };
+                self.job(id, super::input_task::prepare(self.shared.clone(), *job, refresh), failed);
+            }
             Effect::WaitForTools { job, limit } => {
                 let shared = self.shared.clone();
                 let id = self.session.id().to_string();

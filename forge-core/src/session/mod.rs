@@ -5,6 +5,8 @@
 
 pub(crate) mod actor;
 mod git_task;
+mod input_task;
+pub(crate) use input_task::keep_image;
 pub mod live;
 pub(crate) mod load;
 pub(crate) mod machine;
@@ -20,9 +22,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use forge_proto::methods::SessionRequest;
 use forge_proto::params::{
     BookmarkParams, CancelParams, CheckoutParams, ConfigureParams, ContextParams, DeleteNodeParams, EditParams,
-    RenameParams, RewindParams, SendParams, SplitParams,
+    RenameParams, RewindParams, SplitParams,
 };
-use forge_proto::{CancelResult, ClientRef, ErrorKind, OperationStateKind, SendResult};
+use forge_proto::{CancelResult, ClientRef, ErrorKind, OperationStateKind};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use crate::error::EngineError;
@@ -74,21 +76,6 @@ impl Reply<serde_json::Value> {
 /// `Session::on_command`. A client's command carries its params as the
 /// wire gave them (the session and node references resolved to ids).
 pub(crate) enum SessionCmd {
-    Send {
-        params: SendParams,
-        client: ClientRef,
-        /// Identical user messages already under the head, as the store
-        /// had them. One is reused instead of a new node if the head is
-        /// still the one it hangs from (for a root: if it was sent under
-        /// the same system prompt).
-        same: Vec<SameMessage>,
-        /// What the command of one's own it came from grants its turn
-        /// (set by the shell when it expands one).
-        grants: machine::TurnGrants,
-        /// The message's images, checked and stored by the engine.
-        images: Vec<forge_proto::ImageInfo>,
-        reply: Reply<SendResult>,
-    },
     Cancel {
         params: CancelParams,
         client: ClientRef,

@@ -141,10 +141,6 @@ impl ForgeServer for ConnServer {
         Ok(RemoveResult { session_id })
     }
 
-    async fn session_send(&self, p: SendParams) -> RpcResult<SendResult> {
-        self.engine().send(p, self.client_ref()).await.map_err(to_rpc)
-    }
-
     async fn session_configure(&self, p: ConfigureParams) -> RpcResult<SessionInfo> {
         self.engine().configure(p, self.client_ref()).await.map_err(to_rpc)
     }

@@ -87,6 +87,8 @@ pub(crate) enum JobOutcome {
         result: Result<forge_git::Committed, String>,
         usage: Option<super::git_commit::MessageUsage>,
     },
+    /// A message, prepared (see `input.rs`).
+    InputPrepared(Box<super::input::Prepared>),
     /// Git mode: where a checkout moved the branch (`None`: the node has
     /// no commit, or its commit is the tip already).
     BranchMoved(Result<Option<forge_git::Moved>, String>),
@@ -100,6 +102,7 @@ impl Session {
             JobOutcome::RewindPlanned(plan) => self.on_rewind_planned(job, plan),
             JobOutcome::FilesRestored { done, error } => self.on_files_restored(job, done, error),
             JobOutcome::ToolsStarted { tools, not_started } => self.on_tools_started(job, tools, not_started),
+            JobOutcome::InputPrepared(prepared) => self.on_input_prepared(job, *prepared),
             JobOutcome::Committed { result, usage } => self.on_committed(job, result, usage),
             JobOutcome::BranchMoved(result) => self.on_branch_moved(job, result),
             other if self.tool_stage_job() == Some(job) => self.call_stage_done(other),

@@ -45,24 +45,6 @@ pub(super) enum Access {
 impl Session {
     pub(super) fn on_command(&mut self, cmd: SessionCmd) {
         match cmd {
-            SessionCmd::Send { params, client, same, grants, images, reply } => {
-                if let Some(reply) = self.admit(reply, Access::Write) {
-                    if let Some(refused) = self.helper_cancelled_before_its_task() {
-                        return self.out.push(Effect::Reply(ReadyReply::now(reply, Err(refused))));
-                    }
-                    let args = SendArgs {
-                        text: params.text.unwrap_or_default(),
-                        client,
-                        same,
-                        n: params.n.unwrap_or(1),
-                        continued: params.continued,
-                        output_schema: params.output_schema,
-                        grants,
-                        images,
-                    };
-                    self.on_send(args, reply);
-                }
-            }
             SessionCmd::Request { request, client, reply } => self.on_request(request, client, reply),
             SessionCmd::Cancel { params, client, reply } => {
                 if let Some(reply) = self.admit(reply, Access::Write) {

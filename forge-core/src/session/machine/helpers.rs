@@ -452,15 +452,7 @@ impl Session {
                     return;
                 }
                 let params = SendParams { session: self.row.id.clone(), continued: true, ..Default::default() };
-                let cmd = SessionCmd::Send {
-                    params,
-                    client: ClientRef::daemon(),
-                    same: Vec::new(),
-                    grants: Default::default(),
-                    images: Vec::new(),
-                    reply: Reply::nobody(),
-                };
-                self.out.push(Effect::Refresh { then: cmd });
+                self.on_input(params, ClientRef::daemon(), Reply::nobody());
             }
             OperationState::ToolRecovery { .. } => {
                 if let Err(e) = self.on_recover(RecoverAction::Resume, None) {

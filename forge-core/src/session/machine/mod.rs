@@ -37,6 +37,7 @@ pub(crate) mod git_commit;
 mod history;
 pub(crate) mod hooks;
 mod images;
+pub(crate) mod input;
 mod journal;
 mod mcp_wait;
 pub(crate) mod pipeline;
@@ -113,12 +114,9 @@ pub(crate) enum Event {
     Timer(Timer),
     /// What the store holds for this session (at start, and after `Effect::Reload`).
     Loaded { durable: Result<Box<Durable>, EngineError>, cause: RecoveryCause },
-    /// What may have changed outside since the last message (after
-    /// `Effect::Refresh`), then the message.
-    Refreshed(Box<Refresh>),
 }
 
-/// What the shell read again before a message.
+/// What the shell read again before a message (see `input.rs`).
 pub(crate) struct Refresh {
     /// The system prompt and its instruction files, if the files changed.
     pub prompt: Option<(Arc<str>, Vec<String>)>,
@@ -128,10 +126,6 @@ pub(crate) struct Refresh {
     pub hooks: crate::hooks::HookSet,
     /// The MCP servers still starting, whose tools the turn waits for.
     pub starting: Vec<String>,
-    /// A project command the message names, ignored for trust (name,
-    /// folder): said once the message is recorded.
-    pub ignored: Option<(String, String)>,
-    pub then: SessionCmd,
 }
 
 /// How a tool's run ended.
@@ -168,9 +162,8 @@ pub(crate) enum Effect {
     PlanRewind(Box<rewind::PlanRewind>),
     /// Write a rewind's files; back as `Event::JobDone`.
     RestoreFiles(Box<rewind::RestoreFiles>),
-    /// Read again what may have changed outside (instruction files, MCP
-    /// tools, hooks), then handle the message (`Event::Refreshed`).
-    Refresh { then: SessionCmd },
+    /// Prepare a message (see `input.rs`); back as `Event::JobDone`.
+    PrepareInput(Box<input::InputJob>),
     /// Git mode: write a finished turn's commit; back as `Event::JobDone`.
     CommitTurn(Box<git_commit::CommitJob>),
     /// Git mode: move the branch to a node's commit; back as `Event::JobDone`.
@@ -374,6 +367,8 @@ pub(crate) struct Session {
     family_denied: bool,
     /// The running turn asks for several answers (`session.send` `n`).
     completions: Option<Completions>,
+    /// Messages on their way in (see `input.rs`).
+    inputs: input::Inputs,
     /// The hooks in force (read again before each message).
     hooks: crate::hooks::HookSet,
     /// MCP servers still starting when the last message came (the turn
@@ -441,6 +436,7 @@ impl Session {
             family_go: false,
             family_denied: false,
             completions: None,
+            inputs: Default::default(),
             hooks: Default::default(),
             mcp_starting: Vec::new(),
             submissions: VecDeque::new(),
@@ -462,28 +458,7 @@ impl Session {
     /// effects are appended to `effects`, for the shell to carry out.
     pub(crate) fn handle(&mut self, event: Event, effects: &mut Vec<Effect>) {
         match event {
-            // A message is sent with the instructions, tools and hooks as
-            // they are now.
-            Event::Command(cmd @ SessionCmd::Send { .. }) => self.out.push(Effect::Refresh { then: cmd }),
             Event::Command(cmd) => self.take_command(cmd),
-            Event::Refreshed(refresh) => {
-                let Refresh { prompt, tools, hooks, starting, ignored, then } = *refresh;
-                if let Some((prompt, files)) = prompt {
-                    self.system_prompt = prompt;
-                    self.instruction_files = files;
-                }
-                if let Some(tools) = tools {
-                    self.set_tools(tools);
-                }
-                self.hooks = hooks;
-                self.set_mcp_starting(starting);
-                self.take_command(then);
-                // After the message's own event: a client following from
-                // there sees it.
-                if let Some((name, dir)) = ignored {
-                    self.pipeline.event(None, forge_proto::EventKind::CommandIgnored { name, dir });
-                }
-            }
             Event::HistoryRead { history, then } => {
                 match history {
                     Ok(path) => {
@@ -641,6 +616,7 @@ impl Session {
             && self.queue.is_empty()
             && self.steers.is_empty()
             && self.submissions.is_empty()
+            && self.inputs.is_idle()
             && self.starting.is_none()
             && self.pipeline.is_idle()
             && self.exit.is_none()

@@ -33,6 +33,7 @@ impl Session {
                 self.reply_when_durable(reply.typed(), result);
             }
             SessionRequest::Steer(params) => self.on_steer(params, client, reply),
+            SessionRequest::Send(params) => self.on_input(params, client, reply.typed()),
             SessionRequest::Summarize(_) => {
                 let result = self.summarize_now();
                 self.out.push(Effect::Reply(ReadyReply::now(reply.typed(), result)));

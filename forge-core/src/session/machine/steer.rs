@@ -12,7 +12,7 @@ use super::OnDurable;
 use super::{Effect, Responder, Session};
 use crate::error::EngineError;
 use crate::journal::StoreOp;
-use crate::session::{Reply, SessionCmd};
+use crate::session::Reply;
 use crate::store::QueuedRow;
 
 impl Session {
@@ -45,15 +45,7 @@ impl Session {
                 started: !s.queued,
             });
             let params = SendParams { session: params.session, text: Some(params.text), ..Default::default() };
-            let then = SessionCmd::Send {
-                params,
-                client,
-                same: Vec::new(),
-                grants: Default::default(),
-                images: Vec::new(),
-                reply: send,
-            };
-            return self.out.push(Effect::Refresh { then });
+            return self.on_input(params, client, send);
         }
         let message_id = self.clock.new_id("m");
         let created_ms = self.clock.now_ms();

@@ -44,6 +44,8 @@ struct Harness {
     hook_jobs: Vec<crate::session::machine::hooks::HookJob>,
     /// The system prompt the next refresh finds.
     next_prompt: Option<Arc<str>>,
+    /// The same messages the store finds under the head for the next one.
+    next_same: Vec<crate::session::SameMessage>,
     /// The MCP servers the next refresh finds still starting.
     mcp_starting: Vec<String>,
     /// Waits for MCP servers the session asked for (job ids).
@@ -140,6 +142,7 @@ impl Harness {
             hooks: Default::default(),
             hook_jobs: Vec::new(),
             next_prompt: None,
+            next_same: Vec::new(),
             mcp_starting: Vec::new(),
             tool_waits: Vec::new(),
             plans: Vec::new(),
@@ -233,12 +236,17 @@ impl Harness {
                         undone: Vec::new(),
                     },
                 }),
-                Effect::Refresh { then } => {
+                // The message as sent: no command of one's own, no MCP
+                // server here.
+                Effect::PrepareInput(job) => {
                     let prompt = self.next_prompt.take().map(|p| (p, Vec::new()));
                     let starting = std::mem::take(&mut self.mcp_starting);
-                    let refresh =
-                        Refresh { prompt, tools: None, hooks: self.hooks.clone(), starting, ignored: None, then };
-                    self.feed(Event::Refreshed(Box::new(refresh)))
+                    let refresh = Refresh { prompt, tools: None, hooks: self.hooks.clone(), starting };
+                    let same = std::mem::take(&mut self.next_same);
+                    let input = input::Input { text: job.text, same, ..Default::default() };
+                    let prepared = input::Prepared { refresh: Some(refresh), input: Ok(input) };
+                    let outcome = call::JobOutcome::InputPrepared(Box::new(prepared));
+                    self.feed(Event::JobDone { job: job.job, outcome })
                 }
                 Effect::WaitForTools { job, .. } => self.tool_waits.push(job),
                 Effect::CommitTurn(job) => self.commits.push(*job),
@@ -320,14 +328,7 @@ impl Harness {
 
     fn send(&mut self, text: &str) -> oneshot::Receiver<Result<forge_proto::SendResult, EngineError>> {
         let params = SendParams { text: Some(text.into()), ..Default::default() };
-        self.command(|reply| SessionCmd::Send {
-            params,
-            client: client(),
-            same: Vec::new(),
-            grants: Default::default(),
-            images: Vec::new(),
-            reply,
-        })
+        self.request(SessionRequest::Send(params))
     }
 
     /// Sends a message whose answer the test does not look at.
@@ -1127,14 +1128,7 @@ fn a_tool_loop_that_outgrows_the_window_is_summarized_between_batches() {
 
 fn send_with(h: &mut Harness, text: &str, n: u32, continued: bool) -> Result<forge_proto::SendResult, EngineError> {
     let params = SendParams { text: Some(text.into()), n: Some(n), continued, ..Default::default() };
-    let rx = h.command(|reply| SessionCmd::Send {
-        params,
-        client: client(),
-        same: Vec::new(),
-        grants: Default::default(),
-        images: Vec::new(),
-        reply,
-    });
+    let rx = h.request(SessionRequest::Send(params));
     h.settle();
     answered(rx)
 }
@@ -1295,18 +1289,12 @@ fn a_root_is_found_again_only_under_the_same_system_prompt() {
         let same =
             vec![crate::session::SameMessage { node: first.message_id.clone(), under: None, system_prompt: prompt }];
         let params = SendParams { text: Some("hello".into()), ..Default::default() };
-        let rx = h.command(|reply| SessionCmd::Send {
-            params,
-            client: client(),
-            same,
-            grants: Default::default(),
-            images: Vec::new(),
-            reply,
-        });
+        h.next_same = same;
+        let rx = h.request(SessionRequest::Send(params));
         h.settle();
         h.provider(vec![text("hi"), ProviderEvent::Done]);
         h.settle();
-        answered(rx).map(|r| r.message_id).unwrap_or_default()
+        answered(rx).map(|r: forge_proto::SendResult| r.message_id).unwrap_or_default()
     };
     let prompt = Some(digest(&h));
     assert_eq!(again(&mut h, prompt.clone()), first.message_id, "the same prompt: that root");
