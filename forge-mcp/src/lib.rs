@@ -11,6 +11,7 @@ mod content;
 mod extras;
 mod hub;
 mod server;
+mod signals;
 mod stdio;
 mod tool;
 

@@ -16,10 +16,11 @@ use rmcp::service::{NotificationContext, Peer, RunningService};
 use rmcp::{ClientHandler, RoleClient, ServiceError, ServiceExt};
 use serde_json::Value;
 use tokio::io::AsyncBufReadExt;
-use tokio::sync::mpsc;
 
 use crate::config::{McpServerConfig, Transport};
 use crate::extras::{PromptEntry, ResourceEntry};
+pub(crate) use crate::signals::Control;
+use crate::signals::{Changed, Listing, Orders};
 use crate::tool::{McpTool, Remote};
 
 /// The first wait before starting a failed server again; it doubles up
@@ -76,22 +77,13 @@ impl Changes {
     }
 }
 
-/// What a server task is told.
-pub(crate) enum Control {
-    /// `forgectl mcp restart`: reconnect now.
-    Restart,
-    /// A call found the connection gone.
-    Lost(String),
-    Shutdown,
-}
-
 pub(crate) struct Server {
     pub(crate) config: McpServerConfig,
     /// The session it belongs to, for servers an editor gave a session.
     pub(crate) session: Option<String>,
     pub(crate) state: Mutex<State>,
     pub(crate) calls: AtomicU64,
-    control: mpsc::UnboundedSender<Control>,
+    orders: Arc<Orders>,
     /// Bumped whenever a server's tools or state change.
     version: Arc<Changes>,
 }
@@ -123,7 +115,7 @@ impl Server {
         http: crate::LazyHttp,
         version: Arc<Changes>,
     ) -> Arc<Server> {
-        let (control, rx) = mpsc::unbounded_channel();
+        let orders = Arc::new(Orders::default());
         let enabled = config.enabled();
         let server = Arc::new(Server {
             config,
@@ -140,11 +132,13 @@ impl Server {
                 stderr: Default::default(),
             }),
             calls: AtomicU64::new(0),
-            control,
+            orders: orders.clone(),
             version,
         });
         if enabled {
-            tokio::spawn(run(Arc::downgrade(&server), rx, http));
+            tokio::spawn(run(Arc::downgrade(&server), orders, http));
+        } else {
+            orders.end();
         }
         server
     }
@@ -153,8 +147,9 @@ impl Server {
         &self.config.name
     }
 
+    /// Tells the server's task; false if it has ended.
     pub(crate) fn send(&self, c: Control) -> bool {
-        self.control.send(c).is_ok()
+        self.orders.give(c)
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -264,17 +259,9 @@ impl Server {
     }
 }
 
-/// What a server said changed (`notifications/*/list_changed`).
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Listing {
-    Tools,
-    Prompts,
-    Resources,
-}
-
 /// Tells the server task about `*/list_changed`.
 struct Handler {
-    changed: mpsc::UnboundedSender<Listing>,
+    changed: Arc<Changed>,
 }
 
 impl ClientHandler for Handler {
@@ -283,15 +270,23 @@ impl ClientHandler for Handler {
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        let _ = self.changed.send(Listing::Tools);
+        self.changed.mark(Listing::Tools);
     }
 
     async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        let _ = self.changed.send(Listing::Prompts);
+        self.changed.mark(Listing::Prompts);
     }
 
     async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        let _ = self.changed.send(Listing::Resources);
+        self.changed.mark(Listing::Resources);
+    }
+}
+
+/// A server dropped (removed from the hub) stops its task, as a
+/// shutdown would.
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.orders.give(Control::Shutdown);
     }
 }
 
@@ -302,25 +297,32 @@ enum End {
     Shutdown,
 }
 
-async fn run(server: Weak<Server>, mut control: mpsc::UnboundedReceiver<Control>, http: crate::LazyHttp) {
+async fn run(server: Weak<Server>, orders: Arc<Orders>, http: crate::LazyHttp) {
+    run_until_shutdown(server, &orders, http).await;
+    orders.end();
+}
+
+async fn run_until_shutdown(server: Weak<Server>, control: &Orders, http: crate::LazyHttp) {
     let mut attempt: u32 = 0;
     loop {
         let Some(s) = server.upgrade() else { return };
         let config = s.config.clone();
         let stderr = s.state().stderr.clone();
         drop(s);
-        let (changed_tx, mut changed) = mpsc::unbounded_channel();
+        let changed = Arc::new(Changed::default());
         let started = Instant::now();
-        let connecting =
-            tokio::time::timeout(config.startup_timeout(), connect(&config, http.clone(), changed_tx, stderr.clone()));
+        let connecting = tokio::time::timeout(
+            config.startup_timeout(),
+            connect(&config, http.clone(), changed.clone(), stderr.clone()),
+        );
         let connected = tokio::select! {
             c = connecting => match c {
                 Ok(c) => c,
                 Err(_) => Err(format!("it did not answer within {} s (startup_timeout_seconds)", config.startup_timeout().as_secs())),
             },
-            c = control.recv() => match c {
-                Some(Control::Restart | Control::Lost(_)) => { attempt = 0; continue; }
-                Some(Control::Shutdown) | None => break,
+            c = control.next() => match c {
+                Control::Restart | Control::Lost(_) => { attempt = 0; continue; }
+                Control::Shutdown => break,
             },
         };
         let end = match connected {
@@ -346,7 +348,7 @@ async fn run(server: Weak<Server>, mut control: mpsc::UnboundedReceiver<Control>
                 });
                 tracing::info!(server = s.name(), tools = s.state().tools.len(), "MCP server ready");
                 drop(s);
-                serve(&server, running, &peer, &mut changed, &mut control).await
+                serve(&server, running, &peer, &changed, control).await
             }
             Err(error) => End::Lost(error),
         };
@@ -379,10 +381,10 @@ async fn run(server: Weak<Server>, mut control: mpsc::UnboundedReceiver<Control>
                 drop(s);
                 tokio::select! {
                     () = tokio::time::sleep(delay) => {}
-                    c = control.recv() => match c {
-                        Some(Control::Restart) => attempt = 0,
-                        Some(Control::Lost(_)) => {}
-                        Some(Control::Shutdown) | None => break,
+                    c = control.next() => match c {
+                        Control::Restart => attempt = 0,
+                        Control::Lost(_) => {}
+                        Control::Shutdown => break,
                     },
                 }
                 let Some(s) = server.upgrade() else { return };
@@ -406,8 +408,8 @@ async fn serve(
     server: &Weak<Server>,
     running: RunningService<RoleClient, Handler>,
     peer: &Peer<RoleClient>,
-    changed: &mut mpsc::UnboundedReceiver<Listing>,
-    control: &mut mpsc::UnboundedReceiver<Control>,
+    changed: &Changed,
+    control: &Orders,
 ) -> End {
     let stop = running.cancellation_token();
     let waiting = running.waiting();
@@ -421,14 +423,8 @@ async fn serve(
                 };
                 return End::Lost(why);
             }
-            Some(first) = changed.recv() => {
-                // Several notifications in a row need one listing each.
-                let mut what = vec![first];
-                while let Ok(more) = changed.try_recv() {
-                    if !what.contains(&more) {
-                        what.push(more);
-                    }
-                }
+            // Several notifications in a row need one listing each.
+            what = changed.next() => {
                 let Some(s) = server.upgrade() else { break End::Shutdown };
                 for listing in what {
                     match listing {
@@ -451,10 +447,10 @@ async fn serve(
                     }
                 }
             }
-            c = control.recv() => match c {
-                Some(Control::Restart) => break End::Restart,
-                Some(Control::Lost(why)) => break End::Lost(why),
-                Some(Control::Shutdown) | None => break End::Shutdown,
+            c = control.next() => match c {
+                Control::Restart => break End::Restart,
+                Control::Lost(why) => break End::Lost(why),
+                Control::Shutdown => break End::Shutdown,
             },
         }
     };
@@ -547,7 +543,7 @@ fn sandbox_for(
 async fn connect(
     config: &McpServerConfig,
     http: crate::LazyHttp,
-    changed: mpsc::UnboundedSender<Listing>,
+    changed: Arc<Changed>,
     stderr: Arc<Mutex<VecDeque<String>>>,
 ) -> Result<(RunningService<RoleClient, Handler>, Vec<rmcp::model::Tool>), String> {
     let handler = Handler { changed };
