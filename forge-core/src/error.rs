@@ -67,7 +67,9 @@ pub fn unblock_advice(reason: &str) -> &'static str {
 impl From<crate::forest::ForestError> for EngineError {
     fn from(e: crate::forest::ForestError) -> Self {
         match e {
-            crate::forest::ForestError::NoSuchNode(_) => EngineError::new(ErrorKind::InvalidParams, e.to_string()),
+            crate::forest::ForestError::NoSuchNode(_)
+            | crate::forest::ForestError::Unnamed { .. }
+            | crate::forest::ForestError::Ambiguous { .. } => EngineError::new(ErrorKind::InvalidParams, e.to_string()),
             crate::forest::ForestError::BrokenChain { .. } => EngineError::internal(e.to_string()),
         }
     }

@@ -17,6 +17,12 @@ pub enum ForestError {
     /// A node names a parent the store does not have.
     #[error("the history is broken at node `{node}`: its parent `{parent}` is missing")]
     BrokenChain { node: String, parent: String },
+    #[error(
+        "no node `{node}` in session {session} (by id, id prefix or bookmark); `forgectl tree {session}` lists them"
+    )]
+    Unnamed { node: String, session: String },
+    #[error("`{node}` matches {count} nodes; give more of the id")]
+    Ambiguous { node: String, count: usize },
 }
 
 /// A session's tree: its own nodes, and the path it shares with the
@@ -26,6 +32,8 @@ pub struct Forest {
     nodes: HashMap<String, NodeRow>,
     /// Children by parent (`None`: the roots), oldest first.
     children: HashMap<Option<String>, Vec<String>>,
+    /// The session's bookmarks (name, node), when read with the tree.
+    bookmarks: Vec<(String, String)>,
 }
 
 impl Forest {
@@ -37,6 +45,30 @@ impl Forest {
             forest.nodes.insert(row.id.clone(), row);
         }
         forest
+    }
+
+    /// The same tree, its nodes nameable by the session's bookmarks too.
+    pub fn with_bookmarks(mut self, bookmarks: Vec<(String, String)>) -> Forest {
+        self.bookmarks = bookmarks;
+        self
+    }
+
+    /// The node a user names: by id, bookmark, or unique id prefix (the
+    /// one reading of a node's name, for every command that takes one).
+    pub fn resolve(&self, session: &str, node: &str) -> Result<String, ForestError> {
+        let node = node.trim();
+        if self.contains(node) {
+            return Ok(node.to_string());
+        }
+        if let Some((_, id)) = self.bookmarks.iter().find(|(name, _)| name == node) {
+            return Ok(id.clone());
+        }
+        let mut matches = self.nodes.keys().filter(|id| !node.is_empty() && id.starts_with(node));
+        match (matches.next(), matches.count()) {
+            (Some(one), 0) => Ok(one.clone()),
+            (None, _) => Err(ForestError::Unnamed { node: node.to_string(), session: session.to_string() }),
+            (Some(_), more) => Err(ForestError::Ambiguous { node: node.to_string(), count: more + 1 }),
+        }
     }
 
     pub fn get(&self, id: &str) -> Result<&NodeRow, ForestError> {
@@ -172,6 +204,17 @@ mod tests {
             node("sum", Some("a1"), Role::Summary, 5),
             node("u2b", Some("a1"), Role::User, 6),
         ])
+    }
+
+    #[test]
+    fn a_node_is_named_by_id_bookmark_or_unique_prefix() {
+        let f = sample().with_bookmarks(vec![("start".into(), "u1".into())]);
+        assert_eq!(f.resolve("s", "u2"), Ok("u2".into()), "an id, though a prefix of another");
+        assert_eq!(f.resolve("s", " start "), Ok("u1".into()), "a bookmark, trimmed");
+        assert_eq!(f.resolve("s", "su"), Ok("sum".into()), "a unique prefix");
+        assert_eq!(f.resolve("s", "a"), Err(ForestError::Ambiguous { node: "a".into(), count: 2 }));
+        assert!(matches!(f.resolve("s", "zz"), Err(ForestError::Unnamed { .. })));
+        assert!(matches!(f.resolve("s", ""), Err(ForestError::Unnamed { .. })), "nothing names no node");
     }
 
     #[test]

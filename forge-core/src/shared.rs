@@ -35,6 +35,9 @@ pub(crate) struct Shared {
     /// The sessions' records of their roots (what collecting the store
     /// must keep).
     pub trackers: crate::snapshot::Trackers,
+    /// Held while a session's name is checked and given (by creation, an
+    /// import or a rename), so two sessions never get one name.
+    pub names: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Shared {

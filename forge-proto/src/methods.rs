@@ -271,6 +271,42 @@ forge_methods! {
         /// persisted. `n` > 1 asks for that many sibling answers (tools off
         /// only); `continue` (no `text`) answers what the session holds now.
         "session.send" session_send(SendParams) -> SendResult = Send;
+        /// Sets or clears (`name: null`) a session's name.
+        "session.rename" session_rename(RenameParams) -> SessionInfo = Rename;
+        /// Switches the session's provider and/or model for its next requests.
+        /// A provider alone takes that provider's default model.
+        "session.configure" session_configure(ConfigureParams) -> SessionInfo = Configure;
+        /// Starts the conversation afresh (refused while a turn runs). Nothing
+        /// is deleted: earlier messages stay in the store.
+        "session.clear" session_clear(SessionRef) -> SessionInfo = Clear;
+        /// How much of the model's context window the session's path uses;
+        /// `system: true` adds the system prompt its requests carry; `span: N`
+        /// the original messages the session's N-th summary stands for.
+        "session.context" session_context(ContextParams) -> ContextInfo = Context;
+        /// Cancels the running turn; the partial answer is kept, marked
+        /// cancelled. With `drop_queued`, queued messages are dropped too.
+        "session.cancel" session_cancel(CancelParams) -> CancelResult = Cancel;
+        /// Moves the session's head to a node of its tree (refused while a
+        /// turn runs). Nothing is deleted: the branch left stays in the tree.
+        "session.checkout" session_checkout(CheckoutParams) -> SessionInfo = Checkout;
+        /// Puts the files tools changed after `node` back as they were there,
+        /// and moves the head to it (the abandoned branch stays in the tree).
+        /// Without `node`: the last turn (undo). `files_only` leaves the
+        /// conversation, `conversation_only` the files; `dry_run` changes
+        /// nothing and returns the diff; `force` overwrites files changed
+        /// outside Forge since (otherwise `rewind_conflict`).
+        "session.rewind" session_rewind(RewindParams) -> RewindResult = Rewind;
+        /// Edits a message: in place when nothing replies to it, else as a new
+        /// sibling branch (the original stays). The head moves to it, and an
+        /// edited user message is answered.
+        "session.edit" session_edit(EditParams) -> EditResult = Edit;
+        /// Sets a bookmark on `node` (default: the head), or deletes it.
+        "session.bookmark" session_bookmark(BookmarkParams) -> BookmarkResult = Bookmark;
+        /// Deletes a node: with `cascade` (default) and everything under it,
+        /// else its children hang from its parent instead.
+        "session.delete_node" session_delete_node(DeleteNodeParams) -> DeleteNodeResult = DeleteNode;
+        /// Cuts a message in two at character `at`.
+        "session.split" session_split(SplitParams) -> SplitResult = Split;
     }
 
     /// Handshake: the client states the protocol version it speaks and who
@@ -301,20 +337,8 @@ forge_methods! {
     /// (`server:prompt`, source `mcp`): `/name args` sent to it becomes
     /// the command's prompt.
     daemon "commands.list" commands_list(SessionRef) -> Vec<CommandInfo>;
-    /// Sets or clears (`name: null`) a session's name.
-    session "session.rename" session_rename(RenameParams) -> SessionInfo;
     /// Removes a session and its history. Refused while a turn runs.
     session "session.remove" session_remove(SessionRef) -> RemoveResult;
-    /// Switches the session's provider and/or model for its next requests.
-    /// A provider alone takes that provider's default model.
-    session "session.configure" session_configure(ConfigureParams) -> SessionInfo;
-    /// Starts the conversation afresh (refused while a turn runs). Nothing
-    /// is deleted: earlier messages stay in the store.
-    session "session.clear" session_clear(SessionRef) -> SessionInfo;
-    /// How much of the model's context window the session's path uses;
-    /// `system: true` adds the system prompt its requests carry; `span: N`
-    /// the original messages the session's N-th summary stands for.
-    session "session.context" session_context(ContextParams) -> ContextInfo;
     /// Searches the facts kept from the session's summarized spans (what
     /// the model's `recall` tool searches); each hit cites its message.
     daemon "session.recall" session_recall(RecallParams) -> RecallResult;
@@ -374,40 +398,16 @@ forge_methods! {
     daemon "tools.approve" tools_approve(ApproveToolsParams) -> ProjectTools;
     /// Ends tool files' approval (none named: all of the project's).
     daemon "tools.revoke" tools_revoke(RevokeToolsParams) -> ProjectTools;
-    /// Cancels the running turn; the partial answer is kept, marked
-    /// cancelled. With `drop_queued`, queued messages are dropped too.
-    session "session.cancel" session_cancel(CancelParams) -> CancelResult;
     /// Every node of the session's tree (its own, and the path it shares
     /// with the session it was forked from), with the head and bookmarks.
     daemon "session.tree" session_tree(SessionRef) -> TreeInfo;
     /// The leaves of the session's tree: where each branch ends.
     daemon "session.branches" session_branches(SessionRef) -> Vec<BranchInfo>;
-    /// Moves the session's head to a node of its tree (refused while a
-    /// turn runs). Nothing is deleted: the branch left stays in the tree.
-    session "session.checkout" session_checkout(CheckoutParams) -> SessionInfo;
-    /// Puts the files tools changed after `node` back as they were there,
-    /// and moves the head to it (the abandoned branch stays in the tree).
-    /// Without `node`: the last turn (undo). `files_only` leaves the
-    /// conversation, `conversation_only` the files; `dry_run` changes
-    /// nothing and returns the diff; `force` overwrites files changed
-    /// outside Forge since (otherwise `rewind_conflict`).
-    session "session.rewind" session_rewind(RewindParams) -> RewindResult;
-    /// Edits a message: in place when nothing replies to it, else as a new
-    /// sibling branch (the original stays). The head moves to it, and an
-    /// edited user message is answered.
-    session "session.edit" session_edit(EditParams) -> EditResult;
     /// A new session sharing this one's path up to `node` (default: the
     /// head), without copying it; with `restore_files`, the files tools
     /// changed after `node` are put back as they were there (`force`: even
     /// files changed outside Forge since).
     session "session.fork" session_fork(ForkParams) -> SessionInfo;
-    /// Sets a bookmark on `node` (default: the head), or deletes it.
-    session "session.bookmark" session_bookmark(BookmarkParams) -> BookmarkResult;
-    /// Deletes a node: with `cascade` (default) and everything under it,
-    /// else its children hang from its parent instead.
-    session "session.delete_node" session_delete_node(DeleteNodeParams) -> DeleteNodeResult;
-    /// Cuts a message in two at character `at`.
-    session "session.split" session_split(SplitParams) -> SplitResult;
     /// The messages on the session's current history path, oldest first.
     daemon "session.history" session_history(SessionRef) -> HistoryResult;
     /// Stored events with `seq > after_seq` (default 0), at most `limit`

@@ -55,7 +55,7 @@ impl Engine {
         // A new session with no hook to run is not started until it is used.
         let home = crate::tools::confine::host().and_then(|h| h.home.as_deref());
         let start_hooks = fork.is_none() && cfg.hooks.may_apply(Path::new(&cwd), home);
-        let _names = self.inner.names.lock().await;
+        let _names = self.shared().names.lock().await;
         if let Some(name) = &req.name {
             self.check_name(name, None).await?;
         }
@@ -170,7 +170,9 @@ impl Engine {
             };
             let client = client.clone();
             let handle = self.handle_for(&id).await?;
-            moved = handle.request(|reply| SessionCmd::Rewind { params: rewind, client, reply }).await.map_err(|e| {
+            let request = forge_proto::methods::SessionRequest::Rewind(rewind);
+            let rewound = handle.request(|reply| SessionCmd::Request { request, client, reply }).await;
+            moved = rewound.and_then(crate::session::typed::<forge_proto::RewindResult>).map_err(|e| {
                 match e.kind {
                     ErrorKind::SessionBusy => EngineError::new(
                         ErrorKind::SessionBusy,
@@ -248,7 +250,7 @@ impl Engine {
             })?;
         }
         let store = &self.shared().store;
-        let _names = self.inner.names.lock().await;
+        let _names = self.shared().names.lock().await;
         if store.session(&import.id).await?.is_some() {
             return Err(EngineError::new(
                 ErrorKind::InvalidParams,
@@ -277,21 +279,8 @@ impl Engine {
     }
 
     pub(super) async fn check_name(&self, name: &str, owner: Option<&str>) -> Result<(), EngineError> {
-        if !crate::ids::is_valid_name(name, MAX_NAME_LEN) {
-            return Err(EngineError::new(
-                ErrorKind::InvalidName,
-                format!(
-                    "\"{name}\" is not a valid session name: use up to {MAX_NAME_LEN} letters, digits, '-', '_' or '.', not starting with '-'"
-                ),
-            ));
-        }
-        match self.shared().store.name_owner(name).await? {
-            Some(other) if Some(other.as_str()) != owner => Err(EngineError::new(
-                ErrorKind::InvalidName,
-                format!("the name \"{name}\" is taken by session {other}"),
-            )),
-            _ => Ok(()),
-        }
+        crate::session::machine::check_session_name(name)?;
+        crate::session::answers::check_name_free(self.shared(), name, owner).await
     }
 }
 

@@ -36,7 +36,8 @@ pub(super) fn route(engine: Weak<Inner>, mut rx: UnboundedReceiver<HelperOut>) {
                 | HelperOut::Report { to: parent, report } => engine.tell(&parent, SessionCmd::Helper(report)).await,
                 HelperOut::Cancel { child } => {
                     let params = forge_proto::params::CancelParams { session: child.clone(), drop_queued: true };
-                    let cmd = SessionCmd::Cancel { params, client: helper_client(), reply: Reply::nobody() };
+                    let request = forge_proto::methods::SessionRequest::Cancel(params);
+                    let cmd = SessionCmd::Request { request, client: helper_client(), reply: Reply::nobody() };
                     engine.tell(&child, cmd).await;
                 }
                 HelperOut::Forward { child, cmd } => engine.tell(&child, *cmd).await,

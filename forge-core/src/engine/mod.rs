@@ -21,10 +21,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use forge_proto::params::{Addressed, CancelParams, ConfigureParams, RenameParams, SessionRef};
-use forge_proto::{
-    CancelResult, ClientRef, ErrorKind, EventKind, JournalHealth, JournalStatus, OperationStateKind, SessionInfo,
-};
+use forge_proto::params::{Addressed, SessionRef};
+use forge_proto::{ClientRef, ErrorKind, EventKind, JournalHealth, JournalStatus, OperationStateKind, SessionInfo};
 use tokio::sync::Mutex;
 
 use crate::config::ForgeConfig;
@@ -54,12 +52,8 @@ struct Inner {
     /// `helpers.rs`.
     helpers: tokio::sync::mpsc::UnboundedSender<crate::session::machine::HelperOut>,
     sessions: Mutex<HashMap<String, SessionHandle>>,
-    /// Serialises name changes so two sessions never get one name.
-    names: Mutex<()>,
     shutting_down: AtomicBool,
 }
-
-const MAX_NAME_LEN: usize = 64;
 
 impl Engine {
     /// Opens the store, starts the writer, and recovers sessions that were
@@ -110,13 +104,13 @@ impl Engine {
             repo_maps: Default::default(),
             clock: crate::ids::Clock::system(),
             trackers: Default::default(),
+            names: Default::default(),
         });
         let engine = Engine {
             inner: Arc::new(Inner {
                 shared,
                 helpers,
                 sessions: Mutex::new(HashMap::new()),
-                names: Mutex::new(()),
                 shutting_down: AtomicBool::new(false),
             }),
         };
@@ -223,31 +217,6 @@ impl Engine {
         Ok((id, answer))
     }
 
-    pub async fn rename(&self, mut params: RenameParams, client: ClientRef) -> Result<SessionInfo, EngineError> {
-        params.name = params.name.map(|n| n.trim().to_string()).filter(|n| !n.is_empty());
-        let id = self.resolve(&params.session).await?;
-        let _names = self.inner.names.lock().await;
-        if let Some(n) = &params.name {
-            self.check_name(n, Some(&id)).await?;
-        }
-        params.session = id.clone();
-        let cmd = |params, reply| SessionCmd::Rename { params, client, reply };
-        let (id, ()) = self.command_on(id, params, cmd).await?;
-        drop(_names);
-        self.session_info(&id).await
-    }
-
-    /// Switches provider and/or model (the session works out which).
-    pub async fn configure(&self, params: ConfigureParams, client: ClientRef) -> Result<SessionInfo, EngineError> {
-        let (id, ()) = self.command(params, |params, reply| SessionCmd::Configure { params, client, reply }).await?;
-        self.session_info(&id).await
-    }
-
-    pub async fn clear(&self, params: SessionRef, client: ClientRef) -> Result<SessionInfo, EngineError> {
-        let (id, ()) = self.command(params, |_, reply| SessionCmd::Clear { client, reply }).await?;
-        self.session_info(&id).await
-    }
-
     pub async fn remove(&self, params: SessionRef) -> Result<String, EngineError> {
         let git = match self.resolve(&params.session).await {
             Ok(id) => self.shared().store.session(&id).await?.and_then(|r| r.git),
@@ -260,12 +229,6 @@ impl Engine {
             self.remove_git_worktree(&id, &git).await;
         }
         Ok(id)
-    }
-
-    pub async fn cancel(&self, params: CancelParams, client: ClientRef) -> Result<CancelResult, EngineError> {
-        // A cancel goes through while the daemon stops.
-        let handle = self.handle_for(&params.session).await?;
-        handle.request(|reply| SessionCmd::Cancel { params, client, reply }).await
     }
 
     pub async fn subscribe(&self, selector: &str, from_seq: Option<u64>) -> Result<EventFeed, EngineError> {

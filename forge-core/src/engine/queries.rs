@@ -2,62 +2,24 @@
 //! changing anything: a session's info, the list, history, events,
 //! context, usage, recall and the pending approvals.
 
-use forge_proto::params::ContextParams;
-use forge_proto::{ErrorKind, HistoryResult, OperationStateKind, SessionInfo};
+use forge_proto::{ErrorKind, HistoryResult, SessionInfo};
 
 use super::Engine;
 use crate::error::EngineError;
-use crate::session::{SessionCmd, SessionHandle};
+use crate::session::SessionHandle;
 use crate::store::SessionRow;
 
 impl Engine {
+    /// A session's info from its row, with the live state if it runs.
     pub(super) fn info_from(&self, row: SessionRow, live: Option<&SessionHandle>, message_count: u64) -> SessionInfo {
-        let (state, queued, last_seq, attached) = match live {
-            Some(h) => {
-                // State and seq from one snapshot: the state is what the
-                // events up to `last_seq` made it, so a client that joins
-                // with this state and follows from `last_seq + 1` misses
-                // nothing (`forgectl attach --from live`).
-                let s = h.snapshot.borrow().clone();
-                (s.state, s.queued, s.last_seq, h.attached_count())
-            }
-            None => (OperationStateKind::Idle, 0, row.last_seq, 0),
-        };
-        SessionInfo {
-            id: row.id,
-            name: row.name,
-            cwd: row.cwd,
-            provider: row.provider,
-            model: row.model,
-            created_ms: row.created_ms,
-            updated_ms: row.updated_ms,
-            state,
-            waiting_on: state.waiting_on().to_string(),
-            attached_clients: attached,
-            queued_messages: queued,
-            message_count,
-            last_seq,
-            head: row.head_id,
-            usage: None,
-            approval_mode: row.approval.mode,
-            always_allow: row.approval.always,
-            untrusted: None,
-            tools_waiting: Vec::new(),
-            notices: Vec::new(),
-            git: row.git,
-            helper: row.helper.map(|h| h.of),
-        }
+        let snapshot = live.map(|h| (h.snapshot.borrow().clone(), h.attached_count()));
+        crate::session::answers::info(row, snapshot.as_ref().map(|(s, n)| (s, *n)), message_count)
     }
+
     pub(super) async fn session_info(&self, id: &str) -> Result<SessionInfo, EngineError> {
-        let row = self.shared().store.session(id).await?.ok_or_else(|| EngineError::not_found(id))?;
-        let count = match &row.head_id {
-            Some(h) => self.shared().store.path_to(h).await?.len() as u64,
-            None => 0,
-        };
         let live = self.inner.sessions.lock().await.get(id).filter(|h| h.is_alive()).cloned();
-        let mut info = self.info_from(row, live.as_ref(), count);
-        info.usage = Some(crate::session::load::session_total(self.shared(), id).await?);
-        Ok(info)
+        let snapshot = live.map(|h| (h.snapshot.borrow().clone(), h.attached_count()));
+        crate::session::answers::full_info(self.shared(), id, snapshot.as_ref().map(|(s, n)| (s, *n))).await
     }
     /// The facts kept from a session's summarized spans that match
     /// `query`, best first (what the model's `recall` tool finds).
@@ -131,50 +93,6 @@ impl Engine {
     pub async fn show(&self, selector: &str) -> Result<SessionInfo, EngineError> {
         let id = self.resolve(selector).await?;
         self.session_info(&id).await
-    }
-    /// How much of the model's window the session uses; with `system`, the
-    /// system prompt its requests carry too.
-    pub async fn context(&self, params: ContextParams) -> Result<forge_proto::ContextInfo, EngineError> {
-        let (span, repo) = (params.span, params.repo);
-        let handle = self.handle_for(&params.session).await?;
-        let mut info = handle.request(|reply| SessionCmd::Context { params, reply }).await?;
-        let store = &self.shared().store;
-        let summaries = store.summaries(&handle.id).await?;
-        info.summaries = summaries
-            .iter()
-            .filter_map(|n| {
-                Some(forge_proto::SummaryInfo {
-                    summary_id: n.id.clone(),
-                    span: n.meta.summary_of.clone()?,
-                    text: n.text.clone(),
-                    created_ms: n.created_ms,
-                })
-            })
-            .collect();
-        if let Some(n) = span {
-            let s = (n as usize).checked_sub(1).and_then(|i| info.summaries.get(i)).ok_or_else(|| {
-                EngineError::new(
-                    ErrorKind::InvalidParams,
-                    format!(
-                        "the session has {} summaries; --span takes 1 to {}",
-                        info.summaries.len(),
-                        info.summaries.len()
-                    ),
-                )
-            })?;
-            // Summaries are cumulative: the span is the path up to its last node.
-            let nodes = store.path_to(&s.span.last).await?;
-            info.span_messages = Some(nodes.iter().map(|n| n.to_history()).collect());
-        }
-        if repo {
-            let row = store.session(&handle.id).await?.ok_or_else(|| EngineError::not_found(&handle.id))?;
-            let shared = self.shared();
-            let cwd = std::path::Path::new(&row.cwd);
-            // Asking starts a build when none ran yet.
-            shared.repo_map(cwd, &row.id, &row.provider, &row.model);
-            info.repo_map = Some(shared.repo_maps.info(&shared.config, cwd));
-        }
-        Ok(info)
     }
     /// Every pending approval of the live sessions (sessions with one are
     /// started with the daemon, so none is missed).

@@ -2,40 +2,16 @@
 //! editing, rewinding (files included), bookmarks, deleting and splitting
 //! nodes.
 
-use forge_proto::params::{BookmarkParams, CheckoutParams, DeleteNodeParams, EditParams, RewindParams, SplitParams};
-
 use super::*;
 
 impl Engine {
     /// A node of a session's tree named by id, bookmark or id prefix.
+    /// A node named by id, prefix or bookmark, with the tree it is in.
     pub(super) async fn resolve_node(&self, session: &str, node: &str) -> Result<(Forest, String), EngineError> {
-        let forest = Forest::new(self.shared().store.tree(session).await?);
-        let node = node.trim();
-        if forest.contains(node) {
-            return Ok((forest, node.to_string()));
-        }
-        if let Some((_, id)) = self.shared().store.bookmarks(session).await?.into_iter().find(|(name, _)| name == node)
-        {
-            return Ok((forest, id));
-        }
-        let matches: Vec<String> =
-            forest.nodes().filter(|n| !node.is_empty() && n.id.starts_with(node)).map(|n| n.id.clone()).collect();
-        match matches.as_slice() {
-            [one] => {
-                let one = one.clone();
-                Ok((forest, one))
-            }
-            [] => Err(EngineError::new(
-                ErrorKind::InvalidParams,
-                format!(
-                    "no node `{node}` in session {session} (by id, id prefix or bookmark); `forgectl tree {session}` lists them"
-                ),
-            )),
-            many => Err(EngineError::new(
-                ErrorKind::InvalidParams,
-                format!("`{node}` matches {} nodes; give more of the id", many.len()),
-            )),
-        }
+        let store = &self.shared().store;
+        let forest = Forest::new(store.tree(session).await?).with_bookmarks(store.bookmarks(session).await?);
+        let id = forest.resolve(session, node)?;
+        Ok((forest, id))
     }
 
     /// Every node of a session's tree, with its head and bookmarks.
@@ -116,70 +92,5 @@ impl Engine {
             });
         }
         Ok(out)
-    }
-
-    /// A tree command: its node (by id, prefix or bookmark) resolved to
-    /// an id in the params the session gets.
-    async fn tree_command<P: Addressed, T: Send + 'static>(
-        &self,
-        mut params: P,
-        node: impl FnOnce(&mut P) -> Option<&mut String>,
-        cmd: impl FnOnce(P, Reply<T>) -> SessionCmd,
-    ) -> Result<(String, T), EngineError> {
-        let id = self.resolve(params.session()).await?;
-        if let Some(node) = node(&mut params) {
-            *node = self.resolve_node(&id, node).await?.1;
-        }
-        self.command_on(id, params, cmd).await
-    }
-
-    pub async fn checkout(&self, params: CheckoutParams, client: ClientRef) -> Result<SessionInfo, EngineError> {
-        let cmd = |params, reply| SessionCmd::Checkout { params, client, reply };
-        let (id, ()) = self.tree_command(params, |p| Some(&mut p.node), cmd).await?;
-        self.session_info(&id).await
-    }
-
-    pub async fn edit(&self, params: EditParams, client: ClientRef) -> Result<forge_proto::EditResult, EngineError> {
-        let cmd = |params, reply| SessionCmd::Edit { params, client, reply };
-        Ok(self.tree_command(params, |p| Some(&mut p.node), cmd).await?.1)
-    }
-
-    /// Rewinds a session to `node` (the last turn's start if none): the
-    /// files tools changed since are put back, then the head moves there
-    /// (the session does it, in its `Rewinding` state).
-    pub async fn rewind(
-        &self,
-        params: RewindParams,
-        client: ClientRef,
-    ) -> Result<forge_proto::RewindResult, EngineError> {
-        let cmd = |params, reply| SessionCmd::Rewind { params, client, reply };
-        Ok(self.tree_command(params, |p| p.node.as_mut(), cmd).await?.1)
-    }
-
-    pub async fn bookmark(
-        &self,
-        params: BookmarkParams,
-        client: ClientRef,
-    ) -> Result<forge_proto::BookmarkResult, EngineError> {
-        let cmd = |params, reply| SessionCmd::Bookmark { params, client, reply };
-        // A bookmark deleted needs no node.
-        fn node(p: &mut BookmarkParams) -> Option<&mut String> {
-            if p.delete { None } else { p.node.as_mut() }
-        }
-        Ok(self.tree_command(params, node, cmd).await?.1)
-    }
-
-    pub async fn delete_node(
-        &self,
-        params: DeleteNodeParams,
-        client: ClientRef,
-    ) -> Result<forge_proto::DeleteNodeResult, EngineError> {
-        let cmd = |params, reply| SessionCmd::DeleteNode { params, client, reply };
-        Ok(self.tree_command(params, |p| Some(&mut p.node), cmd).await?.1)
-    }
-
-    pub async fn split(&self, params: SplitParams, client: ClientRef) -> Result<forge_proto::SplitResult, EngineError> {
-        let cmd = |params, reply| SessionCmd::Split { params, client, reply };
-        Ok(self.tree_command(params, |p| Some(&mut p.node), cmd).await?.1)
     }
 }

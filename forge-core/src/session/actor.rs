@@ -60,6 +60,8 @@ pub(crate) struct SessionActor {
     /// The images of the last request's messages, base64, by hash (read
     /// from the store once, not once per request of a tool loop).
     images: std::collections::HashMap<String, Arc<str>>,
+    /// How many clients follow the session (for its info).
+    attached: Arc<AtomicU32>,
     /// The machine's effects, carried out in order (kept to reuse).
     effects: Vec<Effect>,
     /// Events effects brought back, handled before the next wake-up.
@@ -166,6 +168,7 @@ impl SessionActor {
             images: Default::default(),
             shared,
             helpers,
+            attached: handle.attached.clone(),
             effects: Vec::new(),
             brought_back: VecDeque::new(),
             commands,
@@ -456,19 +459,25 @@ impl SessionActor {
                 let _ = self.helpers.send(*out);
             }
             Effect::Reply(answer) => answer.send(),
+            Effect::Answer(answer) => self.answer(*answer).await,
+            Effect::ClaimName { name, client, reply } => {
+                let claim = super::answers::claim_name(&self.shared, name, self.session.id()).await;
+                return Some(Event::NameClaimed { claim, client, reply });
+            }
             Effect::Arm(timer, after) => self.timers.arm(timer, after),
             Effect::ReadHistory { head, then } => {
                 let history = load::history(&self.shared.store, head.as_deref()).await;
                 return Some(Event::HistoryRead { history, then });
             }
             Effect::ReadTree { then } => {
-                let forest = self
-                    .shared
-                    .store
-                    .tree(self.session.id())
-                    .await
-                    .map(|rows| Box::new(crate::forest::Forest::new(rows)))
-                    .map_err(EngineError::from);
+                let store = &self.shared.store;
+                let id = self.session.id();
+                let forest = match (store.tree(id).await, store.bookmarks(id).await) {
+                    (Ok(rows), Ok(bookmarks)) => {
+                        Ok(Box::new(crate::forest::Forest::new(rows).with_bookmarks(bookmarks)))
+                    }
+                    (Err(e), _) | (_, Err(e)) => Err(EngineError::from(e)),
+                };
                 return Some(Event::TreeRead { forest, then });
             }
             Effect::Reload { row, cause } => {
@@ -478,6 +487,23 @@ impl SessionActor {
             }
         }
         None
+    }
+
+    /// Completes an answer from the store.
+    async fn answer(&mut self, answer: super::machine::Answer) {
+        match answer {
+            super::machine::Answer::Info { reply, claim } => {
+                let live = (self.session.snapshot(), self.attached.load(std::sync::atomic::Ordering::Relaxed));
+                let info = super::answers::full_info(&self.shared, self.session.id(), Some((&live.0, live.1))).await;
+                reply.send(info);
+                // The name is the session's in the store by now.
+                drop(claim);
+            }
+            super::machine::Answer::Context { info, span, repo, reply } => {
+                let row = self.session.row();
+                reply.send(super::answers::full_context(&self.shared, row, info, span, repo).await);
+            }
+        }
     }
 
     fn recorder(&self) -> Recorder {

@@ -4,6 +4,7 @@
 //! bounded command channel.
 
 pub(crate) mod actor;
+pub(crate) mod answers;
 mod git_task;
 mod input_task;
 pub(crate) use input_task::keep_image;
@@ -20,11 +21,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use forge_proto::methods::SessionRequest;
-use forge_proto::params::{
-    BookmarkParams, CancelParams, CheckoutParams, ConfigureParams, ContextParams, DeleteNodeParams, EditParams,
-    RenameParams, RewindParams, SplitParams,
-};
-use forge_proto::{CancelResult, ClientRef, ErrorKind, OperationStateKind};
+use forge_proto::{ClientRef, ErrorKind, OperationStateKind};
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use crate::error::EngineError;
@@ -76,96 +73,30 @@ impl Reply<serde_json::Value> {
 /// `Session::on_command`. A client's command carries its params as the
 /// wire gave them (the session and node references resolved to ids).
 pub(crate) enum SessionCmd {
-    Cancel {
-        params: CancelParams,
-        client: ClientRef,
-        reply: Reply<CancelResult>,
-    },
     /// A new session begins: its `SessionStart` hooks run (answered once
     /// their runs are durable).
-    Start {
-        reply: Reply<()>,
-    },
-    Rename {
-        params: RenameParams,
-        client: ClientRef,
-        reply: Reply<()>,
-    },
+    Start { reply: Reply<()> },
     /// A command of the method table's `machine` block, as the wire gave
     /// it (its session resolved to the id): one arm per request in
     /// `machine/requests.rs`.
-    Request {
-        request: SessionRequest,
-        client: ClientRef,
-        reply: Reply<serde_json::Value>,
-    },
-    Configure {
-        params: ConfigureParams,
-        client: ClientRef,
-        reply: Reply<()>,
-    },
-    Clear {
-        client: ClientRef,
-        reply: Reply<()>,
-    },
-    Context {
-        params: ContextParams,
-        reply: Reply<forge_proto::ContextInfo>,
-    },
-    /// The tree commands: each reads the session's tree first
-    /// (`Effect::ReadTree`), then changes it through the journal.
-    Checkout {
-        params: CheckoutParams,
-        client: ClientRef,
-        reply: Reply<()>,
-    },
-    Edit {
-        params: EditParams,
-        client: ClientRef,
-        reply: Reply<forge_proto::EditResult>,
-    },
-    Bookmark {
-        params: BookmarkParams,
-        client: ClientRef,
-        reply: Reply<forge_proto::BookmarkResult>,
-    },
-    DeleteNode {
-        params: DeleteNodeParams,
-        client: ClientRef,
-        reply: Reply<forge_proto::DeleteNodeResult>,
-    },
-    Split {
-        params: SplitParams,
-        client: ClientRef,
-        reply: Reply<forge_proto::SplitResult>,
-    },
-    /// Rewinds the files and (or) the conversation (see `machine/rewind.rs`).
-    Rewind {
-        params: RewindParams,
-        client: ClientRef,
-        reply: Reply<forge_proto::RewindResult>,
-    },
+    Request { request: SessionRequest, client: ClientRef, reply: Reply<serde_json::Value> },
     /// Files were put back (for a fork, by its origin): tell every client.
-    FilesRestored {
-        node: Option<String>,
-        files: Vec<forge_proto::RestoredFile>,
-        client: ClientRef,
-        reply: Reply<()>,
-    },
+    FilesRestored { node: Option<String>, files: Vec<forge_proto::RestoredFile>, client: ClientRef, reply: Reply<()> },
     /// A helper agent's news for its parent, or its parent's for it
     /// (routed by the daemon, see `machine/helpers.rs`).
     Helper(machine::HelperIn),
     /// Removes the session; the actor exits after the removal is durable.
-    Remove {
-        reply: Reply<()>,
-    },
+    Remove { reply: Reply<()> },
     /// Cancels running work, persists, and exits.
-    Shutdown {
-        reply: oneshot::Sender<()>,
-    },
+    Shutdown { reply: oneshot::Sender<()> },
 }
 
 pub(crate) use crate::store::rows::SameMessage;
+
+/// A machine command's JSON answer read back as its method's result.
+pub(crate) fn typed<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> Result<T, EngineError> {
+    serde_json::from_value(value).map_err(|e| EngineError::internal(format!("a session's answer does not decode: {e}")))
+}
 
 /// An event as published to subscribers: already durable, already JSON.
 #[derive(Debug, Clone)]

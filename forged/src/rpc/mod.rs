@@ -132,25 +132,9 @@ impl ForgeServer for ConnServer {
         self.engine().show(&p.session).await.map_err(to_rpc)
     }
 
-    async fn session_rename(&self, p: RenameParams) -> RpcResult<SessionInfo> {
-        self.engine().rename(p, self.client_ref()).await.map_err(to_rpc)
-    }
-
     async fn session_remove(&self, p: SessionRef) -> RpcResult<RemoveResult> {
         let session_id = self.engine().remove(p).await.map_err(to_rpc)?;
         Ok(RemoveResult { session_id })
-    }
-
-    async fn session_configure(&self, p: ConfigureParams) -> RpcResult<SessionInfo> {
-        self.engine().configure(p, self.client_ref()).await.map_err(to_rpc)
-    }
-
-    async fn session_clear(&self, p: SessionRef) -> RpcResult<SessionInfo> {
-        self.engine().clear(p, self.client_ref()).await.map_err(to_rpc)
-    }
-
-    async fn session_context(&self, p: ContextParams) -> RpcResult<ContextInfo> {
-        self.engine().context(p).await.map_err(to_rpc)
     }
 
     async fn session_recall(&self, p: RecallParams) -> RpcResult<RecallResult> {
@@ -237,10 +221,6 @@ impl ForgeServer for ConnServer {
         self.engine().tools_revoke(p).map_err(to_rpc)
     }
 
-    async fn session_cancel(&self, p: CancelParams) -> RpcResult<CancelResult> {
-        self.engine().cancel(p, self.client_ref()).await.map_err(to_rpc)
-    }
-
     async fn session_tree(&self, p: SessionRef) -> RpcResult<TreeInfo> {
         self.engine().tree(&p.session).await.map_err(to_rpc)
     }
@@ -249,32 +229,8 @@ impl ForgeServer for ConnServer {
         self.engine().branches(&p.session).await.map_err(to_rpc)
     }
 
-    async fn session_checkout(&self, p: CheckoutParams) -> RpcResult<SessionInfo> {
-        self.engine().checkout(p, self.client_ref()).await.map_err(to_rpc)
-    }
-
-    async fn session_rewind(&self, p: RewindParams) -> RpcResult<RewindResult> {
-        self.engine().rewind(p, self.client_ref()).await.map_err(to_rpc)
-    }
-
-    async fn session_edit(&self, p: EditParams) -> RpcResult<EditResult> {
-        self.engine().edit(p, self.client_ref()).await.map_err(to_rpc)
-    }
-
     async fn session_fork(&self, p: ForkParams) -> RpcResult<SessionInfo> {
         self.engine().fork(p, self.client_ref()).await.map_err(to_rpc)
-    }
-
-    async fn session_bookmark(&self, p: BookmarkParams) -> RpcResult<BookmarkResult> {
-        self.engine().bookmark(p, self.client_ref()).await.map_err(to_rpc)
-    }
-
-    async fn session_delete_node(&self, p: DeleteNodeParams) -> RpcResult<DeleteNodeResult> {
-        self.engine().delete_node(p, self.client_ref()).await.map_err(to_rpc)
-    }
-
-    async fn session_split(&self, p: SplitParams) -> RpcResult<SplitResult> {
-        self.engine().split(p, self.client_ref()).await.map_err(to_rpc)
     }
 
     async fn session_history(&self, p: SessionRef) -> RpcResult<HistoryResult> {

@@ -4,11 +4,11 @@
 //! with the batch its effects go into, or at once with an error.
 
 use forge_proto::params::ConfigureParams;
-use forge_proto::{CancelResult, ClientRef, ErrorKind, EventKind, SendResult};
+use forge_proto::{CancelResult, ClientRef, ErrorKind, EventKind, SendResult, SessionInfo};
 use tokio::sync::oneshot;
 
 use super::state::OperationState;
-use super::{Effect, Exit, OnDurable, ReadyReply, Responder, Session};
+use super::{Effect, Exit, NameClaim, OnDurable, ReadyReply, Responder, Session};
 use crate::catalog::Source;
 use crate::error::EngineError;
 use crate::journal::StoreOp;
@@ -33,6 +33,22 @@ pub(super) struct SendArgs {
     pub images: Vec<forge_proto::ImageInfo>,
 }
 
+/// Longest session name.
+const MAX_SESSION_NAME: usize = 64;
+
+/// Whether `name` may name a session (taken or not).
+pub(crate) fn check_session_name(name: &str) -> Result<(), crate::error::EngineError> {
+    if crate::ids::is_valid_name(name, MAX_SESSION_NAME) {
+        return Ok(());
+    }
+    Err(crate::error::EngineError::new(
+        forge_proto::ErrorKind::InvalidName,
+        format!(
+            "\"{name}\" is not a valid session name: use up to {MAX_SESSION_NAME} letters, digits, '-', '_' or '.', not starting with '-'"
+        ),
+    ))
+}
+
 /// What a command needs of the session to be done.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Access {
@@ -46,35 +62,9 @@ impl Session {
     pub(super) fn on_command(&mut self, cmd: SessionCmd) {
         match cmd {
             SessionCmd::Request { request, client, reply } => self.on_request(request, client, reply),
-            SessionCmd::Cancel { params, client, reply } => {
-                if let Some(reply) = self.admit(reply, Access::Write) {
-                    self.note_cancel_before_task();
-                    self.on_cancel(client, params.drop_queued, reply);
-                }
-            }
             SessionCmd::Start { reply } => {
                 if let Some(reply) = self.admit(reply, Access::Write) {
                     self.on_start(reply);
-                }
-            }
-            SessionCmd::Rename { params, client, reply } => {
-                if let Some(reply) = self.admit(reply, Access::Write) {
-                    self.on_rename(params.name, client, reply);
-                }
-            }
-            SessionCmd::Configure { params, client, reply } => {
-                if let Some(reply) = self.admit(reply, Access::Write) {
-                    self.on_configure(params, client, reply);
-                }
-            }
-            SessionCmd::Clear { client, reply } => {
-                if let Some(reply) = self.admit(reply, Access::Write) {
-                    self.on_clear(client, reply);
-                }
-            }
-            SessionCmd::Context { params, reply } => {
-                if let Some(reply) = self.admit(reply, Access::Read) {
-                    self.out.push(Effect::Reply(ReadyReply::now(reply, Ok(self.context_info(params.system)))));
                 }
             }
             SessionCmd::Remove { reply } => {
@@ -90,12 +80,6 @@ impl Session {
                     self.reply_when_durable(reply, Ok(()));
                 }
             }
-            cmd @ (SessionCmd::Checkout { .. }
-            | SessionCmd::Rewind { .. }
-            | SessionCmd::Edit { .. }
-            | SessionCmd::Bookmark { .. }
-            | SessionCmd::DeleteNode { .. }
-            | SessionCmd::Split { .. }) => self.out.push(Effect::ReadTree { then: cmd }),
         }
     }
 
@@ -288,7 +272,7 @@ impl Session {
         })
     }
 
-    fn on_cancel(&mut self, client: ClientRef, drop_queued: bool, reply: Reply<CancelResult>) {
+    pub(super) fn on_cancel(&mut self, client: ClientRef, drop_queued: bool, reply: Reply<CancelResult>) {
         let mut dropped = 0;
         if drop_queued && !(self.queue.is_empty() && self.steers.is_empty()) {
             dropped = (self.queue.len() + self.steers.len()) as u32;
@@ -315,11 +299,14 @@ impl Session {
         self.pipeline.effect(OnDurable::Reply(Responder::with(reply, result)));
     }
 
-    fn on_rename(&mut self, name: Option<String>, client: ClientRef, reply: Reply<()>) {
+    /// Renames the session, the name checked free (held until the rename
+    /// is durable, so no other session takes it meanwhile).
+    pub(super) fn on_rename(&mut self, claim: NameClaim, client: ClientRef, reply: Reply<SessionInfo>) {
+        let name = claim.name().map(str::to_string);
         self.row.name = name.clone();
         self.pipeline.op(StoreOp::RenameSession { id: self.row.id.clone(), name: name.clone() });
         self.pipeline.event(Some(client), EventKind::SessionRenamed { name });
-        self.pipeline.effect(OnDurable::Reply(Responder::with(reply, ())));
+        self.pipeline.effect(OnDurable::Info(reply, Some(claim)));
     }
 
     /// A provider alone takes its default model; a model alone keeps the
@@ -343,7 +330,7 @@ impl Session {
         }
     }
 
-    fn on_configure(&mut self, params: ConfigureParams, client: ClientRef, reply: Reply<()>) {
+    pub(super) fn on_configure(&mut self, params: ConfigureParams, client: ClientRef, reply: Reply<SessionInfo>) {
         let (provider, model) = match self.configured(params) {
             Ok(pm) => pm,
             Err(e) => return self.out.push(Effect::Reply(ReadyReply::now(reply, Err(e)))),
@@ -378,16 +365,16 @@ impl Session {
         });
         self.pipeline.event(Some(client), EventKind::SessionConfigured { provider, model });
         self.adapt_to_window(old_window);
-        self.pipeline.effect(OnDurable::Reply(Responder::with(reply, ())));
+        self.pipeline.effect(OnDurable::Info(reply, None));
     }
 
-    fn on_clear(&mut self, client: ClientRef, reply: Reply<()>) {
+    pub(super) fn on_clear(&mut self, client: ClientRef, reply: Reply<SessionInfo>) {
         if !matches!(self.state, OperationState::Idle) {
             let err = self.busy("cancel it first, then clear");
             return self.out.push(Effect::Reply(ReadyReply::now(reply, Err(err))));
         }
         self.clear_history(client);
-        self.pipeline.effect(OnDurable::Reply(Responder::with(reply, ())));
+        self.pipeline.effect(OnDurable::Info(reply, None));
     }
 
     /// The conversation starts over (the tree keeps every node).
@@ -451,7 +438,7 @@ impl Session {
     /// What `session.context` reports: the next request's size (system
     /// prompt, tools and the path, estimated and calibrated) against the
     /// model's window less the answer's room.
-    fn context_info(&self, system: bool) -> forge_proto::ContextInfo {
+    pub(super) fn context_info(&self, system: bool) -> forge_proto::ContextInfo {
         let model = self.model_info();
         let budget = self.context_budget();
         let sized = self.sized_view();

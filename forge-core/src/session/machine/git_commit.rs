@@ -142,7 +142,7 @@ impl Session {
         forest: &crate::forest::Forest,
         node: String,
         client: forge_proto::ClientRef,
-        reply: crate::session::Reply<()>,
+        reply: crate::session::Reply<forge_proto::SessionInfo>,
     ) {
         let path = self.conversation_node(forest, &node).and_then(|_| Self::path_to(forest, Some(&node)));
         let path = match path {
@@ -180,7 +180,7 @@ impl Session {
                     self.pipeline.event(Some(client.clone()), event);
                 }
                 self.move_head(Some(node), path, &client);
-                self.reply_when_durable(reply, Ok(()));
+                self.pipeline.effect(super::OnDurable::Info(reply, None));
             }
         }
         self.start_next_queued();

@@ -8,7 +8,7 @@ use forge_proto::{EventKind, JournalHealth};
 
 use super::pipeline::{AckOutcome, Entry, MAX_PERSISTED_APPLIES_PER_TICK, Persisted};
 use super::state::{self, OperationState};
-use super::{Durable, Effect, Exit, History, OnDurable, RecoveryCause, Session};
+use super::{Answer, Durable, Effect, Exit, History, OnDurable, ReadyReply, RecoveryCause, Session};
 use crate::error::EngineError;
 use crate::journal::{HealthState, JournalAck};
 
@@ -83,6 +83,7 @@ impl Session {
     pub(super) fn on_durable(&mut self, c: OnDurable, seqs: &[Option<u64>]) {
         match c {
             OnDurable::Reply(responder) => self.out.push(Effect::Reply(responder.answer(Ok(seqs)))),
+            OnDurable::Info(reply, claim) => self.out.push(Effect::Answer(Box::new(Answer::Info { reply, claim }))),
             OnDurable::TurnDone => {
                 self.completions = None;
                 let finished = self.finished.take();
@@ -113,8 +114,10 @@ impl Session {
     /// Tells the callers among `continuations` that their command failed.
     pub(super) fn fail(&mut self, continuations: Vec<OnDurable>, err: &EngineError) {
         for c in continuations {
-            if let OnDurable::Reply(responder) = c {
-                self.out.push(Effect::Reply(responder.answer(Err(err.clone()))));
+            match c {
+                OnDurable::Reply(responder) => self.out.push(Effect::Reply(responder.answer(Err(err.clone())))),
+                OnDurable::Info(reply, _) => self.out.push(Effect::Reply(ReadyReply::now(reply, Err(err.clone())))),
+                _ => {}
             }
         }
     }

@@ -42,6 +42,7 @@ mod journal;
 mod mcp_wait;
 pub(crate) mod pipeline;
 mod recovery;
+mod replies;
 mod requests;
 pub(crate) mod rewind;
 mod schema;
@@ -72,8 +73,11 @@ use crate::provider::{ChatMessage, ChatRequest, ProviderEvent, ProviderSettings}
 use crate::store::{QueuedRow, SessionRow};
 use crate::tools::{ToolCtx, ToolError, ToolExecutor, ToolOutput, ToolRegistry};
 
+pub(crate) use commands::check_session_name;
 pub(crate) use history::chat_message;
 pub(crate) use recovery::{Durable, RecoveredStream, RecoveryCause, Unfinished};
+use replies::Responder;
+pub(crate) use replies::{Answer, NameClaim, ReadyReply};
 pub(crate) use state::fold_tool_call;
 pub(crate) use tools::git_dir_of;
 
@@ -93,6 +97,13 @@ pub(crate) enum Event {
     HistoryRead { history: Result<Vec<ChatMessage>, EngineError>, then: SessionCmd },
     /// The session's tree, read for this tree command (after `Effect::ReadTree`).
     TreeRead { forest: Result<Box<crate::forest::Forest>, EngineError>, then: SessionCmd },
+    /// The name a rename asked for, claimed or refused (after
+    /// `Effect::ClaimName`).
+    NameClaimed {
+        claim: Result<NameClaim, EngineError>,
+        client: forge_proto::ClientRef,
+        reply: super::Reply<forge_proto::SessionInfo>,
+    },
     /// Every handle is gone: shut down.
     Orphaned,
     /// The journal answered the batch in flight.
@@ -176,6 +187,12 @@ pub(crate) enum Effect {
     Helper(Box<HelperOut>),
     /// Answer a caller.
     Reply(ReadyReply),
+    /// Answer a caller with what the store adds to the machine's answer
+    /// (`session/answers.rs`).
+    Answer(Box<Answer>),
+    /// Check that no other session has the name, holding the daemon's
+    /// name lock; back as `Event::NameClaimed`.
+    ClaimName { name: Option<String>, client: forge_proto::ClientRef, reply: super::Reply<forge_proto::SessionInfo> },
     /// Send `Event::Timer` after this long (arming it again moves it).
     Arm(Timer, Duration),
     /// Read the history up to `head` from the store, then handle the
@@ -218,56 +235,13 @@ pub(crate) struct ToolRun {
     pub timeout: Duration,
 }
 
-/// A caller's answer, ready to send.
-pub(crate) struct ReadyReply(Box<dyn FnOnce() + Send + Sync>);
-
-impl ReadyReply {
-    pub(crate) fn send(self) {
-        (self.0)()
-    }
-
-    /// `result` for `reply`, now.
-    pub(crate) fn now<T: Send + Sync + 'static>(reply: super::Reply<T>, result: Result<T, EngineError>) -> Self {
-        ReadyReply(Box::new(move || reply.send(result)))
-    }
-}
-
-/// A caller waiting for the answer to its command, given once the batch
-/// that carries the command's effects is durable (or failed). One type for
-/// every command: a command's reply is made where the command is handled.
-struct Responder(Box<dyn FnOnce(Outcome<'_>) + Send + Sync>);
-
-/// How a batch ended, for its responders: the session seqs its events got
-/// (by outbox index), or the error that stopped it.
-type Outcome<'a> = Result<&'a [Option<u64>], EngineError>;
-
-impl Responder {
-    /// Answers `reply` with `value` once the batch is durable.
-    pub(crate) fn with<T: Send + Sync + 'static>(reply: super::Reply<T>, value: T) -> Self {
-        Responder(Box::new(move |outcome| reply.send(outcome.map(|_| value))))
-    }
-
-    /// Answers `reply` with what `make` builds from the session seqs the
-    /// batch's events got (by outbox index), once it is durable.
-    pub(crate) fn from_seqs<T: Send + Sync + 'static>(
-        reply: super::Reply<T>,
-        make: impl FnOnce(&[Option<u64>]) -> T + Send + Sync + 'static,
-    ) -> Self {
-        Responder(Box::new(move |outcome| reply.send(outcome.map(make))))
-    }
-
-    /// The answer for how the batch ended.
-    fn answer(self, outcome: Outcome<'_>) -> ReadyReply {
-        let seqs = outcome.map(<[Option<u64>]>::to_vec);
-        ReadyReply(Box::new(move || (self.0)(seqs.as_deref().map_err(Clone::clone))))
-    }
-}
-
 /// What to do once a batch is durable: the continuations the pipeline
 /// keeps with the batch.
 enum OnDurable {
     /// Answer a command's caller.
     Reply(Responder),
+    /// Answer a command's caller with the session's info as it is then.
+    Info(super::Reply<forge_proto::SessionInfo>, Option<NameClaim>),
     /// The finished turn is durable: go idle and start the next queued one.
     TurnDone,
     /// Recovery is durable: start the next queued message, if idle.
@@ -471,6 +445,11 @@ impl Session {
                 self.unreadable = None;
             }
             Event::TreeRead { forest, then } => self.on_tree_read(forest, then),
+            Event::NameClaimed { claim, client, reply } => match (claim, self.admit(reply, commands::Access::Write)) {
+                (_, None) => {}
+                (Ok(claim), Some(reply)) => self.on_rename(claim, client, reply),
+                (Err(e), Some(reply)) => self.out.push(Effect::Reply(ReadyReply::now(reply, Err(e)))),
+            },
             Event::Orphaned => self.begin_shutdown(None),
             Event::Ack(ack) => self.on_ack(ack),
             Event::Health(state) => self.on_health(state),
@@ -560,6 +539,11 @@ impl Session {
     /// How it runs, if it is a helper agent's session.
     pub(crate) fn helper(&self) -> Option<&crate::store::HelperSpec> {
         self.row.helper.as_ref()
+    }
+
+    /// The session's row as the machine keeps it.
+    pub(crate) fn row(&self) -> &SessionRow {
+        &self.row
     }
 
     pub(crate) fn cwd(&self) -> &str {

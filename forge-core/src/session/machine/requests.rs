@@ -7,12 +7,17 @@ use forge_proto::ClientRef;
 use forge_proto::methods::SessionRequest;
 
 use super::commands::Access;
-use super::{Effect, ReadyReply, Session};
-use crate::session::Reply;
+use super::{Answer, Effect, ReadyReply, Session};
+use crate::session::{Reply, SessionCmd};
 
 impl Session {
     pub(super) fn on_request(&mut self, request: SessionRequest, client: ClientRef, reply: Reply<serde_json::Value>) {
-        let Some(reply) = self.admit(reply, Access::Write) else { return };
+        let access = match &request {
+            SessionRequest::Context(_) => Access::Read,
+            SessionRequest::Rewind(p) if p.dry_run => Access::Read,
+            _ => Access::Write,
+        };
+        let Some(reply) = self.admit(reply, access) else { return };
         match request {
             SessionRequest::Answer(params) => {
                 // A helper's approval shown here is answered by the helper.
@@ -33,10 +38,39 @@ impl Session {
                 self.reply_when_durable(reply.typed(), result);
             }
             SessionRequest::Steer(params) => self.on_steer(params, client, reply),
-            SessionRequest::Send(params) => self.on_input(params, client, reply.typed()),
             SessionRequest::Summarize(_) => {
                 let result = self.summarize_now();
                 self.out.push(Effect::Reply(ReadyReply::now(reply.typed(), result)));
+            }
+            SessionRequest::Send(params) => self.on_input(params, client, reply.typed()),
+            SessionRequest::Cancel(params) => {
+                self.note_cancel_before_task();
+                self.on_cancel(client, params.drop_queued, reply.typed());
+            }
+            SessionRequest::Rename(params) => {
+                let name = params.name.map(|n| n.trim().to_string()).filter(|n| !n.is_empty());
+                match name.as_deref().map(super::commands::check_session_name).transpose() {
+                    // Whether another session has it is the store's to say.
+                    Ok(_) => self.out.push(Effect::ClaimName { name, client, reply: reply.typed() }),
+                    Err(e) => self.out.push(Effect::Reply(ReadyReply::now(reply, Err(e)))),
+                }
+            }
+            SessionRequest::Configure(params) => self.on_configure(params, client, reply.typed()),
+            SessionRequest::Clear(_) => self.on_clear(client, reply.typed()),
+            SessionRequest::Context(params) => {
+                let info = self.context_info(params.system);
+                let (span, repo, reply) = (params.span, params.repo, reply.typed());
+                self.out.push(Effect::Answer(Box::new(Answer::Context { info, span, repo, reply })));
+            }
+            // The tree commands: each with the tree as the store has it
+            // now (`tree.rs`).
+            request @ (SessionRequest::Checkout(_)
+            | SessionRequest::Rewind(_)
+            | SessionRequest::Edit(_)
+            | SessionRequest::Bookmark(_)
+            | SessionRequest::DeleteNode(_)
+            | SessionRequest::Split(_)) => {
+                self.out.push(Effect::ReadTree { then: SessionCmd::Request { request, client, reply } })
             }
         }
     }

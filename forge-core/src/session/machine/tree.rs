@@ -6,11 +6,12 @@
 use forge_proto::params::BookmarkParams;
 use forge_proto::{ClientRef, ErrorKind, EventKind, MessageStatus, Role};
 
-use super::Session;
-use super::commands::Access;
+use forge_proto::methods::SessionRequest;
+
 use super::history::chat_message;
 use super::rewind::RewindArgs;
 use super::state::OperationState;
+use super::{Effect, ReadyReply, Session};
 use crate::error::EngineError;
 use crate::forest::Forest;
 use crate::journal::StoreOp;
@@ -28,59 +29,75 @@ fn invalid(message: impl Into<String>) -> EngineError {
 impl Session {
     /// A tree command, with the tree as the store has it now.
     pub(super) fn on_tree_read(&mut self, forest: Result<Box<Forest>, EngineError>, cmd: SessionCmd) {
+        let SessionCmd::Request { mut request, client, reply } = cmd else { return self.on_command(cmd) };
+        let forest = forest.and_then(|f| self.resolve_node(&f, &mut request).map(|()| f));
+        // Refused while a turn runs (a dry run of a rewind aside, which
+        // its handler judges).
+        let busy =
+            (!matches!(self.state, OperationState::Idle)).then(|| self.busy("wait for it to end (or cancel it) first"));
         macro_rules! run {
             ($reply:expr, $body:expr) => {{
-                let Some(reply) = self.admit($reply, Access::Write) else { return };
-                let result = match (&forest, &self.state) {
+                let result = match (&forest, busy) {
                     (Err(e), _) => Err(e.clone()),
-                    (Ok(_), state) if !matches!(state, OperationState::Idle) => {
-                        Err(self.busy("wait for it to end (or cancel it) first"))
-                    }
-                    (Ok(f), _) => $body(self, f),
+                    (Ok(_), Some(e)) => Err(e),
+                    (Ok(f), None) => $body(self, f),
                 };
-                self.reply_when_durable(reply, result);
+                self.reply_when_durable($reply, result);
             }};
         }
-        match cmd {
-            SessionCmd::Checkout { params, client, reply } if self.row.git.is_some() => {
-                let Some(reply) = self.admit(reply, Access::Write) else { return };
-                match (&forest, &self.state) {
-                    (Err(e), _) => self.out.push(super::Effect::Reply(super::ReadyReply::now(reply, Err(e.clone())))),
-                    (Ok(_), state) if !matches!(state, OperationState::Idle) => {
-                        let e = self.busy("wait for it to end (or cancel it) first");
-                        self.out.push(super::Effect::Reply(super::ReadyReply::now(reply, Err(e))));
-                    }
-                    (Ok(f), _) => self.git_checkout(f, params.node, client, reply),
+        match request {
+            SessionRequest::Checkout(params) => {
+                let reply = reply.typed();
+                match (&forest, busy) {
+                    (Err(e), _) => self.out.push(Effect::Reply(ReadyReply::now(reply, Err(e.clone())))),
+                    (Ok(_), Some(e)) => self.out.push(Effect::Reply(ReadyReply::now(reply, Err(e)))),
+                    (Ok(f), None) if self.row.git.is_some() => self.git_checkout(f, params.node, client, reply),
+                    (Ok(f), None) => match self.checkout(f, &params.node, client) {
+                        Ok(()) => self.pipeline.effect(super::OnDurable::Info(reply, None)),
+                        Err(e) => self.out.push(Effect::Reply(ReadyReply::now(reply, Err(e)))),
+                    },
                 }
             }
-            SessionCmd::Checkout { params, client, reply } => {
-                run!(reply, |s: &mut Session, f: &Forest| s.checkout(f, &params.node, client))
+            SessionRequest::Edit(params) => {
+                run!(reply.typed(), |s: &mut Session, f: &Forest| s.edit(f, &params.node, params.text, client))
             }
-            SessionCmd::Edit { params, client, reply } => {
-                run!(reply, |s: &mut Session, f: &Forest| s.edit(f, &params.node, params.text, client))
-            }
-            SessionCmd::Bookmark { params, client, reply } => {
+            SessionRequest::Bookmark(params) => {
                 let BookmarkParams { name, node, delete, .. } = params;
-                run!(reply, |s: &mut Session, f: &Forest| s.bookmark(f, name, node, delete, client))
+                run!(reply.typed(), |s: &mut Session, f: &Forest| s.bookmark(f, name, node, delete, client))
             }
-            SessionCmd::DeleteNode { params, client, reply } => {
+            SessionRequest::DeleteNode(params) => {
                 let cascade = params.cascade.unwrap_or(true);
-                run!(reply, |s: &mut Session, f: &Forest| s.delete_node(f, &params.node, cascade, client))
+                run!(reply.typed(), |s: &mut Session, f: &Forest| s.delete_node(f, &params.node, cascade, client))
             }
-            SessionCmd::Split { params, client, reply } => {
-                run!(reply, |s: &mut Session, f: &Forest| s.split(f, &params.node, params.at, client))
+            SessionRequest::Split(params) => {
+                run!(reply.typed(), |s: &mut Session, f: &Forest| s.split(f, &params.node, params.at, client))
             }
-            SessionCmd::Rewind { params, client, reply } => {
-                let access = if params.dry_run { Access::Read } else { Access::Write };
-                let Some(reply) = self.admit(reply, access) else { return };
-                match (&forest, RewindArgs::new(params, client)) {
-                    (Ok(f), Ok(args)) => self.on_rewind(f, args, reply),
-                    (Err(e), _) => self.out.push(super::Effect::Reply(super::ReadyReply::now(reply, Err(e.clone())))),
-                    (_, Err(e)) => self.out.push(super::Effect::Reply(super::ReadyReply::now(reply, Err(e)))),
-                }
-            }
-            other => self.on_command(other),
+            SessionRequest::Rewind(params) => match (&forest, RewindArgs::new(params, client)) {
+                (Ok(f), Ok(args)) => self.on_rewind(f, args, reply.typed()),
+                (Err(e), _) => self.out.push(Effect::Reply(ReadyReply::now(reply, Err(e.clone())))),
+                (_, Err(e)) => self.out.push(Effect::Reply(ReadyReply::now(reply, Err(e)))),
+            },
+            request => self.on_request(request, client, reply),
         }
+    }
+
+    /// The node a tree command names, read once, here: by id, bookmark or
+    /// unique id prefix (`Forest::resolve`); the params then hold its id.
+    fn resolve_node(&self, forest: &Forest, request: &mut SessionRequest) -> Result<(), EngineError> {
+        let node = match request {
+            SessionRequest::Checkout(p) => Some(&mut p.node),
+            SessionRequest::Edit(p) => Some(&mut p.node),
+            SessionRequest::DeleteNode(p) => Some(&mut p.node),
+            SessionRequest::Split(p) => Some(&mut p.node),
+            SessionRequest::Rewind(p) => p.node.as_mut(),
+            // A bookmark deleted needs no node.
+            SessionRequest::Bookmark(p) if !p.delete => p.node.as_mut(),
+            _ => None,
+        };
+        if let Some(node) = node {
+            *node = forest.resolve(&self.row.id, node)?;
+        }
+        Ok(())
     }
 
     /// A node of this session's tree that a conversation can stand on

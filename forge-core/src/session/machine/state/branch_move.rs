@@ -13,5 +13,5 @@ pub(crate) struct BranchMove {
     /// The conversation up to `node`, for the head's move.
     pub path: Vec<ChatMessage>,
     pub client: ClientRef,
-    pub reply: Reply<()>,
+    pub reply: Reply<forge_proto::SessionInfo>,
 }

@@ -70,7 +70,7 @@ fn a_cancelled_turn_commits_what_it_kept_marked_as_such() {
     h.streaming();
     h.provider(vec![text("half an answer")]);
     h.settle();
-    drop(h.command(|reply| SessionCmd::Cancel { params: Default::default(), client: client(), reply }));
+    drop(h.request::<forge_proto::CancelResult>(SessionRequest::Cancel(Default::default())));
     h.settle();
     assert_eq!(h.commits.len(), 1);
     assert_eq!(h.commits[0].commit.subject, "[cancelled] go");

@@ -121,7 +121,7 @@ fn cancelling_the_batch_cancels_its_helpers() {
     let mut h = with_task();
     two_helpers_and_a_read(&mut h);
     started(&mut h, "t1", "s-one");
-    let cancel = h.command(|reply| SessionCmd::Cancel { params: Default::default(), client: client(), reply });
+    let cancel = h.request::<forge_proto::CancelResult>(SessionRequest::Cancel(Default::default()));
     h.settle();
     assert!(answered(cancel).is_ok());
     let cancelled: Vec<&str> = h
@@ -251,7 +251,7 @@ fn a_helpers_commands_read_what_its_parents_read() {
 #[test]
 fn a_helper_cancelled_before_its_task_came_does_not_run_it() {
     let mut h = Harness::restarted_as(config(), Unfinished::Nothing, Vec::new(), None, helper_row());
-    let cancel = h.command(|reply| SessionCmd::Cancel { params: Default::default(), client: client(), reply });
+    let cancel = h.request::<forge_proto::CancelResult>(SessionRequest::Cancel(Default::default()));
     h.settle();
     drop(cancel);
     let sent = h.send("do the task");

@@ -60,7 +60,7 @@ fn a_cancel_ends_the_wait_and_a_late_wake_asks_nothing() {
     h.mcp_starting = vec!["slow".into()];
     h.say("go");
     h.settle();
-    let cancel = h.command(|reply| SessionCmd::Cancel { params: Default::default(), client: client(), reply });
+    let cancel = h.request::<forge_proto::CancelResult>(SessionRequest::Cancel(Default::default()));
     h.settle();
     assert!(answered(cancel).is_ok_and(|r| r.cancelled));
     assert_eq!(finished(&h).0, MessageStatus::Cancelled);

@@ -253,6 +253,19 @@ impl Harness {
                 Effect::MoveBranch(job) => self.branch_moves.push(*job),
                 Effect::Helper(out) => self.helpers.push(*out),
                 Effect::Reply(answer) => answer.send(),
+                Effect::Answer(answer) => match *answer {
+                    Answer::Info { reply, .. } => {
+                        let info =
+                            crate::session::answers::info(self.s.row().clone(), Some((&self.s.snapshot(), 0)), 0);
+                        reply.send(Ok(info))
+                    }
+                    Answer::Context { info, reply, .. } => reply.send(Ok(info)),
+                },
+                // No other session here: every name is free.
+                Effect::ClaimName { name, client, reply } => {
+                    let claim = Ok(NameClaim::new(name, None));
+                    self.feed(Event::NameClaimed { claim, client, reply })
+                }
                 Effect::Arm(timer, _) => self.timers.push(timer),
                 Effect::ReadTree { then } => {
                     let forest = Box::new(self.forest());
@@ -478,7 +491,7 @@ fn cancel_is_answered_promptly_under_a_delta_flood() {
     for _ in 0..1000 {
         h.provider((0..MAX_INCOMING_EVENTS_PER_TICK).map(|_| text("x")).collect());
     }
-    let cancel = h.command(|reply| SessionCmd::Cancel { params: Default::default(), client: client(), reply });
+    let cancel = h.request::<forge_proto::CancelResult>(SessionRequest::Cancel(Default::default()));
     assert!(!h.request_open, "the request stops at once");
     let mut writes = 0;
     while !h.written.is_empty() {
@@ -509,23 +522,22 @@ fn a_failed_write_blocks_the_session_until_the_journal_recovers() {
     h.say("hello");
     h.settle();
     h.provider(vec![text("part")]);
-    let rename = h.command(|reply| SessionCmd::Rename {
-        params: RenameParams { name: Some("n".into()), ..Default::default() },
-        client: client(),
-        reply,
-    });
+    let rename = h.request::<forge_proto::SessionInfo>(SessionRequest::Rename(RenameParams {
+        name: Some("n".into()),
+        ..Default::default()
+    }));
     h.fail_write();
     assert_eq!(h.state(), OperationStateKind::PersistenceBlocked);
     assert!(!h.request_open, "the stream stops");
     assert!(h.written.is_empty(), "nothing more is written");
     assert_eq!(h.names(), ["turn_started", "provider_request"], "nothing of the failed batch is shown");
-    let err = h.command(|reply| SessionCmd::Rename { params: Default::default(), client: client(), reply });
+    let err = h.request::<forge_proto::SessionInfo>(SessionRequest::Rename(Default::default()));
     assert_eq!(answered(err).err().map(|e| e.kind), Some(ErrorKind::PersistenceBlocked));
     // The rename was in the batch after the failed one: told as well.
     assert_eq!(answered(rename).err().map(|e| e.kind), Some(ErrorKind::PersistenceBlocked));
     let send = h.send("more");
     assert_eq!(answered(send).err().map(|e| e.kind), Some(ErrorKind::PersistenceBlocked));
-    let context = h.command(|reply| SessionCmd::Context { params: Default::default(), reply });
+    let context = h.request::<forge_proto::ContextInfo>(SessionRequest::Context(Default::default()));
     assert!(answered(context).is_ok(), "a read is still answered");
 
     let healthy = HealthState { health: JournalHealth::Healthy, reason: None, since_ms: 0 };
@@ -776,7 +788,7 @@ fn a_quiet_session_lets_go_of_its_history_and_reads_it_back_for_the_next_command
     let mut h = Harness::new();
     assert_eq!(h.timers, [Timer::ReleaseHistory]);
     h.feed(Event::Timer(Timer::ReleaseHistory));
-    let context = h.command(|reply| SessionCmd::Context { params: Default::default(), reply });
+    let context = h.request::<forge_proto::ContextInfo>(SessionRequest::Context(Default::default()));
     assert_eq!(answered(context).map(|c| c.messages).ok(), Some(1), "read back from the store");
 }
 
@@ -806,7 +818,7 @@ fn a_call_cancelled_before_it_runs_still_gets_its_result_and_never_runs() {
     h.ack(); // the answer is durable: tool_running is written
     assert!(h.names().contains(&"tool_call_args") && !h.names().contains(&"tool_running"));
     assert_eq!(h.written.len(), 1, "tool_running in flight");
-    let cancel = h.command(|reply| SessionCmd::Cancel { params: Default::default(), client: client(), reply });
+    let cancel = h.request::<forge_proto::CancelResult>(SessionRequest::Cancel(Default::default()));
     h.settle();
     assert!(answered(cancel).is_ok_and(|r| r.cancelled));
     assert!(h.tool_runs.is_empty(), "cancelled before it ran: it never runs");
@@ -926,7 +938,7 @@ fn a_cancel_while_waiting_to_retry_ends_the_turn_and_nothing_is_sent_again() {
     let mut h = Harness::new();
     h.streaming();
     h.provider(vec![transient(None)]);
-    let cancel = h.command(|reply| SessionCmd::Cancel { params: Default::default(), client: client(), reply });
+    let cancel = h.request::<forge_proto::CancelResult>(SessionRequest::Cancel(Default::default()));
     h.settle();
     assert!(answered(cancel).is_ok_and(|r| r.cancelled));
     h.feed(Event::Timer(Timer::Retry));
@@ -1072,7 +1084,7 @@ fn a_summary_finished_after_a_switch_to_a_larger_window_is_not_forced_on_it() {
     }
     assert_eq!(h.state(), OperationStateKind::Summarizing, "{:?}", h.names());
     let params = forge_proto::params::ConfigureParams { model: Some("claude-big".into()), ..Default::default() };
-    let switched = h.command(|reply| SessionCmd::Configure { params, client: client(), reply });
+    let switched = h.request::<forge_proto::SessionInfo>(SessionRequest::Configure(params));
     h.settle();
     assert!(answered(switched).is_ok());
     h.provider(vec![text("The user asked questions."), ProviderEvent::Done]);
@@ -1216,7 +1228,7 @@ fn a_cancel_ends_the_generation_with_one_generation_aborted_error() {
     let mut h = Harness::new();
     h.streaming();
     h.provider(vec![text("partial")]);
-    let rx = h.command(|reply| SessionCmd::Cancel { params: Default::default(), client: client(), reply });
+    let rx = h.request::<forge_proto::CancelResult>(SessionRequest::Cancel(Default::default()));
     h.settle();
     drop(answered(rx));
     let errors: Vec<(String, usize)> = h
@@ -1260,7 +1272,7 @@ fn a_cancel_between_two_answers_asks_for_no_more() {
     send_with(&mut h, "pick", 3, false).unwrap_or_else(|e| panic!("{e}"));
     h.provider(vec![text("one"), ProviderEvent::Done]);
     // The answer is sealed, not yet history: no stream runs to cancel.
-    let rx = h.command(|reply| SessionCmd::Cancel { params: Default::default(), client: client(), reply });
+    let rx = h.request::<forge_proto::CancelResult>(SessionRequest::Cancel(Default::default()));
     h.settle();
     assert_eq!(answered(rx).ok().map(|r| r.cancelled), Some(true));
     assert_eq!(h.requests.len(), 1, "no second answer was asked for");
@@ -1284,7 +1296,7 @@ fn a_root_is_found_again_only_under_the_same_system_prompt() {
     let recorded = h.forest().get(&first.message_id).ok().and_then(|n| n.meta.system_prompt.clone());
     assert_eq!(recorded, Some(digest(&h)), "the root records its prompt");
     let again = |h: &mut Harness, prompt: Option<String>| {
-        drop(h.command(|reply| SessionCmd::Clear { client: client(), reply }));
+        drop(h.request::<forge_proto::SessionInfo>(SessionRequest::Clear(Default::default())));
         h.settle();
         let same =
             vec![crate::session::SameMessage { node: first.message_id.clone(), under: None, system_prompt: prompt }];

@@ -42,7 +42,7 @@ impl Harness {
             self.settle();
         }
         let params = forge_proto::params::RewindParams { force, ..Default::default() };
-        self.command(|reply| SessionCmd::Rewind { params, client: client(), reply })
+        self.request::<RewindResult>(SessionRequest::Rewind(params))
     }
 
     fn planned(&mut self, plan: RewindPlan) {

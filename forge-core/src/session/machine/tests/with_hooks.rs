@@ -252,7 +252,7 @@ fn a_hook_job_that_comes_back_after_a_cancel_changes_nothing() {
     h.answer_calling("read_file", r#"{"path":"a.rs"}"#);
     h.settle();
     assert_eq!(h.hook_jobs.len(), 1);
-    drop(h.command(|reply| SessionCmd::Cancel { params: Default::default(), client: client(), reply }));
+    drop(h.request::<forge_proto::CancelResult>(SessionRequest::Cancel(Default::default())));
     h.settle();
     assert_eq!(finished(&h).0, MessageStatus::Cancelled);
     let before = h.published.len();
