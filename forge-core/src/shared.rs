@@ -87,7 +87,7 @@ impl Shared {
         &self,
         tools: Arc<crate::tools::ToolRegistry>,
         helper: Option<&crate::store::HelperSpec>,
-        cwd: &Path,
+        agents: &[crate::agents::AgentType],
     ) -> Arc<crate::tools::ToolRegistry> {
         let task = self.config.tools.task.clone().unwrap_or_default();
         let max_depth = task.max_depth.unwrap_or(crate::tools::config::TaskConfig::DEFAULT_MAX_DEPTH);
@@ -110,8 +110,7 @@ impl Shared {
         }
         if offer_task {
             all.retain(|name| name != crate::agents::TASK_TOOL);
-            let agents = crate::agents::load(cwd, self.trust.trusts(cwd));
-            let _ = all.register(Arc::new(crate::agents::TaskTool::new(&agents)));
+            let _ = all.register(Arc::new(crate::agents::TaskTool::new(agents)));
         }
         Arc::new(all)
     }

@@ -1,20 +1,20 @@
 //! Helper agents, routed: what a session's machine asks for a helper
-//! (`HelperOut`) is carried out here: a helper's session made and given
-//! its task, a helper's news handed to its parent, a cancel or an
-//! approval's answer handed to a helper. The engine decides nothing; the
-//! machines on both ends do.
+//! (`HelperOut`) is carried out here: a helper's session made as the
+//! parent's machine decided it (or, after a restart, the one the call
+//! made before found) and given its task, a helper's news handed to its
+//! parent, a cancel or an approval's answer handed to a helper. The
+//! engine decides nothing; the machines on both ends do.
 
 use std::sync::Weak;
 
 use forge_proto::params::{CreateParams, SendParams};
-use forge_proto::{ClientRef, ErrorKind, HelperOf};
+use forge_proto::{ClientRef, ErrorKind};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::{Engine, Inner};
 use crate::error::EngineError;
-use crate::session::machine::{HelperIn, HelperOut, HelperStart};
+use crate::session::machine::{HelperIn, HelperOut, HelperStart, NewHelper};
 use crate::session::{Reply, SessionCmd};
-use crate::store::HelperSpec;
 
 /// Routes what sessions send until the engine is gone. News for one
 /// session is handed over in the order it came.
@@ -77,15 +77,6 @@ impl Engine {
 
     async fn helper_session(&self, start: HelperStart) -> Result<(), EngineError> {
         let store = &self.shared().store;
-        let parent = store.session(&start.parent).await?.ok_or_else(|| EngineError::not_found(&start.parent))?;
-        let task = self.shared().config.tools.task.clone().unwrap_or_default();
-        let max_depth = task.max_depth.unwrap_or(crate::tools::config::TaskConfig::DEFAULT_MAX_DEPTH);
-        if start.depth > max_depth {
-            return Err(EngineError::new(
-                ErrorKind::InvalidParams,
-                format!("helpers may be {max_depth} deep at most ([tools.task] max_depth)"),
-            ));
-        }
         // Taken up again: the parent resumed a batch a restart interrupted.
         let before = match start.resume {
             true => store.helper_of(&start.parent, start.answer.as_deref(), &start.call_id).await?,
@@ -111,37 +102,12 @@ impl Engine {
                 }
             };
         }
-        let cwd = std::path::Path::new(&parent.cwd);
-        let agents = crate::agents::load(cwd, self.shared().trust.trusts(cwd));
-        let name = start.agent.as_deref().unwrap_or(crate::agents::GENERAL_PURPOSE);
-        let agent = agents.iter().find(|a| a.info.name == name).ok_or_else(|| {
-            let names: Vec<&str> = agents.iter().map(|a| a.info.name.as_str()).collect();
-            EngineError::new(
-                ErrorKind::InvalidParams,
-                format!("there is no agent type \"{name}\"; the types are: {}", names.join(", ")),
-            )
-        })?;
-        let model = crate::agents::model_for(&agent.info, &parent.provider).unwrap_or_else(|| parent.model.clone());
-        let spec = HelperSpec {
-            of: HelperOf {
-                parent: start.parent.clone(),
-                call_id: start.call_id.clone(),
-                description: start.description.clone(),
-                agent: agent.info.name.clone(),
-                depth: start.depth,
-                answer: start.answer.clone(),
-            },
-            tools: agent.info.tools.clone(),
-            instructions: agent.instructions.clone(),
-            read_also: crate::session::machine::git_dir_of(&parent)
-                .map(|d| d.display().to_string())
-                .into_iter()
-                .chain(parent.helper.iter().flat_map(|h| h.read_also.clone()))
-                .collect(),
-        };
+        let NewHelper { spec, cwd, provider, model, approval } =
+            *start.create.map_err(|why| EngineError::new(ErrorKind::InvalidParams, why))?;
+        let agent = spec.of.agent.clone();
         let req = CreateParams {
-            cwd: Some(parent.cwd.clone()),
-            provider: Some(parent.provider.clone()),
+            cwd: Some(cwd),
+            provider: Some(provider),
             model: Some(model),
             // The parent's directory was accepted when it was made; a
             // helper works beside it, never on a branch of its own.
@@ -149,12 +115,12 @@ impl Engine {
             git: Some(false),
             ..Default::default()
         };
-        let info = self.create_session_at(req, helper_client(), None, Some((spec, parent.approval.clone()))).await?;
+        let info = self.create_session_at(req, helper_client(), None, Some((spec, approval))).await?;
         let started = HelperIn::Started {
             call_id: start.call_id,
             nonce: start.nonce,
             child: info.id.clone(),
-            agent: agent.info.name.clone(),
+            agent,
             description: start.description,
         };
         self.tell(&start.parent, SessionCmd::Helper(started)).await;

@@ -151,12 +151,15 @@ impl SessionActor {
             format!("{template}{}{}", instructions.text, repo_map.as_deref().unwrap_or("")).into();
         let tools_version = shared.mcp.version();
         let (tools, project_tools) = shared.tools_for(&row.id, Path::new(&row.cwd));
-        let tools = shared.with_helpers(tools, row.helper.as_ref(), Path::new(&row.cwd));
+        let agents: Arc<[crate::agents::AgentType]> =
+            crate::agents::load(Path::new(&row.cwd), shared.trust.trusts(Path::new(&row.cwd))).into();
+        let tools = shared.with_helpers(tools, row.helper.as_ref(), &agents);
         let hooks = hooks_for(&shared, &row.id, Path::new(&row.cwd));
         let row_cwd = row.cwd.clone();
         let mut session = Session::new(shared.config.clone(), tools, row, system_prompt, shared.clock.clone());
         session.set_instruction_files(instructions.files());
         session.set_hooks(hooks);
+        session.set_agents(agents);
         let mut actor = SessionActor {
             session,
             template,
@@ -288,16 +291,20 @@ impl SessionActor {
         // Agent types come with trust, or with their files.
         let agents = crate::agents::key(&cwd, trusted);
         let changed = version != self.tools_version || project.digest != self.project_tools || agents != self.agents;
-        let tools = changed.then(|| {
-            self.tools_version = version;
-            self.project_tools = project.digest.clone();
-            self.agents = agents;
-            let tools = self.shared.tools_with(self.session.id(), project);
-            self.shared.with_helpers(tools, self.session.helper(), &cwd)
-        });
+        let (tools, agents) = match changed {
+            false => (None, None),
+            true => {
+                self.tools_version = version;
+                self.project_tools = project.digest.clone();
+                self.agents = agents;
+                let tools = self.shared.tools_with(self.session.id(), project);
+                let agents: Arc<[crate::agents::AgentType]> = crate::agents::load(&cwd, trusted).into();
+                (Some(self.shared.with_helpers(tools, self.session.helper(), &agents)), Some(agents))
+            }
+        };
         let hooks = hooks_for(&self.shared, self.session.id(), &cwd);
         let starting = self.shared.mcp.starting(Some(self.session.id()));
-        super::machine::Refresh { prompt, tools, hooks, starting }
+        super::machine::Refresh { prompt, tools, agents, hooks, starting }
     }
 
     /// The bytes of the request's images (the machine holds only what

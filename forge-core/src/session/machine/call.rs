@@ -68,7 +68,7 @@ pub(crate) enum JobOutcome {
         changes: Vec<FileAfter>,
     },
     /// What a rewind does to the files.
-    RewindPlanned(Result<Box<super::rewind::RewindPlan>, crate::error::EngineError>),
+    RewindPlanned(Result<Vec<super::rewind_plan::FileFacts>, crate::error::EngineError>),
     /// A rewind's files were written: the first `done`, and why it
     /// stopped there if it did.
     FilesRestored {

@@ -47,9 +47,9 @@ pub(crate) struct HelperStart {
     pub call_id: String,
     pub description: String,
     pub prompt: String,
-    pub agent: Option<String>,
-    /// The helper's depth (its parent's plus one).
-    pub depth: u32,
+    /// The helper's session as this machine decided it, or why there is
+    /// none (an agent type the folder lacks).
+    pub create: Result<Box<NewHelper>, String>,
     /// The batch was resumed after a restart: the helper this call
     /// started before (for the same answer), if any, goes on.
     pub resume: bool,
@@ -58,6 +58,17 @@ pub(crate) struct HelperStart {
     /// This start's own mark (the call's result node): news of an older
     /// start for a call of the same id is not taken for this one's.
     pub nonce: String,
+}
+
+/// A helper's new session: in its parent's directory, with its parent's
+/// provider and approval rules, the model its agent type names (else its
+/// parent's), never a git session.
+pub(crate) struct NewHelper {
+    pub spec: crate::store::HelperSpec,
+    pub cwd: String,
+    pub provider: String,
+    pub model: String,
+    pub approval: crate::store::rows::SessionApproval,
 }
 
 /// What the daemon tells a session about helpers (`SessionCmd::Helper`).
@@ -161,13 +172,27 @@ impl Session {
             l.helpers.running.push(HelperCall { call_id: id.clone(), name, child: None, node_id: node_id.clone() });
         }
         let description = args.description.trim().to_string();
+        let description = if description.is_empty() { "a task".into() } else { description };
+        let depth = self.helper_depth() + 1;
+        let max_depth = self.config.tools.task.as_ref().and_then(|t| t.max_depth);
+        let max_depth = max_depth.unwrap_or(crate::tools::config::TaskConfig::DEFAULT_MAX_DEPTH);
+        if depth > max_depth {
+            let why = format!("helpers may be {max_depth} deep at most ([tools.task] max_depth)");
+            return self.helper_ended(&id, None, Err(why), 0.0);
+        }
+        let agent = args.subagent_type.filter(|a| !a.trim().is_empty());
+        let create = self.new_helper(&id, &description, agent.as_deref(), depth, answer.clone());
+        // A helper this call started before a restart goes on whatever the
+        // folder offers now; a new one needs its agent type.
+        if let (Err(why), false) = (&create, resume) {
+            return self.helper_ended(&id, None, Err(why.clone()), 0.0);
+        }
         let start = HelperStart {
             parent: self.row.id.clone(),
             call_id: id,
-            description: if description.is_empty() { "a task".into() } else { description },
+            description,
             prompt: args.prompt,
-            agent: args.subagent_type.filter(|a| !a.trim().is_empty()),
-            depth: self.helper_depth() + 1,
+            create,
             resume,
             answer,
             nonce: node_id,
@@ -175,6 +200,50 @@ impl Session {
         // Started once its `tool_running` is durable, as any call is run.
         self.pipeline.effect(OnDurable::Helper(Box::new(HelperOut::Start(start))));
         self.pipeline.effect(OnDurable::NextTool);
+    }
+
+    /// The session a `task` call's helper gets: its agent type (the
+    /// general-purpose one if none is named) among those the folder
+    /// offers, and the model that type names.
+    fn new_helper(
+        &self,
+        call_id: &str,
+        description: &str,
+        agent: Option<&str>,
+        depth: u32,
+        answer: Option<String>,
+    ) -> Result<Box<NewHelper>, String> {
+        let name = agent.unwrap_or(crate::agents::GENERAL_PURPOSE);
+        let agent = self.agents.iter().find(|a| a.info.name == name).ok_or_else(|| {
+            let names: Vec<&str> = self.agents.iter().map(|a| a.info.name.as_str()).collect();
+            format!("there is no agent type \"{name}\"; the types are: {}", names.join(", "))
+        })?;
+        let model = crate::agents::model_for(&agent.info, &self.row.provider).unwrap_or_else(|| self.row.model.clone());
+        let spec = crate::store::HelperSpec {
+            of: forge_proto::HelperOf {
+                parent: self.row.id.clone(),
+                call_id: call_id.to_string(),
+                description: description.to_string(),
+                agent: agent.info.name.clone(),
+                depth,
+                answer,
+            },
+            tools: agent.info.tools.clone(),
+            instructions: agent.instructions.clone(),
+            // What the parent's commands may read, its helper's may.
+            read_also: super::git_dir_of(&self.row)
+                .map(|d| d.display().to_string())
+                .into_iter()
+                .chain(self.row.helper.iter().flat_map(|h| h.read_also.clone()))
+                .collect(),
+        };
+        Ok(Box::new(NewHelper {
+            spec,
+            cwd: self.row.cwd.clone(),
+            provider: self.row.provider.clone(),
+            model,
+            approval: self.row.approval.clone(),
+        }))
     }
 
     pub(super) fn on_helper(&mut self, report: HelperIn) {

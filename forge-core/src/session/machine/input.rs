@@ -165,13 +165,16 @@ impl Session {
         let Some((_, Waiting { params, client, reply })) = self.inputs.preparing.take_if(|(j, _)| *j == job) else {
             return;
         };
-        if let Some(Refresh { prompt, tools, hooks, starting }) = prepared.refresh {
+        if let Some(Refresh { prompt, tools, agents, hooks, starting }) = prepared.refresh {
             if let Some((prompt, files)) = prompt {
                 self.system_prompt = prompt;
                 self.instruction_files = files;
             }
             if let Some(tools) = tools {
                 self.set_tools(tools);
+            }
+            if let Some(agents) = agents {
+                self.agents = agents;
             }
             self.hooks = hooks;
             self.set_mcp_starting(starting);

@@ -32,7 +32,7 @@ mod commands;
 mod grants;
 mod helpers;
 pub(crate) use grants::TurnGrants;
-pub(crate) use helpers::{HelperIn, HelperOut, HelperStart};
+pub(crate) use helpers::{HelperIn, HelperOut, HelperStart, NewHelper};
 pub(crate) mod git_commit;
 mod history;
 pub(crate) mod hooks;
@@ -45,6 +45,7 @@ mod recovery;
 mod replies;
 mod requests;
 pub(crate) mod rewind;
+pub(crate) mod rewind_plan;
 mod schema;
 pub(crate) mod state;
 mod steer;
@@ -133,6 +134,8 @@ pub(crate) struct Refresh {
     pub prompt: Option<(Arc<str>, Vec<String>)>,
     /// The tools, if an MCP server's changed.
     pub tools: Option<Arc<ToolRegistry>>,
+    /// The agent types a `task` call may name, if they changed.
+    pub agents: Option<Arc<[crate::agents::AgentType]>>,
     /// The hooks in force now (a project's settings may have changed).
     pub hooks: crate::hooks::HookSet,
     /// The MCP servers still starting, whose tools the turn waits for.
@@ -345,6 +348,8 @@ pub(crate) struct Session {
     inputs: input::Inputs,
     /// The hooks in force (read again before each message).
     hooks: crate::hooks::HookSet,
+    /// The agent types a `task` call may name (read with the tools).
+    agents: Arc<[crate::agents::AgentType]>,
     /// MCP servers still starting when the last message came (the turn
     /// it begins waits for them).
     mcp_starting: Vec<String>,
@@ -412,6 +417,7 @@ impl Session {
             completions: None,
             inputs: Default::default(),
             hooks: Default::default(),
+            agents: Arc::from(Vec::new()),
             mcp_starting: Vec::new(),
             submissions: VecDeque::new(),
             starting: None,
@@ -492,6 +498,11 @@ impl Session {
             return self.out.push(Effect::ReadHistory { head: self.row.head_id.clone(), then: cmd });
         }
         self.on_command(cmd);
+    }
+
+    /// The agent types a `task` call may name from now on.
+    pub(crate) fn set_agents(&mut self, agents: Arc<[crate::agents::AgentType]>) {
+        self.agents = agents;
     }
 
     /// The hooks in force from now on.

@@ -19,6 +19,7 @@
 
 use forge_proto::{ClientRef, ErrorKind, EventKind, RestoredFile, RewindResult, RewindStep, Role};
 
+use super::rewind_plan::{Decide, FileFacts};
 use super::state::{OperationState, RewindStage, Rewinding};
 use super::{Effect, OnDurable, ReadyReply, Session};
 use crate::error::EngineError;
@@ -71,10 +72,9 @@ pub(crate) struct PlanRewind {
     pub from: Vec<String>,
     pub to: Vec<String>,
     pub dry_run: bool,
-    pub force: bool,
 }
 
-/// What the shell found.
+/// What a rewind does to the files (decided in `rewind_plan.rs`).
 pub(crate) struct RewindPlan {
     /// The files as the answer reports them (and a dry run's diff).
     pub result: RewindResult,
@@ -204,7 +204,6 @@ impl Session {
                     from,
                     to,
                     dry_run: args.dry_run,
-                    force: args.force,
                 })));
                 job
             }
@@ -245,11 +244,19 @@ impl Session {
         self.start_next_queued();
     }
 
-    /// The shell worked out what the rewind does to the files.
-    pub(super) fn on_rewind_planned(&mut self, job: u64, plan: Result<Box<RewindPlan>, EngineError>) {
+    /// The shell found what the files hold: what the rewind does to them
+    /// is decided here.
+    pub(super) fn on_rewind_planned(&mut self, job: u64, facts: Result<Vec<FileFacts>, EngineError>) {
         let Some(mut r) = self.take_rewind(job, |s| matches!(s, RewindStage::Planning)) else { return };
-        let plan = match plan {
-            Ok(p) => *p,
+        let decide = Decide {
+            session_id: &self.row.id,
+            leaving: self.row.head_id.as_deref(),
+            dry_run: r.result.dry_run,
+            force: r.force,
+            now_ms: self.clock.now_ms(),
+        };
+        let plan = match facts.and_then(|f| decide.plan(f).map_err(|e| EngineError::new(ErrorKind::InvalidParams, e))) {
+            Ok(p) => p,
             Err(e) => return self.end_rewind(r.reply, Err(e)),
         };
         r.result.files = plan.result.files;

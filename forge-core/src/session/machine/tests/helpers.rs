@@ -13,6 +13,7 @@ fn with_task() -> Harness {
     let agents = crate::agents::load(std::path::Path::new("/nonexistent"), false);
     let _ = tools.register(Arc::new(crate::agents::TaskTool::new(&agents)));
     h.s.set_tools(Arc::new(tools));
+    h.s.set_agents(agents.into());
     h
 }
 
@@ -35,7 +36,9 @@ fn starts(h: &Harness) -> Vec<(String, String, u32)> {
     h.helpers
         .iter()
         .filter_map(|o| match o {
-            HelperOut::Start(s) => Some((s.call_id.clone(), s.prompt.clone(), s.depth)),
+            HelperOut::Start(s) => {
+                Some((s.call_id.clone(), s.prompt.clone(), s.create.as_ref().map_or(0, |c| c.spec.of.depth)))
+            }
             _ => None,
         })
         .collect()
@@ -328,6 +331,7 @@ fn past_its_budget_the_root_shows_one_approval_for_all_its_helpers() {
         let agents = crate::agents::load(std::path::Path::new("/nonexistent"), false);
         let _ = tools.register(Arc::new(crate::agents::TaskTool::new(&agents)));
         h.s.set_tools(Arc::new(tools));
+        h.s.set_agents(agents.into());
         two_helpers_and_a_read(&mut h);
         started(&mut h, "t1", "s-one");
         started(&mut h, "t2", "s-two");
@@ -363,4 +367,44 @@ fn past_its_budget_the_root_shows_one_approval_for_all_its_helpers() {
             assert_eq!(budget_words(&h), [("s-two".to_string(), Ok(()))]);
         }
     }
+}
+
+/// The parent's machine decides a helper's session: an agent type the
+/// folder lacks, or a helper past `[tools.task] max_depth`, is the call's
+/// error result, and nothing is asked of the daemon.
+#[test]
+fn an_unknown_agent_type_or_a_helper_too_deep_is_refused_by_the_parent() {
+    let mut h = with_task();
+    h.streaming();
+    let args = serde_json::json!({"description": "x", "prompt": "do x", "subagent_type": "nope"}).to_string();
+    let mut events = tool_call(0, "t1", "task", &args);
+    events.push(ProviderEvent::Done);
+    h.provider(events);
+    h.settle();
+    assert!(!h.helpers.iter().any(|o| matches!(o, HelperOut::Start(_))), "nothing to start");
+    let result = h.published.iter().find_map(|e| match &e.kind {
+        EventKind::ToolResult { output, is_error: true, .. } => Some(output.clone()),
+        _ => None,
+    });
+    let result = result.unwrap_or_else(|| panic!("no error result: {:?}", h.names()));
+    assert!(result.contains("there is no agent type \"nope\"; the types are: general-purpose"), "{result}");
+
+    let mut config = config();
+    config.tools.task = Some(crate::tools::config::TaskConfig { max_depth: Some(0), ..Default::default() });
+    let mut h = Harness::configured(config, Unfinished::Nothing, Vec::new());
+    let mut tools = ToolRegistry::builtin();
+    let agents = crate::agents::load(std::path::Path::new("/nonexistent"), false);
+    let _ = tools.register(Arc::new(crate::agents::TaskTool::new(&agents)));
+    h.s.set_tools(Arc::new(tools));
+    h.s.set_agents(agents.into());
+    h.streaming();
+    let mut events = tool_call(0, "t1", "task", &task("deep"));
+    events.push(ProviderEvent::Done);
+    h.provider(events);
+    h.settle();
+    assert!(!h.helpers.iter().any(|o| matches!(o, HelperOut::Start(_))), "nothing to start");
+    let said = h.published.iter().any(
+        |e| matches!(&e.kind, EventKind::ToolResult { output, .. } if output.contains("helpers may be 0 deep at most")),
+    );
+    assert!(said, "{:?}", h.names());
 }

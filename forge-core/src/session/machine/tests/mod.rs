@@ -241,7 +241,7 @@ impl Harness {
                 Effect::PrepareInput(job) => {
                     let prompt = self.next_prompt.take().map(|p| (p, Vec::new()));
                     let starting = std::mem::take(&mut self.mcp_starting);
-                    let refresh = Refresh { prompt, tools: None, hooks: self.hooks.clone(), starting };
+                    let refresh = Refresh { prompt, tools: None, agents: None, hooks: self.hooks.clone(), starting };
                     let same = std::mem::take(&mut self.next_same);
                     let input = input::Input { text: job.text, same, ..Default::default() };
                     let prepared = input::Prepared { refresh: Some(refresh), input: Ok(input) };

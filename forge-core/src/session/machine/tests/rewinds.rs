@@ -4,7 +4,8 @@
 
 use super::*;
 use crate::session::machine::call::JobOutcome;
-use crate::session::machine::rewind::{RewindIntent, RewindPlan};
+use crate::session::machine::rewind::RewindIntent;
+use crate::session::machine::rewind_plan::{FileFacts, Stored};
 use forge_proto::{RestoredFile, RewindResult, RewindStep};
 
 fn restored(path: &str) -> RestoredFile {
@@ -15,21 +16,22 @@ fn step(path: &str) -> RewindStep {
     RewindStep { path: path.into(), hash: Some("ab".repeat(32)), mode: 0o644 }
 }
 
-fn plan(files: &[&str], conflicts: &[&str]) -> RewindPlan {
-    RewindPlan {
-        result: RewindResult {
-            session_id: "s1".into(),
-            node: None,
-            files: files.iter().map(|f| restored(f)).collect(),
-            unknown: Vec::new(),
-            dry_run: false,
-            diff: None,
-            conversation: false,
-        },
-        steps: files.iter().map(|f| step(f)).collect(),
-        conflicts: conflicts.iter().map(|c| c.to_string()).collect(),
-        keep: Vec::new(),
-    }
+/// What the shell finds of `files`, each written by Forge, to go back to
+/// older content; those in `conflicts` were changed by hand since.
+fn plan(files: &[&str], conflicts: &[&str]) -> Vec<FileFacts> {
+    let state = |data: &[u8]| Some((crate::rewind::hash(data), 0o644));
+    files
+        .iter()
+        .map(|f| FileFacts {
+            step: crate::rewind::Step {
+                path: f.to_string(),
+                expected: Some(state(b"forge")),
+                target: Some(state(b"old")),
+            },
+            now: Ok(Some((if conflicts.contains(f) { b"by hand".to_vec() } else { b"forge".to_vec() }, 0o644))),
+            stored: Stored::Present(None),
+        })
+        .collect()
 }
 
 impl Harness {
@@ -45,9 +47,9 @@ impl Harness {
         self.request::<RewindResult>(SessionRequest::Rewind(params))
     }
 
-    fn planned(&mut self, plan: RewindPlan) {
+    fn planned(&mut self, facts: Vec<FileFacts>) {
         let job = self.plans.remove(0).job;
-        self.feed(Event::JobDone { job, outcome: JobOutcome::RewindPlanned(Ok(Box::new(plan))) });
+        self.feed(Event::JobDone { job, outcome: JobOutcome::RewindPlanned(Ok(facts)) });
     }
 
     fn restored(&mut self, done: usize, error: Option<&str>) {
