@@ -371,8 +371,7 @@ impl SessionActor {
             }
             Effect::StopRequest => self.request = None,
             Effect::RunTool(mut run) => {
-                // `recall` searches the store, which the machine never sees.
-                if run.tool.name() == "recall" {
+                if run.library {
                     run.ctx.library = Some(Arc::new(crate::librarian::SessionLibrary {
                         store: self.shared.store.clone(),
                         session: self.session.id().to_string(),
@@ -413,7 +412,12 @@ impl SessionActor {
             }
             Effect::RecordAfter(job) => {
                 let (id, recorder) = (job.job, self.recorder());
-                let failed = || JobOutcome::RecordedAfter { ops: Vec::new(), changes: Vec::new(), undone: Vec::new() };
+                let failed = || JobOutcome::RecordedAfter {
+                    ops: Vec::new(),
+                    changes: Vec::new(),
+                    undone: Vec::new(),
+                    unwatched: Vec::new(),
+                };
                 self.job(id, super::tool_task::record_after(recorder, *job), failed);
             }
             Effect::PlanRewind(job) => {

@@ -150,6 +150,7 @@ pub(super) async fn record_after(recorder: Recorder, job: RecordAfter) -> JobOut
     .unwrap_or_default();
     let mut ops = Vec::new();
     let mut undone = Vec::new();
+    let mut unwatched = Vec::new();
     if scanned {
         let after = |t: &mut crate::snapshot::Tracker, skip: crate::snapshot::Skip, keep: crate::snapshot::Keep| {
             (t.after(skip, keep), t.ignored_unwatched(), t.take_undone())
@@ -177,20 +178,18 @@ pub(super) async fn record_after(recorder: Recorder, job: RecordAfter) -> JobOut
                     changes.push(FileAfter { path, after: f.after, data: None });
                 }
                 if ignored_unwatched {
-                    let mark = crate::rewind::Unrecorded::IgnoredUnwatched;
-                    let ids = (session_id.as_str(), node_id.as_str(), call_id.as_str());
-                    ops.extend(sandbox.roots().iter().map(|root| unrecorded(ids, root, mark)));
+                    unwatched = sandbox.roots().iter().map(|r| r.display().to_string()).collect();
                 }
             }
             Err(e) => tracing::warn!(error = %e, "what a command changed could not be recorded for rewind"),
         }
     }
-    JobOutcome::RecordedAfter { ops, changes, undone }
+    JobOutcome::RecordedAfter { ops, changes, undone, unwatched }
 }
 
 /// Starts a tool call in its own task, with its timeout.
 pub(super) fn spawn_tool(run: ToolRun) -> RunningTool {
-    let ToolRun { tool, args, mut ctx, timeout } = run;
+    let ToolRun { tool, args, mut ctx, timeout, .. } = run;
     let (output_tx, output) = mpsc::channel(TOOL_OUTPUT_CHANNEL);
     ctx.output = Some(output_tx);
     let sink: forge_tools::ImageSink = Default::default();
@@ -231,20 +230,6 @@ pub(super) fn crash_after_commit() {
         tracing::error!("FORGE_CRASH_AFTER_GIT_COMMIT: killing the daemon now");
         // SAFETY: kill(2) on this very process; nothing is touched after.
         unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
-    }
-}
-
-/// A change under `path` (by the call `ids`: session, node, call) that
-/// was found but whose content is not kept.
-fn unrecorded(ids: (&str, &str, &str), path: &Path, why: crate::rewind::Unrecorded) -> StoreOp {
-    StoreOp::RecordChange {
-        session_id: ids.0.into(),
-        node_id: ids.1.into(),
-        call_id: ids.2.into(),
-        path: path.display().to_string(),
-        before: Some((why.mark().into(), 0)),
-        after: Some((why.mark().into(), 0)),
-        created_ms: crate::ids::now_ms(),
     }
 }
 

@@ -66,6 +66,9 @@ pub(crate) enum JobOutcome {
         undone: Vec<GitUndone>,
         ops: Vec<StoreOp>,
         changes: Vec<FileAfter>,
+        /// The roots under which ignored files are not watched: what the
+        /// command changed there was not seen.
+        unwatched: Vec<String>,
     },
     /// What a rewind does to the files.
     RewindPlanned(Result<Vec<super::rewind_plan::FileFacts>, crate::error::EngineError>),
@@ -249,10 +252,26 @@ impl Session {
             }
             (
                 Some(CallStage::RecordingAfter { result, notes, .. }),
-                JobOutcome::RecordedAfter { ops, changes, undone },
+                JobOutcome::RecordedAfter { ops, changes, undone, unwatched },
             ) => {
                 for op in ops {
                     self.pipeline.op(op);
+                }
+                // A rewind past this call names what it cannot restore
+                // there, rather than pretend it restores everything.
+                if let Some((node_id, call_id, _)) = self.running_ids() {
+                    for root in unwatched {
+                        let mark = crate::rewind::Unrecorded::IgnoredUnwatched;
+                        self.pipeline.op(StoreOp::RecordChange {
+                            session_id: self.row.id.clone(),
+                            node_id: node_id.clone(),
+                            call_id: call_id.clone(),
+                            path: root,
+                            before: Some((mark.mark().into(), 0)),
+                            after: Some((mark.mark().into(), 0)),
+                            created_ms: self.clock.now_ms(),
+                        });
+                    }
                 }
                 let result = self.say_undone(result, undone);
                 self.post_hooks(result, notes, changes);
@@ -285,7 +304,9 @@ impl Session {
             timeout: Some(timeout),
             images: None,
         };
-        self.out.push(Effect::RunTool(Box::new(ToolRun { tool, args, ctx, timeout })));
+        // `recall` searches the store's facts, which only the shell reaches.
+        let library = tool.name() == "recall";
+        self.out.push(Effect::RunTool(Box::new(ToolRun { tool, args, ctx, timeout, library })));
         self.set_stage(CallStage::Running { notes, before });
     }
 

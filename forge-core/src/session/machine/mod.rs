@@ -236,6 +236,9 @@ pub(crate) struct ToolRun {
     /// The shell adds the output channel.
     pub ctx: ToolCtx,
     pub timeout: Duration,
+    /// The shell gives the call the session's library (the store's
+    /// facts, see `librarian.rs`).
+    pub library: bool,
 }
 
 /// What to do once a batch is durable: the continuations the pipeline

@@ -234,6 +234,7 @@ impl Harness {
                         ops: Vec::new(),
                         changes: Vec::new(),
                         undone: Vec::new(),
+                        unwatched: Vec::new(),
                     },
                 }),
                 // The message as sent: no command of one's own, no MCP
