@@ -97,12 +97,18 @@ pub enum EventKind {
     /// `steps` what each is to hold. A daemon stopped before its
     /// `files_restored` finishes it on restart. With `conversation`, the
     /// head then moves to `node` (no `node`: the conversation is cleared).
+    /// With `fork`, the rewind is a fork's `restore_files`: the new
+    /// session `fork` (named `fork_name`) is made with its end, at `node`.
     RewindStarted {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         node: Option<String>,
         conversation: bool,
         files: Vec<crate::types::RestoredFile>,
         steps: Vec<crate::types::RewindStep>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fork: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fork_name: Option<String>,
     },
     /// A bookmark was set (`node_id`) or deleted (no `node_id`).
     BookmarkSet {

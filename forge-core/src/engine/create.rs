@@ -1,7 +1,7 @@
 //! Making sessions: creating one (its directory checked, its first events
 //! journaled), forking one at a node, and a session's export and import.
 
-use forge_proto::params::{CreateParams, ForkParams, RewindParams};
+use forge_proto::params::{CreateParams, ForkParams};
 
 use super::*;
 
@@ -114,8 +114,14 @@ impl Engine {
             // the creator hears of it.
             self.handle(&id).await?.request(|reply| SessionCmd::Start { reply }).await?;
         }
-        let mut info = self.session_info(&id).await?;
-        self.start_project_servers(&id, Path::new(&info.cwd));
+        self.created_info(&id).await
+    }
+
+    /// A new session's info, with what its folder brings (its project's
+    /// MCP servers started, what waits for trust, notices).
+    async fn created_info(&self, id: &str) -> Result<SessionInfo, EngineError> {
+        let mut info = self.session_info(id).await?;
+        self.start_project_servers(id, Path::new(&info.cwd));
         info.untrusted = self.untrusted(Path::new(&info.cwd));
         info.tools_waiting = self.tools_waiting(Path::new(&info.cwd));
         if let Some(home) = self.shared().db.parent() {
@@ -128,78 +134,24 @@ impl Engine {
     }
 
     /// A new session sharing `selector`'s path up to `node` (its head if
-    /// none), in the same directory with the same model.
-    /// With `restore_files`, the files move from the origin's head to the
-    /// fork node's state (`force`: even those changed outside Forge).
-    pub async fn fork(&self, params: ForkParams, client: ClientRef) -> Result<SessionInfo, EngineError> {
+    /// none), in the same directory with the same model, made by the
+    /// origin's machine in one step (`machine/fork.rs`). With
+    /// `restore_files`, the files move from the origin's head to the fork
+    /// node's state first (`force`: even those changed outside Forge), and
+    /// the fork exists only if they did.
+    pub async fn fork(&self, mut params: ForkParams, client: ClientRef) -> Result<SessionInfo, EngineError> {
         self.check_running()?;
-        let id = self.resolve(&params.session).await?;
-        let row = self.shared().store.session(&id).await?.ok_or_else(|| EngineError::not_found(&id))?;
-        let node = match &params.node {
-            Some(n) => self.resolve_node(&id, n).await?.1,
-            None => row.head_id.clone().ok_or_else(|| {
-                EngineError::new(
-                    ErrorKind::InvalidParams,
-                    "the conversation is empty: nothing to fork (`forgectl session new` starts a session)",
-                )
-            })?,
-        };
-        if row.git.is_some() {
-            return Err(EngineError::new(
-                ErrorKind::InvalidParams,
-                format!(
-                    "session {id} is a git session: resume one of its commits instead (`forgectl git log {id}` lists them, `forgectl session new --git --from COMMIT` resumes one on a branch of its own)"
-                ),
-            ));
+        let handle = self.handle_for(&params.session).await?;
+        params.session = handle.id.clone();
+        params.name = params.name.map(|n| n.trim().to_string()).filter(|n| !n.is_empty());
+        // The name is held until the fork that takes it exists.
+        let _names = self.shared().names.lock().await;
+        if let Some(name) = &params.name {
+            self.check_name(name, None).await?;
         }
-        let forest = Forest::new(self.shared().store.tree(&id).await?);
-        if forest.get(&node)?.role == forge_proto::Role::Summary {
-            return Err(EngineError::new(ErrorKind::InvalidParams, "a fork starts at a message, not at a summary"));
-        }
-        // Files first (the origin moves them, as a rewind that leaves its
-        // conversation): a conflict stops the fork before it exists.
-        let mut moved = Vec::new();
-        if params.restore_files {
-            let rewind = RewindParams {
-                session: id.clone(),
-                node: Some(node.clone()),
-                files_only: true,
-                force: params.force,
-                partial: params.partial,
-                ..Default::default()
-            };
-            let client = client.clone();
-            let handle = self.handle_for(&id).await?;
-            let request = forge_proto::methods::SessionRequest::Rewind(rewind);
-            let rewound = handle.request(|reply| SessionCmd::Request { request, client, reply }).await;
-            moved = rewound.and_then(crate::session::typed::<forge_proto::RewindResult>).map_err(|e| {
-                match e.kind {
-                    ErrorKind::SessionBusy => EngineError::new(
-                        ErrorKind::SessionBusy,
-                        format!(
-                            "session {id} is running a turn; wait for it to end (or cancel it), then fork with --restore-files"
-                        ),
-                    ),
-                    _ => e,
-                }
-            })?.files;
-        }
-        // The source session's directory was accepted when it was made.
-        let req = CreateParams {
-            name: params.name,
-            cwd: Some(row.cwd),
-            provider: Some(row.provider),
-            model: Some(row.model),
-            allow_broad_root: true,
-            ..Default::default()
-        };
-        let info = self.create_session_at(req, client.clone(), Some((id, node.clone())), None).await?;
-        if !moved.is_empty() {
-            let handle = self.handle_for(&info.id).await?;
-            let files = moved;
-            handle.request(|reply| SessionCmd::FilesRestored { node: Some(node), files, client, reply }).await?;
-        }
-        Ok(info)
+        let id = handle.request(|reply| SessionCmd::Fork { params, client, reply }).await?;
+        drop(_names);
+        self.created_info(&id).await
     }
 
     /// A whole session as JSON lines (see [`crate::export`]).

@@ -6,14 +6,6 @@ use super::*;
 
 impl Engine {
     /// A node of a session's tree named by id, bookmark or id prefix.
-    /// A node named by id, prefix or bookmark, with the tree it is in.
-    pub(super) async fn resolve_node(&self, session: &str, node: &str) -> Result<(Forest, String), EngineError> {
-        let store = &self.shared().store;
-        let forest = Forest::new(store.tree(session).await?).with_bookmarks(store.bookmarks(session).await?);
-        let id = forest.resolve(session, node)?;
-        Ok((forest, id))
-    }
-
     /// Every node of a session's tree, with its head and bookmarks.
     pub async fn tree(&self, selector: &str) -> Result<forge_proto::TreeInfo, EngineError> {
         let id = self.resolve(selector).await?;

@@ -52,13 +52,16 @@ async fn unfinished_rewind(store: &Store, id: &str) -> Result<Option<RewindInten
     }
     let event: SessionEvent = serde_json::from_value(body)
         .map_err(|e| EngineError::internal(format!("the journal's rewind_started cannot be read: {e}")))?;
-    let EventKind::RewindStarted { node, conversation, files, steps } = event.kind else { return Ok(None) };
+    let EventKind::RewindStarted { node, conversation, files, steps, fork, fork_name } = event.kind else {
+        return Ok(None);
+    };
+    let fork = fork.map(|id| (id, fork_name));
     let path = match (conversation, &node) {
         (false, _) => None,
         (true, None) => Some(Vec::new()),
         (true, Some(n)) => Some(history(store, Some(n)).await?),
     };
-    Ok(Some(RewindIntent { node, files, steps, path }))
+    Ok(Some(RewindIntent { node, fork, files, steps, path }))
 }
 
 /// Tokens and estimated cost of provider responses (of one session, or

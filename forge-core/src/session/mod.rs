@@ -80,8 +80,9 @@ pub(crate) enum SessionCmd {
     /// it (its session resolved to the id): one arm per request in
     /// `machine/requests.rs`.
     Request { request: SessionRequest, client: ClientRef, reply: Reply<serde_json::Value> },
-    /// Files were put back (for a fork, by its origin): tell every client.
-    FilesRestored { node: Option<String>, files: Vec<forge_proto::RestoredFile>, client: ClientRef, reply: Reply<()> },
+    /// A new session branching off this one (`session.fork`, see
+    /// `machine/fork.rs`): answered with its id once it exists.
+    Fork { params: forge_proto::params::ForkParams, client: ClientRef, reply: Reply<String> },
     /// A helper agent's news for its parent, or its parent's for it
     /// (routed by the daemon, see `machine/helpers.rs`).
     Helper(machine::HelperIn),
@@ -92,11 +93,6 @@ pub(crate) enum SessionCmd {
 }
 
 pub(crate) use crate::store::rows::SameMessage;
-
-/// A machine command's JSON answer read back as its method's result.
-pub(crate) fn typed<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> Result<T, EngineError> {
-    serde_json::from_value(value).map_err(|e| EngineError::internal(format!("a session's answer does not decode: {e}")))
-}
 
 /// An event as published to subscribers: already durable, already JSON.
 #[derive(Debug, Clone)]

@@ -74,12 +74,8 @@ impl Session {
             }
             SessionCmd::Shutdown { reply } => self.begin_shutdown(Some(reply)),
             SessionCmd::Helper(report) => self.on_helper(report),
-            SessionCmd::FilesRestored { node, files, client, reply } => {
-                if let Some(reply) = self.admit(reply, Access::Write) {
-                    self.pipeline.event(Some(client), EventKind::FilesRestored { node, files, recovered: false });
-                    self.reply_when_durable(reply, Ok(()));
-                }
-            }
+            // With the tree it branches from (`tree.rs`, `fork.rs`).
+            cmd @ SessionCmd::Fork { .. } => self.out.push(Effect::ReadTree { then: cmd }),
         }
     }
 

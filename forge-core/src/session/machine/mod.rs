@@ -29,6 +29,7 @@ mod approvals;
 mod budget;
 pub(crate) mod call;
 mod commands;
+pub(crate) mod fork;
 mod grants;
 mod helpers;
 pub(crate) use grants::TurnGrants;

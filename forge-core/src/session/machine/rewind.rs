@@ -19,6 +19,7 @@
 
 use forge_proto::{ClientRef, ErrorKind, EventKind, RestoredFile, RewindResult, RewindStep, Role};
 
+use super::fork::Forking;
 use super::rewind_plan::{Decide, FileFacts};
 use super::state::{OperationState, RewindStage, Rewinding};
 use super::{Effect, OnDurable, ReadyReply, Session};
@@ -95,6 +96,8 @@ pub(crate) struct RestoreFiles {
 /// A rewind's intent found without its end, on restart.
 pub(crate) struct RewindIntent {
     pub node: Option<String>,
+    /// A fork's `restore_files`: the fork's id and name.
+    pub fork: Option<(String, Option<String>)>,
     pub files: Vec<RestoredFile>,
     pub steps: Vec<RewindStep>,
     /// The conversation up to `node`, when the head is to move there.
@@ -219,7 +222,20 @@ impl Session {
             force: args.force,
             partial: args.partial,
             recovered: false,
+            fork: None,
         })
+    }
+
+    /// A fork's `restore_files`: a files-only rewind that makes the fork
+    /// with its end (see `fork.rs`).
+    pub(super) fn rewind_for_fork(&mut self, forest: &Forest, args: RewindArgs, fork: Forking) {
+        match self.plan_rewind(forest, args) {
+            Err(e) => self.fail_fork(fork, e),
+            Ok(mut r) => {
+                r.fork = Some(Box::new(fork));
+                self.state = OperationState::Rewinding(Box::new(r));
+            }
+        }
     }
 
     /// The rewind in progress, if it waits for `job` in a stage `at`
@@ -236,9 +252,12 @@ impl Session {
     }
 
     /// The rewind is over: its caller is answered (a success once it is
-    /// durable) and what queued behind it may start.
-    fn end_rewind(&mut self, reply: Option<Reply<RewindResult>>, result: Result<RewindResult, EngineError>) {
-        if let Some(reply) = reply {
+    /// durable; a fork's, by its fork) and what queued behind it may start.
+    fn end_rewind(&mut self, r: Rewinding, result: Result<RewindResult, EngineError>) {
+        if let (Some(fork), Err(e)) = (r.fork, &result) {
+            self.fail_fork(*fork, e.clone());
+        }
+        if let Some(reply) = r.reply {
             self.reply_when_durable(reply, result);
         }
         self.start_next_queued();
@@ -257,7 +276,7 @@ impl Session {
         };
         let plan = match facts.and_then(|f| decide.plan(f).map_err(|e| EngineError::new(ErrorKind::InvalidParams, e))) {
             Ok(p) => p,
-            Err(e) => return self.end_rewind(r.reply, Err(e)),
+            Err(e) => return self.end_rewind(r, Err(e)),
         };
         r.result.files = plan.result.files;
         r.result.unknown = plan.result.unknown;
@@ -278,10 +297,10 @@ impl Session {
                     plan.conflicts.join(", ")
                 ),
             );
-            return self.end_rewind(r.reply, Err(err));
+            return self.end_rewind(r, Err(err));
         }
         if let Some(err) = incomplete(&r.result).filter(|_| !r.partial) {
-            return self.end_rewind(r.reply, Err(err));
+            return self.end_rewind(r, Err(err));
         }
         if plan.steps.is_empty() {
             return self.finish_rewind(r);
@@ -296,6 +315,8 @@ impl Session {
                 conversation: r.path.is_some(),
                 files: r.result.files.clone(),
                 steps: plan.steps.clone(),
+                fork: r.fork.as_ref().map(|f| f.id.clone()),
+                fork_name: r.fork.as_ref().and_then(|f| f.name.clone()),
             },
         );
         r.stage = RewindStage::Journaling { steps: plan.steps };
@@ -327,29 +348,34 @@ impl Session {
         // What did move is said; the rest is as it was, and so is the
         // conversation.
         let restored: Vec<RestoredFile> = r.result.files.drain(..).filter(|f| f.action != "kept").take(done).collect();
-        self.pipeline
-            .event(Some(r.client), EventKind::FilesRestored { node: r.node, files: restored, recovered: r.recovered });
+        let (client, node, recovered) = (r.client.clone(), r.node.clone(), r.recovered);
+        self.pipeline.event(Some(client), EventKind::FilesRestored { node, files: restored, recovered });
         let err =
             EngineError::internal(format!("{e}; {done} file(s) were restored before it, the others are as they were"));
-        self.end_rewind(r.reply, Err(err));
+        self.end_rewind(r, Err(err));
     }
 
     /// The files are in place: the conversation's move, then
     /// `files_restored` (if any moved) as the rewind's last event, so a
     /// client waiting for the session to settle has seen the whole rewind
     /// when it stops there; the answer once they are durable.
-    fn finish_rewind(&mut self, r: Rewinding) {
-        let Rewinding { node, path, result, client, reply, recovered, .. } = r;
-        match (path, node.clone()) {
+    fn finish_rewind(&mut self, mut r: Rewinding) {
+        let (node, client, recovered) = (r.node.clone(), r.client.clone(), r.recovered);
+        match (r.path.take(), node.clone()) {
             (None, _) => {}
             (Some(path), Some(node)) => self.move_head(Some(node), path, &client),
             (Some(_), None) => self.clear_history(client.clone()),
         }
-        if !result.files.is_empty() {
-            let files = result.files.clone();
+        if !r.result.files.is_empty() {
+            let files = r.result.files.clone();
             self.pipeline.event(Some(client), EventKind::FilesRestored { node, files, recovered });
         }
-        self.end_rewind(reply, Ok(result));
+        // In the same batch: a fork's files move with it or not at all.
+        if let Some(fork) = r.fork.take() {
+            self.make_fork(*fork, r.result.files.clone(), recovered);
+        }
+        let result = r.result.clone();
+        self.end_rewind(r, Ok(result));
     }
 
     /// A rewind the daemon stopped during: finish it (see the module).
@@ -364,6 +390,7 @@ impl Session {
             diff: None,
             conversation: intent.path.is_some(),
         };
+        let intent_node = intent.node.clone();
         self.state = OperationState::Rewinding(Box::new(Rewinding {
             job: 0,
             stage: RewindStage::Journaling { steps: intent.steps },
@@ -375,6 +402,12 @@ impl Session {
             force: true,
             partial: true,
             recovered: true,
+            // Made without its name: the name was held for it before the
+            // daemon stopped, and may be another session's by now.
+            fork: intent.fork.map(|(id, _)| {
+                let node = intent_node.clone().unwrap_or_default();
+                Box::new(Forking { id, name: None, node, client: ClientRef::daemon(), reply: None })
+            }),
         }));
         self.restore_files();
     }

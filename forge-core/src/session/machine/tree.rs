@@ -29,7 +29,21 @@ fn invalid(message: impl Into<String>) -> EngineError {
 impl Session {
     /// A tree command, with the tree as the store has it now.
     pub(super) fn on_tree_read(&mut self, forest: Result<Box<Forest>, EngineError>, cmd: SessionCmd) {
-        let SessionCmd::Request { mut request, client, reply } = cmd else { return self.on_command(cmd) };
+        let (mut request, client, reply) = match cmd {
+            SessionCmd::Request { request, client, reply } => (request, client, reply),
+            SessionCmd::Fork { mut params, client, reply } => {
+                let Some(reply) = self.admit(reply, super::commands::Access::Write) else { return };
+                let forest = forest.and_then(|f| match params.node.as_mut() {
+                    Some(node) => f.resolve(&self.row.id, node).map(|id| *node = id).map(|()| f).map_err(Into::into),
+                    None => Ok(f),
+                });
+                return match forest {
+                    Ok(f) => self.on_fork(&f, params, client, reply),
+                    Err(e) => self.out.push(Effect::Reply(ReadyReply::now(reply, Err(e)))),
+                };
+            }
+            other => return self.on_command(other),
+        };
         let forest = forest.and_then(|f| self.resolve_node(&f, &mut request).map(|()| f));
         // Refused while a turn runs (a dry run of a rewind aside, which
         // its handler judges).

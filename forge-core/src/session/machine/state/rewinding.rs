@@ -27,4 +27,6 @@ pub(crate) struct Rewinding {
     /// Go on when some files cannot be restored.
     pub partial: bool,
     pub recovered: bool,
+    /// A fork's `restore_files`: the fork is made with the rewind's end.
+    pub fork: Option<Box<crate::session::machine::fork::Forking>>,
 }

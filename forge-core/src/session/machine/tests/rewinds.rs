@@ -103,6 +103,7 @@ fn a_conflict_without_force_moves_nothing_and_says_which_files() {
 fn a_rewind_cut_by_a_crash_is_finished_on_restart_and_says_so() {
     let intent = RewindIntent {
         node: None,
+        fork: None,
         files: vec![restored("/p/a.txt"), restored("/p/b.txt")],
         steps: vec![step("/p/a.txt"), step("/p/b.txt")],
         path: Some(Vec::new()),
@@ -161,4 +162,98 @@ fn a_rewind_whose_end_the_store_cannot_write_says_it_finishes_once_writable() {
         e.message
     );
     assert!(e.message.contains("journal reset"), "{}", e.message);
+}
+
+/// The sessions the durable batches made, each with the batch it is in.
+fn made_sessions(h: &Harness) -> Vec<(String, usize)> {
+    h.durable
+        .iter()
+        .enumerate()
+        .flat_map(|(i, b)| {
+            b.ops.iter().filter_map(move |op| match op {
+                StoreOp::CreateSession { id, .. } => Some((id.clone(), i)),
+                _ => None,
+            })
+        })
+        .collect()
+}
+
+fn fork(h: &mut Harness, restore_files: bool) -> oneshot::Receiver<Result<String, EngineError>> {
+    for text_ in ["one", "two"] {
+        h.say(text_);
+        h.settle();
+        h.provider(vec![text("ok"), ProviderEvent::Done]);
+        h.settle();
+    }
+    let first = h.forest().nodes().next().map(|n| n.id.clone());
+    let params = forge_proto::params::ForkParams { node: first, restore_files, ..Default::default() };
+    h.command(|reply| SessionCmd::Fork { params, client: client(), reply })
+}
+
+/// A fork is one step of its origin: its rows and first events ride in
+/// the origin's batch, and it is answered once that is durable.
+#[test]
+fn a_fork_is_made_in_its_origins_batch() {
+    let mut h = Harness::new();
+    let reply = fork(&mut h, false);
+    h.settle();
+    let id = answered(reply).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(made_sessions(&h).into_iter().map(|(s, _)| s).collect::<Vec<_>>(), std::slice::from_ref(&id));
+    let forked =
+        h.durable.iter().flat_map(|b| &b.ops).any(|op| matches!(op, StoreOp::ForkSession { id: f, .. } if *f == id));
+    assert!(forked, "the fork shares the origin's path");
+}
+
+/// With `restore_files`, the fork is made with the rewind's end, in the
+/// batch that says the files moved; a conflict makes no fork at all.
+#[test]
+fn a_fork_that_restores_files_exists_only_if_they_moved() {
+    let mut h = Harness::new();
+    let reply = fork(&mut h, true);
+    h.planned(plan(&["/p/a.txt"], &["/p/a.txt"]));
+    h.settle();
+    let Err(e) = answered(reply) else { panic!("a conflict must refuse the fork") };
+    assert_eq!(e.kind, ErrorKind::RewindConflict);
+    assert!(made_sessions(&h).is_empty(), "no fork without its files");
+
+    let mut h = Harness::new();
+    let reply = fork(&mut h, true);
+    h.planned(plan(&["/p/a.txt"], &[]));
+    h.settle();
+    assert!(made_sessions(&h).is_empty(), "not before the files move");
+    h.restored(1, None);
+    h.settle();
+    let id = answered(reply).unwrap_or_else(|e| panic!("{e}"));
+    let made = made_sessions(&h);
+    assert_eq!(made.iter().map(|(s, _)| s.clone()).collect::<Vec<_>>(), std::slice::from_ref(&id));
+    let with_files = h.durable[made[0].1].ops.iter().any(
+        |op| matches!(op, StoreOp::AppendEvent { session_id, kind, .. } if *kind == "files_restored" && *session_id == id),
+    );
+    assert!(with_files, "the fork and the files' move are one batch");
+}
+
+/// A fork's rewind the daemon stopped during is finished on restart with
+/// its fork (without the name, which may be taken by now).
+#[test]
+fn a_forks_rewind_cut_by_a_crash_makes_its_fork_on_restart() {
+    let intent = RewindIntent {
+        node: None,
+        fork: Some(("s-fork".into(), Some("mine".into()))),
+        files: vec![restored("/p/a.txt")],
+        steps: vec![step("/p/a.txt")],
+        path: None,
+    };
+    let mut h = Harness::restarted(config(), Unfinished::Nothing, Vec::new(), Some(intent));
+    h.restored(1, None);
+    h.settle();
+    let made: Vec<(String, Option<String>)> = h
+        .durable
+        .iter()
+        .flat_map(|b| &b.ops)
+        .filter_map(|op| match op {
+            StoreOp::CreateSession { id, name, .. } => Some((id.clone(), name.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(made, [("s-fork".to_string(), None)]);
 }
