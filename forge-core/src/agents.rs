@@ -182,6 +182,18 @@ pub struct TaskTool {
 
 pub const TASK_TOOL: &str = "task";
 
+/// A `task` call's arguments: the schema the model is offered, and what
+/// the session's machine reads a call as (`machine/helpers.rs`).
+#[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TaskArgs {
+    /// 3-5 words
+    pub description: String,
+    pub prompt: String,
+    // One of the agent types, which `TaskTool::schema` lists.
+    pub subagent_type: Option<String>,
+}
+
 impl TaskTool {
     pub fn new(agents: &[AgentType]) -> Self {
         TaskTool { description: task_description(agents), agents: agents.iter().map(|a| a.info.name.clone()).collect() }
@@ -196,16 +208,12 @@ impl crate::tools::ToolExecutor for TaskTool {
         &self.description
     }
     fn schema(&self) -> serde_json::Value {
-        serde_json::json!({
-            "type": "object",
-            "properties": {
-                "description": {"type": "string", "description": "3-5 words"},
-                "prompt": {"type": "string"},
-                "subagent_type": {"type": "string", "enum": self.agents},
-            },
-            "required": ["description", "prompt"],
-            "additionalProperties": false,
-        })
+        let mut schema = crate::tools::schema_of::<TaskArgs>();
+        // The agent types are known only at run time.
+        if let Some(agent) = schema.pointer_mut("/properties/subagent_type").and_then(|a| a.as_object_mut()) {
+            agent.insert("enum".into(), serde_json::json!(self.agents));
+        }
+        schema
     }
     fn is_side_effecting(&self) -> bool {
         // What the helper does, it asks for in its own session.

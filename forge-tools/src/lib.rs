@@ -15,6 +15,7 @@ pub mod policy;
 pub mod repo_tools;
 pub mod roots;
 pub mod sandbox;
+pub mod schema;
 pub mod supervisor;
 
 pub use jsonschema;
@@ -30,6 +31,7 @@ use serde_json::Value;
 
 pub use error::{DenialReason, ToolError};
 pub use sandbox::Sandbox;
+pub use schema::schema_of;
 
 /// The umask of the user who started the daemon. The daemon itself runs
 /// with 077 to keep its own files private; what the model creates in a
@@ -203,7 +205,8 @@ pub type ToolFut<'a> = Pin<Box<dyn Future<Output = Result<String, ToolError>> + 
 pub trait ToolExecutor: Send + Sync {
     fn name(&self) -> &str;
     fn description(&self) -> &str;
-    /// JSON Schema of the arguments (an object schema).
+    /// JSON Schema of the arguments (an object schema); a built-in tool's
+    /// is [`schema_of`] its `Args`.
     fn schema(&self) -> Value;
     fn is_side_effecting(&self) -> bool;
     fn risk_level(&self) -> RiskLevel {
@@ -269,6 +272,9 @@ pub struct ToolSpec {
 #[derive(Default, Clone)]
 pub struct ToolRegistry {
     tools: BTreeMap<String, Arc<dyn ToolExecutor>>,
+    /// The specs, made once: every request of a session sends them, and a
+    /// schema derived from its `Args` is built, not a literal.
+    specs: std::sync::OnceLock<Vec<ToolSpec>>,
 }
 
 impl ToolRegistry {
@@ -288,6 +294,7 @@ impl ToolRegistry {
             return Err(ToolError::DuplicateTool { name });
         }
         self.tools.insert(name, tool);
+        self.specs = Default::default();
         Ok(())
     }
 
@@ -304,6 +311,7 @@ impl ToolRegistry {
     /// Only the tools `keep` says yes to.
     pub fn retain(&mut self, mut keep: impl FnMut(&str) -> bool) {
         self.tools.retain(|name, _| keep(name));
+        self.specs = Default::default();
     }
 
     /// The registered tools, in name order.
@@ -312,10 +320,17 @@ impl ToolRegistry {
     }
 
     pub fn specs(&self) -> Vec<ToolSpec> {
-        self.tools
-            .values()
-            .map(|t| ToolSpec { name: t.name().into(), description: t.description().into(), parameters: t.schema() })
-            .collect()
+        let made = || {
+            self.tools
+                .values()
+                .map(|t| ToolSpec {
+                    name: t.name().into(),
+                    description: t.description().into(),
+                    parameters: t.schema(),
+                })
+                .collect()
+        };
+        self.specs.get_or_init(made).clone()
     }
 }
 

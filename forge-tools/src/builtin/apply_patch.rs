@@ -4,8 +4,9 @@
 
 use std::ffi::OsString;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::lp1::{self, Patch};
 use crate::sandbox::CheckedDir;
@@ -13,9 +14,10 @@ use crate::{Sandbox, ToolCtx, ToolError, ToolExecutor, ToolFut, sha256};
 
 pub struct ApplyPatch;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Args {
+    /// The LP1 patch
     patch: String,
 }
 
@@ -74,12 +76,7 @@ A block is lines ended by a line `.` (a content line starting with `.` gets one 
 match when a block occurs more than once. All files change or none."
     }
     fn schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {"patch": {"type": "string", "description": "The LP1 patch"}},
-            "required": ["patch"],
-            "additionalProperties": false
-        })
+        crate::schema_of::<Args>()
     }
     fn is_side_effecting(&self) -> bool {
         true
@@ -185,6 +182,7 @@ match when a block occurs more than once. All files change or none."
 mod tests {
     use super::*;
     use crate::builtin::read_file::ReadFile;
+    use serde_json::json;
 
     fn ctx(dir: &std::path::Path) -> ToolCtx {
         ToolCtx::for_tests(dir, 100_000)

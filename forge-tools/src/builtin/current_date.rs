@@ -1,10 +1,16 @@
 //! `current_date`: today's date and time in UTC, so the model does not guess.
 
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde_json::Value;
 
 use crate::{ToolCtx, ToolExecutor, ToolFut};
 
 pub struct CurrentDate;
+
+/// It takes none (and ignores any it is given).
+#[derive(JsonSchema)]
+#[schemars(deny_unknown_fields)]
+struct Args {}
 
 impl ToolExecutor for CurrentDate {
     fn name(&self) -> &str {
@@ -14,7 +20,7 @@ impl ToolExecutor for CurrentDate {
         "Returns the current date and time (UTC, ISO 8601)."
     }
     fn schema(&self) -> Value {
-        json!({"type": "object", "properties": {}, "additionalProperties": false})
+        crate::schema_of::<Args>()
     }
     fn is_side_effecting(&self) -> bool {
         false

@@ -7,27 +7,33 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::{Sandbox, ToolCtx, ToolError, ToolExecutor, ToolFut, sha256};
 
 pub struct Edit;
 pub struct DeleteFile;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct EditArgs {
+    /// Path relative to the working directory
     path: String,
+    /// The exact text to replace
     old_string: String,
+    /// The text to put in its place
     new_string: String,
+    /// Replace every occurrence (default false)
     #[serde(default)]
     replace_all: bool,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct DeleteArgs {
+    /// Path relative to the working directory
     path: String,
 }
 
@@ -134,17 +140,7 @@ lines to make it unique), unless replace_all is set to change every occurrence. 
 the file has it, indentation included. An empty old_string creates a new file holding new_string."
     }
     fn schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": "Path relative to the working directory"},
-                "old_string": {"type": "string", "description": "The exact text to replace"},
-                "new_string": {"type": "string", "description": "The text to put in its place"},
-                "replace_all": {"type": "boolean", "description": "Replace every occurrence (default false)"}
-            },
-            "required": ["path", "old_string", "new_string"],
-            "additionalProperties": false
-        })
+        crate::schema_of::<EditArgs>()
     }
     fn is_side_effecting(&self) -> bool {
         true
@@ -208,12 +204,7 @@ impl ToolExecutor for DeleteFile {
         "Delete a file (not a directory) in the working directory."
     }
     fn schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {"path": {"type": "string", "description": "Path relative to the working directory"}},
-            "required": ["path"],
-            "additionalProperties": false
-        })
+        crate::schema_of::<DeleteArgs>()
     }
     fn is_side_effecting(&self) -> bool {
         true
@@ -270,6 +261,7 @@ impl ToolExecutor for DeleteFile {
 mod tests {
     use super::*;
     use crate::builtin::read_file::ReadFile;
+    use serde_json::json;
 
     fn run(tool: &dyn ToolExecutor, ctx: &ToolCtx, args: Value) -> Result<String, ToolError> {
         crate::run_blocking(tool, args, ctx)

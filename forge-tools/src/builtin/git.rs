@@ -3,6 +3,9 @@
 //! directory. Paths go through the sandbox; revisions and branch names may
 //! not look like options.
 
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::{RiskLevel, Sandbox, ToolCtx, ToolError, ToolExecutor, ToolFut, truncate_output};
@@ -22,13 +25,13 @@ fn bad(message: impl Into<String>) -> ToolError {
     ToolError::BadArgs { message: message.into() }
 }
 
-fn string(args: &Value, key: &str) -> Option<String> {
-    args.get(key).and_then(Value::as_str).map(str::to_string)
+/// A call's arguments as the tool's `Args` type.
+fn parse<T: DeserializeOwned>(args: &Value) -> Result<T, ToolError> {
+    crate::parse_args(args.clone())
 }
 
 /// A revision or branch name: never something git would read as an option.
-fn name_arg(args: &Value, key: &str) -> Result<String, ToolError> {
-    let v = string(args, key).ok_or_else(|| bad(format!("`{key}` is required")))?;
+fn name_arg(v: String, key: &str) -> Result<String, ToolError> {
     if v.is_empty() || v.starts_with('-') || v.contains(char::is_whitespace) {
         return Err(bad(format!("`{v}` is not a valid {key}")));
     }
@@ -40,16 +43,102 @@ fn path_arg(p: &str, sandbox: &Sandbox) -> Result<String, ToolError> {
     Ok(p.to_string())
 }
 
-fn paths(args: &Value, sandbox: &Sandbox) -> Result<Vec<String>, ToolError> {
-    let list = args.get("paths").and_then(Value::as_array).ok_or_else(|| bad("`paths` (a list) is required"))?;
+fn paths(list: &[String], sandbox: &Sandbox) -> Result<Vec<String>, ToolError> {
     if list.is_empty() {
         return Err(bad("`paths` is empty"));
     }
-    list.iter().map(|p| p.as_str().ok_or_else(|| bad("paths are strings")).and_then(|p| path_arg(p, sandbox))).collect()
+    list.iter().map(|p| path_arg(p, sandbox)).collect()
 }
 
-fn obj(props: Value, required: &[&str]) -> Value {
-    json!({"type": "object", "properties": props, "required": required, "additionalProperties": false})
+/// A git tool's schema: its `Args`', with `required` listed even when
+/// empty, as the git tools have always been offered.
+fn schema<T: JsonSchema>() -> Value {
+    let mut schema = crate::schema_of::<T>();
+    if let Some(map) = schema.as_object_mut() {
+        map.entry("required").or_insert_with(|| json!([]));
+        crate::schema::put_last(map, "additionalProperties");
+    }
+    schema
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct StatusArgs {}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct DiffArgs {
+    #[serde(default)]
+    staged: bool,
+    path: Option<String>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct LogArgs {
+    #[schemars(range(min = 1))]
+    max_count: Option<u64>,
+    path: Option<String>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ShowArgs {
+    rev: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct BlameArgs {
+    path: String,
+    #[schemars(range(min = 1))]
+    start_line: Option<u64>,
+    #[schemars(range(min = 1))]
+    end_line: Option<u64>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct AddArgs {
+    paths: Vec<String>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct CommitArgs {
+    message: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct BranchArgs {
+    create: Option<String>,
+    delete: Option<String>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct CheckoutArgs {
+    branch: String,
+    #[serde(default)]
+    create: bool,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct RestoreArgs {
+    paths: Vec<String>,
+    #[serde(default)]
+    staged: bool,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct StashArgs {
+    // A string checked by the build, whose error names the actions.
+    #[schemars(extend("enum" = ["push", "pop", "list"]))]
+    action: String,
+    message: Option<String>,
 }
 
 pub fn all() -> Vec<GitTool> {
@@ -57,23 +146,27 @@ pub fn all() -> Vec<GitTool> {
         GitTool {
             name: "git_status",
             description: "Show the working tree status (git status --porcelain -b).",
-            schema: || obj(json!({}), &[]),
+            schema: schema::<StatusArgs>,
             side_effecting: false,
             risk: RiskLevel::Low,
-            build: |_, _| Ok(vec!["status".into(), "--porcelain=v1".into(), "-b".into()]),
+            build: |a, _| {
+                parse::<StatusArgs>(a)?;
+                Ok(vec!["status".into(), "--porcelain=v1".into(), "-b".into()])
+            },
         },
         GitTool {
             name: "git_diff",
             description: "Show changes in the working tree, or staged ones, optionally for one path.",
-            schema: || obj(json!({"staged": {"type": "boolean"}, "path": {"type": "string"}}), &[]),
+            schema: schema::<DiffArgs>,
             side_effecting: false,
             risk: RiskLevel::Low,
             build: |a, sb| {
+                let a: DiffArgs = parse(a)?;
                 let mut v = vec!["diff".to_string()];
-                if a.get("staged").and_then(Value::as_bool).unwrap_or(false) {
+                if a.staged {
                     v.push("--cached".into());
                 }
-                if let Some(p) = string(a, "path") {
+                if let Some(p) = a.path {
                     v.extend(["--".to_string(), path_arg(&p, sb)?]);
                 }
                 Ok(v)
@@ -82,14 +175,15 @@ pub fn all() -> Vec<GitTool> {
         GitTool {
             name: "git_log",
             description: "Show recent commits (hash, date, author, subject), optionally for one path.",
-            schema: || obj(json!({"max_count": {"type": "integer", "minimum": 1}, "path": {"type": "string"}}), &[]),
+            schema: schema::<LogArgs>,
             side_effecting: false,
             risk: RiskLevel::Low,
             build: |a, sb| {
-                let n = a.get("max_count").and_then(Value::as_u64).unwrap_or(20).min(500);
+                let a: LogArgs = parse(a)?;
+                let n = a.max_count.unwrap_or(20).min(500);
                 let mut v =
                     vec!["log".into(), format!("-n{n}"), "--date=short".into(), "--format=%h %ad %an %s".into()];
-                if let Some(p) = string(a, "path") {
+                if let Some(p) = a.path {
                     v.extend(["--".to_string(), path_arg(&p, sb)?]);
                 }
                 Ok(v)
@@ -98,124 +192,121 @@ pub fn all() -> Vec<GitTool> {
         GitTool {
             name: "git_show",
             description: "Show a commit: message, stat and patch.",
-            schema: || obj(json!({"rev": {"type": "string"}}), &["rev"]),
+            schema: schema::<ShowArgs>,
             side_effecting: false,
             risk: RiskLevel::Low,
-            build: |a, _| Ok(vec!["show".into(), "--stat".into(), "--patch".into(), name_arg(a, "rev")?]),
+            build: |a, _| {
+                let a: ShowArgs = parse(a)?;
+                Ok(vec!["show".into(), "--stat".into(), "--patch".into(), name_arg(a.rev, "rev")?])
+            },
         },
         GitTool {
             name: "git_blame",
             description: "Show who last changed each line of a file, optionally for a line range.",
-            schema: || {
-                obj(
-                    json!({"path": {"type": "string"}, "start_line": {"type": "integer", "minimum": 1}, "end_line": {"type": "integer", "minimum": 1}}),
-                    &["path"],
-                )
-            },
+            schema: schema::<BlameArgs>,
             side_effecting: false,
             risk: RiskLevel::Low,
             build: |a, sb| {
+                let a: BlameArgs = parse(a)?;
                 let mut v = vec!["blame".to_string()];
-                if let Some(s) = a.get("start_line").and_then(Value::as_u64) {
-                    let e = a.get("end_line").and_then(Value::as_u64).unwrap_or(s);
+                if let Some(s) = a.start_line {
+                    let e = a.end_line.unwrap_or(s);
                     v.push(format!("-L{s},{e}"));
                 }
-                let p = string(a, "path").ok_or_else(|| bad("`path` is required"))?;
-                v.extend(["--".to_string(), path_arg(&p, sb)?]);
+                v.extend(["--".to_string(), path_arg(&a.path, sb)?]);
                 Ok(v)
             },
         },
         GitTool {
             name: "git_add",
             description: "Stage files for the next commit.",
-            schema: || obj(json!({"paths": {"type": "array", "items": {"type": "string"}}}), &["paths"]),
+            schema: schema::<AddArgs>,
             side_effecting: true,
             risk: RiskLevel::Medium,
-            build: |a, sb| Ok([vec!["add".to_string(), "--".to_string()], paths(a, sb)?].concat()),
+            build: |a, sb| {
+                let a: AddArgs = parse(a)?;
+                Ok([vec!["add".to_string(), "--".to_string()], paths(&a.paths, sb)?].concat())
+            },
         },
         GitTool {
             name: "git_commit",
             description: "Commit the staged changes with a message (conventional commits preferred).",
-            schema: || obj(json!({"message": {"type": "string"}}), &["message"]),
+            schema: schema::<CommitArgs>,
             side_effecting: true,
             risk: RiskLevel::Medium,
             build: |a, _| {
-                let m = string(a, "message")
-                    .filter(|m| !m.trim().is_empty())
-                    .ok_or_else(|| bad("`message` is required"))?;
-                Ok(vec!["commit".into(), "-m".into(), m])
+                let a: CommitArgs = parse(a)?;
+                if a.message.trim().is_empty() {
+                    return Err(bad("`message` is empty"));
+                }
+                Ok(vec!["commit".into(), "-m".into(), a.message])
             },
         },
         GitTool {
             name: "git_branch",
             description: "List branches, or create (`create`) or delete (`delete`, merged only) one.",
-            schema: || obj(json!({"create": {"type": "string"}, "delete": {"type": "string"}}), &[]),
+            schema: schema::<BranchArgs>,
             side_effecting: true,
             risk: RiskLevel::Medium,
-            build: |a, _| match (a.get("create"), a.get("delete")) {
-                (Some(_), _) => Ok(vec!["branch".into(), name_arg(a, "create")?]),
-                (None, Some(_)) => Ok(vec!["branch".into(), "-d".into(), name_arg(a, "delete")?]),
-                (None, None) => Ok(vec!["branch".into(), "--list".into()]),
+            build: |a, _| match parse::<BranchArgs>(a)? {
+                BranchArgs { create: Some(c), .. } => Ok(vec!["branch".into(), name_arg(c, "create")?]),
+                BranchArgs { delete: Some(d), .. } => Ok(vec!["branch".into(), "-d".into(), name_arg(d, "delete")?]),
+                _ => Ok(vec!["branch".into(), "--list".into()]),
             },
         },
         GitTool {
             name: "git_checkout",
             description: "Switch to a branch (`create: true` makes it first).",
-            schema: || obj(json!({"branch": {"type": "string"}, "create": {"type": "boolean"}}), &["branch"]),
+            schema: schema::<CheckoutArgs>,
             side_effecting: true,
             risk: RiskLevel::Medium,
             build: |a, _| {
+                let a: CheckoutArgs = parse(a)?;
                 let mut v = vec!["checkout".to_string()];
-                if a.get("create").and_then(Value::as_bool).unwrap_or(false) {
+                if a.create {
                     v.push("-b".into());
                 }
-                v.push(name_arg(a, "branch")?);
+                v.push(name_arg(a.branch, "branch")?);
                 Ok(v)
             },
         },
         GitTool {
             name: "git_restore",
             description: "Discard uncommitted changes to files (destructive), or unstage them with `staged: true`.",
-            schema: || {
-                obj(
-                    json!({"paths": {"type": "array", "items": {"type": "string"}}, "staged": {"type": "boolean"}}),
-                    &["paths"],
-                )
-            },
+            schema: schema::<RestoreArgs>,
             side_effecting: true,
             risk: RiskLevel::High,
             build: |a, sb| {
+                let a: RestoreArgs = parse(a)?;
                 let mut v = vec!["restore".to_string()];
-                if a.get("staged").and_then(Value::as_bool).unwrap_or(false) {
+                if a.staged {
                     v.push("--staged".into());
                 }
                 v.push("--".into());
-                v.extend(paths(a, sb)?);
+                v.extend(paths(&a.paths, sb)?);
                 Ok(v)
             },
         },
         GitTool {
             name: "git_stash",
             description: "Stash changes (`push`, with an optional message), restore the latest (`pop`), or `list`.",
-            schema: || {
-                obj(
-                    json!({"action": {"type": "string", "enum": ["push", "pop", "list"]}, "message": {"type": "string"}}),
-                    &["action"],
-                )
-            },
+            schema: schema::<StashArgs>,
             side_effecting: true,
             risk: RiskLevel::Medium,
-            build: |a, _| match string(a, "action").as_deref() {
-                Some("push") => {
-                    let mut v = vec!["stash".to_string(), "push".to_string()];
-                    if let Some(m) = string(a, "message") {
-                        v.extend(["-m".to_string(), m]);
+            build: |a, _| {
+                let a: StashArgs = parse(a)?;
+                match a.action.as_str() {
+                    "push" => {
+                        let mut v = vec!["stash".to_string(), "push".to_string()];
+                        if let Some(m) = a.message {
+                            v.extend(["-m".to_string(), m]);
+                        }
+                        Ok(v)
                     }
-                    Ok(v)
+                    "pop" => Ok(vec!["stash".into(), "pop".into()]),
+                    "list" => Ok(vec!["stash".into(), "list".into()]),
+                    _ => Err(bad("`action` is push, pop or list")),
                 }
-                Some("pop") => Ok(vec!["stash".into(), "pop".into()]),
-                Some("list") => Ok(vec!["stash".into(), "list".into()]),
-                _ => Err(bad("`action` is push, pop or list")),
             },
         },
     ]

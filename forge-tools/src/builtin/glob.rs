@@ -1,8 +1,9 @@
 //! `glob`: files matching a glob pattern under the working directory,
 //! honouring .gitignore (ripgrep's walker), sandbox denies applied.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::{ToolCtx, ToolError, ToolExecutor, ToolFut, truncate_output};
 
@@ -11,11 +12,11 @@ pub struct Glob;
 /// Most paths listed.
 const MAX_RESULTS: usize = 2000;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Args {
     pattern: String,
-    /// Directory to search, relative to the working directory.
+    /// Directory to search in, relative to the working directory
     path: Option<String>,
 }
 
@@ -27,15 +28,7 @@ impl ToolExecutor for Glob {
         "List files matching a glob pattern (e.g. `**/*.rs`), relative to the working directory; .gitignore is honoured."
     }
     fn schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "pattern": {"type": "string"},
-                "path": {"type": "string", "description": "Directory to search in, relative to the working directory"}
-            },
-            "required": ["pattern"],
-            "additionalProperties": false
-        })
+        crate::schema_of::<Args>()
     }
     fn is_side_effecting(&self) -> bool {
         false

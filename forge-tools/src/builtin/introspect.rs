@@ -3,6 +3,7 @@
 //! user must approve them, the sandbox rules and the limits, so that the
 //! model can plan instead of discovering them through failures.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -12,9 +13,11 @@ pub struct Introspect;
 
 const TOPICS: [&str; 5] = ["session", "tools", "sandbox", "limits", "forge"];
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Args {
+    // A string checked by `execute`, whose error names the topics.
+    #[schemars(extend("enum" = TOPICS))]
     topic: Option<String>,
 }
 
@@ -28,11 +31,7 @@ available with their risk and approval rule, the sandbox rules, and the limits. 
 of session, tools, sandbox, limits, forge."
     }
     fn schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {"topic": {"type": "string", "enum": TOPICS}},
-            "additionalProperties": false
-        })
+        crate::schema_of::<Args>()
     }
     fn is_side_effecting(&self) -> bool {
         false

@@ -1,8 +1,9 @@
 //! `read_file`: a file's text, whole or a line range, within the sandbox;
 //! refuses binary files and cuts at a byte limit, saying so.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::{ToolCtx, ToolError, ToolExecutor, ToolFut, truncate_output};
 
@@ -11,13 +12,15 @@ pub struct ReadFile;
 /// Bytes looked at to tell binary from text.
 const SNIFF_BYTES: usize = 8192;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Args {
+    /// Path relative to the working directory
     path: String,
-    /// 1-based, inclusive.
+    // The lines are 1-based, both inclusive (the description says so).
+    #[schemars(range(min = 1))]
     start_line: Option<usize>,
-    /// 1-based, inclusive.
+    #[schemars(range(min = 1))]
     end_line: Option<usize>,
 }
 
@@ -29,16 +32,7 @@ impl ToolExecutor for ReadFile {
         "Read a text file in the working directory, optionally only lines start_line..=end_line (1-based)."
     }
     fn schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": "Path relative to the working directory"},
-                "start_line": {"type": "integer", "minimum": 1},
-                "end_line": {"type": "integer", "minimum": 1}
-            },
-            "required": ["path"],
-            "additionalProperties": false
-        })
+        crate::schema_of::<Args>()
     }
     fn is_side_effecting(&self) -> bool {
         false
@@ -144,6 +138,7 @@ fn scan_file(file: std::fs::File, keep: usize) -> std::io::Result<Scanned> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn run(dir: &std::path::Path, args: Value) -> Result<String, ToolError> {
         crate::run_blocking(&ReadFile, args, &ToolCtx::for_tests(dir, 64))

@@ -3,8 +3,9 @@
 //! [`Library`] (the facts kept when spans were summarized, and the
 //! original messages); every hit cites the message it came from.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::{Library, ToolCtx, ToolError, ToolExecutor, ToolFut};
 
@@ -13,11 +14,12 @@ pub struct Recall;
 const DEFAULT_LIMIT: usize = 8;
 const MAX_LIMIT: usize = 30;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Args {
     query: Option<String>,
     node: Option<String>,
+    #[schemars(range(min = 1, max = MAX_LIMIT))]
     limit: Option<usize>,
 }
 
@@ -31,15 +33,7 @@ paths, commands and their outcome, errors, decisions, names. `query` lists match
 message (node) it came from; `node` returns that message's original text."
     }
     fn schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "query": {"type": "string"},
-                "node": {"type": "string"},
-                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT}
-            },
-            "additionalProperties": false
-        })
+        crate::schema_of::<Args>()
     }
     fn is_side_effecting(&self) -> bool {
         false
@@ -98,6 +92,7 @@ async fn original(library: &dyn Library, node: &str) -> Result<String, ToolError
 mod tests {
     use super::*;
     use crate::{LibraryFut, RecalledFact, RecalledMessage, run_blocking};
+    use serde_json::json;
     use std::sync::Arc;
 
     struct Shelf;

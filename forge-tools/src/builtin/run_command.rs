@@ -7,19 +7,21 @@
 
 use std::process::Stdio;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::{RiskLevel, ToolCtx, ToolError, ToolExecutor, ToolFut, ToolOutput};
 
 pub struct RunCommand;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Args {
+    /// The command line, run by a POSIX shell
     command: String,
-    /// `false`: outside the kernel sandbox (always asks the user first).
+    /// false: run outside the sandbox (the user must approve it); omit otherwise
     #[serde(default)]
     sandbox: Option<bool>,
 }
@@ -97,15 +99,7 @@ something, the result says what; if the command really needs it, run it again wi
 which the user must approve."
     }
     fn schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "command": {"type": "string", "description": "The command line, run by a POSIX shell"},
-                "sandbox": {"type": "boolean", "description": "false: run outside the sandbox (the user must approve it); omit otherwise"}
-            },
-            "required": ["command"],
-            "additionalProperties": false
-        })
+        crate::schema_of::<Args>()
     }
     fn changes_files_anywhere(&self) -> bool {
         true
@@ -303,6 +297,7 @@ pub(crate) fn thousands(n: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn a_cut_stream_says_what_the_command_printed_in_all() {

@@ -5,8 +5,9 @@
 use grep_regex::RegexMatcherBuilder;
 use grep_searcher::sinks::UTF8;
 use grep_searcher::{BinaryDetection, SearcherBuilder};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::{ToolCtx, ToolError, ToolExecutor, ToolFut, truncate_output};
 
@@ -15,12 +16,14 @@ pub struct Search;
 /// Most matching lines reported.
 const MAX_MATCHES: usize = 1000;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Args {
+    /// Regular expression
     pattern: String,
+    /// File or directory, relative to the working directory
     path: Option<String>,
-    /// Only files matching this glob (e.g. `*.rs`).
+    /// Only search files whose name matches this glob
     glob: Option<String>,
     #[serde(default)]
     case_insensitive: bool,
@@ -34,17 +37,7 @@ impl ToolExecutor for Search {
         "Search file contents with a regular expression (ripgrep syntax) under the working directory; returns path:line:text. .gitignore is honoured."
     }
     fn schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "pattern": {"type": "string", "description": "Regular expression"},
-                "path": {"type": "string", "description": "File or directory, relative to the working directory"},
-                "glob": {"type": "string", "description": "Only search files whose name matches this glob"},
-                "case_insensitive": {"type": "boolean"}
-            },
-            "required": ["pattern"],
-            "additionalProperties": false
-        })
+        crate::schema_of::<Args>()
     }
     fn is_side_effecting(&self) -> bool {
         false
@@ -134,6 +127,7 @@ impl ToolExecutor for Search {
 mod tests {
     use super::*;
     use crate::builtin::glob::Glob;
+    use serde_json::json;
 
     fn ctx(dir: &std::path::Path) -> ToolCtx {
         ToolCtx::for_tests(dir, 100_000)

@@ -3,8 +3,9 @@
 //! session journals each update as `plan_updated`; clients show it). The
 //! shape is the one models know from Codex.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::{ToolCtx, ToolError, ToolExecutor, ToolFut};
 
@@ -14,18 +15,23 @@ pub struct UpdatePlan;
 const MAX_STEPS: usize = 50;
 const MAX_STEP_CHARS: usize = 500;
 
-#[derive(Deserialize)]
+// `explanation` first: the order the model has always been shown.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Args {
-    plan: Vec<Step>,
+    /// Optional: why the plan changed
     #[serde(default)]
     explanation: Option<String>,
+    /// The steps, in order
+    plan: Vec<Step>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Step {
     step: String,
+    // A string checked by `parse_plan`, whose error names the statuses.
+    #[schemars(extend("enum" = ["pending", "in_progress", "completed"]))]
     status: String,
 }
 
@@ -73,27 +79,7 @@ pending, in_progress (at most one) or completed, with an optional explanation of
 beside the conversation. Skip it for a simple one-step request."
     }
     fn schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "explanation": {"type": "string", "description": "Optional: why the plan changed"},
-                "plan": {
-                    "type": "array",
-                    "description": "The steps, in order",
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "step": {"type": "string"},
-                            "status": {"type": "string", "enum": ["pending", "in_progress", "completed"]}
-                        },
-                        "required": ["step", "status"],
-                        "additionalProperties": false
-                    }
-                }
-            },
-            "required": ["plan"],
-            "additionalProperties": false
-        })
+        crate::schema_of::<Args>()
     }
     fn is_side_effecting(&self) -> bool {
         false
@@ -110,6 +96,7 @@ beside the conversation. Skip it for a simple one-step request."
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn a_plan_is_checked_and_its_steps_kept() {

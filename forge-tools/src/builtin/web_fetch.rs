@@ -6,8 +6,9 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use futures::StreamExt;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::{ToolCtx, ToolError, ToolExecutor, ToolFut, truncate_output};
 
@@ -16,7 +17,7 @@ pub struct WebFetch;
 const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
 const TIMEOUT: Duration = Duration::from_secs(20);
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Args {
     url: String,
@@ -112,12 +113,7 @@ impl ToolExecutor for WebFetch {
         "Fetch a web page (http or https) and return its readable text."
     }
     fn schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {"url": {"type": "string"}},
-            "required": ["url"],
-            "additionalProperties": false
-        })
+        crate::schema_of::<Args>()
     }
     fn is_side_effecting(&self) -> bool {
         // It reaches the network: a URL can carry data out.
@@ -171,6 +167,7 @@ impl ToolExecutor for WebFetch {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     #[test]

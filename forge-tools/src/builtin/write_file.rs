@@ -3,16 +3,18 @@
 
 use std::io::Write;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::{ToolCtx, ToolError, ToolExecutor, ToolFut};
 
 pub struct WriteFile;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Args {
+    /// Path relative to the working directory
     path: String,
     content: String,
 }
@@ -25,15 +27,7 @@ impl ToolExecutor for WriteFile {
         "Create a new file with the given content, in the working directory. Fails if the file exists."
     }
     fn schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": "Path relative to the working directory"},
-                "content": {"type": "string"}
-            },
-            "required": ["path", "content"],
-            "additionalProperties": false
-        })
+        crate::schema_of::<Args>()
     }
     fn is_side_effecting(&self) -> bool {
         true
@@ -101,6 +95,7 @@ impl ToolExecutor for WriteFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn run(dir: &std::path::Path, args: Value) -> Result<String, ToolError> {
         crate::run_blocking(&WriteFile, args, &ToolCtx::for_tests(dir, 1000))

@@ -122,14 +122,6 @@ pub(crate) struct AsHelper {
     cancelled_before_task: bool,
 }
 
-#[derive(serde::Deserialize)]
-struct TaskArgs {
-    description: String,
-    prompt: String,
-    #[serde(default)]
-    subagent_type: Option<String>,
-}
-
 impl Session {
     /// How deep this session is among helpers (0: a user's session).
     fn helper_depth(&self) -> u32 {
@@ -145,7 +137,7 @@ impl Session {
             OperationState::ToolLoop(l) => (l.helpers.running.len(), l.helpers.resumed),
             _ => return,
         };
-        let args = match serde_json::from_value::<TaskArgs>(args) {
+        let args = match serde_json::from_value::<crate::agents::TaskArgs>(args) {
             _ if running >= max => {
                 Err(format!("not run: at most {max} helpers run at once for one answer ([tools.task] max_per_batch)"))
             }
