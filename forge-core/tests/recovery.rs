@@ -119,7 +119,7 @@ async fn each_journal_state_is_recovered_with_its_badge_exactly_once() {
             assert_eq!(h[1].role, Role::Assistant);
             assert_eq!(h[1].text, "Hello wörld", "{id}: the persisted deltas, in order");
             assert_eq!(h[1].status, status, "{id}");
-            assert_eq!(h[1].recovered, Some(badge), "{id}");
+            assert_eq!(h[1].meta.recovered, Some(badge), "{id}");
         }
     }
 }
@@ -221,10 +221,13 @@ async fn a_turn_stopped_in_its_tools_waits_for_a_decision_and_never_reruns_an_in
             status: MessageStatus::Complete,
             created_ms: 1,
             meta: forge_core::store::rows::NodeMeta {
-                tool_calls: vec![
-                    call("c1", "write_file", r#"{"path":"x.txt","content":"1"}"#),
-                    call("c2", "current_date", "{}"),
-                ],
+                message: forge_proto::MessageMeta {
+                    tool_calls: vec![
+                        call("c1", "write_file", r#"{"path":"x.txt","content":"1"}"#),
+                        call("c2", "current_date", "{}"),
+                    ],
+                    ..Default::default()
+                },
                 ..Default::default()
             },
         },
@@ -269,12 +272,16 @@ async fn a_turn_stopped_in_its_tools_waits_for_a_decision_and_never_reruns_an_in
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
-    let c1 =
-        h.iter().find(|m| m.tool_result.as_ref().is_some_and(|t| t.call_id == "c1")).unwrap_or_else(|| panic!("{h:?}"));
+    let c1 = h
+        .iter()
+        .find(|m| m.meta.tool_result.as_ref().is_some_and(|t| t.call_id == "c1"))
+        .unwrap_or_else(|| panic!("{h:?}"));
     assert!(c1.text.contains("not run again"), "{}", c1.text);
-    let c2 =
-        h.iter().find(|m| m.tool_result.as_ref().is_some_and(|t| t.call_id == "c2")).unwrap_or_else(|| panic!("{h:?}"));
-    assert!(!c2.tool_result.as_ref().is_some_and(|t| t.is_error), "current_date ran: {}", c2.text);
+    let c2 = h
+        .iter()
+        .find(|m| m.meta.tool_result.as_ref().is_some_and(|t| t.call_id == "c2"))
+        .unwrap_or_else(|| panic!("{h:?}"));
+    assert!(!c2.meta.tool_result.as_ref().is_some_and(|t| t.is_error), "current_date ran: {}", c2.text);
     assert!(!dir.path().join("x.txt").exists());
     engine.shutdown().await;
 }

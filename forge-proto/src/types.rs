@@ -531,21 +531,17 @@ pub struct ToolResultInfo {
     pub is_error: bool,
 }
 
-/// One node of the session's history path, oldest first.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct HistoryMessage {
-    pub id: String,
-    pub parent_id: Option<String>,
-    pub role: Role,
-    /// As the user typed it (for a user message).
-    pub text: String,
+/// What a message carries beside its text: who made it and how, what it
+/// cost, what it called or answers, what it shows. One type for the
+/// history clients read and the node the store keeps (which adds what
+/// only requests need).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct MessageMeta {
     /// What hooks added to a user message for the model (`UserPromptSubmit`
     /// output, and `SessionStart` output on the first message): sent with
     /// it, never part of `text`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<String>,
-    pub status: MessageStatus,
-    pub created_ms: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -571,6 +567,20 @@ pub struct HistoryMessage {
     /// The sources an answer cites (it searched the web).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub citations: Vec<crate::web::Citation>,
+}
+
+/// One node of the session's history path, oldest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct HistoryMessage {
+    pub id: String,
+    pub parent_id: Option<String>,
+    pub role: Role,
+    /// As the user typed it (for a user message).
+    pub text: String,
+    pub status: MessageStatus,
+    pub created_ms: i64,
+    #[serde(flatten)]
+    pub meta: MessageMeta,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

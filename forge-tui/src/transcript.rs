@@ -122,7 +122,7 @@ impl Transcript {
                 DisplayItem::User { mark, .. } => mark.node.as_deref(),
                 DisplayItem::Assistant(a) => a.mark.node.as_deref(),
                 DisplayItem::Tool(t) => {
-                    return messages.iter().any(|m| m.tool_calls.iter().any(|c| c.id == t.call_id));
+                    return messages.iter().any(|m| m.meta.tool_calls.iter().any(|c| c.id == t.call_id));
                 }
                 DisplayItem::Notice { .. } => None,
             };
@@ -139,8 +139,8 @@ impl Transcript {
         for m in messages {
             match m.role {
                 forge_proto::Role::User => self.items.push(DisplayItem::User {
-                    text: with_images(&m.text, &m.images),
-                    from: m.client.as_ref().map(|c| c.name.clone()),
+                    text: with_images(&m.text, &m.meta.images),
+                    from: m.meta.client.as_ref().map(|c| c.name.clone()),
                     queued: false,
                     mark: NodeMark::of(&m.id),
                 }),
@@ -148,14 +148,14 @@ impl Transcript {
                     self.items.push(DisplayItem::Assistant(AssistantItem {
                         mark: NodeMark::of(&m.id),
                         text: m.text.clone(),
-                        model: m.model.clone().unwrap_or_default(),
+                        model: m.meta.model.clone().unwrap_or_default(),
                         status: Some(m.status),
-                        error: m.error.clone(),
-                        recovered: m.recovered,
-                        sources: m.citations.iter().map(|c| (c.url.clone(), c.title.clone())).collect(),
+                        error: m.meta.error.clone(),
+                        recovered: m.meta.recovered,
+                        sources: m.meta.citations.iter().map(|c| (c.url.clone(), c.title.clone())).collect(),
                         ..Default::default()
                     }));
-                    for c in &m.tool_calls {
+                    for c in &m.meta.tool_calls {
                         self.items.push(DisplayItem::Tool(ToolItem {
                             call_id: c.id.clone(),
                             name: c.name.clone(),
@@ -165,7 +165,7 @@ impl Transcript {
                     }
                 }
                 forge_proto::Role::Tool => {
-                    let Some(r) = &m.tool_result else { continue };
+                    let Some(r) = &m.meta.tool_result else { continue };
                     let outcome = ToolOutcome { is_error: r.is_error, output: m.text.clone() };
                     let found = self.items.iter_mut().rev().find_map(|i| match i {
                         DisplayItem::Tool(t) if t.call_id == r.call_id && t.result.is_none() => Some(t),

@@ -92,17 +92,17 @@ fn markdown(title: &str, cwd: &str, messages: &[forge_proto::HistoryMessage]) ->
         match m.role {
             Role::User => md.push_str(&format!("\n## You\n\n{}\n", m.text.trim_end())),
             Role::Assistant => {
-                md.push_str(&format!("\n## {}\n", m.model.as_deref().unwrap_or("Assistant")));
+                md.push_str(&format!("\n## {}\n", m.meta.model.as_deref().unwrap_or("Assistant")));
                 if !m.text.trim().is_empty() {
                     md.push_str(&format!("\n{}\n", m.text.trim_end()));
                 }
-                for c in &m.tool_calls {
+                for c in &m.meta.tool_calls {
                     md.push_str(&format!("\n**{}**\n\n```json\n{}\n```\n", c.name, c.arguments));
                 }
             }
             Role::Tool => {
-                let name = m.tool_result.as_ref().map(|t| t.name.as_str()).unwrap_or("tool");
-                let failed = m.tool_result.as_ref().is_some_and(|t| t.is_error);
+                let name = m.meta.tool_result.as_ref().map(|t| t.name.as_str()).unwrap_or("tool");
+                let failed = m.meta.tool_result.as_ref().is_some_and(|t| t.is_error);
                 let fence = if m.text.contains("```") { "~~~~" } else { "```" };
                 md.push_str(&format!(
                     "\n_{name} {}:_\n\n{fence}\n{}\n{fence}\n",

@@ -353,9 +353,9 @@ pub async fn history(g: &Global, session: &str) -> Result<(), Failure> {
 fn print_messages(messages: &[forge_proto::HistoryMessage]) {
     for m in messages {
         let who = match m.role {
-            Role::User => format!("user ({})", client_label(&m.client)),
-            Role::Assistant => format!("assistant ({})", m.model.as_deref().unwrap_or("?")),
-            Role::Tool => match &m.tool_result {
+            Role::User => format!("user ({})", client_label(&m.meta.client)),
+            Role::Assistant => format!("assistant ({})", m.meta.model.as_deref().unwrap_or("?")),
+            Role::Tool => match &m.meta.tool_result {
                 Some(t) if t.is_error => format!("tool {} (error)", t.name),
                 Some(t) => format!("tool {}", t.name),
                 None => "tool".into(),
@@ -367,7 +367,7 @@ fn print_messages(messages: &[forge_proto::HistoryMessage]) {
             MessageStatus::Complete => String::new(),
             other => format!(" [{}]", other.as_str()),
         };
-        if let Some(r) = m.recovered {
+        if let Some(r) = m.meta.recovered {
             let word = match r {
                 RecoveryBadge::Complete => "complete",
                 RecoveryBadge::Incomplete => "incomplete",
@@ -377,24 +377,24 @@ fn print_messages(messages: &[forge_proto::HistoryMessage]) {
             badge.push_str(&format!(" [recovered: {word}]"));
         }
         outln!("--- {who}{badge} {}", crate::output::format_ms(m.created_ms));
-        for image in &m.images {
+        for image in &m.meta.images {
             outln!("{}", image.placeholder());
         }
         outln!("{}", m.text);
-        if let Some(context) = &m.context {
+        if let Some(context) = &m.meta.context {
             // Sent with the message, never typed by the user.
             for line in context.lines() {
                 outln!("  + hooks added: {line}");
             }
         }
-        for c in &m.tool_calls {
+        for c in &m.meta.tool_calls {
             outln!("  -> tool call {}({}) [{}]", c.name, c.arguments, c.id);
         }
-        for (i, c) in m.citations.iter().enumerate() {
+        for (i, c) in m.meta.citations.iter().enumerate() {
             let title = if c.title.is_empty() { String::new() } else { format!("{} ", c.title) };
             outln!("  [{}] {title}{}", i + 1, c.url);
         }
-        if let Some(e) = &m.error
+        if let Some(e) = &m.meta.error
             && m.status != MessageStatus::Complete
         {
             outln!("    ({e})");

@@ -72,9 +72,9 @@ pub(super) fn rebuild(
             let mut meta = NodeMeta::default();
             let mut status = MessageStatus::Complete;
             if role == Role::Assistant {
-                meta.provider = state.provider.clone();
-                meta.model = state.model.clone();
-                meta.tool_calls = m.tool_calls.clone();
+                meta.message.provider = state.provider.clone();
+                meta.message.model = state.model.clone();
+                meta.message.tool_calls = m.tool_calls.clone();
                 for c in &m.tool_calls {
                     names.insert(c.id.clone(), c.name.clone());
                 }
@@ -84,7 +84,8 @@ pub(super) fn rebuild(
             }
             if let Some(r) = &m.tool_result {
                 let name = names.get(&r.call_id).cloned().unwrap_or_default();
-                meta.tool_result = Some(ToolResultInfo { call_id: r.call_id.clone(), name, is_error: r.is_error });
+                meta.message.tool_result =
+                    Some(ToolResultInfo { call_id: r.call_id.clone(), name, is_error: r.is_error });
             }
             let node = id(m.node.as_deref());
             ops.push(StoreOp::InsertNode {
@@ -130,7 +131,7 @@ mod tests {
         assert_eq!(chain[4].1.as_deref(), Some("a2"), "the second turn follows the first");
         assert_eq!(chain[5].2, MessageStatus::Cancelled);
         let Some(StoreOp::InsertNode { meta, .. }) = ops.get(2) else { panic!("the tool result") };
-        assert_eq!(meta.tool_result.as_ref().map(|r| r.name.as_str()), Some("write_file"));
+        assert_eq!(meta.message.tool_result.as_ref().map(|r| r.name.as_str()), Some("write_file"));
         assert!(rebuild(&["not json".into()], "s", 0, |_| "x".into()).is_err());
     }
 }

@@ -368,13 +368,13 @@ impl Store {
             let meta: String = r.try_get("meta")?;
             let meta: NodeMeta =
                 serde_json::from_str(&meta).map_err(|e| StoreError::Corrupt(format!("node meta: {e}")))?;
-            let Some(usage) = meta.usage else { continue };
+            let Some(usage) = meta.message.usage else { continue };
             out.push(UsageRow {
                 session_id: r.try_get("session_id")?,
                 cwd: r.try_get("cwd")?,
                 created_ms: r.try_get("created_ms")?,
-                provider: meta.provider.unwrap_or_default(),
-                model: meta.model.unwrap_or_default(),
+                provider: meta.message.provider.unwrap_or_default(),
+                model: meta.message.model.unwrap_or_default(),
                 usage,
             });
         }

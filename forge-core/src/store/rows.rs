@@ -1,8 +1,6 @@
 //! Rows as stored, and their conversion to wire types.
 
-use forge_proto::{
-    ClientRef, HistoryMessage, MessageStatus, RecoveryBadge, Role, ToolCallRecord, ToolResultInfo, Usage,
-};
+use forge_proto::{ClientRef, HistoryMessage, MessageStatus, Role, Usage};
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
@@ -86,45 +84,21 @@ impl SessionRow {
 /// Per-node details that do not need their own column.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct NodeMeta {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provider: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub client: Option<ClientRef>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Usage>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
+    /// What clients see of it too (`session.history`).
+    #[serde(flatten)]
+    pub message: forge_proto::MessageMeta,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_reason: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub recovered: Option<RecoveryBadge>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tool_calls: Vec<ToolCallRecord>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool_result: Option<ToolResultInfo>,
     /// Thinking signatures and reasoning items, sent back to the provider.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reasoning: Vec<Reasoning>,
     /// For a summary node: the span it replaces in requests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary_of: Option<forge_proto::SummarySpan>,
-    /// For a user message: what hooks (`UserPromptSubmit`, and
-    /// `SessionStart` for the first) added for the model, kept apart from
-    /// what the user typed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub context: Option<String>,
     /// For a root message: the digest of the system prompt it was sent
     /// under (a root is found again by its text and this).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system_prompt: Option<String>,
-    /// Images of a user message (their bytes are blobs, by hash).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub images: Vec<forge_proto::ImageInfo>,
-    /// The sources an answer cites (the provider searched the web).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub citations: Vec<forge_proto::Citation>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -181,19 +155,9 @@ impl NodeRow {
             parent_id: self.parent_id.clone(),
             role: self.role,
             text: self.text.clone(),
-            context: self.meta.context.clone(),
             status: self.status,
             created_ms: self.created_ms,
-            provider: self.meta.provider.clone(),
-            model: self.meta.model.clone(),
-            client: self.meta.client.clone(),
-            usage: self.meta.usage.clone(),
-            error: self.meta.error.clone(),
-            recovered: self.meta.recovered,
-            tool_calls: self.meta.tool_calls.clone(),
-            tool_result: self.meta.tool_result.clone(),
-            images: self.meta.images.clone(),
-            citations: self.meta.citations.clone(),
+            meta: self.meta.message.clone(),
         }
     }
 }
@@ -203,7 +167,7 @@ pub struct QueuedRow {
     pub session_id: String,
     pub message_id: String,
     pub text: String,
-    /// What hooks added for the model (see `NodeMeta::context`).
+    /// What hooks added for the model (see `MessageMeta::context`).
     pub context: Option<String>,
     pub client: Option<ClientRef>,
     pub created_ms: i64,

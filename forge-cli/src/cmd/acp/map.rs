@@ -176,7 +176,7 @@ pub fn replay(messages: &[HistoryMessage], cwd: &Path) -> Vec<SessionUpdate> {
                 if !m.text.is_empty() {
                     updates.push(SessionUpdate::AgentMessageChunk(text(&m.text)));
                 }
-                for c in &m.tool_calls {
+                for c in &m.meta.tool_calls {
                     let args: Value = serde_json::from_str(&c.arguments).unwrap_or(Value::Null);
                     // Pending until its result comes, which says how it went.
                     updates.push(SessionUpdate::ToolCall(tool_call(
@@ -189,7 +189,7 @@ pub fn replay(messages: &[HistoryMessage], cwd: &Path) -> Vec<SessionUpdate> {
                 }
             }
             Role::Tool => {
-                if let Some(r) = &m.tool_result {
+                if let Some(r) = &m.meta.tool_result {
                     updates.push(SessionUpdate::ToolCallUpdate(tool_done(&r.call_id, r.is_error, &m.text, Vec::new())));
                 }
             }

@@ -35,21 +35,20 @@ impl Session {
                 status: a.status,
                 created_ms: self.clock.now_ms(),
                 meta: NodeMeta {
-                    provider: Some(a.provider),
-                    model: Some(a.model),
-                    client: None,
-                    usage: a.usage.clone(),
-                    error: a.error.clone(),
+                    message: forge_proto::MessageMeta {
+                        provider: Some(a.provider),
+                        model: Some(a.model),
+                        usage: a.usage.clone(),
+                        error: a.error.clone(),
+                        recovered: a.recovered,
+                        tool_calls: a.tool_calls.clone(),
+                        citations: a.citations.clone(),
+                        ..Default::default()
+                    },
                     stop_reason: a.stop_reason.clone(),
-                    recovered: a.recovered,
-                    tool_calls: a.tool_calls.clone(),
-                    tool_result: None,
                     reasoning: a.reasoning.clone(),
                     summary_of: None,
-                    context: None,
                     system_prompt: None,
-                    images: Vec::new(),
-                    citations: a.citations.clone(),
                 },
             });
             self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: Some(id.clone()) });

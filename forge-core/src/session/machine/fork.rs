@@ -12,23 +12,12 @@ use forge_proto::params::ForkParams;
 use forge_proto::{ClientRef, ErrorKind, EventKind, RestoredFile, Role};
 
 use super::rewind::RewindArgs;
-use super::state::OperationState;
+use super::state::{Forking, OperationState};
 use super::{Effect, OnDurable, ReadyReply, Session};
 use crate::error::EngineError;
 use crate::forest::Forest;
 use crate::journal::StoreOp;
 use crate::session::Reply;
-
-/// A fork to make: its id and name (the engine checked the name free and
-/// holds it until the answer), the node it branches off, and who waits
-/// for it (nobody, for one finished on restart).
-pub(crate) struct Forking {
-    pub id: String,
-    pub name: Option<String>,
-    pub node: String,
-    pub client: ClientRef,
-    pub reply: Option<Reply<String>>,
-}
 
 fn invalid(message: impl Into<String>) -> EngineError {
     EngineError::new(ErrorKind::InvalidParams, message)

@@ -85,21 +85,23 @@ pub(crate) fn user_message(text: &str, context: Option<&str>) -> ChatMessage {
 pub(crate) fn chat_message(n: &NodeRow) -> Option<ChatMessage> {
     let has_note = n.role == Role::Assistant && interruption_note(n.status).is_some();
     if n.text.is_empty()
-        && n.meta.tool_calls.is_empty()
-        && n.meta.images.is_empty()
+        && n.meta.message.tool_calls.is_empty()
+        && n.meta.message.images.is_empty()
         && n.role != Role::Tool
         && !has_note
     {
         return None;
     }
     let message = match n.role {
-        Role::User => Some(user_message(&n.text, n.meta.context.as_deref()).with_images(n.meta.images.clone())),
+        Role::User => {
+            Some(user_message(&n.text, n.meta.message.context.as_deref()).with_images(n.meta.message.images.clone()))
+        }
         Role::Assistant => Some(
-            ChatMessage::assistant(answer_text(&n.text, n.status), n.meta.tool_calls.clone())
+            ChatMessage::assistant(answer_text(&n.text, n.status), n.meta.message.tool_calls.clone())
                 .with_reasoning(n.meta.reasoning.clone()),
         ),
         Role::Tool => {
-            let r = n.meta.tool_result.as_ref()?;
+            let r = n.meta.message.tool_result.as_ref()?;
             Some(ChatMessage::tool_result(r.call_id.clone(), n.text.clone(), r.is_error))
         }
         Role::Summary | Role::Other => None,

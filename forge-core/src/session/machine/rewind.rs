@@ -19,13 +19,11 @@
 
 use forge_proto::{ClientRef, ErrorKind, EventKind, RestoredFile, RewindResult, RewindStep, Role};
 
-use super::fork::Forking;
 use super::rewind_plan::{Decide, FileFacts};
-use super::state::{OperationState, RewindStage, Rewinding};
+use super::state::{Forking, OperationState, RewindStage, Rewinding};
 use super::{Effect, OnDurable, ReadyReply, Session};
 use crate::error::EngineError;
 use crate::forest::Forest;
-use crate::journal::StoreOp;
 use crate::provider::ChatMessage;
 use crate::session::Reply;
 
@@ -73,18 +71,6 @@ pub(crate) struct PlanRewind {
     pub from: Vec<String>,
     pub to: Vec<String>,
     pub dry_run: bool,
-}
-
-/// What a rewind does to the files (decided in `rewind_plan.rs`).
-pub(crate) struct RewindPlan {
-    /// The files as the answer reports them (and a dry run's diff).
-    pub result: RewindResult,
-    /// What to write, file by file.
-    pub steps: Vec<RewindStep>,
-    /// Files changed outside Forge since Forge changed them.
-    pub conflicts: Vec<String>,
-    /// With `force`: what keeps the content the rewind overwrites.
-    pub keep: Vec<StoreOp>,
 }
 
 /// For the shell: write these files.

@@ -7,9 +7,20 @@
 
 use forge_proto::{RestoredFile, RewindResult, RewindStep};
 
-use super::rewind::RewindPlan;
 use crate::journal::StoreOp;
 use crate::rewind::{FileState, Step, Unrecorded};
+
+/// What a rewind does to the files.
+pub(crate) struct RewindPlan {
+    /// The files as the answer reports them (and a dry run's diff).
+    pub result: RewindResult,
+    /// What to write, file by file.
+    pub steps: Vec<RewindStep>,
+    /// Files changed outside Forge since Forge changed them.
+    pub conflicts: Vec<String>,
+    /// With `force`: what keeps the content the rewind overwrites.
+    pub keep: Vec<StoreOp>,
+}
 
 /// Why a file whose content the store let go is not restored.
 const EVICTED: &str = "its recorded content was evicted to keep the store under [store] max_blob_mb \

@@ -339,9 +339,12 @@ impl Session {
             status: MessageStatus::Complete,
             created_ms: self.clock.now_ms(),
             meta: NodeMeta {
-                provider: Some(self.row.provider.clone()),
-                model: Some(job.request.1.model.clone()),
-                usage: job.usage.clone(),
+                message: forge_proto::MessageMeta {
+                    provider: Some(self.row.provider.clone()),
+                    model: Some(job.request.1.model.clone()),
+                    usage: job.usage.clone(),
+                    ..Default::default()
+                },
                 summary_of: Some(job.span.clone()),
                 ..Default::default()
             },

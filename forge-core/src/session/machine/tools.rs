@@ -502,7 +502,14 @@ impl Session {
             text: output.clone(),
             status: MessageStatus::Complete,
             created_ms: self.clock.now_ms(),
-            meta: NodeMeta { tool_result: Some(info), images: images.clone(), ..Default::default() },
+            meta: NodeMeta {
+                message: forge_proto::MessageMeta {
+                    tool_result: Some(info),
+                    images: images.clone(),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
         });
         self.pipeline.op(StoreOp::SetHead { session_id: self.row.id.clone(), head_id: Some(id.clone()) });
         self.row.head_id = Some(id.clone());

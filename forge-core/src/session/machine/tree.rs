@@ -201,11 +201,18 @@ impl Session {
             let meta = match n.role {
                 // An edited root keeps the system prompt it was sent under.
                 Role::User => NodeMeta {
-                    client: Some(client.clone()),
+                    message: forge_proto::MessageMeta { client: Some(client.clone()), ..Default::default() },
                     system_prompt: n.meta.system_prompt.clone(),
                     ..Default::default()
                 },
-                _ => NodeMeta { provider: n.meta.provider.clone(), model: n.meta.model.clone(), ..Default::default() },
+                _ => NodeMeta {
+                    message: forge_proto::MessageMeta {
+                        provider: n.meta.message.provider.clone(),
+                        model: n.meta.message.model.clone(),
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                },
             };
             self.pipeline.op(StoreOp::InsertNode {
                 id: id.clone(),
@@ -327,7 +334,7 @@ impl Session {
         client: ClientRef,
     ) -> Result<forge_proto::SplitResult, EngineError> {
         let n = self.conversation_node(forest, node)?.clone();
-        if !matches!(n.role, Role::User | Role::Assistant) || !n.meta.tool_calls.is_empty() {
+        if !matches!(n.role, Role::User | Role::Assistant) || !n.meta.message.tool_calls.is_empty() {
             return Err(invalid("only a user message or an answer without tool calls can be split"));
         }
         let chars = n.text.chars().count() as u64;
@@ -354,9 +361,12 @@ impl Session {
             status: n.status,
             created_ms: self.clock.now_ms(),
             meta: NodeMeta {
-                client: n.meta.client.clone(),
-                provider: n.meta.provider.clone(),
-                model: n.meta.model.clone(),
+                message: forge_proto::MessageMeta {
+                    client: n.meta.message.client.clone(),
+                    provider: n.meta.message.provider.clone(),
+                    model: n.meta.message.model.clone(),
+                    ..Default::default()
+                },
                 ..Default::default()
             },
         });

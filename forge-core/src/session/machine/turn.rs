@@ -77,10 +77,13 @@ impl Session {
             status: MessageStatus::Complete,
             created_ms: self.clock.now_ms(),
             meta: NodeMeta {
-                client,
+                message: forge_proto::MessageMeta {
+                    client,
+                    context: context.clone(),
+                    images: images.clone(),
+                    ..Default::default()
+                },
                 system_prompt,
-                context: context.clone(),
-                images: images.clone(),
                 ..Default::default()
             },
         });

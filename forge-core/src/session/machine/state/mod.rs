@@ -11,7 +11,7 @@ mod summary;
 
 pub(crate) use branch_move::BranchMove;
 pub(crate) use calls::{Before, CallStage, HelperCall, PlannedCall, Ready, RunningCall, ToolLoop};
-pub(crate) use rewinding::{RewindStage, Rewinding};
+pub(crate) use rewinding::{Forking, RewindStage, Rewinding};
 pub(crate) use summary::SummaryJob;
 
 use forge_proto::{OperationStateKind, ToolCallRecord, Usage};

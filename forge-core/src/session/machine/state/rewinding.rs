@@ -28,5 +28,16 @@ pub(crate) struct Rewinding {
     pub partial: bool,
     pub recovered: bool,
     /// A fork's `restore_files`: the fork is made with the rewind's end.
-    pub fork: Option<Box<crate::session::machine::fork::Forking>>,
+    pub fork: Option<Box<Forking>>,
+}
+
+/// A fork to make: its id and name (the engine checked the name free and
+/// holds it until the answer), the node it branches off, and who waits
+/// for it (nobody, for one finished on restart).
+pub(crate) struct Forking {
+    pub id: String,
+    pub name: Option<String>,
+    pub node: String,
+    pub client: ClientRef,
+    pub reply: Option<Reply<String>>,
 }

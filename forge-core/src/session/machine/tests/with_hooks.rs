@@ -212,7 +212,7 @@ fn a_message_waits_for_its_prompt_hooks_in_order_and_a_block_refuses_only_it() {
     });
     assert_eq!(typed.as_deref(), Some("list files"));
     let node = h.durable_ops().find_map(|op| match op {
-        StoreOp::InsertNode { text, meta, .. } => Some((text.clone(), meta.context.clone())),
+        StoreOp::InsertNode { text, meta, .. } => Some((text.clone(), meta.message.context.clone())),
         _ => None,
     });
     assert_eq!(node, Some(("list files".into(), Some("cwd is /srv".into()))));
