@@ -9,6 +9,7 @@
 pub mod config;
 mod content;
 mod extras;
+mod http;
 mod hub;
 mod server;
 mod signals;
@@ -17,5 +18,6 @@ mod tool;
 
 pub use config::{McpConfig, McpServerConfig};
 pub use extras::{MAX_RESOURCE_BYTES, PromptArg, PromptEntry, ResourceEntry};
-pub use hub::{ExtraError, LazyHttp, McpHub, PromptReport, ResourceReport, ServerReport, ToolReport, UnknownServer};
+pub use http::LazyHttp;
+pub use hub::{ExtraError, McpHub, PromptReport, ResourceReport, ServerReport, ToolReport, UnknownServer};
 pub use tool::{McpTool, exposed_name};

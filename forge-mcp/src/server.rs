@@ -112,7 +112,7 @@ impl Server {
     pub(crate) fn spawn(
         config: McpServerConfig,
         session: Option<String>,
-        http: crate::LazyHttp,
+        http: crate::http::LazyHttp,
         version: Arc<Changes>,
     ) -> Arc<Server> {
         let orders = Arc::new(Orders::default());
@@ -297,12 +297,12 @@ enum End {
     Shutdown,
 }
 
-async fn run(server: Weak<Server>, orders: Arc<Orders>, http: crate::LazyHttp) {
+async fn run(server: Weak<Server>, orders: Arc<Orders>, http: crate::http::LazyHttp) {
     run_until_shutdown(server, &orders, http).await;
     orders.end();
 }
 
-async fn run_until_shutdown(server: Weak<Server>, control: &Orders, http: crate::LazyHttp) {
+async fn run_until_shutdown(server: Weak<Server>, control: &Orders, http: crate::http::LazyHttp) {
     let mut attempt: u32 = 0;
     loop {
         let Some(s) = server.upgrade() else { return };
@@ -542,7 +542,7 @@ fn sandbox_for(
 /// Connects, initializes and lists the tools.
 async fn connect(
     config: &McpServerConfig,
-    http: crate::LazyHttp,
+    http: crate::http::LazyHttp,
     changed: Arc<Changed>,
     stderr: Arc<Mutex<VecDeque<String>>>,
 ) -> Result<(RunningService<RoleClient, Handler>, Vec<rmcp::model::Tool>), String> {

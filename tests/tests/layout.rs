@@ -42,8 +42,55 @@ fn no_production_file_is_over_700_lines() {
     assert!(long.is_empty(), "split these by area (at most {MAX_LINES} lines each): {}", long.join(", "));
 }
 
-/// A crate's modules (one per file) and the modules each one names through
-/// `crate::` and `super::` paths, test code left out.
+/// A `use` tree (`a::{b, c::{D, E as F}}`) as its full paths, each with
+/// the name it binds (an alias's, or its last segment).
+fn use_paths(tree: &str) -> Vec<(Vec<String>, String)> {
+    fn walk(prefix: &[String], tree: &str, out: &mut Vec<(Vec<String>, String)>) {
+        let tree = tree.trim();
+        if let Some(open) = tree.find('{') {
+            let mut path = prefix.to_vec();
+            path.extend(tree[..open].split("::").map(str::trim).filter(|p| !p.is_empty()).map(String::from));
+            let inner = tree[open + 1..].trim_end().trim_end_matches('}');
+            // Split on the commas of this level only.
+            let (mut depth, mut start) = (0, 0);
+            for (i, c) in inner.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        walk(&path, &inner[start..i], out);
+                        start = i + 1;
+                    }
+                    _ => {}
+                }
+            }
+            walk(&path, &inner[start..], out);
+            return;
+        }
+        let (path, alias) = match tree.split_once(" as ") {
+            Some((p, a)) => (p, Some(a.trim())),
+            None => (tree, None),
+        };
+        let mut full = prefix.to_vec();
+        full.extend(path.split("::").map(str::trim).filter(|p| !p.is_empty()).map(String::from));
+        let Some(last) = full.last().cloned() else { return };
+        // `a::{self}` names `a` itself.
+        if last == "self" {
+            full.pop();
+        }
+        let name = alias.map(str::to_string).unwrap_or_else(|| full.last().cloned().unwrap_or_default());
+        out.push((full, name));
+    }
+    let mut out = Vec::new();
+    walk(&[], tree, &mut out);
+    out
+}
+
+/// A crate's modules (one per file) and the modules each one names, test
+/// code left out: through `crate::` and `super::` paths anywhere, and
+/// through `use` trees (a child module's name too), each name followed
+/// through the re-exports (`pub use`) of the module it is taken from to
+/// the module that defines it.
 fn module_graph(src: &Path) -> std::collections::BTreeMap<Vec<String>, std::collections::BTreeSet<Vec<String>>> {
     let mut files = Vec::new();
     sources(src, &mut files);
@@ -56,43 +103,105 @@ fn module_graph(src: &Path) -> std::collections::BTreeMap<Vec<String>, std::coll
         parts
     };
     let modules: std::collections::BTreeSet<Vec<String>> = files.iter().map(|f| module_of(f)).collect();
-    let mut graph = std::collections::BTreeMap::new();
+    // A path as written in module `me`, made absolute (`None`: another
+    // crate's).
+    let absolute = |me: &[String], path: &[String]| -> Option<Vec<String>> {
+        let mut target: Vec<String> = match path.first().map(String::as_str) {
+            Some("crate") => Vec::new(),
+            Some("super") | Some("self") => me.to_vec(),
+            Some(first) if modules.contains(&[me, &[first.to_string()]].concat()) => me.to_vec(),
+            _ => return None,
+        };
+        let mut rest = match path.first().map(String::as_str) {
+            Some("crate") | Some("self") => &path[1..],
+            _ => path,
+        };
+        while rest.first().map(String::as_str) == Some("super") {
+            target.pop();
+            rest = &rest[1..];
+        }
+        target.extend(rest.iter().cloned());
+        Some(target)
+    };
+    // Each file's text (tests left out) and `use` trees (with whether they
+    // are re-exports).
+    let mut parsed = Vec::new();
+    let mut reexports: std::collections::BTreeMap<(Vec<String>, String), Vec<String>> = Default::default();
     for f in &files {
         let me = module_of(f);
         let text = std::fs::read_to_string(f).unwrap_or_default();
         // Unit tests sit at the end of a file, after `#[cfg(test)]`.
-        let text = text.split("#[cfg(test)]").next().unwrap_or_default();
-        let mut uses = std::collections::BTreeSet::new();
-        for line in text.lines().map(str::trim).filter(|l| !l.starts_with("//")) {
+        let text = text.split("#[cfg(test)]").next().unwrap_or_default().to_string();
+        let code: String =
+            text.lines().filter(|l| !l.trim_start().starts_with("//")).map(|l| format!("{l}\n")).collect();
+        let mut uses = Vec::new();
+        for stmt in code.split(';') {
+            let stmt = stmt.trim();
+            let Some(at) = stmt.find("use ").filter(|&at| {
+                let before = stmt[..at].trim();
+                before.is_empty() || before.ends_with(')') || before == "pub" || before.ends_with('}')
+            }) else {
+                continue;
+            };
+            let public = stmt[..at].trim().starts_with("pub");
+            for (path, name) in use_paths(&stmt[at + 4..]) {
+                let Some(abs) = absolute(&me, &path) else { continue };
+                if public {
+                    reexports.insert((me.clone(), name), abs.clone());
+                }
+                uses.push(abs);
+            }
+        }
+        parsed.push((me, code, uses));
+    }
+    // The module that holds what `path` names, following re-exports.
+    let resolve = |mut path: Vec<String>| -> Vec<String> {
+        for _ in 0..8 {
+            let mut module = path.clone();
+            while !module.is_empty() && !modules.contains(&module) {
+                module.pop();
+            }
+            match path.get(module.len()).and_then(|name| reexports.get(&(module.clone(), name.clone()))) {
+                Some(to) if *to != path => {
+                    let mut next = to.clone();
+                    next.extend(path[module.len() + 1..].iter().cloned());
+                    path = next;
+                }
+                _ => return module,
+            }
+        }
+        path
+    };
+    let mut graph = std::collections::BTreeMap::new();
+    for (me, code, uses) in parsed {
+        let mut paths = uses;
+        for line in code.lines().map(str::trim).filter(|l| !l.trim_start().starts_with("use ")) {
             for (at, _) in line.match_indices("crate::").chain(line.match_indices("super::")) {
-                let path: Vec<&str> = line[at..]
+                // Inside a longer path (`foo::super::`) it was counted there.
+                if at > 0 && line[..at].ends_with("::") {
+                    continue;
+                }
+                let path: Vec<String> = line[at..]
                     .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
                     .next()
                     .unwrap_or_default()
                     .split("::")
                     .filter(|p| !p.is_empty())
+                    .map(String::from)
                     .collect();
-                let mut target: Vec<String> = match path.first() {
-                    Some(&"crate") => Vec::new(),
-                    _ => me[..me.len().saturating_sub(1)].to_vec(),
-                };
-                let mut rest = &path[1..];
-                while rest.first() == Some(&"super") {
-                    target.pop();
-                    rest = &rest[1..];
-                }
-                target.extend(rest.iter().map(|s| s.to_string()));
-                while !target.is_empty() && !modules.contains(&target) {
-                    target.pop();
-                }
-                // A module and its ancestors: the child uses what its
-                // parent holds; the parent declares and re-exports it.
-                if !me.starts_with(&target) && !target.starts_with(&me) {
-                    uses.insert(target);
-                }
+                paths.extend(absolute(&me, &path));
             }
         }
-        graph.insert(me, uses);
+        let mut targets = std::collections::BTreeSet::new();
+        for path in paths {
+            let target = resolve(path);
+            // A module and its ancestors: the child uses what its parent
+            // holds; the parent declares and re-exports it.
+            if !me.starts_with(&target) && !target.starts_with(&me) {
+                targets.insert(target);
+            }
+        }
+        graph.insert(me, targets);
     }
     graph
 }
@@ -192,6 +301,15 @@ fn no_two_sibling_modules_import_each_other_with_what_lies_below_them() {
         }
     }
     assert!(all.is_empty(), "these sibling modules import each other: {all:#?}");
+}
+
+#[test]
+fn use_trees_are_read_as_their_full_paths() {
+    let paths: Vec<String> = use_paths("super::{a::B, c::{self, D as E}, F}")
+        .into_iter()
+        .map(|(p, name)| format!("{}={name}", p.join("::")))
+        .collect();
+    assert_eq!(paths, ["super::a::B=B", "super::c=c", "super::c::D=E", "super::F=F"]);
 }
 
 #[test]
