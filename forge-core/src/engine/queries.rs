@@ -1,6 +1,6 @@
 //! What the engine answers from the store and the live sessions without
 //! changing anything: a session's info, the list, history, events,
-//! context, usage, recall and the pending approvals.
+//! commands, the plan, usage, recall and the pending approvals.
 
 use forge_proto::{ErrorKind, HistoryResult, SessionInfo};
 

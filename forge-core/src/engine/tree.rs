@@ -1,6 +1,6 @@
-//! The conversation tree: listing it and its branches, checking out,
-//! editing, rewinding (files included), bookmarks, deleting and splitting
-//! nodes.
+//! The conversation tree as queries answer it: every node, and the
+//! branches. (Checkout, edit, rewind, bookmarks, delete and split are the
+//! session machine's: `session/machine/tree.rs`.)
 
 use super::*;
 

@@ -3,9 +3,10 @@
 //! (`Rewinding`), so no turn starts (a message sent meanwhile queues) and
 //! nothing edits the tree while files move:
 //!
-//! 1. `Planning`: with the tree just read, the shell works out what each
-//!    recorded file is to hold and what it holds now (conflicts, a dry
-//!    run's diff).
+//! 1. `Planning`: with the tree just read, the shell reads what each
+//!    recorded file is to hold and what it holds now; the machine decides
+//!    what to do with each (`rewind_plan.rs`: conflicts, a dry run's
+//!    diff).
 //! 2. `Journaling`: the intent (`rewind_started`, with every file's target
 //!    and, when forced, what is overwritten) goes through the pipeline;
 //!    no file moves before it is durable.
