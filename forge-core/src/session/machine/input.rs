@@ -21,6 +21,9 @@ use crate::error::EngineError;
 use crate::session::{Reply, SameMessage};
 use crate::slash_commands::SlashCommand;
 
+/// Messages waiting for the one being prepared (see `Inputs`).
+const MAX_WAITING: usize = crate::session::COMMAND_QUEUE;
+
 /// The most MCP resources one message may carry.
 pub(crate) const MAX_RESOURCES: usize = 20;
 
@@ -130,6 +133,13 @@ impl Session {
             invalid(format!("{} images; a message carries at most {}", params.images.len(), crate::images::MAX_IMAGES))
         } else if params.resources.len() > MAX_RESOURCES {
             invalid(format!("{} resources given; a message carries at most {MAX_RESOURCES}", params.resources.len()))
+        } else if self.inputs.waiting.len() >= MAX_WAITING {
+            // As many as the session's command queue holds: past that, as
+            // there, the sender retries.
+            Err(EngineError::new(
+                ErrorKind::Overloaded,
+                "the session has too many messages on their way in; retry shortly",
+            ))
         } else {
             Ok(())
         };
