@@ -18,6 +18,10 @@ BIN="$PWD/target/release"
 FORGECTL="$BIN/forgectl"
 
 DEMO="$(mktemp -d -t forge-demo.XXXXXX)"
+# The demo's own daemon, set before the trap can run: a Ctrl-C never
+# reaches the user's daemon.
+export FORGE_HOME="$DEMO/home"
+export FORGE_SOCKET="$DEMO/forged.sock"
 cleanup() {
   "$FORGECTL" shutdown >/dev/null 2>&1 || true
   [ -n "${MOCK_PID:-}" ] && kill "$MOCK_PID" 2>/dev/null || true
@@ -31,8 +35,6 @@ MOCK_PID=$!
 for _ in $(seq 100); do grep -q ANTHROPIC_BASE_URL "$DEMO/mock.out" 2>/dev/null && break; sleep 0.05; done
 ANTHROPIC_BASE_URL="$(sed -n 's/^ANTHROPIC_BASE_URL=//p' "$DEMO/mock.out")"
 
-export FORGE_HOME="$DEMO/home"
-export FORGE_SOCKET="$DEMO/forged.sock"
 export ANTHROPIC_BASE_URL
 export ANTHROPIC_API_KEY="mock-demo-key"
 
