@@ -117,6 +117,13 @@ Ctrl-C cancels the turn (the partial answer is kept, marked cancelled).")]
         /// Session id, id prefix or name
         session: String,
     },
+    /// Start a session's conversation afresh (the TUI's /clear); refused
+    /// while a turn runs. Nothing is deleted: the earlier messages stay in
+    /// its tree (`forgectl tree`), and `checkout` goes back to them
+    Clear {
+        /// Session id, id prefix or name
+        session: String,
+    },
     /// Move a session's head to another node of its tree; the branch left
     /// stays in the tree
     #[command(after_help = "NODE is a node id, a unique id prefix or a bookmark; `forgectl tree SESSION` lists them.")]
@@ -591,6 +598,7 @@ fn main() -> ExitCode {
             Command::History { session } => cmd::session::history(&g, &session).await,
             Command::Tree { session } => cmd::tree::tree(&g, &session).await,
             Command::Branches { session } => cmd::tree::branches(&g, &session).await,
+            Command::Clear { session } => cmd::tree::clear(&g, &session).await,
             Command::Checkout { session, node, restore_files: false, .. } => {
                 cmd::tree::checkout(&g, &session, &node).await
             }

@@ -239,7 +239,8 @@ impl Transcript {
                 self.say(&mut out, seq, format_args!("tool call {name} ({call_id})"))
             }
             EventKind::ApprovalRequested { calls, .. } => {
-                self.say(&mut out, seq, format_args!("approval needed for {} tool call(s):", calls.len()));
+                let subject = forge_proto::approval_subject(calls);
+                self.say(&mut out, seq, format_args!("approval needed for {subject}:"));
                 for (i, c) in calls.iter().enumerate() {
                     let summary = first_line(&c.summary, 100);
                     stdout_result(writeln!(out, "  #{} {} (risk {}): {summary}", i + 1, c.name, c.risk));
@@ -417,7 +418,7 @@ mod chrono_lite {
 /// A pending approval with the commands that answer it: on stderr while
 /// `send` streams (stdout is the answer), on stdout for `approvals`.
 pub fn approval_prompt(session: &str, calls: &[forge_proto::ApprovalCall], to_stdout: bool) {
-    let mut text = format!("session {session} waits for approval of {} tool call(s):\n", calls.len());
+    let mut text = format!("session {session} waits for approval of {}:\n", forge_proto::approval_subject(calls));
     for (i, c) in calls.iter().enumerate() {
         text.push_str(&format!("  #{} {} (risk {})\n", i + 1, c.name, c.risk));
         for line in c.summary.lines().take(12) {

@@ -42,6 +42,7 @@ mode = "enabled"
 allowed_roots = ["."]
 allow_absolute = false
 include_default_denies = true
+lift_default_denies = []
 mode = "kernel"
 network = "deny"
 write_roots = []

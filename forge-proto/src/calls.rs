@@ -73,6 +73,20 @@ pub struct SandboxReport {
     pub passed: bool,
 }
 
+/// The name of the one "call" a budget approval holds: going past
+/// `[app] session_budget_usd` (it runs no tool).
+pub const BUDGET_CALL: &str = "session_budget";
+
+/// What an approval asks for, in words: "1 tool call", "3 tool calls",
+/// or going past the session's budget.
+pub fn approval_subject(calls: &[ApprovalCall]) -> String {
+    match calls {
+        [one] if one.name == BUDGET_CALL => "going past its budget".into(),
+        [_] => "1 tool call".into(),
+        many => format!("{} tool calls", many.len()),
+    }
+}
+
 /// One tool call waiting for a user's decision.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ApprovalCall {

@@ -82,6 +82,9 @@ pub struct ToolSandboxConfig {
     pub denied_patterns: Option<Vec<String>>,
     pub allow_absolute: Option<bool>,
     pub include_default_denies: Option<bool>,
+    /// Default deny patterns that do not apply (as written in the
+    /// defaults, e.g. `"**/node_modules/**"`); the others still do.
+    pub lift_default_denies: Option<Vec<String>>,
     /// `kernel` (default where the kernel has Landlock): commands run
     /// confined by the kernel; `paths-only`: only the file tools' path
     /// checks, and every command asks.

@@ -9,9 +9,20 @@ use globset::{Glob, GlobSet, GlobSetBuilder};
 
 use super::DenialReason;
 
-/// Denied even if the user lists nothing: secrets and keys.
-pub const DEFAULT_DENIES: &[&str] =
-    &["**/.ssh/**", "**/.gnupg/**", "**/id_rsa*", "**/*.pem", "**/*.key", "**/.env*", "**/secrets/**"];
+/// Denied even if the user lists nothing: secrets and keys, and
+/// dependency sources (`node_modules`: a search or glob there drowns the
+/// project's own files). `[tools.sandbox] lift_default_denies` names any
+/// the user wants back.
+pub const DEFAULT_DENIES: &[&str] = &[
+    "**/.ssh/**",
+    "**/.gnupg/**",
+    "**/id_rsa*",
+    "**/*.pem",
+    "**/*.key",
+    "**/.env*",
+    "**/secrets/**",
+    "**/node_modules/**",
+];
 
 /// The working directory resolved, the roots under it (absolute; the
 /// directory itself when none is given), and the paths a client may give
@@ -39,6 +50,8 @@ struct Settings {
     roots: Vec<String>,
     denied: Vec<String>,
     defaults: bool,
+    /// Default patterns that do not apply.
+    lifted: Vec<String>,
     absolute: bool,
 }
 
@@ -48,16 +61,18 @@ impl From<Option<&crate::config::ToolSandboxConfig>> for Settings {
             roots: config.and_then(|s| s.allowed_roots.clone()).unwrap_or_default(),
             denied: config.and_then(|s| s.denied_patterns.clone()).unwrap_or_default(),
             defaults: config.and_then(|s| s.include_default_denies).unwrap_or(true),
+            lifted: config.and_then(|s| s.lift_default_denies.clone()).unwrap_or_default(),
             absolute: config.and_then(|s| s.allow_absolute).unwrap_or(false),
         }
     }
 }
 
-/// The configured deny patterns, then the defaults if they are on.
-fn pattern_list(denied: &[String], include_defaults: bool) -> Vec<String> {
+/// The configured deny patterns, then the defaults if they are on (but
+/// those `lifted`).
+fn pattern_list(denied: &[String], include_defaults: bool, lifted: &[String]) -> Vec<String> {
     let mut patterns: Vec<String> = denied.to_vec();
     if include_defaults {
-        patterns.extend(DEFAULT_DENIES.iter().map(|s| s.to_string()));
+        patterns.extend(DEFAULT_DENIES.iter().filter(|d| !lifted.iter().any(|l| l == *d)).map(|s| s.to_string()));
     }
     patterns
 }
@@ -80,10 +95,14 @@ pub struct Sandbox {
 impl Sandbox {
     /// `roots` relative to `cwd`; empty means `cwd` alone.
     pub fn new(cwd: &Path, roots: &[String], denied: &[String], include_defaults: bool, allow_absolute: bool) -> Self {
+        Self::with_patterns(cwd, roots, pattern_list(denied, include_defaults, &[]), allow_absolute)
+    }
+
+    fn with_patterns(cwd: &Path, roots: &[String], patterns: Vec<String>, allow_absolute: bool) -> Self {
         let (cwd, root_paths, aliases) = resolve_roots(cwd, roots);
         let mut builder = GlobSetBuilder::new();
         let mut kept = Vec::new();
-        for p in pattern_list(denied, include_defaults) {
+        for p in patterns {
             if let Ok(g) = Glob::new(&p) {
                 builder.add(g);
                 kept.push(p);
@@ -109,7 +128,8 @@ impl Sandbox {
     pub fn for_session(cwd: &Path, tools: &crate::config::ToolsConfig) -> Self {
         let config = tools.sandbox.as_ref();
         let s = Settings::from(config);
-        let mut sandbox = Sandbox::new(cwd, &s.roots, &s.denied, s.defaults, s.absolute);
+        let patterns = pattern_list(&s.denied, s.defaults, &s.lifted);
+        let mut sandbox = Sandbox::with_patterns(cwd, &s.roots, patterns, s.absolute);
         sandbox.commands = crate::confine::Settings::from_config(config);
         sandbox.git_hooks = tools.git.as_ref().and_then(|g| g.run_hooks).unwrap_or(false);
         sandbox
@@ -165,7 +185,7 @@ impl Sandbox {
     pub fn outline(cwd: &Path, config: Option<&crate::config::ToolSandboxConfig>) -> (Vec<PathBuf>, Vec<String>) {
         let s = Settings::from(config);
         let (_, roots, _) = resolve_roots(cwd, &s.roots);
-        (roots, pattern_list(&s.denied, s.defaults))
+        (roots, pattern_list(&s.denied, s.defaults, &s.lifted))
     }
 
     pub fn cwd(&self) -> &Path {
@@ -529,6 +549,20 @@ mod tests {
                 Err(DenialReason::Denied { .. })
             ));
         }
+    }
+
+    #[test]
+    fn dependency_sources_are_denied_by_default_and_can_be_lifted_alone() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let tools = |sandbox: &str| -> crate::config::ToolsConfig {
+            toml::from_str(&format!("[sandbox]\n{sandbox}")).unwrap_or_else(|e| panic!("{e}"))
+        };
+        let s = Sandbox::for_session(dir.path(), &tools(""));
+        assert!(matches!(s.resolve("web/node_modules/left-pad/index.js"), Err(DenialReason::Denied { .. })));
+        assert!(s.is_denied(&dir.path().join("node_modules/x.js")), "glob and search skip them too");
+        let lifted = Sandbox::for_session(dir.path(), &tools("lift_default_denies = [\"**/node_modules/**\"]"));
+        assert!(lifted.resolve("web/node_modules/left-pad/index.js").is_ok());
+        assert!(matches!(lifted.resolve(".env"), Err(DenialReason::Denied { .. })), "the other defaults stay");
     }
 
     #[test]

@@ -173,3 +173,28 @@ async fn several_answers_are_siblings_and_continue_adds_no_user_message() {
     let refused = forge.ctl(&["send", "--continue", "text too"]).await;
     assert_eq!(refused.code, 2, "{}", refused.stderr);
 }
+
+/// `forgectl clear` (the TUI's /clear): the next message starts a new
+/// conversation, and what came before stays in the tree to go back to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clear_starts_afresh_and_the_tree_keeps_what_came_before() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    let id = forge.new_session(&["--name", "c"]).await;
+    forge.ok(&["send", "-s", &id, "remember the plums mock:tokens=3"]).await;
+    let before = history(&forge, &id).await;
+    let cleared = forge.ok(&["clear", "c"]).await;
+    assert!(cleared.stdout.contains("starts afresh"), "{}", cleared.stdout);
+    assert!(history(&forge, &id).await.is_empty(), "the conversation is empty");
+    forge.ok(&["send", "-s", &id, "what did I say? mock:tokens=2"]).await;
+    let asked = mock.last_turn_request();
+    assert!(!asked.contains("plums"), "the model is not sent what came before: {asked}");
+    let tree = forge.ok(&["--json", "tree", "c"]).await.json_lines();
+    assert_eq!(tree[0]["nodes"].as_array().map(Vec::len), Some(4), "nothing is deleted");
+    let first_answer = before[1]["id"].as_str().unwrap_or_default();
+    forge.ok(&["checkout", "c", first_answer]).await;
+    assert_eq!(texts(&history(&forge, &id).await), texts(&before), "and it can be gone back to");
+    let json = forge.ok(&["--json", "clear", "c"]).await.json_lines();
+    assert_eq!(json[0]["id"], id.as_str(), "--json prints the session");
+}

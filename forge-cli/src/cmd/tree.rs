@@ -60,6 +60,17 @@ pub async fn branches(g: &Global, session: &str) -> Result<(), Failure> {
     Ok(())
 }
 
+pub async fn clear(g: &Global, session: &str) -> Result<(), Failure> {
+    let conn = daemon(g).await?;
+    let info = conn.client.session_clear(session.to_string()).await?;
+    if g.json {
+        json_line(&info);
+    } else {
+        outln!("{}: the conversation starts afresh (the earlier messages stay in its tree)", info.id);
+    }
+    Ok(())
+}
+
 pub async fn checkout(g: &Global, session: &str, node: &str) -> Result<(), Failure> {
     let conn = daemon(g).await?;
     let info =

@@ -110,7 +110,7 @@ match when a block occurs more than once. All files change or none."
                         if known.get(path).is_some_and(|h| *h != sha256(old)) {
                             return Err(ToolError::StaleFile {
                                 file: name.into(),
-                                reason: "it changed since it was last read; read it again and redo the patch".into(),
+                                reason: "read it again and redo the patch".into(),
                             });
                         }
                     }

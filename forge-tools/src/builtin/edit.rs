@@ -113,10 +113,9 @@ fn plan_edit(args: &EditArgs, sandbox: &Sandbox) -> Result<Planned, ToolError> {
 fn check_fresh(hashes: &crate::FileHashes, path: &Path, now: Option<&[u8]>, shown: &str) -> Result<(), ToolError> {
     let known = hashes.lock().map(|k| k.get(path).cloned()).unwrap_or(None);
     match (known, now) {
-        (Some(h), Some(now)) if h != sha256(now) => Err(ToolError::StaleFile {
-            file: shown.into(),
-            reason: "it changed since it was last read; read it again and redo the edit".into(),
-        }),
+        (Some(h), Some(now)) if h != sha256(now) => {
+            Err(ToolError::StaleFile { file: shown.into(), reason: "read it again and redo the edit".into() })
+        }
         _ => Ok(()),
     }
 }

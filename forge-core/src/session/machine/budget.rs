@@ -23,7 +23,7 @@ use crate::error::EngineError;
 /// tool batch's by it).
 pub(super) const BUDGET_APPROVAL: &str = "budget-";
 /// The pseudo-call a budget approval asks about.
-const CALL: &str = "session_budget";
+const CALL: &str = forge_proto::BUDGET_CALL;
 
 impl Session {
     /// The budget in force, if the session has spent past it since the

@@ -260,6 +260,7 @@ impl Session {
             dry_run: r.result.dry_run,
             force: r.force,
             now_ms: self.clock.now_ms(),
+            cwd: &self.row.cwd,
         };
         let plan = match facts.and_then(|f| decide.plan(f).map_err(|e| EngineError::new(ErrorKind::InvalidParams, e))) {
             Ok(p) => p,

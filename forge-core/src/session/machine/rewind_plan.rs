@@ -57,6 +57,8 @@ pub(crate) struct Decide<'a> {
     pub dry_run: bool,
     pub force: bool,
     pub now_ms: i64,
+    /// The session's directory: a dry run's diff names files from it.
+    pub cwd: &'a str,
 }
 
 /// A mark instead of a hash: the change was seen, its content not kept.
@@ -136,8 +138,13 @@ impl Decide<'_> {
                 }
             };
             if self.dry_run {
+                // `a/src/x.rs`, not `a//home/me/project/src/x.rs`.
+                let shown = std::path::Path::new(&step.path)
+                    .strip_prefix(self.cwd)
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_else(|_| step.path.trim_start_matches('/').to_string());
                 diff.push_str(&crate::rewind::unified_diff(
-                    &step.path,
+                    &shown,
                     now.as_ref().map(|(d, _)| d.as_slice()),
                     target_data.as_deref(),
                 ));
@@ -226,7 +233,8 @@ mod tests {
                 },
             ]
         };
-        let decide = Decide { session_id: "s", leaving: Some("n2"), dry_run: false, force: false, now_ms: 7 };
+        let decide =
+            Decide { session_id: "s", leaving: Some("n2"), dry_run: false, force: false, now_ms: 7, cwd: "/p" };
         let plan = decide.plan(facts()).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(plan.conflicts, ["a"]);
         let actions: Vec<(&str, &str)> =
@@ -239,5 +247,17 @@ mod tests {
             "what the user wrote is kept after the node left"
         );
         assert_eq!(forced.result.files[0].overwritten, Some(crate::rewind::hash(b"by hand")));
+    }
+
+    #[test]
+    fn a_dry_runs_diff_names_files_from_the_sessions_directory() {
+        let facts = vec![FileFacts {
+            step: step("/p/src/a.txt", Some(state(b"new\n")), Some(state(b"old\n"))),
+            now: Ok(Some((b"new\n".to_vec(), 0o644))),
+            stored: Stored::Present(Some(b"old\n".to_vec())),
+        }];
+        let decide = Decide { session_id: "s", leaving: None, dry_run: true, force: false, now_ms: 0, cwd: "/p" };
+        let diff = decide.plan(facts).unwrap_or_else(|e| panic!("{e}")).result.diff.unwrap_or_default();
+        assert!(diff.contains("--- a/src/a.txt") && diff.contains("+++ b/src/a.txt"), "{diff}");
     }
 }
