@@ -538,8 +538,10 @@ pub struct ToolResultInfo {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MessageMeta {
     /// What hooks added to a user message for the model (`UserPromptSubmit`
-    /// output, and `SessionStart` output on the first message): sent with
-    /// it, never part of `text`.
+    /// output, and `SessionStart` output on the first message), and the
+    /// instruction an `output_schema` adds, between `<output-schema>`
+    /// marks (`context_parts` tells them apart): sent with it, never part
+    /// of `text`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -567,6 +569,29 @@ pub struct MessageMeta {
     /// The sources an answer cites (it searched the web).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub citations: Vec<crate::web::Citation>,
+}
+
+/// Marks, inside a message's `context`, the instruction an
+/// `output_schema` adds (the rest is what hooks added).
+pub const OUTPUT_SCHEMA_OPEN: &str = "<output-schema>";
+pub const OUTPUT_SCHEMA_CLOSE: &str = "</output-schema>";
+
+impl MessageMeta {
+    /// What was added to a user message, by its source: what hooks added,
+    /// and the instruction its output schema added (each `None` if none).
+    pub fn context_parts(&self) -> (Option<&str>, Option<&str>) {
+        let Some(context) = self.context.as_deref() else { return (None, None) };
+        fn some(s: &str) -> Option<&str> {
+            Some(s.trim()).filter(|s| !s.is_empty())
+        }
+        match context.split_once(OUTPUT_SCHEMA_OPEN) {
+            Some((hooks, rest)) => {
+                let schema = rest.split_once(OUTPUT_SCHEMA_CLOSE).map_or(rest, |(s, _)| s);
+                (some(hooks), some(schema))
+            }
+            None => (some(context), None),
+        }
+    }
 }
 
 /// One node of the session's history path, oldest first.

@@ -32,6 +32,7 @@ async fn a_valid_answer_is_printed_as_the_object_and_an_invalid_one_exits_6() {
     assert_eq!(printed, json!({"files": 3, "ok": true}));
     let asked = mock.requests().last().map(|r| r.body.to_string()).unwrap_or_default();
     assert!(asked.contains("valid against this JSON schema") && asked.contains("additionalProperties"), "{asked}");
+    assert!(asked.contains("<output-schema>") && !asked.contains("<hook-context>"), "labelled as what it is: {asked}");
 
     // --json carries the parsed object.
     let lines = forge

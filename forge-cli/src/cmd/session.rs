@@ -381,11 +381,13 @@ fn print_messages(messages: &[forge_proto::HistoryMessage]) {
             outln!("{}", image.placeholder());
         }
         outln!("{}", m.text);
-        if let Some(context) = &m.meta.context {
-            // Sent with the message, never typed by the user.
-            for line in context.lines() {
-                outln!("  + hooks added: {line}");
-            }
+        // Sent with the message, never typed by the user.
+        let (hooks, schema) = m.meta.context_parts();
+        for line in hooks.into_iter().flat_map(str::lines) {
+            outln!("  + hooks added: {line}");
+        }
+        for line in schema.into_iter().flat_map(str::lines) {
+            outln!("  + output schema: {line}");
         }
         for c in &m.meta.tool_calls {
             outln!("  -> tool call {}({}) [{}]", c.name, c.arguments, c.id);

@@ -74,12 +74,19 @@ pub(super) fn request_messages(path: &[ChatMessage]) -> Vec<ChatMessage> {
 /// A history node as a message for the provider. Empty text is skipped
 /// (providers reject empty messages); unfinished answers carry a note.
 /// A user message as the model gets it: what the user typed, then what
-/// hooks added, marked as such.
+/// hooks added and what an output schema asks, each marked as what it is.
 pub(crate) fn user_message(text: &str, context: Option<&str>) -> ChatMessage {
-    match context {
-        Some(context) => ChatMessage::user(format!("{text}\n\n<hook-context>\n{context}\n</hook-context>")),
-        None => ChatMessage::user(text),
+    let meta = forge_proto::MessageMeta { context: context.map(str::to_string), ..Default::default() };
+    let mut out = text.to_string();
+    let (hooks, schema) = meta.context_parts();
+    if let Some(hooks) = hooks {
+        out.push_str(&format!("\n\n<hook-context>\n{hooks}\n</hook-context>"));
     }
+    if let Some(schema) = schema {
+        let (open, close) = (forge_proto::OUTPUT_SCHEMA_OPEN, forge_proto::OUTPUT_SCHEMA_CLOSE);
+        out.push_str(&format!("\n\n{open}\n{schema}\n{close}"));
+    }
+    ChatMessage::user(out)
 }
 
 pub(crate) fn chat_message(n: &NodeRow) -> Option<ChatMessage> {

@@ -79,8 +79,11 @@ impl Session {
 
 /// What the model is told along with the user's message.
 pub(super) fn instruction(schema: &Value) -> String {
+    // Marked as what it is: no hook is involved (see `user_message`).
     format!(
-        "Your final answer must be only a JSON object valid against this JSON schema (no prose, no code fence):\n{schema}"
+        "{}\nYour final answer must be only a JSON object valid against this JSON schema (no prose, no code fence):\n{schema}\n{}",
+        forge_proto::OUTPUT_SCHEMA_OPEN,
+        forge_proto::OUTPUT_SCHEMA_CLOSE
     )
 }
 
