@@ -259,6 +259,38 @@ async fn in_parse_only_mode_a_client_supplies_the_results_even_across_a_restart(
     assert!(h.last().map(|m| m["text"].as_str().unwrap_or("").contains("2 tool result(s)")).unwrap_or(false));
 }
 
+/// Parse-only mode keeps `[tools] max_tool_calls_per_batch`: a client is
+/// asked for the first calls only, the others are answered as not run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_parse_only_mode_the_calls_past_the_batch_limit_are_not_asked_for() {
+    let Setup { mock: _mock, forge, .. } = setup_with(
+        "[tools]\nmode = \"parse_only\"\nmax_tool_calls_per_batch = 1\n[[tools.definitions]]\nname = \"deploy\"\ndescription = \"Deploy the app\"\n[tools.definitions.parameters]\ntype = \"object\"\n",
+    )
+    .await;
+    let id = forge.new_session(&["--name", "po1"]).await;
+    forge.ok(&["send", "--no-wait", "-s", &id, "mock:tool=deploy mock:tool=deploy go"]).await;
+    let mut asked = Vec::new();
+    for _ in 0..200 {
+        let events = forge.ok(&["--json", "attach", &id, "--until-idle"]).await.json_lines();
+        if let Some(e) = events.iter().find(|e| e["kind"] == "awaiting_tool_results") {
+            asked = e["calls"].as_array().cloned().unwrap_or_default();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(asked.len(), 1, "only the first call is asked for: {asked:?}");
+    forge.ok(&["tool-result", &id, "call_mock_0", "deployed"]).await;
+    forge.ok(&["--json", "attach", &id, "--until-idle"]).await;
+    let h = forge.ok(&["--json", "history", &id]).await.json_lines();
+    let tools: Vec<&Value> = h.iter().filter(|m| m["role"] == "tool").collect();
+    assert_eq!(tools.len(), 2, "{h:?}");
+    assert!(
+        tools.iter().any(|t| t["text"].as_str().unwrap_or("").contains("at most 1 tool calls per answer")),
+        "{tools:?}"
+    );
+    assert!(tools.iter().any(|t| t["text"] == "deployed"), "{tools:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_past_its_timeout_is_stopped_and_reported() {
     let Setup { mock: _mock, forge, project } =

@@ -159,6 +159,21 @@ impl Session {
     /// parse-only mode, waits for a client to supply the results).
     pub(super) fn start_tool_loop(&mut self, message_id: String, iteration: u32, calls: Vec<ToolCallRecord>) {
         if self.config.tools.mode == Some(crate::config::ToolMode::ParseOnly) {
+            // The calls past the batch's limit are answered here, as when
+            // Forge runs them; a client is asked for the others only.
+            let max_calls = self.config.tools.max_tool_calls_per_batch.unwrap_or(DEFAULT_MAX_CALLS_PER_BATCH);
+            let mut calls = calls;
+            let over = calls.split_off(max_calls.min(calls.len()));
+            for c in &over {
+                let why =
+                    format!("not run: at most {max_calls} tool calls per answer (tools.max_tool_calls_per_batch)");
+                self.write_result(&c.id, &c.name, why, true, None);
+            }
+            if calls.is_empty() {
+                self.state = OperationState::Finishing;
+                let marker = self.pipeline.event(None, EventKind::StreamResumed { iteration: iteration + 1 });
+                return self.proceed_turn(message_id, Some(marker), iteration + 1);
+            }
             self.pipeline.event(None, EventKind::AwaitingToolResults { calls: calls.clone() });
             self.state = OperationState::AwaitingToolResults { message_id, iteration, pending: calls };
             return;
