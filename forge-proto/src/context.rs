@@ -3,7 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::types::{HistoryMessage, SummaryInfo};
+use crate::history::HistoryMessage;
+use crate::types::SummaryInfo;
 
 /// `session.context`: how much of the model's context the session uses.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

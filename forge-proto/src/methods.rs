@@ -21,6 +21,7 @@ use crate::commands::{CommandInfo, PlanInfo};
 use crate::context::ContextInfo;
 use crate::events::SessionEvent;
 use crate::git::*;
+use crate::history::HistoryResult;
 use crate::images::ImageInfo;
 use crate::params::*;
 use crate::store::{StoreGcResult, StoreStatus};
