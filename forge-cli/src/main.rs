@@ -242,7 +242,7 @@ Ctrl-C cancels the turn (the partial answer is kept, marked cancelled).")]
     /// or show the current one. The conversation so far, tool calls
     /// included, goes to the new provider in its own format.
     #[command(
-        after_help = "Examples:\n  forgectl model my-session                      # show\n  forgectl model my-session gpt-5.4 --provider openai\n  forgectl model my-session --provider gemini    # its default model\n  forgectl model my-session claude-opus-5        # same provider"
+        after_help = "Examples:\n  forgectl model my-session                      # show\n  forgectl model my-session gpt-5.4 --provider openai\n  forgectl model my-session --provider gemini    # its default model\n  forgectl model my-session claude-opus-5        # same provider\n  forgectl model my-session --temperature 0.2    # the session's own sampling\n  forgectl model my-session --reset-sampling     # back to config.toml's"
     )]
     Model {
         /// Session id, id prefix or name
@@ -252,6 +252,8 @@ Ctrl-C cancels the turn (the partial answer is kept, marked cancelled).")]
         /// claude (alias anthropic), openai or gemini [default: the session's]
         #[arg(long)]
         provider: Option<String>,
+        #[command(flatten)]
+        sampling: cmd::session::ConfigureSampling,
     },
     /// Show how much of the model's context window a session uses, or
     /// (--system) the system prompt its requests carry
@@ -624,7 +626,9 @@ fn main() -> ExitCode {
             Command::Context { session, system, span, repo } => {
                 cmd::session::context(&g, &session, system, span, repo).await
             }
-            Command::Model { session, model, provider } => cmd::session::model(&g, &session, model, provider).await,
+            Command::Model { session, model, provider, sampling } => {
+                cmd::session::model(&g, &session, model, provider, sampling).await
+            }
             Command::Cancel { session, drop_queued } => cmd::misc::cancel(&g, &session, drop_queued).await,
             Command::Steer { session, text } => cmd::misc::steer(&g, &session, text).await,
             Command::Plan { session } => cmd::misc::plan(&g, &session).await,

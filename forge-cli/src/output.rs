@@ -125,6 +125,9 @@ pub fn session_details(s: &SessionInfo) {
     outln!("state:     {} (waiting on {})", s.state.as_str(), s.waiting_on);
     outln!("provider:  {}", s.provider);
     outln!("model:     {}", s.model);
+    if let Some(words) = forge_client::sampling_words(&s.sampling) {
+        outln!("sampling:  {words} (the session's own)");
+    }
     outln!("cwd:       {}", s.cwd);
     if let Some(g) = &s.git {
         outln!("git:       branch {} of {} (from {})", g.branch, g.repo, g.base.get(..10).unwrap_or(&g.base));
@@ -149,6 +152,9 @@ pub fn session_details(s: &SessionInfo) {
             t.reasoning_tokens,
             u.responses
         );
+        if u.estimated > 0 {
+            outln!("           ({} responses estimated by Forge: their provider sent no counts)", u.estimated);
+        }
         let unpriced = if u.unpriced > 0 {
             format!(" ({} responses of models without a known price)", u.unpriced)
         } else {
@@ -204,7 +210,7 @@ impl Transcript {
             self.say(&mut out, seq, format_args!("{}", n.text));
         }
         match &ev.kind {
-            EventKind::SessionCreated { name, cwd, provider, model } => {
+            EventKind::SessionCreated { name, cwd, provider, model, .. } => {
                 let name = name.as_deref().map(|n| format!(" \"{n}\"")).unwrap_or_default();
                 self.say(&mut out, seq, format_args!("session{name} created by {who}: {provider}/{model} in {cwd}"));
             }

@@ -170,7 +170,7 @@ impl Fold {
             self.retrying = None;
         }
         match &ev.kind {
-            EventKind::SessionCreated { name, cwd, provider, model } => {
+            EventKind::SessionCreated { name, cwd, provider, model, .. } => {
                 self.name = name.clone();
                 self.cwd = cwd.clone();
                 self.provider = provider.clone();
@@ -178,7 +178,7 @@ impl Fold {
                 self.state = Some(OperationStateKind::Idle);
             }
             EventKind::SessionRenamed { name } => self.name = name.clone(),
-            EventKind::SessionConfigured { provider, model } => {
+            EventKind::SessionConfigured { provider, model, .. } => {
                 self.provider = provider.clone();
                 self.model = model.clone();
             }

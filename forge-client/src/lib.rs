@@ -60,13 +60,25 @@ pub fn context_line(c: &forge_proto::ContextInfo) -> String {
 /// daemon words its own amounts the same way).
 pub use forge_proto::usd;
 
+/// A session's or turn's own sampling parameters in words
+/// (`temperature 0.2, top_p 0.9`), if any is set.
+pub fn sampling_words(s: &forge_proto::Sampling) -> Option<String> {
+    let words: Vec<String> = [("temperature", s.temperature), ("top_p", s.top_p)]
+        .into_iter()
+        .filter_map(|(name, v)| v.map(|v| format!("{name} {v}")))
+        .collect();
+    (!words.is_empty()).then(|| words.join(", "))
+}
+
 /// Tokens and cost in a few words, the same in every client:
 /// `$0.0312 (12.4k tokens)`, with `+ unpriced` when some responses had
-/// no known price.
+/// no known price, and `~` before the tokens when some were Forge's own
+/// estimate (the provider sent no counts).
 pub fn cost_words(t: &forge_proto::UsageTotal) -> String {
     let u = &t.tokens;
     let tokens = u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens;
     let tokens = if tokens >= 10_000 { format!("{:.1}k", tokens as f64 / 1000.0) } else { tokens.to_string() };
+    let tokens = if t.estimated > 0 { format!("~{tokens}") } else { tokens };
     let unpriced = if t.unpriced > 0 { " + unpriced" } else { "" };
     format!("{}{unpriced} ({tokens} tokens)", usd(t.cost_usd))
 }

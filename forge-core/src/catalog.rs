@@ -24,6 +24,15 @@ pub struct ModelInfo {
     /// It reads images: every model of the built-in table and families;
     /// one Forge knows nothing of only if `[[models]]` says so.
     pub vision: bool,
+    /// Retired (the built-in list) or said so by `[[models]]`.
+    pub deprecated: bool,
+    /// The model that answers in its place when it is deprecated or its
+    /// provider does not know it.
+    pub fallback: Option<String>,
+    /// Input plus output may not pass this (`[[models]]`).
+    pub max_total_tokens: Option<u64>,
+    /// The model's own sampling defaults (`[[models]]`).
+    pub sampling: forge_proto::Sampling,
 }
 
 impl ModelInfo {
@@ -96,6 +105,23 @@ const KNOWN: &[(&str, ProviderKind, u64, u32, Option<Price>)] = &[
     ("gemini-3-flash-preview", Gemini, 1_048_576, 65_536, usd(0.5, 3.0, 0.05, 0.0)),
 ];
 
+/// Retired models and their successors: a session still naming one is
+/// answered by the successor (with a notice) rather than failing.
+const RETIRED: &[(&str, ProviderKind, &str)] = &[
+    ("claude-3-opus-20240229", Claude, "claude-opus-4-7"),
+    ("claude-3-sonnet-20240229", Claude, "claude-sonnet-4-6"),
+    ("claude-3-5-sonnet-20240620", Claude, "claude-sonnet-4-6"),
+    ("claude-3-5-sonnet-20241022", Claude, "claude-sonnet-4-6"),
+    ("claude-3-5-haiku-20241022", Claude, "claude-haiku-4-5"),
+    ("claude-3-7-sonnet-20250219", Claude, "claude-sonnet-4-6"),
+    ("gpt-4.5-preview", OpenAi, "gpt-5.4"),
+    ("o1-preview", OpenAi, "gpt-5.4"),
+    ("o1-mini", OpenAi, "gpt-5.4-mini"),
+    ("gemini-1.5-pro", Gemini, "gemini-3.5-pro"),
+    ("gemini-1.5-flash", Gemini, "gemini-3.5-flash"),
+    ("gemini-2.0-flash-exp", Gemini, "gemini-3.5-flash"),
+];
+
 /// Families by name prefix, for models not in the table.
 const FAMILIES: &[(&str, u64, u32)] = &[
     ("claude", 200_000, 64_000),
@@ -111,10 +137,11 @@ const FAMILIES: &[(&str, u64, u32)] = &[
 /// not to overrun it. A `[[models]]` entry gives the real figures.
 const UNKNOWN: (u64, u32) = (32_768, 4_096);
 
-/// What is known of `model` at `provider`: a `[[models]]` entry first,
-/// then the built-in table, the family, or the conservative default.
+/// What is known of `model` at `provider`: a `[[models]]` entry first
+/// (what it leaves out taken from below), then the built-in table (and its
+/// list of retired models), the family, or the conservative default.
 pub fn lookup(config: &ForgeConfig, provider: ProviderKind, model: &str) -> ModelInfo {
-    let info = |context_window, max_output_tokens, source, price| ModelInfo {
+    let info = |(context_window, max_output_tokens), source, price| ModelInfo {
         name: model.to_string(),
         provider,
         context_window,
@@ -122,33 +149,48 @@ pub fn lookup(config: &ForgeConfig, provider: ProviderKind, model: &str) -> Mode
         source,
         price,
         vision: source != Source::Default,
+        deprecated: false,
+        fallback: None,
+        max_total_tokens: None,
+        sampling: Default::default(),
     };
-    let builtin = KNOWN.iter().find(|(name, p, ..)| *name == model && *p == provider);
-    if let Some(m) =
-        config.models.iter().find(|m| m.name == model && ProviderKind::parse(&m.provider) == Some(provider))
-    {
-        // An entry without prices keeps the built-in ones, if any.
-        let price = match (m.input_price, m.output_price) {
-            (Some(input), Some(output)) => Some(Price {
-                input,
-                output,
-                cache_read: m.cache_read_price.unwrap_or(0.0),
-                cache_write: m.cache_write_price.unwrap_or(0.0),
-            }),
-            _ => builtin.and_then(|b| b.4),
-        };
-        let known = builtin.is_some() || FAMILIES.iter().any(|(p, ..)| model.to_ascii_lowercase().starts_with(p));
-        let mut found = info(m.context_window, m.max_output_tokens, Source::Config, price);
-        found.vision = m.vision.unwrap_or(known);
-        return found;
-    }
-    if let Some((_, _, window, out, price)) = builtin {
-        return info(*window, *out, Source::Builtin, *price);
-    }
     let lower = model.to_ascii_lowercase();
-    match FAMILIES.iter().find(|(prefix, _, _)| lower.starts_with(prefix)) {
-        Some((_, window, out)) => info(*window, *out, Source::Family, None),
-        None => info(UNKNOWN.0, UNKNOWN.1, Source::Default, None),
+    let family = FAMILIES.iter().find(|(prefix, _, _)| lower.starts_with(prefix)).map(|(_, w, o)| (*w, *o));
+    let retired = RETIRED.iter().find(|(name, p, _)| *name == model && *p == provider).map(|r| r.2.to_string());
+    let known = match KNOWN.iter().find(|(name, p, ..)| *name == model && *p == provider) {
+        Some((_, _, window, out, price)) => info((*window, *out), Source::Builtin, *price),
+        None if retired.is_some() => info(family.unwrap_or(UNKNOWN), Source::Builtin, None),
+        None => match family {
+            Some(figures) => info(figures, Source::Family, None),
+            None => info(UNKNOWN, Source::Default, None),
+        },
+    };
+    let known = ModelInfo { deprecated: retired.is_some(), fallback: retired, ..known };
+    let Some(m) = config.models.iter().find(|m| m.name == model && ProviderKind::parse(&m.provider) == Some(provider))
+    else {
+        return known;
+    };
+    // An entry without prices keeps the built-in ones, if any.
+    let price = match (m.input_price, m.output_price) {
+        (Some(input), Some(output)) => Some(Price {
+            input,
+            output,
+            cache_read: m.cache_read_price.unwrap_or(0.0),
+            cache_write: m.cache_write_price.unwrap_or(0.0),
+        }),
+        _ => known.price,
+    };
+    ModelInfo {
+        context_window: m.context_window.unwrap_or(known.context_window),
+        max_output_tokens: m.max_output_tokens.unwrap_or(known.max_output_tokens),
+        source: Source::Config,
+        price,
+        vision: m.vision.unwrap_or(known.source != Source::Default),
+        deprecated: m.deprecated || known.deprecated,
+        fallback: m.fallback.clone().or(known.fallback),
+        max_total_tokens: m.max_total_tokens,
+        sampling: forge_proto::Sampling { temperature: m.temperature, top_p: m.top_p },
+        ..known
     }
 }
 
@@ -193,10 +235,11 @@ pub fn list(config: &ForgeConfig, provider: Option<ProviderKind>) -> Vec<ModelIn
 }
 
 /// The output tokens a request may ask for: what was asked (`requested`),
-/// no more than the model gives or than what is left of its window after
-/// `input_tokens`, and never below 1.
+/// no more than the model gives or than what is left of its window (and
+/// of its `max_total_tokens`) after `input_tokens`, and never below 1.
 pub fn effective_max_output(requested: u32, model: &ModelInfo, input_tokens: u64) -> u32 {
-    let left = model.context_window.saturating_sub(input_tokens);
+    let total = model.max_total_tokens.map_or(model.context_window, |t| t.min(model.context_window));
+    let left = total.saturating_sub(input_tokens);
     let left = u32::try_from(left).unwrap_or(u32::MAX);
     requested.min(model.max_output_tokens).min(left).max(1)
 }
@@ -232,6 +275,21 @@ mod tests {
     }
 
     #[test]
+    fn retired_models_name_their_successor_and_an_entry_may_add_one() {
+        let c = config(
+            "[[models]]\nname = \"old\"\nprovider = \"openai\"\ndeprecated = true\nfallback = \"new\"\ntemperature = 0.3\n",
+        );
+        let retired = lookup(&c, Claude, "claude-3-5-sonnet-20241022");
+        assert!(retired.deprecated);
+        assert_eq!(retired.fallback.as_deref(), Some("claude-sonnet-4-6"));
+        let old = lookup(&c, OpenAi, "old");
+        assert!(old.deprecated);
+        assert_eq!((old.fallback.as_deref(), old.context_window), (Some("new"), 32_768), "figures from below");
+        assert_eq!(old.sampling.temperature, Some(0.3));
+        assert!(!lookup(&c, Claude, "claude-sonnet-4-6").deprecated);
+    }
+
+    #[test]
     fn output_is_clamped_to_the_model_and_the_window_and_never_below_one() {
         let small = ModelInfo {
             name: "m".into(),
@@ -241,11 +299,17 @@ mod tests {
             source: Source::Config,
             price: None,
             vision: false,
+            deprecated: false,
+            fallback: None,
+            max_total_tokens: None,
+            sampling: Default::default(),
         };
         assert_eq!(effective_max_output(8192, &small, 100), 1024, "the model's limit");
         assert_eq!(effective_max_output(512, &small, 100), 512, "what was asked");
         assert_eq!(effective_max_output(8192, &small, 7800), 392, "what is left of the window");
         assert_eq!(effective_max_output(8192, &small, 9000), 1, "never below 1");
+        let total = ModelInfo { max_total_tokens: Some(4096), ..small };
+        assert_eq!(effective_max_output(8192, &total, 3500), 596, "what max_total_tokens leaves");
     }
 
     #[test]

@@ -86,14 +86,28 @@ pub enum GitMode {
 }
 
 /// A `[[models]]` entry.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelConfig {
     pub name: String,
     /// claude, openai or gemini (the wire format it speaks).
     pub provider: String,
-    pub context_window: u64,
-    pub max_output_tokens: u32,
+    /// Default: what Forge knows of the model (its table, its family),
+    /// else 32768 and 4096.
+    pub context_window: Option<u64>,
+    pub max_output_tokens: Option<u32>,
+    /// Input plus output may not pass this (a local server's context):
+    /// `max_tokens` is lowered so that the request fits.
+    pub max_total_tokens: Option<u64>,
+    /// The model is retired (or about to be): requests go to `fallback`.
+    #[serde(default)]
+    pub deprecated: bool,
+    /// The model that answers in its place when it is deprecated or its
+    /// provider answers that it does not know it.
+    pub fallback: Option<String>,
+    /// The model's own sampling defaults (below a session's and a turn's).
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
     /// List prices in USD per million tokens, for the cost estimates.
     pub input_price: Option<f64>,
     pub output_price: Option<f64>,
@@ -111,6 +125,11 @@ pub struct AppConfig {
     pub model: Option<String>,
     pub tui: Option<String>,
     pub max_output_tokens: Option<u32>,
+    /// Sampling for every request, below a model's, a session's and a
+    /// turn's own (clamped to each provider's range; left out where a
+    /// model takes none).
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
     /// Retries of a provider request that failed before any output with a
     /// transient error (default 4).
     pub max_retries: Option<u32>,
@@ -157,6 +176,10 @@ pub struct ContextConfig {
     pub repo_summary_model: Option<String>,
     /// The most tokens the map takes in the system prompt (default 1024).
     pub repo_map_tokens: Option<u32>,
+    /// Forge's own token estimates count this many percent more, so that
+    /// a provider counting differently does not overrun the window
+    /// (default 10; counts the provider reported are taken as they are).
+    pub estimate_margin_percent: Option<u32>,
 }
 
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
@@ -377,9 +400,13 @@ fn validate_models(config: &ForgeConfig) -> Result<(), String> {
         if crate::provider_kind::ProviderKind::parse(&m.provider).is_none() {
             return bad(format!("unknown provider \"{}\"; use claude, openai or gemini", m.provider));
         }
-        if m.context_window == 0 || m.max_output_tokens == 0 {
-            return bad("`context_window` and `max_output_tokens` must be at least 1".into());
+        if m.context_window == Some(0) || m.max_output_tokens == Some(0) || m.max_total_tokens == Some(0) {
+            return bad("`context_window`, `max_output_tokens` and `max_total_tokens` must be at least 1".into());
         }
+        if m.fallback.as_deref().is_some_and(|f| f.trim().is_empty() || f == m.name) {
+            return bad("`fallback` must name another model".into());
+        }
+        forge_proto::Sampling { temperature: m.temperature, top_p: m.top_p }.check().or_else(bad)?;
         let prices = [m.input_price, m.output_price, m.cache_read_price, m.cache_write_price];
         if prices.iter().flatten().any(|p| !p.is_finite() || *p < 0.0) {
             return bad("prices must be numbers of US dollars per million tokens, 0 or more".into());
@@ -390,6 +417,11 @@ fn validate_models(config: &ForgeConfig) -> Result<(), String> {
     }
     if config.app.max_output_tokens == Some(0) {
         return Err("[app] max_output_tokens must be at least 1".into());
+    }
+    let app = forge_proto::Sampling { temperature: config.app.temperature, top_p: config.app.top_p };
+    app.check().map_err(|e| format!("[app] {e}"))?;
+    if config.context.estimate_margin_percent.is_some_and(|p| p > 100) {
+        return Err("[context] estimate_margin_percent must be between 0 and 100".into());
     }
     Ok(())
 }

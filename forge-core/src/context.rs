@@ -58,26 +58,39 @@ impl ContextBudget {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TokenEstimator {
     ratio: f64,
+    /// The safety margin on every estimate (`[context]
+    /// estimate_margin_percent`): 1.1 for 10%.
+    margin: f64,
 }
+
+/// `[context] estimate_margin_percent` when not given.
+pub const DEFAULT_ESTIMATE_MARGIN: u32 = 10;
 
 impl Default for TokenEstimator {
     fn default() -> Self {
-        Self { ratio: 1.0 }
+        Self { ratio: 1.0, margin: 1.0 }
     }
 }
 
 impl TokenEstimator {
+    /// An estimator that counts `percent` more than its plain estimate, so
+    /// that a provider counting differently does not overrun the window.
+    pub fn with_margin(percent: u32) -> Self {
+        Self { ratio: 1.0, margin: 1.0 + f64::from(percent.min(100)) / 100.0 }
+    }
+
     pub fn tokens(&self, bytes: usize) -> u64 {
-        (estimate_tokens(bytes) as f64 * self.ratio).ceil() as u64
+        (estimate_tokens(bytes) as f64 * self.ratio * self.margin).ceil() as u64
     }
 
     /// A provider counted `actual` input tokens for a request this
-    /// estimated at `estimated` (both with the ratio in force then).
+    /// estimated at `estimated` (both with the ratio and margin in force
+    /// then). The margin stays: only the ratio learns.
     pub fn observe(&mut self, estimated: u64, actual: u64) {
         if estimated == 0 || actual == 0 {
             return;
         }
-        let seen = self.ratio * actual as f64 / estimated as f64;
+        let seen = self.ratio * self.margin * actual as f64 / estimated as f64;
         // Move halfway each time; never trust a wild single sample fully.
         self.ratio = (0.5 * self.ratio + 0.5 * seen).clamp(0.25, 4.0);
     }
@@ -322,6 +335,10 @@ mod tests {
             source: Source::Config,
             price: None,
             vision: false,
+            deprecated: false,
+            fallback: None,
+            max_total_tokens: None,
+            sampling: Default::default(),
         }
     }
 

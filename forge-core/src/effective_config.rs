@@ -24,6 +24,7 @@ infinity = true
 instruction_files = ["AGENTS.md", "CLAUDE.md"]
 repo_summaries = false
 repo_map_tokens = 1024
+estimate_margin_percent = {margin}
 
 [anthropic]
 cache_enabled = true
@@ -61,6 +62,7 @@ durability = "process"
 [store]
 max_blob_mb = {max_blob_mb}
 "#,
+        margin = crate::context::DEFAULT_ESTIMATE_MARGIN,
         budget = crate::provider::DEFAULT_THINKING_BUDGET,
         ttl = crate::provider::DEFAULT_GEMINI_CACHE_TTL,
         memory = crate::tools::confine::DEFAULT_LIMITS.memory_mb,

@@ -27,6 +27,7 @@ pub mod provider_kind;
 pub mod redact;
 mod repo_map;
 pub mod rewind;
+pub mod sampling;
 pub mod session;
 mod shared;
 pub mod slash_commands;

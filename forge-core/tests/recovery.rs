@@ -39,7 +39,13 @@ async fn crashed_session(home: &std::path::Path, id: &str, text: &[&str], seal: 
         seq
     };
     event(
-        EventKind::SessionCreated { name: None, cwd: "/tmp".into(), provider: "claude".into(), model: "m".into() },
+        EventKind::SessionCreated {
+            name: None,
+            cwd: "/tmp".into(),
+            provider: "claude".into(),
+            model: "m".into(),
+            sampling: Default::default(),
+        },
         &mut ops,
     );
     ops.push(StoreOp::InsertNode {
@@ -189,7 +195,13 @@ async fn a_turn_stopped_in_its_tools_waits_for_a_decision_and_never_reruns_an_in
         },
         ev(
             1,
-            EventKind::SessionCreated { name: None, cwd: "/tmp".into(), provider: "claude".into(), model: "m".into() },
+            EventKind::SessionCreated {
+                name: None,
+                cwd: "/tmp".into(),
+                provider: "claude".into(),
+                model: "m".into(),
+                sampling: Default::default(),
+            },
         ),
         StoreOp::InsertNode {
             id: "u".into(),

@@ -107,6 +107,7 @@ async fn request_body(wire: &str) -> Value {
         tools: registry().specs(),
         output_schema: None,
         web_search: None,
+        sampling: Default::default(),
     };
     let client = ProviderClient::new().unwrap_or_else(|e| panic!("{e}"));
     // The server's refusal ends the stream; only the request matters.

@@ -33,6 +33,9 @@ pub enum EventKind {
         cwd: String,
         provider: String,
         model: String,
+        /// The session's own `temperature` and `top_p`, if set.
+        #[serde(flatten)]
+        sampling: crate::Sampling,
     },
     SessionRenamed {
         name: Option<String>,
@@ -42,6 +45,9 @@ pub enum EventKind {
     SessionConfigured {
         provider: String,
         model: String,
+        /// The session's own `temperature` and `top_p` as they are now.
+        #[serde(flatten)]
+        sampling: crate::Sampling,
     },
     /// `session.clear`: the conversation starts afresh. Earlier messages
     /// stay in the store's tree but are no longer on the session's path.
@@ -437,6 +443,36 @@ pub enum EventKind {
         /// a stop or a store failure (see `RecoveryBadge`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         recovered: Option<RecoveryBadge>,
+    },
+    /// A sampling parameter asked for (`parameter`: `temperature` or
+    /// `top_p`) is not sent as asked to `model`: clamped into the range
+    /// its provider takes (`sent`), or left out (`sent` absent) where the
+    /// model refuses it. Said once per session, model and parameter.
+    SamplingAdjusted {
+        model: String,
+        parameter: String,
+        asked: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sent: Option<f64>,
+        /// Why, in words.
+        reason: String,
+    },
+    /// `model` does not answer: it is deprecated (`reason`
+    /// `deprecated`) or its provider no longer knows it (`not_found`);
+    /// `fallback` answers in its place from now on. Said once per
+    /// session and model.
+    ModelFallback {
+        model: String,
+        fallback: String,
+        reason: String,
+        /// The provider's own words, for `not_found`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// A deprecated model with no fallback known still answers: the user
+    /// should move to another (said once per session and model).
+    ModelDeprecated {
+        model: String,
     },
     /// A provider call starts: one per answer the model gives in a turn
     /// (a retry of the same call is another attempt of it).

@@ -121,6 +121,10 @@ params!(
         /// conversation as it was then, on a branch of its own.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub from_commit: Option<String>,
+        /// The session's own `temperature` and `top_p` (above `[app]` and
+        /// the model's `[[models]]` entry; a turn's own come first).
+        #[serde(flatten)]
+        pub sampling: crate::Sampling,
     }
 );
 
@@ -178,6 +182,10 @@ params!(
         /// Images the message carries (the text may then be empty).
         #[serde(default, deserialize_with = "or_default", skip_serializing_if = "Vec::is_empty")]
         pub images: Vec<crate::images::ImageInput>,
+        /// `temperature` and `top_p` for this turn only (a queued message
+        /// keeps them).
+        #[serde(flatten)]
+        pub sampling: crate::Sampling,
     }
 );
 
@@ -212,6 +220,14 @@ params!(
         pub provider: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub model: Option<String>,
+        /// The session's own `temperature` and `top_p` from now on (each
+        /// one given replaces the session's).
+        #[serde(flatten)]
+        pub sampling: crate::Sampling,
+        /// The session's own `temperature` and `top_p` are dropped first:
+        /// the configuration's apply again.
+        #[serde(default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
+        pub reset_sampling: bool,
     }
 );
 

@@ -138,6 +138,10 @@ pub struct SessionInfo {
     pub cwd: String,
     pub provider: String,
     pub model: String,
+    /// The session's own `temperature` and `top_p` (`session.configure`);
+    /// absent ones come from the configuration.
+    #[serde(flatten)]
+    pub sampling: crate::Sampling,
     pub created_ms: i64,
     pub updated_ms: i64,
     pub state: OperationStateKind,
@@ -495,6 +499,7 @@ impl Usage {
         self.cache_read_tokens += other.cache_read_tokens;
         self.cache_write_tokens += other.cache_write_tokens;
         self.reasoning_tokens += other.reasoning_tokens;
+        self.estimated |= other.estimated;
     }
 }
 

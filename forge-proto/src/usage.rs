@@ -44,12 +44,17 @@ pub struct UsageTotal {
     /// Of those, responses whose model has no known price.
     #[serde(default)]
     pub unpriced: u64,
+    /// Of those, responses whose provider sent no token counts: Forge
+    /// counted them with its own estimate (see [`Usage::estimated`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub estimated: u64,
 }
 
 impl UsageTotal {
     pub fn add(&mut self, usage: &Usage, price: Option<&Price>) {
         self.tokens.add(usage);
         self.responses += 1;
+        self.estimated += u64::from(usage.estimated);
         match price {
             Some(p) => self.cost_usd += p.cost(usage),
             None => self.unpriced += 1,
@@ -61,6 +66,7 @@ impl UsageTotal {
         self.cost_usd += other.cost_usd;
         self.responses += other.responses;
         self.unpriced += other.unpriced;
+        self.estimated += other.estimated;
     }
 }
 
@@ -103,6 +109,59 @@ pub struct ModelInfo {
     /// `[[models]]` entry says `vision = true`).
     #[serde(default)]
     pub vision: bool,
+    /// Retired or about to be: requests go to `fallback` instead, if known.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deprecated: bool,
+    /// The model that answers in its place when it is deprecated or its
+    /// provider no longer knows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<String>,
+    /// Input and output together may not pass this (some local servers'
+    /// context): `max_tokens` is lowered so that the request fits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_total_tokens: Option<u64>,
+    /// The model's own sampling defaults (`[[models]]`), used where the
+    /// session and the turn set none.
+    #[serde(default, flatten)]
+    pub sampling: Sampling,
+}
+
+/// Sampling parameters as a user sets them (`[app]`, a `[[models]]`
+/// entry, a session, a turn). Each provider takes its own range; Forge
+/// clamps a value outside it, or leaves out one the model refuses, and
+/// says so once (`sampling_adjusted`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Sampling {
+    /// 0 to 2 (Anthropic takes 0 to 1; OpenAI's reasoning models none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    /// Nucleus sampling, 0 to 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f64>,
+}
+
+impl Sampling {
+    pub fn is_empty(&self) -> bool {
+        self.temperature.is_none() && self.top_p.is_none()
+    }
+
+    /// Each value of `self`, else `below`'s.
+    pub fn or(self, below: Sampling) -> Sampling {
+        Sampling { temperature: self.temperature.or(below.temperature), top_p: self.top_p.or(below.top_p) }
+    }
+
+    /// Why these values cannot be asked for by anyone (outside every
+    /// provider's range, or not a number), if so.
+    pub fn check(&self) -> Result<(), String> {
+        let bad = |name: &str, v: f64, max: f64| {
+            (!(0.0..=max).contains(&v)).then(|| format!("{name} must be between 0 and {max}, got {v}"))
+        };
+        match (self.temperature.and_then(|t| bad("temperature", t, 2.0)), self.top_p.and_then(|p| bad("top_p", p, 1.0)))
+        {
+            (Some(e), _) | (None, Some(e)) => Err(e),
+            (None, None) => Ok(()),
+        }
+    }
 }
 
 /// Tokens of one provider response. `input_tokens` counts the input that
@@ -123,6 +182,10 @@ pub struct Usage {
     /// apart from tokens.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub web_search_requests: u64,
+    /// The provider sent no counts (some local servers never do): these are
+    /// Forge's own estimate of the request and the answer.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub estimated: bool,
 }
 
 fn is_zero(v: &u64) -> bool {

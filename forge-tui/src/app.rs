@@ -110,10 +110,8 @@ pub enum Action {
         output: String,
         is_error: bool,
     },
-    Configure {
-        provider: Option<String>,
-        model: Option<String>,
-    },
+    /// `session.configure` (its `session` filled in when sent).
+    Configure(forge_proto::params::ConfigureParams),
     Clear,
     Context,
     Journal,
@@ -146,6 +144,11 @@ pub enum Action {
     /// up again).
     ToggleScreen,
     Quit,
+}
+
+/// A switch of provider or model.
+fn configure(provider: Option<String>, model: Option<String>) -> Action {
+    Action::Configure(forge_proto::params::ConfigureParams { provider, model, ..Default::default() })
 }
 
 pub struct App {
@@ -514,7 +517,7 @@ impl App {
                 let picked = self.models.get(*selected).cloned();
                 self.close_model_select();
                 if let Some((provider, model)) = picked {
-                    return vec![Action::Configure { provider: Some(provider), model: Some(model) }];
+                    return vec![configure(Some(provider), Some(model))];
                 }
             }
             _ => {}
@@ -590,7 +593,7 @@ impl App {
                 self.enter_model_select_mode();
                 Vec::new()
             }
-            Command::Model(Some(model)) => vec![Action::Configure { provider: None, model: Some(model) }],
+            Command::Model(Some(model)) => vec![configure(None, Some(model))],
             Command::Provider(None) => {
                 self.notify(
                     Level::Info,
@@ -598,7 +601,14 @@ impl App {
                 );
                 Vec::new()
             }
-            Command::Provider(Some(p)) => vec![Action::Configure { provider: Some(p), model: None }],
+            Command::Provider(Some(p)) => vec![configure(Some(p), None)],
+            Command::Sampling { top_p, value } => match crate::command::sampling_params(top_p, &value) {
+                Ok(params) => vec![Action::Configure(params)],
+                Err(usage) => {
+                    self.notify(Level::Warn, format!("usage: {usage}"));
+                    Vec::new()
+                }
+            },
             Command::Tool { id, result, is_error } => {
                 vec![Action::ToolResult { call_id: id, output: result, is_error }]
             }

@@ -8,6 +8,11 @@ pub enum Command {
     Cancel,
     Model(Option<String>),
     Provider(Option<String>),
+    /// The session's own temperature (or top_p): a number, or `default`.
+    Sampling {
+        top_p: bool,
+        value: String,
+    },
     Context,
     Journal,
     Summarize,
@@ -66,6 +71,7 @@ pub const HELP: &[(&str, &str)] = &[
     ("/clear", "start a fresh conversation in this session"),
     ("/model [name]", "switch model, or pick one from a list"),
     ("/provider [name], /p", "switch provider (claude, openai, gemini)"),
+    ("/temperature T, /top_p P", "the session's own sampling (`default`: config.toml's again, both)"),
     ("/context, /ctx", "how much of the context window is used"),
     ("/journal, /jrnl", "journal health and statistics"),
     ("/summarize, /sum", "summarize older messages to free context"),
@@ -111,6 +117,10 @@ impl Command {
             "cancel" => no_args(Command::Cancel),
             "model" => Command::Model(arg),
             "p" | "provider" => Command::Provider(arg),
+            "temperature" | "temp" | "top_p" => match rest.split_whitespace().count() {
+                1 => Command::Sampling { top_p: name == "top_p", value: rest.to_string() },
+                _ => Command::Invalid { usage: usage_of(name) },
+            },
             "ctx" | "context" => no_args(Command::Context),
             "jrnl" | "journal" => no_args(Command::Journal),
             "sum" | "summarize" => no_args(Command::Summarize),
@@ -176,9 +186,27 @@ fn parse_tool(rest: &str) -> Command {
     }
 }
 
+/// What `/temperature VALUE` (or `/top_p`) asks of the session, or how to
+/// use it.
+pub fn sampling_params(top_p: bool, value: &str) -> Result<forge_proto::params::ConfigureParams, &'static str> {
+    let mut params = forge_proto::params::ConfigureParams::default();
+    if value == "default" {
+        params.reset_sampling = true;
+        return Ok(params);
+    }
+    let v: f64 = value.parse().map_err(|_| usage_of(if top_p { "top_p" } else { "temperature" }))?;
+    match top_p {
+        true => params.sampling.top_p = Some(v),
+        false => params.sampling.temperature = Some(v),
+    }
+    Ok(params)
+}
+
 fn usage_of(name: &str) -> &'static str {
     match name {
         "tool" => "/tool ID RESULT  or  /tool error ID MESSAGE",
+        "temperature" | "temp" => "/temperature T (0 to 2)  or  /temperature default",
+        "top_p" => "/top_p P (0 to 1)  or  /top_p default",
         "approve" => "/approve  or  /approve N [N...] (numbers from the approval panel)",
         "recover" => "/recover resume  or  /recover discard",
         "q" | "quit" => "/quit",
@@ -210,6 +238,15 @@ mod tests {
         assert_eq!(Command::parse("/ctx"), Command::Context);
         assert_eq!(Command::parse("jrnl"), Command::Journal);
         assert_eq!(Command::parse("model"), Command::Model(None));
+        let t = |raw: &str| match Command::parse(raw) {
+            Command::Sampling { top_p, value } => sampling_params(top_p, &value).ok(),
+            _ => None,
+        };
+        assert_eq!(t("/temperature 0.3").map(|p| p.sampling.temperature), Some(Some(0.3)));
+        assert_eq!(t("/top_p 0.9").map(|p| p.sampling.top_p), Some(Some(0.9)));
+        assert!(t("/temperature default").is_some_and(|p| p.reset_sampling && p.sampling.is_empty()));
+        assert_eq!(t("/temperature warm"), None);
+        assert!(matches!(Command::parse("/temperature"), Command::Invalid { .. }));
         assert_eq!(Command::parse("model claude-opus-4-5"), Command::Model(Some("claude-opus-4-5".into())));
         assert_eq!(Command::parse("p openai"), Command::Provider(Some("openai".into())));
         assert_eq!(Command::parse("approve 1 3"), Command::Approve(ApprovalChoice::Selected(vec![1, 3])));

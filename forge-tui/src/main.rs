@@ -185,6 +185,7 @@ async fn start(args: Args) -> anyhow::Result<()> {
                 git: args.git.then_some(true),
                 base: args.base.clone(),
                 from_commit: None,
+                sampling: Default::default(),
             })
             .await
             .map_err(|e| anyhow::anyhow!("cannot create the session: {}", runtime::error_text(e)))?;

@@ -518,9 +518,9 @@ fn perform(action: Action, client: &Arc<Client>, session: &str, app: &mut App, t
                 say(tx, Level::Info, text).await;
             });
         }
-        Action::Configure { provider, model } => {
+        Action::Configure(params) => {
             tokio::spawn(async move {
-                if let Err(e) = c.session_configure(ConfigureParams { session: s, provider, model }).await {
+                if let Err(e) = c.session_configure(ConfigureParams { session: s, ..params }).await {
                     say(tx, Level::Warn, format!("model: {}", error_text(e))).await;
                 }
             });

@@ -115,8 +115,13 @@ pub async fn models(g: &Global, provider: Option<String>) -> Result<(), Failure>
             Some(p) => (format!("{:.2}", p.input), format!("{:.2}", p.output)),
             None => ("-".to_string(), "-".to_string()),
         };
+        let retired = match (&m.deprecated, &m.fallback) {
+            (true, Some(f)) => format!(", deprecated: {f} answers"),
+            (true, None) => ", deprecated".to_string(),
+            (false, _) => String::new(),
+        };
         outln!(
-            "{:<28} {:<8} {:>10} {:>11} {:>10} {:>10}  {}",
+            "{:<28} {:<8} {:>10} {:>11} {:>10} {:>10}  {}{retired}",
             m.name,
             m.provider,
             m.context_window,
@@ -156,6 +161,12 @@ pub async fn usage(g: &Global, session: Option<String>, since: Option<String>) -
             r.total.unpriced
         );
     }
+    if r.total.estimated > 0 {
+        outln!(
+            "({} responses are Forge's own estimate, marked ~: their provider sent no token counts)",
+            r.total.estimated
+        );
+    }
     for (title, lines) in [("SESSION", &r.sessions), ("DIRECTORY", &r.cwds), ("MODEL", &r.models)] {
         if lines.is_empty() {
             continue;
@@ -174,12 +185,14 @@ pub async fn usage(g: &Global, session: Option<String>, since: Option<String>) -
             let t = &l.total.tokens;
             let cost = forge_client::usd(l.total.cost_usd);
             let cost = if l.total.unpriced > 0 { format!("{cost}+?") } else { cost };
+            // `~`: counted by Forge's estimate, not the provider.
+            let n = |v: u64| if l.total.estimated > 0 { format!("~{v}") } else { v.to_string() };
             outln!(
                 "{:<40} {:>10} {:>10} {:>10} {:>10} {:>11}",
                 l.key,
-                t.input_tokens + t.cache_write_tokens,
-                t.cache_read_tokens,
-                t.output_tokens,
+                n(t.input_tokens + t.cache_write_tokens),
+                n(t.cache_read_tokens),
+                n(t.output_tokens),
                 l.total.responses,
                 cost
             );

@@ -21,6 +21,10 @@ pub struct SendArgs {
     session: Option<String>,
     #[command(flatten)]
     new: NewSession,
+    /// This turn's own temperature and top_p (a new session's own: `session
+    /// new --temperature`, or `forgectl model SESSION --temperature`)
+    #[command(flatten)]
+    sampling: super::session::SamplingArgs,
     /// Return once the message is accepted; do not wait for the answer
     #[arg(long)]
     no_wait: bool,
@@ -126,6 +130,7 @@ pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
             output_schema: output_schema.clone(),
             resources: a.resources,
             images: attached,
+            sampling: a.sampling.into(),
         })
         .await?;
     if let Some(pos) = sent.queue_position {
@@ -339,7 +344,13 @@ pub async fn follow_turn(
             }
             // Said before the answer starts: a plain line each.
             // The project's command was not run.
-            EventKind::CommandIgnored { .. } | EventKind::GitSettingsUndone { .. } if !g.json => {
+            EventKind::CommandIgnored { .. }
+            | EventKind::GitSettingsUndone { .. }
+            | EventKind::SamplingAdjusted { .. }
+            | EventKind::ModelFallback { .. }
+            | EventKind::ModelDeprecated { .. }
+                if !g.json =>
+            {
                 if let Some(notice) = seen.notice.as_ref() {
                     eprintln!("forgectl: {}", notice.text);
                 }

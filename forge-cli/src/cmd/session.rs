@@ -14,7 +14,12 @@ use crate::output::{client_label, json_line, session_details, session_table};
 #[derive(Subcommand)]
 pub enum SessionCmd {
     /// Create a session and print it
-    New(NewSession),
+    New {
+        #[command(flatten)]
+        new: NewSession,
+        #[command(flatten)]
+        sampling: SamplingArgs,
+    },
     /// List sessions: state, what each waits on, attached clients
     #[command(visible_alias = "ls")]
     List,
@@ -36,9 +41,43 @@ pub enum SessionCmd {
     },
 }
 
+/// Sampling parameters on the command line (a session's, or a turn's).
+#[derive(Args, Default, Clone, Copy)]
+pub struct SamplingArgs {
+    /// Sampling temperature, 0 to 2: lower is more predictable (clamped to
+    /// what the provider takes: Anthropic 0 to 1; OpenAI's reasoning models
+    /// take none) [default: the model's `[[models]]` entry, else `[app]`]
+    #[arg(long, value_name = "T")]
+    pub temperature: Option<f64>,
+    /// Nucleus sampling, 0 to 1 (Anthropic's current models take it only
+    /// without a temperature)
+    #[arg(long, value_name = "P")]
+    pub top_p: Option<f64>,
+}
+
+impl From<SamplingArgs> for forge_proto::Sampling {
+    fn from(a: SamplingArgs) -> Self {
+        forge_proto::Sampling { temperature: a.temperature, top_p: a.top_p }
+    }
+}
+
+/// `forgectl model`'s sampling: the session's own from now on.
+#[derive(Args, Default, Clone, Copy)]
+pub struct ConfigureSampling {
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
+    /// Drop the session's own temperature and top_p first (the
+    /// configuration's apply again)
+    #[arg(long)]
+    pub reset_sampling: bool,
+}
+
 /// How a new session is set up (`session new`, and `send` without `-s`).
 #[derive(Args, Default)]
 pub struct NewSession {
+    /// The session's own sampling (`session new --temperature`).
+    #[arg(skip)]
+    pub sampling: forge_proto::Sampling,
     /// A name to refer to the session by
     #[arg(long)]
     pub name: Option<String>,
@@ -87,6 +126,7 @@ impl NewSession {
             && !self.no_git
             && self.base.is_none()
             && self.from.is_none()
+            && self.sampling.is_empty()
     }
 
     pub async fn create(self, client: &impl ForgeClient) -> Result<SessionInfo, Failure> {
@@ -107,6 +147,7 @@ impl NewSession {
             },
             base: self.base,
             from_commit: self.from,
+            sampling: self.sampling,
         });
         let info = with_progress(create).await?;
         if let Some(u) = &info.untrusted {
@@ -158,7 +199,8 @@ pub async fn run(g: &Global, c: SessionCmd) -> Result<(), Failure> {
     let conn = daemon(g).await?;
     let client = &conn.client;
     match c {
-        SessionCmd::New(new) => {
+        SessionCmd::New { mut new, sampling } => {
+            new.sampling = sampling.into();
             let info = new.create(client).await?;
             if g.json {
                 json_line(&info);
@@ -206,18 +248,33 @@ pub async fn run(g: &Global, c: SessionCmd) -> Result<(), Failure> {
     Ok(())
 }
 
-pub async fn model(g: &Global, session: &str, model: Option<String>, provider: Option<String>) -> Result<(), Failure> {
+pub async fn model(
+    g: &Global,
+    session: &str,
+    model: Option<String>,
+    provider: Option<String>,
+    set: ConfigureSampling,
+) -> Result<(), Failure> {
     let conn = daemon(g).await?;
-    let info = if model.is_none() && provider.is_none() {
+    let sampling: forge_proto::Sampling = set.sampling.into();
+    let info = if model.is_none() && provider.is_none() && sampling.is_empty() && !set.reset_sampling {
         conn.client.session_show(session.to_string()).await?
     } else {
-        conn.client.session_configure(ConfigureParams { session: session.to_string(), provider, model }).await?
+        let params = ConfigureParams {
+            session: session.to_string(),
+            provider,
+            model,
+            sampling,
+            reset_sampling: set.reset_sampling,
+        };
+        conn.client.session_configure(params).await?
     };
     if g.json {
         json_line(&info);
         return Ok(());
     }
-    outln!("{} uses {}/{}", info.id, info.provider, info.model);
+    let own = forge_client::sampling_words(&info.sampling).map(|s| format!(" ({s})")).unwrap_or_default();
+    outln!("{} uses {}/{}{own}", info.id, info.provider, info.model);
     // A model the catalog does not know gets conservative limits: say so.
     let known = conn.client.models_list(ModelsParams { provider: Some(info.provider.clone()) }).await?;
     if !known.iter().any(|m| m.name == info.model) {

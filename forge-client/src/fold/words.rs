@@ -25,10 +25,39 @@ pub(super) fn notice(kind: &EventKind, who: Option<&str>) -> Option<Notice> {
         EventKind::SessionRenamed { name } => {
             info(format!("renamed to {}{by}", name.as_deref().unwrap_or("(no name)")))
         }
-        EventKind::SessionConfigured { provider, model } => {
+        EventKind::SessionConfigured { provider, model, sampling } => {
             let set = who.map(|w| format!(" (set by {w})")).unwrap_or_default();
-            info(format!("now using {provider}/{model}{set}"))
+            let sampling = crate::sampling_words(sampling).map(|s| format!(", {s}")).unwrap_or_default();
+            info(format!("now using {provider}/{model}{sampling}{set}"))
         }
+        EventKind::SamplingAdjusted { model, parameter, asked, sent, reason } => Some(Notice {
+            level: Level::Warn,
+            text: match sent {
+                Some(sent) => format!("{parameter} {asked} is sent to {model} as {sent}: {reason}"),
+                None => format!("{parameter} {asked} is not sent to {model}: {reason}"),
+            },
+            routine: false,
+        }),
+        EventKind::ModelFallback { model, fallback, reason, .. } => Some(Notice {
+            level: Level::Warn,
+            text: match reason.as_str() {
+                "deprecated" => format!(
+                    "{model} is deprecated: {fallback} answers in its place (`forgectl model SESSION {fallback}` makes it the session's)"
+                ),
+                _ => format!(
+                    "the provider does not know {model}: {fallback}, its configured fallback, answers in its place"
+                ),
+            },
+            routine: false,
+        }),
+        EventKind::ModelDeprecated { model } => Some(Notice {
+            level: Level::Warn,
+            text: format!(
+                "{model} is deprecated and no fallback is known: move to another model (`forgectl models` lists them), \
+                 or name one with `fallback` in its [[models]] entry"
+            ),
+            routine: false,
+        }),
         EventKind::HistoryCleared {} => info(format!("conversation cleared{by}; earlier messages stay in the store")),
         EventKind::HeadMoved { head, .. } => info(format!(
             "moved to {}{by} in the conversation tree (`forgectl tree` draws it)",

@@ -26,6 +26,10 @@ impl Engine {
                 source: m.source.as_str().to_string(),
                 price: m.price,
                 vision: m.vision,
+                deprecated: m.deprecated,
+                fallback: m.fallback,
+                max_total_tokens: m.max_total_tokens,
+                sampling: m.sampling,
             })
             .collect())
     }

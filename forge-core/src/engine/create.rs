@@ -52,6 +52,7 @@ impl Engine {
             ));
         }
         check_root(&cwd, req.allow_broad_root)?;
+        req.sampling.check().map_err(|e| EngineError::new(ErrorKind::InvalidParams, e))?;
         // A new session with no hook to run is not started until it is used.
         let home = crate::tools::confine::host().and_then(|h| h.home.as_deref());
         let start_hooks = fork.is_none() && cfg.hooks.may_apply(Path::new(&cwd), home);
@@ -77,7 +78,16 @@ impl Engine {
             model: model.clone(),
             created_ms,
         }];
-        let created = EventKind::SessionCreated { name: req.name, cwd, provider: provider.as_str().into(), model };
+        if !req.sampling.is_empty() {
+            ops.push(StoreOp::set_sampling(&id, &req.sampling));
+        }
+        let created = EventKind::SessionCreated {
+            name: req.name,
+            cwd,
+            provider: provider.as_str().into(),
+            model,
+            sampling: req.sampling,
+        };
         let mut events = vec![(Some(client.clone()), created)];
         if let Some((from, node)) = fork {
             ops.push(StoreOp::ForkSession { id: id.clone(), from: from.clone(), node: node.clone() });

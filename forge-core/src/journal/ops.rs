@@ -154,6 +154,12 @@ pub enum StoreOp {
         parent_id: String,
         helper: String,
     },
+    /// A session's own sampling parameters (`forge_proto::Sampling` as
+    /// JSON).
+    SetSampling {
+        session_id: String,
+        sampling: String,
+    },
     /// A session's approval rules (`SessionApproval` as JSON).
     SetApproval {
         session_id: String,
@@ -226,6 +232,14 @@ pub enum StoreOp {
         usage: Usage,
         created_ms: i64,
     },
+}
+
+impl StoreOp {
+    /// Sets a session's own sampling parameters.
+    pub fn set_sampling(session_id: &str, sampling: &forge_proto::Sampling) -> StoreOp {
+        let sampling = serde_json::to_string(sampling).unwrap_or_else(|_| "{}".into());
+        StoreOp::SetSampling { session_id: session_id.to_string(), sampling }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -420,6 +434,9 @@ impl StoreOp {
             StoreOp::SetGit { session_id, git } => run("UPDATE sessions SET git = ? WHERE id = ?", &[git, session_id]),
             StoreOp::SetHelper { session_id, parent_id, helper } => {
                 run("UPDATE sessions SET parent_id = ?, helper = ? WHERE id = ?", &[parent_id, helper, session_id])
+            }
+            StoreOp::SetSampling { session_id, sampling } => {
+                run("UPDATE sessions SET sampling = ? WHERE id = ?", &[sampling, session_id])
             }
             StoreOp::SetApproval { session_id, approval } => {
                 run("UPDATE sessions SET approval = ? WHERE id = ?", &[approval, session_id])

@@ -190,6 +190,7 @@ fn body(req: &ChatRequest, opts: &WireOptions) -> Value {
         "messages": messages,
         "stream": true,
     });
+    req.put_sampling(&mut body, "temperature", "top_p");
     if !system.is_empty() {
         body["system"] = Value::Array(system);
     }

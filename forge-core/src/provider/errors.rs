@@ -15,6 +15,9 @@ pub struct ProviderError {
     pub message: String,
     /// Set when trying again may work (if nothing was streamed yet).
     pub retry: Option<RetryHint>,
+    /// The provider does not know the model asked for (retired, or never
+    /// there): a known fallback may answer instead.
+    pub model_not_found: bool,
 }
 
 /// Why, and when, a failed request may be tried again.
@@ -44,7 +47,7 @@ pub(super) fn parse_retry_after(value: &str) -> Option<Duration> {
 
 impl ProviderError {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Self { kind, message: message.into(), retry: None }
+        Self { kind, message: message.into(), retry: None, model_not_found: false }
     }
 
     fn retrying(mut self, retry: Option<RetryHint>) -> Self {
@@ -114,7 +117,12 @@ impl ProviderError {
             500 | 502 | 503 | 504 => RetryHint::new(format!("unavailable (HTTP {status})"), retry_after),
             _ => None,
         };
-        Self::new(kind, message).retrying(retry)
+        let mut error = Self::new(kind, message).retrying(retry);
+        // Anthropic's and Gemini's 404, OpenAI's `model_not_found`, a
+        // local server's "model ... not found".
+        error.model_not_found =
+            body.contains("model_not_found") || (status == 404 && body.to_ascii_lowercase().contains("model"));
+        error
     }
 
     pub(super) fn connect(settings: &ProviderSettings, err: &reqwest::Error) -> Self {

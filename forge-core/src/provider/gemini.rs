@@ -138,6 +138,7 @@ fn body(req: &ChatRequest, opts: &WireOptions, cached: Option<&str>) -> Value {
         }
     }
     let mut generation = json!({"maxOutputTokens": req.max_output_tokens});
+    req.put_sampling(&mut generation, "temperature", "topP");
     if opts.gemini_thinking {
         generation["thinkingConfig"] = json!({"includeThoughts": true});
     }
@@ -516,6 +517,7 @@ impl WireParser for GeminiParser {
                 cache_write_tokens: 0,
                 reasoning_tokens: u.thoughts_token_count,
                 web_search_requests: 0,
+                estimated: false,
             });
         }
         if let Some(usage) = &mut self.usage {

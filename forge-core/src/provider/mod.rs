@@ -150,6 +150,22 @@ pub struct ChatRequest {
     pub output_schema: Option<serde_json::Value>,
     /// The provider may search the web (`[tools.web_search]`).
     pub web_search: Option<crate::tools::config::WebSearchConfig>,
+    /// `temperature` and `top_p`, already fitted to the provider and model
+    /// (`crate::sampling::fit`): each wire format sends what is set.
+    pub sampling: forge_proto::Sampling,
+}
+
+impl ChatRequest {
+    /// Writes the sampling parameters that are set into `body` under the
+    /// wire format's own names.
+    pub(crate) fn put_sampling(&self, body: &mut serde_json::Value, temperature: &str, top_p: &str) {
+        if let Some(t) = self.sampling.temperature {
+            body[temperature] = serde_json::json!(t);
+        }
+        if let Some(p) = self.sampling.top_p {
+            body[top_p] = serde_json::json!(p);
+        }
+    }
 }
 
 /// Providers reject a tool call without a result. A call left unanswered

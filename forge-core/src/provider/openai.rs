@@ -68,6 +68,7 @@ fn body(req: &ChatRequest, compat: bool) -> Value {
         body["response_format"] =
             json!({"type": "json_schema", "json_schema": {"name": "output", "schema": schema, "strict": false}});
     }
+    req.put_sampling(&mut body, "temperature", "top_p");
     if compat {
         body["max_tokens"] = json!(req.max_output_tokens);
     } else {
@@ -167,6 +168,7 @@ impl WireParser for OpenAiParser {
                 cache_write_tokens: 0,
                 reasoning_tokens: get("/completion_tokens_details/reasoning_tokens"),
                 web_search_requests: 0,
+                estimated: false,
             }));
         }
         Ok(Step::Continue)
@@ -318,6 +320,7 @@ mod tests {
             tools: Vec::new(),
             output_schema: None,
             web_search: None,
+            sampling: Default::default(),
         };
         let b = body(&req, true);
         assert_eq!(b["messages"][0]["role"], "system");
@@ -358,6 +361,7 @@ mod tests {
             tools: Vec::new(),
             output_schema: None,
             web_search: None,
+            sampling: Default::default(),
         };
         let b = body(&req, false);
         let roles: Vec<&str> =

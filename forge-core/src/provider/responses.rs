@@ -76,6 +76,7 @@ fn body(req: &ChatRequest, opts: &WireOptions) -> Value {
         "store": false,
         "max_output_tokens": req.max_output_tokens,
     });
+    req.put_sampling(&mut body, "temperature", "top_p");
     if let Some(system) = &req.system {
         body["instructions"] = json!(system);
     }
@@ -310,6 +311,7 @@ fn usage(u: &Value) -> Usage {
         cache_write_tokens: written,
         reasoning_tokens: get("/output_tokens_details/reasoning_tokens"),
         web_search_requests: 0,
+        estimated: false,
     }
 }
 
@@ -447,6 +449,7 @@ mod tests {
             tools: crate::tools::ToolRegistry::builtin().specs(),
             output_schema: None,
             web_search: None,
+            sampling: Default::default(),
         };
         let opts = WireOptions {
             reasoning_effort: Some("high".into()),

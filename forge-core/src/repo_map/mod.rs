@@ -319,6 +319,7 @@ async fn ask(
         tools: Vec::new(),
         output_schema: None,
         web_search: None,
+        sampling: Default::default(),
     };
     let collect = crate::provider::collect_text(providers.stream(asker.settings.clone(), request));
     let (text, usage) = tokio::time::timeout(ASK_TIMEOUT, collect)

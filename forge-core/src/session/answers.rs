@@ -31,6 +31,7 @@ pub(crate) fn info(row: SessionRow, live: Option<(&Snapshot, u32)>, message_coun
         cwd: row.cwd,
         provider: row.provider,
         model: row.model,
+        sampling: row.sampling,
         created_ms: row.created_ms,
         updated_ms: row.updated_ms,
         state,

@@ -14,6 +14,8 @@ pub struct SessionRow {
     pub cwd: String,
     pub provider: String,
     pub model: String,
+    /// The session's own `temperature` and `top_p`.
+    pub sampling: forge_proto::Sampling,
     pub created_ms: i64,
     pub updated_ms: i64,
     pub head_id: Option<String>,
@@ -65,6 +67,11 @@ impl SessionRow {
             cwd: r.try_get("cwd")?,
             provider: r.try_get("provider")?,
             model: r.try_get("model")?,
+            sampling: r
+                .try_get::<String, _>("sampling")
+                .ok()
+                .and_then(|j| serde_json::from_str(&j).ok())
+                .unwrap_or_default(),
             created_ms: r.try_get("created_ms")?,
             updated_ms: r.try_get("updated_ms")?,
             head_id: r.try_get("head_id")?,

@@ -35,7 +35,7 @@ fn commands_become_actions_or_notices_never_crashes() {
     press(&mut app, KeyCode::Char(':'));
     typed(&mut app, "model gpt-5.4");
     let actions = press(&mut app, KeyCode::Enter);
-    assert_eq!(actions, vec![Action::Configure { provider: None, model: Some("gpt-5.4".into()) }]);
+    assert_eq!(actions, vec![super::configure(None, Some("gpt-5.4".into()))]);
     press(&mut app, KeyCode::Char('/'));
     typed(&mut app, "frobnicate");
     assert!(press(&mut app, KeyCode::Enter).is_empty());
@@ -48,7 +48,7 @@ fn commands_become_actions_or_notices_never_crashes() {
     assert_eq!(app.mode(), InputMode::ModelSelect, "/model alone opens the picker");
     press(&mut app, KeyCode::Char('j'));
     let actions = press(&mut app, KeyCode::Enter);
-    assert!(matches!(&actions[..], [Action::Configure { model: Some(_), provider: Some(_) }]), "{actions:?}");
+    assert!(matches!(&actions[..], [Action::Configure(p)] if p.model.is_some() && p.provider.is_some()), "{actions:?}");
 }
 
 #[test]

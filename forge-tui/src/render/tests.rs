@@ -21,6 +21,7 @@ fn app(options: UiOptions) -> App {
             cwd: "/p".into(),
             provider: "claude".into(),
             model: "claude-sonnet-4-6".into(),
+            sampling: Default::default(),
         },
         EventKind::TurnStarted {
             message_id: "m1".into(),

@@ -21,6 +21,8 @@
 //! | `mock:tool=NAME:JSON` | the same with these arguments (JSON without spaces) |
 //! | `mock:sleep=S` | a `run_command` call runs `echo started; sleep S` instead |
 //! | `mock:stamp` | each token is `t<unix ns> `, the time the mock wrote it to the socket (for latency benchmarks) |
+//! | `mock:no_usage` | (Chat Completions) no usage chunk, as llama.cpp-based servers answer |
+//! | (a model named `retired-*`) | 404 with the provider's "no such model" error |
 //!
 //! Without directives it answers with a short text that says plainly it is
 //! the mock, echoes the question and counts the messages it was sent.
@@ -52,13 +54,15 @@ Directives: words in the last user message script the reply (removed from any ec
   mock:malformed=N          after N text chunks, send an SSE event that is not JSON
   mock:split=N              write the SSE bytes in pieces of N bytes
   mock:stamp                each token is `t<unix ns> ` (for latency benchmarks)
+  mock:no_usage             (Chat Completions) send no usage, as llama.cpp-based servers do
   mock:json=VALUE           the answer is exactly this JSON (spaces written \\u0020;
                             Claude given its final_answer tool answers through it)
   mock:search               search the web first and cite a source, where the request
                             offers the provider's search ([tools.web_search])
 Without directives it answers with a short text that says it is the mock, echoes
 the question and counts the messages it was sent. After tool results, it says
-what they were. The key `bad-key` is refused with 401.
+what they were. The key `bad-key` is refused with 401; a model named `retired-*`
+gets 404, the provider's \"no such model\".
 
 Try it without a key:
   forge-mock --delay-ms 30 &        # prints ANTHROPIC_BASE_URL=, OPENAI_BASE_URL=, GEMINI_BASE_URL=
@@ -239,6 +243,8 @@ struct Counts {
     /// `mock:search` with the web search offered: the answer searches
     /// first and cites what it found (Anthropic).
     searched: bool,
+    /// `mock:no_usage`: no usage reported (Chat Completions).
+    no_usage: bool,
 }
 
 /// One request the mock received.
@@ -411,6 +417,8 @@ struct Script {
     json: Option<String>,
     /// `mock:search`: search the web first, if the request offers it.
     search: bool,
+    /// `mock:no_usage`: the reply reports no usage (Chat Completions).
+    no_usage: bool,
 }
 
 fn parse_script(text: &str, opts: &MockOptions) -> Script {
@@ -426,6 +434,10 @@ fn parse_script(text: &str, opts: &MockOptions) -> Script {
         }
         if word == "mock:search" {
             s.search = true;
+            continue;
+        }
+        if word == "mock:no_usage" {
+            s.no_usage = true;
             continue;
         }
         let Some(rest) = word.strip_prefix("mock:") else { continue };
@@ -563,6 +575,11 @@ async fn handle(
         return Ok(full(code, "application/json", body, &[]));
     }
 
+    // A retired model: the provider's "no such model".
+    let asked = gemini_model.clone().or_else(|| body.get("model").and_then(Value::as_str).map(str::to_string));
+    if asked.as_deref().is_some_and(|m| m.starts_with("retired-")) {
+        return Ok(full(StatusCode::NOT_FOUND, "application/json", error_body(wire, 404), &[]));
+    }
     let Conversation { count, last_user, results } = conversation(wire, &body);
     // Some APIs quote the key they refused: a client must not show it.
     if last_user.split_whitespace().any(|w| w == "mock:echo-key") {
@@ -872,6 +889,7 @@ async fn stream_reply(
         cached_input: script.cached_input,
         cache_written: script.cache_written,
         redacted,
+        no_usage: script.no_usage,
     };
     for (i, event) in format.start(&model, &thinking, counts).into_iter().enumerate() {
         if !w.write(event).await && i == 0 {

@@ -70,6 +70,16 @@ impl Format for OpenAi {
     fn finish(&self, model: &str, tool_use: bool, counts: Counts) -> Vec<String> {
         let output_tokens = counts.output;
         let finish = if tool_use { "tool_calls" } else { "stop" };
+        if counts.no_usage {
+            return vec![
+                sse(
+                    None,
+                    &json!({"id":ID,"object":"chat.completion.chunk","created":1,"model":model,
+                        "choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":finish}]}),
+                ),
+                "data: [DONE]\n\n".to_string(),
+            ];
+        }
         vec![
             sse(
                 None,

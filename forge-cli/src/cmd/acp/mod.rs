@@ -460,7 +460,12 @@ async fn set_model(d: &Connection, session: &str, model: &str) -> Result<Session
     let models = d.client.models_list(ModelsParams::default()).await.map_err(from_client)?;
     let provider = models.iter().find(|m| m.name == model).map(|m| m.provider.clone());
     d.client
-        .session_configure(ConfigureParams { session: session.to_string(), provider, model: Some(model.to_string()) })
+        .session_configure(ConfigureParams {
+            session: session.to_string(),
+            provider,
+            model: Some(model.to_string()),
+            ..Default::default()
+        })
         .await
         .map_err(from_client)
 }

@@ -193,7 +193,10 @@ impl Turn<'_> {
             EventKind::McpWaiting { .. }
             | EventKind::McpWaited { .. }
             | EventKind::CommandIgnored { .. }
-            | EventKind::GitSettingsUndone { .. } => {
+            | EventKind::GitSettingsUndone { .. }
+            | EventKind::SamplingAdjusted { .. }
+            | EventKind::ModelFallback { .. }
+            | EventKind::ModelDeprecated { .. } => {
                 if let Some(notice) = seen.notice.filter(|n| !n.routine) {
                     self.send(SessionUpdate::AgentThoughtChunk(map::text(&format!("{}\n", notice.text))))?;
                 }

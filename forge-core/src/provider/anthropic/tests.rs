@@ -61,6 +61,7 @@ fn request_body_has_the_required_fields() {
         tools: Vec::new(),
         output_schema: None,
         web_search: None,
+        sampling: Default::default(),
     };
     let b = body(&req, &WireOptions::default());
     assert_eq!(b["model"], "claude-x");
@@ -83,6 +84,7 @@ fn a_continued_answer_is_a_prefill_without_trailing_space_or_thinking() {
         tools: Vec::new(),
         output_schema: None,
         web_search: None,
+        sampling: Default::default(),
     };
     let opts = WireOptions { anthropic_thinking_budget: Some(2048), ..Default::default() };
     let b = body(&req, &opts);
@@ -111,6 +113,7 @@ fn tool_calls_and_results_become_blocks_and_unanswered_calls_get_a_result() {
         tools: crate::tools::ToolRegistry::builtin().specs(),
         output_schema: None,
         web_search: None,
+        sampling: Default::default(),
     };
     let b = body(&req, &WireOptions::default());
     let m = &b["messages"];
@@ -181,6 +184,7 @@ fn tool_loop_request() -> ChatRequest {
         tools: crate::tools::ToolRegistry::builtin().specs(),
         output_schema: None,
         web_search: None,
+        sampling: Default::default(),
     }
 }
 

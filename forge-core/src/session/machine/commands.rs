@@ -140,6 +140,7 @@ impl Session {
         self.provider_settings().and_then(|s| s.check_ready().map_err(EngineError::from))?;
         self.check_schema(args.output_schema.as_ref(), args.n)?;
         self.check_grants(&args.grants)?;
+        args.grants.sampling.check().map_err(|e| EngineError::new(ErrorKind::InvalidParams, e))?;
         if (args.n > 1 || args.continued) && !matches!(self.state, OperationState::Idle) {
             return Err(self.busy(if args.continued {
                 "continue once it has ended"
@@ -306,10 +307,30 @@ impl Session {
     }
 
     /// A provider alone takes its default model; a model alone keeps the
-    /// session's provider.
-    fn configured(&self, params: ConfigureParams) -> Result<(String, String), EngineError> {
-        let model = params.model.map(|m| m.trim().to_string()).filter(|m| !m.is_empty());
-        match params.provider {
+    /// session's provider; neither keeps both. Sampling parameters given
+    /// replace the session's (after a reset, if asked).
+    fn configured(&self, params: ConfigureParams) -> Result<(String, String, forge_proto::Sampling), EngineError> {
+        let invalid = |m: String| EngineError::new(ErrorKind::InvalidParams, m);
+        params.sampling.check().map_err(invalid)?;
+        let kept = if params.reset_sampling { Default::default() } else { self.row.sampling };
+        let sampling = params.sampling.or(kept);
+        if params.provider.is_none() && params.model.is_none() {
+            if params.sampling.is_empty() && !params.reset_sampling {
+                return Err(invalid("give a provider, a model, a temperature or top_p, or reset_sampling".into()));
+            }
+            return Ok((self.row.provider.clone(), self.row.model.clone(), sampling));
+        }
+        let (provider, model) = self.configured_model(params.provider, params.model)?;
+        Ok((provider, model, sampling))
+    }
+
+    fn configured_model(
+        &self,
+        provider: Option<String>,
+        model: Option<String>,
+    ) -> Result<(String, String), EngineError> {
+        let model = model.map(|m| m.trim().to_string()).filter(|m| !m.is_empty());
+        match provider {
             Some(p) => {
                 let kind = ProviderKind::parse(&p).ok_or_else(|| {
                     EngineError::new(
@@ -327,8 +348,8 @@ impl Session {
     }
 
     pub(super) fn on_configure(&mut self, params: ConfigureParams, client: ClientRef, reply: Reply<SessionInfo>) {
-        let (provider, model) = match self.configured(params) {
-            Ok(pm) => pm,
+        let (provider, model, sampling) = match self.configured(params) {
+            Ok(pms) => pms,
             Err(e) => return self.out.push(Effect::Reply(ReadyReply::now(reply, Err(e)))),
         };
         // Queued messages go out with the model they were sent for: the
@@ -348,19 +369,28 @@ impl Session {
             return self.out.push(Effect::Reply(ReadyReply::now(reply, Err(err))));
         }
         let old_window = self.model_info().map(|m| m.context_window).unwrap_or(0);
-        self.row.provider = provider.clone();
-        self.row.model = model.clone();
-        // Another model counts with another tokenizer, and its window may
-        // take another set of tools.
-        self.anchor = None;
-        self.size_tools();
-        self.pipeline.op(StoreOp::SetModel {
-            session_id: self.row.id.clone(),
-            provider: provider.clone(),
-            model: model.clone(),
-        });
-        self.pipeline.event(Some(client), EventKind::SessionConfigured { provider, model });
-        self.adapt_to_window(old_window);
+        let switched = provider != self.row.provider || model != self.row.model;
+        if sampling != self.row.sampling {
+            self.row.sampling = sampling;
+            self.pipeline.op(StoreOp::set_sampling(&self.row.id, &sampling));
+        }
+        if switched {
+            self.row.provider = provider.clone();
+            self.row.model = model.clone();
+            // Another model counts with another tokenizer, and its window may
+            // take another set of tools.
+            self.anchor = None;
+            self.size_tools();
+            self.pipeline.op(StoreOp::SetModel {
+                session_id: self.row.id.clone(),
+                provider: provider.clone(),
+                model: model.clone(),
+            });
+        }
+        self.pipeline.event(Some(client), EventKind::SessionConfigured { provider, model, sampling });
+        if switched {
+            self.adapt_to_window(old_window);
+        }
         self.pipeline.effect(OnDurable::Info(reply, None));
     }
 

@@ -99,9 +99,11 @@ impl Session {
                 created_ms,
             },
             StoreOp::ForkSession { id: id.clone(), from: from.clone(), node: node.clone() },
+            StoreOp::set_sampling(&id, &self.row.sampling),
         ];
+        let sampling = self.row.sampling;
         let mut events = vec![
-            (Some(client.clone()), EventKind::SessionCreated { name, cwd, provider, model }),
+            (Some(client.clone()), EventKind::SessionCreated { name, cwd, provider, model, sampling }),
             (Some(client.clone()), EventKind::SessionForked { from, node: node.clone() }),
         ];
         if !files.is_empty() {

@@ -224,13 +224,14 @@ impl Session {
             digest.push_str(&format!("\nFinal answer:\n{}\n", cut(&last.text)));
         }
         let request = ChatRequest {
-            model: own.unwrap_or_else(|| self.row.model.clone()),
+            model: own.unwrap_or_else(|| self.answering(self.row.model.clone())),
             system: Some(MESSAGE_INSTRUCTIONS.to_string()),
             messages: vec![ChatMessage::user(digest)],
             max_output_tokens: 300,
             tools: Vec::new(),
             output_schema: None,
             web_search: None,
+            sampling: Default::default(),
         };
         Some(Box::new((settings, request)))
     }

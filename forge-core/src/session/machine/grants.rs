@@ -19,6 +19,9 @@ pub(crate) struct TurnGrants {
     pub model: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allowed_tools: Vec<String>,
+    /// The turn's own `temperature` and `top_p` (`session.send`).
+    #[serde(default, skip_serializing_if = "forge_proto::Sampling::is_empty")]
+    pub sampling: forge_proto::Sampling,
 }
 
 impl TurnGrants {
@@ -28,11 +31,12 @@ impl TurnGrants {
             command: Some(command.info.name.clone()),
             model: command.info.model.clone(),
             allowed_tools: command.info.allowed_tools.clone(),
+            sampling: Default::default(),
         }
     }
 
     fn is_empty(&self) -> bool {
-        self.model.is_none() && self.allowed_tools.is_empty()
+        self.model.is_none() && self.allowed_tools.is_empty() && self.sampling.is_empty()
     }
 
     /// As a queued row keeps them.
@@ -65,8 +69,9 @@ impl Session {
         }
     }
 
-    /// The model the running turn asks: its command's, or the session's.
-    pub(super) fn turn_model(&self) -> String {
+    /// The model the running turn asks for: its command's, or the
+    /// session's (`turn_model` is the one that answers).
+    pub(super) fn asked_model(&self) -> String {
         self.grants.model.clone().unwrap_or_else(|| self.row.model.clone())
     }
 

@@ -198,7 +198,8 @@ impl Session {
 
     fn take_input(&mut self, params: SendParams, client: ClientRef, reply: Reply<SendResult>, input: Input) {
         let Some(reply) = self.admit(reply, Access::Write) else { return };
-        let Input { text, grants, images, same, ignored } = input;
+        let Input { text, mut grants, images, same, ignored } = input;
+        grants.sampling = params.sampling;
         let args = SendArgs {
             text: text.unwrap_or_default(),
             client,

@@ -41,6 +41,7 @@ mod images;
 pub(crate) mod input;
 mod journal;
 mod mcp_wait;
+mod model_params;
 pub(crate) mod pipeline;
 mod recovery;
 mod replies;
@@ -324,6 +325,8 @@ pub(crate) struct Session {
     spent: forge_proto::UsageTotal,
     /// Token estimates, calibrated by what the provider counts.
     estimator: crate::context::TokenEstimator,
+    /// Fallbacks taken and model notices given (see `model_params.rs`).
+    models: model_params::ModelChoice,
     /// The session's summaries (what requests send in place of spans).
     summaries: Vec<crate::context::Summary>,
     /// Which summary requests use: the newest that applies (`None`), or,
@@ -389,6 +392,7 @@ impl Session {
         system_prompt: Arc<str>,
         clock: crate::ids::Clock,
     ) -> Self {
+        let margin = config.context.estimate_margin_percent.unwrap_or(crate::context::DEFAULT_ESTIMATE_MARGIN);
         let mut session = Session {
             config,
             tools,
@@ -409,7 +413,8 @@ impl Session {
             core_tools_only: false,
             unreadable: None,
             spent: Default::default(),
-            estimator: Default::default(),
+            estimator: crate::context::TokenEstimator::with_margin(margin),
+            models: Default::default(),
             summaries: Vec::new(),
             in_force: None,
             last_input_tokens: None,

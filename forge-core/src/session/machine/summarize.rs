@@ -194,13 +194,14 @@ impl Session {
         let room = budget.input_limit().saturating_sub(allowance + 500);
         let transcript = transcript(earlier.as_deref(), &self.path[from..to], room, &self.estimator);
         let request = ChatRequest {
-            model: summarizer.unwrap_or_else(|| self.row.model.clone()),
+            model: summarizer.unwrap_or_else(|| self.answering(self.row.model.clone())),
             system: Some(format!("{INSTRUCTIONS}\n\n<conversation>\n{transcript}\n</conversation>")),
             messages: vec![ChatMessage::user("Write the summary of the conversation above now.")],
             max_output_tokens: allowance as u32,
             tools: Vec::new(),
             output_schema: None,
             web_search: None,
+            sampling: Default::default(),
         };
         let span = SummarySpan { first, last, messages: to as u64, tokens_before, tokens_after: 0 };
         tracing::info!(session = %self.row.id, messages = to, tokens_before, "summarizing the start of the conversation");

@@ -161,6 +161,7 @@ impl Session {
             waiting_to_retry: false,
             estimated_input,
             sent,
+            output_bytes: 0,
         });
         if let Err(e) = started {
             self.on_provider(ProviderEvent::Error(e));
@@ -199,7 +200,14 @@ impl Session {
         // Thinking counts inside the output tokens where the API says so:
         // its budget comes on top of what the answer may take.
         let requested = self.requested_output().saturating_add(settings.options.thinking_tokens());
-        let (max_output_tokens, estimated) = match self.model_info() {
+        self.announce_model();
+        let model_info = self.model_info();
+        let thinking = settings.options.anthropic_thinking_budget.is_some();
+        let sampling = match &model_info {
+            Some(model) => self.request_sampling(model, thinking),
+            None => Default::default(),
+        };
+        let (max_output_tokens, estimated) = match model_info {
             Some(model) => {
                 let budget = context::ContextBudget::for_model(&model, requested);
                 let tokens = match context::fit(&budget, sized.tokens) {
@@ -249,6 +257,7 @@ impl Session {
             tools,
             output_schema: self.schema.as_ref().map(|s| s.schema.clone()),
             web_search: self.web_search(),
+            sampling,
         };
         self.out.push(Effect::StartRequest(Box::new((settings, request))));
         Ok((estimated, anchor))
@@ -301,6 +310,18 @@ impl Session {
         self.out.push(Effect::Arm(Timer::Retry, delay));
     }
 
+    /// The provider did not know the model and a fallback takes over: the
+    /// same request again, at once, to the fallback.
+    fn retry_with_fallback(&mut self) {
+        let model = self.turn_model();
+        let OperationState::Streaming(stream) = &mut self.state else { return };
+        stream.model = model;
+        stream.attempt += 1;
+        stream.waiting_to_retry = true;
+        self.out.push(Effect::StopRequest);
+        self.retry_request();
+    }
+
     /// `Timer::Retry`: the next attempt, unless the stream ended meanwhile
     /// (cancelled, or the session stopped).
     pub(super) fn retry_request(&mut self) {
@@ -345,15 +366,18 @@ impl Session {
         }
         match ev {
             ProviderEvent::TextDelta(text) => {
+                stream.output_bytes += text.len();
                 self.pipeline.delta(EventKind::TextDelta { text });
             }
             ProviderEvent::ThinkingDelta(text) => {
+                stream.output_bytes += text.len();
                 self.pipeline.delta(EventKind::ThinkingDelta { text });
             }
             ProviderEvent::ToolCallStart { index, id, name } => {
                 self.pipeline.delta(EventKind::ToolCallStarted { index: index as u32, call_id: id, name });
             }
             ProviderEvent::ToolCallArgs { index, fragment } => {
+                stream.output_bytes += fragment.len();
                 self.pipeline.delta(EventKind::ToolCallArgs { index: index as u32, fragment });
             }
             ProviderEvent::Reasoning(r) => stream.reasoning.push(r),
@@ -374,6 +398,13 @@ impl Session {
             ProviderEvent::Usage(u) => stream.usage = Some(u),
             ProviderEvent::StopReason(r) => stream.stop_reason = Some(r),
             ProviderEvent::Done => self.seal(MessageStatus::Complete, None),
+            ProviderEvent::Error(e) if !stream.output_seen && e.model_not_found => {
+                if self.fall_back(&e) {
+                    self.retry_with_fallback();
+                } else {
+                    self.seal(MessageStatus::Error, Some((e.kind, e.message)));
+                }
+            }
             ProviderEvent::Error(e) => {
                 let attempt = stream.attempt;
                 match Self::retry_delay(max_retries, stream, &e) {
@@ -407,6 +438,16 @@ impl Session {
     fn seal(&mut self, outcome: MessageStatus, error: Option<(ErrorKind, String)>) {
         let OperationState::Streaming(stream) = &mut self.state else { return };
         stream.sealed = true;
+        // A provider that sends no counts (some local servers): the
+        // response is counted with Forge's own estimate, marked as such.
+        if outcome == MessageStatus::Complete && stream.usage.is_none() {
+            stream.usage = Some(forge_proto::Usage {
+                input_tokens: stream.estimated_input,
+                output_tokens: crate::catalog::estimate_tokens(stream.output_bytes),
+                estimated: true,
+                ..Default::default()
+            });
+        }
         self.out.push(Effect::StopRequest);
         if outcome == MessageStatus::Complete {
             let event = EventKind::ProviderResponse {
@@ -417,13 +458,14 @@ impl Session {
             };
             self.pipeline.event(None, event);
         }
+        let answering = self.turn_model();
         let OperationState::Streaming(stream) = &mut self.state else { return };
         if let Some(usage) = stream.usage.clone() {
             let counted = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens;
-            // Counted by the session's model (not one switched from while
-            // this stream ran), and plausibly whole: some local servers
-            // count only what they did not have cached.
-            let same_model = stream.provider == self.row.provider && stream.model == self.row.model;
+            // Counted by the provider, by the session's model (not one
+            // switched from while this stream ran), and plausibly whole:
+            // some local servers count only what they did not have cached.
+            let same_model = !usage.estimated && stream.provider == self.row.provider && stream.model == answering;
             let plausible = counted > 0 && counted.saturating_mul(4) >= stream.estimated_input;
             if same_model {
                 self.estimator.observe(stream.estimated_input, counted);

@@ -50,6 +50,9 @@ pub(super) struct ActiveStream {
     pub estimated_input: u64,
     /// What the request held, made an anchor once the provider counts it.
     pub sent: Option<crate::context::Anchor>,
+    /// Bytes of text, thinking and tool arguments taken in: the estimate
+    /// of the output when the provider counts nothing.
+    pub output_bytes: usize,
 }
 
 pub(super) enum OperationState {

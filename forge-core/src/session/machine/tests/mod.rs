@@ -68,6 +68,7 @@ fn row() -> SessionRow {
         cwd: std::env::temp_dir().display().to_string(),
         provider: "claude".into(),
         model: "claude-test".into(),
+        sampling: Default::default(),
         created_ms: 0,
         updated_ms: 0,
         head_id: None,
@@ -432,6 +433,7 @@ fn a_turn_streams_into_an_answer_and_the_session_goes_idle() {
             "provider_request",
             "text_delta",
             "provider_response",
+            "usage",
             "assistant_node",
             "done",
             "turn_finished"
@@ -581,6 +583,7 @@ fn a_message_sent_during_a_turn_waits_and_starts_when_it_ends() {
             "message_queued",
             "text_delta",
             "provider_response",
+            "usage",
             "assistant_node",
             "done",
             "turn_finished",
@@ -610,6 +613,7 @@ fn a_tool_runs_only_after_its_announcement_is_durable_and_the_turn_continues_wit
             "tool_call_started",
             "tool_call_args",
             "provider_response",
+            "usage",
             "assistant_node",
             "tool_running",
             "tool_output",
@@ -864,6 +868,7 @@ fn transient(after: Option<std::time::Duration>) -> ProviderEvent {
         kind: ErrorKind::ProviderUnavailable,
         message: "Claude is unavailable (HTTP 529): overloaded_error: Overloaded. Try again shortly.".into(),
         retry: Some(crate::provider::RetryHint { reason: "overloaded".into(), after }),
+        model_not_found: false,
     })
 }
 
@@ -955,13 +960,9 @@ fn small_window() -> ForgeConfig {
     c.models.push(crate::config::ModelConfig {
         name: "claude-test".into(),
         provider: "claude".into(),
-        context_window: 4000,
-        max_output_tokens: 500,
-        input_price: None,
-        output_price: None,
-        cache_read_price: None,
-        cache_write_price: None,
-        vision: None,
+        context_window: Some(4000),
+        max_output_tokens: Some(500),
+        ..Default::default()
     });
     c
 }
@@ -1066,13 +1067,9 @@ fn a_summary_finished_after_a_switch_to_a_larger_window_is_not_forced_on_it() {
     config.models.push(crate::config::ModelConfig {
         name: "claude-big".into(),
         provider: "claude".into(),
-        context_window: 200_000,
-        max_output_tokens: 500,
-        input_price: None,
-        output_price: None,
-        cache_read_price: None,
-        cache_write_price: None,
-        vision: None,
+        context_window: Some(200_000),
+        max_output_tokens: Some(500),
+        ..Default::default()
     });
     let mut h = Harness::configured(config, Unfinished::Nothing, Vec::new());
     for i in 0..7 {
@@ -1110,7 +1107,7 @@ fn a_summary_finished_after_a_switch_to_a_larger_window_is_not_forced_on_it() {
 fn a_tool_loop_that_outgrows_the_window_is_summarized_between_batches() {
     let mut c = small_window();
     c.tools.mode = None;
-    c.models[0].context_window = 20_000;
+    c.models[0].context_window = Some(20_000);
     let mut h = Harness::configured(c, Unfinished::Nothing, Vec::new());
     for i in 0..5 {
         h.send(&format!("question {i}"));
@@ -1320,5 +1317,6 @@ fn a_root_is_found_again_only_under_the_same_system_prompt() {
 mod git_turns;
 mod helpers;
 mod mcp_waits;
+mod models;
 mod rewinds;
 mod with_hooks;
