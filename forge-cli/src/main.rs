@@ -256,23 +256,9 @@ Ctrl-C cancels the turn (the partial answer is kept, marked cancelled).")]
         sampling: cmd::session::ConfigureSampling,
     },
     /// Show how much of the model's context window a session uses, or
-    /// (--system) the system prompt its requests carry
-    Context {
-        /// Session id, id prefix or name
-        session: String,
-        /// Print the system prompt instead (as sent, byte for byte)
-        #[arg(long)]
-        system: bool,
-        /// Print the original messages the N-th summary stands for (they
-        /// stay in history; requests send the summary instead)
-        #[arg(long, value_name = "N", conflicts_with = "system")]
-        span: Option<u32>,
-        /// Print the repository map the model gets instead: each file with
-        /// a one-line summary ([context] repo_summaries = true), and how far
-        /// its summaries are
-        #[arg(long, conflicts_with_all = ["system", "span"])]
-        repo: bool,
-    },
+    /// (--system) the system prompt its requests carry; `context add|remove
+    /// SESSION PATH...` keeps files' whole text in every request
+    Context(cmd::context::ContextArgs),
     /// List the models Forge knows: context window and most output tokens
     /// (add local models with [[models]] in config.toml)
     Models {
@@ -623,9 +609,7 @@ fn main() -> ExitCode {
             Command::Bookmark { session, name, node, delete } => {
                 cmd::tree::bookmark(&g, &session, name, node, delete).await
             }
-            Command::Context { session, system, span, repo } => {
-                cmd::session::context(&g, &session, system, span, repo).await
-            }
+            Command::Context(a) => cmd::context::run(&g, a).await,
             Command::Model { session, model, provider, sampling } => {
                 cmd::session::model(&g, &session, model, provider, sampling).await
             }

@@ -108,6 +108,7 @@ async fn request_body(wire: &str) -> Value {
         output_schema: None,
         web_search: None,
         sampling: Default::default(),
+        active_files: None,
     };
     let client = ProviderClient::new().unwrap_or_else(|e| panic!("{e}"));
     // The server's refusal ends the stream; only the request matters.

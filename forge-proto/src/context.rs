@@ -59,6 +59,10 @@ pub struct ContextInfo {
     /// (`[context] repo_summaries`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repo_map: Option<RepoMapInfo>,
+    /// The session's active files: their whole text goes with every
+    /// request (counted in `estimated_tokens`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub active_files: Vec<crate::active_files::ActiveFile>,
 }
 
 /// A repository's map: its files, each with a one-line summary a cheap

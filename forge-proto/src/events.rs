@@ -474,6 +474,18 @@ pub enum EventKind {
     ModelDeprecated {
         model: String,
     },
+    /// The session's active files changed: `files` is the list now;
+    /// `added` and `removed` by the model (`update_context`) or a client,
+    /// `gone` left because they no longer exist.
+    ActiveFilesChanged {
+        files: Vec<crate::ActiveFile>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        added: Vec<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        removed: Vec<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        gone: Vec<String>,
+    },
     /// A provider call starts: one per answer the model gives in a turn
     /// (a retry of the same call is another attempt of it).
     ProviderRequest {

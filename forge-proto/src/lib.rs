@@ -8,6 +8,7 @@
 //! no transport: it only describes what travels on the socket (the client
 //! is `forge-client`).
 
+pub mod active_files;
 pub mod calls;
 pub mod commands;
 pub mod context;
@@ -28,6 +29,7 @@ pub mod types;
 pub mod usage;
 pub mod web;
 
+pub use active_files::{ActiveFile, ContextFilesResult, RefusedFile};
 pub use commands::{CommandInfo, PlanInfo, PlanStep};
 pub use context::{ContextInfo, RepoMapInfo};
 pub use error::{ErrorData, ErrorKind};

@@ -16,6 +16,7 @@
 //! server method (the compiler asks for it); a `machine` method needs
 //! nothing in the daemon, only its arm in the session machine.
 
+use crate::active_files::ContextFilesResult;
 use crate::calls::*;
 use crate::commands::{CommandInfo, PlanInfo};
 use crate::context::ContextInfo;
@@ -284,6 +285,11 @@ forge_methods! {
         /// `system: true` adds the system prompt its requests carry; `span: N`
         /// the original messages the session's N-th summary stands for.
         "session.context" session_context(ContextParams) -> ContextInfo = Context;
+        /// Adds files to the session's active files (their whole text goes
+        /// with every request) and removes others. A file that is binary,
+        /// over the read limit, outside the session's roots or too large for
+        /// the context budget is refused with the reason; the rest are done.
+        "session.context_files" session_context_files(ContextFilesParams) -> ContextFilesResult = ContextFiles;
         /// Cancels the running turn; the partial answer is kept, marked
         /// cancelled. With `drop_queued`, queued messages are dropped too.
         "session.cancel" session_cancel(CancelParams) -> CancelResult = Cancel;

@@ -247,6 +247,18 @@ params!(
 );
 
 params!(
+    /// Paths relative to the session's directory (or absolute within its
+    /// roots).
+    ContextFilesParams {
+        session: String,
+        #[serde(default, deserialize_with = "or_default", skip_serializing_if = "Vec::is_empty")]
+        pub add: Vec<String>,
+        #[serde(default, deserialize_with = "or_default", skip_serializing_if = "Vec::is_empty")]
+        pub remove: Vec<String>,
+    }
+);
+
+params!(
     RecallParams {
         session: String,
         pub query: String,

@@ -187,6 +187,9 @@ pub struct SessionInfo {
     /// Git mode: the session's branch and worktree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub git: Option<crate::GitSession>,
+    /// Files whose whole text goes with every request.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub active_files: Vec<crate::ActiveFile>,
     /// A helper agent's session: whose, for which `task` call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub helper: Option<crate::HelperOf>,

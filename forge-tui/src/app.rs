@@ -114,6 +114,8 @@ pub enum Action {
     Configure(forge_proto::params::ConfigureParams),
     Clear,
     Context,
+    /// `session.context_files` (its `session` filled in when sent).
+    ContextFiles(forge_proto::params::ContextFilesParams),
     Journal,
     Summarize,
     Tools,
@@ -586,6 +588,14 @@ impl App {
             Command::Cancel => vec![Action::Cancel],
             Command::Clear => vec![Action::Clear],
             Command::Context => vec![Action::Context],
+            Command::ContextFiles { add, paths } => {
+                let (add, remove) = if add { (paths, Vec::new()) } else { (Vec::new(), paths) };
+                vec![Action::ContextFiles(forge_proto::params::ContextFilesParams {
+                    add,
+                    remove,
+                    ..Default::default()
+                })]
+            }
             Command::Journal => vec![Action::Journal],
             Command::Summarize => vec![Action::Summarize],
             Command::Tools => vec![Action::Tools],

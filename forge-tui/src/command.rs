@@ -14,6 +14,11 @@ pub enum Command {
         value: String,
     },
     Context,
+    /// `/context add|remove PATH...`: the session's active files.
+    ContextFiles {
+        add: bool,
+        paths: Vec<String>,
+    },
     Journal,
     Summarize,
     Screen,
@@ -73,6 +78,7 @@ pub const HELP: &[(&str, &str)] = &[
     ("/provider [name], /p", "switch provider (claude, openai, gemini)"),
     ("/temperature T, /top_p P", "the session's own sampling (`default`: config.toml's again, both)"),
     ("/context, /ctx", "how much of the context window is used"),
+    ("/context add|remove PATH...", "keep files' whole text in every request (the session's active files)"),
     ("/journal, /jrnl", "journal health and statistics"),
     ("/summarize, /sum", "summarize older messages to free context"),
     ("/screen", "switch between full-screen and inline display"),
@@ -121,7 +127,13 @@ impl Command {
                 1 => Command::Sampling { top_p: name == "top_p", value: rest.to_string() },
                 _ => Command::Invalid { usage: usage_of(name) },
             },
-            "ctx" | "context" => no_args(Command::Context),
+            "ctx" | "context" => match rest.split_whitespace().collect::<Vec<_>>().as_slice() {
+                [] => Command::Context,
+                [op @ ("add" | "remove" | "rm"), paths @ ..] if !paths.is_empty() => {
+                    Command::ContextFiles { add: *op == "add", paths: paths.iter().map(|p| p.to_string()).collect() }
+                }
+                _ => Command::Invalid { usage: usage_of(name) },
+            },
             "jrnl" | "journal" => no_args(Command::Journal),
             "sum" | "summarize" => no_args(Command::Summarize),
             "screen" => no_args(Command::Screen),
@@ -212,7 +224,7 @@ fn usage_of(name: &str) -> &'static str {
         "q" | "quit" => "/quit",
         "clear" => "/clear",
         "cancel" => "/cancel",
-        "ctx" | "context" => "/context",
+        "ctx" | "context" => "/context  or  /context add PATH...  or  /context remove PATH...",
         "jrnl" | "journal" => "/journal",
         "sum" | "summarize" => "/summarize",
         "screen" => "/screen",

@@ -532,6 +532,18 @@ fn perform(action: Action, client: &Arc<Client>, session: &str, app: &mut App, t
                 }
             });
         }
+        Action::ContextFiles(params) => {
+            tokio::spawn(async move {
+                match c.session_context_files(forge_proto::params::ContextFilesParams { session: s, ..params }).await {
+                    Ok(r) => {
+                        for f in r.refused {
+                            say(tx.clone(), Level::Warn, format!("not added: {}: {}", f.path, f.reason)).await;
+                        }
+                    }
+                    Err(e) => say(tx, Level::Warn, format!("context: {}", error_text(e))).await,
+                }
+            });
+        }
         Action::Context => {
             tokio::spawn(async move {
                 let text = match c.session_context(ContextParams { session: s, ..Default::default() }).await {

@@ -349,6 +349,7 @@ pub async fn follow_turn(
             | EventKind::SamplingAdjusted { .. }
             | EventKind::ModelFallback { .. }
             | EventKind::ModelDeprecated { .. }
+            | EventKind::ActiveFilesChanged { .. }
                 if !g.json =>
             {
                 if let Some(notice) = seen.notice.as_ref() {

@@ -3,7 +3,7 @@
 use clap::{Args, Subcommand};
 use forge_client::ForgeClient;
 use forge_proto::SessionInfo;
-use forge_proto::params::{ConfigureParams, ContextParams, CreateParams, ModelsParams, RecallParams, RenameParams};
+use forge_proto::params::{ConfigureParams, CreateParams, ModelsParams, RecallParams, RenameParams};
 use forge_proto::{MessageStatus, RecoveryBadge, Role};
 
 use crate::Global;
@@ -335,61 +335,6 @@ pub async fn recall(g: &Global, session: &str, query: &str, limit: u32) -> Resul
     Ok(())
 }
 
-pub async fn context(g: &Global, session: &str, system: bool, span: Option<u32>, repo: bool) -> Result<(), Failure> {
-    let conn = daemon(g).await?;
-    let c = conn.client.session_context(ContextParams { session: session.to_string(), system, span, repo }).await?;
-    if g.json {
-        json_line(&c);
-        return Ok(());
-    }
-    if let Some(m) = c.repo_map.as_ref().filter(|_| repo) {
-        print_repo_map(m);
-        return Ok(());
-    }
-    if let Some(messages) = &c.span_messages {
-        outln!("the {} original messages summary {} stands for:", messages.len(), span.unwrap_or(0));
-        print_messages(messages);
-        return Ok(());
-    }
-    if system {
-        out!("{}", c.system_prompt.unwrap_or_default());
-        return Ok(());
-    }
-    outln!("session {}: {}", c.session_id, forge_client::context_line(&c));
-    if let Some(n) = c.last_input_tokens {
-        outln!("the last request: {n} input tokens, as the provider counted them");
-    }
-    for (i, s) in c.summaries.iter().enumerate() {
-        outln!(
-            "summary {} ({}): the first {} messages, about {} tokens down to {} (`--span {}` shows them)",
-            i + 1,
-            s.summary_id,
-            s.span.messages,
-            s.span.tokens_before,
-            s.span.tokens_after,
-            i + 1
-        );
-    }
-    if !c.tools_withheld.is_empty() {
-        outln!(
-            "tools: {} offered ({}); {} left out, their definitions would take too much of this window ({})",
-            c.tools_offered.len(),
-            c.tools_offered.join(", "),
-            c.tools_withheld.len(),
-            c.tools_withheld.join(", ")
-        );
-    }
-    if c.instruction_files.is_empty() {
-        outln!("project instructions: none (AGENTS.md or CLAUDE.md in the directory or up to the repository root)");
-    } else {
-        outln!("project instructions (in the system prompt, nearest last):");
-        for f in &c.instruction_files {
-            outln!("  {f}");
-        }
-    }
-    Ok(())
-}
-
 pub async fn history(g: &Global, session: &str) -> Result<(), Failure> {
     let conn = daemon(g).await?;
     let h = conn.client.session_history(session.to_string()).await?;
@@ -407,7 +352,7 @@ pub async fn history(g: &Global, session: &str) -> Result<(), Failure> {
 }
 
 /// Messages as `forgectl history` prints them.
-fn print_messages(messages: &[forge_proto::HistoryMessage]) {
+pub(super) fn print_messages(messages: &[forge_proto::HistoryMessage]) {
     for m in messages {
         let who = match m.role {
             Role::User => format!("user ({})", client_label(&m.meta.client)),
@@ -458,31 +403,5 @@ fn print_messages(messages: &[forge_proto::HistoryMessage]) {
         {
             outln!("    ({e})");
         }
-    }
-}
-
-/// `context --repo`: the map as the model gets it, its state on stderr.
-fn print_repo_map(m: &forge_proto::RepoMapInfo) {
-    if !m.enabled {
-        eprintln!(
-            "forgectl: repository maps are off: set `repo_summaries = true` under [context] in config.toml (and restart forged)"
-        );
-        return;
-    }
-    let model = m.model.as_deref().map(|m| format!(", summaries by {m}")).unwrap_or_default();
-    let state = match m.state.as_str() {
-        "building" => {
-            format!("being built: {} of {} shown files summarized, {} waiting", m.summarized, m.shown, m.waiting)
-        }
-        "ready" => format!("ready: {} of {} shown files summarized", m.summarized, m.shown),
-        "failed" => format!("incomplete ({} waiting): {}", m.waiting, m.error.as_deref().unwrap_or("a request failed")),
-        _ => "not built yet: it is built in the background; ask again in a moment".into(),
-    };
-    eprintln!(
-        "forgectl: map of {}: {state}; {} files, {} shown, about {} of {} tokens{model}",
-        m.root, m.files, m.shown, m.tokens, m.budget_tokens
-    );
-    if let Some(text) = &m.text {
-        out!("{}", text.trim_start());
     }
 }

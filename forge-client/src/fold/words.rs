@@ -50,6 +50,29 @@ pub(super) fn notice(kind: &EventKind, who: Option<&str>) -> Option<Notice> {
             },
             routine: false,
         }),
+        EventKind::ActiveFilesChanged { gone, .. } if !gone.is_empty() => Some(Notice {
+            level: Level::Warn,
+            text: format!(
+                "{} no longer exist{}: out of the active files",
+                gone.join(", "),
+                if gone.len() == 1 { "s" } else { "" }
+            ),
+            routine: false,
+        }),
+        EventKind::ActiveFilesChanged { files, added, removed, .. } => {
+            let mut said = Vec::new();
+            if !added.is_empty() {
+                said.push(format!("added {}", added.join(", ")));
+            }
+            if !removed.is_empty() {
+                said.push(format!("removed {}", removed.join(", ")));
+            }
+            let now = match files.is_empty() {
+                true => "none now".to_string(),
+                false => format!("now {}", files.iter().map(|f| f.path.as_str()).collect::<Vec<_>>().join(", ")),
+            };
+            info(format!("active files: {}{by}; {now}", said.join("; ")))
+        }
         EventKind::ModelDeprecated { model } => Some(Notice {
             level: Level::Warn,
             text: format!(

@@ -160,6 +160,11 @@ pub enum StoreOp {
         session_id: String,
         sampling: String,
     },
+    /// A session's active files (`[ActiveFile]` as JSON).
+    SetActiveFiles {
+        session_id: String,
+        files: String,
+    },
     /// A session's approval rules (`SessionApproval` as JSON).
     SetApproval {
         session_id: String,
@@ -235,6 +240,12 @@ pub enum StoreOp {
 }
 
 impl StoreOp {
+    /// Sets a session's active files.
+    pub fn set_active_files(session_id: &str, files: &[forge_proto::ActiveFile]) -> StoreOp {
+        let files = serde_json::to_string(files).unwrap_or_else(|_| "[]".into());
+        StoreOp::SetActiveFiles { session_id: session_id.to_string(), files }
+    }
+
     /// Sets a session's own sampling parameters.
     pub fn set_sampling(session_id: &str, sampling: &forge_proto::Sampling) -> StoreOp {
         let sampling = serde_json::to_string(sampling).unwrap_or_else(|_| "{}".into());
@@ -434,6 +445,9 @@ impl StoreOp {
             StoreOp::SetGit { session_id, git } => run("UPDATE sessions SET git = ? WHERE id = ?", &[git, session_id]),
             StoreOp::SetHelper { session_id, parent_id, helper } => {
                 run("UPDATE sessions SET parent_id = ?, helper = ? WHERE id = ?", &[parent_id, helper, session_id])
+            }
+            StoreOp::SetActiveFiles { session_id, files } => {
+                run("UPDATE sessions SET active_files = ? WHERE id = ?", &[files, session_id])
             }
             StoreOp::SetSampling { session_id, sampling } => {
                 run("UPDATE sessions SET sampling = ? WHERE id = ?", &[sampling, session_id])

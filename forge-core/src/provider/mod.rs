@@ -153,9 +153,31 @@ pub struct ChatRequest {
     /// `temperature` and `top_p`, already fitted to the provider and model
     /// (`crate::sampling::fit`): each wire format sends what is set.
     pub sampling: forge_proto::Sampling,
+    /// The session's active files, read by the shell into the request
+    /// just before it goes ([`ChatRequest::read_active_files`]).
+    pub active_files: Option<ActiveFilesRead>,
+}
+
+/// Active files to read into a request: their paths, and the sandbox and
+/// limits they are read under.
+#[derive(Debug, Clone)]
+pub struct ActiveFilesRead {
+    pub sandbox: crate::tools::Sandbox,
+    pub limits: crate::tools::ToolLimits,
+    pub paths: Vec<String>,
 }
 
 impl ChatRequest {
+    /// Reads the active files' text into the request: one user message
+    /// just before the last one of the user's (so the turn's earlier
+    /// requests stay a cacheable prefix, and the question comes last).
+    pub fn read_active_files(&mut self) {
+        let Some(files) = self.active_files.take() else { return };
+        let text = crate::tools::builtin::update_context::read_block(&files.sandbox, &files.limits, &files.paths);
+        let at = self.messages.iter().rposition(|m| m.role == ChatRole::User).unwrap_or(self.messages.len());
+        self.messages.insert(at, ChatMessage::user(text));
+    }
+
     /// Writes the sampling parameters that are set into `body` under the
     /// wire format's own names.
     pub(crate) fn put_sampling(&self, body: &mut serde_json::Value, temperature: &str, top_p: &str) {

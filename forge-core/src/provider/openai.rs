@@ -321,6 +321,7 @@ mod tests {
             output_schema: None,
             web_search: None,
             sampling: Default::default(),
+            active_files: None,
         };
         let b = body(&req, true);
         assert_eq!(b["messages"][0]["role"], "system");
@@ -362,6 +363,7 @@ mod tests {
             output_schema: None,
             web_search: None,
             sampling: Default::default(),
+            active_files: None,
         };
         let b = body(&req, false);
         let roles: Vec<&str> =

@@ -450,6 +450,7 @@ mod tests {
             output_schema: None,
             web_search: None,
             sampling: Default::default(),
+            active_files: None,
         };
         let opts = WireOptions {
             reasoning_effort: Some("high".into()),

@@ -320,6 +320,7 @@ async fn ask(
         output_schema: None,
         web_search: None,
         sampling: Default::default(),
+        active_files: None,
     };
     let collect = crate::provider::collect_text(providers.stream(asker.settings.clone(), request));
     let (text, usage) = tokio::time::timeout(ASK_TIMEOUT, collect)

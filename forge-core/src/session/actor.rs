@@ -304,7 +304,8 @@ impl SessionActor {
         };
         let hooks = hooks_for(&self.shared, self.session.id(), &cwd);
         let starting = self.shared.mcp.starting(Some(self.session.id()));
-        super::machine::Refresh { prompt, tools, agents, hooks, starting }
+        let gone = self.session.gone_active_files();
+        super::machine::Refresh { prompt, tools, agents, hooks, starting, gone }
     }
 
     /// The bytes of the request's images (the machine holds only what
@@ -366,6 +367,7 @@ impl SessionActor {
             Effect::StartRequest(request) => {
                 let (settings, mut request) = *request;
                 self.fill_images(&mut request).await;
+                request.read_active_files();
                 let stream = self.shared.providers.stream(settings, request);
                 self.request = Some(Request(std::sync::Mutex::new(stream)));
             }
@@ -404,6 +406,11 @@ impl SessionActor {
                     JobOutcome::Hooks(runs.into_iter().collect())
                 };
                 self.job(id, async move { JobOutcome::Hooks(super::tool_task::run_hooks(*job).await) }, failed);
+            }
+            Effect::CheckFiles(job) => {
+                let id = job.job;
+                let (checked, then) = job.run();
+                return Some(Event::JobDone { job: id, outcome: JobOutcome::FilesChecked(checked, then) });
             }
             Effect::RecordBefore(job) => {
                 let (id, recorder) = (job.job, self.recorder());

@@ -32,6 +32,7 @@ pub(crate) fn info(row: SessionRow, live: Option<(&Snapshot, u32)>, message_coun
         provider: row.provider,
         model: row.model,
         sampling: row.sampling,
+        active_files: row.active_files,
         created_ms: row.created_ms,
         updated_ms: row.updated_ms,
         state,

@@ -94,7 +94,7 @@ impl Store {
 
     pub async fn sessions(&self) -> Result<Vec<SessionRow>, StoreError> {
         let rows = sqlx::query(
-            "SELECT s.id, s.name, s.cwd, s.provider, s.model, s.created_ms, s.head_id, s.approval, s.git, s.helper, s.sampling,
+            "SELECT s.id, s.name, s.cwd, s.provider, s.model, s.created_ms, s.head_id, s.approval, s.git, s.helper, s.sampling, s.active_files,
                     COALESCE(e.seq, 0) AS last_seq, COALESCE(e.ts_ms, s.created_ms) AS updated_ms
              FROM sessions s
              LEFT JOIN events e ON e.session_id = s.id
@@ -108,7 +108,7 @@ impl Store {
 
     pub async fn session(&self, id: &str) -> Result<Option<SessionRow>, StoreError> {
         let row = sqlx::query(
-            "SELECT s.id, s.name, s.cwd, s.provider, s.model, s.created_ms, s.head_id, s.approval, s.git, s.helper, s.sampling,
+            "SELECT s.id, s.name, s.cwd, s.provider, s.model, s.created_ms, s.head_id, s.approval, s.git, s.helper, s.sampling, s.active_files,
                     COALESCE(e.seq, 0) AS last_seq, COALESCE(e.ts_ms, s.created_ms) AS updated_ms
              FROM sessions s
              LEFT JOIN events e ON e.session_id = s.id

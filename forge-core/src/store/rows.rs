@@ -16,6 +16,8 @@ pub struct SessionRow {
     pub model: String,
     /// The session's own `temperature` and `top_p`.
     pub sampling: forge_proto::Sampling,
+    /// Files whose whole text goes with every request.
+    pub active_files: Vec<forge_proto::ActiveFile>,
     pub created_ms: i64,
     pub updated_ms: i64,
     pub head_id: Option<String>,
@@ -69,6 +71,11 @@ impl SessionRow {
             model: r.try_get("model")?,
             sampling: r
                 .try_get::<String, _>("sampling")
+                .ok()
+                .and_then(|j| serde_json::from_str(&j).ok())
+                .unwrap_or_default(),
+            active_files: r
+                .try_get::<String, _>("active_files")
                 .ok()
                 .and_then(|j| serde_json::from_str(&j).ok())
                 .unwrap_or_default(),

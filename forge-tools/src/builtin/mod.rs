@@ -11,6 +11,7 @@ pub(crate) mod read_file;
 mod recall;
 pub mod run_command;
 mod search;
+pub mod update_context;
 pub mod update_plan;
 mod web_fetch;
 mod write_file;
@@ -34,6 +35,7 @@ pub fn all() -> Vec<Arc<dyn ToolExecutor>> {
         Arc::new(web_fetch::WebFetch),
         Arc::new(recall::Recall),
         Arc::new(update_plan::UpdatePlan),
+        Arc::new(update_context::UpdateContext),
     ];
     tools.extend(git::all().into_iter().map(|t| Arc::new(t) as Arc<dyn ToolExecutor>));
     tools

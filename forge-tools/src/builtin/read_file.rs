@@ -10,7 +10,7 @@ use crate::{ToolCtx, ToolError, ToolExecutor, ToolFut, truncate_output};
 pub struct ReadFile;
 
 /// Bytes looked at to tell binary from text.
-const SNIFF_BYTES: usize = 8192;
+pub(crate) const SNIFF_BYTES: usize = 8192;
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

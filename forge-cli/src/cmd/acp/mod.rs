@@ -48,10 +48,11 @@ const MODES: [(&str, &str, &str); 3] = [
 ];
 
 /// The commands a prompt may start with.
-const COMMANDS: [(&str, &str); 3] = [
+const COMMANDS: [(&str, &str); 4] = [
     ("undo", "Take back the last turn: its messages and the files it changed"),
     ("summarize", "Summarize the conversation so far to free the context window"),
     ("usage", "Tokens and estimated cost of this session"),
+    ("context", "add PATH... or remove PATH...: keep files' whole text in every request"),
 ];
 
 pub(crate) type Result<T> = std::result::Result<T, agent_client_protocol::Error>;

@@ -3,7 +3,9 @@
 //! becomes `session/request_permission` for each call; if another client
 //! answers first, the editor's requests are withdrawn (`$/cancel_request`).
 
-use forge_proto::params::{AnswerParams, ApprovalRulesParams, RewindParams, SendParams, SteerParams, UsageParams};
+use forge_proto::params::{
+    AnswerParams, ApprovalRulesParams, ContextFilesParams, RewindParams, SendParams, SteerParams, UsageParams,
+};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -196,7 +198,8 @@ impl Turn<'_> {
             | EventKind::GitSettingsUndone { .. }
             | EventKind::SamplingAdjusted { .. }
             | EventKind::ModelFallback { .. }
-            | EventKind::ModelDeprecated { .. } => {
+            | EventKind::ModelDeprecated { .. }
+            | EventKind::ActiveFilesChanged { .. } => {
                 if let Some(notice) = seen.notice.filter(|n| !n.routine) {
                     self.send(SessionUpdate::AgentThoughtChunk(map::text(&format!("{}\n", notice.text))))?;
                 }
@@ -418,6 +421,26 @@ async fn command(b: &Bridge, session: &str, text: &str) -> Result<Option<String>
                 "{} responses, {} input and {} output tokens, about ${:.4}.",
                 t.responses, t.tokens.input_tokens, t.tokens.output_tokens, t.cost_usd
             )
+        }
+        files if files.starts_with("context ") => {
+            let words: Vec<&str> = files.split_whitespace().skip(1).collect();
+            let (add, paths) = match words.as_slice() {
+                ["add", paths @ ..] if !paths.is_empty() => (true, paths),
+                ["remove" | "rm", paths @ ..] if !paths.is_empty() => (false, paths),
+                _ => return Ok(Some("Use /context add PATH... or /context remove PATH...".into())),
+            };
+            let paths: Vec<String> = paths.iter().map(|p| p.to_string()).collect();
+            let (add, remove) = if add { (paths, Vec::new()) } else { (Vec::new(), paths) };
+            let params = ContextFilesParams { session: session.to_string(), add, remove };
+            let r = d.client.session_context_files(params).await.map_err(from_client)?;
+            let mut said: Vec<String> =
+                r.refused.iter().map(|f| format!("Not added: {} ({}).", f.path, f.reason)).collect();
+            let now: Vec<&str> = r.files.iter().map(|f| f.path.as_str()).collect();
+            said.push(match now.is_empty() {
+                true => "No file is active.".to_string(),
+                false => format!("Active files (their whole text in every request): {}.", now.join(", ")),
+            });
+            said.join("\n")
         }
         _ => return Ok(None),
     };

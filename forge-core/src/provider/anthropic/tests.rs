@@ -62,6 +62,7 @@ fn request_body_has_the_required_fields() {
         output_schema: None,
         web_search: None,
         sampling: Default::default(),
+        active_files: None,
     };
     let b = body(&req, &WireOptions::default());
     assert_eq!(b["model"], "claude-x");
@@ -85,6 +86,7 @@ fn a_continued_answer_is_a_prefill_without_trailing_space_or_thinking() {
         output_schema: None,
         web_search: None,
         sampling: Default::default(),
+        active_files: None,
     };
     let opts = WireOptions { anthropic_thinking_budget: Some(2048), ..Default::default() };
     let b = body(&req, &opts);
@@ -114,6 +116,7 @@ fn tool_calls_and_results_become_blocks_and_unanswered_calls_get_a_result() {
         output_schema: None,
         web_search: None,
         sampling: Default::default(),
+        active_files: None,
     };
     let b = body(&req, &WireOptions::default());
     let m = &b["messages"];
@@ -185,6 +188,7 @@ fn tool_loop_request() -> ChatRequest {
         output_schema: None,
         web_search: None,
         sampling: Default::default(),
+        active_files: None,
     }
 }
 

@@ -107,6 +107,7 @@ fn the_request_sends_signatures_back_and_names_function_responses() {
         output_schema: None,
         web_search: None,
         sampling: Default::default(),
+        active_files: None,
     };
     let b = body(&req, &WireOptions { gemini_thinking: true, ..Default::default() }, None);
     assert_eq!(b["systemInstruction"]["parts"][0]["text"], "be Forge");
@@ -181,6 +182,7 @@ fn google_search_grounding_is_offered_read_and_sent_back() {
         output_schema: None,
         web_search: Some(Default::default()),
         sampling: Default::default(),
+        active_files: None,
     };
     let b = body(&req, &WireOptions::default(), None);
     assert_eq!(b["tools"][1], json!({"googleSearch": {}}));

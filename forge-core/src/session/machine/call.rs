@@ -92,6 +92,8 @@ pub(crate) enum JobOutcome {
     },
     /// A message, prepared (see `input.rs`).
     InputPrepared(Box<super::input::Prepared>),
+    /// Files checked for `session.context_files`, and the command.
+    FilesChecked(crate::tools::builtin::update_context::Checked, Box<super::active_files::Pending>),
     /// Git mode: where a checkout moved the branch (`None`: the node has
     /// no commit, or its commit is the tip already).
     BranchMoved(Result<Option<forge_git::Moved>, String>),
@@ -106,6 +108,7 @@ impl Session {
             JobOutcome::FilesRestored { done, error } => self.on_files_restored(job, done, error),
             JobOutcome::ToolsStarted { tools, not_started } => self.on_tools_started(job, tools, not_started),
             JobOutcome::InputPrepared(prepared) => self.on_input_prepared(job, *prepared),
+            JobOutcome::FilesChecked(checked, then) => self.on_files_checked(checked, *then),
             JobOutcome::Committed { result, usage } => self.on_committed(job, result, usage),
             JobOutcome::BranchMoved(result) => self.on_branch_moved(job, result),
             other if self.tool_stage_job() == Some(job) => self.call_stage_done(other),
@@ -420,6 +423,11 @@ impl Session {
                 self.pipeline.tool_output(running.id.clone(), stream, rest);
             }
         }
+        // Active files it deleted leave the list.
+        let gone: Vec<String> = changes.iter().filter(|c| c.after.is_none()).map(|c| c.path.clone()).collect();
+        if let Some(event) = self.take_gone(&gone) {
+            self.pipeline.event(None, event);
+        }
         // What the call left in the files it touched, with its result.
         for change in changes {
             if let (Some((hash, _)), Some(data)) = (&change.after, change.data)
@@ -433,6 +441,10 @@ impl Session {
                 after: change.after,
             });
         }
+        let result = match running.name.as_str() {
+            "update_context" => self.on_update_context(result),
+            _ => result,
+        };
         // The model's plan, for every client to show.
         if running.name == "update_plan"
             && result.is_ok()

@@ -506,6 +506,7 @@ impl Session {
             tools_offered: offered.iter().map(|t| t.name.clone()).collect(),
             tools_withheld,
             repo_map: None,
+            active_files: self.row.active_files.clone(),
         }
     }
 }

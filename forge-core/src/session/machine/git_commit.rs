@@ -232,6 +232,7 @@ impl Session {
             output_schema: None,
             web_search: None,
             sampling: Default::default(),
+            active_files: None,
         };
         Some(Box::new((settings, request)))
     }
@@ -285,6 +286,7 @@ impl Session {
             "provider": self.row.provider,
             "model": self.row.model,
             "usage": self.spent,
+            "active_files": self.row.active_files,
             "messages": messages,
         });
         let mut bytes = serde_json::to_vec_pretty(&state).unwrap_or_default();

@@ -175,7 +175,11 @@ impl Session {
         let Some((_, Waiting { params, client, reply })) = self.inputs.preparing.take_if(|(j, _)| *j == job) else {
             return;
         };
-        if let Some(Refresh { prompt, tools, agents, hooks, starting }) = prepared.refresh {
+        let mut gone = None;
+        if let Some(Refresh { prompt, tools, agents, hooks, starting, gone: missing }) = prepared.refresh {
+            // Out of the request at once; said after the message's own
+            // event, where a client following the turn sees it.
+            gone = self.take_gone(&missing);
             if let Some((prompt, files)) = prompt {
                 self.system_prompt = prompt;
                 self.instruction_files = files;
@@ -192,6 +196,9 @@ impl Session {
         match prepared.input {
             Err(e) => self.out.push(Effect::Reply(ReadyReply::now(reply, Err(e)))),
             Ok(input) => self.take_input(params, client, reply, input),
+        }
+        if let Some(event) = gone {
+            self.pipeline.event(None, event);
         }
         self.prepare_next_input();
     }

@@ -24,6 +24,7 @@
 //! - [`rewind`]: files put back, as the `Rewinding` state.
 //! - [`recovery`]: what the store says was left unfinished.
 
+mod active_files;
 mod answer;
 mod approvals;
 mod budget;
@@ -142,6 +143,8 @@ pub(crate) struct Refresh {
     pub hooks: crate::hooks::HookSet,
     /// The MCP servers still starting, whose tools the turn waits for.
     pub starting: Vec<String>,
+    /// Active files that no longer exist.
+    pub gone: Vec<String>,
 }
 
 /// How a tool's run ended.
@@ -178,6 +181,8 @@ pub(crate) enum Effect {
     PlanRewind(Box<rewind::PlanRewind>),
     /// Write a rewind's files; back as `Event::JobDone`.
     RestoreFiles(Box<rewind::RestoreFiles>),
+    /// Check files to make active; back as `Event::JobDone`.
+    CheckFiles(Box<active_files::CheckJob>),
     /// Prepare a message (see `input.rs`); back as `Event::JobDone`.
     PrepareInput(Box<input::InputJob>),
     /// Git mode: write a finished turn's commit; back as `Event::JobDone`.
@@ -568,6 +573,12 @@ impl Session {
 
     pub(crate) fn cwd(&self) -> &str {
         &self.row.cwd
+    }
+
+    /// Its active files that no longer exist.
+    pub(crate) fn gone_active_files(&self) -> Vec<String> {
+        let paths: Vec<String> = self.row.active_files.iter().map(|f| f.path.clone()).collect();
+        active_files::missing(&self.row.cwd, &paths)
     }
 
     pub(crate) fn set_instruction_files(&mut self, files: Vec<String>) {

@@ -48,7 +48,7 @@ impl Session {
     /// The bytes every request carries besides the conversation (the
     /// system prompt, the tool definitions).
     pub(super) fn fixed_bytes(&self) -> usize {
-        self.system_prompt.len() + self.tools_bytes
+        self.system_prompt.len() + self.tools_bytes + self.active_bytes()
     }
 
     /// What requests send now: the view (the summary in force, then the
@@ -202,6 +202,7 @@ impl Session {
             output_schema: None,
             web_search: None,
             sampling: Default::default(),
+            active_files: None,
         };
         let span = SummarySpan { first, last, messages: to as u64, tokens_before, tokens_after: 0 };
         tracing::info!(session = %self.row.id, messages = to, tokens_before, "summarizing the start of the conversation");

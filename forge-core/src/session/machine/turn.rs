@@ -258,6 +258,7 @@ impl Session {
             output_schema: self.schema.as_ref().map(|s| s.schema.clone()),
             web_search: self.web_search(),
             sampling,
+            active_files: self.active_files_read(),
         };
         self.out.push(Effect::StartRequest(Box::new((settings, request))));
         Ok((estimated, anchor))

@@ -69,6 +69,7 @@ fn row() -> SessionRow {
         provider: "claude".into(),
         model: "claude-test".into(),
         sampling: Default::default(),
+        active_files: Vec::new(),
         created_ms: 0,
         updated_ms: 0,
         head_id: None,
@@ -240,10 +241,22 @@ impl Harness {
                 }),
                 // The message as sent: no command of one's own, no MCP
                 // server here.
+                Effect::CheckFiles(job) => {
+                    let id = job.job;
+                    let (checked, then) = job.run();
+                    self.feed(Event::JobDone { job: id, outcome: call::JobOutcome::FilesChecked(checked, then) });
+                }
                 Effect::PrepareInput(job) => {
                     let prompt = self.next_prompt.take().map(|p| (p, Vec::new()));
                     let starting = std::mem::take(&mut self.mcp_starting);
-                    let refresh = Refresh { prompt, tools: None, agents: None, hooks: self.hooks.clone(), starting };
+                    let refresh = Refresh {
+                        prompt,
+                        tools: None,
+                        agents: None,
+                        hooks: self.hooks.clone(),
+                        starting,
+                        gone: Vec::new(),
+                    };
                     let same = std::mem::take(&mut self.next_same);
                     let input = input::Input { text: job.text, same, ..Default::default() };
                     let prepared = input::Prepared { refresh: Some(refresh), input: Ok(input) };
