@@ -75,6 +75,9 @@ pub struct GitConfig {
     pub mode: GitMode,
     /// The model that writes commit messages (default: the session's).
     pub message_model: Option<String>,
+    /// In a git session file edits run without asking, each being part of
+    /// a commit the user can undo; `true` asks as elsewhere.
+    pub ask_for_edits: Option<bool>,
 }
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -78,6 +78,23 @@ pub struct ApprovalPolicy {
     commands_confined: bool,
     /// What the running turn's command allows (`allowed-tools`).
     grants: Vec<crate::grants::Grant>,
+    /// A git session's file edits are commits that can be undone: they
+    /// run without asking (see [`ApprovalPolicy::with_reversible_edits`]).
+    reversible_edits: bool,
+}
+
+/// Files that make something run later (a hook, a build step, a tool or
+/// server the agent starts, git itself): an edit there asks even where
+/// edits are reversible, since undoing the file does not undo what ran.
+pub fn runs_code_later(path: &str) -> bool {
+    const FILES: &[&str] =
+        &[".mcp.json", ".envrc", ".pre-commit-config.yaml", "lefthook.yml", ".lefthook.yml", "lefthook.yaml"];
+    std::path::Path::new(path).components().any(|c| {
+        let c = c.as_os_str().to_string_lossy();
+        c.starts_with(".git")
+            || [".claude", ".forge", ".husky", ".githooks"].contains(&c.as_ref())
+            || FILES.contains(&c.as_ref())
+    })
 }
 
 impl ApprovalPolicy {
@@ -99,7 +116,17 @@ impl ApprovalPolicy {
             prompt_side_effects: cfg.and_then(|c| c.prompt_side_effects).unwrap_or(true),
             commands_confined: false,
             grants: Vec::new(),
+            reversible_edits: false,
         }
+    }
+
+    /// A git session's policy (`[git] ask_for_edits = false`): file edits
+    /// run without asking, each being part of a commit the user can undo,
+    /// except edits of files that make something run later
+    /// ([`runs_code_later`]). The denylist and strict mode still apply.
+    pub fn with_reversible_edits(mut self, on: bool) -> Self {
+        self.reversible_edits = on;
+        self
     }
 
     /// The policy for a turn a command of one's own started: calls its
@@ -144,6 +171,15 @@ impl ApprovalPolicy {
         // without asking, except where only the allowlist runs.
         if tool.approved_in_advance() && self.mode != ApprovalMode::Strict && (!commands || self.commands_confined) {
             return Decision::Run;
+        }
+        if self.reversible_edits
+            && self.mode != ApprovalMode::Strict
+            && let Some(args) = args
+        {
+            let paths = tool.touches(args);
+            if !paths.is_empty() && !paths.iter().any(|p| runs_code_later(p)) {
+                return Decision::Run;
+            }
         }
         match self.mode {
             ApprovalMode::Strict => {
@@ -192,6 +228,27 @@ mod tests {
             prompt_side_effects: None,
         }));
         assert_eq!(permissive.decide(write.as_ref(), None), Decision::Run);
+    }
+
+    #[test]
+    fn a_git_sessions_edits_run_but_not_where_code_runs_later_nor_in_strict_mode() {
+        let r = ToolRegistry::builtin();
+        let write = r.get("write_file").unwrap_or_else(|| panic!("write_file"));
+        let git = ApprovalPolicy::from_config(None).with_reversible_edits(true);
+        let at = |path: &str| serde_json::json!({"path": path, "content": "x"});
+        assert_eq!(git.decide(write.as_ref(), Some(&at("src/main.rs"))), Decision::Run);
+        for path in
+            [".claude/settings.json", ".git/config", ".github/workflows/ci.yml", ".mcp.json", "a/.husky/pre-commit"]
+        {
+            assert_eq!(git.decide(write.as_ref(), Some(&at(path))), Decision::Ask, "{path}");
+        }
+        assert_eq!(ApprovalPolicy::from_config(None).decide(write.as_ref(), Some(&at("src/main.rs"))), Decision::Ask);
+        let strict = ApprovalPolicy::from_config(Some(&ToolApprovalConfig {
+            mode: Some("strict".into()),
+            ..Default::default()
+        }))
+        .with_reversible_edits(true);
+        assert!(matches!(strict.decide(write.as_ref(), Some(&at("src/main.rs"))), Decision::Deny(_)));
     }
 
     #[test]

@@ -336,3 +336,40 @@ async fn a_checkout_moves_the_branch_to_the_turn_and_loses_nothing() {
     let tree = git(dir, &["ls-tree", "-r", "--name-only", &branch]);
     assert!(tree.contains("f3.txt") && !tree.contains("f2.txt"), "{tree}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_git_sessions_edits_run_without_asking_but_not_where_code_runs_later() {
+    let (_mock, forge) = started().await;
+    let repo = repository();
+    let dir = repo.path();
+    let id = forge.new_session(&["--git", "--cwd", &dir.display().to_string()]).await;
+    let worktree = PathBuf::from(
+        forge.ok(&["--json", "session", "show", &id]).await.json_lines()[0]["cwd"].as_str().unwrap_or_default(),
+    );
+    // Every edit is part of a commit the user can undo: no approval.
+    let write = call("write_file", json!({"path": "new.txt", "content": "made by the model\n"}));
+    let edit = call("edit", json!({"path": "b.txt", "old_string": "b", "new_string": "b, edited"}));
+    let sent = forge.ok(&["send", "-s", &id, &format!("{write} {edit} make and change")]).await;
+    assert!(!sent.stderr.contains("approve"), "{}", sent.stderr);
+    assert_eq!(std::fs::read_to_string(worktree.join("new.txt")).unwrap_or_default(), "made by the model\n");
+    assert_eq!(std::fs::read_to_string(worktree.join("b.txt")).unwrap_or_default(), "b, edited\n");
+    // A file that makes something run later still asks.
+    let hook = call("write_file", json!({"path": ".claude/settings.json", "content": "{}"}));
+    forge.ok(&["send", "-s", &id, "--no-wait", &format!("{hook} a setting")]).await;
+    forge.wait_for_session(&id, "asking", |s| s["state"] == "awaiting_approval").await;
+    forge.ok(&["cancel", &id]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ask_for_edits_makes_a_git_session_ask_as_elsewhere() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.write_config("[git]\nask_for_edits = true\n");
+    forge.start().await;
+    let repo = repository();
+    let id = forge.new_session(&["--git", "--cwd", &repo.path().display().to_string()]).await;
+    let write = call("write_file", json!({"path": "new.txt", "content": "x\n"}));
+    forge.ok(&["send", "-s", &id, "--no-wait", &format!("{write} make")]).await;
+    forge.wait_for_session(&id, "asking", |s| s["state"] == "awaiting_approval").await;
+    forge.ok(&["cancel", &id]).await;
+}

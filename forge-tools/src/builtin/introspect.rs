@@ -26,9 +26,8 @@ impl ToolExecutor for Introspect {
         "introspect"
     }
     fn description(&self) -> &str {
-        "Describe this agent's environment: the session (id, provider, model, working directory), the tools \
-available with their risk and approval rule, the sandbox rules, and the limits. `topic` narrows it to one \
-of session, tools, sandbox, limits, forge."
+        "Describe this agent's environment: session, tools (risk, approval rule), sandbox rules, limits. \
+`topic` narrows it: session, tools, sandbox, limits or forge."
     }
     fn schema(&self) -> Value {
         crate::schema_of::<Args>()

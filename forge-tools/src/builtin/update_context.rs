@@ -21,10 +21,10 @@ const MAX_PATHS: usize = 50;
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Args {
-    /// Files to keep in context (paths relative to the working directory)
+    /// Paths to keep in context
     #[serde(default)]
     add: Vec<String>,
-    /// Files to take out of it
+    /// Paths to take out
     #[serde(default)]
     remove: Vec<String>,
 }
@@ -100,10 +100,7 @@ impl ToolExecutor for UpdateContext {
         "update_context"
     }
     fn description(&self) -> &str {
-        "Keep files in context: the whole current text of each active file goes with every request from now on, \
-so you need not read it again after each change. `add` and `remove` take several paths at once. Use it for the \
-few files you are working on; take them out when done. Binary files, files over the read limit and files that \
-would not fit the context window are refused with the sizes."
+        "Keep files' whole current text in every request (several paths at once); remove them when done."
     }
     fn schema(&self) -> Value {
         crate::schema_of::<Args>()
