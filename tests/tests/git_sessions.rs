@@ -373,3 +373,34 @@ async fn ask_for_edits_makes_a_git_session_ask_as_elsewhere() {
     forge.wait_for_session(&id, "asking", |s| s["state"] == "awaiting_approval").await;
     forge.ok(&["cancel", &id]).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undo_moves_the_branch_back_and_keeps_the_tip_it_left() {
+    let (_mock, forge) = started().await;
+    let repo = repository();
+    let dir = repo.path();
+    let id = forge.new_session(&["--git", "--cwd", &dir.display().to_string()]).await;
+    let worktree = PathBuf::from(
+        forge.ok(&["--json", "session", "show", &id]).await.json_lines()[0]["cwd"].as_str().unwrap_or_default(),
+    );
+    for n in 1..=2 {
+        let c = call("write_file", json!({"path": format!("f{n}.txt"), "content": format!("{n}\n")}));
+        forge.ok(&["send", "-s", &id, &format!("{c} turn {n}")]).await;
+    }
+    let branch = format!("forge/session/{id}");
+    let tip = git(dir, &["rev-parse", &branch]).trim().to_string();
+    let undone = forge.ok(&["undo", &id]).await;
+    assert!(undone.stderr.is_empty() || !undone.stderr.contains("error"), "{}", undone.stderr);
+    // The branch is on the first turn's commit; the undone one is kept.
+    assert_eq!(git(dir, &["rev-list", "--count", &format!("main..{branch}")]).trim(), "1");
+    assert_eq!(git(dir, &["rev-parse", &format!("refs/forge/session/{id}/prev-1")]).trim(), tip);
+    assert!(worktree.join("f1.txt").exists() && !worktree.join("f2.txt").exists(), "the worktree followed");
+    let history = forge.ok(&["history", &id]).await.stdout;
+    assert!(history.contains("turn 1") && !history.contains("turn 2"), "{history}");
+    // The next turn commits on top of the first, not with the undo inside.
+    let c = call("write_file", json!({"path": "f3.txt", "content": "3\n"}));
+    forge.ok(&["send", "-s", &id, &format!("{c} turn 3")]).await;
+    assert_eq!(git(dir, &["rev-list", "--count", &format!("main..{branch}")]).trim(), "2");
+    let files = git(dir, &["show", "--name-only", "--format=", &branch]);
+    assert!(files.contains("f3.txt") && !files.contains("f2.txt"), "{files}");
+}

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use forge_proto::{EventKind, MessageStatus};
 use serde_json::json;
 
-use super::state::{BranchMove, OperationState};
+use super::state::{BranchMove, MoveReply, OperationState};
 use super::{Effect, OnDurable, Session};
 use crate::journal::StoreOp;
 use crate::provider::{ChatMessage, ChatRequest, ChatRole, ProviderSettings};
@@ -149,11 +149,57 @@ impl Session {
             Ok(p) => p,
             Err(e) => return self.out.push(Effect::Reply(super::ReadyReply::now(reply, Err(e)))),
         };
+        self.move_branch(node.clone(), Some(node), path, client, MoveReply::Checkout(reply));
+    }
+
+    /// Undo or rewind of a git session (files and conversation): as a
+    /// checkout, the branch moves to the commit before the undone turn
+    /// (or the target node's), the tip left kept, then the head.
+    pub(super) fn git_rewind(
+        &mut self,
+        forest: &crate::forest::Forest,
+        args: super::rewind::RewindArgs,
+        reply: crate::session::Reply<forge_proto::RewindResult>,
+    ) {
+        let planned = super::rewind::target(forest, self.row.head_id.as_deref(), &args).and_then(|(target, turn)| {
+            let path = match &target {
+                Some(n) => Self::path_to(forest, Some(n))?,
+                None => Vec::new(),
+            };
+            Ok((target, turn, path))
+        });
+        let (target, turn, path) = match planned {
+            Ok(p) => p,
+            Err(e) => return self.out.push(Effect::Reply(super::ReadyReply::now(reply, Err(e)))),
+        };
+        // The commit before the undone turn: the one its first message
+        // starts from, or the one ending at the target.
+        let git_node = turn.or_else(|| target.clone()).unwrap_or_default();
+        let result = forge_proto::RewindResult {
+            session_id: self.row.id.clone(),
+            node: target.clone(),
+            files: Vec::new(),
+            unknown: Vec::new(),
+            dry_run: false,
+            diff: None,
+            conversation: true,
+        };
+        self.move_branch(git_node, target, path, args.client, MoveReply::Rewind(reply, Box::new(result)));
+    }
+
+    fn move_branch(
+        &mut self,
+        git_node: String,
+        node: Option<String>,
+        path: Vec<crate::provider::ChatMessage>,
+        client: forge_proto::ClientRef,
+        reply: MoveReply,
+    ) {
         let Some(git) = self.row.git.as_ref() else { return };
         let (worktree, branch) = (PathBuf::from(&git.worktree), git.branch.clone());
         let job = self.new_job();
         let session = self.row.id.clone();
-        self.out.push(Effect::MoveBranch(Box::new(MoveJob { job, worktree, branch, session, node: node.clone() })));
+        self.out.push(Effect::MoveBranch(Box::new(MoveJob { job, worktree, branch, session, node: git_node })));
         self.state = OperationState::MovingBranch(Box::new(BranchMove { job, node, path, client, reply }));
     }
 
@@ -171,7 +217,10 @@ impl Session {
         match result {
             Err(e) => {
                 let e = crate::error::EngineError::new(forge_proto::ErrorKind::InvalidParams, e);
-                self.out.push(Effect::Reply(super::ReadyReply::now(reply, Err(e))));
+                match reply {
+                    MoveReply::Checkout(reply) => self.out.push(Effect::Reply(super::ReadyReply::now(reply, Err(e)))),
+                    MoveReply::Rewind(reply, _) => self.out.push(Effect::Reply(super::ReadyReply::now(reply, Err(e)))),
+                }
             }
             Ok(moved) => {
                 if let Some(forge_git::Moved { from, to, kept }) = moved {
@@ -179,8 +228,14 @@ impl Session {
                     let event = EventKind::GitBranchMoved { branch, commit: to, previous: from, kept };
                     self.pipeline.event(Some(client.clone()), event);
                 }
-                self.move_head(Some(node), path, &client);
-                self.pipeline.effect(super::OnDurable::Info(reply, None));
+                match node {
+                    Some(node) => self.move_head(Some(node), path, &client),
+                    None => self.clear_history(client.clone()),
+                }
+                match reply {
+                    MoveReply::Checkout(reply) => self.pipeline.effect(super::OnDurable::Info(reply, None)),
+                    MoveReply::Rewind(reply, result) => self.reply_when_durable(reply, Ok(*result)),
+                }
             }
         }
         self.start_next_queued();

@@ -126,12 +126,45 @@ fn ids(forest: &Forest, head: Option<&str>) -> Result<Vec<String>, EngineError> 
     })
 }
 
+/// Where a rewind goes from `head` (`None`: the start), and for an undo
+/// the message that started the turn it undoes.
+pub(super) fn target(
+    forest: &Forest,
+    head: Option<&str>,
+    args: &RewindArgs,
+) -> Result<(Option<String>, Option<String>), EngineError> {
+    let (target, turn) = match (args.last_turn, &args.node) {
+        (true, _) => {
+            let from = ids(forest, head)?;
+            let last_user = from.iter().rev().find(|n| forest.get(n).is_ok_and(|n| n.role == Role::User));
+            let Some(last_user) = last_user else {
+                return Err(EngineError::new(
+                    ErrorKind::InvalidParams,
+                    "nothing to undo: the conversation has no turn",
+                ));
+            };
+            (forest.get(last_user)?.parent_id.clone(), Some(last_user.clone()))
+        }
+        (false, node) => (node.clone(), None),
+    };
+    if let Some(n) = &target
+        && forest.get(n)?.role == Role::Summary
+    {
+        return Err(EngineError::new(ErrorKind::InvalidParams, "rewind to a message, not to a summary"));
+    }
+    Ok((target, turn))
+}
+
 impl Session {
     /// `session.rewind`, with the tree just read.
     pub(super) fn on_rewind(&mut self, forest: &Forest, args: RewindArgs, reply: Reply<RewindResult>) {
         if !matches!(self.state, OperationState::Idle) {
             let err = self.busy("wait for it to end (or cancel it), then rewind");
             return self.out.push(Effect::Reply(ReadyReply::now(reply, Err(err))));
+        }
+        // A git session's undo or rewind moves its branch, as a checkout.
+        if self.row.git.is_some() && args.files && args.conversation && !args.dry_run {
+            return self.git_rewind(forest, args, reply);
         }
         let files = args.files;
         match self.plan_rewind(forest, args) {
@@ -151,24 +184,7 @@ impl Session {
     /// plan them.
     fn plan_rewind(&mut self, forest: &Forest, args: RewindArgs) -> Result<Rewinding, EngineError> {
         let from = ids(forest, self.row.head_id.as_deref())?;
-        let target = match (args.last_turn, &args.node) {
-            (true, _) => {
-                let last_user = from.iter().rev().find(|n| forest.get(n).is_ok_and(|n| n.role == Role::User));
-                let Some(last_user) = last_user else {
-                    return Err(EngineError::new(
-                        ErrorKind::InvalidParams,
-                        "nothing to undo: the conversation has no turn",
-                    ));
-                };
-                forest.get(last_user)?.parent_id.clone()
-            }
-            (false, node) => node.clone(),
-        };
-        if let Some(n) = &target
-            && forest.get(n)?.role == Role::Summary
-        {
-            return Err(EngineError::new(ErrorKind::InvalidParams, "rewind to a message, not to a summary"));
-        }
+        let (target, _) = target(forest, self.row.head_id.as_deref(), &args)?;
         let to = ids(forest, target.as_deref())?;
         let path = match (args.conversation && !args.dry_run, &target) {
             (false, _) => None,
