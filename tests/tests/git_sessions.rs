@@ -404,3 +404,32 @@ async fn undo_moves_the_branch_back_and_keeps_the_tip_it_left() {
     let files = git(dir, &["show", "--name-only", "--format=", &branch]);
     assert!(files.contains("f3.txt") && !files.contains("f2.txt"), "{files}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kill_while_the_answer_streams_leaves_an_interrupted_commit() {
+    let (_mock, mut forge) = started().await;
+    let repo = repository();
+    let dir = repo.path();
+    let id = forge.new_session(&["--git", "--cwd", &dir.display().to_string()]).await;
+    forge.ok(&["send", "-s", &id, "mock:tokens=2 first"]).await;
+    let before = forge.wait_for_session(&id, "idle", |s| s["state"] == "idle").await["last_seq"].as_u64().unwrap_or(0);
+    let _sending = forge.ctl_cmd(&["send", "-s", &id, "mock:tokens=400 mock:delay=20 second, cut"]).spawn();
+    // Some of the answer is on disk before the kill.
+    forge
+        .wait_for_session(&id, "streaming", |s| {
+            s["state"] == "streaming" && s["last_seq"].as_u64().unwrap_or(0) > before + 10
+        })
+        .await;
+    forge.kill9().await;
+    forge.start().await;
+    forge.wait_for_session(&id, "idle", |s| s["state"] == "idle").await;
+    let branch = format!("forge/session/{id}");
+    let events = forge.ok(&["--json", "attach", &id, "--until-idle"]).await.json_lines();
+    assert_eq!(events.iter().filter(|e| e["kind"] == "git_committed").count(), 2, "the cut turn is committed");
+    assert_eq!(git(dir, &["rev-list", "--count", &format!("main..{branch}")]).trim(), "2");
+    let subject = git(dir, &["log", "-1", "--format=%s", &branch]);
+    assert!(subject.starts_with("[interrupted]") && subject.contains("second"), "{subject}");
+    // Its state file holds its own messages: the cut answer is in it.
+    let state = git(dir, &["show", &format!("{branch}:.forge/sessions/{id}.json")]);
+    assert!(state.contains("second, cut") && state.contains("w0"), "{state}");
+}

@@ -116,6 +116,12 @@ impl Session {
                 for stream in streams {
                     self.recover_stream(stream, cause);
                 }
+                // Git mode: the recovered turn is committed once its end is
+                // durable, as a live one is (`[interrupted]` when it was cut).
+                if self.row.git.is_some() && self.finished_turn.is_some() {
+                    self.state = OperationState::Finishing;
+                    self.pipeline.effect(super::OnDurable::TurnDone);
+                }
             }
             Unfinished::AwaitingTools { message_id } => self.restore_tools_wait(message_id),
             Unfinished::Commit { message_id, status } => self.restore_commit(message_id, status),
