@@ -41,6 +41,22 @@ impl EngineError {
     }
 }
 
+impl From<forge_git::GitError> for EngineError {
+    fn from(e: forge_git::GitError) -> Self {
+        use forge_git::GitError as G;
+        let kind = match e {
+            G::NotARepository { .. }
+            | G::Bare { .. }
+            | G::NoCommit { .. }
+            | G::BadRef { .. }
+            | G::BranchExists { .. } => ErrorKind::InvalidParams,
+            G::Conflict { .. } | G::UserTreeDirty { .. } | G::NotOnBranch { .. } => ErrorKind::GitConflict,
+            _ => ErrorKind::Internal,
+        };
+        EngineError::new(kind, e.to_string())
+    }
+}
+
 impl From<crate::store::StoreError> for EngineError {
     fn from(e: crate::store::StoreError) -> Self {
         Self::internal(format!("store read failed: {e}"))

@@ -11,11 +11,13 @@
 //! filters or other programs the repository's configuration names.
 
 mod commit;
+mod merge;
 mod read;
 
 use std::path::{Path, PathBuf};
 
 pub use commit::{Committed, Moved, TurnCommit, commit_for_node, commit_turn, move_branch, turn_of};
+pub use merge::{MergeOptions, Merged, merge_session, rebase_session};
 pub use read::{CommitInfo, Shown, diff_branch, log, show, turn_states};
 
 /// The prefix of every session branch.
@@ -47,6 +49,14 @@ pub enum GitError {
     Moved { branch: String },
     #[error("the session's worktree {path} holds changes no commit has (a commit failed?); nothing was moved")]
     Dirty { path: String },
+    #[error("{what} stops at a conflict in {}; nothing was changed (resolve it in your branch or the session's, then try again)", files.join(", "))]
+    Conflict { what: String, files: Vec<String> },
+    #[error(
+        "your working tree in {dir} is not on a branch (a detached HEAD); check out the branch to bring the work to"
+    )]
+    NotOnBranch { dir: String },
+    #[error("your working tree in {dir} has changes not committed ({}); commit or stash them first", files.join(", "))]
+    UserTreeDirty { dir: String, files: Vec<String> },
     #[error("git: {0}")]
     Git(#[from] git2::Error),
     #[error("{path}: {source}")]
@@ -99,6 +109,12 @@ fn main_repo(repo: &git2::Repository) -> Result<git2::Repository, GitError> {
     } else {
         Ok(git2::Repository::open(repo.path())?)
     }
+}
+
+/// The user's repository `dir` is in (from any of its worktrees).
+fn open_user(dir: &Path) -> Result<git2::Repository, GitError> {
+    let (repo, _) = discover(dir)?;
+    main_repo(&repo)
 }
 
 /// The user's working tree of the repository `dir` is in, from any of its

@@ -66,6 +66,9 @@ pub enum ErrorKind {
     /// not be had: unknown, arguments missing, or the server down or
     /// refusing; the message says which. Nothing was sent.
     McpRequestFailed,
+    /// `git.merge` or `git.rebase` met a conflict (or the user's tree is
+    /// not clean): nothing was changed.
+    GitConflict,
 }
 
 impl ErrorKind {
@@ -95,6 +98,7 @@ impl ErrorKind {
             Self::Internal => -32060,
             Self::RewindIncomplete => -32061,
             Self::McpRequestFailed => -32062,
+            Self::GitConflict => -32063,
         }
     }
 
@@ -124,6 +128,7 @@ impl ErrorKind {
             Self::Internal => "internal",
             Self::RewindIncomplete => "rewind_incomplete",
             Self::McpRequestFailed => "mcp_request_failed",
+            Self::GitConflict => "git_conflict",
         }
     }
 

@@ -60,3 +60,33 @@ pub struct GitDiff {
     pub branch: String,
     pub diff: String,
 }
+
+/// `git.merge`: the session's work on the user's current branch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct GitMerged {
+    pub session_id: String,
+    /// The user's branch the work went to.
+    pub into: String,
+    /// Its tip now, and before.
+    pub commit: String,
+    pub previous: String,
+    /// `fast_forward`, `merge`, `squash` or `up_to_date`.
+    pub how: String,
+    /// Files it changed in the user's working tree.
+    pub files: Vec<String>,
+}
+
+/// `git.rebase`: the session's branch on top of the user's current branch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct GitRebased {
+    pub session_id: String,
+    pub branch: String,
+    /// Its tip now and before, and the ref keeping the old tip (absent
+    /// when it was on top already).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept: Option<String>,
+}

@@ -285,6 +285,10 @@ forge_methods! {
         /// `system: true` adds the system prompt its requests carry; `span: N`
         /// the original messages the session's N-th summary stands for.
         "session.context" session_context(ContextParams) -> ContextInfo = Context;
+        /// Rebases a git session's branch and worktree onto the user's
+        /// current branch (refused while it runs a turn); a conflict changes
+        /// nothing (`git_conflict`); the old tip is kept as `prev-N`.
+        "git.rebase" git_rebase(SessionRef) -> GitRebased = GitRebase;
         /// Adds files to the session's active files (their whole text goes
         /// with every request) and removes others. A file that is binary,
         /// over the read limit, outside the session's roots or too large for
@@ -333,6 +337,11 @@ forge_methods! {
     /// What merging a git session's branch into the user's HEAD would
     /// bring, as a patch.
     daemon "git.diff" git_diff(SessionRef) -> GitDiff;
+    /// Merges a git session's branch into the user's current branch: a
+    /// fast-forward when possible (else a merge commit; `squash`: one
+    /// commit), only when the user's tracked files hold no changes and the
+    /// session runs no turn. A conflict changes nothing (`git_conflict`).
+    daemon "git.merge" git_merge(GitMergeParams) -> GitMerged;
     /// Every session, newest activity first.
     daemon "session.list" session_list(NoParams) -> Vec<SessionInfo>;
     /// One session, with its usage.

@@ -139,6 +139,19 @@ params!(
 );
 
 params!(
+    /// `git.merge`: how the session's work comes to the user's branch.
+    GitMergeParams {
+        session: String,
+        /// One commit holding all the session's work.
+        #[serde(default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
+        pub squash: bool,
+        /// Leave `.forge/sessions/*.json` out.
+        #[serde(default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
+        pub without_state: bool,
+    }
+);
+
+params!(
     /// One commit of a git session.
     GitShowParams {
         /// A commit id (or prefix, branch, tag).

@@ -534,6 +534,22 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// A new repository on branch `main` with `files` in its first commit
+/// (a user configured, so commits need nothing more).
+pub fn git_repository(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let p = dir.path();
+    git(p, &["init", "-q", "-b", "main"]);
+    git(p, &["config", "user.email", "user@example.com"]);
+    git(p, &["config", "user.name", "User"]);
+    for (name, text) in files {
+        std::fs::write(p.join(name), text).unwrap_or_else(|e| panic!("{e}"));
+    }
+    git(p, &["add", "."]);
+    git(p, &["commit", "-q", "-m", "start"]);
+    dir
+}
+
 /// Says that a test did not check what it is for, and why: on stderr,
 /// and as a line in `$FORGE_SKIP_LOG` when set (`.ci/run` counts them in
 /// its closing summary).

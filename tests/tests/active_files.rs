@@ -90,15 +90,8 @@ async fn a_file_too_large_for_the_window_is_refused_with_the_sizes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_model_adds_two_files_which_the_next_request_and_the_git_commit_hold() {
     let (mock, forge) = started("").await;
-    let repo = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let repo = forge_tests::harness::git_repository(&[("a.rs", "fn a() {}\n"), ("b.rs", "fn b() {}\n")]);
     let p = repo.path();
-    git(p, &["init", "-q", "-b", "main"]);
-    git(p, &["config", "user.email", "user@example.com"]);
-    git(p, &["config", "user.name", "User"]);
-    write(p, "a.rs", "fn a() {}\n");
-    write(p, "b.rs", "fn b() {}\n");
-    git(p, &["add", "."]);
-    git(p, &["commit", "-q", "-m", "start"]);
     let id = forge.new_session(&["--git", "--cwd", &p.display().to_string()]).await;
     let call = tool_call("update_context", &json!({"add": ["a.rs", "b.rs"]}));
     let sent = forge.ok(&["send", "-s", &id, &format!("{call} keep both in view")]).await;

@@ -1,9 +1,10 @@
 //! `forgectl git`: a git session's turns as commits (`log`), one turn's
-//! conversation and diff (`show`), what its branch would bring (`diff`).
+//! conversation and diff (`show`), what its branch would bring (`diff`),
+//! and bringing it over (`merge`, `rebase`).
 
 use forge_client::ForgeClient;
 use forge_proto::GitCommit;
-use forge_proto::params::{GitLogParams, GitShowParams, SessionRef};
+use forge_proto::params::{GitLogParams, GitMergeParams, GitShowParams, SessionRef};
 
 use crate::Global;
 use crate::connect::daemon;
@@ -32,6 +33,27 @@ pub enum GitCmd {
     /// What merging the session's branch into your HEAD would bring
     /// (`git merge forge/session/<id>` does it)
     Diff {
+        /// Session id, id prefix or name
+        session: String,
+    },
+    /// Merge the session's branch into your current branch: a fast-forward
+    /// when it can be, else a merge commit. Only when your tracked files
+    /// hold no uncommitted change and the session runs no turn; a conflict
+    /// stops it with the files named and nothing changed
+    Merge {
+        /// Session id, id prefix or name
+        session: String,
+        /// One commit holding all the session's work
+        #[arg(long)]
+        squash: bool,
+        /// Leave the session state files (.forge/sessions/*.json) out
+        #[arg(long)]
+        without_state: bool,
+    },
+    /// Rebase the session's branch and worktree onto your current branch
+    /// (the old tip kept as refs/forge/session/<id>/prev-N); a conflict
+    /// stops it with the files named and nothing changed
+    Rebase {
         /// Session id, id prefix or name
         session: String,
     },
@@ -85,6 +107,37 @@ pub async fn run(g: &Global, cmd: GitCmd) -> Result<(), Failure> {
             if !shown.diff.is_empty() {
                 outln!();
                 outln!("{}", shown.diff.trim_end());
+            }
+        }
+        GitCmd::Merge { session, squash, without_state } => {
+            let m = conn.client.git_merge(GitMergeParams { session, squash, without_state }).await?;
+            if g.json {
+                json_line(&m);
+            } else if m.how == "up_to_date" {
+                outln!("{} has nothing {} does not have", m.session_id, m.into);
+            } else {
+                let how = m.how.replace('_', "-");
+                let short: String = m.commit.chars().take(10).collect();
+                outln!(
+                    "{how} of session {} into {}: now at {short}, {} file(s) changed",
+                    m.session_id,
+                    m.into,
+                    m.files.len()
+                );
+                for f in &m.files {
+                    outln!("  {f}");
+                }
+            }
+        }
+        GitCmd::Rebase { session } => {
+            let r = conn.client.git_rebase(SessionRef { session }).await?;
+            if g.json {
+                json_line(&r);
+            } else if let (Some(commit), Some(kept)) = (&r.commit, &r.kept) {
+                let short: String = commit.chars().take(10).collect();
+                outln!("{} rebased onto your current branch: now at {short}; the old tip is kept as {kept}", r.branch);
+            } else {
+                outln!("{} is on top of your current branch already", r.branch);
             }
         }
         GitCmd::Diff { session } => {

@@ -48,21 +48,10 @@ impl GitStart {
     }
 }
 
-pub(super) fn git_error(e: forge_git::GitError) -> EngineError {
-    use forge_git::GitError as G;
-    let kind = match e {
-        G::NotARepository { .. } | G::Bare { .. } | G::NoCommit { .. } | G::BadRef { .. } | G::BranchExists { .. } => {
-            ErrorKind::InvalidParams
-        }
-        _ => ErrorKind::Internal,
-    };
-    EngineError::new(kind, e.to_string())
-}
-
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, forge_git::GitError> + Send + 'static,
 ) -> Result<T, EngineError> {
-    tokio::task::spawn_blocking(f).await.map_err(|e| EngineError::internal(e.to_string()))?.map_err(git_error)
+    tokio::task::spawn_blocking(f).await.map_err(|e| EngineError::internal(e.to_string()))?.map_err(EngineError::from)
 }
 
 /// What a session commit's state file says of where it was made.
@@ -192,6 +181,29 @@ impl Engine {
         let (repo, branch) = (PathBuf::from(&git.repo), git.branch.clone());
         let diff = blocking(move || forge_git::diff_branch(&repo, &branch)).await?;
         Ok(GitDiff { branch: git.branch, diff })
+    }
+
+    /// `git.merge`: the session's work onto the user's current branch, the
+    /// session idle.
+    pub async fn git_merge(
+        &self,
+        p: forge_proto::params::GitMergeParams,
+    ) -> Result<forge_proto::GitMerged, EngineError> {
+        let (id, git) = self.git_of(&p.session).await?;
+        let info = self.session_info(&id).await?;
+        if info.state != forge_proto::OperationStateKind::Idle {
+            return Err(EngineError::new(
+                ErrorKind::SessionBusy,
+                format!(
+                    "session {id} is running a turn; merge once it has ended (or cancel it: `forgectl cancel {id}`)"
+                ),
+            ));
+        }
+        let (repo, branch, session) = (PathBuf::from(&git.repo), git.branch.clone(), id.clone());
+        let options = forge_git::MergeOptions { squash: p.squash, without_state: p.without_state };
+        let m = blocking(move || forge_git::merge_session(&repo, &branch, &session, options)).await?;
+        let forge_git::Merged { into, commit, previous, how, files } = m;
+        Ok(forge_proto::GitMerged { session_id: id, into, commit, previous, how: how.to_string(), files })
     }
 
     /// A removed git session's worktree goes (its branch stays).

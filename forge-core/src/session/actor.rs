@@ -457,7 +457,11 @@ impl SessionActor {
             }
             Effect::MoveBranch(m) => {
                 let job = m.job;
-                let failed = || JobOutcome::BranchMoved(Err("moving the branch failed inside forged".into()));
+                let failed = || {
+                    JobOutcome::BranchMoved(Err(crate::error::EngineError::internal(
+                        "moving the branch failed inside forged",
+                    )))
+                };
                 self.job(job, super::git_task::move_branch(*m), failed);
             }
             Effect::CommitTurn(c) => {

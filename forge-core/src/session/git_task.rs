@@ -60,14 +60,16 @@ fn parse_message(text: &str) -> Option<(String, Option<String>)> {
 
 /// Moves a git session's branch to the commit of a node (`Effect::MoveBranch`).
 pub(super) async fn move_branch(job: super::machine::git_commit::MoveJob) -> JobOutcome {
-    let moved = tokio::task::spawn_blocking(move || {
-        let found = forge_git::commit_for_node(&job.worktree, &job.branch, &job.session, &job.node)?;
-        match found {
+    use super::machine::git_commit::MoveTo;
+    let moved = tokio::task::spawn_blocking(move || match &job.to {
+        MoveTo::Rebase(repo) => forge_git::rebase_session(repo, &job.worktree, &job.branch, &job.session),
+        MoveTo::Node(node) => match forge_git::commit_for_node(&job.worktree, &job.branch, &job.session, node)? {
             Some(commit) => forge_git::move_branch(&job.worktree, &job.branch, &job.session, &commit),
             None => Ok(None),
-        }
+        },
     });
-    JobOutcome::BranchMoved(moved.await.map_err(|e| e.to_string()).and_then(|r| r.map_err(|e| e.to_string())))
+    let moved = moved.await.map_err(|e| crate::error::EngineError::internal(e.to_string()));
+    JobOutcome::BranchMoved(moved.and_then(|r| r.map_err(crate::error::EngineError::from)))
 }
 
 #[cfg(test)]

@@ -116,6 +116,10 @@ impl ForgeServer for ConnServer {
         self.engine().git_diff(p).await.map_err(to_rpc)
     }
 
+    async fn git_merge(&self, p: GitMergeParams) -> RpcResult<forge_proto::GitMerged> {
+        self.engine().git_merge(p).await.map_err(to_rpc)
+    }
+
     async fn session_list(&self, _: NoParams) -> RpcResult<Vec<SessionInfo>> {
         self.engine().list_sessions().await.map_err(to_rpc)
     }

@@ -96,7 +96,7 @@ pub(crate) enum JobOutcome {
     FilesChecked(crate::tools::builtin::update_context::Checked, Box<super::active_files::Pending>),
     /// Git mode: where a checkout moved the branch (`None`: the node has
     /// no commit, or its commit is the tip already).
-    BranchMoved(Result<Option<forge_git::Moved>, String>),
+    BranchMoved(Result<Option<forge_git::Moved>, crate::error::EngineError>),
 }
 
 impl Session {

@@ -14,8 +14,10 @@ use serde_json::json;
 
 use super::state::{BranchMove, MoveReply, OperationState};
 use super::{Effect, OnDurable, Session};
+use crate::error::EngineError;
 use crate::journal::StoreOp;
 use crate::provider::{ChatMessage, ChatRequest, ChatRole, ProviderSettings};
+use crate::session::Reply;
 
 /// A turn's commit, for the shell to write.
 pub(crate) struct CommitJob {
@@ -46,7 +48,14 @@ pub(crate) struct MoveJob {
     pub worktree: PathBuf,
     pub branch: String,
     pub session: String,
-    pub node: String,
+    /// Where to: the commit of this node, or, for a rebase, the user's
+    /// current branch of this repository.
+    pub to: MoveTo,
+}
+
+pub(crate) enum MoveTo {
+    Node(String),
+    Rebase(PathBuf),
 }
 
 /// What the commit message request used.
@@ -199,13 +208,44 @@ impl Session {
         let (worktree, branch) = (PathBuf::from(&git.worktree), git.branch.clone());
         let job = self.new_job();
         let session = self.row.id.clone();
-        self.out.push(Effect::MoveBranch(Box::new(MoveJob { job, worktree, branch, session, node: git_node })));
+        let to = MoveTo::Node(git_node);
+        self.out.push(Effect::MoveBranch(Box::new(MoveJob { job, worktree, branch, session, to })));
         self.state = OperationState::MovingBranch(Box::new(BranchMove { job, node, path, client, reply }));
+    }
+
+    /// `git.rebase`: the session's branch and worktree onto the user's
+    /// current branch, while it runs no turn.
+    pub(super) fn on_git_rebase(&mut self, client: forge_proto::ClientRef, reply: Reply<forge_proto::GitRebased>) {
+        let refusal = match (&self.state, &self.row.git) {
+            (OperationState::Idle, Some(_)) => None,
+            (_, None) => Some(EngineError::new(
+                forge_proto::ErrorKind::InvalidParams,
+                format!("session {} is not a git session (`forgectl session new --git` makes one)", self.row.id),
+            )),
+            _ => Some(self.busy("rebase once it has ended")),
+        };
+        if let Some(e) = refusal {
+            return self.out.push(Effect::Reply(super::ReadyReply::now(reply, Err(e))));
+        }
+        let Some(git) = self.row.git.as_ref() else { return };
+        let (worktree, branch, repo) = (PathBuf::from(&git.worktree), git.branch.clone(), PathBuf::from(&git.repo));
+        let job = self.new_job();
+        let session = self.row.id.clone();
+        self.out.push(Effect::MoveBranch(Box::new(MoveJob {
+            job,
+            worktree,
+            branch,
+            session,
+            to: MoveTo::Rebase(repo),
+        })));
+        let node = self.row.head_id.clone();
+        let reply = MoveReply::Rebase(reply);
+        self.state = OperationState::MovingBranch(Box::new(BranchMove { job, node, path: Vec::new(), client, reply }));
     }
 
     /// The branch moved (or could not): the head follows, or the checkout
     /// is refused and nothing moved.
-    pub(super) fn on_branch_moved(&mut self, job: u64, result: Result<Option<forge_git::Moved>, String>) {
+    pub(super) fn on_branch_moved(&mut self, job: u64, result: Result<Option<forge_git::Moved>, EngineError>) {
         let OperationState::MovingBranch(m) = &self.state else { return };
         if m.job != job {
             return;
@@ -215,26 +255,36 @@ impl Session {
         };
         let BranchMove { node, path, client, reply, .. } = *m;
         match result {
-            Err(e) => {
-                let e = crate::error::EngineError::new(forge_proto::ErrorKind::InvalidParams, e);
-                match reply {
-                    MoveReply::Checkout(reply) => self.out.push(Effect::Reply(super::ReadyReply::now(reply, Err(e)))),
-                    MoveReply::Rewind(reply, _) => self.out.push(Effect::Reply(super::ReadyReply::now(reply, Err(e)))),
-                }
-            }
+            Err(e) => match reply {
+                MoveReply::Checkout(reply) => self.out.push(Effect::Reply(super::ReadyReply::now(reply, Err(e)))),
+                MoveReply::Rewind(reply, _) => self.out.push(Effect::Reply(super::ReadyReply::now(reply, Err(e)))),
+                MoveReply::Rebase(reply) => self.out.push(Effect::Reply(super::ReadyReply::now(reply, Err(e)))),
+            },
             Ok(moved) => {
+                let branch = self.row.git.as_ref().map(|g| g.branch.clone()).unwrap_or_default();
+                let mut rebased = forge_proto::GitRebased {
+                    session_id: self.row.id.clone(),
+                    branch: branch.clone(),
+                    commit: None,
+                    previous: None,
+                    kept: None,
+                };
                 if let Some(forge_git::Moved { from, to, kept }) = moved {
-                    let branch = self.row.git.as_ref().map(|g| g.branch.clone()).unwrap_or_default();
+                    (rebased.commit, rebased.previous, rebased.kept) =
+                        (Some(to.clone()), Some(from.clone()), Some(kept.clone()));
                     let event = EventKind::GitBranchMoved { branch, commit: to, previous: from, kept };
                     self.pipeline.event(Some(client.clone()), event);
                 }
-                match node {
-                    Some(node) => self.move_head(Some(node), path, &client),
-                    None => self.clear_history(client.clone()),
+                match (&reply, node) {
+                    // A rebase leaves the conversation where it is.
+                    (MoveReply::Rebase(_), _) => {}
+                    (_, Some(node)) => self.move_head(Some(node), path, &client),
+                    (_, None) => self.clear_history(client.clone()),
                 }
                 match reply {
                     MoveReply::Checkout(reply) => self.pipeline.effect(super::OnDurable::Info(reply, None)),
                     MoveReply::Rewind(reply, result) => self.reply_when_durable(reply, Ok(*result)),
+                    MoveReply::Rebase(reply) => self.reply_when_durable(reply, Ok(rebased)),
                 }
             }
         }

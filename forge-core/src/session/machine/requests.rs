@@ -58,6 +58,7 @@ impl Session {
             SessionRequest::Configure(params) => self.on_configure(params, client, reply.typed()),
             SessionRequest::Clear(_) => self.on_clear(client, reply.typed()),
             SessionRequest::ContextFiles(params) => self.on_context_files(params, client, reply.typed()),
+            SessionRequest::GitRebase(_) => self.on_git_rebase(client, reply.typed()),
             SessionRequest::Context(params) => {
                 let info = self.context_info(params.system);
                 let (span, repo, reply) = (params.span, params.repo, reply.typed());

@@ -22,4 +22,6 @@ pub(crate) enum MoveReply {
     Checkout(Reply<SessionInfo>),
     /// Undo or rewind: answered with the rewind's result.
     Rewind(Reply<RewindResult>, Box<RewindResult>),
+    /// `git.rebase`: the conversation stays.
+    Rebase(Reply<forge_proto::GitRebased>),
 }
