@@ -143,6 +143,10 @@ pub fn commit_for_node(worktree: &Path, branch: &str, session: &str, node: &str)
             walk.push(id)?;
         }
     }
+    // A turn may be several commits (its checkpoints, keyed
+    // `<turn>~...`, then its own): before it is the parent of its first.
+    let checkpoint = format!("{node}~");
+    let mut before: Option<String> = None;
     for id in walk {
         let commit = repo.find_commit(id?)?;
         let message = String::from_utf8_lossy(commit.message_bytes()).into_owned();
@@ -150,14 +154,19 @@ pub fn commit_for_node(worktree: &Path, branch: &str, session: &str, node: &str)
         let Ok(entry) = commit.tree()?.get_path(&state_path(&owner)) else { continue };
         let Some(blob) = entry.to_object(&repo).ok().and_then(|o| o.into_blob().ok()) else { continue };
         let state: serde_json::Value = serde_json::from_slice(blob.content()).unwrap_or_default();
+        let turn = state["turn"].as_str().unwrap_or_default();
+        if turn == node || turn.starts_with(&checkpoint) {
+            before = commit.parent_id(0).ok().map(|p| p.to_string());
+            continue;
+        }
+        if before.is_some() {
+            break;
+        }
         if state["head"] == node {
             return Ok(Some(commit.id().to_string()));
         }
-        if state["turn"] == node {
-            return Ok(commit.parent_id(0).ok().map(|p| p.to_string()));
-        }
     }
-    Ok(None)
+    Ok(before)
 }
 
 /// Moves session `session`'s branch (checked out in `worktree`) to commit

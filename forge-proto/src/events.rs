@@ -344,6 +344,20 @@ pub enum EventKind {
         files: Vec<String>,
         status: MessageStatus,
     },
+    /// Git mode: the turn `message_id` stopped for the user (`reason`
+    /// `awaiting_approval`), or the user answered (`approved`, `denied`):
+    /// what the worktree holds is commit `commit` on `branch`, its state
+    /// file saying so, before anything runs on. The turn's own commit
+    /// (`git_committed`) comes at its end.
+    GitCheckpoint {
+        message_id: String,
+        commit: String,
+        branch: String,
+        #[serde(default)]
+        files: Vec<String>,
+        reason: String,
+        approval_id: String,
+    },
     /// Git mode: a checkout moved the session's branch to `commit` (its
     /// files with it); the tip it left, `previous`, is kept on `kept`
     /// (`refs/forge/session/<id>/prev-N`).

@@ -433,3 +433,39 @@ async fn a_kill_while_the_answer_streams_leaves_an_interrupted_commit() {
     let state = git(dir, &["show", &format!("{branch}:.forge/sessions/{id}.json")]);
     assert!(state.contains("second, cut") && state.contains("w0"), "{state}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_waiting_on_an_approval_is_committed_first_and_the_answer_is_a_commit() {
+    let (_mock, forge) = started().await;
+    let repo = repository();
+    let dir = repo.path();
+    let id = forge.new_session(&["--git", "--cwd", &dir.display().to_string()]).await;
+    let branch = format!("forge/session/{id}");
+    let c = call("write_file", json!({"path": ".mcp.json", "content": "{}\n"}));
+    forge.ok(&["send", "-s", &id, "--no-wait", &format!("{c} add a server")]).await;
+    let waiting = forge.wait_for_session(&id, "asking", |s| s["state"] == "awaiting_approval").await;
+    let subject = |rev: &str| git(dir, &["log", "-1", "--format=%s", rev]).trim().to_string();
+    for _ in 0..400 {
+        if subject(&branch).starts_with("[awaiting approval]") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert!(subject(&branch).starts_with("[awaiting approval] "), "committed before the wait: {}", subject(&branch));
+    assert!(waiting["state"] == "awaiting_approval");
+    forge.ok(&["approve", &id, "--all"]).await;
+    forge.wait_for_session(&id, "idle", |s| s["state"] == "idle").await;
+    let subjects = git(dir, &["log", "--format=%s", &format!("main..{branch}")]);
+    let subjects: Vec<&str> = subjects.lines().collect();
+    assert_eq!(subjects.len(), 3, "{subjects:?}");
+    assert!(subjects[1].starts_with("[approved] ") && subjects[2].starts_with("[awaiting approval] "), "{subjects:?}");
+    let answered = git(dir, &["show", &format!("{branch}~1:.forge/sessions/{id}.json")]);
+    assert!(answered.contains("\"decision\": \"approved\""), "{answered}");
+    let events = forge.ok(&["--json", "attach", &id, "--until-idle"]).await.json_lines();
+    let reasons: Vec<&str> =
+        events.iter().filter(|e| e["kind"] == "git_checkpoint").filter_map(|e| e["reason"].as_str()).collect();
+    assert_eq!(reasons, ["awaiting_approval", "approved"]);
+    // Undo goes back to before the turn, checkpoints and all.
+    forge.ok(&["undo", &id]).await;
+    assert_eq!(git(dir, &["rev-list", "--count", &format!("main..{branch}")]).trim(), "0");
+}

@@ -350,6 +350,7 @@ pub async fn follow_turn(
             | EventKind::ModelFallback { .. }
             | EventKind::ModelDeprecated { .. }
             | EventKind::ActiveFilesChanged { .. }
+            | EventKind::GitCheckpoint { .. }
                 if !g.json =>
             {
                 if let Some(notice) = seen.notice.as_ref() {

@@ -182,6 +182,19 @@ pub(super) fn notice(kind: &EventKind, who: Option<&str>) -> Option<Notice> {
             ),
             routine: true,
         }),
+        EventKind::GitCheckpoint { commit, branch, reason, .. } => Some(Notice {
+            level: Level::Info,
+            text: format!(
+                "{} {} on {branch}",
+                match reason.as_str() {
+                    "awaiting_approval" => "the work so far committed before the approval:",
+                    "approved" => "your approval committed:",
+                    _ => "your refusal committed:",
+                },
+                short_id(commit)
+            ),
+            routine: true,
+        }),
         EventKind::GitBranchMoved { branch, commit, kept, .. } => {
             info(format!("{branch} moved to {} with its files; the tip it left is kept as {kept}", short_id(commit)))
         }

@@ -123,6 +123,8 @@ impl Session {
             // Durable already: shown at once.
             l.approval_seq = 0;
         }
+        // Made before the stop, or not: found again by its key, not twice.
+        self.checkpoint_awaiting();
     }
 
     /// A client's answer to the pending approval.
@@ -208,6 +210,7 @@ impl Session {
             }
             self.set_rules(rules, Some(client));
         }
+        self.checkpoint_answer(&approval_id, &approved, &denied);
         self.pipeline.effect(OnDurable::NextTool);
         Ok(ApprovalResult { session_id: self.row.id.clone(), approval_id, approved, denied })
     }

@@ -10,7 +10,6 @@
 use std::path::PathBuf;
 
 use forge_proto::{EventKind, MessageStatus};
-use serde_json::json;
 
 use super::state::{BranchMove, MoveReply, OperationState};
 use super::{Effect, OnDurable, Session};
@@ -65,9 +64,6 @@ pub(crate) struct MessageUsage {
     pub usage: forge_proto::Usage,
 }
 
-/// A commit subject's most characters (git's own advice is 50–72).
-const SUBJECT_CHARS: usize = 72;
-
 impl Session {
     /// A finished turn of a git session is committed before the session
     /// goes on (true). Stopping, it is left to the restart.
@@ -104,6 +100,9 @@ impl Session {
         result: Result<forge_git::Committed, String>,
         usage: Option<MessageUsage>,
     ) {
+        if self.on_checkpoint(job, &result) {
+            return;
+        }
         let OperationState::Committing { job: waiting, .. } = &self.state else { return };
         if *waiting != job {
             return;
@@ -340,62 +339,5 @@ impl Session {
             active_files: None,
         };
         Some(Box::new((settings, request)))
-    }
-
-    /// The commit of the turn started by user message `turn`: its subject
-    /// (the message's first line, marked when the turn did not complete)
-    /// and the session state the turn leaves.
-    fn turn_commit(&self, turn: &str, status: MessageStatus) -> forge_git::TurnCommit {
-        let at = self.path.iter().rposition(|m| m.node.as_deref() == Some(turn));
-        let messages = at.map(|i| &self.path[i..]).unwrap_or_default();
-        let asked = messages.first().map(|m| m.text.as_str()).unwrap_or_default();
-        let first = asked.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("A turn with no message");
-        let mut subject: String = first.chars().take(SUBJECT_CHARS).collect();
-        if first.chars().count() > SUBJECT_CHARS {
-            subject.push('…');
-        }
-        let mark = match status {
-            MessageStatus::Complete => None,
-            MessageStatus::Cancelled => Some("[cancelled]"),
-            MessageStatus::Interrupted => Some("[interrupted]"),
-            _ => Some("[failed]"),
-        };
-        if let Some(mark) = mark {
-            subject = format!("{mark} {subject}");
-        }
-        let body = (asked.trim() != first).then(|| asked.trim().to_string());
-        let messages: Vec<serde_json::Value> = messages
-            .iter()
-            .map(|m| {
-                let role = match m.role {
-                    ChatRole::User => "user",
-                    ChatRole::Assistant => "assistant",
-                    ChatRole::Tool => "tool",
-                };
-                let mut v = json!({"node": m.node, "role": role, "text": m.text});
-                if !m.tool_calls.is_empty() {
-                    v["tool_calls"] = json!(m.tool_calls);
-                }
-                if let Some((call_id, is_error)) = &m.tool_result {
-                    v["tool_result"] = json!({"call_id": call_id, "is_error": is_error});
-                }
-                v
-            })
-            .collect();
-        let state = json!({
-            "version": 1,
-            "session": self.row.id,
-            "turn": turn,
-            "head": self.row.head_id,
-            "status": status,
-            "provider": self.row.provider,
-            "model": self.row.model,
-            "usage": self.spent,
-            "active_files": self.row.active_files,
-            "messages": messages,
-        });
-        let mut bytes = serde_json::to_vec_pretty(&state).unwrap_or_default();
-        bytes.push(b'\n');
-        forge_git::TurnCommit { session: self.row.id.clone(), turn: turn.to_string(), subject, body, state: bytes }
     }
 }

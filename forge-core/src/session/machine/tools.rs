@@ -254,6 +254,8 @@ impl Session {
             approval: None,
             approval_seq: 0,
             helpers: Default::default(),
+            checkpoint: None,
+            next_checkpoint: None,
         };
         let asks = self.apply_policy(&mut l);
         if asks.is_empty() {
@@ -281,8 +283,9 @@ impl Session {
     pub(super) fn next_tool(&mut self) {
         let OperationState::ToolLoop(l) = &mut self.state else { return };
         // One call runs at a time (helpers run beside it): a second
-        // `NextTool` (a helper's result) waits for it.
-        if l.running.is_some() {
+        // `NextTool` (a helper's result) waits for it, and so does a
+        // checkpoint commit in flight.
+        if l.running.is_some() || l.checkpoint.is_some() {
             return;
         }
         match l.pending.pop_front() {
@@ -472,6 +475,7 @@ impl Session {
                     .map(|c| ToolCallRecord { id: c.call_id, name: c.name, arguments: c.arguments })
                     .collect();
                 self.start_tool_loop(message_id, 0, records);
+                self.checkpoint_awaiting();
                 if let OperationState::ToolLoop(l) = &mut self.state {
                     l.helpers.resumed = true;
                 }

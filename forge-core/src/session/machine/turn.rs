@@ -566,6 +566,7 @@ impl Session {
             self.proceed_turn(message_id, Some(marker), iteration + 1);
         } else if tools {
             self.start_tool_loop(message_id, iteration, calls);
+            self.checkpoint_awaiting();
         } else if more {
             match node {
                 Some((answer, marker)) => self.next_completion(message_id, answer, marker),

@@ -32,6 +32,20 @@ pub(crate) struct ToolLoop {
     pub approval_seq: u64,
     /// The batch's `task` calls whose helpers run (see `helpers.rs`).
     pub helpers: Helpers,
+    /// Git mode: the commit of the work so far, in flight (its job), and
+    /// the one to make after it: the batch's next call waits for them
+    /// (see `git_checkpoint.rs`).
+    pub checkpoint: Option<(u64, Box<Checkpoint>)>,
+    pub next_checkpoint: Option<Box<Checkpoint>>,
+}
+
+/// Git mode: a commit of a turn's work so far, when it stops for the user
+/// (`awaiting_approval`) or the user answers (`approved`, `denied`).
+pub(crate) struct Checkpoint {
+    pub reason: &'static str,
+    pub approval_id: String,
+    pub approved: Vec<String>,
+    pub denied: Vec<String>,
 }
 
 /// A tool batch's helper agents.

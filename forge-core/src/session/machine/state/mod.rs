@@ -10,7 +10,7 @@ mod rewinding;
 mod summary;
 
 pub(crate) use branch_move::{BranchMove, MoveReply};
-pub(crate) use calls::{Before, CallStage, HelperCall, PlannedCall, Ready, RunningCall, ToolLoop};
+pub(crate) use calls::{Before, CallStage, Checkpoint, HelperCall, PlannedCall, Ready, RunningCall, ToolLoop};
 pub(crate) use rewinding::{Forking, RewindStage, Rewinding};
 pub(crate) use summary::SummaryJob;
 
