@@ -120,6 +120,32 @@ pub(crate) fn changed(repo: &git2::Repository, commit: &git2::Commit, session: &
     Ok(files)
 }
 
+/// Gives the last commit of session `session`'s branch (checked out in
+/// `worktree`) the message `message`, keeping its trailers, tree and
+/// parents; the tip it replaces is kept as `refs/forge/session/<id>/prev-N`.
+pub fn reword_tip(worktree: &Path, branch: &str, session: &str, message: &str) -> Result<Option<Moved>, GitError> {
+    let repo = git2::Repository::open(worktree)?;
+    let refname = format!("refs/heads/{branch}");
+    let tip = repo.find_reference(&refname)?.peel_to_commit()?;
+    let old = String::from_utf8_lossy(tip.message_bytes()).into_owned();
+    if trailer(&old, SESSION_TRAILER).is_none() {
+        return Err(GitError::NotATurn { commit: tip.id().to_string() });
+    }
+    let trailers: Vec<&str> = old.lines().filter(|l| l.starts_with("Forge-")).collect();
+    let new = format!("{}\n\n{}\n", message.trim(), trailers.join("\n"));
+    let parents: Vec<git2::Commit> = tip.parents().collect();
+    let parents: Vec<&git2::Commit> = parents.iter().collect();
+    let id = repo.commit(None, &tip.author(), &tip.committer(), &new, &tip.tree()?, &parents)?;
+    let kept = (1..)
+        .map(|n| format!("refs/forge/session/{session}/prev-{n}"))
+        .find(|r| repo.find_reference(r).is_err())
+        .unwrap_or_default();
+    repo.reference(&kept, tip.id(), false, "forge: the tip before a reword")?;
+    repo.reference_matching(&refname, id, true, tip.id(), "forge: the last commit's message edited")
+        .map_err(|_| GitError::Moved { branch: branch.to_string() })?;
+    Ok(Some(Moved { from: tip.id().to_string(), to: id.to_string(), kept }))
+}
+
 /// Where a checkout of a session's node moved its branch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Moved {

@@ -16,9 +16,9 @@ mod read;
 
 use std::path::{Path, PathBuf};
 
-pub use commit::{Committed, Moved, TurnCommit, commit_for_node, commit_turn, move_branch, turn_of};
+pub use commit::{Committed, Moved, TurnCommit, commit_for_node, commit_turn, move_branch, reword_tip, turn_of};
 pub use merge::{MergeOptions, Merged, merge_session, rebase_session};
-pub use read::{CommitInfo, Shown, diff_branch, log, show, turn_states};
+pub use read::{CommitInfo, Shown, diff_branch, diff_worktree, log, show, turn_states};
 
 /// The prefix of every session branch.
 pub const BRANCH_PREFIX: &str = "forge/session/";
@@ -57,6 +57,8 @@ pub enum GitError {
     NotOnBranch { dir: String },
     #[error("your working tree in {dir} has changes not committed ({}); commit or stash them first", files.join(", "))]
     UserTreeDirty { dir: String, files: Vec<String> },
+    #[error("the branch's last commit {commit} is not a turn of a Forge session; its message is not Forge's to edit")]
+    NotATurn { commit: String },
     #[error("git: {0}")]
     Git(#[from] git2::Error),
     #[error("{path}: {source}")]

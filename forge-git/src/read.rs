@@ -148,6 +148,20 @@ pub fn diff_branch(repo_dir: &Path, branch: &str) -> Result<String, GitError> {
     patch(&diff, None)
 }
 
+/// The running turn's changes so far: what the session's worktree holds
+/// beyond its branch's last commit (new files included), as a patch.
+pub fn diff_worktree(worktree: &Path) -> Result<String, GitError> {
+    if !worktree.is_dir() {
+        return Err(GitError::WorktreeMissing { path: worktree.display().to_string() });
+    }
+    let repo = git2::Repository::open(worktree)?;
+    let tip = repo.head()?.peel_to_tree()?;
+    let mut opts = git2::DiffOptions::new();
+    opts.include_untracked(true).recurse_untracked_dirs(true).show_untracked_content(true);
+    let diff = repo.diff_tree_to_workdir_with_index(Some(&tip), Some(&mut opts))?;
+    patch(&diff, None)
+}
+
 fn patch(diff: &git2::Diff, skip: Option<&Path>) -> Result<String, GitError> {
     let mut out = String::new();
     diff.print(git2::DiffFormat::Patch, |delta, _, line| {

@@ -289,6 +289,10 @@ forge_methods! {
         /// current branch (refused while it runs a turn); a conflict changes
         /// nothing (`git_conflict`); the old tip is kept as `prev-N`.
         "git.rebase" git_rebase(SessionRef) -> GitRebased = GitRebase;
+        /// Edits the message of the session branch's last commit (its
+        /// trailers kept; refused while it runs a turn); the old commit is
+        /// kept as `prev-N`. Answers as `git.rebase` does.
+        "git.reword" git_reword(GitRewordParams) -> GitRebased = GitReword;
         /// Adds files to the session's active files (their whole text goes
         /// with every request) and removes others. A file that is binary,
         /// over the read limit, outside the session's roots or too large for
@@ -336,7 +340,7 @@ forge_methods! {
     daemon "git.show" git_show(GitShowParams) -> GitShown;
     /// What merging a git session's branch into the user's HEAD would
     /// bring, as a patch.
-    daemon "git.diff" git_diff(SessionRef) -> GitDiff;
+    daemon "git.diff" git_diff(GitDiffParams) -> GitDiff;
     /// Merges a git session's branch into the user's current branch: a
     /// fast-forward when possible (else a merge commit; `squash`: one
     /// commit), only when the user's tracked files hold no changes and the

@@ -139,6 +139,26 @@ params!(
 );
 
 params!(
+    /// `git.diff`: what the session's branch would bring, or (`turn`)
+    /// what the running turn changed so far.
+    GitDiffParams {
+        session: String,
+        /// The changes in the session's worktree not committed yet (the
+        /// running turn's, before its commit is final).
+        #[serde(default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
+        pub turn: bool,
+    }
+);
+
+params!(
+    /// `git.reword`: the last commit's new message.
+    GitRewordParams {
+        session: String,
+        pub message: String,
+    }
+);
+
+params!(
     /// `git.merge`: how the session's work comes to the user's branch.
     GitMergeParams {
         session: String,

@@ -133,3 +133,32 @@ async fn merge_and_rebase_wait_for_the_turn_to_end() {
     }
     forge.ok(&["cancel", &id]).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_running_turns_diff_shows_before_its_commit_and_the_last_message_can_be_edited() {
+    let (_mock, forge) = started().await;
+    let repo = repository();
+    let dir = repo.path();
+    let (id, worktree) = git_session(&forge, dir).await;
+    let r = tool_call("run_command", &json!({"command": "echo draft > draft.txt; sleep 30"}));
+    let _sending = forge.ctl_cmd(&["send", "--auto-approve", "-s", &id, &format!("{r} draft it")]).spawn();
+    forge.wait_for_session(&id, "running its command", |_| worktree.join("draft.txt").exists()).await;
+    let diff = forge.ok(&["git", "diff", &id, "--turn"]).await.stdout;
+    assert!(diff.contains("draft.txt") && diff.contains("+draft"), "{diff}");
+    forge.ok(&["cancel", &id]).await;
+    forge.wait_for_session(&id, "idle", |s| s["state"] == "idle").await;
+
+    let branch = format!("forge/session/{id}");
+    let tip = git(dir, &["rev-parse", &branch]).trim().to_string();
+    forge.ok(&["git", "reword", &id, "Draft the notes\n\nWritten while testing."]).await;
+    let message = git(dir, &["log", "-1", "--format=%B", &branch]);
+    assert!(message.starts_with("Draft the notes\n\nWritten while testing."), "{message}");
+    assert!(message.contains(&format!("Forge-Session: {id}")) && message.contains("Forge-Turn: "), "{message}");
+    assert_eq!(git(dir, &["rev-parse", &format!("refs/forge/session/{id}/prev-1")]).trim(), tip);
+    assert_eq!(
+        git(dir, &["rev-parse", &format!("{branch}^{{tree}}")]),
+        git(dir, &["rev-parse", &format!("{tip}^{{tree}}")])
+    );
+    let log = forge.ok(&["git", "log", &id]).await.stdout;
+    assert!(log.contains("Draft the notes"), "{log}");
+}

@@ -4,7 +4,7 @@
 
 use forge_client::ForgeClient;
 use forge_proto::GitCommit;
-use forge_proto::params::{GitLogParams, GitMergeParams, GitShowParams, SessionRef};
+use forge_proto::params::{GitDiffParams, GitLogParams, GitMergeParams, GitRewordParams, GitShowParams, SessionRef};
 
 use crate::Global;
 use crate::connect::daemon;
@@ -31,10 +31,22 @@ pub enum GitCmd {
         cwd: Option<std::path::PathBuf>,
     },
     /// What merging the session's branch into your HEAD would bring
-    /// (`git merge forge/session/<id>` does it)
+    /// (`forgectl git merge` does it); --turn: what the running turn has
+    /// changed so far, before its commit is final
     Diff {
         /// Session id, id prefix or name
         session: String,
+        /// The worktree's changes not committed yet
+        #[arg(long)]
+        turn: bool,
+    },
+    /// Edit the message of the session branch's last commit (its Forge
+    /// trailers kept; the old commit kept as refs/forge/session/<id>/prev-N)
+    Reword {
+        /// Session id, id prefix or name
+        session: String,
+        /// The new message (first line: the subject)
+        message: String,
     },
     /// Merge the session's branch into your current branch: a fast-forward
     /// when it can be, else a merge commit. Only when your tracked files
@@ -140,10 +152,21 @@ pub async fn run(g: &Global, cmd: GitCmd) -> Result<(), Failure> {
                 outln!("{} is on top of your current branch already", r.branch);
             }
         }
-        GitCmd::Diff { session } => {
-            let d = conn.client.git_diff(SessionRef { session }).await?;
+        GitCmd::Reword { session, message } => {
+            let r = conn.client.git_reword(GitRewordParams { session, message }).await?;
+            if g.json {
+                json_line(&r);
+            } else if let (Some(commit), Some(kept)) = (&r.commit, &r.kept) {
+                let short: String = commit.chars().take(10).collect();
+                outln!("{}: its last commit is now {short}; the old one is kept as {kept}", r.branch);
+            }
+        }
+        GitCmd::Diff { session, turn } => {
+            let d = conn.client.git_diff(GitDiffParams { session, turn }).await?;
             if g.json {
                 json_line(&d);
+            } else if d.diff.is_empty() && turn {
+                outln!("the running turn has changed nothing on {} yet", d.branch);
             } else if d.diff.is_empty() {
                 outln!("{} brings no change to your HEAD", d.branch);
             } else {

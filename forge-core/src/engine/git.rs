@@ -176,10 +176,13 @@ impl Engine {
         Ok(GitShown { commit: wire(shown.info), state, diff: shown.diff })
     }
 
-    pub async fn git_diff(&self, p: SessionRef) -> Result<GitDiff, EngineError> {
+    pub async fn git_diff(&self, p: forge_proto::params::GitDiffParams) -> Result<GitDiff, EngineError> {
         let (_, git) = self.git_of(&p.session).await?;
-        let (repo, branch) = (PathBuf::from(&git.repo), git.branch.clone());
-        let diff = blocking(move || forge_git::diff_branch(&repo, &branch)).await?;
+        let (repo, branch, worktree) = (PathBuf::from(&git.repo), git.branch.clone(), PathBuf::from(&git.worktree));
+        let diff = match p.turn {
+            true => blocking(move || forge_git::diff_worktree(&worktree)).await?,
+            false => blocking(move || forge_git::diff_branch(&repo, &branch)).await?,
+        };
         Ok(GitDiff { branch: git.branch, diff })
     }
 

@@ -63,6 +63,7 @@ pub(super) async fn move_branch(job: super::machine::git_commit::MoveJob) -> Job
     use super::machine::git_commit::MoveTo;
     let moved = tokio::task::spawn_blocking(move || match &job.to {
         MoveTo::Rebase(repo) => forge_git::rebase_session(repo, &job.worktree, &job.branch, &job.session),
+        MoveTo::Reword(message) => forge_git::reword_tip(&job.worktree, &job.branch, &job.session, message),
         MoveTo::Node(node) => match forge_git::commit_for_node(&job.worktree, &job.branch, &job.session, node)? {
             Some(commit) => forge_git::move_branch(&job.worktree, &job.branch, &job.session, &commit),
             None => Ok(None),

@@ -112,7 +112,7 @@ impl ForgeServer for ConnServer {
         self.engine().git_show(p).await.map_err(to_rpc)
     }
 
-    async fn git_diff(&self, p: SessionRef) -> RpcResult<GitDiff> {
+    async fn git_diff(&self, p: GitDiffParams) -> RpcResult<GitDiff> {
         self.engine().git_diff(p).await.map_err(to_rpc)
     }
 

@@ -55,6 +55,8 @@ pub(crate) struct MoveJob {
 pub(crate) enum MoveTo {
     Node(String),
     Rebase(PathBuf),
+    /// The last commit's message edited.
+    Reword(String),
 }
 
 /// What the commit message request used.
@@ -212,16 +214,22 @@ impl Session {
         self.state = OperationState::MovingBranch(Box::new(BranchMove { job, node, path, client, reply }));
     }
 
-    /// `git.rebase`: the session's branch and worktree onto the user's
-    /// current branch, while it runs no turn.
-    pub(super) fn on_git_rebase(&mut self, client: forge_proto::ClientRef, reply: Reply<forge_proto::GitRebased>) {
+    /// `git.rebase` (onto the user's current branch) and `git.reword` (the
+    /// last commit's message): the session's branch moves, while it runs
+    /// no turn; the conversation stays.
+    pub(super) fn on_git_branch(
+        &mut self,
+        to: impl FnOnce(PathBuf) -> MoveTo,
+        client: forge_proto::ClientRef,
+        reply: Reply<forge_proto::GitRebased>,
+    ) {
         let refusal = match (&self.state, &self.row.git) {
             (OperationState::Idle, Some(_)) => None,
             (_, None) => Some(EngineError::new(
                 forge_proto::ErrorKind::InvalidParams,
                 format!("session {} is not a git session (`forgectl session new --git` makes one)", self.row.id),
             )),
-            _ => Some(self.busy("rebase once it has ended")),
+            _ => Some(self.busy("try again once it has ended")),
         };
         if let Some(e) = refusal {
             return self.out.push(Effect::Reply(super::ReadyReply::now(reply, Err(e))));
@@ -230,13 +238,7 @@ impl Session {
         let (worktree, branch, repo) = (PathBuf::from(&git.worktree), git.branch.clone(), PathBuf::from(&git.repo));
         let job = self.new_job();
         let session = self.row.id.clone();
-        self.out.push(Effect::MoveBranch(Box::new(MoveJob {
-            job,
-            worktree,
-            branch,
-            session,
-            to: MoveTo::Rebase(repo),
-        })));
+        self.out.push(Effect::MoveBranch(Box::new(MoveJob { job, worktree, branch, session, to: to(repo) })));
         let node = self.row.head_id.clone();
         let reply = MoveReply::Rebase(reply);
         self.state = OperationState::MovingBranch(Box::new(BranchMove { job, node, path: Vec::new(), client, reply }));

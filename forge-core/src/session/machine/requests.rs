@@ -58,7 +58,16 @@ impl Session {
             SessionRequest::Configure(params) => self.on_configure(params, client, reply.typed()),
             SessionRequest::Clear(_) => self.on_clear(client, reply.typed()),
             SessionRequest::ContextFiles(params) => self.on_context_files(params, client, reply.typed()),
-            SessionRequest::GitRebase(_) => self.on_git_rebase(client, reply.typed()),
+            SessionRequest::GitRebase(_) => {
+                self.on_git_branch(super::git_commit::MoveTo::Rebase, client, reply.typed())
+            }
+            SessionRequest::GitReword(p) if p.message.trim().is_empty() => {
+                let e = crate::error::EngineError::new(forge_proto::ErrorKind::InvalidParams, "the message is empty");
+                self.out.push(Effect::Reply(ReadyReply::now(reply, Err(e))));
+            }
+            SessionRequest::GitReword(p) => {
+                self.on_git_branch(|_| super::git_commit::MoveTo::Reword(p.message), client, reply.typed())
+            }
             SessionRequest::Context(params) => {
                 let info = self.context_info(params.system);
                 let (span, repo, reply) = (params.span, params.repo, reply.typed());
