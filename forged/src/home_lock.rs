@@ -24,6 +24,16 @@ impl HomeLock {
             Err(holder) => bail!("{}", refusal(home, &holder)),
         }
     }
+
+    /// The socket clients find this daemon by is `socket` after all (the
+    /// one systemd passed).
+    pub fn name_socket(&mut self, socket: &Path) -> anyhow::Result<()> {
+        let text = forge_proto::paths::home_lock_text(std::process::id(), socket);
+        self.file.set_len(0)?;
+        self.file.rewind()?;
+        self.file.write_all(text.as_bytes())?;
+        Ok(self.file.flush()?)
+    }
 }
 
 /// Opens `path` and locks it for as long as the file is kept, writing

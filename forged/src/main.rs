@@ -209,7 +209,7 @@ fn prepare(args: &Args) -> anyhow::Result<Prepared> {
 }
 
 async fn run(prepared: Prepared) -> anyhow::Result<()> {
-    let Prepared { home, config, socket: socket_path, _lock } = prepared;
+    let Prepared { home, config, socket: socket_path, mut _lock } = prepared;
 
     // Handle SIGTERM/SIGINT from the start: a stop during start-up must
     // still leave the store consistent.
@@ -217,6 +217,9 @@ async fn run(prepared: Prepared) -> anyhow::Result<()> {
     // Claim the socket before touching the store: a second daemon must not
     // open the database at all.
     let mut socket = socket::SocketClaim::claim(&socket_path)?;
+    if socket.path != socket_path {
+        _lock.name_socket(&socket.path)?;
+    }
     let engine = Engine::open(EngineOptions { home: home.clone(), config }).await.context("cannot open the store")?;
     tracing::info!(
         pid = std::process::id(),
@@ -227,7 +230,8 @@ async fn run(prepared: Prepared) -> anyhow::Result<()> {
     );
     let released = startup::release_code_pages();
     tracing::debug!(kib = released, "start-up code pages released");
-    let daemon = Arc::new(rpc::Daemon::new(engine.clone(), socket_path.clone(), home));
+    // Under socket activation, the socket systemd passed.
+    let daemon = Arc::new(rpc::Daemon::new(engine.clone(), socket.path.clone(), home));
     tokio::spawn(trim_after_work(engine.clone()));
     tokio::spawn(watch_store(engine.clone()));
     socket::notify("READY=1");

@@ -42,8 +42,12 @@ impl SocketClaim {
         };
 
         if let Some(listener) = activated_listener()? {
+            // Where systemd's socket really is (its unit names the path),
+            // for `forgectl status` to say.
+            let passed = listener.local_addr().ok().and_then(|a| a.as_pathname().map(Path::to_path_buf));
+            let path = passed.unwrap_or_else(|| path.to_path_buf());
             tracing::info!(path = %path.display(), "listening on the socket systemd passed (socket activation)");
-            return Ok(Self { path: path.to_path_buf(), listener: Some(listener), activated: true, _lock: lock });
+            return Ok(Self { path, listener: Some(listener), activated: true, _lock: lock });
         }
         // We hold the lock, so a socket file left here belongs to a daemon
         // that died without cleaning up.

@@ -137,6 +137,18 @@ impl Forge {
     /// socket (bound here, at `self.socket`) is its descriptor 3, and
     /// `LISTEN_PID`/`LISTEN_FDS` name it; `notify` becomes `NOTIFY_SOCKET`.
     pub fn start_activated(&mut self, listener: &std::os::unix::net::UnixListener, notify: Option<&Path>) {
+        let socket = self.socket.clone();
+        self.start_activated_with(listener, notify, &socket);
+    }
+
+    /// As [`Self::start_activated`], forged told `--socket socket` (a
+    /// unit whose path differs from the socket systemd passes).
+    pub fn start_activated_with(
+        &mut self,
+        listener: &std::os::unix::net::UnixListener,
+        notify: Option<&Path>,
+        socket: &Path,
+    ) {
         use std::os::fd::AsRawFd;
         let fd = listener.as_raw_fd();
         // `$$` is the shell's pid, which `exec` hands to forged.
@@ -149,7 +161,7 @@ impl Forge {
             .arg("LISTEN_PID=$$ LISTEN_FDS=1 exec \"$0\" \"$@\"")
             .arg(bin("forged"))
             .arg("--socket")
-            .arg(&self.socket)
+            .arg(socket)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());

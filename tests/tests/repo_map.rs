@@ -107,3 +107,21 @@ async fn maps_are_off_unless_configured_and_context_says_how_to_turn_them_on() {
     let last = mock.requests().last().map(|r| r.body.to_string()).unwrap_or_default();
     assert!(!last.contains("# Repository map"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_git_sessions_map_names_the_repository_not_its_worktree() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.write_config("[context]\nrepo_summaries = true\n");
+    forge.start().await;
+    let holder = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let repo = holder.path().join("demo-repo");
+    std::fs::create_dir_all(&repo).unwrap_or_else(|e| panic!("{e}"));
+    project(&repo);
+    git(&repo, &["-c", "user.email=u@example.com", "-c", "user.name=U", "add", "."]);
+    git(&repo, &["-c", "user.email=u@example.com", "-c", "user.name=U", "commit", "-q", "-m", "start"]);
+    let id = forge.new_session(&["--git", "--cwd", &repo.display().to_string()]).await;
+    let map = ready_map(&forge, &id).await;
+    let text = map["text"].as_str().unwrap_or_default();
+    assert!(text.contains("The files of demo-repo") && !text.contains(&id), "{text}");
+}

@@ -76,3 +76,25 @@ async fn daemon_install_writes_the_user_units_and_status_logs_and_stop_work() {
     forge.ok(&["daemon", "stop"]).await;
     assert!(forge.wait_exit().await, "the daemon stopped");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_names_the_socket_systemd_passed() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    if let Some(parent) = forge.socket.parent() {
+        std::fs::create_dir_all(parent).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let listener = std::os::unix::net::UnixListener::bind(&forge.socket).unwrap_or_else(|e| panic!("bind: {e}"));
+    // The unit's idea of the path differs from the socket unit's.
+    let elsewhere = forge.data_dir().join("forged.sock");
+    forge.start_activated_with(&listener, None, &elsewhere);
+    drop(listener);
+    forge.wait_ready().await;
+    let status = forge.ok(&["status"]).await.stdout;
+    let line = status.lines().find(|l| l.starts_with("socket:")).unwrap_or_default();
+    assert!(line.ends_with(&forge.socket.display().to_string()), "{status}");
+    // Clients that find the daemon by its home find that socket too.
+    let lock = std::fs::read_to_string(forge.data_dir().join("daemon.lock")).unwrap_or_default();
+    assert!(lock.contains(&forge.socket.display().to_string()), "{lock}");
+    assert_eq!(forge.terminate().await, Some(0));
+}

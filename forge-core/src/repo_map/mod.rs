@@ -214,7 +214,10 @@ async fn build(deps: Deps, maps: RepoMaps, root: PathBuf, asker: Asker) {
             missing.push((Excerpt { path: f.path.clone(), text: text.clone() }, blob.clone()));
         }
     }
-    let root_name = root.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "/".into());
+    // A git session's worktree is named by its session: the repository's
+    // own top names it.
+    let named = forge_git::user_top(&root).unwrap_or_else(|| root.clone());
+    let root_name = named.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "/".into());
     let shown: Vec<Walked> = files.iter().map(|f| Walked { path: f.path.clone(), size: 0 }).collect();
     let publish = |summaries: &HashMap<String, String>, waiting: usize, error: Option<String>| {
         let text = map::render(&root_name, &shown, &rest, summaries, budget);
