@@ -25,6 +25,14 @@ pub struct ImageInfo {
     pub name: Option<String>,
 }
 
+/// `images.get`: a kept image's bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ImageData {
+    pub info: ImageInfo,
+    /// Its bytes, base64.
+    pub data: String,
+}
+
 /// An image for `session.send`: inline (`data`, base64) or one
 /// `images.put` stored before (`hash`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -23,7 +23,7 @@ use crate::context::ContextInfo;
 use crate::events::SessionEvent;
 use crate::git::*;
 use crate::history::HistoryResult;
-use crate::images::ImageInfo;
+use crate::images::{ImageData, ImageInfo};
 use crate::params::*;
 use crate::store::{StoreGcResult, StoreStatus};
 use crate::trust::{FolderTrust, ProjectTools};
@@ -394,6 +394,9 @@ forge_methods! {
     /// Keeps one image (checked: type, size, dimensions) for a message
     /// sent after; answers what `session.send {images: [{hash}]}` names.
     daemon "images.put" images_put(ImagePutParams) -> ImageInfo;
+    /// The bytes of an image a message holds (by its hash), e.g. for an
+    /// editor replaying a conversation; only images are given.
+    daemon "images.get" images_get(ImageGetParams) -> ImageData;
     /// Runs the escape suite against the command sandbox of the
     /// configuration in force: each probe is a command run as
     /// `run_command` runs one, trying a way out. Takes some seconds.

@@ -237,6 +237,14 @@ params!(
 );
 
 params!(
+    /// `images.get`: an image a message holds, by the hash its `images`
+    /// name.
+    ImageGetParams {
+        pub hash: String,
+    }
+);
+
+params!(
     /// Text for the running turn: it joins at the next safe point (after
     /// the current tool batch's results, before the next request), or
     /// becomes the next message if the turn ends first.

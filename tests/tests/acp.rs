@@ -526,4 +526,19 @@ async fn an_editors_image_reaches_the_model() {
     assert_eq!(user[1]["text"], "what is this?");
     let history = forge.ok(&["history", &id]).await.stdout;
     assert!(history.contains("[image dot.png, 1×1 PNG, 1 KiB]"), "{history}");
+
+    // Loaded in another editor, the prompt comes back with its image.
+    drop(ed.stdin);
+    let _ = ed.child.wait().await;
+    let mut ed2 = Editor::start(&forge);
+    ed2.initialize().await;
+    let cwd = project.path().display().to_string();
+    ed2.call("session/load", json!({"sessionId": id, "cwd": cwd, "mcpServers": []})).await;
+    let replay = std::mem::take(&mut ed2.seen);
+    let image = replay.iter().find(|m| {
+        m["params"]["update"]["sessionUpdate"] == "user_message_chunk"
+            && m["params"]["update"]["content"]["type"] == "image"
+    });
+    let image = image.map(|m| m["params"]["update"]["content"].clone()).unwrap_or_default();
+    assert_eq!((image["data"].as_str(), image["mimeType"].as_str()), (Some(PNG), Some("image/png")), "{replay:?}");
 }

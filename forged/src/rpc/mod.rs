@@ -186,6 +186,10 @@ impl ForgeServer for ConnServer {
         self.engine().mcp_resources(p.session.as_deref()).await.map_err(to_rpc)
     }
 
+    async fn images_get(&self, p: ImageGetParams) -> RpcResult<ImageData> {
+        self.engine().images_get(p).await.map_err(to_rpc)
+    }
+
     async fn images_put(&self, p: ImagePutParams) -> RpcResult<ImageInfo> {
         self.engine().images_put(p).await.map_err(to_rpc)
     }

@@ -4,8 +4,8 @@
 use std::path::Path;
 
 use agent_client_protocol::v1::schema::{
-    ContentBlock, ContentChunk, Diff, EmbeddedResourceResource, SessionUpdate, StopReason, TextContent, ToolCall,
-    ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+    ContentBlock, ContentChunk, Diff, EmbeddedResourceResource, ImageContent, SessionUpdate, StopReason, TextContent,
+    ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
 };
 use forge_proto::{HistoryMessage, MessageStatus, Role};
 use serde_json::Value;
@@ -166,10 +166,24 @@ pub fn stop_reason(
     }
 }
 
-/// The session's conversation as the updates that would have shown it.
-pub fn replay(messages: &[HistoryMessage], cwd: &Path) -> Vec<SessionUpdate> {
+/// The session's conversation as the updates that would have shown it;
+/// a message's images from `images` (hash to base64), as the editor sent
+/// them.
+pub fn replay(
+    messages: &[HistoryMessage],
+    cwd: &Path,
+    images: &std::collections::HashMap<String, String>,
+) -> Vec<SessionUpdate> {
     let mut updates = Vec::new();
     for m in messages {
+        if m.role == Role::User {
+            for i in &m.meta.images {
+                if let Some(data) = images.get(&i.hash) {
+                    let image = ContentBlock::Image(ImageContent::new(data.clone(), i.mime_type.clone()));
+                    updates.push(SessionUpdate::UserMessageChunk(ContentChunk::new(image)));
+                }
+            }
+        }
         match m.role {
             Role::User if !m.text.is_empty() => updates.push(SessionUpdate::UserMessageChunk(text(&m.text))),
             Role::Assistant => {

@@ -379,7 +379,16 @@ async fn load_session(
     }
     // The conversation so far, before the answer (as ACP asks).
     let history = d.client.session_history(info.id.clone()).await.map_err(from_client)?;
-    for update in map::replay(&history.messages, Path::new(&info.cwd)) {
+    // Its images, as the editor sent them (one read each).
+    let mut images = std::collections::HashMap::new();
+    for i in history.messages.iter().flat_map(|m| &m.meta.images) {
+        if !images.contains_key(&i.hash)
+            && let Ok(got) = d.client.images_get(forge_proto::params::ImageGetParams { hash: i.hash.clone() }).await
+        {
+            images.insert(i.hash.clone(), got.data);
+        }
+    }
+    for update in map::replay(&history.messages, Path::new(&info.cwd), &images) {
         cx.send_notification(SessionNotification::new(info.id.clone(), update))?;
     }
     let response = LoadSessionResponse::new().modes(modes(&info)).config_options(config_options(d, &info).await?);
