@@ -45,17 +45,31 @@ pub enum Connection {
     Gone,
 }
 
-/// An overlay's opening animation: PopScale, growing from the centre (the
-/// model picker).
+/// An overlay's opening animation (none with `reduced_motion`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ModalEffect {
+    kind: ModalEffectKind,
     elapsed: Duration,
     duration: Duration,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModalEffectKind {
+    /// Grows from the centre (the model picker).
+    PopScale,
+    /// Slides up from the bottom (the tree view, the rewind picker).
+    SlideUp,
+}
+
 impl ModalEffect {
     pub fn pop_scale(duration: Duration) -> Self {
-        Self { elapsed: Duration::ZERO, duration }
+        Self { kind: ModalEffectKind::PopScale, elapsed: Duration::ZERO, duration }
+    }
+    pub fn slide_up(duration: Duration) -> Self {
+        Self { kind: ModalEffectKind::SlideUp, elapsed: Duration::ZERO, duration }
+    }
+    pub fn kind(&self) -> ModalEffectKind {
+        self.kind
     }
     pub fn advance(&mut self, by: Duration) {
         self.elapsed = (self.elapsed + by).min(self.duration);
@@ -245,6 +259,11 @@ impl App {
         let current = self.models.iter().position(|(_, m)| *m == self.transcript.fold.model).unwrap_or(0);
         self.input.enter_model_select_mode(current);
         self.modal = (!self.options.reduced_motion).then(|| ModalEffect::pop_scale(Duration::from_millis(700)));
+    }
+
+    /// An overlay from the bottom (the tree, the rewind picker) opens.
+    pub fn slide_up(&mut self) {
+        self.modal = (!self.options.reduced_motion).then(|| ModalEffect::slide_up(Duration::from_millis(300)));
     }
 
     /// Advances animations by one frame.

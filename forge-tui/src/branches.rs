@@ -99,11 +99,15 @@ impl App {
                 let rows = forge_client::tree::rows(&tree);
                 let cursor = rows.iter().position(|(id, _)| Some(id) == tree.head.as_ref()).unwrap_or(0);
                 self.input.enter_tree_mode(cursor);
+                self.slide_up();
             }
             TreeOpen::Rewind if rewind_rows(&tree).is_empty() => {
                 self.notify(Level::Info, "nothing to rewind: the conversation has no turn")
             }
-            TreeOpen::Rewind => self.input.enter_rewind_mode(0),
+            TreeOpen::Rewind => {
+                self.input.enter_rewind_mode(0);
+                self.slide_up();
+            }
         }
         self.tree = Some(tree);
     }
@@ -471,6 +475,19 @@ mod tests {
         app.on_tree(grown, TreeOpen::Nothing);
         let actions = press(&mut app, KeyCode::Enter);
         assert_eq!(actions, vec![Action::Checkout { node: "a2".into() }]);
+    }
+
+    #[test]
+    fn the_tree_slides_up_unless_motion_is_reduced() {
+        let mut app = app();
+        app.on_tree(tree(), TreeOpen::View);
+        assert_eq!(app.modal.map(|m| m.kind()), Some(crate::app::ModalEffectKind::SlideUp));
+        app.tick(std::time::Duration::from_millis(400));
+        assert!(app.modal.is_none(), "over after 300 ms");
+        let mut still = App::new("s", UiOptions { reduced_motion: true, ..Default::default() });
+        still.on_tree(tree(), TreeOpen::View);
+        assert_eq!(still.mode(), InputMode::Tree);
+        assert!(still.modal.is_none());
     }
 
     #[test]

@@ -68,11 +68,17 @@ pub fn draw(frame: &mut Frame, app: &App, cache: &mut RenderCache) -> Drawn {
 }
 
 /// A large box in the middle of the screen, cleared, with a title.
-fn overlay(frame: &mut Frame, theme: &Theme, title: &str, lines: Vec<Line<'static>>) {
+fn overlay(frame: &mut Frame, app: &App, theme: &Theme, title: &str, lines: Vec<Line<'static>>) {
     let area = frame.area();
     let w = (area.width.saturating_mul(9) / 10).max(10).min(area.width);
     let h = (area.height.saturating_mul(8) / 10).max(3).min(area.height);
-    let rect = Rect::new(area.x + (area.width - w) / 2, area.y + (area.height - h) / 2, w, h);
+    let y = area.y + (area.height - h) / 2;
+    // SlideUp: rises from the bottom edge while the effect runs.
+    let p = app.modal.filter(|m| m.kind() == crate::app::ModalEffectKind::SlideUp).map_or(1.0, |m| m.progress());
+    let below = (area.y + area.height).saturating_sub(y);
+    let y = y + ((1.0 - p) * below as f32) as u16;
+    let h = h.min((area.y + area.height).saturating_sub(y)).max(1);
+    let rect = Rect::new(area.x + (area.width - w) / 2, y.min((area.y + area.height).saturating_sub(1)), w, h);
     frame.render_widget(Clear, rect);
     let block = theme.block().border_style(theme.style(Part::Tool)).title(title.to_string());
     frame.render_widget(Paragraph::new(lines).block(block), rect);
@@ -101,7 +107,7 @@ fn draw_tree_view(frame: &mut Frame, app: &App, theme: &Theme, cursor: usize) {
     let rows: Vec<String> = forge_client::tree::rows(tree).into_iter().map(|(_, line)| line).collect();
     let height = (frame.area().height.saturating_mul(8) / 10).saturating_sub(2) as usize;
     let lines = window(rows, cursor, height, theme);
-    overlay(frame, theme, " tree (* the path to the head) ", lines);
+    overlay(frame, app, theme, " tree (* the path to the head) ", lines);
 }
 
 /// `/rewind`: the turns, newest first, with the files each changed.
@@ -126,7 +132,7 @@ fn draw_rewind_picker(frame: &mut Frame, app: &App, theme: &Theme, cursor: usize
         .collect();
     let height = (frame.area().height.saturating_mul(8) / 10).saturating_sub(2) as usize;
     let lines = window(rows, cursor, height, theme);
-    overlay(frame, theme, " rewind to before a turn: it and every later one are undone, files included ", lines);
+    overlay(frame, app, theme, " rewind to before a turn: it and every later one are undone, files included ", lines);
 }
 
 fn draw_conversation(frame: &mut Frame, app: &App, cache: &mut RenderCache, theme: &Theme, area: Rect) -> Drawn {
@@ -543,7 +549,7 @@ fn draw_model_picker(frame: &mut Frame, app: &App, theme: &Theme, selected: usiz
     let full_w = 48.min(area.width.saturating_sub(4)).max(10);
     let full_h = (app.models.len() as u16 + 2).min(area.height.saturating_sub(2)).max(3);
     // PopScale: grows from the centre while the effect runs.
-    let p = app.modal.map(|m| m.progress()).unwrap_or(1.0);
+    let p = app.modal.filter(|m| m.kind() == crate::app::ModalEffectKind::PopScale).map_or(1.0, |m| m.progress());
     let w = ((full_w as f32 * (0.3 + 0.7 * p)) as u16).max(4);
     let h = ((full_h as f32 * (0.3 + 0.7 * p)) as u16).max(3);
     let rect =
