@@ -49,7 +49,9 @@ impl From<forge_git::GitError> for EngineError {
             | G::Bare { .. }
             | G::NoCommit { .. }
             | G::BadRef { .. }
-            | G::BranchExists { .. } => ErrorKind::InvalidParams,
+            | G::BranchExists { .. }
+            | G::NoCommitFor { .. }
+            | G::NotATurn { .. } => ErrorKind::InvalidParams,
             G::Conflict { .. } | G::UserTreeDirty { .. } | G::NotOnBranch { .. } => ErrorKind::GitConflict,
             _ => ErrorKind::Internal,
         };

@@ -57,6 +57,10 @@ pub enum GitError {
     NotOnBranch { dir: String },
     #[error("your working tree in {dir} has changes not committed ({}); commit or stash them first", files.join(", "))]
     UserTreeDirty { dir: String, files: Vec<String> },
+    #[error(
+        "no commit of this git session holds the files at {node} (a turn's end, or a stop for an approval, is one); rewind to the end of a turn (`forgectl git log` lists them), or move the conversation alone with --conversation-only"
+    )]
+    NoCommitFor { node: String },
     #[error("the branch's last commit {commit} is not a turn of a Forge session; its message is not Forge's to edit")]
     NotATurn { commit: String },
     #[error("git: {0}")]

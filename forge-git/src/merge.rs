@@ -159,7 +159,13 @@ pub fn merge_session(repo_dir: &Path, branch: &str, session: &str, o: MergeOptio
     // nothing written), then the branch.
     let mut checkout = git2::build::CheckoutBuilder::new();
     checkout.safe();
-    repo.checkout_tree(tree.as_object(), Some(&mut checkout))?;
+    repo.checkout_tree(tree.as_object(), Some(&mut checkout)).map_err(|e| match e.code() {
+        git2::ErrorCode::Conflict => GitError::Conflict {
+            what: format!("merging {branch} into {into}"),
+            files: vec![format!("a file of yours not committed ({})", e.message())],
+        },
+        _ => GitError::Git(e),
+    })?;
     let refname = format!("refs/heads/{into}");
     repo.reference_matching(&refname, commit, true, head.id(), &format!("forge: {how} of session {session}"))?;
     Ok(done(commit, how, files))
@@ -216,7 +222,9 @@ pub fn rebase_session(
         }
         let tree = repo.find_tree(index.write_tree_to(&repo)?)?;
         let message = String::from_utf8_lossy(c.message_bytes()).into_owned();
-        let id = repo.commit(None, &c.author(), &c.committer(), &message, &tree, &[&onto])?;
+        // Committed now: the copy is newer than what it replaces.
+        let committer = crate::signature(&repo)?;
+        let id = repo.commit(None, &c.author(), &committer, &message, &tree, &[&onto])?;
         onto = repo.find_commit(id)?;
     }
     crate::move_branch(worktree, branch, session, &onto.id().to_string())

@@ -499,6 +499,10 @@ pub enum EventKind {
         removed: Vec<String>,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         gone: Vec<String>,
+        /// Left because they grew past the room active files have in the
+        /// model's window.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        too_large: Vec<String>,
     },
     /// A provider call starts: one per answer the model gives in a turn
     /// (a retry of the same call is another attempt of it).

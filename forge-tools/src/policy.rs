@@ -78,9 +78,10 @@ pub struct ApprovalPolicy {
     commands_confined: bool,
     /// What the running turn's command allows (`allowed-tools`).
     grants: Vec<crate::grants::Grant>,
-    /// A git session's file edits are commits that can be undone: they
-    /// run without asking (see [`ApprovalPolicy::with_reversible_edits`]).
-    reversible_edits: bool,
+    /// A git session's worktree: file edits in it are commits that can be
+    /// undone, and run without asking (see
+    /// [`ApprovalPolicy::with_reversible_edits`]).
+    reversible_edits: Option<std::path::PathBuf>,
 }
 
 /// Files that make something run later (a hook, a build step, a tool or
@@ -116,7 +117,7 @@ impl ApprovalPolicy {
             prompt_side_effects: cfg.and_then(|c| c.prompt_side_effects).unwrap_or(true),
             commands_confined: false,
             grants: Vec::new(),
-            reversible_edits: false,
+            reversible_edits: None,
         }
     }
 
@@ -124,9 +125,24 @@ impl ApprovalPolicy {
     /// run without asking, each being part of a commit the user can undo,
     /// except edits of files that make something run later
     /// ([`runs_code_later`]). The denylist and strict mode still apply.
-    pub fn with_reversible_edits(mut self, on: bool) -> Self {
-        self.reversible_edits = on;
+    pub fn with_reversible_edits(mut self, worktree: Option<std::path::PathBuf>) -> Self {
+        self.reversible_edits = worktree;
         self
+    }
+
+    /// Whether the edit of `path` (as the call gives it) is in the git
+    /// session's worktree and makes nothing run later.
+    fn reversible(&self, path: &str) -> bool {
+        let Some(root) = &self.reversible_edits else { return false };
+        let p = std::path::Path::new(path);
+        let inside = match p.is_absolute() {
+            true => p.strip_prefix(root).ok(),
+            false => Some(p),
+        };
+        inside.is_some_and(|rel| {
+            !rel.components().any(|c| matches!(c, std::path::Component::ParentDir))
+                && !runs_code_later(&rel.to_string_lossy())
+        })
     }
 
     /// The policy for a turn a command of one's own started: calls its
@@ -172,12 +188,11 @@ impl ApprovalPolicy {
         if tool.approved_in_advance() && self.mode != ApprovalMode::Strict && (!commands || self.commands_confined) {
             return Decision::Run;
         }
-        if self.reversible_edits
-            && self.mode != ApprovalMode::Strict
+        if self.mode != ApprovalMode::Strict
             && let Some(args) = args
         {
             let paths = tool.touches(args);
-            if !paths.is_empty() && !paths.iter().any(|p| runs_code_later(p)) {
+            if !paths.is_empty() && paths.iter().all(|p| self.reversible(p)) {
                 return Decision::Run;
             }
         }
@@ -234,9 +249,13 @@ mod tests {
     fn a_git_sessions_edits_run_but_not_where_code_runs_later_nor_in_strict_mode() {
         let r = ToolRegistry::builtin();
         let write = r.get("write_file").unwrap_or_else(|| panic!("write_file"));
-        let git = ApprovalPolicy::from_config(None).with_reversible_edits(true);
+        let root = std::path::PathBuf::from("/repo/.git/forge/worktrees/s1");
+        let git = ApprovalPolicy::from_config(None).with_reversible_edits(Some(root));
         let at = |path: &str| serde_json::json!({"path": path, "content": "x"});
         assert_eq!(git.decide(write.as_ref(), Some(&at("src/main.rs"))), Decision::Run);
+        let absolute = "/repo/.git/forge/worktrees/s1/src/main.rs";
+        assert_eq!(git.decide(write.as_ref(), Some(&at(absolute))), Decision::Run, "in the worktree, absolute");
+        assert_eq!(git.decide(write.as_ref(), Some(&at("/home/u/scratch/x"))), Decision::Ask, "another root");
         for path in
             [".claude/settings.json", ".git/config", ".github/workflows/ci.yml", ".mcp.json", "a/.husky/pre-commit"]
         {
@@ -247,7 +266,7 @@ mod tests {
             mode: Some("strict".into()),
             ..Default::default()
         }))
-        .with_reversible_edits(true);
+        .with_reversible_edits(Some("/w".into()));
         assert!(matches!(strict.decide(write.as_ref(), Some(&at("src/main.rs"))), Decision::Deny(_)));
     }
 

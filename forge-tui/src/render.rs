@@ -70,6 +70,9 @@ pub fn draw(frame: &mut Frame, app: &App, cache: &mut RenderCache) -> Drawn {
 /// A large box in the middle of the screen, cleared, with a title.
 fn overlay(frame: &mut Frame, app: &App, theme: &Theme, title: &str, lines: Vec<Line<'static>>) {
     let area = frame.area();
+    if area.height == 0 || area.width == 0 {
+        return;
+    }
     let w = (area.width.saturating_mul(9) / 10).max(10).min(area.width);
     let h = (area.height.saturating_mul(8) / 10).max(3).min(area.height);
     let y = area.y + (area.height - h) / 2;

@@ -38,13 +38,21 @@ async fn files_a_user_adds_go_whole_with_every_request_until_removed_or_gone() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let cwd = dir.path().display().to_string();
     write(dir.path(), "lib.rs", "pub fn answer() -> u32 { 42 }\n");
+    // A key in a file never reaches the model (the daemon knows this one).
+    write(dir.path(), "env.txt", "key = mock-key-anthropic\n");
+    let fifo = dir.path().join("pipe");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().is_ok_and(|s| s.success());
     write(dir.path(), "notes.md", "# Notes\nremember the milk\n");
     write(dir.path(), "big.txt", &"x".repeat(5000));
     std::fs::write(dir.path().join("blob.bin"), [0u8, 1, 2, 3, 0, 9]).unwrap_or_else(|e| panic!("{e}"));
     let id = forge.new_session(&["--cwd", &cwd]).await;
 
-    let added = forge.ctl(&["context", "add", &id, "lib.rs", "notes.md", "big.txt", "blob.bin"]).await;
+    let added = forge.ctl(&["context", "add", &id, "lib.rs", "notes.md", "big.txt", "blob.bin", "env.txt"]).await;
     assert_eq!(added.code, 1, "some were refused: {}", added.stderr);
+    if made {
+        let pipe = forge.ctl(&["context", "add", &id, "pipe"]).await;
+        assert!(pipe.stderr.contains("pipe: not a regular file"), "a FIFO is refused, not opened: {}", pipe.stderr);
+    }
     assert!(added.stdout.contains("added lib.rs") && added.stdout.contains("added notes.md"), "{}", added.stdout);
     assert!(added.stderr.contains("big.txt: 5000 bytes, over the read limit"), "{}", added.stderr);
     assert!(added.stderr.contains("blob.bin: binary"), "{}", added.stderr);
@@ -54,6 +62,7 @@ async fn files_a_user_adds_go_whole_with_every_request_until_removed_or_gone() {
     let t = texts(&body);
     let block = t.iter().position(|m| m.contains("<active-files>")).unwrap_or_else(|| panic!("no block: {t:?}"));
     assert!(t[block].contains("pub fn answer() -> u32 { 42 }") && t[block].contains("remember the milk"));
+    assert!(t[block].contains("key = ") && !t[block].contains("mock-key-anthropic"), "redacted: {}", t[block]);
     assert_eq!(block + 1, t.len() - 1, "just before the question: {t:?}");
     let shown = forge.ok(&["context", &id]).await.stdout;
     assert!(shown.contains("active files") && shown.contains("lib.rs (30 bytes)"), "{shown}");
@@ -66,7 +75,7 @@ async fn files_a_user_adds_go_whole_with_every_request_until_removed_or_gone() {
     let last = mock.requests().last().map(|r| texts(&r.body).join("\n")).unwrap_or_default();
     assert!(last.contains("{ 43 }") && !last.contains("remember the milk"), "{last}");
 
-    forge.ok(&["context", "remove", &id, "lib.rs"]).await;
+    forge.ok(&["context", "remove", &id, "lib.rs", "env.txt"]).await;
     forge.ok(&["send", "-s", &id, "mock:tokens=2 without"]).await;
     let last = mock.requests().last().map(|r| texts(&r.body).join("\n")).unwrap_or_default();
     assert!(!last.contains("<active-files>"), "{last}");

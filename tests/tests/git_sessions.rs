@@ -469,3 +469,29 @@ async fn a_turn_waiting_on_an_approval_is_committed_first_and_the_answer_is_a_co
     forge.ok(&["undo", &id]).await;
     assert_eq!(git(dir, &["rev-list", "--count", &format!("main..{branch}")]).trim(), "0");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undo_after_a_steer_takes_back_the_whole_turn() {
+    let (_mock, forge) = started().await;
+    let repo = repository();
+    let dir = repo.path();
+    let id = forge.new_session(&["--git", "--cwd", &dir.display().to_string()]).await;
+    let w = call("write_file", json!({"path": "made.txt", "content": "x\n"}));
+    let r = call("run_command", json!({"command": "sleep 2"}));
+    let _sending = forge.ctl_cmd(&["send", "--auto-approve", "-s", &id, &format!("{w} {r} work")]).spawn();
+    forge.wait_for_session(&id, "running its command", |s| s["state"] == "executing_tools").await;
+    forge.ok(&["steer", &id, "and mind the tests"]).await;
+    forge.wait_for_session(&id, "idle", |s| s["state"] == "idle" && s["queued_messages"] == 0).await;
+    let branch = format!("forge/session/{id}");
+    for _ in 0..400 {
+        if git(dir, &["rev-list", "--count", &format!("main..{branch}")]).trim() == "1" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert_eq!(git(dir, &["rev-list", "--count", &format!("main..{branch}")]).trim(), "1", "one turn, the steer in it");
+    forge.ok(&["undo", &id]).await;
+    assert_eq!(git(dir, &["rev-list", "--count", &format!("main..{branch}")]).trim(), "0", "the whole turn");
+    let history = forge.ok(&["history", &id]).await.stdout;
+    assert!(!history.contains("work") && !history.contains("mind the tests"), "{history}");
+}

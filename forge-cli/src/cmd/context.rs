@@ -40,7 +40,8 @@ enum ContextAction {
     Add {
         /// Session id, id prefix or name
         session: String,
-        /// Paths relative to your current directory or the session's
+        /// Paths relative to the session's directory (a git session's
+        /// worktree), or absolute inside its roots
         #[arg(required = true)]
         paths: Vec<String>,
     },
@@ -55,29 +56,20 @@ enum ContextAction {
 
 pub async fn run(g: &Global, a: ContextArgs) -> Result<(), Failure> {
     match (a.action, a.session) {
-        (Some(ContextAction::Add { session, paths }), _) => files(g, session, absolute(paths), Vec::new()).await,
-        (Some(ContextAction::Remove { session, paths }), _) => files(g, session, Vec::new(), absolute(paths)).await,
+        (Some(ContextAction::Add { session, paths }), _) => files(g, session, paths, Vec::new()).await,
+        (Some(ContextAction::Remove { session, paths }), _) => files(g, session, Vec::new(), paths).await,
         (None, Some(session)) => report(g, &session, a.system, a.span, a.repo).await,
         (None, None) => Err(Failure::new(DAEMON_ERROR, "invalid_params", "name a session: forgectl context SESSION")),
     }
 }
 
-/// Paths as the user typed them, made absolute from the current
-/// directory when it exists there (the daemon reads them relative to the
-/// session's directory otherwise).
-fn absolute(paths: Vec<String>) -> Vec<String> {
-    paths
-        .into_iter()
-        .map(|p| match std::path::Path::new(&p).exists() {
-            true => std::path::absolute(&p).map(|a| a.display().to_string()).unwrap_or(p),
-            false => p,
-        })
-        .collect()
-}
-
 async fn files(g: &Global, session: String, add: Vec<String>, remove: Vec<String>) -> Result<(), Failure> {
     let conn = daemon(g).await?;
+    let asked_out = remove.clone();
     let r = conn.client.session_context_files(ContextFilesParams { session, add, remove }).await?;
+    for p in asked_out.iter().filter(|p| !r.removed.iter().any(|r| p.trim_start_matches("./") == r)) {
+        eprintln!("forgectl: {p} was not an active file");
+    }
     if g.json {
         json_line(&r);
     } else {

@@ -50,6 +50,14 @@ pub(super) fn notice(kind: &EventKind, who: Option<&str>) -> Option<Notice> {
             },
             routine: false,
         }),
+        EventKind::ActiveFilesChanged { too_large, .. } if !too_large.is_empty() => Some(Notice {
+            level: Level::Warn,
+            text: format!(
+                "{} grew past the room active files have in the model's window: out of the active files",
+                too_large.join(", ")
+            ),
+            routine: false,
+        }),
         EventKind::ActiveFilesChanged { gone, .. } if !gone.is_empty() => Some(Notice {
             level: Level::Warn,
             text: format!(

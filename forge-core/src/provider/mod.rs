@@ -174,6 +174,8 @@ impl ChatRequest {
     pub fn read_active_files(&mut self) {
         let Some(files) = self.active_files.take() else { return };
         let text = crate::tools::builtin::update_context::read_block(&files.sandbox, &files.limits, &files.paths);
+        // Secrets in a file never reach the model, as with read_file.
+        let text = crate::redact::scrub(&text).into_owned();
         let at = self.messages.iter().rposition(|m| m.role == ChatRole::User).unwrap_or(self.messages.len());
         self.messages.insert(at, ChatMessage::user(text));
     }

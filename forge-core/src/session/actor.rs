@@ -304,8 +304,8 @@ impl SessionActor {
         };
         let hooks = hooks_for(&self.shared, self.session.id(), &cwd);
         let starting = self.shared.mcp.starting(Some(self.session.id()));
-        let gone = self.session.gone_active_files();
-        super::machine::Refresh { prompt, tools, agents, hooks, starting, gone }
+        let active = self.session.active_files_now();
+        super::machine::Refresh { prompt, tools, agents, hooks, starting, active }
     }
 
     /// The bytes of the request's images (the machine holds only what

@@ -12,6 +12,11 @@ use crate::provider::ProviderClient;
 /// until it is committed.
 const MESSAGE_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Commits are written one at a time: a checkpoint still being written
+/// when its turn is cancelled and committed must not share the worktree's
+/// index and state file with that commit (the later one goes on top).
+static COMMITTING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 pub(super) async fn commit(providers: ProviderClient, job: CommitJob) -> JobOutcome {
     let CommitJob { worktree, branch, mut commit, message, .. } = job;
     let mut usage = None;
@@ -35,6 +40,7 @@ pub(super) async fn commit(providers: ProviderClient, job: CommitJob) -> JobOutc
             Err(_) => tracing::warn!("the commit message took over 30 s; the user's first line is used"),
         }
     }
+    let _one_at_a_time = COMMITTING.lock().await;
     let done = tokio::task::spawn_blocking(move || {
         let done = forge_git::commit_turn(&worktree, &branch, &commit).map_err(|e| e.to_string());
         super::tool_task::crash_after_commit();
@@ -64,8 +70,10 @@ pub(super) async fn move_branch(job: super::machine::git_commit::MoveJob) -> Job
     let moved = tokio::task::spawn_blocking(move || match &job.to {
         MoveTo::Rebase(repo) => forge_git::rebase_session(repo, &job.worktree, &job.branch, &job.session),
         MoveTo::Reword(message) => forge_git::reword_tip(&job.worktree, &job.branch, &job.session, message),
-        MoveTo::Node(node) => match forge_git::commit_for_node(&job.worktree, &job.branch, &job.session, node)? {
+        MoveTo::Node(node, strict) => match forge_git::commit_for_node(&job.worktree, &job.branch, &job.session, node)?
+        {
             Some(commit) => forge_git::move_branch(&job.worktree, &job.branch, &job.session, &commit),
+            None if *strict => Err(forge_git::GitError::NoCommitFor { node: node.clone() }),
             None => Ok(None),
         },
     });

@@ -43,6 +43,12 @@ pub struct Checked {
 /// The file `path` as an active file: its size, or why it cannot be one.
 pub fn check(sandbox: &Sandbox, limits: &ToolLimits, path: &str) -> Result<u64, String> {
     let full = sandbox.resolve(path).map_err(|e| e.to_string())?;
+    // A FIFO or a device would block the open: only regular files.
+    match std::fs::symlink_metadata(&full) {
+        Ok(m) if !m.is_file() => return Err("not a regular file".into()),
+        Err(e) => return Err(e.to_string()),
+        Ok(_) => {}
+    }
     let file = sandbox.open_checked(&full, path).map_err(|e| e.to_string())?;
     let meta = file.metadata().map_err(|e| e.to_string())?;
     if !meta.is_file() {
@@ -57,8 +63,14 @@ pub fn check(sandbox: &Sandbox, limits: &ToolLimits, path: &str) -> Result<u64, 
     }
     let mut head = vec![0u8; SNIFF_BYTES.min(meta.len() as usize)];
     std::io::Read::read_exact(&mut &file, &mut head).map_err(|e| e.to_string())?;
-    if head.contains(&0) {
-        return Err("binary; only text files can be active".into());
+    // Binary: a NUL, or bytes that are not UTF-8 (a sequence cut at the
+    // end of what was read is fine).
+    let text = match std::str::from_utf8(&head) {
+        Ok(_) => true,
+        Err(e) => e.error_len().is_none() && head.len() == SNIFF_BYTES,
+    };
+    if head.contains(&0) || !text {
+        return Err("binary (or not UTF-8); only text files can be active".into());
     }
     Ok(meta.len())
 }
@@ -77,9 +89,9 @@ pub fn read_block(sandbox: &Sandbox, limits: &ToolLimits, paths: &[String]) -> S
         let text = check(sandbox, limits, path).and_then(|_| {
             let full = sandbox.resolve(path).map_err(|e| e.to_string())?;
             let mut file = sandbox.open_checked(&full, path).map_err(|_| "cannot be opened".to_string())?;
-            let mut text = String::new();
-            std::io::Read::read_to_string(&mut file, &mut text).map_err(|e| e.to_string())?;
-            Ok(text)
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut file, &mut bytes).map_err(|e| e.to_string())?;
+            Ok(String::from_utf8_lossy(&bytes).into_owned())
         });
         match text {
             Ok(text) => out.push_str(&format!("<file path=\"{path}\">\n{text}\n</file>\n")),

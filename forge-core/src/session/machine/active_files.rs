@@ -19,6 +19,9 @@ use crate::session::Reply;
 use crate::tools::builtin::update_context::{Checked, block_bytes};
 use crate::tools::{Sandbox, ToolError, ToolLimits};
 
+/// Most paths one `session.context_files` names.
+const MAX_PATHS: usize = 50;
+
 /// Files to check for `session.context_files`; back as
 /// `JobOutcome::FilesChecked` with `then`.
 pub(crate) struct CheckJob {
@@ -66,6 +69,13 @@ impl Session {
         client: ClientRef,
         reply: Reply<ContextFilesResult>,
     ) {
+        if params.add.len() + params.remove.len() > MAX_PATHS {
+            let e = crate::error::EngineError::new(
+                forge_proto::ErrorKind::InvalidParams,
+                format!("at most {MAX_PATHS} paths at once"),
+            );
+            return self.out.push(Effect::Reply(super::ReadyReply::now(reply, Err(e))));
+        }
         let then = Box::new(Pending { remove: params.remove, client, reply });
         if params.add.is_empty() {
             return self.on_files_checked(Checked::default(), *then);
@@ -154,7 +164,7 @@ impl Session {
                 }
             }
         }
-        if let Some(event) = self.set_active_files(files, added.clone(), removed.clone(), Vec::new()) {
+        if let Some(event) = self.set_active_files(files, added.clone(), removed.clone(), Vec::new(), Vec::new()) {
             self.pipeline.event(client, event);
         }
         ContextFilesResult {
@@ -181,15 +191,17 @@ impl Session {
         added: Vec<String>,
         removed: Vec<String>,
         gone: Vec<String>,
+        too_large: Vec<String>,
     ) -> Option<EventKind> {
-        let changed = files != self.row.active_files || !(added.is_empty() && removed.is_empty() && gone.is_empty());
+        let changed = files != self.row.active_files
+            || !(added.is_empty() && removed.is_empty() && gone.is_empty() && too_large.is_empty());
         self.row.active_files = files;
         if !changed {
             return None;
         }
         self.pipeline.op(StoreOp::set_active_files(&self.row.id, &self.row.active_files));
         let files = self.row.active_files.clone();
-        Some(EventKind::ActiveFilesChanged { files, added, removed, gone })
+        Some(EventKind::ActiveFilesChanged { files, added, removed, gone, too_large })
     }
 
     /// Active files found gone (deleted by a call, or outside Forge)
@@ -203,7 +215,46 @@ impl Session {
             return None;
         }
         let gone = left.into_iter().map(|f| f.path).collect();
-        self.set_active_files(kept, Vec::new(), Vec::new(), gone)
+        self.set_active_files(kept, Vec::new(), Vec::new(), gone, Vec::new())
+    }
+
+    /// Before a message: the active files' sizes as they are now; those
+    /// gone leave, and while they take more than their room the largest
+    /// leave too (a file grown past it would make every request too long).
+    pub(super) fn refresh_active_files(&mut self, now: &[(String, Option<u64>)]) -> Option<EventKind> {
+        if now.is_empty() {
+            return None;
+        }
+        let gone: Vec<String> = now.iter().filter(|(_, size)| size.is_none()).map(|(p, _)| p.clone()).collect();
+        let mut files: Vec<ActiveFile> = self
+            .row
+            .active_files
+            .iter()
+            .filter(|f| !gone.contains(&f.path))
+            .map(|f| {
+                let bytes = now.iter().find(|(p, _)| *p == f.path).and_then(|(_, s)| *s).unwrap_or(f.bytes);
+                ActiveFile { path: f.path.clone(), bytes }
+            })
+            .collect();
+        let mut too_large = Vec::new();
+        if let Some(room) = self.active_files_room() {
+            let total = |files: &[ActiveFile]| -> u64 {
+                files.iter().map(|f| self.estimator.tokens(block_bytes(&f.path, f.bytes) as usize)).sum()
+            };
+            while total(&files) > room {
+                let Some(at) = files.iter().enumerate().max_by_key(|(_, f)| f.bytes).map(|(i, _)| i) else { break };
+                too_large.push(files.remove(at).path);
+            }
+        }
+        if gone.is_empty() && too_large.is_empty() {
+            // Sizes alone: kept for the budget, nothing to say.
+            if files != self.row.active_files {
+                self.row.active_files = files;
+                self.pipeline.op(StoreOp::set_active_files(&self.row.id, &self.row.active_files));
+            }
+            return None;
+        }
+        self.set_active_files(files, Vec::new(), Vec::new(), gone, too_large)
     }
 
     /// Bytes the active files add to every request.
@@ -221,7 +272,7 @@ impl Session {
     }
 }
 
-/// The active files of `cwd` among `paths` that no longer exist.
-pub(crate) fn missing(cwd: &str, paths: &[String]) -> Vec<String> {
-    paths.iter().filter(|p| !Path::new(cwd).join(p).exists()).cloned().collect()
+/// The size of each of `paths` in `cwd` now (`None`: gone).
+pub(crate) fn sizes(cwd: &str, paths: &[String]) -> Vec<(String, Option<u64>)> {
+    paths.iter().map(|p| (p.clone(), std::fs::metadata(Path::new(cwd).join(p)).ok().map(|m| m.len()))).collect()
 }

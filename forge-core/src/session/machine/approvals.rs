@@ -21,7 +21,13 @@ impl Session {
         ApprovalPolicy::for_tools(&self.config.tools)
             .for_session(self.row.approval.mode.as_deref(), &self.row.approval.always)
             .with_grants(self.tool_grants())
-            .with_reversible_edits(self.row.git.is_some() && !self.config.git.ask_for_edits.unwrap_or(false))
+            .with_reversible_edits(
+                self.row
+                    .git
+                    .as_ref()
+                    .filter(|_| !self.config.git.ask_for_edits.unwrap_or(false))
+                    .map(|g| std::path::PathBuf::from(&g.worktree)),
+            )
     }
 
     /// Changes the session's approval rules: its own mode (`Some("")`

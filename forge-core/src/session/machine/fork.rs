@@ -100,6 +100,7 @@ impl Session {
             },
             StoreOp::ForkSession { id: id.clone(), from: from.clone(), node: node.clone() },
             StoreOp::set_sampling(&id, &self.row.sampling),
+            StoreOp::set_active_files(&id, &self.row.active_files),
         ];
         let sampling = self.row.sampling;
         let mut events = vec![

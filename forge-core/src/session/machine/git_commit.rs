@@ -53,7 +53,9 @@ pub(crate) struct MoveJob {
 }
 
 pub(crate) enum MoveTo {
-    Node(String),
+    /// The commit of a node; `strict` (a rewind): refused when no commit
+    /// holds its files, instead of moving the conversation alone.
+    Node(String, bool),
     Rebase(PathBuf),
     /// The last commit's message edited.
     Reword(String),
@@ -209,7 +211,7 @@ impl Session {
         let (worktree, branch) = (PathBuf::from(&git.worktree), git.branch.clone());
         let job = self.new_job();
         let session = self.row.id.clone();
-        let to = MoveTo::Node(git_node);
+        let to = MoveTo::Node(git_node, matches!(reply, MoveReply::Rewind(..)));
         self.out.push(Effect::MoveBranch(Box::new(MoveJob { job, worktree, branch, session, to })));
         self.state = OperationState::MovingBranch(Box::new(BranchMove { job, node, path, client, reply }));
     }

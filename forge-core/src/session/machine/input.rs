@@ -176,10 +176,10 @@ impl Session {
             return;
         };
         let mut gone = None;
-        if let Some(Refresh { prompt, tools, agents, hooks, starting, gone: missing }) = prepared.refresh {
+        if let Some(Refresh { prompt, tools, agents, hooks, starting, active }) = prepared.refresh {
             // Out of the request at once; said after the message's own
             // event, where a client following the turn sees it.
-            gone = self.take_gone(&missing);
+            gone = self.refresh_active_files(&active);
             if let Some((prompt, files)) = prompt {
                 self.system_prompt = prompt;
                 self.instruction_files = files;

@@ -145,8 +145,8 @@ pub(crate) struct Refresh {
     pub hooks: crate::hooks::HookSet,
     /// The MCP servers still starting, whose tools the turn waits for.
     pub starting: Vec<String>,
-    /// Active files that no longer exist.
-    pub gone: Vec<String>,
+    /// The active files as they are now: their size, `None` when gone.
+    pub active: Vec<(String, Option<u64>)>,
 }
 
 /// How a tool's run ended.
@@ -577,10 +577,10 @@ impl Session {
         &self.row.cwd
     }
 
-    /// Its active files that no longer exist.
-    pub(crate) fn gone_active_files(&self) -> Vec<String> {
+    /// Its active files as they are now: their size, `None` when gone.
+    pub(crate) fn active_files_now(&self) -> Vec<(String, Option<u64>)> {
         let paths: Vec<String> = self.row.active_files.iter().map(|f| f.path.clone()).collect();
-        active_files::missing(&self.row.cwd, &paths)
+        active_files::sizes(&self.row.cwd, &paths)
     }
 
     pub(crate) fn set_instruction_files(&mut self, files: Vec<String>) {

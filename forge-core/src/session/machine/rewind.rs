@@ -136,14 +136,21 @@ pub(super) fn target(
     let (target, turn) = match (args.last_turn, &args.node) {
         (true, _) => {
             let from = ids(forest, head)?;
-            let last_user = from.iter().rev().find(|n| forest.get(n).is_ok_and(|n| n.role == Role::User));
-            let Some(last_user) = last_user else {
+            // The message that started the last turn: a user message that
+            // follows a tool batch (a steer) is part of the turn.
+            let starts_turn = |n: &str| {
+                let Ok(node) = forest.get(n) else { return false };
+                let parent = node.parent_id.as_deref().and_then(|p| forest.get(p).ok());
+                node.role == Role::User
+                    && !parent.is_some_and(|p| p.role == Role::Tool || !p.meta.message.tool_calls.is_empty())
+            };
+            let Some(start) = from.iter().rev().find(|n| starts_turn(n)) else {
                 return Err(EngineError::new(
                     ErrorKind::InvalidParams,
                     "nothing to undo: the conversation has no turn",
                 ));
             };
-            (forest.get(last_user)?.parent_id.clone(), Some(last_user.clone()))
+            (forest.get(start)?.parent_id.clone(), Some(start.clone()))
         }
         (false, node) => (node.clone(), None),
     };

@@ -471,7 +471,9 @@ impl Session {
             if same_model {
                 self.estimator.observe(stream.estimated_input, counted);
             }
-            self.last_input_tokens = Some(counted);
+            if !usage.estimated {
+                self.last_input_tokens = Some(counted);
+            }
             self.anchor = stream
                 .sent
                 .take()

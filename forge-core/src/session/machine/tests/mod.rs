@@ -255,7 +255,7 @@ impl Harness {
                         agents: None,
                         hooks: self.hooks.clone(),
                         starting,
-                        gone: Vec::new(),
+                        active: Vec::new(),
                     };
                     let same = std::mem::take(&mut self.next_same);
                     let input = input::Input { text: job.text, same, ..Default::default() };
