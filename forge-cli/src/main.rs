@@ -259,6 +259,9 @@ Ctrl-C cancels the turn (the partial answer is kept, marked cancelled).")]
     /// (--system) the system prompt its requests carry; `context add|remove
     /// SESSION PATH...` keeps files' whole text in every request
     Context(cmd::context::ContextArgs),
+    /// This machine's daemon on stdin and stdout, for a client elsewhere
+    /// (`ssh -T host forgectl bridge`); starts the daemon if none runs
+    Bridge,
     /// List the models Forge knows: context window and most output tokens
     /// (add local models with [[models]] in config.toml)
     Models {
@@ -610,6 +613,7 @@ fn main() -> ExitCode {
                 cmd::tree::bookmark(&g, &session, name, node, delete).await
             }
             Command::Context(a) => cmd::context::run(&g, a).await,
+            Command::Bridge => cmd::bridge::run(&g).await,
             Command::Model { session, model, provider, sampling } => {
                 cmd::session::model(&g, &session, model, provider, sampling).await
             }

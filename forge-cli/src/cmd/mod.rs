@@ -3,6 +3,7 @@
 pub mod acp;
 pub mod approvals;
 pub mod attach;
+pub mod bridge;
 pub mod context;
 pub mod daemon;
 pub mod doctor;
