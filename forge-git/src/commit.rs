@@ -136,11 +136,7 @@ pub fn reword_tip(worktree: &Path, branch: &str, session: &str, message: &str) -
     let parents: Vec<git2::Commit> = tip.parents().collect();
     let parents: Vec<&git2::Commit> = parents.iter().collect();
     let id = repo.commit(None, &tip.author(), &tip.committer(), &new, &tip.tree()?, &parents)?;
-    let kept = (1..)
-        .map(|n| format!("refs/forge/session/{session}/prev-{n}"))
-        .find(|r| repo.find_reference(r).is_err())
-        .unwrap_or_default();
-    repo.reference(&kept, tip.id(), false, "forge: the tip before a reword")?;
+    let kept = keep_tip(&repo, session, tip.id(), "forge: the tip before a reword")?;
     repo.reference_matching(&refname, id, true, tip.id(), "forge: the last commit's message edited")
         .map_err(|_| GitError::Moved { branch: branch.to_string() })?;
     Ok(Some(Moved { from: tip.id().to_string(), to: id.to_string(), kept }))
@@ -215,13 +211,20 @@ pub fn move_branch(worktree: &Path, branch: &str, session: &str, to: &str) -> Re
     if !repo.statuses(Some(&mut opts))?.is_empty() {
         return Err(GitError::Dirty { path: worktree.display().to_string() });
     }
-    let kept = (1..)
-        .map(|n| format!("refs/forge/session/{session}/prev-{n}"))
-        .find(|r| repo.find_reference(r).is_err())
-        .unwrap_or_default();
-    repo.reference(&kept, from, false, "forge: the tip before a checkout")?;
+    let kept = keep_tip(&repo, session, from, "forge: the tip before a checkout")?;
     repo.reference_matching(&refname, target.id(), true, from, "forge: checkout of a turn")
         .map_err(|_| GitError::Moved { branch: branch.to_string() })?;
     repo.reset(target.as_object(), git2::ResetType::Hard, None)?;
     Ok(Some(Moved { from: from.to_string(), to: target.id().to_string(), kept }))
+}
+
+/// Keeps `tip` on the session's next free `refs/forge/session/<id>/prev-N`
+/// before its branch moves off it; returns that ref.
+fn keep_tip(repo: &git2::Repository, session: &str, tip: git2::Oid, why: &str) -> Result<String, GitError> {
+    let kept = (1..)
+        .map(|n| format!("refs/forge/session/{session}/prev-{n}"))
+        .find(|r| repo.find_reference(r).is_err())
+        .unwrap_or_default();
+    repo.reference(&kept, tip, false, why)?;
+    Ok(kept)
 }
