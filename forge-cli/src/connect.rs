@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use forge_client::autostart::{StartError, connect_or_start};
-use forge_client::{ConnectError, Connection, ForgeClient, Greet, LineClient};
+use forge_client::{ConnectError, Connection, Endpoint, ForgeClient, Greet, LineClient, SshRemote};
 use forge_proto::{ClientInfo, ClientKind};
 
 use crate::Global;
@@ -16,6 +16,57 @@ fn client_info() -> ClientInfo {
 
 pub fn socket_path(g: &Global) -> PathBuf {
     g.socket.clone().unwrap_or_else(forge_proto::paths::default_socket)
+}
+
+/// How long `send` and `attach` try to get a dropped link to a remote
+/// back before they give up (its turns go on there meanwhile).
+pub const GIVE_UP_AFTER: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Where the daemon is: `--remote` (through ssh), else the socket here.
+pub fn endpoint(g: &Global) -> Result<Endpoint, Failure> {
+    let Some(url) = g.remote() else { return Ok(Endpoint::Socket(socket_path(g))) };
+    if g.socket.is_some() {
+        return Err(Failure::new(
+            2,
+            "invalid_params",
+            "--remote and --socket name two daemons; give one (through --remote, the far forgectl finds its daemon's socket itself)",
+        ));
+    }
+    SshRemote::parse(url, g.remote_bin.clone(), !g.no_autostart)
+        .map(Endpoint::Ssh)
+        .map_err(|e| Failure::new(2, "invalid_params", e.to_string()))
+}
+
+/// A directory the command names for the daemon (`--cwd`, `--dir`): made
+/// absolute here, or this directory when none is given. Through
+/// `--remote` it is a directory of the far machine: taken as given, it
+/// must be absolute, and none is sent when none is given, unless
+/// `needed` (then the user is asked for one).
+pub fn daemon_dir(g: &Global, given: Option<PathBuf>, flag: &str, needed: bool) -> Result<Option<String>, Failure> {
+    if let Some(url) = g.remote() {
+        return match given {
+            Some(p) if p.is_absolute() => Ok(Some(p.display().to_string())),
+            Some(p) => Err(Failure::new(
+                2,
+                "invalid_params",
+                format!(
+                    "{flag} {} is relative; through --remote it names a directory on {url}: give its absolute path",
+                    p.display()
+                ),
+            )),
+            None if needed => Err(Failure::new(
+                2,
+                "invalid_params",
+                format!("through --remote, name the directory on {url} with {flag} (this machine's is not there)"),
+            )),
+            None => Ok(None),
+        };
+    }
+    let dir = match given {
+        Some(p) => std::path::absolute(&p).unwrap_or(p),
+        None => std::env::current_dir().map_err(|e| Failure::new(2, "invalid_input", e.to_string()))?,
+    };
+    Ok(Some(dir.display().to_string()))
 }
 
 pub async fn daemon(g: &Global) -> Result<Connection, Failure> {
@@ -36,13 +87,13 @@ pub async fn daemon_lines(g: &Global) -> Result<LineClient, Failure> {
 /// Connects as `C` (starting the daemon unless `--no-autostart`); `rpc`
 /// is its API, to ask a daemon just started about its sandbox.
 async fn reach<C: Greet, R: ForgeClient>(g: &Global, info: ClientInfo, rpc: impl Fn(&C) -> &R) -> Result<C, Failure> {
-    let socket = socket_path(g);
+    let endpoint = endpoint(g)?;
     let fresh = std::sync::atomic::AtomicBool::new(false);
     let started = |pid| {
         fresh.store(true, std::sync::atomic::Ordering::Relaxed);
-        eprintln!("forgectl: started forged (pid {pid}) on {}", socket.display());
+        eprintln!("forgectl: started forged (pid {pid}) on {endpoint}");
     };
-    let conn = connect_or_start(&socket, info, !g.no_autostart, started).await.map_err(|e| match e {
+    let conn = connect_or_start(&endpoint, info, !g.no_autostart, started).await.map_err(|e| match e {
         StartError::Connect(ConnectError::NotRunning { path, .. }) => Failure::new(
             UNREACHABLE,
             "daemon_not_running",
@@ -53,6 +104,9 @@ async fn reach<C: Greet, R: ForgeClient>(g: &Global, info: ClientInfo, rpc: impl
         }
         StartError::Connect(e @ (ConnectError::NoAnswer { .. } | ConnectError::Full { .. })) => {
             Failure::new(UNREACHABLE, "daemon_overloaded", e.to_string())
+        }
+        StartError::Connect(e @ ConnectError::Remote { .. }) => {
+            Failure::new(UNREACHABLE, "remote_unreachable", e.to_string())
         }
         StartError::Connect(e) => Failure::new(UNREACHABLE, "daemon_unreachable", e.to_string()),
         e @ (StartError::Spawn { .. } | StartError::Failed(_)) => {

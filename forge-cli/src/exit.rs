@@ -39,6 +39,18 @@ impl Failure {
     }
 }
 
+impl From<forge_client::FollowError> for Failure {
+    fn from(e: forge_client::FollowError) -> Self {
+        match e {
+            forge_client::FollowError::LinkDown { .. } => {
+                Failure::new(UNREACHABLE, "remote_unreachable", e.to_string())
+            }
+            forge_client::FollowError::Decode(_) => Failure::new(DAEMON_ERROR, "protocol", e.to_string()),
+            forge_client::FollowError::Refused(obj) => Failure::from(ClientError::Call(obj)),
+        }
+    }
+}
+
 impl From<ClientError> for Failure {
     fn from(e: ClientError) -> Self {
         match e {

@@ -24,7 +24,10 @@ macro_rules! out {
 mod cmd;
 mod connect;
 mod exit;
+mod local;
 mod output;
+
+use local::{generate, local_only};
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -48,7 +51,8 @@ Exit status:
   6  send --output-schema: the answer never validated (the errors on stderr)
   130 interrupted by Ctrl-C
 
-Environment: FORGE_SOCKET, FORGE_HOME, XDG_RUNTIME_DIR. A daemon forgectl starts gets its \
+Environment: FORGE_SOCKET, FORGE_HOME, XDG_RUNTIME_DIR; FORGE_REMOTE, FORGE_SSH_COMMAND and \
+FORGE_REMOTE_BIN for a daemon on another machine (see --remote). A daemon forgectl starts gets its \
 environment, so the provider variables (ANTHROPIC_API_KEY, OPENAI_API_KEY, GEMINI_API_KEY, \
 ANTHROPIC_BASE_URL, OPENAI_BASE_URL, GEMINI_BASE_URL) set here reach it.";
 
@@ -79,11 +83,28 @@ pub struct Global {
     /// Fail (exit 3) instead of starting forged when none is running
     #[arg(long, global = true)]
     pub no_autostart: bool,
+    /// Reach the daemon of another machine through your own ssh (config,
+    /// agent, keys, jump hosts): runs `forgectl bridge` there, which starts
+    /// that daemon if none runs. Paths (--cwd, --dir) are then the
+    /// remote's. FORGE_SSH_COMMAND replaces `ssh` and its options
+    #[arg(long, global = true, env = "FORGE_REMOTE", value_name = "ssh://[USER@]HOST[:PORT]")]
+    pub remote: Option<String>,
+    /// The remote forgectl when it is not on the remote PATH: a path, or a
+    /// command line for the remote shell
+    #[arg(long, global = true, env = "FORGE_REMOTE_BIN", value_name = "COMMAND")]
+    pub remote_bin: Option<String>,
     /// Write model and tool text byte for byte: without it, control
     /// sequences in it (a clipboard write, a clear-screen, a hidden link)
     /// are shown as text (`^[`), so they cannot drive your terminal
     #[arg(long, global = true)]
     pub raw: bool,
+}
+
+impl Global {
+    /// `--remote` (or `FORGE_REMOTE`), when set.
+    pub fn remote(&self) -> Option<&str> {
+        self.remote.as_deref().filter(|r| !r.trim().is_empty())
+    }
 }
 
 #[derive(Subcommand)]
@@ -521,6 +542,9 @@ next `forgectl store gc` (or daemon start).")]
         #[arg(long)]
         allow_broad_root: bool,
     },
+    /// Check a remote for --remote: ssh, forgectl there, its daemon
+    #[command(subcommand)]
+    Remote(cmd::remote::RemoteCmd),
     /// Print forgectl's completion script for a shell (bash, zsh, fish,
     /// elvish, powershell)
     #[command(after_help = forge_client::shell::install_help("forgectl"))]
@@ -536,37 +560,12 @@ next `forgectl store gc` (or daemon start).")]
     },
 }
 
-/// Completions and man pages: no daemon, no runtime.
-fn generate(command: &Command) -> Option<ExitCode> {
-    use clap::CommandFactory;
-    let mut stdout = std::io::stdout();
-    match command {
-        Command::Completions { shell } => {
-            if let Err(e) = forge_client::shell::completions(*shell, Cli::command(), &mut stdout) {
-                eprintln!("forgectl: cannot write the completions: {e}");
-                return Some(ExitCode::from(1));
-            }
-        }
-        Command::Man { out_dir } => {
-            match forge_client::shell::man_pages(Cli::command(), out_dir.as_deref(), &mut stdout) {
-                Ok(files) => {
-                    for f in files {
-                        eprintln!("forgectl: wrote {f}");
-                    }
-                }
-                Err(e) => {
-                    eprintln!("forgectl: cannot write the man pages: {e}");
-                    return Some(ExitCode::from(1));
-                }
-            }
-        }
-        _ => return None,
-    }
-    Some(ExitCode::SUCCESS)
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let (Some(url), Some(why)) = (cli.global.remote(), local_only(&cli.command)) {
+        eprintln!("forgectl: --remote {url} does not apply here: {why}");
+        return ExitCode::from(2);
+    }
     if let Some(code) = generate(&cli.command) {
         return code;
     }
@@ -614,6 +613,7 @@ fn main() -> ExitCode {
             }
             Command::Context(a) => cmd::context::run(&g, a).await,
             Command::Bridge => cmd::bridge::run(&g).await,
+            Command::Remote(c) => cmd::remote::run(&g, c).await,
             Command::Model { session, model, provider, sampling } => {
                 cmd::session::model(&g, &session, model, provider, sampling).await
             }

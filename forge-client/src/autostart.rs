@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use forge_proto::types::ClientInfo;
 
 use crate::connection::{ConnectError, Greet};
+use crate::endpoint::Endpoint;
 
 /// How long to wait for a freshly started daemon to answer.
 const START_TIMEOUT: Duration = Duration::from_secs(15);
@@ -43,15 +44,19 @@ pub fn forged_binary() -> PathBuf {
 /// the daemon it started answers, so the caller can say so (a daemon that
 /// fails to start is reported as an error only). `C` is how to talk to
 /// it: [`crate::Connection`] (WebSocket) or [`crate::LineClient`].
+/// A remote endpoint's bridge starts its own daemon (see
+/// [`crate::endpoint::SshRemote::autostart`]).
 pub async fn connect_or_start<C: Greet>(
-    socket: &Path,
+    endpoint: &Endpoint,
     info: ClientInfo,
     autostart: bool,
     started: impl FnOnce(u32),
 ) -> Result<C, StartError> {
-    match C::greet(socket, info.clone()).await {
-        Err(ConnectError::NotRunning { .. }) if autostart => start_and_connect(socket, info, started).await,
-        other => Ok(other?),
+    match (C::greet(endpoint, info.clone()).await, endpoint) {
+        (Err(ConnectError::NotRunning { .. }), Endpoint::Socket(socket)) if autostart => {
+            start_and_connect(socket, info, started).await
+        }
+        (other, _) => Ok(other?),
     }
 }
 
@@ -60,6 +65,7 @@ async fn start_and_connect<C: Greet>(
     info: ClientInfo,
     started: impl FnOnce(u32),
 ) -> Result<C, StartError> {
+    let endpoint = Endpoint::Socket(socket.to_path_buf());
     let home = forge_proto::paths::forge_home();
     let logs = home.join("logs");
     // Private from the start: the daemon's files hold conversations.
@@ -90,7 +96,7 @@ async fn start_and_connect<C: Greet>(
     loop {
         if let Ok(Some(status)) = child.try_wait() {
             // Another client may have won the race to start it.
-            if let Ok(c) = C::greet(socket, info.clone()).await {
+            if let Ok(c) = C::greet(&endpoint, info.clone()).await {
                 return Ok(c);
             }
             let text = std::fs::read(&err_path)
@@ -99,7 +105,7 @@ async fn start_and_connect<C: Greet>(
             let detail = if text.is_empty() { format!("it exited with {status}") } else { text };
             return Err(StartError::Failed(detail));
         }
-        match C::greet(socket, info.clone()).await {
+        match C::greet(&endpoint, info.clone()).await {
             Ok(c) => {
                 started(pid);
                 return Ok(c);

@@ -6,6 +6,8 @@
 
 use forge_proto::params::HelloParams;
 use std::path::{Path, PathBuf};
+
+use crate::endpoint::{Endpoint, Link, SshProbe};
 use std::time::Duration;
 
 use jsonrpsee::async_client::{Client, ClientBuilder};
@@ -23,8 +25,8 @@ pub enum ConnectError {
     NotRunning { path: PathBuf, source: std::io::Error },
     #[error("could not connect to {path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
-    #[error("WebSocket handshake with the daemon on {path} failed: {message}")]
-    Handshake { path: PathBuf, message: String },
+    #[error("WebSocket handshake with the daemon on {at} failed: {message}")]
+    Handshake { at: String, message: String },
     #[error("the daemon refused the hello: {0}")]
     Hello(String),
     /// The socket exists and a daemon holds it, but it did not take the
@@ -41,6 +43,9 @@ pub enum ConnectError {
         "protocol mismatch: this client speaks version {client}, the daemon speaks {daemon}; upgrade the older one"
     )]
     Protocol { client: u32, daemon: u32 },
+    /// The link to a remote daemon (ssh, or the bridge behind it) failed.
+    #[error("cannot reach the daemon on {remote}: {message}")]
+    Remote { remote: String, message: String },
 }
 
 /// A connected, greeted client.
@@ -49,38 +54,82 @@ pub struct Connection {
     pub hello: HelloResult,
     /// Where the daemon listens and who this client is, for the
     /// connections a [`Follow`] opens.
-    pub socket: PathBuf,
+    pub endpoint: Endpoint,
     pub info: ClientInfo,
 }
 
 /// How long a daemon may take to take a connection and answer its hello.
 pub(crate) const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long ssh may take to log in and the far daemon to answer (a
+/// passphrase may be typed meanwhile).
+const REMOTE_ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// A way of talking to the daemon that begins with `hello`: over
 /// WebSocket ([`Connection`]) or JSON lines ([`crate::LineClient`]).
 pub trait Greet: Sized {
-    /// Connects to `socket` and says hello as `info`.
-    fn greet(socket: &Path, info: ClientInfo) -> impl std::future::Future<Output = Result<Self, ConnectError>> + Send;
+    /// Connects to `endpoint` and says hello as `info`.
+    fn greet(
+        endpoint: &Endpoint,
+        info: ClientInfo,
+    ) -> impl std::future::Future<Output = Result<Self, ConnectError>> + Send;
 }
 
 impl Greet for Connection {
-    fn greet(socket: &Path, info: ClientInfo) -> impl std::future::Future<Output = Result<Self, ConnectError>> + Send {
-        connect(socket, info)
+    fn greet(
+        endpoint: &Endpoint,
+        info: ClientInfo,
+    ) -> impl std::future::Future<Output = Result<Self, ConnectError>> + Send {
+        connect_to(endpoint, info)
     }
 }
 
-/// Connects to `socket` and says hello as `info`.
+/// Connects to the daemon's `socket` on this machine and says hello as `info`.
 pub async fn connect(socket: &Path, info: ClientInfo) -> Result<Connection, ConnectError> {
-    within_answer_time(socket, greet(socket, info)).await
+    connect_to(&Endpoint::Socket(socket.to_path_buf()), info).await
+}
+
+/// Connects to `endpoint` and says hello as `info`.
+pub async fn connect_to(endpoint: &Endpoint, info: ClientInfo) -> Result<Connection, ConnectError> {
+    within_answer_time(endpoint, greet(endpoint, info)).await
 }
 
 /// `hello` must be answered within [`ANSWER_TIMEOUT`] of connecting.
 pub(crate) async fn within_answer_time<T>(
-    socket: &Path,
+    endpoint: &Endpoint,
     greeting: impl std::future::Future<Output = Result<T, ConnectError>>,
 ) -> Result<T, ConnectError> {
-    let no_answer = || ConnectError::NoAnswer { path: socket.to_path_buf(), secs: ANSWER_TIMEOUT.as_secs() };
-    tokio::time::timeout(ANSWER_TIMEOUT, greeting).await.map_err(|_| no_answer())?
+    let (limit, no_answer) = match endpoint {
+        Endpoint::Socket(path) => {
+            (ANSWER_TIMEOUT, ConnectError::NoAnswer { path: path.clone(), secs: ANSWER_TIMEOUT.as_secs() })
+        }
+        Endpoint::Ssh(r) => (
+            REMOTE_ANSWER_TIMEOUT,
+            ConnectError::Remote {
+                remote: r.url.clone(),
+                message: format!(
+                    "no answer within {} s (ssh still logging in, or the far daemon overloaded)",
+                    REMOTE_ANSWER_TIMEOUT.as_secs()
+                ),
+            },
+        ),
+    };
+    tokio::time::timeout(limit, greeting).await.map_err(|_| no_answer)?
+}
+
+/// Opens a connection and says hello on it with `greet`; a link through
+/// ssh that fails before the daemon answers is explained with what ssh said.
+pub(crate) async fn open_and<T, F>(endpoint: &Endpoint, greet: impl FnOnce(Link) -> F) -> Result<T, ConnectError>
+where
+    F: std::future::Future<Output = Result<T, ConnectError>>,
+{
+    let (link, probe): (Link, Option<SshProbe>) = endpoint.open().await?;
+    match (greet(link).await, probe, endpoint) {
+        (Ok(t), _, _) => Ok(t),
+        (Err(e @ ConnectError::Protocol { .. }), _, _) => Err(e),
+        (Err(_), Some(probe), Endpoint::Ssh(remote)) => Err(probe.explain(remote).await),
+        (Err(e), _, _) => Err(e),
+    }
 }
 
 /// The daemon's socket, connected, or why not in words a user can act on.
@@ -111,9 +160,13 @@ pub(crate) async fn hello(client: &impl ForgeClient, info: ClientInfo) -> Result
     Ok(hello)
 }
 
-async fn greet(socket: &Path, info: ClientInfo) -> Result<Connection, ConnectError> {
-    let stream = open_socket(socket).await?;
-    let handshake_err = |message: String| ConnectError::Handshake { path: socket.to_path_buf(), message };
+async fn greet(endpoint: &Endpoint, info: ClientInfo) -> Result<Connection, ConnectError> {
+    open_and(endpoint, |link| ws_greet(endpoint, link, info)).await
+}
+
+async fn ws_greet(endpoint: &Endpoint, link: Link, info: ClientInfo) -> Result<Connection, ConnectError> {
+    let stream = tokio::io::join(link.read, link.write);
+    let handshake_err = |message: String| ConnectError::Handshake { at: endpoint.to_string(), message };
     let url = Url::parse("ws://forge/").map_err(|e| handshake_err(e.to_string()))?;
     let (tx, rx) = WsTransportClientBuilder::default()
         .max_request_size(MAX_MESSAGE_BYTES)
@@ -131,7 +184,7 @@ async fn greet(socket: &Path, info: ClientInfo) -> Result<Connection, ConnectErr
         .max_buffer_capacity_per_subscription(buffer.unwrap_or(4096))
         .build_with_tokio(tx, rx);
     let hello = hello(&client, info.clone()).await?;
-    Ok(Connection { client, hello, socket: socket.to_path_buf(), info })
+    Ok(Connection { client, hello, endpoint: endpoint.clone(), info })
 }
 
 /// How long a call may wait for its answer.

@@ -9,18 +9,22 @@
 
 pub mod autostart;
 mod connection;
+pub mod endpoint;
 pub mod fold;
 pub mod images;
 mod lines;
+pub mod resume;
 pub mod shell;
 pub mod terminal;
 pub mod tree;
 
 pub use connection::*;
+pub use endpoint::{Backoff, Endpoint, SshRemote};
 pub use forge_proto::methods::ForgeClient;
 /// Re-exported so clients use the same jsonrpsee as this crate.
 pub use jsonrpsee;
 pub use lines::*;
+pub use resume::{Resume, Resumed};
 
 /// A `retrying` event in words, the same in every client:
 /// `retrying in 2.0s (attempt 2/5): overloaded`.

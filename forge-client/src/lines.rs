@@ -6,7 +6,7 @@
 //! one connection, with no WebSocket stack and no second connection.
 
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use jsonrpsee::core::client::{BatchResponse, ClientT};
@@ -16,14 +16,14 @@ use jsonrpsee::core::{ClientError, DeserializeOwned};
 use jsonrpsee::types::ErrorObjectOwned;
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 
 use forge_proto::MAX_MESSAGE_BYTES;
 use forge_proto::events::SubscriptionItem;
 use forge_proto::types::{ClientInfo, HelloResult};
 
-use crate::connection::{CALL_TIMEOUT, ConnectError, Connection, Greet, hello, open_socket, within_answer_time};
+use crate::connection::{CALL_TIMEOUT, ConnectError, Connection, Greet, hello, open_and, within_answer_time};
+use crate::endpoint::Endpoint;
 
 /// A connected, greeted JSON-lines client. Its calls go one at a time,
 /// each waiting for its answer.
@@ -31,18 +31,23 @@ pub struct LineClient {
     calls: Calls,
     pub hello: HelloResult,
     /// Where the daemon listens and who this client is.
-    pub socket: PathBuf,
+    pub endpoint: Endpoint,
     pub info: ClientInfo,
 }
 
 impl Greet for LineClient {
-    fn greet(socket: &Path, info: ClientInfo) -> impl std::future::Future<Output = Result<Self, ConnectError>> + Send {
-        within_answer_time(socket, async move {
-            let (read, write) = open_socket(socket).await?.into_split();
-            let io = LineIo { read: BufReader::new(read), write, line: Vec::new() };
-            let calls = Calls { io: tokio::sync::Mutex::new(io), next_id: AtomicU64::new(1) };
-            let hello = hello(&calls, info.clone()).await?;
-            Ok(LineClient { calls, hello, socket: socket.to_path_buf(), info })
+    fn greet(
+        endpoint: &Endpoint,
+        info: ClientInfo,
+    ) -> impl std::future::Future<Output = Result<Self, ConnectError>> + Send {
+        within_answer_time(endpoint, async move {
+            open_and(endpoint, |link| async move {
+                let io = LineIo { read: BufReader::new(link.read), write: link.write, line: Vec::new() };
+                let calls = Calls { io: tokio::sync::Mutex::new(io), next_id: AtomicU64::new(1) };
+                let hello = hello(&calls, info.clone()).await?;
+                Ok(LineClient { calls, hello, endpoint: endpoint.clone(), info })
+            })
+            .await
         })
     }
 }
@@ -62,8 +67,8 @@ impl LineClient {
 
 /// The connection's two halves and its line buffer.
 struct LineIo {
-    read: BufReader<OwnedReadHalf>,
-    write: OwnedWriteHalf,
+    read: BufReader<Box<dyn AsyncRead + Send + Unpin>>,
+    write: Box<dyn AsyncWrite + Send + Unpin>,
     line: Vec<u8>,
 }
 
@@ -219,7 +224,7 @@ struct NotificationParams {
 impl Follow {
     /// Says hello as `conn`'s client on a new connection and subscribes.
     pub async fn start(conn: &Connection, session: String, from_seq: Option<u64>) -> Result<Follow, ClientError> {
-        Self::open(&conn.socket, &conn.info, session, from_seq).await
+        Self::open_at(&conn.endpoint, &conn.info, session, from_seq).await
     }
 
     /// Says hello as `info` to the daemon on `socket` and subscribes.
@@ -229,8 +234,25 @@ impl Follow {
         session: String,
         from_seq: Option<u64>,
     ) -> Result<Follow, ClientError> {
-        let client = LineClient::greet(socket, info.clone()).await.map_err(|e| ClientError::Transport(Box::new(e)))?;
+        Self::open_at(&Endpoint::Socket(socket.to_path_buf()), info, session, from_seq).await
+    }
+
+    /// Says hello as `info` to the daemon at `endpoint` and subscribes.
+    pub async fn open_at(
+        endpoint: &Endpoint,
+        info: &ClientInfo,
+        session: String,
+        from_seq: Option<u64>,
+    ) -> Result<Follow, ClientError> {
+        let client =
+            LineClient::greet(endpoint, info.clone()).await.map_err(|e| ClientError::Transport(Box::new(e)))?;
         client.follow(session, from_seq).await
+    }
+
+    /// The next seq this follower has not delivered (where a new follow
+    /// resumes without a gap or a repeat).
+    pub fn next_seq(&self) -> Option<u64> {
+        self.next_seq
     }
 
     /// The next item; `None` when the daemon ends the stream or the
@@ -261,4 +283,13 @@ impl Follow {
 pub enum FollowError {
     #[error("undecodable event from the daemon: {0}")]
     Decode(String),
+    /// Following again, the daemon refused (the session was removed
+    /// meanwhile).
+    #[error("{}", .0.message())]
+    Refused(ErrorObjectOwned),
+    /// [`crate::Resume`] gave up: the link stayed down too long.
+    #[error(
+        "the link to {endpoint} has been down for {secs} s; gave up (its turns go on there: `forgectl --remote {endpoint} attach` follows them again)"
+    )]
+    LinkDown { endpoint: String, secs: u64 },
 }

@@ -95,7 +95,7 @@ params!(
     CreateParams {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub name: Option<String>,
-        /// The session's directory (default: the daemon's).
+        /// The session's directory (default: the home of the daemon's user).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub cwd: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]

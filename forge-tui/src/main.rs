@@ -10,6 +10,7 @@ mod branches;
 mod command;
 mod draft;
 mod input;
+mod link;
 mod markdown;
 mod mentions;
 mod picker;
@@ -75,9 +76,18 @@ struct Args {
     /// Name of the new session.
     #[arg(long, requires = "new")]
     name: Option<String>,
-    /// The daemon's socket.
-    #[arg(long, env = "FORGE_SOCKET")]
+    /// The daemon's socket [default: $FORGE_SOCKET, else the one forged uses]
+    #[arg(long)]
     socket: Option<PathBuf>,
+    /// Attach to the daemon of another machine through your own ssh:
+    /// runs `forgectl bridge` there (which starts that daemon if none
+    /// runs). --cwd is then a directory there. FORGE_SSH_COMMAND replaces
+    /// `ssh` and its options; a dropped link is reconnected by itself
+    #[arg(long, env = "FORGE_REMOTE", value_name = "ssh://[USER@]HOST[:PORT]", conflicts_with = "socket")]
+    remote: Option<String>,
+    /// The remote forgectl when it is not on the remote PATH
+    #[arg(long, env = "FORGE_REMOTE_BIN", value_name = "COMMAND")]
+    remote_bin: Option<String>,
     /// Fail instead of starting forged when none answers.
     #[arg(long)]
     no_autostart: bool,
@@ -162,23 +172,37 @@ async fn start(args: Args) -> anyhow::Result<()> {
             "this is a terminal UI, and stdin or stdout is not a terminal; for scripts and pipes use forgectl (e.g. `forgectl attach SESSION`)"
         );
     }
-    let socket = args.socket.clone().unwrap_or_else(forge_proto::paths::default_socket);
-    let started = |pid| eprintln!("forge: started forged (pid {pid}) on {}", socket.display());
+    let endpoint = match args.remote.as_deref().filter(|r| !r.trim().is_empty()) {
+        Some(url) => forge_client::Endpoint::Ssh(forge_client::SshRemote::parse(
+            url,
+            args.remote_bin.clone(),
+            !args.no_autostart,
+        )?),
+        None => forge_client::Endpoint::Socket(args.socket.clone().unwrap_or_else(forge_proto::paths::default_socket)),
+    };
+    let started = |pid| eprintln!("forge: started forged (pid {pid}) on {endpoint}");
     let conn: forge_client::Connection =
-        connect_or_start(&socket, runtime::client_info(), !args.no_autostart, started).await?;
+        connect_or_start(&endpoint, runtime::client_info(), !args.no_autostart, started).await?;
     let options = ui_options(&args);
     let mut keys = crossterm::event::EventStream::new();
     let session = if args.new {
-        let cwd = match &args.cwd {
-            Some(c) => c.clone(),
-            None => std::env::current_dir()?,
+        let cwd = match (&args.cwd, endpoint.remote()) {
+            // A directory of the far machine (none: its user's home).
+            (Some(c), Some(r)) if !c.is_absolute() => {
+                anyhow::bail!("--cwd {} is relative; through --remote give its absolute path on {}", c.display(), r.url)
+            }
+            (c, Some(_)) => c.clone(),
+            (Some(c), None) => Some(std::fs::canonicalize(c).unwrap_or_else(|_| c.clone())),
+            (None, None) => {
+                let here = std::env::current_dir()?;
+                Some(std::fs::canonicalize(&here).unwrap_or(here))
+            }
         };
-        let cwd = std::fs::canonicalize(&cwd).unwrap_or(cwd);
         let info = conn
             .client
             .session_create(CreateParams {
                 name: args.name.clone(),
-                cwd: Some(cwd.display().to_string()),
+                cwd: cwd.map(|c| c.display().to_string()),
                 provider: args.provider.clone(),
                 model: args.model.clone(),
                 allow_broad_root: args.allow_broad_root,
@@ -207,7 +231,7 @@ async fn start(args: Args) -> anyhow::Result<()> {
         }
     };
     let app = App::new(&session, options);
-    runtime::run(socket, conn.client, session, app, &mut keys).await
+    runtime::run(endpoint, conn.client, session, app, &mut keys).await
 }
 
 /// `[app]` of `$FORGE_HOME/config.toml` (the daemon validates the whole

@@ -502,10 +502,9 @@ fn draw_status(frame: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     }
     match &app.connection {
         Connection::Connected => {}
-        Connection::Lost { reason } => spans.push(Span::styled(
-            format!("{}daemon gone ({reason}); reconnecting, draft kept", g.separator),
-            theme.style(Part::Error),
-        )),
+        Connection::Lost { reason } => {
+            spans.push(Span::styled(format!("{}{reason}; draft kept", g.separator), theme.style(Part::Error)))
+        }
         Connection::Gone => {
             spans.push(Span::styled(format!("{}session removed", g.separator), theme.style(Part::Error)))
         }

@@ -10,16 +10,15 @@ use forge_proto::params::{
     RecoverParams, RewindParams, SendParams, SteerParams, ToolResultParams,
 };
 use std::io::Stdout;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossterm::event::{DisableBracketedPaste, EnableBracketedPaste, Event, EventStream};
 use crossterm::execute;
 use crossterm::terminal::{EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode};
+use forge_client::Endpoint;
 use forge_client::ForgeClient;
 use forge_client::jsonrpsee::async_client::Client;
-use forge_client::{Follow, connect};
 use forge_proto::{ApprovalDecision, ClientInfo, ClientKind, RecoverAction, SubscriptionItem};
 use futures::StreamExt;
 use ratatui::backend::CrosstermBackend;
@@ -28,6 +27,7 @@ use tokio::sync::mpsc;
 
 use crate::app::{Action, App, Connection};
 use crate::branches::TreeOpen;
+use crate::link::{spawn_follow, spawn_keeper};
 use crate::render::{RenderCache, draw};
 use crate::transcript::Level;
 
@@ -42,10 +42,13 @@ pub fn client_info() -> ClientInfo {
 }
 
 /// What the background tasks tell the loop.
-enum Msg {
+pub(crate) enum Msg {
     Item(Box<SubscriptionItem>),
-    /// The subscription ended: the daemon went away or closed it.
-    Ended(String),
+    /// The link to the daemon dropped (or a try to get it back failed).
+    Lost(String),
+    /// Following again, from where the transcript stopped.
+    Back,
+    /// The connection for calls, made again after it dropped.
     Reconnected(Arc<Client>),
     Notice(Level, String),
     /// The daemon is back but the session is not.
@@ -67,6 +70,9 @@ enum Msg {
     /// The session's tree, and what to open with it.
     Tree(Box<forge_proto::TreeInfo>, TreeOpen),
 }
+
+/// Following again, while the connection for calls is still being made.
+const CALLS_DOWN: &str = "following again; reconnecting for calls";
 
 type Term = Terminal<CrosstermBackend<Stdout>>;
 
@@ -101,7 +107,7 @@ pub fn restore(inline: bool) {
 /// Attaches to `session` until the user leaves. The session keeps running
 /// in the daemon whatever happens here.
 pub async fn run(
-    socket: PathBuf,
+    endpoint: Endpoint,
     client: Client,
     session: String,
     mut app: App,
@@ -109,7 +115,7 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let mut inline = app.options.inline;
     let mut term = setup(inline)?;
-    let result = run_loop(&mut term, &mut inline, socket, Arc::new(client), &session, &mut app, keys).await;
+    let result = run_loop(&mut term, &mut inline, endpoint, Arc::new(client), &session, &mut app, keys).await;
     restore(inline);
     if inline {
         println!();
@@ -120,14 +126,15 @@ pub async fn run(
 async fn run_loop(
     term: &mut Term,
     inline: &mut bool,
-    socket: PathBuf,
+    endpoint: Endpoint,
     mut client: Arc<Client>,
     session: &str,
     app: &mut App,
     keys: &mut EventStream,
 ) -> anyhow::Result<()> {
     let (tx, mut rx) = mpsc::channel::<Msg>(4096);
-    spawn_follow(socket.clone(), session.to_string(), 1, tx.clone());
+    spawn_follow(endpoint.clone(), session.to_string(), 1, tx.clone());
+    spawn_keeper(endpoint, client.clone(), tx.clone());
     {
         // The picker lists what the daemon's catalog knows (`forgectl models`).
         let (c, t) = (client.clone(), tx.clone());
@@ -180,11 +187,11 @@ async fn run_loop(
             }
             msg = rx.recv() => {
                 let Some(msg) = msg else { break };
-                apply(msg, app, &mut client, &socket, session, &tx);
+                apply(msg, app, &mut client, session, &tx);
                 // A bounded batch of what else is waiting, then keys again.
                 for _ in 1..ITEMS_PER_BATCH {
                     match rx.try_recv() {
-                        Ok(m) => apply(m, app, &mut client, &socket, session, &tx),
+                        Ok(m) => apply(m, app, &mut client, session, &tx),
                         Err(_) => break,
                     }
                 }
@@ -217,14 +224,7 @@ async fn run_loop(
     Ok(())
 }
 
-fn apply(
-    msg: Msg,
-    app: &mut App,
-    client: &mut Arc<Client>,
-    socket: &std::path::Path,
-    session: &str,
-    tx: &mpsc::Sender<Msg>,
-) {
+fn apply(msg: Msg, app: &mut App, client: &mut Arc<Client>, session: &str, tx: &mpsc::Sender<Msg>) {
     match msg {
         Msg::Item(item) => match *item {
             SubscriptionItem::Event(ev) => {
@@ -262,14 +262,21 @@ fn apply(
             }
             _ => {}
         },
-        Msg::Ended(reason) => {
-            app.connection = Connection::Lost { reason };
-            spawn_reconnect(socket.to_path_buf(), session.to_string(), app.transcript.fold.last_seq + 1, tx.clone());
+        Msg::Lost(reason) => app.connection = Connection::Lost { reason },
+        // Connected again once both the follow and the calls' connection are.
+        Msg::Back if client.is_connected() => {
+            if app.connection != Connection::Connected {
+                app.connection = Connection::Connected;
+                app.notify(Level::Info, "reconnected to forged; nothing was missed");
+            }
         }
+        Msg::Back => app.connection = Connection::Lost { reason: CALLS_DOWN.into() },
         Msg::Reconnected(c) => {
             *client = c;
-            app.connection = Connection::Connected;
-            app.notify(Level::Info, "reconnected to forged");
+            if app.connection == (Connection::Lost { reason: CALLS_DOWN.into() }) {
+                app.connection = Connection::Connected;
+                app.notify(Level::Info, "reconnected to forged; nothing was missed");
+            }
         }
         Msg::Notice(level, text) => app.notify(level, text),
         Msg::Models(models) if !models.is_empty() => {
@@ -313,59 +320,6 @@ fn spawn_path_reload(client: &Arc<Client>, session: &str, tx: &mpsc::Sender<Msg>
     tokio::spawn(async move {
         if let Ok(h) = c.session_history(s).await {
             let _ = tx.send(Msg::Path(h.messages)).await;
-        }
-    });
-}
-
-/// Follows the session from `from_seq`, forwarding items until the stream
-/// ends; then reports why.
-fn spawn_follow(socket: PathBuf, session: String, from_seq: u64, tx: mpsc::Sender<Msg>) {
-    tokio::spawn(async move {
-        let reason = match Follow::open(&socket, &client_info(), session, Some(from_seq)).await {
-            Err(e) => e.to_string(),
-            Ok(mut follow) => loop {
-                match follow.next().await {
-                    Some(Ok(SubscriptionItem::Closed { reason })) => {
-                        let _ = tx.send(Msg::Item(Box::new(SubscriptionItem::Closed { reason: reason.clone() }))).await;
-                        break reason;
-                    }
-                    Some(Ok(item)) => {
-                        if tx.send(Msg::Item(Box::new(item))).await.is_err() {
-                            return;
-                        }
-                    }
-                    Some(Err(e)) => break e.to_string(),
-                    None => break "connection lost".to_string(),
-                }
-            },
-        };
-        let _ = tx.send(Msg::Ended(reason)).await;
-    });
-}
-
-/// Retries until the daemon answers again, then follows from where the
-/// transcript stopped.
-fn spawn_reconnect(socket: PathBuf, session: String, from_seq: u64, tx: mpsc::Sender<Msg>) {
-    tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            if tx.is_closed() {
-                return;
-            }
-            if let Ok(conn) = connect(&socket, client_info()).await {
-                // The daemon is back; the session may not be (removed meanwhile).
-                if let Err(e) = conn.client.session_show(session.clone()).await {
-                    let text = format!("forged is back, but this session is not: {}; q leaves", error_text(e));
-                    let _ = tx.send(Msg::SessionGone(text)).await;
-                    return;
-                }
-                let client = Arc::new(conn.client);
-                if tx.send(Msg::Reconnected(client.clone())).await.is_err() {
-                    return;
-                }
-                spawn_follow(socket, session, from_seq, tx);
-                return;
-            }
         }
     });
 }

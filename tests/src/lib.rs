@@ -4,4 +4,5 @@
 
 pub mod harness;
 pub mod mock;
+pub mod sshd;
 pub mod tmux;

@@ -1,14 +1,14 @@
 //! `forgectl attach`: follow a session's events.
 
 use clap::Args;
-use forge_client::Follow;
 use forge_client::ForgeClient;
 use forge_client::fold::Fold;
+use forge_client::{Resume, Resumed};
 use forge_proto::SubscriptionItem;
 
 use crate::Global;
 use crate::connect::daemon;
-use crate::exit::{DAEMON_ERROR, Failure};
+use crate::exit::Failure;
 use crate::output::{Transcript, json_line};
 
 #[derive(Args)]
@@ -46,7 +46,9 @@ pub async fn run(g: &Global, a: AttachArgs) -> Result<(), Failure> {
         }
         from_seq = Some(info.last_seq + 1);
     }
-    let mut sub = Follow::start(&conn, a.session.clone(), from_seq).await?;
+    let mut sub = Resume::start(&conn.endpoint, &conn.info, a.session.clone(), from_seq)
+        .await?
+        .give_up_after(crate::connect::GIVE_UP_AFTER);
     let mut transcript = Transcript::new(fold);
     let mut interrupt = crate::cmd::send::interrupts()?;
     loop {
@@ -55,8 +57,17 @@ pub async fn run(g: &Global, a: AttachArgs) -> Result<(), Failure> {
             _ = interrupt.recv() => { transcript.finish(); return Ok(()) }
         };
         let item = match item {
-            Some(Ok(item)) => item,
-            Some(Err(e)) => return Err(Failure::new(DAEMON_ERROR, "protocol", e.to_string())),
+            Some(Ok(Resumed::Item(item))) => item,
+            Some(Ok(Resumed::Lost { why, retry_in })) => {
+                transcript.finish();
+                eprintln!("forgectl: {why}; reconnecting in {:.1} s", retry_in.as_secs_f64());
+                continue;
+            }
+            Some(Ok(Resumed::Back)) => {
+                eprintln!("forgectl: reconnected; following from where it stopped");
+                continue;
+            }
+            Some(Err(e)) => return Err(e.into()),
             None => {
                 transcript.finish();
                 return Err(Failure::new(crate::exit::UNREACHABLE, "daemon_gone", "the daemon closed the stream"));

@@ -125,7 +125,10 @@ pub async fn import(
     cwd: Option<&std::path::Path>,
     allow_broad_root: bool,
 ) -> Result<(), Failure> {
-    let cwd = cwd.map(|p| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()).display().to_string());
+    let cwd = match cwd {
+        Some(p) => crate::connect::daemon_dir(g, Some(p.to_path_buf()), "--cwd", false)?,
+        None => None,
+    };
     let mut text = String::new();
     let read = if file == "-" {
         std::io::stdin().read_to_string(&mut text).map(|_| ())

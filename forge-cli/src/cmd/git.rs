@@ -90,11 +90,8 @@ pub async fn run(g: &Global, cmd: GitCmd) -> Result<(), Failure> {
             }
         }
         GitCmd::Show { commit, cwd } => {
-            let cwd = match cwd {
-                Some(p) => Some(std::path::absolute(&p).unwrap_or(p)),
-                None => std::env::current_dir().ok(),
-            };
-            let params = GitShowParams { commit, cwd: cwd.map(|p| p.display().to_string()) };
+            let cwd = crate::connect::daemon_dir(g, cwd, "--cwd", false)?;
+            let params = GitShowParams { commit, cwd };
             let shown = conn.client.git_show(params).await?;
             if g.json {
                 json_line(&shown);

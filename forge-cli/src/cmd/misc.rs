@@ -347,6 +347,14 @@ pub async fn shutdown(g: &Global) -> Result<(), Failure> {
     };
     let pid = conn.hello.server.pid;
     conn.client.daemon_shutdown(()).await?;
+    if let Some(url) = g.remote() {
+        if g.json {
+            json_line(&serde_json::json!({"type": "shutdown", "pid": pid}));
+        } else {
+            outln!("forged (pid {pid}) on {url} is stopping");
+        }
+        return Ok(());
+    }
     // Wait until the daemon released its lock, which it does last, after
     // everything is on disk: then a new daemon can start at once.
     let lock_path = socket.with_extension("lock");

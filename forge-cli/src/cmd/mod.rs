@@ -11,6 +11,7 @@ pub mod export;
 pub mod git;
 pub mod mcp;
 pub mod misc;
+pub mod remote;
 pub mod sandbox;
 pub mod send;
 pub mod session;

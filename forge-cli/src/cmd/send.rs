@@ -5,7 +5,7 @@ use std::io::{Read, Write};
 
 use clap::Args;
 use forge_client::ForgeClient;
-use forge_client::{Follow, LineClient};
+use forge_client::{LineClient, Resume, Resumed};
 use forge_proto::{ApprovalDecision, EventKind, JournalHealth, SubscriptionItem, TurnStatus};
 
 use crate::Global;
@@ -111,7 +111,7 @@ pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
     let session = match a.session {
         Some(s) => s,
         None => {
-            let info = a.new.create(&client).await?;
+            let info = a.new.create(g, &client).await?;
             eprintln!("session: {} ({}/{})", info.id, info.provider, info.model);
             if g.json {
                 json_line(&serde_json::json!({"type": "session", "session": info}));
@@ -154,7 +154,10 @@ pub async fn run(g: &Global, a: SendArgs) -> Result<(), Failure> {
         commits: sent.commits,
         structured: output_schema.is_some(),
     };
+    let (endpoint, info) = (client.endpoint.clone(), client.info.clone());
     let sub = client.follow(sent.session_id.clone(), Some(sent.seq)).await?;
+    let sub = Resume::from_follow(&endpoint, &info, sent.session_id.clone(), sub, Some(sent.seq))
+        .give_up_after(crate::connect::GIVE_UP_AFTER);
     follow_turn(g, sub, turn, a.auto_approve, a.thinking).await
 }
 
@@ -193,7 +196,7 @@ pub struct Turn<'a> {
 /// on stderr, or every event as JSON with `--json`.
 pub async fn follow_turn(
     g: &Global,
-    mut sub: Follow,
+    mut sub: Resume,
     turn: Turn<'_>,
     auto_approve: bool,
     thinking: bool,
@@ -228,8 +231,22 @@ pub async fn follow_turn(
             }
         };
         let item = match item {
-            Some(Ok(item)) => item,
-            Some(Err(e)) => return Err(Failure::new(DAEMON_ERROR, "protocol", e.to_string())),
+            Some(Ok(Resumed::Item(item))) => item,
+            // The turn goes on over there; the follow resumes where it
+            // stopped, so the answer is printed whole, once.
+            Some(Ok(Resumed::Lost { why, retry_in })) => {
+                rpc = None;
+                if !ends_with_newline && !g.json {
+                    eprintln!();
+                }
+                eprintln!("forgectl: {why}; reconnecting in {:.1} s", retry_in.as_secs_f64());
+                continue;
+            }
+            Some(Ok(Resumed::Back)) => {
+                eprintln!("forgectl: reconnected; the turn goes on");
+                continue;
+            }
+            Some(Err(e)) => return Err(e.into()),
             None => {
                 return Err(Failure::new(
                     crate::exit::UNREACHABLE,

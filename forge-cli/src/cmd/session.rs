@@ -129,11 +129,10 @@ impl NewSession {
             && self.sampling.is_empty()
     }
 
-    pub async fn create(self, client: &impl ForgeClient) -> Result<SessionInfo, Failure> {
-        let cwd = match self.cwd {
-            Some(p) => Some(std::path::absolute(&p).unwrap_or(p).display().to_string()),
-            None => std::env::current_dir().ok().map(|p| p.display().to_string()),
-        };
+    /// Creates the session; its directory is this one unless `--cwd`
+    /// (through `--remote`: `--cwd` on the far machine, or its user's home).
+    pub async fn create(self, g: &Global, client: &impl ForgeClient) -> Result<SessionInfo, Failure> {
+        let cwd = crate::connect::daemon_dir(g, self.cwd, "--cwd", false)?;
         let create = client.session_create(CreateParams {
             name: self.name,
             cwd,
@@ -201,7 +200,7 @@ pub async fn run(g: &Global, c: SessionCmd) -> Result<(), Failure> {
     match c {
         SessionCmd::New { mut new, sampling } => {
             new.sampling = sampling.into();
-            let info = new.create(client).await?;
+            let info = new.create(g, client).await?;
             if g.json {
                 json_line(&info);
             } else {

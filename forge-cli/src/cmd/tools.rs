@@ -45,12 +45,8 @@ pub enum ToolsCmd {
     },
 }
 
-fn folder(dir: Option<PathBuf>) -> Result<String, Failure> {
-    let dir = match dir {
-        Some(d) => std::path::absolute(&d).unwrap_or(d),
-        None => std::env::current_dir().map_err(|e| Failure::new(2, "invalid_input", e.to_string()))?,
-    };
-    Ok(dir.display().to_string())
+fn folder(g: &Global, dir: Option<PathBuf>) -> Result<String, Failure> {
+    Ok(crate::connect::daemon_dir(g, dir, "--dir", true)?.unwrap_or_default())
 }
 
 /// One project tool in a line.
@@ -104,7 +100,7 @@ pub async fn run(g: &Global, cmd: ToolsCmd) -> Result<(), Failure> {
     let conn = daemon(g).await?;
     match cmd {
         ToolsCmd::List { dir } => {
-            let project = conn.client.tools_project(folder(dir)?).await?;
+            let project = conn.client.tools_project(folder(g, dir)?).await?;
             if g.json {
                 json_line(&serde_json::json!({"tools": conn.client.tools_list(()).await?, "project": project}));
                 return Ok(());
@@ -122,7 +118,7 @@ pub async fn run(g: &Global, cmd: ToolsCmd) -> Result<(), Failure> {
             }
         }
         ToolsCmd::Approve { tools, dir, yes } => {
-            let dir = folder(dir)?;
+            let dir = folder(g, dir)?;
             let project = conn.client.tools_project(dir.clone()).await?;
             let chosen = pick(&project, &tools, |t| matches!(t.state.as_str(), "unapproved" | "changed"))?;
             if let Some(bad) = chosen.iter().find(|t| t.state == "invalid") {
@@ -169,7 +165,7 @@ pub async fn run(g: &Global, cmd: ToolsCmd) -> Result<(), Failure> {
             report(g, &after);
         }
         ToolsCmd::Revoke { tools, dir } => {
-            let dir = folder(dir)?;
+            let dir = folder(g, dir)?;
             let project = conn.client.tools_project(dir.clone()).await?;
             let files = pick(&project, &tools, |_| false)?.iter().map(|t| t.file.clone()).collect();
             let after = conn.client.tools_revoke(RevokeToolsParams { dir, files }).await?;

@@ -190,7 +190,7 @@ pub async fn edit(g: &Global, session: &str, node: &str, text: String, no_wait: 
         commits: git,
         structured: false,
     };
-    let sub = forge_client::Follow::start(&conn, r.session_id.clone(), Some(from)).await?;
+    let sub = forge_client::Resume::start(&conn.endpoint, &conn.info, r.session_id.clone(), Some(from)).await?;
     crate::cmd::send::follow_turn(g, sub, turn, false, false).await
 }
 

@@ -65,11 +65,7 @@ pub async fn run(g: &Global, a: TrustArgs) -> Result<(), Failure> {
         }
         return Ok(());
     }
-    let dir = match a.dir {
-        Some(d) => std::path::absolute(&d).unwrap_or(d),
-        None => std::env::current_dir().map_err(|e| Failure::new(2, "invalid_input", e.to_string()))?,
-    };
-    let dir = dir.display().to_string();
+    let dir = crate::connect::daemon_dir(g, a.dir, "--dir", true)?.unwrap_or_default();
     let f = if a.show {
         conn.client.trust_show(dir).await?
     } else if a.revoke {

@@ -35,9 +35,11 @@ impl Engine {
             .filter(|m| !m.trim().is_empty())
             .or_else(|| cfg.app.model.clone().filter(|_| req_provider_matches_config(cfg, provider)))
             .unwrap_or_else(|| provider.default_model().to_string());
+        // None given (a client on another machine, whose own directory
+        // means nothing here): the home of the daemon's user.
         let cwd = match req.cwd {
             Some(c) if !c.is_empty() => c,
-            _ => std::env::current_dir().map(|p| p.display().to_string()).unwrap_or_else(|_| "/".into()),
+            _ => std::env::var("HOME").ok().filter(|h| !h.is_empty()).unwrap_or_else(|| "/".into()),
         };
         if !Path::new(&cwd).is_absolute() {
             return Err(EngineError::new(

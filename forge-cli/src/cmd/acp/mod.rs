@@ -116,7 +116,10 @@ impl Drop for Sending {
 
 /// A daemon error as an ACP error, its Forge kind in `data`.
 pub(crate) fn from_client(e: forge_client::jsonrpsee::core::ClientError) -> agent_client_protocol::Error {
-    let f = Failure::from(e);
+    from_failure(Failure::from(e))
+}
+
+fn from_failure(f: Failure) -> agent_client_protocol::Error {
     // The editor's own mistakes (a bad cwd, a bad argument) are its to fix.
     let code = if f.kind == "invalid_params" { -32602 } else { -32603 };
     rpc_error(code, f.message).data(json!({"forge_kind": f.kind}))
@@ -353,8 +356,15 @@ async fn new_session(
     if !req.cwd.is_absolute() {
         return Err(rpc_error(-32602, format!("cwd must be an absolute path, not {cwd}")));
     }
-    let info =
-        d.client.session_create(CreateParams { cwd: Some(cwd), ..Default::default() }).await.map_err(from_client)?;
+    // Through --remote the editor's cwd is a path of the far machine (an
+    // editor running there, or one whose tree is the same on both).
+    let info = d.client.session_create(CreateParams { cwd: Some(cwd), ..Default::default() }).await.map_err(|e| {
+        let mut f = Failure::from(e);
+        if let Some(url) = b.global.remote().filter(|_| f.kind == "invalid_params") {
+            f.message = format!("{} (through --remote, the cwd is a directory on {url})", f.message);
+        }
+        from_failure(f)
+    })?;
     give_mcp_servers(d, &info.id, &req.mcp_servers).await?;
     // The session's own directory: a git session works in its worktree,
     // where the files its calls name are.

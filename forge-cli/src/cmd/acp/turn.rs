@@ -18,7 +18,7 @@ use agent_client_protocol::v1::schema::{
     ToolCallContent, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
 };
 use forge_client::fold::{Fold, Seen};
-use forge_client::{Follow, ForgeClient};
+use forge_client::{ForgeClient, Resume, Resumed};
 use forge_proto::{ApprovalCall, ApprovalDecision, EventKind, JournalHealth, SubscriptionItem};
 use serde_json::Value;
 use tokio::task::JoinHandle;
@@ -103,7 +103,7 @@ pub(super) async fn prompt(
     };
     drop(sending);
     let mut follow =
-        Follow::open(&d.socket, &d.info, sent.session_id.clone(), Some(sent.seq)).await.map_err(from_client)?;
+        Resume::start(&d.endpoint, &d.info, sent.session_id.clone(), Some(sent.seq)).await.map_err(from_client)?;
     let cwd = match b.cwd(&session) {
         Some(cwd) => cwd,
         None => PathBuf::from(d.client.session_show(session.clone()).await.map_err(from_client)?.cwd),
@@ -122,7 +122,22 @@ pub(super) async fn prompt(
     // updates the prompt that started it sends.
     let mut joined = false;
     let result = loop {
-        let ev = match follow.next().await {
+        let item = match follow.next().await {
+            Some(Ok(Resumed::Item(item))) => Some(Ok(item)),
+            // ACP has no notice: a dropped link is said as a thought.
+            Some(Ok(Resumed::Lost { why, retry_in })) => {
+                let words = format!("{why}; reconnecting in {:.1} s\n", retry_in.as_secs_f64());
+                turn.send(SessionUpdate::AgentThoughtChunk(map::text(&words)))?;
+                continue;
+            }
+            Some(Ok(Resumed::Back)) => {
+                turn.send(SessionUpdate::AgentThoughtChunk(map::text("reconnected; the turn goes on\n")))?;
+                continue;
+            }
+            Some(Err(e)) => Some(Err(e)),
+            None => None,
+        };
+        let ev = match item {
             Some(Ok(SubscriptionItem::Event(ev))) => ev,
             Some(Ok(SubscriptionItem::Closed { reason })) => {
                 break Err(rpc_error(-32603, format!("the session closed: {reason}")));
