@@ -15,7 +15,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::watch;
 
-use crate::connection::ConnectError;
+use crate::connect_error::{ConnectError, open_socket};
 
 /// How a client reaches a daemon.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -55,7 +55,7 @@ impl Endpoint {
     pub(crate) async fn open(&self) -> Result<(Link, Option<SshProbe>), ConnectError> {
         match self {
             Endpoint::Socket(path) => {
-                let (read, write) = crate::connection::open_socket(path).await?.into_split();
+                let (read, write) = open_socket(path).await?.into_split();
                 Ok((Link { read: Box::new(read), write: Box::new(write) }, None))
             }
             Endpoint::Ssh(remote) => {

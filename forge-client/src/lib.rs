@@ -8,6 +8,7 @@
 //! this crate.
 
 pub mod autostart;
+mod connect_error;
 mod connection;
 pub mod endpoint;
 pub mod fold;

@@ -62,6 +62,9 @@ pub struct ForgeConfig {
     /// `[git]`: git-backed sessions.
     #[serde(default)]
     pub git: GitConfig,
+    /// `[daemon]`: network listeners beside the socket.
+    #[serde(default)]
+    pub daemon: crate::daemon_config::DaemonConfig,
 }
 
 /// `[git]`.
@@ -344,6 +347,7 @@ impl ForgeConfig {
             _ => Ok(()),
         };
         self.hooks.validate().map_err(|message| ConfigError::Value { path: path.to_path_buf(), message })?;
+        self.daemon.validate().map_err(|message| ConfigError::Value { path: path.to_path_buf(), message })?;
         if let Some(f) = self.context.summarize_at
             && !(f.is_finite() && (0.1..=1.0).contains(&f))
         {

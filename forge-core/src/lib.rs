@@ -8,6 +8,7 @@ pub mod agents;
 pub mod catalog;
 pub mod config;
 pub mod context;
+pub mod daemon_config;
 pub mod effective_config;
 pub mod engine;
 pub mod error;

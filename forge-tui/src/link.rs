@@ -10,7 +10,7 @@ use forge_client::jsonrpsee::async_client::Client;
 use forge_client::{Backoff, Endpoint, FollowError, Resume, Resumed, connect_to};
 use tokio::sync::mpsc;
 
-use crate::runtime::{Msg, client_info};
+use crate::msg::{Msg, client_info};
 
 /// Follows `session` from `from_seq` for as long as the UI runs.
 pub(crate) fn spawn_follow(endpoint: Endpoint, session: String, from_seq: u64, tx: mpsc::Sender<Msg>) {

@@ -13,6 +13,7 @@ mod input;
 mod link;
 mod markdown;
 mod mentions;
+mod msg;
 mod picker;
 mod render;
 mod runtime;

@@ -19,7 +19,7 @@ use crossterm::terminal::{EnterAlternateScreen, LeaveAlternateScreen, disable_ra
 use forge_client::Endpoint;
 use forge_client::ForgeClient;
 use forge_client::jsonrpsee::async_client::Client;
-use forge_proto::{ApprovalDecision, ClientInfo, ClientKind, RecoverAction, SubscriptionItem};
+use forge_proto::{ApprovalDecision, RecoverAction, SubscriptionItem};
 use futures::StreamExt;
 use ratatui::backend::CrosstermBackend;
 use ratatui::{Terminal, TerminalOptions, Viewport};
@@ -28,6 +28,8 @@ use tokio::sync::mpsc;
 use crate::app::{Action, App, Connection};
 use crate::branches::TreeOpen;
 use crate::link::{spawn_follow, spawn_keeper};
+use crate::msg::Msg;
+pub use crate::msg::client_info;
 use crate::render::{RenderCache, draw};
 use crate::transcript::Level;
 
@@ -36,40 +38,6 @@ const FRAME: Duration = Duration::from_millis(16);
 /// Daemon items applied before keys are looked at again.
 const ITEMS_PER_BATCH: usize = 512;
 const INLINE_HEIGHT: u16 = 16;
-
-pub fn client_info() -> ClientInfo {
-    ClientInfo { name: "forge".into(), version: env!("CARGO_PKG_VERSION").into(), kind: ClientKind::Tui }
-}
-
-/// What the background tasks tell the loop.
-pub(crate) enum Msg {
-    Item(Box<SubscriptionItem>),
-    /// The link to the daemon dropped (or a try to get it back failed).
-    Lost(String),
-    /// Following again, from where the transcript stopped.
-    Back,
-    /// The connection for calls, made again after it dropped.
-    Reconnected(Arc<Client>),
-    Notice(Level, String),
-    /// The daemon is back but the session is not.
-    SessionGone(String),
-    /// A message the daemon refused: back into the draft.
-    SendFailed(String, String),
-    /// Its images, attached again.
-    Reattach(Vec<crate::attach::Attachment>),
-    /// The clipboard's image, read (or why not).
-    Pasted(Result<crate::attach::Attachment, String>),
-    /// The daemon's model catalog, for the picker.
-    Models(Vec<forge_proto::ModelInfo>),
-    /// The session's commands of one's own.
-    Commands(Vec<forge_proto::CommandInfo>),
-    /// The resources its MCP servers list.
-    Resources(Vec<forge_proto::McpResourceInfo>),
-    /// The session's path, read again after its head moved.
-    Path(Vec<forge_proto::HistoryMessage>),
-    /// The session's tree, and what to open with it.
-    Tree(Box<forge_proto::TreeInfo>, TreeOpen),
-}
 
 /// Following again, while the connection for calls is still being made.
 const CALLS_DOWN: &str = "following again; reconnecting for calls";

@@ -12,36 +12,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use forge_proto::MAX_MESSAGE_BYTES;
-use jsonrpsee::server::middleware::rpc::RpcServiceBuilder;
-use jsonrpsee::server::{ServerConfig, serve_with_graceful_shutdown, stop_channel};
+use jsonrpsee::server::{ServerConfig, stop_channel};
 use tokio::signal::unix::{Signal, SignalKind, signal};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::Semaphore;
 
-use crate::conn::{Activity, partial_request_timeout};
-use crate::ndjson;
-use crate::rpc::{ConnServer, Daemon};
+use crate::rpc::Daemon;
+use crate::served::{Incoming, Served, slot};
 use crate::socket::SocketClaim;
 
 use crate::conn::{MAX_CONNECTIONS, MAX_SOCKETS};
-
-/// A connection slot: at once if one is free; else the longest-idle
-/// connection that follows no session is closed to make room, so a new
-/// client is answered within a moment however many connections sit idle.
-/// Waits for a slot only when every connection is busy or following.
-async fn slot(permits: &Arc<Semaphore>, daemon: &Daemon) -> Option<OwnedSemaphorePermit> {
-    loop {
-        if let Ok(p) = permits.clone().try_acquire_owned() {
-            return Some(p);
-        }
-        if !daemon.connections.close_longest_idle() {
-            return permits.clone().acquire_owned().await.ok();
-        }
-        // The closed connection's task lets its slot go at once.
-        if let Ok(p) = tokio::time::timeout(Duration::from_millis(200), permits.clone().acquire_owned()).await {
-            return p.ok();
-        }
-    }
-}
 
 /// SIGTERM and SIGINT, caught from start-up on.
 pub struct Signals {
@@ -55,7 +34,12 @@ impl Signals {
     }
 }
 
-pub async fn serve(claim: &mut SocketClaim, daemon: Arc<Daemon>, signals: Signals) -> anyhow::Result<()> {
+pub async fn serve(
+    claim: &mut SocketClaim,
+    daemon: Arc<Daemon>,
+    signals: Signals,
+    tcp: Option<crate::tcp::Listeners>,
+) -> anyhow::Result<()> {
     let config = ServerConfig::builder()
         .max_request_body_size(MAX_MESSAGE_BYTES)
         .max_response_body_size(MAX_MESSAGE_BYTES)
@@ -70,6 +54,10 @@ pub async fn serve(claim: &mut SocketClaim, daemon: Arc<Daemon>, signals: Signal
     let permits = Arc::new(Semaphore::new(MAX_SOCKETS));
     let my_uid = unsafe { libc::geteuid() };
 
+    if let Some(tcp) = tcp {
+        let ctx = Served { daemon: daemon.clone(), builder: builder.clone(), stop: stop_handle.clone() };
+        tcp.spawn(ctx, permits.clone());
+    }
     let Signals { term: mut sigterm, int: mut sigint } = signals;
     let shutdown = daemon.shutdown_token();
     let Some(listener) = claim.listener() else { anyhow::bail!("the socket is not listening") };
@@ -123,61 +111,10 @@ pub async fn serve(claim: &mut SocketClaim, daemon: Arc<Daemon>, signals: Signal
             _ = shutdown.cancelled() => { tracing::info!("shutdown requested by a client"); break }
             p = slot(&permits, &daemon) => match p { Some(p) => p, None => break },
         };
-        let conn = daemon.connections.open();
-        let methods = match forge_proto::methods::into_module(ConnServer::new(daemon.clone(), conn.clone())) {
-            Ok(m) => m,
-            Err(e) => {
-                // A method named twice in the table: a bug of this build.
-                tracing::error!(error = %e, "the methods could not be registered");
-                break;
-            }
-        };
-        let (builder, stop) = (builder.clone(), stop_handle.clone());
-        let daemon = daemon.clone();
-        tokio::spawn(async move {
-            let serve = async {
-                match ndjson::sniff(&stream).await {
-                    Some(true) => {
-                        ndjson::serve(stream, ConnServer::new(daemon.clone(), conn.clone()), methods.into()).await
-                    }
-                    Some(false) => {
-                        let activity = conn.clone();
-                        let service = builder
-                            .set_rpc_middleware(
-                                RpcServiceBuilder::new()
-                                    .layer_fn(move |inner| Activity { inner, conn: activity.clone() }),
-                            )
-                            .build(methods, stop.clone());
-                        // hyper sets no deadline on a request's head: the first
-                        // request must be whole in time (the WebSocket upgrade
-                        // counts once its first call arrives).
-                        let first_request = async {
-                            tokio::time::sleep(partial_request_timeout()).await;
-                            if conn.has_requested() {
-                                std::future::pending::<()>().await;
-                            }
-                        };
-                        tokio::select! {
-                            r = serve_with_graceful_shutdown(stream, service, stop.shutdown()) => if let Err(e) = r {
-                                tracing::debug!(conn = conn.id, error = %e, "connection ended with an error");
-                            },
-                            () = first_request => tracing::info!(
-                                conn = conn.id,
-                                "closed an HTTP connection that sent no whole request within {} s",
-                                partial_request_timeout().as_secs()
-                            ),
-                        }
-                    }
-                    None => tracing::debug!(conn = conn.id, "connection closed before its first byte"),
-                }
-            };
-            tokio::select! {
-                () = serve => {}
-                () = conn.close.cancelled() => tracing::debug!(conn = conn.id, "connection closed to make room"),
-            }
-            daemon.connections.close(&conn);
-            drop(permit);
-        });
+        let ctx = Served { daemon: daemon.clone(), builder: builder.clone(), stop: stop_handle.clone() };
+        if !ctx.spawn(Incoming::Unix(stream), permit) {
+            break;
+        }
     }
     // Stop accepting, tell connections to finish, and give them a moment.
     claim.unlink();

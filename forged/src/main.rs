@@ -3,14 +3,17 @@
 
 mod conn;
 mod follow;
+mod guard;
 mod home_lock;
 mod listener;
 mod logging;
 mod ndjson;
 mod rpc;
 mod scope;
+mod served;
 mod socket;
 mod startup;
+mod tcp;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -220,6 +223,9 @@ async fn run(prepared: Prepared) -> anyhow::Result<()> {
     if socket.path != socket_path {
         _lock.name_socket(&socket.path)?;
     }
+    // Bound before the store opens: a listener that cannot start stops
+    // the daemon with the reason.
+    let tcp = tcp::Listeners::bind(&config.daemon).await?;
     let engine = Engine::open(EngineOptions { home: home.clone(), config }).await.context("cannot open the store")?;
     tracing::info!(
         pid = std::process::id(),
@@ -235,7 +241,7 @@ async fn run(prepared: Prepared) -> anyhow::Result<()> {
     tokio::spawn(trim_after_work(engine.clone()));
     tokio::spawn(watch_store(engine.clone()));
     socket::notify("READY=1");
-    let result = listener::serve(&mut socket, daemon.clone(), signals).await;
+    let result = listener::serve(&mut socket, daemon.clone(), signals, tcp).await;
     socket::notify("STOPPING=1");
     tracing::info!("shutting down: cancelling running turns and flushing the store");
     engine.shutdown().await;

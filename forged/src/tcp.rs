@@ -1,0 +1,124 @@
+//! `[daemon] listen`: WebSocket (and HTTP POST) on TCP for clients beyond
+//! this machine's socket, every request checked by the [`Guard`] before
+//! any method runs. A request with an `Origin` not in `[daemon]
+//! allowed_origins` is refused, so a web page cannot drive the daemon
+//! with a token it happens to hold. No TLS here: a reverse proxy or a
+//! tailnet goes in front. The token file is made, or checked private.
+
+use std::io::{Read, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use forge_core::daemon_config::{DaemonConfig, ListenAddr};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+use crate::guard::Guard;
+use crate::served::{Incoming, Served, slot};
+
+/// The TCP listeners, bound, and their guard.
+pub struct Listeners {
+    bound: Vec<(String, TcpListener)>,
+    guard: Arc<Guard>,
+}
+
+/// `~/` at the start of a configured path is the user's home.
+fn expand(path: &Path) -> PathBuf {
+    match (path.strip_prefix("~"), std::env::var_os("HOME")) {
+        (Ok(rest), Some(home)) => PathBuf::from(home).join(rest),
+        _ => path.to_path_buf(),
+    }
+}
+
+/// The token in `path`, made (random, `0600`) when the file is missing.
+/// A file others can read, or a token too short to guess at, is refused.
+fn token(path: &Path) -> anyhow::Result<String> {
+    let made = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path);
+    match made {
+        Ok(mut f) => {
+            let mut random = [0u8; 32];
+            std::fs::File::open("/dev/urandom")
+                .and_then(|mut r| r.read_exact(&mut random))
+                .context("cannot read /dev/urandom for a token")?;
+            let token: String = random.iter().map(|b| format!("{b:02x}")).collect();
+            f.write_all(format!("{token}\n").as_bytes())
+                .with_context(|| format!("cannot write the token to {}", path.display()))?;
+            tracing::info!(file = %path.display(), "wrote a new token for [daemon] listen");
+            return Ok(token);
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e).with_context(|| format!("cannot create the token file {}", path.display())),
+    }
+    let meta = std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
+    if meta.permissions().mode() & 0o077 != 0 {
+        anyhow::bail!(
+            "[daemon] token_file {} can be read by other users; `chmod 600 {}` (the token lets anyone who has it run commands as you)",
+            path.display(),
+            path.display()
+        );
+    }
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let token = text.trim().to_string();
+    if token.len() < 16 || !token.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b)) {
+        anyhow::bail!(
+            "[daemon] token_file {}: the token must be at least 16 characters of letters, digits and -._~ (delete the file and forged writes a random one)",
+            path.display()
+        );
+    }
+    Ok(token)
+}
+
+impl Listeners {
+    /// Binds every `[daemon] listen` address (none: `None`). A listener
+    /// without a token never starts: the configuration is refused first.
+    pub async fn bind(cfg: &DaemonConfig) -> anyhow::Result<Option<Listeners>> {
+        if cfg.listen.is_empty() {
+            return Ok(None);
+        }
+        cfg.validate().map_err(anyhow::Error::msg)?;
+        let file = cfg.token_file.as_deref().map(expand).context("[daemon] listen needs token_file")?;
+        let guard = Arc::new(Guard::new(token(&file)?, cfg.allowed_origins.clone()));
+        let mut bound = Vec::new();
+        for l in &cfg.listen {
+            let a = ListenAddr::parse(l).map_err(anyhow::Error::msg)?;
+            let listener = TcpListener::bind((a.host.as_str(), a.port))
+                .await
+                .with_context(|| format!("cannot listen on {l} ([daemon] listen)"))?;
+            tracing::info!(listen = %l, token_file = %file.display(), "listening on TCP; every request needs the token");
+            bound.push((l.clone(), listener));
+        }
+        Ok(Some(Listeners { bound, guard }))
+    }
+
+    /// Accepts on every listener until the daemon stops, sharing the
+    /// socket's connection slots.
+    pub(crate) fn spawn(self, served: Served, permits: Arc<Semaphore>) {
+        for (name, listener) in self.bound {
+            let (served, permits, guard) = (served.clone(), permits.clone(), self.guard.clone());
+            tokio::spawn(async move {
+                let stopped = served.daemon.shutdown_token();
+                loop {
+                    let accepted = tokio::select! {
+                        a = listener.accept() => a,
+                        () = stopped.cancelled() => return,
+                    };
+                    let stream = match accepted {
+                        Ok((s, _)) => s,
+                        Err(e) => {
+                            tracing::warn!(listen = %name, error = %e, "accept failed");
+                            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                            continue;
+                        }
+                    };
+                    let _ = stream.set_nodelay(true);
+                    let Some(permit) = slot(&permits, &served.daemon).await else { return };
+                    if !served.spawn(Incoming::Tcp(stream, guard.clone()), permit) {
+                        return;
+                    }
+                }
+            });
+        }
+    }
+}
