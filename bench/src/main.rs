@@ -25,7 +25,12 @@ use std::time::{Duration, Instant};
 use forge_client::ForgeClient;
 use forge_client::{Connection, Follow, connect};
 use forge_proto::{ClientInfo, ClientKind, EventKind, SubscriptionItem};
-use forge_tests::mock::{MockOptions, MockServer, unix_ns};
+use forge_tests::mock::{MockOptions, MockServer};
+
+mod remote;
+mod stamps;
+
+use stamps::{Stamps, pct};
 
 const USAGE: &str = "\
 forge-bench: the journal pipeline benchmark (mock provider -> forged -> clients)
@@ -39,6 +44,7 @@ usage:
   forge-bench tree [TURNS]                   session.tree and checkout on a TURNS-turn session with branches (200)
   forge-bench snapshot [N]                   rewind's scans around a command in an N-file tree (10000)
   forge-bench memory [--runs N] [--mb M]     the daemon's memory after N runs of M MB streamed (3, 25)
+  forge-bench remote                         latency over the ssh bridge beside the socket; resume after a drop
 
 Build first: cargo build --release --workspace --bins";
 
@@ -75,6 +81,10 @@ impl Daemon {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         anyhow::bail!("forged did not start")
+    }
+
+    fn home(&self) -> &Path {
+        self._home.path()
     }
 
     fn peak_rss_mib(&self) -> f64 {
@@ -288,36 +298,6 @@ async fn follow_stamps(
     Ok(stamps.seen)
 }
 
-/// The stamped tokens a follower saw: (stamp, when it got here).
-#[derive(Default)]
-struct Stamps {
-    partial: String,
-    seen: Vec<(u128, u128)>,
-}
-
-impl Stamps {
-    /// Notes `item`'s stamps; true when the turn is over.
-    fn on(&mut self, item: SubscriptionItem) -> bool {
-        let SubscriptionItem::Event(ev) = item else { return false };
-        let now = unix_ns();
-        match ev.kind {
-            EventKind::TextDelta { text } => {
-                self.partial.push_str(&text);
-                // Whole tokens only: `t<ns> `.
-                while let Some(end) = self.partial.find(' ') {
-                    let token: String = self.partial.drain(..=end).collect();
-                    if let Some(ns) = token.trim().strip_prefix('t').and_then(|n| n.parse::<u128>().ok()) {
-                        self.seen.push((ns, now));
-                    }
-                }
-                false
-            }
-            EventKind::TurnFinished { .. } => true,
-            _ => false,
-        }
-    }
-}
-
 /// The mock provider on a thread and runtime of its own, like a server
 /// elsewhere: the clients' work never delays its writes. Returns its URL.
 fn start_mock_thread() -> anyhow::Result<String> {
@@ -340,13 +320,6 @@ fn start_mock_thread() -> anyhow::Result<String> {
         });
     });
     rx.recv()?
-}
-
-fn pct(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
 /// `forge-bench search PATTERN DIR`: the `search` tool against ripgrep on
@@ -539,6 +512,10 @@ async fn main() -> anyhow::Result<()> {
     if argv.get(1).map(String::as_str) == Some("snapshot") {
         let files = argv.get(2).and_then(|n| n.parse().ok()).unwrap_or(10_000);
         return snapshot_bench(files);
+    }
+    if argv.get(1).map(String::as_str) == Some("remote") {
+        let bin = std::env::current_exe()?.parent().map(Path::to_path_buf).unwrap_or_default();
+        return remote::remote_bench(&bin, &start_mock_thread()?).await;
     }
     if argv.get(1).map(String::as_str) == Some("memory") {
         return memory_bench().await;

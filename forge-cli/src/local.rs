@@ -11,7 +11,6 @@ pub(crate) fn local_only(command: &Command) -> Option<&'static str> {
         Command::Completions { .. } => "completions are for this machine's shell",
         Command::Man { .. } => "man pages are for this machine",
         Command::Daemon(_) => "`daemon` manages this machine's service units (run it on the remote with ssh)",
-        Command::Bridge => "the bridge is what --remote runs on the far side",
         Command::Config { .. } => {
             "it reads this machine's config file (run `ssh HOST forgectl config` for the remote's)"
         }

@@ -25,6 +25,18 @@ fn run(cmd: &mut Command) -> Result<(), String> {
     if out.status.success() { Ok(()) } else { Err(format!("{cmd:?}: {}", String::from_utf8_lossy(&out.stderr).trim())) }
 }
 
+fn spawn_server(dir: &Path) -> Result<std::process::Child, String> {
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("sshd.log"));
+    Command::new(SSHD)
+        .args(["-D", "-e", "-f"])
+        .arg(dir.join("sshd_config"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log.map(Stdio::from).unwrap_or_else(|_| Stdio::null()))
+        .spawn()
+        .map_err(|e| format!("cannot start sshd: {e}"))
+}
+
 fn free_port() -> Result<u16, String> {
     let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
     l.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
@@ -70,25 +82,9 @@ impl Sshd {
             d = d.display()
         );
         std::fs::write(d.join("ssh_config"), client).map_err(|e| e.to_string())?;
-        let daemon = Command::new(SSHD)
-            .args(["-D", "-e", "-f"])
-            .arg(d.join("sshd_config"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(d.join("sshd.log")).map(Stdio::from).unwrap_or_else(|_| Stdio::null()))
-            .spawn()
-            .map_err(|e| format!("cannot start sshd: {e}"))?;
+        let daemon = spawn_server(d)?;
         let mut sshd = Sshd { dir, daemon, port };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if let Ok(Some(status)) = sshd.daemon.try_wait() {
-                return Err(format!("sshd exited with {status}: {}", sshd.log()));
-            }
-            if Instant::now() > deadline {
-                return Err(format!("sshd did not listen on {port} within 20 s: {}", sshd.log()));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        sshd.wait_listening()?;
         // A login that works proves keys and config before any test leans on them.
         let login = Command::new("ssh").args(sshd.ssh_args()).arg("true").stdin(Stdio::null()).output();
         match login {
@@ -96,6 +92,34 @@ impl Sshd {
             Ok(o) => Err(format!("ssh cannot log in to the test sshd: {}", String::from_utf8_lossy(&o.stderr).trim())),
             Err(e) => Err(format!("cannot run ssh: {e}")),
         }
+    }
+
+    fn wait_listening(&mut self) -> Result<(), String> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            if let Ok(Some(status)) = self.daemon.try_wait() {
+                return Err(format!("sshd exited with {status}: {}", self.log()));
+            }
+            if Instant::now() > deadline {
+                return Err(format!("sshd did not listen on {} within 20 s: {}", self.port, self.log()));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Ok(())
+    }
+
+    /// The server goes away (new logins fail) and every link with it: a
+    /// network that is gone. [`Sshd::restart`] brings it back.
+    pub fn stop(&mut self) {
+        let _ = self.daemon.kill();
+        let _ = self.daemon.wait();
+        self.drop_links();
+    }
+
+    /// The server back on its port, listening when this returns.
+    pub fn restart(&mut self) -> Result<(), String> {
+        self.daemon = spawn_server(self.dir.path())?;
+        self.wait_listening()
     }
 
     fn ssh_args(&self) -> Vec<String> {
@@ -122,12 +146,12 @@ impl Sshd {
         format!("ssh -F {}", self.dir.path().join("ssh_config").display())
     }
 
-    /// A forgectl "on the remote" that reaches `remote`'s daemon (and
-    /// starts it as a bridge would), for `FORGE_REMOTE_BIN`.
-    pub fn remote_bin(&self, remote: &Forge) -> PathBuf {
+    /// A forgectl "on the remote" whose environment is `env` (the far
+    /// daemon's `FORGE_HOME`, `FORGE_SOCKET`, ...), for `FORGE_REMOTE_BIN`.
+    pub fn remote_bin(&self, env: &[(String, String)]) -> PathBuf {
         let path = self.dir.path().join("remote-forgectl");
         let mut script = String::from("#!/bin/sh\n");
-        for (k, v) in remote.client_env() {
+        for (k, v) in env {
             script.push_str(&format!("export {k}='{}'\n", v.replace('\'', "'\\''")));
         }
         script.push_str(&format!("exec '{}' \"$@\"\n", bin("forgectl").display()));
@@ -143,7 +167,7 @@ impl Sshd {
         vec![
             ("FORGE_REMOTE".into(), self.url()),
             ("FORGE_SSH_COMMAND".into(), self.ssh_command()),
-            ("FORGE_REMOTE_BIN".into(), self.remote_bin(remote).display().to_string()),
+            ("FORGE_REMOTE_BIN".into(), self.remote_bin(&remote.client_env()).display().to_string()),
         ]
     }
 

@@ -167,6 +167,17 @@ async fn every_client_command_works_through_remote_and_paths_are_the_remotes() {
     // The same session seen on the far machine's own socket.
     assert!(r.far.ok(&["history", "far"]).await.stdout.contains("hello there"));
 
+    // An image from this machine, the tree, a rewind and a fork.
+    let png = r.here.path().join("dot.png");
+    let dot = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+    std::fs::write(&png, base64::Engine::decode(&base64::engine::general_purpose::STANDARD, dot).unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{e}"));
+    r.ok(&["send", "-s", "far", "--image", &png.display().to_string(), "what is this mock:tokens=3"]).await;
+    assert!(r.far.ok(&["history", "far", "--json"]).await.stdout.contains("image"));
+    r.ok(&["undo", "far", "--yes"]).await;
+    r.ok(&["fork", "far", "--name", "far2"]).await;
+    assert!(r.ok(&["ps"]).await.stdout.contains("far2"));
+
     // Steer a running turn from here.
     r.ok(&["send", "--no-wait", "-s", "far", "mock:tokens=300 mock:delay=10 long one"]).await;
     r.ok(&["steer", "far", "and also this"]).await;
@@ -189,7 +200,7 @@ async fn every_client_command_works_through_remote_and_paths_are_the_remotes() {
     assert!(trust.stderr.contains("--dir"), "{}", trust.stderr);
 
     // What cannot go through --remote says why.
-    for args in [&["completions", "bash"][..], &["daemon", "install"], &["doctor"], &["bridge"]] {
+    for args in [&["completions", "bash"][..], &["daemon", "install"], &["doctor"]] {
         let refused = r.ctl(args).await;
         assert_eq!(refused.code, 2, "{args:?}: {refused:?}");
         assert!(refused.stderr.contains("does not apply here"), "{args:?}: {}", refused.stderr);
@@ -285,5 +296,72 @@ async fn the_tui_through_remote_reconnects_by_itself_mid_stream() {
     let history = r.far.ok(&["history", "tui", "--json"]).await.stdout;
     assert!(history.contains(&token_text(1500)));
     tmux.keys("ui", &["q"]);
+    r.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_editor_through_acp_remote_gets_every_update_across_a_drop() {
+    use serde_json::{Value, json};
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let Some(r) = remote("remote::acp_across_a_drop").await else { return };
+    let mut cmd = r.cmd(&["acp"]);
+    cmd.stdin(Stdio::piped()).stderr(Stdio::inherit());
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("forgectl acp: {e}"));
+    let mut stdin = child.stdin.take().unwrap_or_else(|| panic!("stdin"));
+    let mut lines = BufReader::new(child.stdout.take().unwrap_or_else(|| panic!("stdout"))).lines();
+    let requests = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1, "clientCapabilities": {}}}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": r.cwd(), "mcpServers": []}}),
+    ];
+    let mut session = String::new();
+    for req in requests {
+        stdin.write_all(format!("{req}\n").as_bytes()).await.unwrap_or_else(|e| panic!("{e}"));
+        loop {
+            let line = tokio::time::timeout(WAIT, lines.next_line()).await.ok().and_then(Result::ok).flatten();
+            let msg: Value = serde_json::from_str(&line.unwrap_or_default()).unwrap_or_default();
+            if msg["id"] == req["id"] {
+                assert!(msg.get("result").is_some(), "{msg}");
+                if let Some(id) = msg["result"]["sessionId"].as_str() {
+                    session = id.to_string();
+                }
+                break;
+            }
+        }
+    }
+    // A directory the far machine lacks: refused, saying the cwd is the remote's.
+    let bad = json!({"jsonrpc": "2.0", "id": 3, "method": "session/new", "params": {"cwd": "/no/such/place", "mcpServers": []}});
+    stdin.write_all(format!("{bad}\n").as_bytes()).await.unwrap_or_else(|e| panic!("{e}"));
+    let prompt = json!({"jsonrpc": "2.0", "id": 4, "method": "session/prompt", "params": {"sessionId": session,
+        "prompt": [{"type": "text", "text": "mock:tokens=600 mock:delay=5 go"}]}});
+    stdin.write_all(format!("{prompt}\n").as_bytes()).await.unwrap_or_else(|e| panic!("{e}"));
+    let (mut text, mut thoughts, mut dropped, mut refused) = (String::new(), String::new(), false, None);
+    loop {
+        let line = tokio::time::timeout(WAIT, lines.next_line()).await.ok().and_then(Result::ok).flatten();
+        let msg: Value =
+            serde_json::from_str(&line.unwrap_or_else(|| panic!("no end of the prompt: {text}"))).unwrap_or_default();
+        if msg["id"] == 3 {
+            refused = Some(msg["error"]["message"].as_str().unwrap_or_default().to_string());
+        }
+        if msg["id"] == 4 {
+            assert_eq!(msg["result"]["stopReason"], "end_turn", "{msg}");
+            break;
+        }
+        let update = &msg["params"]["update"];
+        match update["sessionUpdate"].as_str() {
+            Some("agent_message_chunk") => text.push_str(update["content"]["text"].as_str().unwrap_or_default()),
+            Some("agent_thought_chunk") => thoughts.push_str(update["content"]["text"].as_str().unwrap_or_default()),
+            _ => {}
+        }
+        if !dropped && text.len() > 1000 {
+            dropped = r.sshd.drop_links() > 0;
+        }
+    }
+    assert!(dropped);
+    assert_eq!(text, token_text(600), "every chunk once, in order");
+    assert!(thoughts.contains("reconnected"), "{thoughts}");
+    let refused = refused.unwrap_or_default();
+    assert!(refused.contains("does not exist") && refused.contains("directory on ssh://"), "{refused}");
+    drop(stdin);
+    let _ = tokio::time::timeout(WAIT, child.wait()).await;
     r.stop().await;
 }

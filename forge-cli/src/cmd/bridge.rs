@@ -12,6 +12,9 @@ use crate::connect::{daemon_lines, socket_path};
 use crate::exit::{Failure, UNREACHABLE};
 
 pub async fn run(g: &Global) -> Result<(), Failure> {
+    // Always this machine's daemon: a FORGE_REMOTE exported on every
+    // machine alike must not send the bridge onwards.
+    let g = &Global { remote: None, ..g.clone() };
     // Started if need be (and its greeting checked), then let go of: the
     // far client says its own hello through the bridge.
     drop(daemon_lines(g).await?);
