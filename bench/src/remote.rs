@@ -70,6 +70,7 @@ pub(crate) async fn remote_bench(bin: &Path, mock_url: &str) -> anyhow::Result<(
         bin: sshd.remote_bin(&env).display().to_string(),
         autostart: false,
         ssh_command: Some(sshd.ssh_command()),
+        batch: true,
     };
     let ssh = Endpoint::Ssh(far);
     let sshd = Arc::new(Mutex::new(sshd));

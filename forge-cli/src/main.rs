@@ -93,6 +93,9 @@ pub struct Global {
     /// command line for the remote shell
     #[arg(long, global = true, env = "FORGE_REMOTE_BIN", value_name = "COMMAND")]
     pub remote_bin: Option<String>,
+    /// `--remote` was on the command line (not only in `FORGE_REMOTE`).
+    #[arg(skip)]
+    pub remote_flag: bool,
     /// Write model and tool text byte for byte: without it, control
     /// sequences in it (a clipboard write, a clear-screen, a hidden link)
     /// are shown as text (`^[`), so they cannot drive your terminal
@@ -102,7 +105,11 @@ pub struct Global {
 
 impl Global {
     /// `--remote` (or `FORGE_REMOTE`), when set.
+    /// `--socket` on the command line wins over an exported `FORGE_REMOTE`.
     pub fn remote(&self) -> Option<&str> {
+        if self.socket.is_some() && !self.remote_flag {
+            return None;
+        }
         self.remote.as_deref().filter(|r| !r.trim().is_empty())
     }
 }
@@ -561,10 +568,15 @@ next `forgectl store gc` (or daemon start).")]
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    if let (Some(url), Some(why)) = (cli.global.remote(), local_only(&cli.command)) {
-        eprintln!("forgectl: --remote {url} does not apply here: {why}");
-        return ExitCode::from(2);
+    let mut cli = Cli::parse();
+    cli.global.remote_flag = std::env::args().any(|a| a == "--remote" || a.starts_with("--remote="));
+    if let Some(why) = local_only(&cli.command) {
+        if let (Some(url), true) = (cli.global.remote(), cli.global.remote_flag) {
+            eprintln!("forgectl: --remote {url} does not apply here: {why}");
+            return ExitCode::from(2);
+        }
+        // A FORGE_REMOTE exported for every command: this one is about here.
+        cli.global.remote = None;
     }
     if let Some(code) = generate(&cli.command) {
         return code;

@@ -16,6 +16,9 @@ pub enum ConnectError {
     Handshake { at: String, message: String },
     #[error("the daemon refused the hello: {0}")]
     Hello(String),
+    /// The connection ended before the daemon answered the hello.
+    #[error("the connection closed before the daemon answered: {0}")]
+    HelloLost(String),
     /// The socket exists and a daemon holds it, but it did not take the
     /// connection or answer in time.
     #[error(

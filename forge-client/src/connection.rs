@@ -96,8 +96,11 @@ where
     let (link, probe): (Link, Option<SshProbe>) = endpoint.open().await?;
     match (greet(link).await, probe, endpoint) {
         (Ok(t), _, _) => Ok(t),
-        (Err(e @ ConnectError::Protocol { .. }), _, _) => Err(e),
-        (Err(_), Some(probe), Endpoint::Ssh(remote)) => Err(probe.explain(remote).await),
+        // The link carried bytes but not the daemon's words: ssh's say why.
+        (Err(ConnectError::HelloLost(_) | ConnectError::Handshake { .. }), Some(probe), Endpoint::Ssh(remote)) => {
+            Err(probe.explain(remote).await)
+        }
+        // The daemon answered (a refusal, another protocol): its words.
         (Err(e), _, _) => Err(e),
     }
 }
@@ -107,7 +110,7 @@ pub(crate) async fn hello(client: &impl ForgeClient, info: ClientInfo) -> Result
     let hello =
         client.hello(HelloParams { protocol_version: PROTOCOL_VERSION, client: info }).await.map_err(|e| match e {
             jsonrpsee::core::ClientError::Call(obj) => ConnectError::Hello(obj.message().to_string()),
-            other => ConnectError::Hello(other.to_string()),
+            other => ConnectError::HelloLost(other.to_string()),
         })?;
     if hello.protocol_version != PROTOCOL_VERSION {
         return Err(ConnectError::Protocol { client: PROTOCOL_VERSION, daemon: hello.protocol_version });

@@ -42,6 +42,15 @@ impl Endpoint {
         matches!(self, Endpoint::Ssh(_))
     }
 
+    /// The same daemon, reached without ssh asking anything on the
+    /// terminal (for links made while a UI holds it).
+    pub fn asking_nothing(&self) -> Endpoint {
+        match self {
+            Endpoint::Ssh(r) => Endpoint::Ssh(SshRemote { batch: true, ..r.clone() }),
+            e => e.clone(),
+        }
+    }
+
     /// The other machine, if any.
     pub fn remote(&self) -> Option<&SshRemote> {
         match self {
@@ -91,6 +100,9 @@ pub struct SshRemote {
     pub autostart: bool,
     /// `FORGE_SSH_COMMAND`, run by `sh` with ssh's arguments after it.
     pub ssh_command: Option<String>,
+    /// ssh asks nothing (`BatchMode`): set once a UI holds the terminal,
+    /// where a passphrase prompt would garble the screen.
+    pub batch: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -117,22 +129,36 @@ impl SshRemote {
         };
         let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
             let (host, after) = v6.split_once(']').ok_or_else(|| err("an IPv6 address lacks its ]"))?;
-            (host, after.strip_prefix(':'))
+            if !host.chars().all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.') {
+                return Err(err("the IPv6 address is not one"));
+            }
+            match after {
+                "" => (host, None),
+                a => (host, Some(a.strip_prefix(':').ok_or_else(|| err("after ] comes :PORT or nothing"))?)),
+            }
         } else {
-            match hostport.rsplit_once(':') {
+            match hostport.split_once(':') {
+                Some((_, p)) if p.contains(':') => return Err(err("an IPv6 address goes in brackets: ssh://[::1]")),
                 Some((h, p)) => (h, Some(p)),
                 None => (hostport, None),
             }
         };
-        if host.is_empty() || host.starts_with('-') || host.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        // Host names and users as ssh and DNS know them, nothing a shell or
+        // an ssh option could read otherwise.
+        let plain = |s: &str| {
+            !s.is_empty()
+                && !s.starts_with(['-', '.'])
+                && s.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+        };
+        if !(plain(host) || hostport.starts_with('[') && !host.is_empty()) {
             return Err(err("the host is missing or not a host name"));
         }
         let port = match port {
             Some(p) => Some(p.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(|| err("the port is not a number"))?),
             None => None,
         };
-        if user.is_some_and(|u| u.starts_with('-') || u.chars().any(|c| c.is_whitespace() || c.is_control())) {
-            return Err(err("the user name is not one"));
+        if user.is_some_and(|u| !plain(u)) {
+            return Err(err("the user name is not one (letters, digits, . _ -)"));
         }
         let destination = match user {
             Some(u) => format!("{u}@{host}"),
@@ -140,7 +166,16 @@ impl SshRemote {
         };
         let ssh_command = std::env::var("FORGE_SSH_COMMAND").ok().filter(|s| !s.trim().is_empty());
         let bin = bin.filter(|b| !b.trim().is_empty()).unwrap_or_else(|| REMOTE_BIN.to_string());
-        Ok(SshRemote { url: url.to_string(), destination, host: host.to_string(), port, bin, autostart, ssh_command })
+        Ok(SshRemote {
+            url: url.to_string(),
+            destination,
+            host: host.to_string(),
+            port,
+            bin,
+            autostart,
+            ssh_command,
+            batch: false,
+        })
     }
 
     /// The ssh command that runs `remote` (a command line for the far
@@ -149,7 +184,16 @@ impl SshRemote {
         let mut args: Vec<String> = vec!["-T".into()];
         // A dead network is noticed within half a minute rather than at
         // TCP's timeout, so the client can reconnect.
-        args.extend(["-o", "ServerAliveInterval=10", "-o", "ServerAliveCountMax=3"].map(String::from));
+        // A host that does not answer (network gone) fails in 10 s, so
+        // the backoff, not TCP's timeout, paces the retries.
+        args.extend(
+            ["-o", "ServerAliveInterval=10", "-o", "ServerAliveCountMax=3", "-o", "ConnectTimeout=10"]
+                .map(String::from),
+        );
+        // Once a UI holds the terminal, ssh must not ask anything on it.
+        if self.batch {
+            args.extend(["-o".to_string(), "BatchMode=yes".to_string()]);
+        }
         if let Some(p) = self.port {
             args.extend(["-p".to_string(), p.to_string()]);
         }
@@ -231,38 +275,50 @@ impl SshProbe {
         let (status_tx, exited) = watch::channel(None);
         let (kill_tx, mut kill_rx) = tokio::sync::oneshot::channel::<()>();
         let kept = said.clone();
+        let keep = move |bytes: &[u8]| {
+            let mut s = kept.lock().unwrap_or_else(|p| p.into_inner());
+            s.push_str(&String::from_utf8_lossy(bytes));
+            if s.len() > SAID_BYTES {
+                let cut = s.len() - SAID_BYTES;
+                let cut = (cut..s.len()).find(|i| s.is_char_boundary(*i)).unwrap_or(s.len());
+                s.drain(..cut);
+            }
+        };
         tokio::spawn(async move {
-            let mut lines = BufReader::new(stderr).lines();
-            let mut killed = false;
-            loop {
+            let pid = child.id().and_then(|p| i32::try_from(p).ok());
+            let mut stderr = BufReader::new(stderr);
+            let mut line = Vec::new();
+            let (mut open, mut killed) = (true, false);
+            // ssh's exit is watched beside its stderr, which something it
+            // started (a ControlPersist master, a proxy) may hold open.
+            let status = loop {
                 tokio::select! {
-                    line = lines.next_line() => match line {
-                        Ok(Some(line)) => {
-                            let mut s = kept.lock().unwrap_or_else(|p| p.into_inner());
-                            s.push_str(&line);
-                            s.push('\n');
-                            if s.len() > SAID_BYTES {
-                                let cut = s.len() - SAID_BYTES;
-                                let cut = (cut..s.len()).find(|i| s.is_char_boundary(*i)).unwrap_or(s.len());
-                                s.drain(..cut);
-                            }
+                    read = stderr.read_until(b'\n', &mut line), if open => match read {
+                        Ok(n) if n > 0 => {
+                            keep(&line);
+                            line.clear();
                         }
-                        _ => break,
+                        _ => open = false,
                     },
                     _ = &mut kill_rx, if !killed => {
                         killed = true;
-                        let _ = child.start_kill();
+                        if let Some(pid) = pid {
+                            // SAFETY: a signal to the child this task owns and has not reaped.
+                            unsafe { libc::kill(pid, libc::SIGKILL) };
+                        }
                     }
+                    status = child.wait() => break status,
                 }
-            }
-            if !killed {
-                // stderr closed: ssh is ending, or was told to by a drop.
-                tokio::select! {
-                    _ = child.wait() => {}
-                    _ = &mut kill_rx => { let _ = child.start_kill(); }
+            };
+            // What it said last, if it comes at once.
+            let rest = async {
+                while open && stderr.read_until(b'\n', &mut line).await.is_ok_and(|n| n > 0) {
+                    keep(&line);
+                    line.clear();
                 }
-            }
-            let code = child.wait().await.ok().and_then(|s| s.code());
+            };
+            let _ = tokio::time::timeout(Duration::from_millis(200), rest).await;
+            let code = status.ok().and_then(|s| s.code());
             let _ = status_tx.send(Some(code.unwrap_or(-1)));
         });
         SshProbe { said, exited, kill: Arc::new(Kill(Some(kill_tx))) }
@@ -280,8 +336,16 @@ impl SshProbe {
                 " ({} is not on {}'s PATH: install Forge there, or name it with --remote-bin or FORGE_REMOTE_BIN)",
                 remote.bin, remote.host
             ),
-            Some(255) => " (ssh could not log in: try `ssh -T <host> true` yourself)".to_string(),
-            Some(3) => " (start forged there, or drop --no-autostart)".to_string(),
+            Some(255) => format!(
+                " (ssh could not log in: try `ssh -T{} {} true` yourself{})",
+                remote.port.map(|p| format!(" -p {p}")).unwrap_or_default(),
+                remote.destination,
+                if remote.ssh_command.is_some() { ", with FORGE_SSH_COMMAND's options" } else { "" }
+            ),
+            Some(3) if !remote.autostart => " (start forged there, or drop --no-autostart)".to_string(),
+            Some(3) => {
+                " (the daemon there could not start or answer: its log is in $FORGE_HOME/logs/ there)".to_string()
+            }
             _ => String::new(),
         };
         let message = match (said.is_empty(), code) {

@@ -42,7 +42,7 @@ impl Greet for LineClient {
     ) -> impl std::future::Future<Output = Result<Self, ConnectError>> + Send {
         within_answer_time(endpoint, async move {
             open_and(endpoint, |link| async move {
-                let io = LineIo { read: BufReader::new(link.read), write: link.write, line: Vec::new() };
+                let io = LineIo { read: BufReader::new(link.read), write: link.write, line: Vec::new(), taken: false };
                 let calls = Calls { io: tokio::sync::Mutex::new(io), next_id: AtomicU64::new(1) };
                 let hello = hello(&calls, info.clone()).await?;
                 Ok(LineClient { calls, hello, endpoint: endpoint.clone(), info })
@@ -69,7 +69,11 @@ impl LineClient {
 struct LineIo {
     read: BufReader<Box<dyn AsyncRead + Send + Unpin>>,
     write: Box<dyn AsyncWrite + Send + Unpin>,
+    /// The line being read; a read cut short (its future dropped in a
+    /// `select!`) keeps what it had here and the next read goes on.
     line: Vec<u8>,
+    /// `line` was handed out whole: the next read starts a new one.
+    taken: bool,
 }
 
 /// An answer, or a notification (which has a method).
@@ -94,17 +98,22 @@ fn lost(e: io::Error) -> ClientError {
 }
 
 impl LineIo {
-    /// The next line, without its newline; `None` at the end of the stream.
+    /// The next line, without its newline; `None` at the end of the
+    /// stream (a line the end cut off is never given). Cancel-safe.
     async fn read_line(&mut self) -> io::Result<Option<&[u8]>> {
-        self.line.clear();
+        if std::mem::take(&mut self.taken) {
+            self.line.clear();
+        }
         let limit = MAX_MESSAGE_BYTES as u64 + 1;
-        let n = (&mut self.read).take(limit).read_until(b'\n', &mut self.line).await?;
-        if n == 0 {
+        let room = limit.saturating_sub(self.line.len() as u64);
+        (&mut self.read).take(room).read_until(b'\n', &mut self.line).await?;
+        if self.line.last() != Some(&b'\n') {
+            if self.line.len() as u64 >= limit {
+                return Err(io::Error::new(io::ErrorKind::InvalidData, "a message from the daemon is too large"));
+            }
             return Ok(None);
         }
-        if self.line.last() != Some(&b'\n') && self.line.len() as u64 >= limit {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "a message from the daemon is too large"));
-        }
+        self.taken = true;
         Ok(Some(self.line.trim_ascii_end()))
     }
 
@@ -268,11 +277,16 @@ impl Follow {
                 Ok(n) => n.params.result,
                 Err(e) => return Some(Err(FollowError::Decode(e.to_string()))),
             };
-            if let SubscriptionItem::Event(ev) = &item {
-                if self.next_seq.is_some_and(|n| ev.seq < n) {
-                    continue; // the daemon never repeats one; be safe anyway
+            match &item {
+                SubscriptionItem::Event(ev) => {
+                    if self.next_seq.is_some_and(|n| ev.seq < n) {
+                        continue; // the daemon never repeats one; be safe anyway
+                    }
+                    self.next_seq = Some(ev.seq + 1);
                 }
-                self.next_seq = Some(ev.seq + 1);
+                // Following live only: from here on, a resume loses nothing.
+                SubscriptionItem::Live { last_seq } if self.next_seq.is_none() => self.next_seq = Some(last_seq + 1),
+                _ => {}
             }
             return Some(Ok(item));
         }
@@ -289,7 +303,7 @@ pub enum FollowError {
     Refused(ErrorObjectOwned),
     /// [`crate::Resume`] gave up: the link stayed down too long.
     #[error(
-        "the link to {endpoint} has been down for {secs} s; gave up (its turns go on there: `forgectl --remote {endpoint} attach` follows them again)"
+        "the link to {endpoint} has been down for {secs} s; gave up (its turns go on there: `forgectl --remote {endpoint} attach {session} --from {from}` follows on from here)"
     )]
-    LinkDown { endpoint: String, secs: u64 },
+    LinkDown { endpoint: String, secs: u64, session: String, from: u64 },
 }

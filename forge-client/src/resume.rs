@@ -43,6 +43,9 @@ pub struct Resume {
     give_up_after: Option<Duration>,
     /// Retry a local socket too (a UI waits for its daemon to come back).
     always: bool,
+    /// Undecodable lines met in a row at the same event: one that fails
+    /// every time ends the follow instead of reconnecting forever.
+    bad_at: (Option<u64>, u32),
 }
 
 impl Resume {
@@ -56,25 +59,6 @@ impl Resume {
     ) -> Result<Resume, ClientError> {
         let follow = Follow::open_at(endpoint, info, session.clone(), from_seq).await?;
         Ok(Resume::from_follow(endpoint, info, session, follow, from_seq))
-    }
-
-    /// Follows `session` from `from_seq`, connecting on the first `next`
-    /// (which gives [`Resumed::Back`] once it follows) and again after
-    /// every drop, a local socket's included: for a UI that waits for its
-    /// daemon however it went.
-    pub fn waiting(endpoint: &Endpoint, info: &ClientInfo, session: String, from_seq: Option<u64>) -> Resume {
-        Resume {
-            endpoint: endpoint.clone(),
-            info: info.clone(),
-            session,
-            follow: None,
-            next_seq: from_seq,
-            backoff: Backoff::default(),
-            wait: None,
-            down_since: None,
-            give_up_after: None,
-            always: true,
-        }
     }
 
     /// Takes over a follow already started (`forgectl send`'s, on the
@@ -97,7 +81,15 @@ impl Resume {
             down_since: None,
             give_up_after: None,
             always: false,
+            bad_at: (None, 0),
         }
+    }
+
+    /// Follows again after every drop, a local socket's included (a UI
+    /// waits for its daemon however it went).
+    pub fn always(mut self) -> Resume {
+        self.always = true;
+        self
     }
 
     /// Stops trying once the link has been down this long (`next` then
@@ -121,7 +113,8 @@ impl Resume {
                 && since.elapsed() >= limit
             {
                 let (endpoint, secs) = (self.endpoint.to_string(), limit.as_secs());
-                return Some(Err(FollowError::LinkDown { endpoint, secs }));
+                let (session, from) = (self.session.clone(), self.next_seq.unwrap_or(1));
+                return Some(Err(FollowError::LinkDown { endpoint, secs, session, from }));
             }
             if let Some(wait) = self.wait.take() {
                 tokio::time::sleep(wait).await;
@@ -129,12 +122,17 @@ impl Resume {
             match Follow::open_at(&self.endpoint, &self.info, self.session.clone(), self.next_seq).await {
                 Ok(follow) => {
                     self.follow = Some(follow);
-                    self.backoff = Backoff::default();
                     self.down_since = None;
                     return Some(Ok(Resumed::Back));
                 }
-                // The daemon answered: the session is gone, not the link.
-                Err(ClientError::Call(e)) => return Some(Err(FollowError::Refused(e))),
+                // The daemon answered that the session is gone: not the link.
+                Err(ClientError::Call(e))
+                    if forge_proto::error::error_kind_of(&e).as_deref() == Some("session_not_found") =>
+                {
+                    return Some(Err(FollowError::Refused(e)));
+                }
+                // Overloaded, stopping, ...: worth another try.
+                Err(ClientError::Call(e)) => return Some(Ok(self.lost(e.message().to_string()))),
                 Err(e) => return Some(Ok(self.lost(transport_words(&e)))),
             }
         };
@@ -143,11 +141,23 @@ impl Resume {
                 if let Some(next) = follow.next_seq() {
                     self.next_seq = Some(next);
                 }
+                // Only progress resets the backoff: a link that comes up
+                // and drops at once is not retried at the fastest pace.
+                self.backoff = Backoff::default();
+                self.bad_at = (None, 0);
                 return Some(Ok(Resumed::Item(item)));
             }
-            // A line cut by the drop is never delivered, so the resumed
-            // follow sends it whole.
-            Some(Err(e)) if self.retries() => e.to_string(),
+            Some(Err(e)) if self.retries() => {
+                self.bad_at = if self.bad_at.0 == self.next_seq {
+                    (self.next_seq, self.bad_at.1 + 1)
+                } else {
+                    (self.next_seq, 1)
+                };
+                if self.bad_at.1 >= 3 {
+                    return Some(Err(e));
+                }
+                e.to_string()
+            }
             Some(Err(e)) => return Some(Err(e)),
             None if self.endpoint.reconnects() => format!("the link to {} dropped", self.endpoint),
             None if self.always => "connection lost".to_string(),

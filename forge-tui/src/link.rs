@@ -7,15 +7,16 @@
 use std::sync::Arc;
 
 use forge_client::jsonrpsee::async_client::Client;
-use forge_client::{Backoff, Endpoint, FollowError, Resume, Resumed, connect_to};
+use forge_client::{Backoff, Endpoint, Follow, FollowError, Resume, Resumed, connect_to};
 use tokio::sync::mpsc;
 
 use crate::msg::{Msg, client_info};
 
-/// Follows `session` from `from_seq` for as long as the UI runs.
-pub(crate) fn spawn_follow(endpoint: Endpoint, session: String, from_seq: u64, tx: mpsc::Sender<Msg>) {
+/// Goes on with `follow` (the session from its first event) for as long
+/// as the UI runs, following again after every drop.
+pub(crate) fn spawn_follow(endpoint: Endpoint, session: String, follow: Follow, tx: mpsc::Sender<Msg>) {
     tokio::spawn(async move {
-        let mut follow = Resume::waiting(&endpoint, &client_info(), session, Some(from_seq));
+        let mut follow = Resume::from_follow(&endpoint, &client_info(), session, follow, Some(1)).always();
         loop {
             let msg = match follow.next().await {
                 Some(Ok(Resumed::Item(item))) => Msg::Item(Box::new(item)),

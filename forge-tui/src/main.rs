@@ -84,7 +84,7 @@ struct Args {
     /// runs `forgectl bridge` there (which starts that daemon if none
     /// runs). --cwd is then a directory there. FORGE_SSH_COMMAND replaces
     /// `ssh` and its options; a dropped link is reconnected by itself
-    #[arg(long, env = "FORGE_REMOTE", value_name = "ssh://[USER@]HOST[:PORT]", conflicts_with = "socket")]
+    #[arg(long, env = "FORGE_REMOTE", value_name = "ssh://[USER@]HOST[:PORT]")]
     remote: Option<String>,
     /// The remote forgectl when it is not on the remote PATH
     #[arg(long, env = "FORGE_REMOTE_BIN", value_name = "COMMAND")]
@@ -173,7 +173,14 @@ async fn start(args: Args) -> anyhow::Result<()> {
             "this is a terminal UI, and stdin or stdout is not a terminal; for scripts and pipes use forgectl (e.g. `forgectl attach SESSION`)"
         );
     }
-    let endpoint = match args.remote.as_deref().filter(|r| !r.trim().is_empty()) {
+    // --socket on the command line wins over an exported FORGE_REMOTE;
+    // both on the command line name two daemons.
+    let remote_flag = std::env::args().any(|a| a == "--remote" || a.starts_with("--remote="));
+    if remote_flag && args.socket.is_some() {
+        anyhow::bail!("--remote and --socket name two daemons; give one");
+    }
+    let remote = args.remote.as_deref().filter(|r| !r.trim().is_empty() && (remote_flag || args.socket.is_none()));
+    let endpoint = match remote {
         Some(url) => forge_client::Endpoint::Ssh(forge_client::SshRemote::parse(
             url,
             args.remote_bin.clone(),
@@ -186,24 +193,26 @@ async fn start(args: Args) -> anyhow::Result<()> {
         connect_or_start(&endpoint, runtime::client_info(), !args.no_autostart, started).await?;
     let options = ui_options(&args);
     let mut keys = crossterm::event::EventStream::new();
+    // Where a new session works: here; through --remote, --cwd there (none:
+    // the remote user's home).
+    let cwd = match (&args.cwd, endpoint.remote()) {
+        (Some(c), Some(r)) if !c.is_absolute() => {
+            anyhow::bail!("--cwd {} is relative; through --remote give its absolute path on {}", c.display(), r.url)
+        }
+        (c, Some(_)) => c.clone(),
+        (Some(c), None) => Some(std::fs::canonicalize(c).unwrap_or_else(|_| c.clone())),
+        (None, None) => {
+            let here = std::env::current_dir()?;
+            Some(std::fs::canonicalize(&here).unwrap_or(here))
+        }
+    };
+    let cwd = cwd.map(|c| c.display().to_string());
     let session = if args.new {
-        let cwd = match (&args.cwd, endpoint.remote()) {
-            // A directory of the far machine (none: its user's home).
-            (Some(c), Some(r)) if !c.is_absolute() => {
-                anyhow::bail!("--cwd {} is relative; through --remote give its absolute path on {}", c.display(), r.url)
-            }
-            (c, Some(_)) => c.clone(),
-            (Some(c), None) => Some(std::fs::canonicalize(c).unwrap_or_else(|_| c.clone())),
-            (None, None) => {
-                let here = std::env::current_dir()?;
-                Some(std::fs::canonicalize(&here).unwrap_or(here))
-            }
-        };
         let info = conn
             .client
             .session_create(CreateParams {
                 name: args.name.clone(),
-                cwd: cwd.map(|c| c.display().to_string()),
+                cwd: cwd.clone(),
                 provider: args.provider.clone(),
                 model: args.model.clone(),
                 allow_broad_root: args.allow_broad_root,
@@ -226,13 +235,18 @@ async fn start(args: Args) -> anyhow::Result<()> {
             conn.client.session_show(s.clone()).await.map_err(|e| anyhow::anyhow!("{}", runtime::error_text(e)))?;
         info.id
     } else {
-        match picker::pick(&conn.client, &options, &mut keys).await? {
+        match picker::pick(&conn.client, &options, &mut keys, cwd).await? {
             Some(id) => id,
             None => return Ok(()),
         }
     };
+    // The session followed before the screen is taken (ssh may ask for a
+    // passphrase here); later links ask nothing, the screen being the UI's.
+    let follow = forge_client::Follow::open_at(&endpoint, &runtime::client_info(), session.clone(), Some(1))
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot follow the session: {}", forge_client::resume::transport_words(&e)))?;
     let app = App::new(&session, options);
-    runtime::run(endpoint, conn.client, session, app, &mut keys).await
+    runtime::run(endpoint.asking_nothing(), conn.client, session, follow, app, &mut keys).await
 }
 
 /// `[app]` of `$FORGE_HOME/config.toml` (the daemon validates the whole

@@ -160,10 +160,17 @@ pub fn draw(frame: &mut Frame, p: &Picker, theme: &Theme) {
 /// Runs the picker; the chosen session's id, or None if the user left.
 /// `keys` is the program's one key stream: a second one would race the
 /// first for terminal replies.
-pub async fn pick(client: &Client, options: &UiOptions, keys: &mut EventStream) -> anyhow::Result<Option<String>> {
+/// `new_cwd`: where "new" makes a session (this directory; through
+/// `--remote`, `--cwd` or the remote user's home).
+pub async fn pick(
+    client: &Client,
+    options: &UiOptions,
+    keys: &mut EventStream,
+    new_cwd: Option<String>,
+) -> anyhow::Result<Option<String>> {
     let theme = Theme::new(options);
     let mut term = ratatui::init();
-    let result = pick_loop(&mut term, client, &theme, keys).await;
+    let result = pick_loop(&mut term, client, &theme, keys, new_cwd).await;
     ratatui::restore();
     result
 }
@@ -173,6 +180,7 @@ async fn pick_loop(
     client: &Client,
     theme: &Theme,
     keys: &mut EventStream,
+    new_cwd: Option<String>,
 ) -> anyhow::Result<Option<String>> {
     let mut p = Picker { sessions: Vec::new(), selected: 0, prompt: Prompt::None, message: None, now_ms: 0 };
     let mut reload = true;
@@ -198,7 +206,7 @@ async fn pick_loop(
             PickerAction::Quit => return Ok(None),
             PickerAction::Attach(id) => return Ok(Some(id)),
             PickerAction::New => {
-                let cwd = std::env::current_dir().map(|d| d.display().to_string()).ok();
+                let cwd = new_cwd.clone();
                 match client.session_create(CreateParams { cwd, ..Default::default() }).await {
                     Ok(info) => {
                         // The folder's own hooks and servers wait for the

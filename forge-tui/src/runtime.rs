@@ -78,12 +78,13 @@ pub async fn run(
     endpoint: Endpoint,
     client: Client,
     session: String,
+    follow: forge_client::Follow,
     mut app: App,
     keys: &mut EventStream,
 ) -> anyhow::Result<()> {
     let mut inline = app.options.inline;
     let mut term = setup(inline)?;
-    let result = run_loop(&mut term, &mut inline, endpoint, Arc::new(client), &session, &mut app, keys).await;
+    let result = run_loop(&mut term, &mut inline, (endpoint, follow), Arc::new(client), &session, &mut app, keys).await;
     restore(inline);
     if inline {
         println!();
@@ -94,14 +95,14 @@ pub async fn run(
 async fn run_loop(
     term: &mut Term,
     inline: &mut bool,
-    endpoint: Endpoint,
+    (endpoint, follow): (Endpoint, forge_client::Follow),
     mut client: Arc<Client>,
     session: &str,
     app: &mut App,
     keys: &mut EventStream,
 ) -> anyhow::Result<()> {
     let (tx, mut rx) = mpsc::channel::<Msg>(4096);
-    spawn_follow(endpoint.clone(), session.to_string(), 1, tx.clone());
+    spawn_follow(endpoint.clone(), session.to_string(), follow, tx.clone());
     spawn_keeper(endpoint, client.clone(), tx.clone());
     {
         // The picker lists what the daemon's catalog knows (`forgectl models`).

@@ -42,9 +42,14 @@ impl Guard {
         {
             return Err((StatusCode::FORBIDDEN, "this origin is not in [daemon] allowed_origins\n"));
         }
-        if let Some(auth) = headers.get(AUTHORIZATION) {
-            let given = auth.to_str().ok().and_then(|a| a.strip_prefix("Bearer ")).unwrap_or_default();
-            return if same(given.trim().as_bytes(), self.token.as_bytes()) {
+        // A bearer decides; another scheme (a proxy's Basic) leaves the
+        // subprotocol to.
+        let bearer = headers.get_all(AUTHORIZATION).iter().filter_map(|v| v.to_str().ok()).find_map(|v| {
+            let (scheme, rest) = v.trim().split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
+        });
+        if let Some(given) = bearer {
+            return if same(given.as_bytes(), self.token.as_bytes()) {
                 Ok(None)
             } else {
                 Err((StatusCode::UNAUTHORIZED, "wrong token\n"))
@@ -63,6 +68,20 @@ impl Guard {
             StatusCode::UNAUTHORIZED,
             "this listener requires the token: `Authorization: Bearer TOKEN`, or the WebSocket subprotocol forge-token.TOKEN\n",
         ))
+    }
+}
+
+/// Says a refusal in the log, at most once a second (a flood of bad
+/// requests must not flood the log), with how many came since.
+fn refused_log(status: StatusCode, why: &str) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static LAST_SECOND: AtomicU64 = AtomicU64::new(0);
+    static SINCE: AtomicU64 = AtomicU64::new(0);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let n = SINCE.fetch_add(1, Ordering::Relaxed) + 1;
+    if LAST_SECOND.swap(now, Ordering::Relaxed) != now {
+        SINCE.store(0, Ordering::Relaxed);
+        tracing::warn!(%status, why = why.trim(), refused = n, "refused requests on a TCP listener");
     }
 }
 
@@ -89,7 +108,7 @@ where
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
         match self.guard.check(req.headers()) {
             Err((status, why)) => {
-                tracing::warn!(%status, why = why.trim(), "refused a request on a TCP listener");
+                refused_log(status, why);
                 let refused = http::Response::builder()
                     .status(status)
                     .header(http::header::CONTENT_TYPE, "text/plain; charset=utf-8")
@@ -132,6 +151,12 @@ mod tests {
         assert!(g.check(&headers(&[])).is_err(), "no token");
         assert!(g.check(&headers(&[(AUTHORIZATION, "Bearer 0123456789abcdef0123")])).is_ok_and(|p| p.is_none()));
         assert!(g.check(&headers(&[(AUTHORIZATION, "Bearer 0123456789abcdef0124")])).is_err());
+        assert!(g.check(&headers(&[(AUTHORIZATION, "bearer 0123456789abcdef0123")])).is_ok());
+        let basic = headers(&[
+            (AUTHORIZATION, "Basic dXNlcjpwdw=="),
+            (SEC_WEBSOCKET_PROTOCOL, "forge-token.0123456789abcdef0123"),
+        ]);
+        assert!(g.check(&basic).is_ok_and(|p| p.is_some()), "a proxy's Basic leaves the subprotocol to decide");
         let proto = g.check(&headers(&[(SEC_WEBSOCKET_PROTOCOL, "jsonrpc, forge-token.0123456789abcdef0123")]));
         assert_eq!(
             proto.ok().flatten().as_ref().and_then(|v| v.to_str().ok()),

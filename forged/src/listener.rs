@@ -56,7 +56,7 @@ pub async fn serve(
 
     if let Some(tcp) = tcp {
         let ctx = Served { daemon: daemon.clone(), builder: builder.clone(), stop: stop_handle.clone() };
-        tcp.spawn(ctx, permits.clone());
+        tcp.spawn(ctx);
     }
     let Signals { term: mut sigterm, int: mut sigint } = signals;
     let shutdown = daemon.shutdown_token();

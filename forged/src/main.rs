@@ -217,15 +217,16 @@ async fn run(prepared: Prepared) -> anyhow::Result<()> {
     // Handle SIGTERM/SIGINT from the start: a stop during start-up must
     // still leave the store consistent.
     let signals = listener::Signals::install()?;
+    // Bound before anything else (the home lock is held already): a
+    // listener that cannot start stops the daemon with the reason, and
+    // a client that finds the socket finds the token file written.
+    let tcp = tcp::Listeners::bind(&config.daemon, &home).await?;
     // Claim the socket before touching the store: a second daemon must not
     // open the database at all.
     let mut socket = socket::SocketClaim::claim(&socket_path)?;
     if socket.path != socket_path {
         _lock.name_socket(&socket.path)?;
     }
-    // Bound before the store opens: a listener that cannot start stops
-    // the daemon with the reason.
-    let tcp = tcp::Listeners::bind(&config.daemon).await?;
     let engine = Engine::open(EngineOptions { home: home.clone(), config }).await.context("cannot open the store")?;
     tracing::info!(
         pid = std::process::id(),

@@ -16,7 +16,10 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use crate::guard::Guard;
-use crate::served::{Incoming, Served, slot};
+use crate::served::{Incoming, Served};
+
+/// Connections served on TCP at once, all listeners together.
+const TCP_SLOTS: usize = 64;
 
 /// The TCP listeners, bound, and their guard.
 pub struct Listeners {
@@ -24,10 +27,12 @@ pub struct Listeners {
     guard: Arc<Guard>,
 }
 
-/// `~/` at the start of a configured path is the user's home.
-fn expand(path: &Path) -> PathBuf {
+/// `~/` at the start of a configured path is the user's home; a relative
+/// path is in `FORGE_HOME` (not wherever the daemon happened to start).
+fn expand(path: &Path, forge_home: &Path) -> PathBuf {
     match (path.strip_prefix("~"), std::env::var_os("HOME")) {
         (Ok(rest), Some(home)) => PathBuf::from(home).join(rest),
+        _ if path.is_relative() => forge_home.join(path),
         _ => path.to_path_buf(),
     }
 }
@@ -35,23 +40,14 @@ fn expand(path: &Path) -> PathBuf {
 /// The token in `path`, made (random, `0600`) when the file is missing.
 /// A file others can read, or a token too short to guess at, is refused.
 fn token(path: &Path) -> anyhow::Result<String> {
-    let made = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path);
-    match made {
-        Ok(mut f) => {
-            let mut random = [0u8; 32];
-            std::fs::File::open("/dev/urandom")
-                .and_then(|mut r| r.read_exact(&mut random))
-                .context("cannot read /dev/urandom for a token")?;
-            let token: String = random.iter().map(|b| format!("{b:02x}")).collect();
-            f.write_all(format!("{token}\n").as_bytes())
-                .with_context(|| format!("cannot write the token to {}", path.display()))?;
-            tracing::info!(file = %path.display(), "wrote a new token for [daemon] listen");
-            return Ok(token);
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(e).with_context(|| format!("cannot create the token file {}", path.display())),
+    if !path.exists() {
+        make_token(path)?;
     }
     let meta = std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
+    // SAFETY: geteuid cannot fail.
+    if std::os::unix::fs::MetadataExt::uid(&meta) != unsafe { libc::geteuid() } {
+        anyhow::bail!("[daemon] token_file {} belongs to another user; use a file of your own", path.display());
+    }
     if meta.permissions().mode() & 0o077 != 0 {
         anyhow::bail!(
             "[daemon] token_file {} can be read by other users; `chmod 600 {}` (the token lets anyone who has it run commands as you)",
@@ -70,15 +66,44 @@ fn token(path: &Path) -> anyhow::Result<String> {
     Ok(token)
 }
 
+/// Writes a random token to `path`, whole or not at all: written aside,
+/// then linked in place (a reader never sees half of it, and a file
+/// someone else made meanwhile is kept).
+fn make_token(path: &Path) -> anyhow::Result<()> {
+    let mut random = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut r| r.read_exact(&mut random))
+        .context("cannot read /dev/urandom for a token")?;
+    let token: String = random.iter().map(|b| format!("{b:02x}")).collect();
+    let aside = path.with_extension(format!("new-{}", std::process::id()));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&aside)
+        .and_then(|mut f| f.write_all(format!("{token}\n").as_bytes()).and_then(|()| f.sync_all()));
+    let linked = written.and_then(|()| std::fs::hard_link(&aside, path));
+    let _ = std::fs::remove_file(&aside);
+    match linked {
+        Ok(()) => {
+            tracing::info!(file = %path.display(), "wrote a new token for [daemon] listen");
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("cannot write the token file {}", path.display())),
+    }
+}
+
 impl Listeners {
     /// Binds every `[daemon] listen` address (none: `None`). A listener
     /// without a token never starts: the configuration is refused first.
-    pub async fn bind(cfg: &DaemonConfig) -> anyhow::Result<Option<Listeners>> {
+    pub async fn bind(cfg: &DaemonConfig, forge_home: &Path) -> anyhow::Result<Option<Listeners>> {
         if cfg.listen.is_empty() {
             return Ok(None);
         }
         cfg.validate().map_err(anyhow::Error::msg)?;
-        let file = cfg.token_file.as_deref().map(expand).context("[daemon] listen needs token_file")?;
+        let file =
+            cfg.token_file.as_deref().map(|f| expand(f, forge_home)).context("[daemon] listen needs token_file")?;
         let guard = Arc::new(Guard::new(token(&file)?, cfg.allowed_origins.clone()));
         let mut bound = Vec::new();
         for l in &cfg.listen {
@@ -92,9 +117,11 @@ impl Listeners {
         Ok(Some(Listeners { bound, guard }))
     }
 
-    /// Accepts on every listener until the daemon stops, sharing the
-    /// socket's connection slots.
-    pub(crate) fn spawn(self, served: Served, permits: Arc<Semaphore>) {
+    /// Accepts on every listener until the daemon stops. TCP has slots of
+    /// its own and never closes another connection to make room: a
+    /// stranger without the token must not push local clients out.
+    pub(crate) fn spawn(self, served: Served) {
+        let permits = Arc::new(Semaphore::new(TCP_SLOTS));
         for (name, listener) in self.bound {
             let (served, permits, guard) = (served.clone(), permits.clone(), self.guard.clone());
             tokio::spawn(async move {
@@ -113,7 +140,10 @@ impl Listeners {
                         }
                     };
                     let _ = stream.set_nodelay(true);
-                    let Some(permit) = slot(&permits, &served.daemon).await else { return };
+                    let Ok(permit) = permits.clone().try_acquire_owned() else {
+                        tracing::debug!(listen = %name, "every TCP slot is taken; a connection was turned away");
+                        continue;
+                    };
                     if !served.spawn(Incoming::Tcp(stream, guard.clone()), permit) {
                         return;
                     }

@@ -199,15 +199,24 @@ async fn every_client_command_works_through_remote_and_paths_are_the_remotes() {
     assert_eq!(trust.code, 2, "{trust:?}");
     assert!(trust.stderr.contains("--dir"), "{}", trust.stderr);
 
-    // What cannot go through --remote says why.
+    // What cannot go through --remote says why...
+    let url = r.sshd.url();
     for args in [&["completions", "bash"][..], &["daemon", "install"], &["doctor"]] {
-        let refused = r.ctl(args).await;
+        let mut with = vec!["--remote", url.as_str()];
+        with.extend_from_slice(args);
+        let refused = r.ctl(&with).await;
         assert_eq!(refused.code, 2, "{args:?}: {refused:?}");
         assert!(refused.stderr.contains("does not apply here"), "{args:?}: {}", refused.stderr);
     }
-    let both = r.ctl(&["--socket", "/tmp/x.sock", "ps"]).await;
+    // ... but an exported FORGE_REMOTE leaves it to this machine.
+    let here = r.ctl(&["completions", "bash"]).await;
+    assert_eq!(here.code, 0, "{}", here.stderr);
+    let both = r.ctl(&["--remote", &url, "--socket", "/tmp/x.sock", "ps"]).await;
     assert_eq!(both.code, 2, "{both:?}");
     assert!(both.stderr.contains("--remote and --socket"), "{}", both.stderr);
+    let socket = r.ctl(&["--socket", "/tmp/forge-none.sock", "--no-autostart", "ps"]).await;
+    assert_eq!(socket.code, 3, "--socket wins over FORGE_REMOTE: {socket:?}");
+    assert!(socket.stderr.contains("/tmp/forge-none.sock"), "{}", socket.stderr);
     r.stop().await;
 }
 

@@ -337,7 +337,7 @@ pub async fn shutdown(g: &Global) -> Result<(), Failure> {
     let g2 = crate::Global { no_autostart: true, ..g.clone() };
     let conn = match daemon(&g2).await {
         Ok(c) => c,
-        Err(f) if f.code == UNREACHABLE => {
+        Err(f) if f.kind == "daemon_not_running" => {
             if !g.json {
                 outln!("no forged is running on {}", socket.display());
             }

@@ -180,6 +180,44 @@ async fn caller<'a>(g: &Global, slot: &'a mut Option<LineClient>) -> Result<&'a 
     Ok(slot.insert(client))
 }
 
+/// Asks the daemon to cancel the turn; false if it could not be asked.
+async fn cancel(g: &Global, rpc: &mut Option<LineClient>, session_id: &str) -> bool {
+    let Ok(client) = caller(g, rpc).await else { return false };
+    let params = CancelParams { session: session_id.to_string(), ..Default::default() };
+    match client.session_cancel(params).await {
+        Ok(_) => true,
+        Err(e) => {
+            *rpc = None;
+            Failure::from(e).code != crate::exit::UNREACHABLE
+        }
+    }
+}
+
+/// `--auto-approve`: approves every call of `approval_id`; true if the
+/// link kept the answer from the daemon (to be given again).
+async fn approve(g: &Global, rpc: &mut Option<LineClient>, session_id: &str, approval_id: &str, calls: usize) -> bool {
+    let answer = AnswerParams {
+        session: session_id.to_string(),
+        decision: ApprovalDecision::ApproveAll,
+        approval_id: Some(approval_id.to_string()),
+        ..Default::default()
+    };
+    let r = match caller(g, rpc).await {
+        Ok(client) => client.approval_answer(answer).await.map_err(Failure::from),
+        Err(f) => Err(f),
+    };
+    match r {
+        Ok(_) => eprintln!("forgectl: approved {calls} tool call(s) (--auto-approve)"),
+        Err(f) if f.code == crate::exit::UNREACHABLE => {
+            *rpc = None;
+            eprintln!("forgectl: could not approve yet ({}); again once the link is back", f.message);
+            return true;
+        }
+        Err(f) => eprintln!("forgectl: could not approve: {}", f.message),
+    }
+    false
+}
+
 /// The turn a client follows.
 pub struct Turn<'a> {
     pub session_id: &'a str,
@@ -210,6 +248,9 @@ pub async fn follow_turn(
     // Thinking is being printed on stderr: end its line before anything else.
     let mut thinking_shown = false;
     let mut interrupted = false;
+    // A cancel or an --auto-approve answer a dropped link kept from the
+    // daemon, asked again when it is back.
+    let (mut cancel_pending, mut approve_pending) = (false, None::<(String, usize)>);
     let mut stdout = crate::output::stdout();
     let mut ends_with_newline = true;
     // Answers given so far, and whether another was asked for after one.
@@ -221,12 +262,18 @@ pub async fn follow_turn(
     loop {
         let item = tokio::select! {
             item = sub.next() => item,
-            _ = interrupt.recv(), if !interrupted => {
-                interrupted = true;
-                eprintln!("\nforgectl: cancelling the turn (the partial answer is kept)...");
-                if let Ok(client) = caller(g, &mut rpc).await {
-                    let _ = client.session_cancel(CancelParams { session: session_id.to_string(), ..Default::default() }).await;
+            _ = interrupt.recv() => {
+                if interrupted {
+                    return Err(Failure::new(
+                        crate::exit::INTERRUPTED,
+                        "interrupted",
+                        format!("stopped following; the turn may go on (`forgectl attach {session_id} --from live`)"),
+                    ));
                 }
+                interrupted = true;
+                eprintln!("\nforgectl: cancelling the turn (the partial answer is kept; Ctrl-C again stops following)...");
+                // Through a dropped link, it is asked again once the link is back.
+                cancel_pending = !cancel(g, &mut rpc, session_id).await;
                 continue;
             }
         };
@@ -244,6 +291,12 @@ pub async fn follow_turn(
             }
             Some(Ok(Resumed::Back)) => {
                 eprintln!("forgectl: reconnected; the turn goes on");
+                if cancel_pending {
+                    cancel_pending = !cancel(g, &mut rpc, session_id).await;
+                }
+                if let Some((id, n)) = approve_pending.take() {
+                    approve_pending = approve(g, &mut rpc, session_id, &id, n).await.then_some((id, n));
+                }
                 continue;
             }
             Some(Err(e)) => return Err(e.into()),
@@ -323,20 +376,9 @@ pub async fn follow_turn(
             }
             EventKind::ApprovalRequested { approval_id, calls, .. } if in_turn => {
                 if auto_approve {
-                    let answer = AnswerParams {
-                        session: session_id.to_string(),
-                        decision: ApprovalDecision::ApproveAll,
-                        approval_id: Some(approval_id.clone()),
-                        ..Default::default()
-                    };
-                    let r = match caller(g, &mut rpc).await {
-                        Ok(client) => client.approval_answer(answer).await.map_err(Failure::from),
-                        Err(f) => Err(f),
-                    };
-                    match r {
-                        Ok(_) => eprintln!("forgectl: approved {} tool call(s) (--auto-approve)", calls.len()),
-                        Err(f) => eprintln!("forgectl: could not approve: {}", f.message),
-                    }
+                    // Not answered (the link dropped): answered once it is back.
+                    let failed = approve(g, &mut rpc, session_id, approval_id, calls.len()).await;
+                    approve_pending = failed.then(|| (approval_id.clone(), calls.len()));
                 } else {
                     if !ends_with_newline && !g.json {
                         let _ = writeln!(stdout);

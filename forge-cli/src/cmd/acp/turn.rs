@@ -50,6 +50,9 @@ struct Turn<'a> {
     asking: Vec<(String, JoinHandle<()>)>,
     /// The sources the answer cites (url, title): said after it.
     sources: Vec<(String, String)>,
+    /// The session's files are on this machine (not through --remote), so
+    /// an edit's diff can be read from them.
+    files_here: bool,
 }
 
 /// The largest prompt handed to the daemon (its messages hold 8 MiB; the
@@ -116,6 +119,7 @@ pub(super) async fn prompt(
         calls: HashMap::new(),
         asking: Vec::new(),
         sources: Vec::new(),
+        files_here: b.global.remote().is_none(),
     };
     let mut in_turn = false;
     // Steered into a running turn: this prompt ends with that turn, whose
@@ -267,7 +271,7 @@ impl Turn<'_> {
     fn describe(&mut self, id: &str) -> Result<()> {
         let Some(call) = self.calls.get_mut(id) else { return Ok(()) };
         let args: Value = serde_json::from_str(&call.args).unwrap_or(Value::Null);
-        if matches!(call.name.as_str(), "write_file" | "edit" | "delete_file" | "apply_patch") {
+        if self.files_here && matches!(call.name.as_str(), "write_file" | "edit" | "delete_file" | "apply_patch") {
             call.before = map::locations(&call.name, &args, &self.cwd)
                 .into_iter()
                 .map(|l| {
