@@ -22,6 +22,8 @@ pub(crate) fn spawn_follow(endpoint: Endpoint, session: String, follow: Follow, 
                 Some(Ok(Resumed::Item(item))) => Msg::Item(Box::new(item)),
                 Some(Ok(Resumed::Lost { why, retry_in })) => {
                     let down = if endpoint.reconnects() { "link down" } else { "daemon gone" };
+                    let dropped = format!("the link to {endpoint} ");
+                    let why = why.strip_prefix(&dropped).unwrap_or(&why);
                     Msg::Lost(format!("{down} ({why}); reconnecting in {:.1} s", retry_in.as_secs_f64()))
                 }
                 Some(Ok(Resumed::Back)) => Msg::Back,

@@ -85,8 +85,11 @@ async fn check(remote: &SshRemote, report: &mut Report) -> Result<(), String> {
         Some(0) => {}
         Some(255) => {
             return Err(format!(
-                "ssh cannot log in to {}: {said} (check `ssh -T {} true` works without a question, with your agent or keys)",
-                remote.host, remote.destination
+                "ssh cannot log in to {}: {said} (check that `ssh -T{} {} true` works without a question, with your agent or keys{})",
+                remote.host,
+                remote.port.map(|p| format!(" -p {p}")).unwrap_or_default(),
+                remote.destination,
+                if remote.ssh_command.is_some() { " and FORGE_SSH_COMMAND's options" } else { "" }
             ));
         }
         Some(127) => {
