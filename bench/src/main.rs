@@ -23,7 +23,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use forge_client::ForgeClient;
-use forge_client::{Connection, Follow, connect};
+use forge_client::{Connection, Endpoint, Follow, connect, connect_to};
 use forge_proto::{ClientInfo, ClientKind, EventKind, SubscriptionItem};
 use forge_tests::mock::{MockOptions, MockServer};
 
@@ -204,18 +204,8 @@ async fn latency(d: &Daemon, chunks: usize, delay_ms: u64, clients: usize) -> an
     let session = new_session(socket).await?;
     let mut followers = Vec::new();
     for _ in 0..clients {
-        let socket = socket.to_path_buf();
-        let session = session.clone();
-        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-        let (done_tx, done_rx) = tokio::sync::oneshot::channel();
-        std::thread::spawn(move || {
-            let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-                Ok(rt) => rt,
-                Err(e) => return drop(done_tx.send(Err(anyhow::anyhow!("{e}")))),
-            };
-            let _ = done_tx.send(rt.block_on(follow_stamps(&socket, session, ready_tx)));
-        });
-        followers.push((done_rx, ready_rx));
+        let (ready, seen) = follower(Endpoint::Socket(socket.to_path_buf()), session.clone());
+        followers.push((seen, ready));
     }
     let mut done = Vec::new();
     for (d, ready) in followers {
@@ -279,12 +269,12 @@ fn wake_round_trip() -> anyhow::Result<f64> {
 /// One client: follows `session` live and returns, for each stamped token,
 /// its stamp and when it got here (Unix ns).
 async fn follow_stamps(
-    socket: &Path,
+    endpoint: &Endpoint,
     session: String,
     ready: tokio::sync::oneshot::Sender<()>,
 ) -> anyhow::Result<Vec<(u128, u128)>> {
     let mut stamps = Stamps::default();
-    let conn = connect(socket, info()).await?;
+    let conn = connect_to(endpoint, info()).await?;
     follow(
         &conn,
         session,
@@ -296,6 +286,25 @@ async fn follow_stamps(
     )
     .await?;
     Ok(stamps.seen)
+}
+
+/// Said once a follower is subscribed; its stamps once the turn ends.
+type Ready = tokio::sync::oneshot::Receiver<()>;
+type Seen = tokio::sync::oneshot::Receiver<anyhow::Result<Vec<(u128, u128)>>>;
+
+/// One follower of `session` at `endpoint` ([`follow_stamps`]) on a thread
+/// and runtime of its own, as a separate client process would be.
+fn follower(endpoint: Endpoint, session: String) -> (Ready, Seen) {
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            Ok(rt) => rt,
+            Err(e) => return drop(done_tx.send(Err(anyhow::anyhow!("{e}")))),
+        };
+        let _ = done_tx.send(rt.block_on(follow_stamps(&endpoint, session, ready_tx)));
+    });
+    (ready_rx, done_rx)
 }
 
 /// The mock provider on a thread and runtime of its own, like a server

@@ -10,42 +10,13 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use forge_client::{Endpoint, Follow, ForgeClient, Resume, Resumed, SshRemote, connect};
+use forge_client::{Endpoint, ForgeClient, Resume, Resumed, SshRemote, connect};
 use forge_proto::params::SendParams;
 use forge_proto::{EventKind, SubscriptionItem};
 use forge_tests::sshd::Sshd;
 
-use crate::stamps::{Stamps, pct};
-use crate::{Daemon, info, new_session};
-
-/// Said once a follower is subscribed; its stamps once the turn ends.
-type Ready = tokio::sync::oneshot::Receiver<()>;
-type Seen = tokio::sync::oneshot::Receiver<anyhow::Result<Vec<(u128, u128)>>>;
-
-/// Follows `session` live at `endpoint` on a thread of its own.
-fn follower(endpoint: Endpoint, session: String) -> (Ready, Seen) {
-    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
-    std::thread::spawn(move || {
-        let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-            Ok(rt) => rt,
-            Err(e) => return drop(done_tx.send(Err(anyhow::anyhow!("{e}")))),
-        };
-        let seen = rt.block_on(async move {
-            let mut follow = Follow::open_at(&endpoint, &info(), session, None).await?;
-            let _ = ready_tx.send(());
-            let mut stamps = Stamps::default();
-            while let Some(item) = follow.next().await {
-                if stamps.on(item?) {
-                    break;
-                }
-            }
-            Ok(stamps.seen)
-        });
-        let _ = done_tx.send(seen);
-    });
-    (ready_rx, done_rx)
-}
+use crate::stamps::pct;
+use crate::{Daemon, follower, info, new_session};
 
 async fn send(d: &Daemon, session: &str, text: String) -> anyhow::Result<()> {
     let conn = connect(&d.socket, info()).await?;

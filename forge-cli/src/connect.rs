@@ -10,7 +10,7 @@ use forge_proto::{ClientInfo, ClientKind};
 use crate::Global;
 use crate::exit::{Failure, UNREACHABLE};
 
-fn client_info() -> ClientInfo {
+pub(crate) fn client_info() -> ClientInfo {
     ClientInfo { name: "forgectl".into(), version: env!("CARGO_PKG_VERSION").into(), kind: ClientKind::Cli }
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use clap::Subcommand;
 use forge_client::{ConnectError, ForgeClient, Greet, LineClient, SshRemote};
-use forge_proto::{ClientInfo, ClientKind, PROTOCOL_VERSION};
+use forge_proto::PROTOCOL_VERSION;
 use serde::Serialize;
 
 use crate::Global;
@@ -116,7 +116,7 @@ async fn check(remote: &SshRemote, report: &mut Report) -> Result<(), String> {
         return Err(format!("{} on {} is not forgectl (it printed \"{version}\")", remote.bin, remote.host));
     }
     // Step 2: its daemon answers through the bridge, in this protocol.
-    let info = ClientInfo { name: "forgectl".into(), version: env!("CARGO_PKG_VERSION").into(), kind: ClientKind::Cli };
+    let info = crate::connect::client_info();
     let endpoint = forge_client::Endpoint::Ssh(remote.clone());
     let conn = match LineClient::greet(&endpoint, info).await {
         Ok(c) => c,
