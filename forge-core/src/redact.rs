@@ -14,7 +14,8 @@
 //!   keys (`AccountKey=`), `Authorization:` header values (`Bearer`,
 //!   `token`, `Basic`), JWTs, passwords in URLs
 //!   (`scheme://user:password@host`), `password=` / `api_key="..."`
-//!   assignments, private-key blocks.
+//!   assignments, private-key blocks. A prefixed token is taken by its
+//!   prefix: the whole run of its characters goes, however long.
 //!
 //! Placeholders are not secrets: a value like `YOUR_KEY`, `<token>`,
 //! `${VAR}`, `xxxx`, `****` or shorter than 8 characters is left as it is,
@@ -73,7 +74,9 @@ fn shapes() -> Option<&'static regex::Regex> {
                 r"(?s)-----BEGIN[A-Z ]*PRIVATE KEY( BLOCK)?-----.*?(-----END[A-Z ]*PRIVATE KEY( BLOCK)?-----|\z)",
                 r"(?i:(?P<authz>\bauthorization[\x22']?\s*[:=]\s*[\x22']?(?:bearer|token|basic)\s+))(?P<authv>[A-Za-z0-9._~+/=\-]{8,})",
                 r"\b(?P<keep>sk-ant-|sk-|sk_live_|sk_test_|rk_live_|rk_test_|AIza|ghp_|gho_|ghu_|ghs_|ghr_|github_pat_|xox[abprs]-)[A-Za-z0-9_\-]{8,}",
-                r"\b(?P<tok>glpat-[A-Za-z0-9_\-]{20}|npm_[A-Za-z0-9]{36}|hf_[A-Za-z0-9]{34})\b",
+                // By prefix: the whole run of the token's characters, at any
+                // length from the classic one up (newer tokens are longer).
+                r"\b(?P<tok>glpat-[A-Za-z0-9_\-]{20,}(?:\.[A-Za-z0-9_\-]+)*|npm_[A-Za-z0-9]{36,}|hf_[A-Za-z0-9]{34,})",
                 r"(?P<slack>\bhttps://hooks\.slack\.com/(?:services|workflows|triggers)/)[A-Za-z0-9/_\-]{8,}",
                 r"(?P<azure>\b(?:AccountKey|SharedAccessKey|SharedAccessSignature)=)[A-Za-z0-9+/=%&\-]{16,}",
                 r"\b(AKIA|ASIA)[0-9A-Z]{16}\b",
@@ -388,6 +391,37 @@ mod tests {
             let s = scrub(text);
             assert!(!s.contains(secret), "{secret} in {s}");
             assert!(s.contains(shown), "{shown} not in {s}");
+        }
+    }
+
+    #[test]
+    fn prefixed_tokens_go_whole_at_any_length_from_their_shortest() {
+        let run = "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789aBcDeFgHiJkLmNoPqRsTuVwXyZ98765";
+        for (prefix, shortest) in [
+            ("glpat-", 20),
+            ("npm_", 36),
+            ("hf_", 34),
+            ("ghp_", 8),
+            ("github_pat_", 8),
+            ("xoxb-", 8),
+            ("sk_live_", 8),
+            ("sk-proj-", 8),
+            ("sk-ant-api03-", 8),
+            ("AIza", 8),
+        ] {
+            for extra in [0, 1, 2, 5, 13, 30] {
+                let token = format!("{prefix}{}", &run[..shortest + extra]);
+                let text = format!("token {token} end");
+                let s = scrub(&text);
+                assert!(!s.contains(&run[2..shortest]), "{token} leaked: {s}");
+                assert!(s.ends_with(" end") && s.contains("***"), "{s}");
+                assert!(!s.contains(&run[shortest - 2..shortest + extra]), "the tail of {token} leaked: {s}");
+            }
+        }
+        let routable = "glpat-AbCdEfGhIjKlMnOpQrStUv.01.1a2b3c4d5";
+        assert_eq!(scrub(&format!("x {routable} y")), "x glpat-*** y");
+        for plain in ["hf_hub_download(repo)", "npm_config_cache", "glpat-short", "hf_transfer"] {
+            assert_eq!(scrub(plain), plain, "left as it was");
         }
     }
 
