@@ -162,6 +162,22 @@ impl Sandbox {
         Some(crate::supervisor::Confinement::new(policy))
     }
 
+    /// The kernel sandbox for a hook of the user's: a command's, plus
+    /// what `reach` says the hook needs of its own (see
+    /// [`crate::confine::HookReach`]).
+    pub fn hook_confinement(
+        &self,
+        tmpdir: &Path,
+        reach: crate::confine::HookReach,
+    ) -> Option<crate::supervisor::Confinement> {
+        if !self.commands.kernel_active() || !crate::supervisor::enabled() {
+            return None;
+        }
+        let settings = crate::confine::Settings { hook: Some(reach), ..self.commands.clone() };
+        let policy = crate::confine::Policy::build(&settings, &self.roots, tmpdir, false);
+        Some(crate::supervisor::Confinement::new(policy))
+    }
+
     /// The kernel sandbox for the git tools: `.git` writable but for its
     /// configuration and hooks (and `hooks_dir`, the project's
     /// core.hooksPath, when hooks run).

@@ -158,6 +158,35 @@ fn signal(pidfd: &OwnedFd, sig: i32) -> bool {
     unsafe { libc::syscall(libc::SYS_pidfd_send_signal, pidfd.as_raw_fd(), sig, std::ptr::null::<u8>(), 0) == 0 }
 }
 
+/// Whether the process behind `pidfd` has ended (a pidfd reads ready
+/// then, reaped or not).
+fn exited(pidfd: &OwnedFd) -> bool {
+    let mut p = libc::pollfd { fd: pidfd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    // SAFETY: poll(2) on one valid descriptor, without waiting.
+    unsafe { libc::poll(&mut p, 1, 0) > 0 }
+}
+
+/// Supervisors told to stop and perhaps still stopping (their pidfds).
+static STOPPING: std::sync::Mutex<Vec<OwnedFd>> = std::sync::Mutex::new(Vec::new());
+
+/// Waits (blocking, at most `max`) until every command told to stop has
+/// ended with all it started: what a stopped command changed is read only
+/// once nothing of it can change anything more.
+pub fn wait_stopped(max: std::time::Duration) {
+    let deadline = std::time::Instant::now() + max;
+    loop {
+        let running = {
+            let mut stopping = STOPPING.lock().unwrap_or_else(|p| p.into_inner());
+            stopping.retain(|fd| !exited(fd));
+            stopping.len()
+        };
+        if running == 0 || std::time::Instant::now() >= deadline {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 impl Drop for StopGuard {
     fn drop(&mut self) {
         self.stop();
@@ -185,6 +214,9 @@ impl StopGuard {
         // its own while it runs).
         if !signal(&pidfd, libc::SIGTERM) {
             return;
+        }
+        if let Ok(copy) = pidfd.try_clone() {
+            STOPPING.lock().unwrap_or_else(|p| p.into_inner()).push(copy);
         }
         std::thread::spawn(move || {
             std::thread::sleep(std::time::Duration::from_secs(3));
@@ -287,7 +319,7 @@ fn run_confined(policy: &Policy, argv: Vec<OsString>, signals: &libc::sigset_t, 
         confine::cgroup::CommandGroup::create(tree, policy.limits.processes, policy.limits.memory_mb)
             .unwrap_or_else(|e| fail(format!("cannot make the command's cgroup: {e}"), 126))
     });
-    let placeholders = confine::placeholder::Placeholders::hold(&policy.absent);
+    let placeholders = confine::placeholder::Placeholders::hold(&policy.absent, &policy.absent_files);
     let spawned = confine::spawn::spawn(policy, argv, confine::POLICY_ENV, group.as_ref())
         .unwrap_or_else(|e| fail(format!("cannot start the command in its sandbox: {e}"), 126));
     let init = spawned.init;

@@ -657,17 +657,20 @@ async fn a_planted_hook_never_changes_git_config_and_the_users_git_runs_nothing(
         // What husky sets up.
         user_git(&dir, &["config", "core.hooksPath", ".husky"]);
         let before = std::fs::read_to_string(dir.join(".git/config")).unwrap_or_default();
-        // The model plants a hook that would make the user's next `git
-        // status` run its command, and a file to commit.
+        // A hook in the project's hooks directory (as a clone brings one)
+        // that would make the user's next `git status` run its command;
+        // the model cannot change it (the directory is read-only to
+        // commands), and writes a file to commit.
         let hook = format!(
             "#!/bin/sh\ntouch hook-ran\ngit config core.fsmonitor 'touch {}'\necho x >> .git/hooks/post-commit\n",
             marker.display()
         );
-        let plant = format!(
-            "mkdir -p .husky && printf '%s' {} > .husky/pre-commit && chmod +x .husky/pre-commit && echo a > a.txt",
-            q(Path::new(&hook))
-        );
-        s.run(&plant).await;
+        std::fs::create_dir_all(dir.join(".husky")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(dir.join(".husky/pre-commit"), &hook).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::set_permissions(dir.join(".husky/pre-commit"), std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap_or_else(|e| panic!("{e}"));
+        s.run("echo 'touch evil' >> .husky/pre-commit; echo a > a.txt").await;
+        assert_eq!(std::fs::read_to_string(dir.join(".husky/pre-commit")).unwrap_or_default(), hook);
         let calls =
             [tool_call("git_add", &json!({"paths": ["a.txt"]})), tool_call("git_commit", &json!({"message": "plain"}))];
         s.forge.ok(&["send", "--auto-approve", "-s", &s.id, &format!("{} {} go", calls[0], calls[1])]).await;
@@ -949,4 +952,103 @@ async fn a_repository_a_command_sets_up_runs_nothing_when_the_user_runs_git_ther
         ".husky",
         "the user's own setting stays"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_cannot_plant_a_hook_where_the_users_core_hooks_path_points() {
+    let Some(s) = setup("", &[]).await else { return };
+    let dir = s.dir();
+    git_as_user(&dir, &["init", "-q"]);
+    // What many repositories ask of each clone (husky sets `.husky/_`).
+    git_as_user(&dir, &["config", "core.hooksPath", ".githooks"]);
+    let marks = tempfile::tempdir_in(forge_tests::harness::bin_dir()).unwrap_or_else(|e| panic!("{e}"));
+    let m = marks.path().canonicalize().unwrap_or_else(|e| panic!("{e}")).display().to_string();
+    let plant = |hooks: &str| {
+        format!(
+            "mkdir -p {hooks}; printf '#!/bin/sh\\ntouch {m}/hook\\n' > {hooks}/pre-commit; chmod +x {hooks}/pre-commit; echo tried"
+        )
+    };
+    // Where the directory does not exist yet, then where it does, then
+    // where the user points it mid-session.
+    let text = s.run(&plant(".githooks")).await;
+    assert!(text.contains("tried"), "{text}");
+    assert!(!dir.join(".githooks").exists(), "no hooks directory was made: {text}");
+    std::fs::create_dir(dir.join(".githooks")).unwrap_or_else(|e| panic!("{e}"));
+    s.run(&plant(".githooks")).await;
+    assert!(!dir.join(".githooks/pre-commit").exists(), "nothing was planted in it");
+    git_as_user(&dir, &["config", "core.hooksPath", ".husky/_"]);
+    s.run(&plant(".husky/_")).await;
+    assert!(!dir.join(".husky/_/pre-commit").exists(), "nor where the setting points now");
+    git_as_user(&dir, &["commit", "--allow-empty", "-qm", "mine"]);
+    git_as_user(&dir, &["config", "core.hooksPath", ".githooks"]);
+    git_as_user(&dir, &["commit", "--allow-empty", "-qm", "mine again"]);
+    let ran: Vec<String> = std::fs::read_dir(marks.path())
+        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    assert!(ran.is_empty(), "the user's commits ran nothing the model wrote: {ran:?}");
+    // The rest of the project stays writable.
+    let text = s.run("echo ok > notes.txt && cat notes.txt").await;
+    assert!(text.contains("ok") && dir.join("notes.txt").exists(), "{text}");
+}
+
+/// Runs `command` as the model would and stops it once `started` exists:
+/// with `forgectl cancel`, or by shutting the daemon down (`shutdown`).
+async fn stop_midway(s: &mut Setup, command: &str, started: &Path, shutdown: bool) {
+    let directive = tool_call("run_command", &json!({"command": command}));
+    let send = s.forge.ctl_cmd(&["send", "-s", &s.id, &format!("{directive} go")]).spawn();
+    let send = send.unwrap_or_else(|e| panic!("forgectl send: {e}"));
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !started.exists() {
+        assert!(std::time::Instant::now() < deadline, "the command never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    if shutdown {
+        s.forge.ok(&["shutdown"]).await;
+        assert!(s.forge.wait_exit().await, "forged stopped");
+        s.forge.start().await;
+    } else {
+        s.forge.ok(&["cancel", &s.id]).await;
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(60), send.wait_with_output()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_stopped_midway_leaves_nothing_git_would_run_and_undo_restores_every_file() {
+    for shutdown in [false, true] {
+        let Some(mut s) = setup("", &[]).await else { return };
+        let dir = s.dir();
+        std::fs::write(dir.join("notes.txt"), "mine\n").unwrap_or_else(|e| panic!("{e}"));
+        s.run("echo first").await;
+        let marks = tempfile::tempdir_in(forge_tests::harness::bin_dir()).unwrap_or_else(|e| panic!("{e}"));
+        let m = marks.path().canonicalize().unwrap_or_else(|e| panic!("{e}")).display().to_string();
+        // Plants, changes a file, makes one, then sleeps: the command a
+        // user cancels.
+        let command = format!(
+            "git init -q sub && git -C sub config core.fsmonitor 'touch {m}/fsmonitor' \
+             && echo theirs > notes.txt && echo new > created.txt && sleep 120"
+        );
+        stop_midway(&mut s, &command, &dir.join("created.txt"), shutdown).await;
+        // What the stopped command left is recorded and undone once it
+        // has stopped; the event says so.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let ev = s.forge.rpc("session.events", json!({"session": s.id})).await;
+            let events = ev["result"].as_array().cloned().unwrap_or_default();
+            if events.iter().any(|e| e["kind"] == "git_settings_undone") {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "shutdown={shutdown}: no git_settings_undone: {events:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        git_as_user(&dir.join("sub"), &["status"]);
+        assert!(
+            std::fs::read_dir(marks.path()).map(|d| d.count()).unwrap_or(0) == 0,
+            "shutdown={shutdown}: nothing ran"
+        );
+        let dry = s.forge.ok(&["undo", &s.id, "--dry-run"]).await.stdout;
+        assert!(dry.contains("notes.txt") && dry.contains("created.txt"), "shutdown={shutdown}: {dry}");
+        s.forge.ok(&["undo", &s.id]).await;
+        assert_eq!(std::fs::read_to_string(dir.join("notes.txt")).unwrap_or_default(), "mine\n", "shutdown={shutdown}");
+        assert!(!dir.join("created.txt").exists(), "shutdown={shutdown}: the file it made is gone");
+    }
 }

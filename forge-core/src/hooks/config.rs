@@ -51,10 +51,16 @@ pub struct HookConfig {
     /// counted as an error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<u64>,
-    /// Run in the command sandbox (default: with the user's permissions,
-    /// as Claude Code runs hooks).
+    /// `true`: always confined; `false`: with the user's permissions (a
+    /// way out of the sandbox, which `config check` names); unset:
+    /// confined whenever it can reach the session's roots, which a
+    /// confined command may have written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<bool>,
+    /// Where a confined hook may write besides the roots, `~/.claude` and
+    /// Forge's home (as `[tools.sandbox] write_roots`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_roots: Option<Vec<String>>,
     /// An error of this hook (an exit status other than 0 and 2, a
     /// timeout, output that is not valid JSON) blocks what it guards
     /// instead of being shown and passed over.
@@ -92,6 +98,7 @@ struct HookEntry {
     command: Option<String>,
     timeout: Option<u64>,
     sandbox: Option<bool>,
+    write_roots: Option<Vec<String>>,
     fail_closed: Option<bool>,
 }
 
@@ -117,6 +124,7 @@ impl<'de> Deserialize<'de> for HooksConfig {
                             command,
                             timeout: e.timeout,
                             sandbox: e.sandbox,
+                            write_roots: e.write_roots,
                             fail_closed: e.fail_closed,
                         }),
                         (None, None) if e.import_claude.is_some() => {}
@@ -187,6 +195,15 @@ pub fn config_warnings(config: &HooksConfig, home: Option<&Path>) -> Vec<String>
             )
         })
         .collect();
+    for h in config.hooks.iter().filter(|h| h.sandbox == Some(false)) {
+        out.push(format!(
+            "{} hook `{}` runs outside the sandbox (`sandbox = false`): a way out of it, since what a confined \
+             command writes into what the hook runs (a Makefile, a script of the project) would run with your \
+             permissions; remove `sandbox = false` to confine it",
+            h.event.as_str(),
+            h.command
+        ));
+    }
     for h in &config.hooks {
         let Some(word) = h.command.split_whitespace().next() else { continue };
         if word.contains('$') || word.contains('`') {

@@ -10,11 +10,11 @@
 //! status, malformed JSON and a hook killed at its timeout are errors that
 //! do not block (shown to the user and journaled), as in Claude Code,
 //! unless the hook sets `fail_closed`, when they block what it guards.
-//! The user's own hooks (config.toml, `~/.claude/settings.json`) run with
-//! the user's permissions unless they set `sandbox = true`; a project's
-//! hooks, and a user hook whose command names a file in the session's
-//! roots (which a confined command may rewrite), run in the command
-//! sandbox. Every run is journaled (`hook_ran`).
+//! A project's hooks run in the command sandbox; the user's own
+//! (config.toml, `~/.claude/settings.json`) run confined too when they
+//! can reach what a confined command may have written, which is nearly
+//! always (see `reach.rs`), unless they say `sandbox = false`. Every run
+//! is journaled (`hook_ran`).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -26,9 +26,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::tools::Sandbox;
 
 mod config;
+mod reach;
 
 use config::{DEFAULT_TIMEOUT_SECONDS, compile};
 pub use config::{HookConfig, HookEvent, HooksConfig, config_warnings, upgrade_notice, user_claude_settings};
+use reach::{Confinement, Origin};
 
 /// Most of a hook's stdout or stderr kept.
 const MAX_HOOK_OUTPUT: usize = 64 * 1024;
@@ -57,14 +59,28 @@ pub struct Hook {
     pub timeout: Duration,
     /// Where it was set: `config.toml` or a settings file's path.
     pub source: String,
-    /// Runs in the command sandbox: a project's hook, or a user's with
-    /// `sandbox = true`.
-    pub confined: bool,
+    /// Whose it is: a project's always runs confined.
+    origin: Origin,
+    /// Its `sandbox` setting: unset decides by what it reaches.
+    pub sandbox: Option<bool>,
+    /// Where it may write besides the roots (its own `write_roots`).
+    pub write_roots: Vec<String>,
     /// Its errors block (`fail_closed = true`).
     pub fail_closed: bool,
 }
 
 impl Hook {
+    /// How a run of it in `sandbox` is confined (see `reach.rs`).
+    fn confinement(&self, sandbox: &Sandbox) -> Confinement {
+        let home = crate::tools::confine::host().and_then(|h| h.home.clone());
+        reach::confinement(self.origin, self.sandbox, &self.write_roots, &self.command, sandbox, home.as_deref())
+    }
+
+    /// Whether it runs confined in `sandbox` (where the kernel can).
+    pub fn confined(&self, sandbox: &Sandbox) -> bool {
+        self.confinement(sandbox) != Confinement::Unconfined
+    }
+
     fn matches(&self, tool: Option<&str>) -> bool {
         let (Some(re), Some(tool)) = (&self.matcher, tool) else { return true };
         re.is_match(tool)
@@ -95,7 +111,9 @@ impl HookSet {
                     command: h.command.clone(),
                     timeout: Duration::from_secs(h.timeout.unwrap_or(DEFAULT_TIMEOUT_SECONDS)),
                     source: "config.toml".into(),
-                    confined: h.sandbox.unwrap_or(false),
+                    origin: Origin::User,
+                    sandbox: h.sandbox,
+                    write_roots: h.write_roots.clone().unwrap_or_default(),
                     fail_closed: h.fail_closed.unwrap_or(false),
                 }),
                 Err(e) => problems.push(format!("config.toml: matcher {:?}: {e}", h.matcher)),
@@ -130,14 +148,6 @@ impl HookSet {
     }
 }
 
-/// Whose settings file a hook comes from: the user's run with the user's
-/// permissions (unless they ask for the sandbox), a project's always in it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Origin {
-    User,
-    Project,
-}
-
 /// The `hooks` section of a Claude settings file: `{EVENT: [{matcher,
 /// hooks: [{type: "command", command, timeout}]}]}` (Forge also reads
 /// `sandbox` and `fail_closed` on an entry).
@@ -168,13 +178,20 @@ fn claude_hooks(text: &str, source: &str, origin: Origin, out: &mut Vec<Hook>, p
                 };
                 let secs = h.get("timeout").and_then(Value::as_u64).unwrap_or(DEFAULT_TIMEOUT_SECONDS);
                 let flag = |name: &str| h.get(name).and_then(Value::as_bool);
+                let write_roots = h
+                    .get("write_roots")
+                    .and_then(Value::as_array)
+                    .map(|a| a.iter().filter_map(Value::as_str).map(String::from).collect())
+                    .unwrap_or_default();
                 out.push(Hook {
                     event,
                     matcher: matcher.clone(),
                     command: command.to_string(),
                     timeout: Duration::from_secs(secs),
                     source: source.to_string(),
-                    confined: origin == Origin::Project || flag("sandbox") == Some(true),
+                    origin,
+                    sandbox: flag("sandbox"),
+                    write_roots,
                     fail_closed: flag("fail_closed") == Some(true),
                 });
             }
@@ -293,23 +310,6 @@ fn judge(code: Option<i32>, stdout: &str, stderr: &str) -> Verdict {
     }
 }
 
-/// Whether `command` names a file in the session's roots, which a
-/// confined command may have rewritten: a user's hook that runs one runs
-/// in the sandbox too, or it would be a way out of it. Each word is taken
-/// as a path (`~/` against the home, relative ones against the session's
-/// directory); shell syntax around them is not parsed.
-fn names_a_root_file(command: &str, sandbox: &Sandbox, home: Option<&Path>) -> bool {
-    command.split(|c: char| c.is_whitespace() || ";&|()<>'\"`".contains(c)).filter(|w| !w.is_empty()).any(|word| {
-        let path = match (word.strip_prefix("~/"), home) {
-            (Some(rest), Some(h)) => h.join(rest),
-            (Some(_), None) => return false,
-            _ => sandbox.cwd().join(word),
-        };
-        let Ok(real) = path.canonicalize() else { return false };
-        real.is_file() && sandbox.roots().iter().any(|r| real.starts_with(r))
-    })
-}
-
 /// An error is passed over, and shown, unless the hook is `fail_closed`:
 /// then it blocks.
 fn fail_policy(hook: &Hook, decision: HookDecision, reason: Option<String>) -> (HookDecision, Option<String>) {
@@ -323,7 +323,7 @@ fn fail_policy(hook: &Hook, decision: HookDecision, reason: Option<String>) -> (
 }
 
 /// Runs `hook` with `input` on stdin: with the user's permissions, or in
-/// the session's sandbox (see [`Hook::confined`] and [`names_a_root_file`]).
+/// the session's sandbox, as [`Hook::confinement`] decides.
 pub async fn run(hook: &Hook, input: &Value, sandbox: &Sandbox, tool: Option<&str>) -> HookRun {
     use crate::tools::builtin::run_command::{prepare, private_tmpdir, shell};
     use std::process::Stdio;
@@ -346,9 +346,11 @@ pub async fn run(hook: &Hook, input: &Value, sandbox: &Sandbox, tool: Option<&st
         Ok(t) => t,
         Err(e) => return done(HookDecision::Error, Some(format!("no temporary directory: {e}")), None, None, false),
     };
-    let home = crate::tools::confine::host().and_then(|h| h.home.clone());
-    let confined = hook.confined || names_a_root_file(&hook.command, sandbox, home.as_deref());
-    let confinement = if confined { sandbox.confinement(tmp.path(), false) } else { None };
+    let confinement = match hook.confinement(sandbox) {
+        Confinement::Unconfined => None,
+        Confinement::Command => sandbox.confinement(tmp.path(), false),
+        Confinement::UserHook(reach) => sandbox.hook_confinement(tmp.path(), reach),
+    };
     let mut cmd = crate::tools::supervisor::command(&shell(), &hook.command, confinement.as_ref());
     prepare(&mut cmd, sandbox, tmp.path(), confinement.is_some());
     cmd.env("CLAUDE_PROJECT_DIR", sandbox.cwd())
@@ -436,7 +438,7 @@ mod tests {
         .unwrap_or_default();
         assert!(table.import_claude && table.hooks[0].event == HookEvent::Stop);
         let (set, problems) = HookSet::for_session(&list, Path::new("/nonexistent"), true, None);
-        assert!(!set.hooks[0].confined && !set.hooks[0].fail_closed, "a user's hook runs as the user, errors pass");
+        assert!(set.hooks[0].sandbox.is_none() && !set.hooks[0].fail_closed, "decided by its reach; errors pass");
         assert!(problems.is_empty(), "{problems:?}");
         assert_eq!(set.matching(HookEvent::PreToolUse, Some("run_command")).len(), 1, "Bash is run_command");
         assert!(set.matching(HookEvent::PreToolUse, Some("write_file")).is_empty());
@@ -452,7 +454,7 @@ mod tests {
         let set = HookSet { hooks: imported };
         assert_eq!(set.matching(HookEvent::PostToolUse, Some("apply_patch")).len(), 1);
         assert_eq!(set.matching(HookEvent::PostToolUse, Some("apply_patch"))[0].timeout, Duration::from_secs(5));
-        assert!(set.hooks[0].confined, "a project's hooks run in the sandbox");
+        assert_eq!(set.hooks[0].origin, Origin::Project, "a project's hooks run in the sandbox");
     }
 
     #[test]
@@ -469,8 +471,8 @@ mod tests {
         assert!(problems.is_empty(), "{problems:?}");
         let hooks = set.matching(HookEvent::PreToolUse, Some("run_command"));
         assert_eq!(hooks.len(), 2);
-        assert!(!hooks[0].confined && !hooks[0].fail_closed);
-        assert!(hooks[1].confined && hooks[1].fail_closed);
+        assert!(hooks[0].sandbox.is_none() && !hooks[0].fail_closed);
+        assert!(hooks[1].sandbox == Some(true) && hooks[1].fail_closed);
         let off = HooksConfig { import_claude: false, hooks: Vec::new() };
         assert!(!off.may_apply(Path::new("/nonexistent"), Some(home.path())), "only with import_claude");
     }
@@ -486,6 +488,7 @@ mod tests {
                     command: "x".into(),
                     timeout: None,
                     sandbox: None,
+                    write_roots: None,
                     fail_closed: Some(true),
                 }],
             },

@@ -474,6 +474,9 @@ impl SessionActor {
             Effect::StopTool => {
                 if let Some(tool) = self.tool.take() {
                     tool.task.abort();
+                    // Dropped now: its command is told to stop before what
+                    // it changed is read.
+                    let _ = tool.task.await;
                 }
             }
             Effect::Helper(out) => {

@@ -126,7 +126,12 @@ pub(super) async fn record_before(recorder: Recorder, job: RecordBefore) -> JobO
 /// Reads what a call changed: each named file's state after, and for a
 /// command what changed under the roots (its state before recorded now).
 pub(super) async fn record_after(recorder: Recorder, job: RecordAfter) -> JobOutcome {
-    let RecordAfter { session_id, node_id, call_id, before, sandbox, .. } = job;
+    let RecordAfter { session_id, node_id, call_id, before, sandbox, stopped, .. } = job;
+    if stopped {
+        // Nothing of the command may change anything once it is read.
+        let wait = || forge_tools::supervisor::wait_stopped(std::time::Duration::from_secs(10));
+        let _ = tokio::task::spawn_blocking(wait).await;
+    }
     let Before { touched, scanned } = before;
     {
         // What a file tool of Forge wrote is read again by the next scan,

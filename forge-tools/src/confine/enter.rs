@@ -228,6 +228,9 @@ pub(super) fn init_namespaces(policy: &Policy, uid: libc::uid_t, gid: libc::gid_
     for place in policy.absent.iter().filter(|p| p.is_dir()) {
         super::mounts::mask(place)?;
     }
+    for place in policy.absent_files.iter().filter(|p| p.is_file()) {
+        super::mounts::mask(place)?;
+    }
     // Never a place the command works in.
     for place in policy.masked.iter().filter(|m| !policy.write.iter().any(|w| w.starts_with(m))) {
         super::mounts::mask(place)?;

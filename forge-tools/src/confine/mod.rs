@@ -23,6 +23,8 @@
 pub mod cgroup;
 mod enter;
 pub mod explain;
+mod git_hooks;
+mod hook_reach;
 mod mounts;
 mod netfilter;
 mod new_root;
@@ -42,6 +44,7 @@ use std::sync::OnceLock;
 use serde::{Deserialize, Serialize};
 
 pub use crate::config::{NetworkAccess, SandboxMode};
+pub use hook_reach::HookReach;
 pub use netfilter::{Rules, serve_notifications};
 pub use probe::{PROBE_ARG, probe_main};
 
@@ -87,6 +90,11 @@ pub struct Policy {
     /// directory there while the command runs, read-only to it.
     #[serde(default)]
     pub absent: Vec<PathBuf>,
+    /// Files a command may not create (a settings file of `~/.claude` or
+    /// Forge's home, for a hook): held as empty files, as `absent` holds
+    /// directories.
+    #[serde(default)]
+    pub absent_files: Vec<PathBuf>,
     /// The mount namespace carries the whole file boundary (a new root of
     /// the grants only, see `new_root`): where Landlock cannot (ABI < 3).
     #[serde(default)]
@@ -261,6 +269,8 @@ pub struct Settings {
     /// session's repository git directory, which its worktree's `.git`
     /// file points into (so `git status` works there).
     pub read_also: Vec<PathBuf>,
+    /// A confined hook of the user's: what it reaches beyond a command.
+    pub hook: Option<HookReach>,
 }
 
 impl Settings {
@@ -285,6 +295,7 @@ impl Settings {
             allow_unix_sockets: c.allow_unix_sockets.clone().unwrap_or_default(),
             git_hooks_dir: None,
             read_also: Vec::new(),
+            hook: None,
         }
     }
 
@@ -324,8 +335,13 @@ impl Policy {
         if let Some(h) = &home {
             never.extend(NEVER_READ_IN_HOME.iter().map(|n| h.join(n)));
         }
+        let forge_home = host.and_then(|h| h.forge_home.clone());
         if let Some(h) = host {
-            never.extend(h.forge_home.iter().cloned());
+            // A hook may use Forge's home, its private files hidden (see
+            // `hook_reach`); a command never.
+            if settings.hook.is_none() {
+                never.extend(forge_home.iter().cloned());
+            }
             never.extend(h.private.iter().cloned());
         }
         // Other Forge homes (a second daemon's, a test's) where commands
@@ -406,16 +422,42 @@ impl Policy {
         } else {
             [".git", ".claude"].map(String::from).to_vec()
         };
-        let read_only = roots
+        let mut read_only: Vec<PathBuf> = roots
             .iter()
             .flat_map(|r| guarded.iter().map(move |g| r.join(g)))
             .filter(|p| std::fs::symlink_metadata(p).is_ok())
             .collect();
-        let absent = roots
+        let mut absent: Vec<PathBuf> = roots
             .iter()
             .flat_map(|r| GUARDED.iter().map(move |g| r.join(g)))
             .filter(|p| std::fs::symlink_metadata(p).is_err())
             .collect();
+        // git's hooks directory, where the user's configuration puts it
+        // inside the roots: read-only, as `.git` is.
+        let (hooks_read_only, hooks_absent) = git_hooks::in_roots(&git_hooks::hooks_dirs(roots), roots);
+        for h in hooks_read_only {
+            if !read_only.iter().any(|r| h.starts_with(r)) {
+                read_only.push(h);
+            }
+        }
+        for h in hooks_absent {
+            if !absent.contains(&h) {
+                absent.push(h);
+            }
+        }
+        let mut masked: Vec<PathBuf> =
+            host.map(|h| h.masked.clone()).unwrap_or_default().into_iter().chain(stores).collect();
+        let mut absent_files = Vec::new();
+        if let Some(reach) = &settings.hook {
+            let homes = hook_reach::settings_homes(home.as_deref(), forge_home.as_deref());
+            let added = hook_reach::add(reach, &homes, home.as_deref(), &never);
+            read.extend(added.read);
+            write.extend(added.write);
+            read_only.extend(added.read_only);
+            masked.extend(added.masked);
+            absent.extend(added.absent);
+            absent_files = added.absent_files;
+        }
         let unix_sockets = settings
             .allow_unix_sockets
             .iter()
@@ -426,7 +468,7 @@ impl Policy {
             read,
             write,
             read_only,
-            masked: host.map(|h| h.masked.clone()).unwrap_or_default().into_iter().chain(stores).collect(),
+            masked,
             network: support().network(settings.network),
             limits: settings.limits(),
             tmpdir: tmpdir.to_path_buf(),
@@ -434,6 +476,7 @@ impl Policy {
             cgroup: host.and_then(|h| h.totals.tree.clone()),
             shown,
             absent,
+            absent_files,
             mount_boundary: support().mount_boundary(),
             landlock_abi: support().landlock_layer(),
         }
@@ -549,6 +592,7 @@ impl Policy {
             cgroup: None,
             shown: vec![PathBuf::from("/tmp/build/forged")],
             absent: Vec::new(),
+            absent_files: Vec::new(),
             mount_boundary: false,
             landlock_abi: 6,
         }

@@ -51,6 +51,9 @@ pub(crate) struct RecordAfter {
     pub call_id: String,
     pub before: Before,
     pub sandbox: crate::tools::Sandbox,
+    /// The call was stopped: read once its command has ended (see
+    /// `settle.rs`).
+    pub stopped: bool,
 }
 
 /// What the shell reports of a job.
@@ -112,6 +115,7 @@ impl Session {
             JobOutcome::Committed { result, usage } => self.on_committed(job, result, usage),
             JobOutcome::BranchMoved(result) => self.on_branch_moved(job, result),
             other if self.tool_stage_job() == Some(job) => self.call_stage_done(other),
+            other if self.is_settling(Some(job)) => self.on_settled(job, other),
             _ => tracing::debug!(session = %self.row.id, job, "a call no longer running reported back: dropped"),
         }
     }
@@ -260,21 +264,8 @@ impl Session {
                 for op in ops {
                     self.pipeline.op(op);
                 }
-                // A rewind past this call names what it cannot restore
-                // there, rather than pretend it restores everything.
                 if let Some((node_id, call_id, _)) = self.running_ids() {
-                    for root in unwatched {
-                        let mark = crate::rewind::Unrecorded::IgnoredUnwatched;
-                        self.pipeline.op(StoreOp::RecordChange {
-                            session_id: self.row.id.clone(),
-                            node_id: node_id.clone(),
-                            call_id: call_id.clone(),
-                            path: root,
-                            before: Some((mark.mark().into(), 0)),
-                            after: Some((mark.mark().into(), 0)),
-                            created_ms: self.clock.now_ms(),
-                        });
-                    }
+                    self.mark_unwatched(&node_id, &call_id, unwatched);
                 }
                 let result = self.say_undone(result, undone);
                 self.post_hooks(result, notes, changes);
@@ -387,6 +378,7 @@ impl Session {
             call_id,
             before,
             sandbox: super::tools::sandbox_for(&self.row, &self.config),
+            stopped: false,
         })));
         self.set_stage(CallStage::RecordingAfter { job, result, notes });
     }
@@ -429,18 +421,7 @@ impl Session {
             self.pipeline.event(None, event);
         }
         // What the call left in the files it touched, with its result.
-        for change in changes {
-            if let (Some((hash, _)), Some(data)) = (&change.after, change.data)
-                && let Some(blob) = StoreOp::blob(hash.clone(), data)
-            {
-                self.pipeline.op(blob);
-            }
-            self.pipeline.op(StoreOp::EndChange {
-                node_id: running.node_id.clone(),
-                path: change.path,
-                after: change.after,
-            });
-        }
+        self.end_changes(&running.node_id, changes);
         let result = match running.name.as_str() {
             "update_context" => self.on_update_context(result),
             _ => result,

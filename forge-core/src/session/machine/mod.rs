@@ -52,6 +52,7 @@ mod requests;
 pub(crate) mod rewind;
 pub(crate) mod rewind_plan;
 mod schema;
+mod settle;
 pub(crate) mod state;
 mod steer;
 mod summarize;
@@ -381,6 +382,8 @@ pub(crate) struct Session {
     finished_turn: Option<String>,
     /// The last job id given out.
     next_job: u64,
+    /// Stopped calls whose changes are being read (see `settle.rs`).
+    settling: Vec<settle::Settling>,
     /// A helper agent's session: what it told its parent.
     as_helper: helpers::AsHelper,
     /// Effects of the event being handled.
@@ -442,6 +445,7 @@ impl Session {
             finished: None,
             finished_turn: None,
             next_job: 0,
+            settling: Vec::new(),
             as_helper: Default::default(),
             out: Vec::new(),
             clock,
@@ -604,7 +608,7 @@ impl Session {
 
     /// Asked to stop and done: everything is durable (or can never be).
     pub(crate) fn is_done(&self) -> bool {
-        self.exit.is_some() && (self.pipeline.is_idle() || self.is_blocked())
+        self.exit.is_some() && ((self.pipeline.is_idle() && !self.is_settling(None)) || self.is_blocked())
     }
 
     /// Stopped because it was removed (its records gone).
@@ -636,6 +640,7 @@ impl Session {
             && self.inputs.is_idle()
             && self.starting.is_none()
             && self.pipeline.is_idle()
+            && !self.is_settling(None)
             && self.exit.is_none()
     }
 

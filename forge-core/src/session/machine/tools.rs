@@ -375,8 +375,10 @@ impl Session {
         }
         let cancelled = format!("error: {}", ToolError::Cancelled);
         self.cancel_helpers(&cancelled);
-        // The stopped call's result is the node its file changes name.
-        if let Some(r) = running {
+        // The stopped call's result is the node its file changes name;
+        // what it changed is recorded all the same.
+        if let Some(mut r) = running {
+            self.settle_stopped(&mut r);
             self.write_result_as(Some(r.node_id), (&r.id, &r.name), cancelled.clone(), true, None, Vec::new());
         }
         self.answer_unrun(&unanswered, &cancelled, None);

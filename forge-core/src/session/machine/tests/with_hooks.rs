@@ -15,6 +15,7 @@ fn set(hooks: &[(HookEvent, &str)]) -> HookSet {
                 command: command.to_string(),
                 timeout: None,
                 sandbox: None,
+                write_roots: None,
                 fail_closed: None,
             })
             .collect(),

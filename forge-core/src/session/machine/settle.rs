@@ -1,0 +1,110 @@
+//! A call that ends otherwise than by finishing (cancelled by a client,
+//! or by the daemon's shutdown) has ended all the same: once its command
+//! has stopped, with all it started, what it changed is recorded for
+//! rewind and what it left that git would run is undone and said, as
+//! after a call that finished or timed out. A session asked to stop waits
+//! for these records before it does.
+
+use forge_proto::{EventKind, GitUndone};
+
+use super::call::{JobOutcome, RecordAfter};
+use super::state::{CallStage, RunningCall};
+use super::{Effect, FileAfter, Session};
+use crate::journal::StoreOp;
+
+/// A stopped call whose changes are being read (`job`).
+pub(crate) struct Settling {
+    job: u64,
+    node_id: String,
+    call_id: String,
+}
+
+impl Session {
+    /// `running` was stopped before its end: read what it changed once it
+    /// has stopped (or take in what is read already).
+    pub(super) fn settle_stopped(&mut self, running: &mut RunningCall) {
+        let stage = std::mem::replace(&mut running.stage, CallStage::Moving);
+        let (node_id, call_id) = (running.node_id.clone(), running.id.clone());
+        match stage {
+            CallStage::Running { before, .. } if before.scanned || !before.touched.is_empty() => {
+                let job = self.new_job();
+                self.out.push(Effect::RecordAfter(Box::new(RecordAfter {
+                    job,
+                    session_id: self.row.id.clone(),
+                    node_id: node_id.clone(),
+                    call_id: call_id.clone(),
+                    before,
+                    sandbox: super::tools::sandbox_for(&self.row, &self.config),
+                    stopped: true,
+                })));
+                self.settling.push(Settling { job, node_id, call_id });
+            }
+            // Its records are being read already: they are taken in when
+            // they come back.
+            CallStage::RecordingAfter { job, .. } => self.settling.push(Settling { job, node_id, call_id }),
+            CallStage::PostHooks { changes, .. } => self.end_changes(&node_id, changes),
+            _ => {}
+        }
+    }
+
+    /// Whether a stopped call's records are still being read.
+    pub(super) fn is_settling(&self, job: Option<u64>) -> bool {
+        match job {
+            Some(job) => self.settling.iter().any(|s| s.job == job),
+            None => !self.settling.is_empty(),
+        }
+    }
+
+    /// A stopped call's records came back: written as a finished call's are.
+    pub(super) fn on_settled(&mut self, job: u64, outcome: JobOutcome) {
+        let Some(i) = self.settling.iter().position(|s| s.job == job) else { return };
+        let Settling { node_id, call_id, .. } = self.settling.remove(i);
+        let JobOutcome::RecordedAfter { ops, changes, undone, unwatched } = outcome else { return };
+        for op in ops {
+            self.pipeline.op(op);
+        }
+        self.mark_unwatched(&node_id, &call_id, unwatched);
+        self.end_changes(&node_id, changes);
+        if !undone.is_empty() {
+            self.say_undone_after_stop(call_id, undone);
+        }
+    }
+
+    fn say_undone_after_stop(&mut self, call_id: String, undone: Vec<GitUndone>) {
+        self.pipeline.event(None, EventKind::GitSettingsUndone { call_id, undone });
+    }
+
+    /// A rewind past a call names what it cannot restore under `roots`
+    /// (ignored files not watched there), rather than pretend it restores
+    /// everything.
+    pub(super) fn mark_unwatched(&mut self, node_id: &str, call_id: &str, roots: Vec<String>) {
+        for root in roots {
+            let mark = crate::rewind::Unrecorded::IgnoredUnwatched;
+            self.pipeline.op(StoreOp::RecordChange {
+                session_id: self.row.id.clone(),
+                node_id: node_id.to_string(),
+                call_id: call_id.to_string(),
+                path: root,
+                before: Some((mark.mark().into(), 0)),
+                after: Some((mark.mark().into(), 0)),
+                created_ms: self.clock.now_ms(),
+            });
+        }
+    }
+
+    /// What a call left in the files it changed, written against its node.
+    pub(super) fn end_changes(&mut self, node_id: &str, changes: Vec<FileAfter>) {
+        for change in changes {
+            if let (Some((hash, _)), Some(data)) = (&change.after, change.data)
+                && let Some(blob) = StoreOp::blob(hash.clone(), data)
+            {
+                self.pipeline.op(blob);
+            }
+            self.pipeline.op(StoreOp::EndChange {
+                node_id: node_id.to_string(),
+                path: change.path,
+                after: change.after,
+            });
+        }
+    }
+}
