@@ -319,7 +319,16 @@ fn run_confined(policy: &Policy, argv: Vec<OsString>, signals: &libc::sigset_t, 
         confine::cgroup::CommandGroup::create(tree, policy.limits.processes, policy.limits.memory_mb)
             .unwrap_or_else(|e| fail(format!("cannot make the command's cgroup: {e}"), 126))
     });
-    let placeholders = confine::placeholder::Placeholders::hold(&policy.absent, &policy.absent_files);
+    // A read-only place gone since the policy was built (another
+    // command's placeholder, removed as it ended) is held as one too: it
+    // must not be made while this command runs.
+    let gone: Vec<PathBuf> =
+        policy.read_only.iter().filter(|p| std::fs::symlink_metadata(p).is_err()).cloned().collect();
+    let (gone_files, gone_dirs): (Vec<PathBuf>, Vec<PathBuf>) =
+        gone.into_iter().partition(|p| p.extension().is_some_and(|e| e == "json" || e == "toml"));
+    let dirs: Vec<PathBuf> = policy.absent.iter().cloned().chain(gone_dirs).collect();
+    let files: Vec<PathBuf> = policy.absent_files.iter().cloned().chain(gone_files).collect();
+    let placeholders = confine::placeholder::Placeholders::hold(&dirs, &files);
     let spawned = confine::spawn::spawn(policy, argv, confine::POLICY_ENV, group.as_ref())
         .unwrap_or_else(|e| fail(format!("cannot start the command in its sandbox: {e}"), 126));
     let init = spawned.init;

@@ -41,13 +41,35 @@ impl HomeLock {
 /// process holds it already. The one lock both the home and the socket
 /// use.
 pub fn hold(path: &Path, text: &str) -> anyhow::Result<Result<File, String>> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    // Never through a link (one planted there would have the daemon write
+    // into whatever it names), and only a regular file of this user's.
     let mut file = OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)
-        .with_context(|| format!("cannot open the lock file {}", path.display()))?;
+        .with_context(|| {
+            let link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+            match link {
+                true => {
+                    format!("the lock file {} is a symbolic link: remove it (forged makes its own)", path.display())
+                }
+                false => format!("cannot open the lock file {}", path.display()),
+            }
+        })?;
+    let meta = file.metadata().with_context(|| format!("cannot read the lock file {}", path.display()))?;
+    // SAFETY: getuid(2) cannot fail.
+    let me = unsafe { libc::getuid() };
+    if !meta.is_file() || meta.uid() != me {
+        anyhow::bail!(
+            "the lock file {} is not a regular file of yours: remove it (forged makes its own)",
+            path.display()
+        );
+    }
     match file.try_lock() {
         Ok(()) => {}
         Err(std::fs::TryLockError::WouldBlock) => {
@@ -105,5 +127,22 @@ mod tests {
         drop(first);
         let again = HomeLock::take(dir.path(), Path::new("/x.sock"));
         assert!(again.is_ok(), "free again once the first exits");
+    }
+
+    #[test]
+    fn a_lock_that_is_a_link_or_not_a_file_is_refused_and_what_it_names_untouched() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let victim = dir.path().join("notes.txt");
+        std::fs::write(&victim, "mine\n").unwrap_or_else(|e| panic!("{e}"));
+        let home = dir.path().join("home");
+        std::fs::create_dir(&home).unwrap_or_else(|e| panic!("{e}"));
+        let lock = forge_proto::paths::home_lock(&home);
+        std::os::unix::fs::symlink(&victim, &lock).unwrap_or_else(|e| panic!("{e}"));
+        let err = HomeLock::take(&home, Path::new("/x.sock")).err().map(|e| format!("{e:#}")).unwrap_or_default();
+        assert!(err.contains("is a symbolic link: remove it"), "{err}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap_or_default(), "mine\n", "the file it names is untouched");
+        std::fs::remove_file(&lock).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir(&lock).unwrap_or_else(|e| panic!("{e}"));
+        assert!(HomeLock::take(&home, Path::new("/x.sock")).is_err(), "a directory is no lock");
     }
 }

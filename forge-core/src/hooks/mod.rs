@@ -382,14 +382,20 @@ pub async fn run(hook: &Hook, input: &Value, sandbox: &Sandbox, tool: Option<&st
             done(decision, reason, context, status.code(), halt)
         }
         Ok((_, _, _, Err(e))) => done(HookDecision::Error, Some(format!("cannot wait for it: {e}")), None, None, false),
-        // The guard kills it and all it started.
-        Err(_) => done(
-            HookDecision::Error,
-            Some(format!("timed out after {} s and was killed", hook.timeout.as_secs())),
-            None,
-            None,
-            false,
-        ),
+        // The guard kills it and all it started; the next hook starts
+        // once it has ended (its placeholders gone with it).
+        Err(_) => {
+            stop.stop();
+            let wait = || crate::tools::supervisor::wait_stopped(Duration::from_secs(5));
+            let _ = tokio::task::spawn_blocking(wait).await;
+            done(
+                HookDecision::Error,
+                Some(format!("timed out after {} s and was killed", hook.timeout.as_secs())),
+                None,
+                None,
+                false,
+            )
+        }
     }
 }
 

@@ -207,6 +207,25 @@ pub const HOME_TOOLCHAINS: &[&str] = &[
     ".config/git",
 ];
 
+/// The toolchains of [`HOME_TOOLCHAINS`] that exist under `home` and may
+/// be granted: never one that resolves to the home itself or above it
+/// (`~/.cargo -> ~` would open the whole home).
+pub fn home_toolchains(home: &Path) -> Vec<PathBuf> {
+    let real_home = home.canonicalize().unwrap_or_else(|_| home.to_path_buf());
+    HOME_TOOLCHAINS
+        .iter()
+        .map(|t| home.join(t))
+        .filter(|p| p.canonicalize().is_ok_and(|real| !real_home.starts_with(&real)))
+        .collect()
+}
+
+/// The toolchain entries under `home` that lead to the home or above it,
+/// and so are not granted (`doctor` names them).
+pub fn refused_toolchains(home: &Path) -> Vec<PathBuf> {
+    let granted = home_toolchains(home);
+    HOME_TOOLCHAINS.iter().map(|t| home.join(t)).filter(|p| p.exists() && !granted.contains(p)).collect()
+}
+
 /// Facts about the machine the daemon learns once at start.
 #[derive(Debug, Clone)]
 pub struct Host {
@@ -370,11 +389,8 @@ impl Policy {
                 hidden.extend(home.iter().map(|h| h.canonicalize().unwrap_or_else(|_| h.clone())));
                 grant_around(Path::new("/"), &hidden, &mut read);
                 if let Some(h) = &home {
-                    for t in HOME_TOOLCHAINS {
-                        let p = h.join(t);
-                        if p.exists() {
-                            grant_around(&p, &never, &mut read);
-                        }
+                    for p in home_toolchains(h) {
+                        grant_around(&p, &never, &mut read);
                     }
                 }
             }
@@ -636,6 +652,17 @@ mod tests {
         assert!(!p.may_write(&root.join("tests/forge-home/forge.db")) && !p.may_read(&root.join("tests/forge-home/x")));
         assert!(p.may_write(&root.join("src/main.rs")));
         assert!(p.masked.contains(&root.join("tests/forge-home")), "hidden behind an empty mount");
+    }
+
+    #[test]
+    fn a_toolchain_link_to_the_home_or_above_is_never_granted() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let home = dir.path().canonicalize().unwrap_or_else(|e| panic!("{e}")).join("home");
+        std::fs::create_dir_all(home.join(".rustup")).unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink(&home, home.join(".cargo")).unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink("/", home.join("go")).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(home_toolchains(&home), vec![home.join(".rustup")]);
+        assert_eq!(refused_toolchains(&home), vec![home.join(".cargo"), home.join("go")]);
     }
 
     #[test]

@@ -272,7 +272,25 @@ impl Session {
     }
 }
 
-/// The size of each of `paths` in `cwd` now (`None`: gone).
+/// The size of each of `paths` in `cwd` now (`None`: gone), never through
+/// a link: a file turned into one shows the link's own size (and is not
+/// read: the sandbox refuses links), not that of what it names.
 pub(crate) fn sizes(cwd: &str, paths: &[String]) -> Vec<(String, Option<u64>)> {
-    paths.iter().map(|p| (p.clone(), std::fs::metadata(Path::new(cwd).join(p)).ok().map(|m| m.len()))).collect()
+    let size = |p: &String| std::fs::symlink_metadata(Path::new(cwd).join(p)).ok().map(|m| m.len());
+    paths.iter().map(|p| (p.clone(), size(p))).collect()
+}
+
+#[cfg(test)]
+mod size_tests {
+    #[test]
+    fn an_active_file_turned_into_a_link_is_sized_as_the_link() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let big = dir.path().join("big");
+        std::fs::write(&big, vec![b'x'; 100_000]).unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink(&big, dir.path().join("a.txt")).unwrap_or_else(|e| panic!("{e}"));
+        let cwd = dir.path().display().to_string();
+        let got = super::sizes(&cwd, &["a.txt".into(), "gone.txt".into()]);
+        assert!(got[0].1.is_some_and(|n| n < 1000), "{got:?}");
+        assert_eq!(got[1].1, None);
+    }
 }
