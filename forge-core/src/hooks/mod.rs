@@ -76,11 +76,6 @@ impl Hook {
         reach::confinement(self.origin, self.sandbox, &self.write_roots, &self.command, sandbox, home.as_deref())
     }
 
-    /// Whether it runs confined in `sandbox` (where the kernel can).
-    pub fn confined(&self, sandbox: &Sandbox) -> bool {
-        self.confinement(sandbox) != Confinement::Unconfined
-    }
-
     fn matches(&self, tool: Option<&str>) -> bool {
         let (Some(re), Some(tool)) = (&self.matcher, tool) else { return true };
         re.is_match(tool)

@@ -22,8 +22,11 @@ pub struct HookReach {
 }
 
 /// Configuration in the settings homes: read-only to a hook, and made
-/// impossible to create where it is missing.
-const CONFIG_FILES: &[&str] = &["settings.json", "settings.local.json", "config.toml"];
+/// impossible to create where it is missing (the settings files each
+/// home's program reads, and in both the directories of hooks, commands
+/// and agent types).
+const CLAUDE_FILES: &[&str] = &["settings.json", "settings.local.json"];
+const FORGE_FILES: &[&str] = &["config.toml"];
 const CONFIG_DIRS: &[&str] = &["hooks", "commands", "agents"];
 
 /// Entries of a settings home a hook never sees: Forge's store, lock,
@@ -53,21 +56,31 @@ pub(super) struct Added {
     pub absent_files: Vec<PathBuf>,
 }
 
+/// A settings home a hook may write in, and the settings files its
+/// program reads there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct SettingsHome {
+    pub dir: PathBuf,
+    files: &'static [&'static str],
+}
+
 /// The settings homes a hook may write in: `~/.claude` and Forge's home,
 /// where they exist.
-pub(super) fn settings_homes(home: Option<&Path>, forge_home: Option<&Path>) -> Vec<PathBuf> {
-    home.map(|h| h.join(".claude"))
+pub(super) fn settings_homes(home: Option<&Path>, forge_home: Option<&Path>) -> Vec<SettingsHome> {
+    let claude = home.map(|h| (h.join(".claude"), CLAUDE_FILES));
+    let forge = forge_home.map(|f| (f.to_path_buf(), FORGE_FILES));
+    claude
         .into_iter()
-        .chain(forge_home.map(Path::to_path_buf))
-        .filter(|p| p.is_dir())
-        .map(|p| p.canonicalize().unwrap_or(p))
+        .chain(forge)
+        .filter(|(p, _)| p.is_dir())
+        .map(|(p, files)| SettingsHome { dir: p.canonicalize().unwrap_or(p), files })
         .collect()
 }
 
 /// What `reach` adds, with `never` the places no grant may hold (the
 /// secrets list; Forge's home is not among them here, its private
 /// entries are masked instead).
-pub(super) fn add(reach: &HookReach, homes: &[PathBuf], home: Option<&Path>, never: &[PathBuf]) -> Added {
+pub(super) fn add(reach: &HookReach, homes: &[SettingsHome], home: Option<&Path>, never: &[PathBuf]) -> Added {
     let mut out = Added::default();
     for p in &reach.programs {
         grant_around(p, never, &mut out.read);
@@ -77,7 +90,7 @@ pub(super) fn add(reach: &HookReach, homes: &[PathBuf], home: Option<&Path>, nev
             grant_around(&p, never, &mut out.write);
         }
     }
-    for dir in homes {
+    for SettingsHome { dir, files } in homes {
         if never.iter().any(|n| dir.starts_with(n)) {
             continue;
         }
@@ -101,7 +114,7 @@ pub(super) fn add(reach: &HookReach, homes: &[PathBuf], home: Option<&Path>, nev
                 out.absent.push(dir.join(name));
             }
         }
-        for name in CONFIG_FILES {
+        for name in *files {
             if !entries.iter().any(|e| e == name) {
                 out.absent_files.push(dir.join(name));
             }
@@ -134,10 +147,11 @@ mod tests {
             std::fs::write(f, "x").unwrap_or_else(|e| panic!("{e}"));
         }
         let homes = settings_homes(Some(&d), Some(&forge));
-        assert_eq!(homes, vec![claude.clone(), forge.clone()]);
+        let dirs: Vec<PathBuf> = homes.iter().map(|h| h.dir.clone()).collect();
+        assert_eq!(dirs, vec![claude.clone(), forge.clone()]);
         let reach = HookReach { programs: vec![d.join("bin/guard.sh")], write_roots: Vec::new() };
         let added = add(&reach, &homes, Some(&d), &[d.join(".ssh")]);
-        assert_eq!(added.write, homes, "new files may be made at the top of each");
+        assert_eq!(added.write, dirs, "new files may be made at the top of each");
         for ro in [claude.join("settings.json"), claude.join("hooks")] {
             assert!(added.read_only.contains(&ro), "{ro:?} read-only: {added:?}");
         }
@@ -148,6 +162,7 @@ mod tests {
         assert!(!added.masked.contains(&claude.join("bash-command-log.txt")));
         assert!(added.absent.contains(&claude.join("agents")) && added.absent.contains(&forge.join("hooks")));
         assert!(added.absent_files.contains(&claude.join("settings.local.json")));
+        assert!(!added.absent_files.contains(&forge.join("settings.json")), "each home's own files only");
         assert!(!added.absent_files.contains(&forge.join("config.toml")), "there already: hidden, not held");
     }
 }

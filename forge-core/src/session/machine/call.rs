@@ -115,7 +115,7 @@ impl Session {
             JobOutcome::Committed { result, usage } => self.on_committed(job, result, usage),
             JobOutcome::BranchMoved(result) => self.on_branch_moved(job, result),
             other if self.tool_stage_job() == Some(job) => self.call_stage_done(other),
-            other if self.is_settling(Some(job)) => self.on_settled(job, other),
+            other if self.settles(job) => self.on_settled(job, other),
             _ => tracing::debug!(session = %self.row.id, job, "a call no longer running reported back: dropped"),
         }
     }

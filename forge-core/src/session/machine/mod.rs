@@ -608,7 +608,7 @@ impl Session {
 
     /// Asked to stop and done: everything is durable (or can never be).
     pub(crate) fn is_done(&self) -> bool {
-        self.exit.is_some() && ((self.pipeline.is_idle() && !self.is_settling(None)) || self.is_blocked())
+        self.exit.is_some() && ((self.pipeline.is_idle() && !self.is_settling()) || self.is_blocked())
     }
 
     /// Stopped because it was removed (its records gone).
@@ -640,7 +640,7 @@ impl Session {
             && self.inputs.is_idle()
             && self.starting.is_none()
             && self.pipeline.is_idle()
-            && !self.is_settling(None)
+            && !self.is_settling()
             && self.exit.is_none()
     }
 

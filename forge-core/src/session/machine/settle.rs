@@ -5,7 +5,7 @@
 //! after a call that finished or timed out. A session asked to stop waits
 //! for these records before it does.
 
-use forge_proto::{EventKind, GitUndone};
+use forge_proto::EventKind;
 
 use super::call::{JobOutcome, RecordAfter};
 use super::state::{CallStage, RunningCall};
@@ -47,12 +47,14 @@ impl Session {
         }
     }
 
-    /// Whether a stopped call's records are still being read.
-    pub(super) fn is_settling(&self, job: Option<u64>) -> bool {
-        match job {
-            Some(job) => self.settling.iter().any(|s| s.job == job),
-            None => !self.settling.is_empty(),
-        }
+    /// Whether any stopped call's records are still being read.
+    pub(super) fn is_settling(&self) -> bool {
+        !self.settling.is_empty()
+    }
+
+    /// Whether `job` reads a stopped call's records.
+    pub(super) fn settles(&self, job: u64) -> bool {
+        self.settling.iter().any(|s| s.job == job)
     }
 
     /// A stopped call's records came back: written as a finished call's are.
@@ -66,12 +68,8 @@ impl Session {
         self.mark_unwatched(&node_id, &call_id, unwatched);
         self.end_changes(&node_id, changes);
         if !undone.is_empty() {
-            self.say_undone_after_stop(call_id, undone);
+            self.pipeline.event(None, EventKind::GitSettingsUndone { call_id, undone });
         }
-    }
-
-    fn say_undone_after_stop(&mut self, call_id: String, undone: Vec<GitUndone>) {
-        self.pipeline.event(None, EventKind::GitSettingsUndone { call_id, undone });
     }
 
     /// A rewind past a call names what it cannot restore under `roots`
