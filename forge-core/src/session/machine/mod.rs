@@ -49,6 +49,7 @@ pub(crate) mod pipeline;
 mod recovery;
 mod replies;
 mod requests;
+mod retry;
 pub(crate) mod rewind;
 pub(crate) mod rewind_plan;
 mod schema;
@@ -58,6 +59,7 @@ mod steer;
 mod summarize;
 #[cfg(test)]
 mod tests;
+mod tool_offer;
 mod tools;
 mod tree;
 mod turn;
