@@ -331,3 +331,38 @@ async fn eight_helpers_stop_at_their_parents_budget_with_one_approval() {
         assert_eq!(h["state"], "idle", "{h}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_parallel_helpers_under_a_budget_overshoot_it_by_one_request_at_most() {
+    // Slow answers: without reservations, all eight would pass the check
+    // before any was charged.
+    let opts = MockOptions { default_delay_ms: 20, ..MockOptions::default() };
+    let mock = MockServer::start(opts).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.write_config("[app]\nsession_budget_usd = 0.02\n");
+    forge.start().await;
+    let parent = forge.new_session(&["--name", "lead"]).await;
+    let tasks: Vec<String> = (1..=8)
+        .map(|i| {
+            let prompt = format!("{} mock:tokens=40 part {i}", tool_call("read_file", &json!({"path": "a.txt"})));
+            tool_call("task", &json!({"description": format!("part {i}"), "prompt": prompt}))
+        })
+        .collect();
+    forge.ok(&["send", "--no-wait", "-s", "lead", &format!("{} split it", tasks.join(" "))]).await;
+    let mut shown = Vec::new();
+    for _ in 0..800 {
+        shown = forge.ok(&["--json", "approvals"]).await.json_lines();
+        if !shown.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert_eq!(shown.len(), 1, "the family's one approval: {shown:?}");
+    assert_eq!(shown[0]["calls"][0]["name"], "session_budget");
+    let usage = forge.ok(&["--json", "usage", &parent]).await.json_lines();
+    let spent = usage[0]["total"]["cost_usd"].as_f64().unwrap_or(f64::MAX);
+    eprintln!("family spent ${spent:.4} before the approval");
+    assert!(spent <= 0.025, "spent ${spent} before the approval, under a $0.02 budget: {usage:?}");
+    forge.ok(&["deny", "lead"]).await;
+    forge.ok(&["attach", &parent, "--until-idle"]).await;
+}

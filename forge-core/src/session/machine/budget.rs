@@ -69,7 +69,9 @@ impl Session {
                 return false;
             }
             let (to, asker) = (spec.of.parent.clone(), self.row.id.clone());
-            self.out.push(Effect::Helper(Box::new(HelperOut::Report { to, report: HelperIn::BudgetAsk { asker } })));
+            let reserve_usd = self.worst_case_usd();
+            let report = HelperIn::BudgetAsk { asker, reserve_usd };
+            self.out.push(Effect::Helper(Box::new(HelperOut::Report { to, report })));
             self.state = OperationState::AwaitingFamilyBudget { message_id: message_id.to_string(), iteration };
             return true;
         }
@@ -192,10 +194,22 @@ impl Session {
     /// A session of the family asks before a request: a helper hands it
     /// up; the root answers now, or, past the budget during its batch,
     /// once a user has answered the family's one approval.
-    pub(super) fn on_budget_ask(&mut self, asker: String) {
+    pub(super) fn on_budget_ask(&mut self, asker: String, reserve_usd: f64) {
         if let Some(spec) = &self.row.helper {
             let to = spec.of.parent.clone();
-            self.out.push(Effect::Helper(Box::new(HelperOut::Report { to, report: HelperIn::BudgetAsk { asker } })));
+            let report = HelperIn::BudgetAsk { asker, reserve_usd };
+            self.out.push(Effect::Helper(Box::new(HelperOut::Report { to, report })));
+            return;
+        }
+        if self.budget_reached().is_none()
+            && let Some(room) = self.budget_room()
+            && let OperationState::ToolLoop(l) = &mut self.state
+        {
+            // Under the budget: it goes if its worst case fits beside
+            // the requests in flight, or none is; else it waits.
+            if l.helpers.reserved.ask(asker.clone(), reserve_usd, room) {
+                self.answer_family(asker, Ok(()));
+            }
             return;
         }
         let Some(budget) = self.budget_reached() else { return self.answer_family(asker, Ok(())) };
@@ -220,6 +234,70 @@ impl Session {
             },
         );
         l.helpers.budget = Some((fresh, vec![asker]));
+    }
+
+    /// What is left of the budget's current worth (`None`: no budget).
+    fn budget_room(&self) -> Option<f64> {
+        let budget = self.config.app.session_budget_usd.filter(|b| *b > 0.0)?;
+        Some(budget - (self.spent.cost_usd - self.budget_confirmed_at.unwrap_or(0.0)))
+    }
+
+    /// A family request's worst case: its input as estimated and all the
+    /// output it may ask for (thinking included), at the model's prices
+    /// (nothing where they are unknown).
+    fn worst_case_usd(&self) -> f64 {
+        let Some(model) = self.model_info() else { return 0.0 };
+        let Some(price) = model.price else { return 0.0 };
+        let sized = self.sized_view();
+        let thinking = self.provider_settings().map(|s| s.options.thinking_tokens()).unwrap_or(0);
+        let requested = self.requested_output().saturating_add(thinking);
+        let output = crate::catalog::effective_max_output(requested, &model, sized.tokens);
+        let usage =
+            forge_proto::Usage { input_tokens: sized.tokens, output_tokens: u64::from(output), ..Default::default() };
+        price.cost(&usage)
+    }
+
+    /// A helper's request (or turn) ended: its root releases what it had
+    /// reserved.
+    pub(super) fn settle_request(&mut self) {
+        let Some(spec) = &self.row.helper else { return };
+        if !self.config.app.session_budget_usd.is_some_and(|b| b > 0.0) {
+            return;
+        }
+        let (to, asker) = (spec.of.parent.clone(), self.row.id.clone());
+        self.out.push(Effect::Helper(Box::new(HelperOut::Report { to, report: HelperIn::Settled { asker } })));
+    }
+
+    /// A family member's request ended: handed up, or, at the root, its
+    /// reservation released and those waiting let go as far as they fit.
+    pub(super) fn on_settled_request(&mut self, asker: String) {
+        if let Some(spec) = &self.row.helper {
+            let to = spec.of.parent.clone();
+            self.out.push(Effect::Helper(Box::new(HelperOut::Report { to, report: HelperIn::Settled { asker } })));
+            return;
+        }
+        if let OperationState::ToolLoop(l) = &mut self.state {
+            l.helpers.reserved.forget(&asker);
+        }
+        self.admit_waiting();
+    }
+
+    /// At the root: the family's waiting requests that fit go; past the
+    /// budget, they wait for the family's one approval instead.
+    pub(super) fn admit_waiting(&mut self) {
+        let room = self.budget_room();
+        let reached = self.budget_reached().is_some();
+        let OperationState::ToolLoop(l) = &mut self.state else { return };
+        let Some(room) = room else { return };
+        if reached {
+            for (asker, reserve_usd) in l.helpers.reserved.take_waiting() {
+                self.on_budget_ask(asker, reserve_usd);
+            }
+            return;
+        }
+        for asker in l.helpers.reserved.admit_waiting(room) {
+            self.answer_family(asker, Ok(()));
+        }
     }
 
     fn answer_family(&mut self, asker: String, go: Result<(), String>) {
@@ -266,6 +344,10 @@ impl Session {
 
     /// The root's word to a helper waiting before a request.
     pub(super) fn on_family_budget(&mut self, go: Result<(), String>) {
+        // A word that comes late (the turn ended meanwhile) changes nothing.
+        if !matches!(self.state, OperationState::AwaitingFamilyBudget { .. }) {
+            return;
+        }
         let OperationState::AwaitingFamilyBudget { message_id, iteration } =
             std::mem::replace(&mut self.state, OperationState::Finishing)
         else {

@@ -90,9 +90,12 @@ pub(crate) enum HelperIn {
     /// A helper (or one of its own) spent this much: the family's cost
     /// is counted, as it goes, by every session above it.
     Spent { cost_usd: f64 },
-    /// Session `asker` of the family is about to ask its model: its root
-    /// session says whether the family's budget allows it.
-    BudgetAsk { asker: String },
+    /// Session `asker` of the family is about to ask its model, a request
+    /// whose worst case costs `reserve_usd`: its root session says whether
+    /// the family's budget allows it (see `state/reservations.rs`).
+    BudgetAsk { asker: String, reserve_usd: f64 },
+    /// Session `asker`'s request (or turn) ended: its reservation goes.
+    Settled { asker: String },
     /// The root's word: go on, or stop (why).
     Budget { go: Result<(), String> },
     /// The helper (or one of its own) waits on this approval.
@@ -270,7 +273,8 @@ impl Session {
                 self.spent.cost_usd += cost_usd;
                 self.report_spend();
             }
-            HelperIn::BudgetAsk { asker } => self.on_budget_ask(asker),
+            HelperIn::BudgetAsk { asker, reserve_usd } => self.on_budget_ask(asker, reserve_usd),
+            HelperIn::Settled { asker } => self.on_settled_request(asker),
             HelperIn::Budget { go } => self.on_family_budget(go),
             HelperIn::Asked { call_id, child, approval } => {
                 let OperationState::ToolLoop(l) = &mut self.state else { return };
@@ -333,6 +337,8 @@ impl Session {
         let output = crate::tools::truncate_output(output, self.tool_limits().output_bytes);
         self.write_result_as(Some(call.node_id), (&call.call_id, &call.name), output, is_error, None, Vec::new());
         self.pipeline.effect(OnDurable::NextTool);
+        // Its reservation went with it: others of the family may go.
+        self.admit_waiting();
     }
 
     /// The answer to an approval a helper waits on goes to the helper;
@@ -412,6 +418,8 @@ impl Session {
             uncounted_usd: uncounted.max(0.0),
         };
         let parent = spec.of.parent.clone();
+        // Whatever it had reserved against the family's budget goes.
+        self.settle_request();
         self.out.push(Effect::Helper(Box::new(HelperOut::Done { parent, report })));
     }
 

@@ -409,6 +409,8 @@ impl Session {
             self.pipeline.event(None, event);
             self.report_spend();
         }
+        // Its cost is counted above: what it reserved goes.
+        self.settle_request();
         let OperationState::Streaming(stream) = &mut self.state else { return };
         self.pipeline.op(StoreOp::StreamSeal {
             stream_id: stream.stream_id.clone(),

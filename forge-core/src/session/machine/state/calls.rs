@@ -62,12 +62,17 @@ pub(crate) struct Helpers {
     /// clients see, and the helpers (by session) whose next request waits
     /// for the answer.
     pub budget: Option<(PendingApproval, Vec<String>)>,
+    /// The family's requests in flight and waiting, against the budget.
+    pub reserved: super::Reservations,
 }
 
 impl Helpers {
     /// A helper's call ended: it waits on the family's budget no more; the
     /// approval goes (its id returned) when no helper waits on it.
     pub fn stop_waiting(&mut self, child: Option<&str>) -> Option<String> {
+        if let Some(child) = child {
+            self.reserved.forget(child);
+        }
         let (_, waiting) = self.budget.as_mut()?;
         waiting.retain(|w| Some(w.as_str()) != child);
         if !waiting.is_empty() {

@@ -6,11 +6,13 @@
 
 mod branch_move;
 mod calls;
+mod reservations;
 mod rewinding;
 mod summary;
 
 pub(crate) use branch_move::{BranchMove, MoveReply};
 pub(crate) use calls::{Before, CallStage, Checkpoint, HelperCall, PlannedCall, Ready, RunningCall, ToolLoop};
+pub(crate) use reservations::Reservations;
 pub(crate) use rewinding::{Forking, RewindStage, Rewinding};
 pub(crate) use summary::SummaryJob;
 

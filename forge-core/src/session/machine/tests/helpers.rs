@@ -287,7 +287,7 @@ fn a_helper_asks_its_family_root_before_each_request_and_its_spend_is_counted_ab
     h.settle();
     assert!(h.requests.is_empty(), "no request before the root's word");
     let asked = h.helpers.iter().any(|o| {
-        matches!(o, HelperOut::Report { to, report: HelperIn::BudgetAsk { asker } } if to == "s-parent" && asker == "s-child")
+        matches!(o, HelperOut::Report { to, report: HelperIn::BudgetAsk { asker, .. } } if to == "s-parent" && asker == "s-child")
     });
     assert!(asked, "the parent is asked");
     assert_eq!(h.state(), OperationStateKind::AwaitingApproval);
@@ -305,9 +305,9 @@ fn a_helper_asks_its_family_root_before_each_request_and_its_spend_is_counted_ab
     assert!(up, "handed up to the root");
     // A nested helper's question goes up too.
     h.helpers.clear();
-    h.feed(Event::Command(SessionCmd::Helper(HelperIn::BudgetAsk { asker: "s-grandchild".into() })));
+    h.feed(Event::Command(SessionCmd::Helper(HelperIn::BudgetAsk { asker: "s-grandchild".into(), reserve_usd: 0.0 })));
     h.settle();
-    assert!(h.helpers.iter().any(|o| matches!(o, HelperOut::Report { to, report: HelperIn::BudgetAsk { asker } }
+    assert!(h.helpers.iter().any(|o| matches!(o, HelperOut::Report { to, report: HelperIn::BudgetAsk { asker, .. } }
         if to == "s-parent" && asker == "s-grandchild")));
 }
 
@@ -336,14 +336,14 @@ fn past_its_budget_the_root_shows_one_approval_for_all_its_helpers() {
         started(&mut h, "t1", "s-one");
         started(&mut h, "t2", "s-two");
         // Under the budget: go at once.
-        h.feed(Event::Command(SessionCmd::Helper(HelperIn::BudgetAsk { asker: "s-one".into() })));
+        h.feed(Event::Command(SessionCmd::Helper(HelperIn::BudgetAsk { asker: "s-one".into(), reserve_usd: 0.0 })));
         h.settle();
         assert_eq!(budget_words(&h), [("s-one".to_string(), Ok(()))]);
         h.helpers.clear();
         // The helpers' spend passes it.
         h.feed(Event::Command(SessionCmd::Helper(HelperIn::Spent { cost_usd: 0.75 })));
         for asker in ["s-one", "s-two"] {
-            h.feed(Event::Command(SessionCmd::Helper(HelperIn::BudgetAsk { asker: asker.into() })));
+            h.feed(Event::Command(SessionCmd::Helper(HelperIn::BudgetAsk { asker: asker.into(), reserve_usd: 0.0 })));
         }
         h.settle();
         assert!(budget_words(&h).is_empty(), "both wait");
@@ -362,7 +362,7 @@ fn past_its_budget_the_root_shows_one_approval_for_all_its_helpers() {
         if approve {
             // Confirmed: the family goes on until another budget's worth.
             h.helpers.clear();
-            h.feed(Event::Command(SessionCmd::Helper(HelperIn::BudgetAsk { asker: "s-two".into() })));
+            h.feed(Event::Command(SessionCmd::Helper(HelperIn::BudgetAsk { asker: "s-two".into(), reserve_usd: 0.0 })));
             h.settle();
             assert_eq!(budget_words(&h), [("s-two".to_string(), Ok(()))]);
         }
@@ -407,4 +407,46 @@ fn an_unknown_agent_type_or_a_helper_too_deep_is_refused_by_the_parent() {
         |e| matches!(&e.kind, EventKind::ToolResult { output, .. } if output.contains("helpers may be 0 deep at most")),
     );
     assert!(said, "{:?}", h.names());
+}
+
+/// Parallel helpers under a budget: a request whose worst case does not
+/// fit beside those in flight waits until one ends, and once the spend
+/// itself passes the budget the family's one approval is asked.
+#[test]
+fn parallel_helpers_reserve_their_worst_case_and_overshoot_by_one_request_at_most() {
+    let mut h = Harness::configured(with_budget(0.02), Unfinished::Nothing, Vec::new());
+    let mut tools = ToolRegistry::builtin();
+    let agents = crate::agents::load(std::path::Path::new("/nonexistent"), false);
+    let _ = tools.register(Arc::new(crate::agents::TaskTool::new(&agents)));
+    h.s.set_tools(Arc::new(tools));
+    h.s.set_agents(agents.into());
+    two_helpers_and_a_read(&mut h);
+    started(&mut h, "t1", "s-one");
+    started(&mut h, "t2", "s-two");
+    let ask = |h: &mut Harness, asker: &str| {
+        let ask = HelperIn::BudgetAsk { asker: asker.into(), reserve_usd: 0.12 };
+        h.feed(Event::Command(SessionCmd::Helper(ask)));
+        h.settle();
+    };
+    // Each worst case is bigger than the whole budget: alone, one goes.
+    ask(&mut h, "s-one");
+    ask(&mut h, "s-two");
+    assert_eq!(budget_words(&h), [("s-one".to_string(), Ok(()))], "s-two waits for s-one's request");
+    h.helpers.clear();
+    // s-one's response cost 0.006 and ended: s-two goes, alone.
+    h.feed(Event::Command(SessionCmd::Helper(HelperIn::Spent { cost_usd: 0.006 })));
+    h.feed(Event::Command(SessionCmd::Helper(HelperIn::Settled { asker: "s-one".into() })));
+    h.settle();
+    assert_eq!(budget_words(&h), [("s-two".to_string(), Ok(()))]);
+    h.helpers.clear();
+    ask(&mut h, "s-one");
+    assert!(budget_words(&h).is_empty(), "s-one waits while s-two's request is in flight");
+    // s-two's response passes the budget: the waiting request does not go,
+    // the family's one approval is asked.
+    h.feed(Event::Command(SessionCmd::Helper(HelperIn::Spent { cost_usd: 0.016 })));
+    h.feed(Event::Command(SessionCmd::Helper(HelperIn::Settled { asker: "s-two".into() })));
+    h.settle();
+    assert!(budget_words(&h).is_empty(), "nothing goes past the budget");
+    assert_eq!(h.names().iter().filter(|n| **n == "approval_requested").count(), 1, "one approval");
+    assert!(h.s.spent.cost_usd <= 0.02 + 0.016 + 1e-9, "over by one request at most");
 }
