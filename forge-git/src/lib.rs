@@ -10,12 +10,14 @@
 //! Everything here goes through libgit2: no `git` process, no hooks, no
 //! filters or other programs the repository's configuration names.
 
+mod brought;
 mod commit;
 mod merge;
 mod read;
 
 use std::path::{Path, PathBuf};
 
+pub use brought::{Brought, brought};
 pub use commit::{Committed, Moved, TurnCommit, commit_for_node, commit_turn, move_branch, reword_tip, turn_of};
 pub use merge::{MergeOptions, Merged, merge_session, rebase_session};
 pub use read::{CommitInfo, Shown, diff_branch, diff_worktree, log, show, turn_states};
@@ -121,6 +123,22 @@ fn main_repo(repo: &git2::Repository) -> Result<git2::Repository, GitError> {
 fn open_user(dir: &Path) -> Result<git2::Repository, GitError> {
     let (repo, _) = discover(dir)?;
     main_repo(&repo)
+}
+
+/// The hooks directory the repository at `dir` sets with core.hooksPath
+/// (from any configuration git reads), relative to its top, when it lies
+/// inside the repository.
+pub fn hooks_path(dir: &Path) -> Option<String> {
+    let repo = open_user(dir).ok()?;
+    let value = repo.config().ok()?.snapshot().ok()?.get_string("core.hooksPath").ok()?;
+    let p = Path::new(&value);
+    let top = repo.workdir()?.canonicalize().ok()?;
+    let inside = match p.is_absolute() {
+        true => p.strip_prefix(&top).ok()?.to_path_buf(),
+        false => p.to_path_buf(),
+    };
+    let clean = inside.components().all(|c| matches!(c, std::path::Component::Normal(_)));
+    (clean && !inside.as_os_str().is_empty()).then(|| inside.to_string_lossy().trim_end_matches('/').to_string())
 }
 
 /// The user's working tree of the repository `dir` is in, from any of its

@@ -21,6 +21,9 @@ pub struct Merged {
     pub how: &'static str,
     /// Files it changed in the user's tree.
     pub files: Vec<String>,
+    /// What it brought (added or changed files, links, sizes): for the
+    /// caller to mark what needs the user's word.
+    pub brought: Vec<crate::Brought>,
 }
 
 /// How to merge.
@@ -30,6 +33,8 @@ pub struct MergeOptions {
     pub squash: bool,
     /// Leave `.forge/sessions/*.json` out of what is brought over.
     pub without_state: bool,
+    /// Work it out and say what it would bring; change nothing.
+    pub dry_run: bool,
 }
 
 fn conflict(index: &git2::Index, what: &str) -> GitError {
@@ -115,15 +120,16 @@ pub fn merge_session(repo_dir: &Path, branch: &str, session: &str, o: MergeOptio
     let tip = repo.find_reference(&format!("refs/heads/{branch}"))?.peel_to_commit()?;
     let previous = head.id().to_string();
     let base = repo.merge_base(head.id(), tip.id())?;
-    let done = |commit: git2::Oid, how, files| Merged {
+    let done = |commit: git2::Oid, how, files, brought| Merged {
         into: into.clone(),
         commit: commit.to_string(),
         previous: previous.clone(),
         how,
         files,
+        brought,
     };
     if base == tip.id() {
-        return Ok(done(head.id(), "up_to_date", Vec::new()));
+        return Ok(done(head.id(), "up_to_date", Vec::new(), Vec::new()));
     }
     let head_tree = head.tree()?;
     let fast = base == head.id() && !o.squash && !o.without_state;
@@ -143,6 +149,10 @@ pub fn merge_session(repo_dir: &Path, branch: &str, session: &str, o: MergeOptio
     };
     let tree = repo.find_tree(tree_id)?;
     let files = changed_files(&repo, &head_tree, &tree)?;
+    let brought = crate::brought(&repo, &head_tree, &tree)?;
+    if o.dry_run {
+        return Ok(done(head.id(), how, files, brought));
+    }
     let commit = match how {
         "fast_forward" => tip.id(),
         _ => {
@@ -168,7 +178,7 @@ pub fn merge_session(repo_dir: &Path, branch: &str, session: &str, o: MergeOptio
     })?;
     let refname = format!("refs/heads/{into}");
     repo.reference_matching(&refname, commit, true, head.id(), &format!("forge: {how} of session {session}"))?;
-    Ok(done(commit, how, files))
+    Ok(done(commit, how, files, brought))
 }
 
 /// The subjects of the commits from `base` (excluded) to `tip`, oldest

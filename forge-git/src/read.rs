@@ -136,16 +136,17 @@ pub fn turn_states(repo_dir: &Path, rev: &str, limit: usize) -> Result<Vec<Strin
 }
 
 /// What merging `branch` into the user's HEAD would bring: its changes
-/// since their merge base, as a patch.
-pub fn diff_branch(repo_dir: &Path, branch: &str) -> Result<String, GitError> {
+/// since their merge base, as a patch, and file by file.
+pub fn diff_branch(repo_dir: &Path, branch: &str) -> Result<(String, Vec<crate::Brought>), GitError> {
     let repo = open(repo_dir)?;
     let tip = repo.find_reference(&format!("refs/heads/{branch}"))?.peel_to_commit()?;
     let base = match repo.head().and_then(|h| h.peel_to_commit()) {
         Ok(head) => repo.find_commit(repo.merge_base(head.id(), tip.id())?)?,
         Err(_) => tip.clone(),
     };
-    let diff = repo.diff_tree_to_tree(Some(&base.tree()?), Some(&tip.tree()?), None)?;
-    patch(&diff, None)
+    let (from, to) = (base.tree()?, tip.tree()?);
+    let diff = repo.diff_tree_to_tree(Some(&from), Some(&to), None)?;
+    Ok((patch(&diff, None)?, crate::brought(&repo, &from, &to)?))
 }
 
 /// The running turn's changes so far: what the session's worktree holds

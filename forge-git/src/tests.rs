@@ -80,7 +80,8 @@ fn turns_become_commits_on_the_session_branch_and_the_user_sees_nothing_move() {
         "{}",
         shown.diff
     );
-    let brings = diff_branch(dir.path(), &s.branch).unwrap_or_else(|e| panic!("{e}"));
+    let (brings, brought) = diff_branch(dir.path(), &s.branch).unwrap_or_else(|e| panic!("{e}"));
+    assert!(brought.iter().any(|b| b.path.ends_with("a.txt") && b.link.is_none() && !b.binary), "{brought:?}");
     assert!(brings.contains("+two") && !brings.contains("bee"), "{brings}");
 
     assert_eq!(snapshot(dir.path()), before, "the user's index, HEAD and files are untouched");

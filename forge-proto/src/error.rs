@@ -69,6 +69,11 @@ pub enum ErrorKind {
     /// `git.merge` or `git.rebase` met a conflict (or the user's tree is
     /// not clean): nothing was changed.
     GitConflict,
+    /// `git.merge` would bring files that need the user's word first
+    /// (files that run code later, links out of the repository, large
+    /// binaries): the message names each; nothing was changed, and
+    /// `accept_marked` takes them.
+    GitMarked,
 }
 
 impl ErrorKind {
@@ -99,6 +104,7 @@ impl ErrorKind {
             Self::RewindIncomplete => -32061,
             Self::McpRequestFailed => -32062,
             Self::GitConflict => -32063,
+            Self::GitMarked => -32064,
         }
     }
 
@@ -129,6 +135,7 @@ impl ErrorKind {
             Self::RewindIncomplete => "rewind_incomplete",
             Self::McpRequestFailed => "mcp_request_failed",
             Self::GitConflict => "git_conflict",
+            Self::GitMarked => "git_marked",
         }
     }
 

@@ -59,6 +59,24 @@ pub struct GitShown {
 pub struct GitDiff {
     pub branch: String,
     pub diff: String,
+    /// The files in it that need a look before they are taken (see
+    /// [`GitMarked`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub marked: Vec<GitMarked>,
+}
+
+/// A file a merge (or a diff) brings that needs the user's word: it runs
+/// code later (git hooks, `.gitattributes`, `.gitmodules`, Claude's or
+/// Forge's project settings, `.mcp.json`, `.envrc`, pre-commit and
+/// lefthook files), it is a symbolic link out of the repository, or a
+/// binary over 1 MiB.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct GitMarked {
+    pub path: String,
+    /// `runs_later`, `link_out` or `large_binary`.
+    pub why: String,
+    /// The same in words (the link's target, the size).
+    pub detail: String,
 }
 
 /// `git.merge`: the session's work on the user's current branch.
@@ -74,6 +92,13 @@ pub struct GitMerged {
     pub how: String,
     /// Files it changed in the user's working tree.
     pub files: Vec<String>,
+    /// Of those, the ones that needed the user's word (taken with
+    /// `accept_marked`, or listed by a dry run).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub marked: Vec<GitMarked>,
+    /// A dry run: nothing was changed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
 }
 
 /// `git.rebase`: the session's branch on top of the user's current branch.

@@ -168,6 +168,14 @@ params!(
         /// Leave `.forge/sessions/*.json` out.
         #[serde(default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
         pub without_state: bool,
+        /// Work it out and say what it would bring (`marked` included);
+        /// change nothing.
+        #[serde(default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
+        pub dry_run: bool,
+        /// Take the files that need the user's word (without it, a merge
+        /// that brings any is refused with `git_marked`).
+        #[serde(default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
+        pub accept_marked: bool,
     }
 );
 

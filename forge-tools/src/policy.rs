@@ -90,6 +90,10 @@ pub struct ApprovalPolicy {
 pub fn runs_code_later(path: &str) -> bool {
     const FILES: &[&str] =
         &[".mcp.json", ".envrc", ".pre-commit-config.yaml", "lefthook.yml", ".lefthook.yml", "lefthook.yaml"];
+    // Forge's own state files, which each turn's commit writes.
+    if path.strip_prefix(".forge/sessions/").is_some_and(|f| f.ends_with(".json") && !f.contains('/')) {
+        return false;
+    }
     std::path::Path::new(path).components().any(|c| {
         let c = c.as_os_str().to_string_lossy();
         c.starts_with(".git")

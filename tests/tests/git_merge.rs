@@ -162,3 +162,42 @@ async fn the_running_turns_diff_shows_before_its_commit_and_the_last_message_can
     let log = forge.ok(&["git", "log", &id]).await.stdout;
     assert!(log.contains("Draft the notes"), "{log}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_merge_that_brings_files_that_run_later_names_them_and_takes_them_only_on_the_users_word() {
+    let (_mock, forge) = started().await;
+    let repo = repository();
+    let dir = repo.path();
+    git(dir, &["commit", "-qam", "the user's edit"]);
+    let (id, _) = git_session(&forge, dir).await;
+    // A confined command writes them freely in the session's worktree.
+    let command = "mkdir -p .githooks && printf '#!/bin/sh\\ntouch /tmp/ran\\n' > .githooks/pre-commit \
+                   && chmod +x .githooks/pre-commit && echo '* filter=evil' > .gitattributes \
+                   && ln -s /home/someone/.ssh/id_ed25519 keylink && head -c 2097152 /dev/zero > blob.bin \
+                   && echo plain > plain.txt";
+    let c = tool_call("run_command", &json!({"command": command}));
+    forge.ok(&["send", "--auto-approve", "-s", &id, &format!("{c} go")]).await;
+    let head = git(dir, &["rev-parse", "HEAD"]);
+
+    // Without a terminal: refused, each named, nothing changed.
+    let refused = forge.ctl(&["git", "merge", &id]).await;
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    for named in [".githooks/pre-commit", ".gitattributes", "keylink", "/home/someone/.ssh/id_ed25519", "blob.bin"] {
+        assert!(refused.stderr.contains(named), "{named} is named: {}", refused.stderr);
+    }
+    assert!(!refused.stderr.contains("plain.txt"), "{}", refused.stderr);
+    assert_eq!(git(dir, &["rev-parse", "HEAD"]), head, "the user's branch did not move");
+    assert!(!dir.join(".githooks").exists() && !dir.join("plain.txt").exists());
+    // The protocol refuses it too, for a client that does not ask.
+    let rpc = forge.rpc("git.merge", json!({"session": id})).await;
+    assert_eq!(rpc["error"]["data"]["kind"], "git_marked", "{rpc}");
+    // The diff marks them.
+    let diff = forge.ok(&["git", "diff", &id]).await;
+    assert!(diff.stderr.contains("! .githooks/pre-commit") && diff.stderr.contains("! blob.bin"), "{}", diff.stderr);
+    let json = forge.ok(&["--json", "git", "diff", &id]).await.json_lines();
+    assert_eq!(json[0]["marked"].as_array().map(Vec::len), Some(4), "{}", json[0]);
+    // On the user's word, taken.
+    let merged = forge.ok(&["--json", "git", "merge", &id, "--yes"]).await.json_lines();
+    assert_eq!(merged[0]["marked"].as_array().map(Vec::len), Some(4), "{}", merged[0]);
+    assert!(dir.join(".githooks/pre-commit").exists() && dir.join("plain.txt").exists());
+}

@@ -51,7 +51,11 @@ pub enum GitCmd {
     /// Merge the session's branch into your current branch: a fast-forward
     /// when it can be, else a merge commit. Only when your tracked files
     /// hold no uncommitted change and the session runs no turn; a conflict
-    /// stops it with the files named and nothing changed
+    /// stops it with the files named and nothing changed. Files that run
+    /// code later (git hooks, .gitattributes, agent settings, ...), links
+    /// out of the repository and binaries over 1 MiB are named first and
+    /// taken only on your word: asked on a terminal, refused without one
+    /// unless --yes
     Merge {
         /// Session id, id prefix or name
         session: String,
@@ -61,6 +65,9 @@ pub enum GitCmd {
         /// Leave the session state files (.forge/sessions/*.json) out
         #[arg(long)]
         without_state: bool,
+        /// Take files that need your word without asking
+        #[arg(long, short = 'y')]
+        yes: bool,
     },
     /// Rebase the session's branch and worktree onto your current branch
     /// (the old tip kept as refs/forge/session/<id>/prev-N); a conflict
@@ -118,8 +125,32 @@ pub async fn run(g: &Global, cmd: GitCmd) -> Result<(), Failure> {
                 outln!("{}", shown.diff.trim_end());
             }
         }
-        GitCmd::Merge { session, squash, without_state } => {
-            let m = conn.client.git_merge(GitMergeParams { session, squash, without_state }).await?;
+        GitCmd::Merge { session, squash, without_state, yes } => {
+            let params = |dry_run, accept_marked| GitMergeParams {
+                session: session.clone(),
+                squash,
+                without_state,
+                dry_run,
+                accept_marked,
+            };
+            // What it would bring first: files that need the user's word
+            // are named, and taken only on it.
+            let planned = conn.client.git_merge(params(true, false)).await?;
+            if !planned.marked.is_empty() && !yes {
+                eprintln!("forgectl: merging {} would bring files that need your word:", planned.session_id);
+                mark_lines(&planned.marked);
+                if g.json || !crate::output::interactive() {
+                    return Err(Failure::new(
+                        crate::exit::DAEMON_ERROR,
+                        "git_marked",
+                        "nothing was changed; look with `forgectl git diff`, then merge with --yes to take them",
+                    ));
+                }
+                if !crate::output::ask("Take them? [y/N] ") {
+                    return Err(Failure::new(crate::exit::DAEMON_ERROR, "git_marked", "nothing was changed"));
+                }
+            }
+            let m = conn.client.git_merge(params(false, true)).await?;
             if g.json {
                 json_line(&m);
             } else if m.how == "up_to_date" {
@@ -169,6 +200,10 @@ pub async fn run(g: &Global, cmd: GitCmd) -> Result<(), Failure> {
             } else {
                 outln!("{}", d.diff.trim_end());
             }
+            if !g.json && !d.marked.is_empty() {
+                eprintln!("forgectl: files in it that need your word before a merge takes them:");
+                mark_lines(&d.marked);
+            }
         }
     }
     Ok(())
@@ -199,5 +234,12 @@ fn conversation(m: &serde_json::Value) {
         let name = call.get("name").and_then(|n| n.as_str()).unwrap_or("?");
         let args = call.get("arguments").and_then(|a| a.as_str()).unwrap_or_default();
         outln!("  -> tool call {name}({args})");
+    }
+}
+
+/// Files a merge would bring that need the user's word, one a line.
+fn mark_lines(marked: &[forge_proto::git::GitMarked]) {
+    for m in marked {
+        eprintln!("  ! {}: {}", crate::output::shown(&m.path), m.detail);
     }
 }

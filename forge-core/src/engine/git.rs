@@ -179,11 +179,18 @@ impl Engine {
     pub async fn git_diff(&self, p: forge_proto::params::GitDiffParams) -> Result<GitDiff, EngineError> {
         let (_, git) = self.git_of(&p.session).await?;
         let (repo, branch, worktree) = (PathBuf::from(&git.repo), git.branch.clone(), PathBuf::from(&git.worktree));
-        let diff = match p.turn {
-            true => blocking(move || forge_git::diff_worktree(&worktree)).await?,
-            false => blocking(move || forge_git::diff_branch(&repo, &branch)).await?,
+        let (diff, marked) = match p.turn {
+            true => (blocking(move || forge_git::diff_worktree(&worktree)).await?, Vec::new()),
+            false => {
+                let (diff, brought, hooks) = blocking(move || {
+                    let (diff, brought) = forge_git::diff_branch(&repo, &branch)?;
+                    Ok((diff, brought, forge_git::hooks_path(&repo)))
+                })
+                .await?;
+                (diff, super::git_marks::marks(&brought, hooks.as_deref()))
+            }
         };
-        Ok(GitDiff { branch: git.branch, diff })
+        Ok(GitDiff { branch: git.branch, diff, marked })
     }
 
     /// `git.merge`: the session's work onto the user's current branch, the
@@ -203,10 +210,43 @@ impl Engine {
             ));
         }
         let (repo, branch, session) = (PathBuf::from(&git.repo), git.branch.clone(), id.clone());
-        let options = forge_git::MergeOptions { squash: p.squash, without_state: p.without_state };
-        let m = blocking(move || forge_git::merge_session(&repo, &branch, &session, options)).await?;
-        let forge_git::Merged { into, commit, previous, how, files } = m;
-        Ok(forge_proto::GitMerged { session_id: id, into, commit, previous, how: how.to_string(), files })
+        let (squash, without_state) = (p.squash, p.without_state);
+        let options = move |dry_run| forge_git::MergeOptions { squash, without_state, dry_run };
+        let (first, plan) = (options(true), (repo.clone(), branch.clone(), session.clone()));
+        // Worked out in memory first: what it would bring decides whether
+        // it may go without the user's word.
+        let (planned, hooks) = blocking(move || {
+            let (repo, branch, session) = plan;
+            Ok((forge_git::merge_session(&repo, &branch, &session, first)?, forge_git::hooks_path(&repo)))
+        })
+        .await?;
+        let marked = super::git_marks::marks(&planned.brought, hooks.as_deref());
+        let wire = |m: forge_git::Merged, marked, dry_run| forge_proto::GitMerged {
+            session_id: id.clone(),
+            into: m.into,
+            commit: m.commit,
+            previous: m.previous,
+            how: m.how.to_string(),
+            files: m.files,
+            marked,
+            dry_run,
+        };
+        if p.dry_run {
+            return Ok(wire(planned, marked, true));
+        }
+        if !marked.is_empty() && !p.accept_marked {
+            let lines: Vec<String> = marked.iter().map(|m| format!("{}: {}", m.path, m.detail)).collect();
+            return Err(EngineError::new(
+                ErrorKind::GitMarked,
+                format!(
+                    "merging session {id} would bring files that need your word first; nothing was changed: {} \
+                     (look with `forgectl git diff {id}`, then `forgectl git merge {id} --yes` to take them)",
+                    lines.join("; ")
+                ),
+            ));
+        }
+        let m = blocking(move || forge_git::merge_session(&repo, &branch, &session, options(false))).await?;
+        Ok(wire(m, marked, false))
     }
 
     /// A removed git session's worktree goes (its branch stays).

@@ -5,6 +5,7 @@
 mod admin;
 mod create;
 mod git;
+mod git_marks;
 mod git_restore;
 mod helpers;
 mod images;
