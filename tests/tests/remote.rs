@@ -268,6 +268,29 @@ async fn a_stream_followed_over_ssh_loses_nothing_when_the_link_is_killed_twice(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_far_daemon_killed_mid_stream_is_a_dropped_link_and_send_ends_with_the_turns_code() {
+    let Some(r) = remote("remote::far_daemon_killed").await else { return };
+    r.ok(&["session", "new", "--cwd", &r.cwd(), "--name", "long"]).await;
+    let send = Running::spawn(r.cmd(&["send", "-s", "long", "mock:tokens=3000 mock:delay=3 a long answer"]));
+    send.wait_until("some of the stream", |s| s.out().len() > 2_000).await;
+    // kill -9 of the far daemon, as a crash or the OOM killer would.
+    let lock = std::fs::read_to_string(forge_proto::paths::home_lock(&r.far.data_dir())).unwrap_or_default();
+    let pid: i32 = lock.lines().next().and_then(|l| l.trim().parse().ok()).unwrap_or(0);
+    assert!(pid > 0, "the far daemon's pid: {lock:?}");
+    // SAFETY: kill(2) of the test's own far daemon.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let (code, out, err) = send.finish().await;
+    assert!(err.contains("dropped") && err.contains("reconnected"), "said and reconnected: {err}");
+    assert!(err.contains("the turn was interrupted"), "{err}");
+    assert_eq!(code, 5, "the interrupted turn's exit code, not a hang: {err}");
+    assert!(out.len() > 2_000, "what was shown stays: {}", out.len());
+    // The far daemon came back (started by the bridge) with the session.
+    let history = r.far.ok(&["history", "long", "--json"]).await.stdout;
+    assert!(history.contains("a long answer"), "{history}");
+    r.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approval_shown_before_a_drop_is_answered_after_it() {
     let Some(r) = remote("remote::approval_after_reconnect").await else { return };
     r.ok(&["session", "new", "--cwd", &r.cwd(), "--name", "ask"]).await;

@@ -2,8 +2,9 @@
 //! byte, for a client on another machine that runs `ssh -T host forgectl
 //! bridge` and speaks the protocol through it. The daemon is started first
 //! if none runs, as for any local client. It ends when the daemon closes
-//! the connection, or once the other side has closed its end (stdin) and
-//! the daemon has answered what was sent.
+//! the connection (it stopped, or died: the far client sees its link drop
+//! and reconnects, which starts the daemon again), or once the other side
+//! has closed its end (stdin) and the daemon has answered what was sent.
 
 use tokio::io::AsyncWriteExt;
 
