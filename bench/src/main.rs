@@ -27,7 +27,10 @@ use forge_client::{Connection, Endpoint, Follow, connect, connect_to};
 use forge_proto::{ClientInfo, ClientKind, EventKind, SubscriptionItem};
 use forge_tests::mock::{MockOptions, MockServer};
 
+mod patch;
 mod remote;
+mod search;
+mod snapshot;
 mod stamps;
 
 use stamps::{Stamps, pct};
@@ -331,102 +334,6 @@ fn start_mock_thread() -> anyhow::Result<String> {
     rx.recv()?
 }
 
-/// `forge-bench search PATTERN DIR`: the `search` tool against ripgrep on
-/// the same tree (median of 5 runs each, after a warm-up).
-async fn search_bench(pattern: &str, dir: &Path) -> anyhow::Result<()> {
-    use forge_core::tools::{Sandbox, ToolCtx, ToolRegistry};
-    let registry = ToolRegistry::builtin();
-    let search = registry.get("search").ok_or_else(|| anyhow::anyhow!("no search tool"))?;
-    let ctx = ToolCtx {
-        sandbox: Sandbox::new(dir, &[], &[], true, false),
-        call_id: "bench".into(),
-        limits: forge_core::tools::ToolLimits { output_bytes: 1 << 20, ..Default::default() },
-        about: None,
-        library: None,
-        timeout: None,
-        output: None,
-        file_hashes: Default::default(),
-        images: None,
-    };
-    let args = serde_json::json!({"pattern": pattern});
-    let mut forge = Vec::new();
-    let mut lines = 0;
-    for i in 0..6 {
-        let t = Instant::now();
-        let out = search.execute(args.clone(), &ctx).await.map_err(|e| anyhow::anyhow!("{e}"))?;
-        if i > 0 {
-            forge.push(t.elapsed().as_secs_f64());
-        }
-        lines = out.lines().count();
-    }
-    let mut rg = Vec::new();
-    for i in 0..6 {
-        let t = Instant::now();
-        let status = std::process::Command::new("rg")
-            .args(["--no-config", "-n", pattern])
-            .current_dir(dir)
-            .stdout(Stdio::null())
-            .status();
-        if status.is_err() {
-            println!("(ripgrep is not installed: apt-get install ripgrep)");
-            break;
-        }
-        if i > 0 {
-            rg.push(t.elapsed().as_secs_f64());
-        }
-    }
-    let med = |v: &mut Vec<f64>| {
-        v.sort_by(|a, b| a.total_cmp(b));
-        v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-    };
-    let (f, r) = (med(&mut forge), med(&mut rg));
-    println!(
-        "search `{pattern}` in {}: forge {:.1} ms ({lines} lines, capped at 1000 matches), rg {:.1} ms, ratio {:.2}x",
-        dir.display(),
-        f * 1000.0,
-        r * 1000.0,
-        f / r
-    );
-    Ok(())
-}
-
-/// `forge-bench patch`: `apply_patch` on a 10,000-line file (median of 20).
-async fn patch_bench() -> anyhow::Result<()> {
-    use forge_core::tools::{Sandbox, ToolCtx, ToolRegistry};
-    let dir = tempfile::tempdir()?;
-    let registry = ToolRegistry::builtin();
-    let tool = registry.get("apply_patch").ok_or_else(|| anyhow::anyhow!("no apply_patch"))?;
-    let ctx = ToolCtx {
-        sandbox: Sandbox::new(dir.path(), &[], &[], true, false),
-        call_id: "bench".into(),
-        limits: forge_core::tools::ToolLimits { output_bytes: 1 << 20, ..Default::default() },
-        about: None,
-        library: None,
-        timeout: None,
-        output: None,
-        file_hashes: Default::default(),
-        images: None,
-    };
-    let original: String = (0..10_000).map(|i| format!("    let value_{i} = compute({i});\n")).collect();
-    let patch = "LP1\nF big.rs\nR\n    let value_9000 = compute(9000);\n.\n    let value_9000 = compute(9000) + 1;\n.\n\
-I\n    let value_5000 = compute(5000);\n.\n    check(value_5000);\n.\nE\n    let value_10 = compute(10);\n.\nEND\n";
-    let mut times = Vec::new();
-    for _ in 0..21 {
-        std::fs::write(dir.path().join("big.rs"), &original)?;
-        let t = Instant::now();
-        tool.execute(serde_json::json!({"patch": patch}), &ctx).await.map_err(|e| anyhow::anyhow!("{e}"))?;
-        times.push(t.elapsed().as_secs_f64());
-        ctx.file_hashes.lock().map(|mut h| h.clear()).ok();
-    }
-    times.sort_by(|a, b| a.total_cmp(b));
-    println!(
-        "apply_patch, 3 operations on a 10,000-line file: median {:.2} ms, max {:.2} ms",
-        times[10] * 1000.0,
-        times[20] * 1000.0
-    );
-    Ok(())
-}
-
 /// `session.tree` and `session.checkout` on a session of `turns` turns
 /// with a branch at every tenth turn.
 async fn tree_bench(turns: usize) -> anyhow::Result<()> {
@@ -466,44 +373,6 @@ async fn tree_bench(turns: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The scans around a command in a tree of `files` files (rewind's
-/// records): the first (every file read), then one with nothing changed
-/// and one with a few files changed (sizes and times compared only).
-fn snapshot_bench(files: usize) -> anyhow::Result<()> {
-    use forge_core::snapshot::{Manifest, changed, scan};
-    let dir = tempfile::tempdir()?;
-    for i in 0..files {
-        let sub = dir.path().join(format!("d{}", i % 100));
-        std::fs::create_dir_all(&sub)?;
-        std::fs::write(sub.join(format!("f{i}.rs")), format!("// file {i}\nfn f{i}() {{}}\n").repeat(20))?;
-    }
-    let roots = vec![dir.path().to_path_buf()];
-    let skip = |_: &Path| false;
-    let mut stored = 0usize;
-    let t = std::time::Instant::now();
-    let first = scan(&roots, &Manifest::default(), &skip, &mut |_, d| stored += d.len());
-    let first_ms = t.elapsed().as_secs_f64() * 1000.0;
-    let mut times = Vec::new();
-    for round in 0..21 {
-        for k in 0..3 {
-            std::fs::write(dir.path().join(format!("d{k}/f{k}.rs")), format!("changed {round}"))?;
-        }
-        let t = std::time::Instant::now();
-        let before = scan(&roots, &first, &skip, &mut |_, _| {});
-        let after = scan(&roots, &before, &skip, &mut |_, _| {});
-        let _ = changed(&before, &after);
-        times.push(t.elapsed().as_secs_f64() * 1000.0);
-    }
-    times.sort_by(|a, b| a.total_cmp(b));
-    println!(
-        "snapshot of {files} files: first scan {first_ms:.0} ms ({} MiB read and stored); before+after scans around a command: median {:.1} ms, max {:.1} ms",
-        stored / (1024 * 1024),
-        times[times.len() / 2],
-        times[times.len() - 1]
-    );
-    Ok(())
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let argv: Vec<String> = std::env::args().collect();
@@ -512,7 +381,7 @@ async fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     if argv.get(1).map(String::as_str) == Some("patch") {
-        return patch_bench().await;
+        return patch::patch_bench().await;
     }
     if argv.get(1).map(String::as_str) == Some("tree") {
         let turns = argv.get(2).and_then(|n| n.parse().ok()).unwrap_or(200);
@@ -520,7 +389,7 @@ async fn main() -> anyhow::Result<()> {
     }
     if argv.get(1).map(String::as_str) == Some("snapshot") {
         let files = argv.get(2).and_then(|n| n.parse().ok()).unwrap_or(10_000);
-        return snapshot_bench(files);
+        return snapshot::snapshot_bench(files);
     }
     if argv.get(1).map(String::as_str) == Some("remote") {
         let bin = std::env::current_exe()?.parent().map(Path::to_path_buf).unwrap_or_default();
@@ -532,7 +401,7 @@ async fn main() -> anyhow::Result<()> {
     if argv.get(1).map(String::as_str) == Some("search") {
         let pattern = argv.get(2).cloned().unwrap_or_else(|| "fn main".into());
         let dir = argv.get(3).map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
-        return search_bench(&pattern, &dir).await;
+        return search::search_bench(&pattern, &dir).await;
     }
     let quick = std::env::args().any(|a| a == "--quick");
     let only_latency = std::env::args().any(|a| a == "--latency");

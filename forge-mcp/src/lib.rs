@@ -7,6 +7,7 @@
 //! to the built-in ones and run through the same approvals and journal.
 
 pub mod config;
+mod connect;
 mod content;
 mod extras;
 mod http;

@@ -1,23 +1,20 @@
 //! One MCP server's life: connect, list its tools, serve calls, notice
 //! `tools/list_changed` and a lost connection, and start again with
-//! backoff. One task per server owns the connection; calls borrow its
-//! peer.
+//! backoff. One task per server owns the connection (`connect.rs` opens
+//! it); calls borrow its peer.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, GetPromptRequestParams, Implementation,
-    ReadResourceRequestParams,
-};
-use rmcp::service::{NotificationContext, Peer, RunningService};
-use rmcp::{ClientHandler, RoleClient, ServiceError, ServiceExt};
+use rmcp::model::{CallToolRequestParams, GetPromptRequestParams, ReadResourceRequestParams};
+use rmcp::service::{Peer, RunningService};
+use rmcp::{RoleClient, ServiceError};
 use serde_json::Value;
-use tokio::io::AsyncBufReadExt;
 
-use crate::config::{McpServerConfig, Transport};
+use crate::config::McpServerConfig;
+use crate::connect::{Handler, connect, stderr_tail};
 use crate::extras::{PromptEntry, ResourceEntry};
 pub(crate) use crate::signals::Control;
 use crate::signals::{Changed, Listing, Orders};
@@ -29,8 +26,6 @@ const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// A connection that lasted this long starts the backoff over.
 const STABLE_AFTER: Duration = Duration::from_secs(30);
-/// Lines of a stdio server's stderr kept to explain a failure.
-const STDERR_LINES: usize = 8;
 
 /// Where a server is in its life.
 #[derive(Debug, Clone, PartialEq)]
@@ -256,29 +251,6 @@ impl Server {
             Status::Stopped => format!("MCP server `{name}` is stopped; {what} was not made"),
             Status::Ready => format!("MCP server `{name}` has no connection; {what} was not made"),
         }
-    }
-}
-
-/// Tells the server task about `*/list_changed`.
-struct Handler {
-    changed: Arc<Changed>,
-}
-
-impl ClientHandler for Handler {
-    fn get_info(&self) -> ClientConfig {
-        ClientConfig::new(ClientCapabilities::default(), Implementation::new("forge", env!("CARGO_PKG_VERSION")))
-    }
-
-    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.changed.mark(Listing::Tools);
-    }
-
-    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.changed.mark(Listing::Prompts);
-    }
-
-    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.changed.mark(Listing::Resources);
     }
 }
 
@@ -512,112 +484,4 @@ async fn list_resources(peer: &Peer<RoleClient>) -> Vec<ResourceEntry> {
             Vec::new()
         }
     }
-}
-
-/// The sandbox of a server with `sandbox = true`: its `cwd` writable, and
-/// a private temporary directory of its own that lasts across restarts.
-fn sandbox_for(
-    config: &McpServerConfig,
-    settings: &forge_tools::confine::Settings,
-) -> Result<Option<forge_tools::supervisor::Confinement>, String> {
-    // (Some: a server asking for the sandbox gets it or does not start.)
-    if !settings.kernel_active() {
-        // Asked for a sandbox this machine cannot give: not started.
-        let why =
-            forge_tools::confine::support().missing().unwrap_or_else(|| "[tools.sandbox] mode = \"paths-only\"".into());
-        return Err(format!("it asks for sandbox = true, but commands cannot be confined here: {why}"));
-    }
-    // A fresh private directory (0700, a random name) for each start.
-    let tmp = tempfile::Builder::new()
-        .prefix(&format!("forge-mcp-{}-", config.name))
-        .tempdir()
-        .map_err(|e| format!("cannot make a temporary directory: {e}"))?
-        .keep();
-    let roots: Vec<std::path::PathBuf> =
-        config.cwd.iter().filter_map(|c| std::path::Path::new(c).canonicalize().ok()).collect();
-    let policy = forge_tools::confine::Policy::build(settings, &roots, &tmp, false);
-    Ok(Some(forge_tools::supervisor::Confinement::new(policy)))
-}
-
-/// Connects, initializes and lists the tools.
-async fn connect(
-    config: &McpServerConfig,
-    http: crate::http::LazyHttp,
-    changed: Arc<Changed>,
-    stderr: Arc<Mutex<VecDeque<String>>>,
-) -> Result<(RunningService<RoleClient, Handler>, Vec<rmcp::model::Tool>), String> {
-    let handler = Handler { changed };
-    let running = match config.transport() {
-        Transport::Stdio { command, args } => {
-            let confinement = match &config.confine {
-                Some(settings) if config.sandbox == Some(true) => sandbox_for(config, settings)?,
-                _ => None,
-            };
-            let mut cmd = forge_tools::supervisor::exec_command(command, args, confinement.as_ref());
-            cmd.envs(&config.env);
-            if let Some(dir) = &config.cwd {
-                cmd.current_dir(dir);
-            }
-            let mut wrapped = process_wrap::tokio::CommandWrap::from(cmd);
-            // The whole group goes when the connection is dropped.
-            wrapped.wrap(process_wrap::tokio::ProcessGroup::leader());
-            let (transport, err) =
-                crate::stdio::ChildTransport::spawn(wrapped).map_err(|e| format!("cannot start `{command}`: {e}"))?;
-            if let Some(err) = err {
-                tokio::spawn(keep_stderr(err, config.name.clone(), stderr));
-            }
-            handler.serve(transport).await.map_err(|e| format!("it did not complete the MCP handshake: {e}"))?
-        }
-        Transport::Http { url } => {
-            use rmcp::transport::StreamableHttpClientTransport;
-            use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-            let mut headers = std::collections::HashMap::new();
-            for (k, v) in &config.headers {
-                // Checked when the configuration was read.
-                if let (Ok(k), Ok(v)) =
-                    (reqwest::header::HeaderName::from_bytes(k.as_bytes()), reqwest::header::HeaderValue::from_str(v))
-                {
-                    headers.insert(k, v);
-                }
-            }
-            let mut cfg = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(headers);
-            if let Some(var) = &config.bearer_token_env_var {
-                match &config.bearer_token {
-                    Some(token) => cfg = cfg.auth_header(token.clone()),
-                    None => {
-                        return Err(format!(
-                            "the environment variable {var} (bearer_token_env_var) was not set when forged started"
-                        ));
-                    }
-                }
-            }
-            let transport = StreamableHttpClientTransport::with_client(http.get(), cfg);
-            handler
-                .serve(transport)
-                .await
-                .map_err(|e| format!("it did not complete the MCP handshake at {url}: {e}"))?
-        }
-    };
-    let tools = running.peer().list_all_tools().await.map_err(|e| format!("listing its tools failed: {e}"))?;
-    Ok((running, tools))
-}
-
-/// Keeps the last lines a stdio server wrote to stderr (and logs them).
-async fn keep_stderr(err: tokio::process::ChildStderr, name: String, tail: Arc<Mutex<VecDeque<String>>>) {
-    let mut lines = tokio::io::BufReader::new(err).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
-        tracing::debug!(server = %name, "stderr: {line}");
-        let mut t = tail.lock().unwrap_or_else(|p| p.into_inner());
-        if t.len() == STDERR_LINES {
-            t.pop_front();
-        }
-        t.push_back(line);
-    }
-}
-
-fn stderr_tail(tail: &Arc<Mutex<VecDeque<String>>>) -> Option<String> {
-    let mut t = tail.lock().unwrap_or_else(|p| p.into_inner());
-    let lines: Vec<String> = t.drain(..).collect();
-    let text = lines.join(" / ");
-    (!text.trim().is_empty()).then_some(text)
 }
