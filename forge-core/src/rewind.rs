@@ -190,7 +190,7 @@ pub fn write_state(path: &Path, state: Option<(&[u8], u32)>) -> std::io::Result<
         },
         Some((data, mode)) => {
             let dir = path.parent().ok_or_else(|| std::io::Error::other("no parent directory"))?;
-            std::fs::create_dir_all(dir)?;
+            make_dirs_like_parent(dir)?;
             let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
             let tmp = dir.join(format!(".{name}.forge-rewind-{}", std::process::id()));
             if mode == SYMLINK_MODE {
@@ -204,6 +204,50 @@ pub fn write_state(path: &Path, state: Option<(&[u8], u32)>) -> std::io::Result<
             f.sync_all()?;
             std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))?;
             std::fs::rename(&tmp, path)
+        }
+    }
+}
+
+/// Makes `dir` and its missing parents, each with the mode of the
+/// nearest directory that exists (a tree the command removed comes back
+/// as open as the project around it, not with the daemon's private
+/// umask).
+fn make_dirs_like_parent(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut missing = Vec::new();
+    let mut at = dir;
+    while std::fs::symlink_metadata(at).is_err() {
+        missing.push(at.to_path_buf());
+        at = at.parent().ok_or_else(|| std::io::Error::other("no existing parent directory"))?;
+    }
+    let mode = std::fs::metadata(at)?.permissions().mode() & 0o7777;
+    for d in missing.into_iter().rev() {
+        match std::fs::create_dir(&d) {
+            Ok(()) => std::fs::set_permissions(&d, std::fs::Permissions::from_mode(mode))?,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// After a rewind removed `removed`: their directories left empty are
+/// removed too, up to the `roots` (never a root itself, nor anything
+/// outside them).
+pub fn remove_emptied_dirs(removed: &[std::path::PathBuf], roots: &[std::path::PathBuf]) {
+    let mut dirs: Vec<&Path> = removed.iter().filter_map(|p| p.parent()).collect();
+    // Deepest first, so a parent is looked at once its children are gone.
+    dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
+    dirs.dedup();
+    for dir in dirs {
+        let mut at = dir;
+        while roots.iter().any(|r| at.starts_with(r) && at != r.as_path()) {
+            // Only an empty directory goes (remove_dir refuses any other).
+            if std::fs::remove_dir(at).is_err() {
+                break;
+            }
+            let Some(parent) = at.parent() else { break };
+            at = parent;
         }
     }
 }
@@ -298,5 +342,25 @@ mod tests {
         assert_eq!(read_any(&link).unwrap_or_else(|e| panic!("{e}")), Some((b"/somewhere".to_vec(), SYMLINK_MODE)));
         assert_eq!(Unrecorded::of(Unrecorded::TooBig.mark()), Some(Unrecorded::TooBig));
         assert_eq!(Unrecorded::of(&hash(b"x")), None);
+    }
+
+    #[test]
+    fn an_undo_removes_the_directories_it_empties_and_makes_them_again_as_open_as_their_parent() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let root = dir.path().join("proj");
+        std::fs::create_dir_all(root.join("kept")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap_or_else(|e| panic!("{e}"));
+        // Made again where a command removed the tree: 0755 like the root.
+        let deep = root.join("a/b/c.txt");
+        write_state(&deep, Some((b"x", 0o644))).unwrap_or_else(|e| panic!("{e}"));
+        let mode = |p: &Path| std::fs::metadata(p).map(|m| m.permissions().mode() & 0o777).unwrap_or(0);
+        assert_eq!((mode(&root.join("a")), mode(&root.join("a/b"))), (0o755, 0o755));
+        // Removed again: the directories it emptied go, the root and a
+        // directory with something in it stay.
+        std::fs::write(root.join("kept/x"), "x").unwrap_or_else(|e| panic!("{e}"));
+        write_state(&deep, None).unwrap_or_else(|e| panic!("{e}"));
+        remove_emptied_dirs(&[deep, root.join("kept/gone")], std::slice::from_ref(&root));
+        assert!(!root.join("a").exists() && root.join("kept").exists() && root.exists());
     }
 }

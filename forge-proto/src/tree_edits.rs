@@ -54,6 +54,15 @@ pub struct RewindResult {
     pub diff: Option<String>,
     /// The conversation moved too (not with `files_only`).
     pub conversation: bool,
+    /// Files past the first 2,000 listed in `files` (the files a rewind
+    /// cannot restore first), left out so that the answer stays small;
+    /// their count is here. A dry run's `diff` stops at 4 MiB, saying so.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub files_omitted: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// `session.edit`.

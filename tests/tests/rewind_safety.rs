@@ -388,3 +388,32 @@ async fn random_turns(forge: &Forge, seeds: &[u64]) {
         }
     }
 }
+
+/// A turn whose command made 60,000 files (a dry run's diff and list of
+/// them pass the protocol's 8 MiB message): undo removes them all and its
+/// answer stays within the message size (the first files listed, the rest
+/// counted). 200,000 files behave alike; they take minutes to make in the
+/// sandbox on a slow disk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_undo_of_60000_files_answers_within_the_message_size() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = project.path().to_path_buf();
+    forge.new_session(&["--cwd", &dir.display().to_string(), "--name", "many"]).await;
+    let make =
+        call("run_command", json!({"command": "mkdir -p gen && cd gen && seq 1 60000 | xargs touch && echo made"}));
+    forge.ok(&["send", "--auto-approve", "-s", "many", &format!("{make} go")]).await;
+    let count = || std::fs::read_dir(dir.join("gen")).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(count(), 60_000);
+    let dry = forge.ok(&["--json", "undo", "many", "--dry-run"]).await.json_lines();
+    assert!(dry[0]["files_omitted"].as_u64().unwrap_or(0) > 0, "a dry run answers too");
+    assert_eq!(count(), 60_000, "and changes nothing");
+    let undo = forge.ok(&["--json", "undo", "many"]).await.json_lines();
+    let listed = undo[0]["files"].as_array().map(Vec::len).unwrap_or(0);
+    let omitted = undo[0]["files_omitted"].as_u64().unwrap_or(0);
+    assert_eq!(listed as u64 + omitted, 60_000, "every file counted: {listed} listed, {omitted} more");
+    assert_eq!(count(), 0, "every file it made is gone");
+    assert!(!dir.join("gen").exists(), "and the directory it made, left empty");
+}

@@ -152,11 +152,15 @@ pub async fn rewind(
             .unwrap_or_default();
         outln!("{:<8} {}{kept}", f.action, f.path);
     }
+    if r.files_omitted > 0 {
+        outln!("... and {} more file(s) (not listed)", r.files_omitted);
+    }
     for u in &r.unknown {
         eprintln!("forgectl: left as it is: {u} (a tool call there was interrupted before its result was recorded)");
     }
     let at = r.node.as_deref().unwrap_or("the start (empty conversation)");
-    match (r.files.iter().filter(|f| f.action != "kept").count(), r.conversation) {
+    let changed = r.files.iter().filter(|f| f.action != "kept").count() + r.files_omitted as usize;
+    match (changed, r.conversation) {
         (0, true) => outln!("{} is at {at}; no file needed restoring", r.session_id),
         (n, true) => outln!("{} is at {at}; {n} file(s) restored", r.session_id),
         (n, false) => outln!("{n} file(s) restored as they were at {at}; the conversation stays where it was"),

@@ -56,7 +56,7 @@ async fn facts(store: &Store, job: PlanRewind) -> Result<Vec<FileFacts>, EngineE
 /// that cannot be written.
 pub(super) async fn restore(store: Store, job: RestoreFiles) -> JobOutcome {
     let all = job.steps.len();
-    for (done, step) in job.steps.into_iter().enumerate() {
+    for (done, step) in job.steps.iter().cloned().enumerate() {
         let data = match &step.hash {
             Some(hash) => match store.blob(hash).await {
                 Ok(Some(data)) => Some(data),
@@ -75,6 +75,10 @@ pub(super) async fn restore(store: Store, job: RestoreFiles) -> JobOutcome {
             Err(e) => return failed(done, format!("cannot restore {}: {e}", step.path)),
         }
     }
+    // What the undone command made and the rewind emptied goes too.
+    let removed: Vec<PathBuf> = job.steps.iter().filter(|s| s.hash.is_none()).map(|s| PathBuf::from(&s.path)).collect();
+    let roots = job.roots;
+    let _ = tokio::task::spawn_blocking(move || crate::rewind::remove_emptied_dirs(&removed, &roots)).await;
     JobOutcome::FilesRestored { done: all, error: None }
 }
 

@@ -195,6 +195,7 @@ impl Session {
             dry_run: false,
             diff: None,
             conversation: true,
+            files_omitted: 0,
         };
         self.move_branch(git_node, target, path, args.client, MoveReply::Rewind(reply, Box::new(result)));
     }

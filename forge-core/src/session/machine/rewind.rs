@@ -78,6 +78,9 @@ pub(crate) struct PlanRewind {
 pub(crate) struct RestoreFiles {
     pub job: u64,
     pub steps: Vec<RewindStep>,
+    /// The session's roots: directories the rewind leaves empty are
+    /// removed up to them, never above.
+    pub roots: Vec<std::path::PathBuf>,
 }
 
 /// A rewind's intent found without its end, on restart.
@@ -206,6 +209,7 @@ impl Session {
             dry_run: args.dry_run,
             diff: None,
             conversation: args.conversation && !args.dry_run,
+            files_omitted: 0,
         };
         let job = match args.files {
             false => 0,
@@ -268,7 +272,7 @@ impl Session {
             self.fail_fork(*fork, e.clone());
         }
         if let Some(reply) = r.reply {
-            self.reply_when_durable(reply, result);
+            self.reply_when_durable(reply, result.map(capped));
         }
         self.start_next_queued();
     }
@@ -295,7 +299,7 @@ impl Session {
         if r.result.dry_run {
             // Nothing is written: answered at once.
             if let Some(reply) = r.reply.take() {
-                self.out.push(Effect::Reply(ReadyReply::now(reply, Ok(r.result))));
+                self.out.push(Effect::Reply(ReadyReply::now(reply, Ok(capped(r.result)))));
             }
             return self.start_next_queued();
         }
@@ -343,7 +347,8 @@ impl Session {
             return;
         };
         r.job = job;
-        self.out.push(Effect::RestoreFiles(Box::new(RestoreFiles { job, steps })));
+        let roots = super::tools::sandbox_for(&self.row, &self.config).roots().to_vec();
+        self.out.push(Effect::RestoreFiles(Box::new(RestoreFiles { job, steps, roots })));
     }
 
     /// The shell wrote the files (the first `done`; `error`: why it
@@ -400,6 +405,7 @@ impl Session {
             dry_run: false,
             diff: None,
             conversation: intent.path.is_some(),
+            files_omitted: 0,
         };
         let intent_node = intent.node.clone();
         self.state = OperationState::Rewinding(Box::new(Rewinding {
@@ -439,4 +445,64 @@ fn finishes_on_reload(reply: Reply<RewindResult>) -> Reply<RewindResult> {
         ),
         _ => e,
     })
+}
+
+/// Files a rewind's answer lists; the rest are counted (a turn that
+/// touched 200,000 files must not make an answer past the protocol's
+/// message size).
+const LISTED_FILES: usize = 2_000;
+/// The most of a dry run's diff an answer carries.
+const DIFF_BYTES: usize = 4 * 1024 * 1024;
+
+/// `result` as answered: the files that could not be restored first, at
+/// most [`LISTED_FILES`] of them all, and the diff cut at [`DIFF_BYTES`].
+fn capped(mut result: RewindResult) -> RewindResult {
+    if result.files.len() > LISTED_FILES {
+        result.files.sort_by_key(|f| f.action != "kept");
+        result.files_omitted = (result.files.len() - LISTED_FILES) as u64;
+        result.files.truncate(LISTED_FILES);
+    }
+    result.unknown.truncate(LISTED_FILES);
+    if let Some(diff) = result.diff.as_mut().filter(|d| d.len() > DIFF_BYTES) {
+        let cut = (0..=DIFF_BYTES).rev().find(|i| diff.is_char_boundary(*i)).unwrap_or(0);
+        let rest = diff.len() - cut;
+        diff.truncate(cut);
+        diff.push_str(&format!("\n[forge: the diff goes on for {rest} more bytes, not shown]\n"));
+    }
+    result
+}
+
+#[cfg(test)]
+mod capped_tests {
+    use forge_proto::{RestoredFile, RewindResult};
+
+    #[test]
+    fn a_rewind_of_many_files_answers_the_first_ones_and_counts_the_rest() {
+        let file = |i: usize, action: &str| RestoredFile {
+            path: format!("f{i}"),
+            action: action.into(),
+            conflict: false,
+            overwritten: None,
+            note: None,
+        };
+        let mut files: Vec<RestoredFile> = (0..200_000).map(|i| file(i, "delete")).collect();
+        files.push(file(7, "kept"));
+        let result = RewindResult {
+            session_id: "s".into(),
+            node: None,
+            files,
+            unknown: Vec::new(),
+            dry_run: true,
+            diff: Some("x".repeat(5 << 20)),
+            conversation: true,
+            files_omitted: 0,
+        };
+        let r = super::capped(result);
+        assert_eq!((r.files.len(), r.files_omitted), (super::LISTED_FILES, 200_001 - super::LISTED_FILES as u64));
+        assert_eq!(r.files[0].action, "kept", "what cannot be restored is listed first");
+        let diff = r.diff.clone().unwrap_or_default();
+        assert!(diff.len() < (5 << 20) && diff.ends_with("more bytes, not shown]\n"));
+        let json = serde_json::to_string(&r).unwrap_or_default();
+        assert!(json.len() < forge_proto::MAX_MESSAGE_BYTES as usize, "{} bytes", json.len());
+    }
 }

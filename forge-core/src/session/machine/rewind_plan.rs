@@ -80,6 +80,7 @@ impl Decide<'_> {
                 dry_run: self.dry_run,
                 diff: None,
                 conversation: false,
+                files_omitted: 0,
             },
             steps: Vec::new(),
             conflicts: Vec::new(),
