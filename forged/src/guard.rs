@@ -3,9 +3,12 @@
 //! browser can send, echoed back as the handshake requires) and `Origin`
 //! checked before jsonrpsee's service sees it.
 
+use std::collections::HashMap;
+use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use http::header::{AUTHORIZATION, ORIGIN, SEC_WEBSOCKET_PROTOCOL};
 use http::{HeaderMap, HeaderValue, StatusCode};
@@ -16,15 +19,52 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// The subprotocol that carries the token for browsers.
 const TOKEN_PROTOCOL: &str = "forge-token.";
 
-/// The token and the origins a listener admits.
+/// The token and the origins a listener admits, and the addresses whose
+/// wrong tokens must wait before another guess.
 pub(crate) struct Guard {
     token: String,
     origins: Vec<String>,
+    failures: Mutex<HashMap<IpAddr, (u32, Instant)>>,
 }
+
+/// The longest wait after wrong tokens, and how many addresses are
+/// remembered (the oldest are forgotten past it).
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+const REMEMBERED: usize = 4096;
+/// Wrong tokens an address may send before it has to wait.
+const FREE_GUESSES: u32 = 3;
 
 impl Guard {
     pub(crate) fn new(token: String, origins: Vec<String>) -> Guard {
-        Guard { token, origins }
+        Guard { token, origins, failures: Mutex::new(HashMap::new()) }
+    }
+
+    /// How long `ip` must still wait before its next token is looked at.
+    fn waiting(&self, ip: IpAddr) -> Option<Duration> {
+        let failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        let (_, until) = failures.get(&ip)?;
+        until.checked_duration_since(Instant::now())
+    }
+
+    /// A wrong token from `ip`: past the first few (a typo), its next
+    /// guess waits 0.1 s, doubling with each wrong one up to 30 s; a right
+    /// one forgets them.
+    fn note(&self, ip: IpAddr, right: bool) {
+        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        if right {
+            failures.remove(&ip);
+            return;
+        }
+        if failures.len() >= REMEMBERED {
+            let now = Instant::now();
+            failures.retain(|_, (_, until)| *until > now);
+        }
+        let n = failures.get(&ip).map_or(0, |(n, _)| *n) + 1;
+        let wait = match n.checked_sub(FREE_GUESSES) {
+            None | Some(0) => Duration::ZERO,
+            Some(k) => Duration::from_millis(100).saturating_mul(1 << (k - 1).min(10)).min(MAX_BACKOFF),
+        };
+        failures.insert(ip, (n, Instant::now() + wait));
     }
 }
 
@@ -85,11 +125,42 @@ fn refused_log(status: StatusCode, why: &str) {
     }
 }
 
-/// jsonrpsee's service behind the [`Guard`].
+/// Why a guess waits, in words.
+fn throttled(wait: Duration) -> &'static str {
+    if wait > Duration::from_secs(5) {
+        "too many wrong tokens from this address; wait before trying again\n"
+    } else {
+        "wrong tokens from this address: wait a moment before trying again\n"
+    }
+}
+
+/// jsonrpsee's service behind the [`Guard`], for one connection from
+/// `peer`, holding its address's pending slot until a request is admitted.
 #[derive(Clone)]
 pub(crate) struct Guarded<S> {
     pub inner: S,
     pub guard: Arc<Guard>,
+    pub peer: IpAddr,
+    pub pending: Arc<Mutex<Option<Pending>>>,
+}
+
+/// One of an address's TCP connections that no request has been admitted
+/// on yet (see `tcp.rs`): counted while it lives.
+pub(crate) struct Pending {
+    pub counts: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    pub ip: IpAddr,
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = counts.get_mut(&self.ip) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                counts.remove(&self.ip);
+            }
+        }
+    }
 }
 
 impl<S, B> tower::Service<http::Request<B>> for Guarded<S>
@@ -106,7 +177,22 @@ where
     }
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
-        match self.guard.check(req.headers()) {
+        let checked = match self.guard.waiting(self.peer) {
+            Some(wait) => Err((StatusCode::TOO_MANY_REQUESTS, throttled(wait))),
+            None => {
+                let checked = self.guard.check(req.headers());
+                let wrong = matches!(&checked, Err((StatusCode::UNAUTHORIZED, _)));
+                if wrong || checked.is_ok() {
+                    self.guard.note(self.peer, checked.is_ok());
+                }
+                checked
+            }
+        };
+        if checked.is_ok() {
+            // Admitted: no longer one of its address's pending connections.
+            self.pending.lock().unwrap_or_else(|p| p.into_inner()).take();
+        }
+        match checked {
             Err((status, why)) => {
                 refused_log(status, why);
                 let refused = http::Response::builder()
@@ -134,7 +220,31 @@ mod tests {
     use super::*;
 
     fn guard() -> Guard {
-        Guard { token: "0123456789abcdef0123".into(), origins: vec!["https://app.example".into()] }
+        Guard::new("0123456789abcdef0123".into(), vec!["https://app.example".into()])
+    }
+
+    #[test]
+    fn wrong_tokens_make_their_address_wait_longer_each_time_and_a_right_one_forgets() {
+        let g = guard();
+        let (a, b): (IpAddr, IpAddr) = ([10, 0, 0, 1].into(), [10, 0, 0, 2].into());
+        assert_eq!(g.waiting(a), None);
+        for _ in 0..FREE_GUESSES {
+            g.note(a, false);
+        }
+        assert_eq!(g.waiting(a), None, "a typo or two costs nothing");
+        g.note(a, false);
+        let first = g.waiting(a).unwrap_or_default();
+        g.note(a, false);
+        g.note(a, false);
+        let third = g.waiting(a).unwrap_or_default();
+        assert!(first <= Duration::from_millis(100) && third > Duration::from_millis(300), "{first:?} {third:?}");
+        assert_eq!(g.waiting(b), None, "another address is not held back");
+        for _ in 0..40 {
+            g.note(a, false);
+        }
+        assert!(g.waiting(a).is_some_and(|w| w <= MAX_BACKOFF));
+        g.note(a, true);
+        assert_eq!(g.waiting(a), None);
     }
 
     fn headers(pairs: &[(http::header::HeaderName, &str)]) -> HeaderMap {

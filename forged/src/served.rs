@@ -79,8 +79,15 @@ impl Served {
                 // hyper sets no deadline on a request's head: the first
                 // request must be whole in time (the WebSocket upgrade
                 // counts once its first call arrives).
+                // A stranger on TCP gets less: a connection without an
+                // admitted request holds its slot for seconds, not half a
+                // minute.
+                let deadline = match &stream {
+                    Incoming::Tcp(..) => partial_request_timeout().min(TCP_FIRST_REQUEST),
+                    Incoming::Unix(_) => partial_request_timeout(),
+                };
                 let first_request = async {
-                    tokio::time::sleep(partial_request_timeout()).await;
+                    tokio::time::sleep(deadline).await;
                     if conn.has_requested() {
                         std::future::pending::<()>().await;
                     }
@@ -88,8 +95,11 @@ impl Served {
                 let served = async {
                     match stream {
                         Incoming::Unix(s) => serve_with_graceful_shutdown(s, service, stop.shutdown()).await,
-                        Incoming::Tcp(s, guard) => {
-                            serve_with_graceful_shutdown(s, Guarded { inner: service, guard }, stop.shutdown()).await
+                        Incoming::Tcp(s, guard, pending) => {
+                            let peer = pending.ip;
+                            let pending = Arc::new(std::sync::Mutex::new(Some(pending)));
+                            let guarded = Guarded { inner: service, guard, peer, pending };
+                            serve_with_graceful_shutdown(s, guarded, stop.shutdown()).await
                         }
                     }
                 };
@@ -100,7 +110,7 @@ impl Served {
                     () = first_request => tracing::info!(
                         conn = conn.id,
                         "closed an HTTP connection that sent no whole request within {} s",
-                        partial_request_timeout().as_secs()
+                        deadline.as_secs()
                     ),
                 }
             };
@@ -116,8 +126,12 @@ impl Served {
 }
 
 /// A connection taken: on the socket, or on a TCP listener with the
-/// guard of its token and origins.
+/// guard of its token and origins and its address's pending slot.
 pub(crate) enum Incoming {
     Unix(tokio::net::UnixStream),
-    Tcp(tokio::net::TcpStream, Arc<Guard>),
+    Tcp(tokio::net::TcpStream, Arc<Guard>, crate::guard::Pending),
 }
+
+/// How long a TCP connection may take to have a request admitted (its
+/// token checked) before it is closed.
+const TCP_FIRST_REQUEST: Duration = Duration::from_secs(5);

@@ -20,6 +20,9 @@ use crate::served::{Incoming, Served};
 
 /// Connections served on TCP at once, all listeners together.
 const TCP_SLOTS: usize = 64;
+/// Connections one address may hold before any request of theirs is
+/// admitted: a stranger without the token cannot take every slot.
+const PENDING_PER_ADDRESS: usize = 8;
 
 /// The TCP listeners, bound, and their guard.
 pub struct Listeners {
@@ -122,8 +125,10 @@ impl Listeners {
     /// stranger without the token must not push local clients out.
     pub(crate) fn spawn(self, served: Served) {
         let permits = Arc::new(Semaphore::new(TCP_SLOTS));
+        let pending: Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>> = Default::default();
         for (name, listener) in self.bound {
             let (served, permits, guard) = (served.clone(), permits.clone(), self.guard.clone());
+            let pending = pending.clone();
             tokio::spawn(async move {
                 let stopped = served.daemon.shutdown_token();
                 loop {
@@ -131,8 +136,8 @@ impl Listeners {
                         a = listener.accept() => a,
                         () = stopped.cancelled() => return,
                     };
-                    let stream = match accepted {
-                        Ok((s, _)) => s,
+                    let (stream, peer) = match accepted {
+                        Ok((s, peer)) => (s, peer.ip()),
                         Err(e) => {
                             tracing::warn!(listen = %name, error = %e, "accept failed");
                             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
@@ -140,11 +145,23 @@ impl Listeners {
                         }
                     };
                     let _ = stream.set_nodelay(true);
+                    let slot = {
+                        let mut counts = pending.lock().unwrap_or_else(|p| p.into_inner());
+                        let n = counts.entry(peer).or_insert(0);
+                        (*n < PENDING_PER_ADDRESS).then(|| {
+                            *n += 1;
+                            crate::guard::Pending { counts: pending.clone(), ip: peer }
+                        })
+                    };
+                    let Some(slot) = slot else {
+                        tracing::debug!(listen = %name, %peer, "too many connections from one address wait for their first request; one was turned away");
+                        continue;
+                    };
                     let Ok(permit) = permits.clone().try_acquire_owned() else {
                         tracing::debug!(listen = %name, "every TCP slot is taken; a connection was turned away");
                         continue;
                     };
-                    if !served.spawn(Incoming::Tcp(stream, guard.clone()), permit) {
+                    if !served.spawn(Incoming::Tcp(stream, guard.clone(), slot), permit) {
                         return;
                     }
                 }

@@ -133,3 +133,49 @@ async fn a_listener_without_a_private_token_never_starts() {
     assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
     forge.ctl(&["shutdown"]).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strangers_without_the_token_hold_few_slots_briefly_and_their_guesses_wait() {
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    let port = free_port();
+    let token_file = forge.data_dir().join("listen.token");
+    std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap_or_else(|e| panic!("{e}"));
+    forge.write_config(&format!(
+        "[daemon]\nlisten = [\"ws://127.0.0.1:{port}\"]\ntoken_file = \"{}\"\n",
+        token_file.display()
+    ));
+    forge.start().await;
+    // 64 half-open connections from one address: a few are held, the rest
+    // closed at once, and the held ones closed within seconds.
+    let mut idle = Vec::new();
+    for _ in 0..64 {
+        idle.push(tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap_or_else(|e| panic!("{e}")));
+    }
+    let started = std::time::Instant::now();
+    let mut closed = 0;
+    for s in &mut idle {
+        let mut b = [0u8; 1];
+        if let Ok(Ok(0)) = tokio::time::timeout(Duration::from_secs(15), s.read(&mut b)).await {
+            closed += 1;
+        }
+    }
+    assert_eq!(closed, 64, "every idle connection was closed");
+    assert!(started.elapsed() < Duration::from_secs(12), "within seconds, not half a minute: {:?}", started.elapsed());
+    drop(idle);
+    // A token holder is served right after.
+    let right = request(port, &post(&format!("\r\nAuthorization: Bearer {TOKEN}")), STATUS).await;
+    assert!(right.starts_with("HTTP/1.1 200"), "{right}");
+    // Guesses: a few free, then each waits longer (429), the right token
+    // included, until the wait is over.
+    let mut statuses = Vec::new();
+    for i in 0..6 {
+        let guess = request(port, &post(&format!("\r\nAuthorization: Bearer guess-{i:020}")), STATUS).await;
+        statuses.push(guess.get(9..12).unwrap_or("").to_string());
+    }
+    assert_eq!(&statuses[..3], ["401", "401", "401"], "{statuses:?}");
+    assert!(statuses[3..].iter().any(|s| s == "429"), "later guesses wait: {statuses:?}");
+    let held = request(port, &post(&format!("\r\nAuthorization: Bearer {TOKEN}")), STATUS).await;
+    assert!(held.starts_with("HTTP/1.1 429"), "even the right token waits its turn: {held}");
+}
