@@ -47,6 +47,10 @@ pub struct SandboxStatus {
     /// Why commands are not confined, when they are not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Toolchain entries of the home (`~/.cargo`, `~/go`, ...) that lead to
+    /// the home itself or above it, and so are not readable by commands.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused_toolchains: Vec<String>,
 }
 
 /// One probe of the escape suite.

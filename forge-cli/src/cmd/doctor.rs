@@ -114,6 +114,21 @@ fn sandbox_checks(s: &SandboxStatus, forged: &str) -> Vec<Check> {
             fix: Some("a newer kernel, or network = \"deny\" / \"allow\"".into()),
         });
     }
+    if !s.refused_toolchains.is_empty() {
+        out.push(Check {
+            check: "toolchain",
+            ok: false,
+            detail: format!(
+                "not readable by commands, as they lead to your home or above it: {}",
+                s.refused_toolchains.join(", ")
+            ),
+            fix: Some(
+                "make each a directory of its own (not a link to ~), or name what commands need in \
+                 [tools.sandbox] read_roots"
+                    .into(),
+            ),
+        });
+    }
     let bounded = s.processes_bounded && s.memory_bounded;
     out.push(Check {
         check: "totals",
@@ -231,6 +246,31 @@ pub async fn run(g: &Global) -> Result<(), Failure> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_toolchain_that_leads_to_the_home_is_named_with_what_to_do() {
+        let status = forge_proto::SandboxStatus {
+            mode: "kernel".into(),
+            landlock_abi: 6,
+            user_namespaces: true,
+            network: "deny".into(),
+            max_memory_mb: 1,
+            max_processes: 1,
+            max_cpu_seconds: 1,
+            processes_bounded: true,
+            memory_bounded: true,
+            totals: String::new(),
+            confined_by: None,
+            kernel: "6.18".into(),
+            reason: None,
+            refused_toolchains: vec!["/home/u/.cargo".into()],
+        };
+        let checks = super::sandbox_checks(&status, "forged");
+        let line = checks.iter().find(|c| c.check == "toolchain").unwrap_or_else(|| panic!("no toolchain line"));
+        assert!(!line.ok && line.detail.contains("/home/u/.cargo") && line.fix.is_some(), "{}", line.detail);
+        let fine = forge_proto::SandboxStatus { refused_toolchains: Vec::new(), ..status };
+        assert!(super::sandbox_checks(&fine, "forged").iter().all(|c| c.check != "toolchain"));
+    }
+
     #[test]
     fn the_rewind_line_says_how_big_a_tree_the_kernel_watches_and_how_to_raise_it() {
         let low = super::rewind_check(Some(8192));

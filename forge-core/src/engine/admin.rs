@@ -82,6 +82,13 @@ impl Engine {
             confined_by: if mode == "kernel" { support.confined_by() } else { None },
             kernel: confine::kernel_release(),
             reason,
+            refused_toolchains: confine::host()
+                .and_then(|h| h.home.as_deref())
+                .map(confine::refused_toolchains)
+                .unwrap_or_default()
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect(),
         }
     }
 
