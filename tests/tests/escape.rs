@@ -917,6 +917,7 @@ async fn a_repository_a_command_sets_up_runs_nothing_when_the_user_runs_git_ther
         "git init -q sub && git -C sub config core.fsmonitor 'touch {m}/fsmonitor' \
          && printf '#!/bin/sh\\ntouch {m}/hook\\n' > sub/.git/hooks/pre-commit && chmod +x sub/.git/hooks/pre-commit; \
          git -C mine config alias.st '!touch {m}/alias'; \
+         mkdir -p mine/.husky && printf '#!/bin/sh\\ntouch {m}/husky\\n' > mine/.husky/pre-commit && chmod +x mine/.husky/pre-commit; \
          mkdir -p target/deep && git init -q --bare target/deep/b.git && git -C target/deep/b.git config alias.lg '!touch {m}/bare'; \
          mkdir elsewhere && printf 'gitdir: /tmp/g\\n' > elsewhere/.git; echo set up"
     );
@@ -932,6 +933,7 @@ async fn a_repository_a_command_sets_up_runs_nothing_when_the_user_runs_git_ther
         "sub/.git/config: took out core.fsmonitor",
         "sub/.git/hooks/pre-commit",
         "mine/.git/config: took out alias.st",
+        "mine/.husky/pre-commit",
         "target/deep/b.git/config: took out alias.lg",
         "elsewhere/.git",
     ] {
@@ -941,6 +943,7 @@ async fn a_repository_a_command_sets_up_runs_nothing_when_the_user_runs_git_ther
     git_as_user(&dir.join("sub"), &["status"]);
     git_as_user(&dir.join("sub"), &["commit", "--allow-empty", "-qm", "x"]);
     git_as_user(&dir.join("mine"), &["st"]);
+    git_as_user(&dir.join("mine"), &["commit", "--allow-empty", "-qm", "x"]);
     git_as_user(&dir.join("target/deep/b.git"), &["lg"]);
     git_as_user(&dir.join("elsewhere"), &["status"]);
     let ran: Vec<String> = std::fs::read_dir(marks.path())

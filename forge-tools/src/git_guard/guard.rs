@@ -380,6 +380,9 @@ impl Guard {
         for (path, said) in check_hooks(d, &was, &now) {
             say(path, said);
         }
+        for (path, said) in check_path_hooks(&was, &now) {
+            say(path, said);
+        }
         if let Some(cd) = &now.commondir
             && was.commondir.as_ref().is_none_or(|b| !b.same(cd))
             && let Err(why) = self.target(d, cd, false)
@@ -516,6 +519,30 @@ fn check_hooks(d: &Path, was: &Seen, now: &Seen) -> Vec<(PathBuf, (String, bool)
         let path = hooks.join(name);
         let why = if before.is_some() { "a changed hook" } else { "a new hook" };
         out.push((path.clone(), put_back(&path, before, why)));
+    }
+    out
+}
+
+/// In the hooks directory the user's core.hooksPath names (as it was
+/// before the command): hooks the command added are removed, hooks it
+/// changed put back.
+fn check_path_hooks(was: &Seen, now: &Seen) -> Vec<(PathBuf, (String, bool))> {
+    let Some((dir, before)) = &was.path_hooks else { return Vec::new() };
+    let current = match &now.path_hooks {
+        Some((d, hooks)) if d == dir => hooks.clone(),
+        // The setting changed (and is repaired above): its directory as
+        // it is now.
+        _ => super::seen::hooks_in(dir),
+    };
+    let mut out = Vec::new();
+    for (name, held) in &current {
+        let prior = before.get(name);
+        if prior.is_some_and(|b| b.same(held)) {
+            continue;
+        }
+        let path = dir.join(name);
+        let why = if prior.is_some() { "a changed hook (core.hooksPath)" } else { "a new hook (core.hooksPath)" };
+        out.push((path.clone(), put_back(&path, prior, why)));
     }
     out
 }

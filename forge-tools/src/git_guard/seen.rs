@@ -89,6 +89,9 @@ pub(super) struct Seen {
     /// Each hook by name (`*.sample` left out: git never runs those).
     pub hooks: BTreeMap<String, Held>,
     pub commondir: Option<Held>,
+    /// The hooks directory the configuration names (core.hooksPath,
+    /// relative to the repository's top), and each hook in it.
+    pub path_hooks: Option<(PathBuf, BTreeMap<String, Held>)>,
     /// The stats of all that, when read: equal stats later mean nothing
     /// changed (any write moves a file's change time), so nothing is read.
     pub stamp: Stamp,
@@ -161,14 +164,58 @@ impl Seen {
         }
         seen.commondir = Held::read(&dir.join("commondir"));
         stamp.extend(hook_stamps(dir, seen.hooks.keys()));
+        seen.path_hooks = hooks_path_of(dir, &seen).map(|p| {
+            let hooks = hooks_in(&p);
+            (p, hooks)
+        });
+        stamp.extend(path_hook_stamps(seen.path_hooks.as_ref()));
         seen.stamp = stamp;
         seen
     }
 
     /// Whether `dir` still holds what was read (its stats unchanged).
     pub(super) fn unchanged(&self, dir: &Path) -> bool {
-        stamp(dir, self.hooks.keys()) == self.stamp
+        let mut now = stamp(dir, self.hooks.keys());
+        now.extend(path_hook_stamps(self.path_hooks.as_ref()));
+        now == self.stamp
     }
+}
+
+/// The hooks directory `seen`'s configuration names with core.hooksPath,
+/// where it is a relative path inside the repository's top (the
+/// directory holding `dir` for a `.git`, else `dir` itself).
+fn hooks_path_of(dir: &Path, seen: &Seen) -> Option<PathBuf> {
+    let value = seen.configs.values().flat_map(|c| &c.programs).find(|(k, _)| k == "core.hookspath")?.1.clone();
+    let p = Path::new(value.trim());
+    if p.as_os_str().is_empty() || !p.components().all(|c| matches!(c, std::path::Component::Normal(_))) {
+        return None;
+    }
+    let top = match dir.file_name().is_some_and(|n| n == ".git") {
+        true => dir.parent()?,
+        false => dir,
+    };
+    Some(top.join(p))
+}
+
+/// The hooks in `dir` by name (`*.sample` left out).
+pub(super) fn hooks_in(dir: &Path) -> BTreeMap<String, Held> {
+    let mut out = BTreeMap::new();
+    let Ok(entries) = std::fs::read_dir(dir) else { return out };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.ends_with(".sample")
+            && let Some(held) = Held::read(&entry.path())
+        {
+            out.insert(name, held);
+        }
+    }
+    out
+}
+
+/// The stats of a hooks directory named by core.hooksPath and its hooks.
+fn path_hook_stamps(path_hooks: Option<&(PathBuf, BTreeMap<String, Held>)>) -> Stamp {
+    let Some((dir, hooks)) = path_hooks else { return Vec::new() };
+    std::iter::once(stat_of(dir)).chain(hooks.keys().map(|h| stat_of(&dir.join(h)))).collect()
 }
 
 /// The settings of the config file at `path` that run programs, as git

@@ -79,6 +79,22 @@ fn what_the_user_had_stays_and_what_a_command_changed_goes_back() {
 }
 
 #[test]
+fn hooks_in_the_users_core_hooks_path_are_guarded_like_the_git_dirs() {
+    let (_dir, root) = root();
+    let git = root.join("mine/.git");
+    repo(&git, "[core]\n\thooksPath = .husky\n");
+    put(&root.join("mine/.husky/pre-push"), "#!/bin/sh\necho mine\n");
+    let undone = around(&root, || {
+        put(&root.join("mine/.husky/pre-commit"), "#!/bin/sh\nevil\n");
+        put(&root.join("mine/.husky/pre-push"), "#!/bin/sh\nevil\n");
+    });
+    assert!(!root.join("mine/.husky/pre-commit").exists(), "a hook it planted goes");
+    assert_eq!(read(&root.join("mine/.husky/pre-push")), "#!/bin/sh\necho mine\n", "the user's own is put back");
+    assert_eq!(undone.len(), 2, "{undone:?}");
+    assert!(undone.iter().any(|u| u.contains("core.hooksPath")), "{undone:?}");
+}
+
+#[test]
 fn bare_layouts_and_spellings_only_git_reads_are_found() {
     let (_dir, root) = root();
     let undone = around(&root, || {
