@@ -59,6 +59,8 @@ struct Harness {
     branch_moves: Vec<git_commit::MoveJob>,
     /// What the session asked the daemon for helper agents.
     helpers: Vec<HelperOut>,
+    /// The records of calls stopped before their end, not yet answered.
+    stopped_records: Vec<call::RecordAfter>,
 }
 
 fn row() -> SessionRow {
@@ -152,6 +154,7 @@ impl Harness {
             commits: Vec::new(),
             branch_moves: Vec::new(),
             helpers: Vec::new(),
+            stopped_records: Vec::new(),
         };
         let durable = Durable {
             row,
@@ -228,8 +231,9 @@ impl Harness {
                 // Nothing to record: the calls here name no real file.
                 Effect::RecordBefore(r) => self.feed(Event::JobDone {
                     job: r.job,
-                    outcome: call::JobOutcome::RecordedBefore(Ok((Vec::new(), false))),
+                    outcome: call::JobOutcome::RecordedBefore(Ok((Vec::new(), r.scan))),
                 }),
+                Effect::RecordAfter(r) if r.stopped => self.stopped_records.push(*r),
                 Effect::RecordAfter(r) => self.feed(Event::JobDone {
                     job: r.job,
                     outcome: call::JobOutcome::RecordedAfter {
@@ -1332,4 +1336,5 @@ mod helpers;
 mod mcp_waits;
 mod models;
 mod rewinds;
+mod settles;
 mod with_hooks;

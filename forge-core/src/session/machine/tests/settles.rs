@@ -1,0 +1,51 @@
+//! A command stopped before its end (a cancel, a shutdown) has ended all
+//! the same: what it changed is read once it has stopped, written against
+//! its node, and what it left that git would run said; a shutdown waits
+//! for that.
+
+use forge_proto::methods::SessionRequest;
+use forge_proto::params::AnswerParams;
+use forge_proto::{ApprovalDecision, EventKind, GitUndone, MessageStatus};
+use tokio::sync::oneshot;
+
+use super::*;
+
+#[test]
+fn a_cancelled_command_is_recorded_once_stopped_and_a_shutdown_waits_for_it() {
+    let mut h = Harness::new();
+    h.answer_calling("run_command", r#"{"command":"plant && sleep 100"}"#);
+    h.settle();
+    let pending = h.s.snapshot().approval.unwrap_or_else(|| panic!("an approval waits"));
+    let params = AnswerParams {
+        decision: ApprovalDecision::ApproveAll,
+        approval_id: Some(pending.approval_id),
+        ..Default::default()
+    };
+    drop(h.request::<forge_proto::ApprovalResult>(SessionRequest::Answer(params)));
+    h.settle();
+    assert_eq!(h.tool_runs, ["run_command"]);
+    let cancel = h.request::<forge_proto::CancelResult>(SessionRequest::Cancel(Default::default()));
+    h.settle();
+    assert!(answered(cancel).is_ok_and(|r| r.cancelled));
+    assert_eq!(finished(&h).0, MessageStatus::Cancelled, "the turn ends at once");
+    let record = h.stopped_records.pop().unwrap_or_else(|| panic!("what it changed is read once it has stopped"));
+    assert!(record.stopped && record.before.scanned);
+    // Asked to stop meanwhile: not before the record is written.
+    let (reply, _stopped) = oneshot::channel();
+    h.feed(Event::Command(SessionCmd::Shutdown { reply }));
+    h.settle();
+    assert!(!h.s.is_done(), "the stopped command's records come first");
+    let undone = vec![GitUndone { path: "sub/.git/config".into(), what: "took out core.fsmonitor".into() }];
+    let changes = vec![FileAfter { path: "/p/notes.txt".into(), after: Some(("h1".into(), 0o644)), data: None }];
+    let outcome = call::JobOutcome::RecordedAfter { ops: Vec::new(), changes, undone, unwatched: Vec::new() };
+    h.feed(Event::JobDone { job: record.job, outcome });
+    h.settle();
+    let said =
+        h.published.iter().any(|e| matches!(&e.kind, EventKind::GitSettingsUndone { call_id, .. } if call_id == "c1"));
+    assert!(said, "every client hears what was undone");
+    let ended = h.durable.iter().flat_map(|b| &b.ops).any(
+        |op| matches!(op, StoreOp::EndChange { node_id, path, .. } if path == "/p/notes.txt" && !node_id.is_empty()),
+    );
+    assert!(ended, "the change is written against the call's node");
+    assert!(h.s.is_done(), "then the session stops");
+}
