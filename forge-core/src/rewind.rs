@@ -91,10 +91,13 @@ pub enum Unrecorded {
     /// Recording the tree the first time would have kept more than the
     /// store may hold (`[store] max_blob_mb`).
     OverBound,
+    /// What the command changed could not be read after it ended (the
+    /// mark stands on the root).
+    NotRead,
 }
 
 impl Unrecorded {
-    const ALL: [Unrecorded; 8] = [
+    const ALL: [Unrecorded; 9] = [
         Unrecorded::Ignored,
         Unrecorded::TooBig,
         Unrecorded::Denied,
@@ -103,6 +106,7 @@ impl Unrecorded {
         Unrecorded::IgnoredUnwatched,
         Unrecorded::Missing,
         Unrecorded::OverBound,
+        Unrecorded::NotRead,
     ];
 
     pub fn mark(self) -> &'static str {
@@ -115,6 +119,7 @@ impl Unrecorded {
             Unrecorded::IgnoredUnwatched => "!ignored-unwatched",
             Unrecorded::Missing => "!missing",
             Unrecorded::OverBound => "!over-bound",
+            Unrecorded::NotRead => "!not-read",
         }
     }
 
@@ -141,6 +146,9 @@ impl Unrecorded {
             }
             Unrecorded::OverBound => {
                 "its directory held more than the store may keep ([store] max_blob_mb) when Forge first recorded it, so its content was not kept"
+            }
+            Unrecorded::NotRead => {
+                "what the command changed here could not be read after it ended (the daemon's log says why), so its changes were not recorded"
             }
         }
     }

@@ -155,7 +155,7 @@ pub(super) async fn record_after(recorder: Recorder, job: RecordAfter) -> JobOut
     .unwrap_or_default();
     let mut ops = Vec::new();
     let mut undone = Vec::new();
-    let mut unwatched = Vec::new();
+    let mut unrecorded = Vec::new();
     if scanned {
         let after = |t: &mut crate::snapshot::Tracker, skip: crate::snapshot::Skip, keep: crate::snapshot::Keep| {
             (t.after(skip, keep), t.ignored_unwatched(), t.take_undone())
@@ -183,13 +183,23 @@ pub(super) async fn record_after(recorder: Recorder, job: RecordAfter) -> JobOut
                     changes.push(FileAfter { path, after: f.after, data: None });
                 }
                 if ignored_unwatched {
-                    unwatched = sandbox.roots().iter().map(|r| r.display().to_string()).collect();
+                    let mark = crate::rewind::Unrecorded::IgnoredUnwatched;
+                    unrecorded = sandbox.roots().iter().map(|r| (r.display().to_string(), mark)).collect();
                 }
             }
-            Err(e) => tracing::warn!(error = %e, "what a command changed could not be recorded for rewind"),
+            Err(e) => {
+                tracing::warn!(error = %e, "what a command changed could not be recorded for rewind");
+                unrecorded = not_read(&sandbox);
+            }
         }
     }
-    JobOutcome::RecordedAfter { ops, changes, undone, unwatched }
+    JobOutcome::RecordedAfter { ops, changes, undone, unrecorded }
+}
+
+/// Every root marked as not recorded: what a command changed there could
+/// not be read after it (an undo names them instead of saying nothing).
+pub(super) fn not_read(sandbox: &crate::tools::Sandbox) -> Vec<(String, crate::rewind::Unrecorded)> {
+    sandbox.roots().iter().map(|r| (r.display().to_string(), crate::rewind::Unrecorded::NotRead)).collect()
 }
 
 /// Starts a tool call in its own task, with its timeout.

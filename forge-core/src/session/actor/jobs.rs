@@ -67,11 +67,12 @@ impl SessionActor {
             }
             Effect::RecordAfter(job) => {
                 let (id, recorder) = (job.job, self.recorder());
-                let failed = || JobOutcome::RecordedAfter {
+                let roots = crate::session::tool_task::not_read(&job.sandbox);
+                let failed = move || JobOutcome::RecordedAfter {
                     ops: Vec::new(),
                     changes: Vec::new(),
                     undone: Vec::new(),
-                    unwatched: Vec::new(),
+                    unrecorded: roots,
                 };
                 self.job(id, crate::session::tool_task::record_after(recorder, *job), failed);
             }

@@ -69,9 +69,9 @@ pub(crate) enum JobOutcome {
         undone: Vec<GitUndone>,
         ops: Vec<StoreOp>,
         changes: Vec<FileAfter>,
-        /// The roots under which ignored files are not watched: what the
-        /// command changed there was not seen.
-        unwatched: Vec<String>,
+        /// Roots under which what the command changed was not recorded,
+        /// and why (ignored files not watched, the record failed).
+        unrecorded: Vec<(String, crate::rewind::Unrecorded)>,
     },
     /// What a rewind does to the files.
     RewindPlanned(Result<Vec<super::rewind_plan::FileFacts>, crate::error::EngineError>),
@@ -259,13 +259,13 @@ impl Session {
             }
             (
                 Some(CallStage::RecordingAfter { result, notes, .. }),
-                JobOutcome::RecordedAfter { ops, changes, undone, unwatched },
+                JobOutcome::RecordedAfter { ops, changes, undone, unrecorded },
             ) => {
                 for op in ops {
                     self.pipeline.op(op);
                 }
                 if let Some((node_id, call_id, _)) = self.running_ids() {
-                    self.mark_unwatched(&node_id, &call_id, unwatched);
+                    self.mark_unrecorded(&node_id, &call_id, unrecorded);
                 }
                 let result = self.say_undone(result, undone);
                 self.post_hooks(result, notes, changes);

@@ -61,23 +61,27 @@ impl Session {
     pub(super) fn on_settled(&mut self, job: u64, outcome: JobOutcome) {
         let Some(i) = self.settling.iter().position(|s| s.job == job) else { return };
         let Settling { node_id, call_id, .. } = self.settling.remove(i);
-        let JobOutcome::RecordedAfter { ops, changes, undone, unwatched } = outcome else { return };
+        let JobOutcome::RecordedAfter { ops, changes, undone, unrecorded } = outcome else { return };
         for op in ops {
             self.pipeline.op(op);
         }
-        self.mark_unwatched(&node_id, &call_id, unwatched);
+        self.mark_unrecorded(&node_id, &call_id, unrecorded);
         self.end_changes(&node_id, changes);
         if !undone.is_empty() {
             self.pipeline.event(None, EventKind::GitSettingsUndone { call_id, undone });
         }
     }
 
-    /// A rewind past a call names what it cannot restore under `roots`
-    /// (ignored files not watched there), rather than pretend it restores
-    /// everything.
-    pub(super) fn mark_unwatched(&mut self, node_id: &str, call_id: &str, roots: Vec<String>) {
-        for root in roots {
-            let mark = crate::rewind::Unrecorded::IgnoredUnwatched;
+    /// A rewind past a call names what it cannot restore under each of
+    /// `roots` (ignored files not watched there, or a record that failed),
+    /// rather than pretend it restores everything.
+    pub(super) fn mark_unrecorded(
+        &mut self,
+        node_id: &str,
+        call_id: &str,
+        roots: Vec<(String, crate::rewind::Unrecorded)>,
+    ) {
+        for (root, mark) in roots {
             self.pipeline.op(StoreOp::RecordChange {
                 session_id: self.row.id.clone(),
                 node_id: node_id.to_string(),

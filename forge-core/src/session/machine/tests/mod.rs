@@ -240,7 +240,7 @@ impl Harness {
                         ops: Vec::new(),
                         changes: Vec::new(),
                         undone: Vec::new(),
-                        unwatched: Vec::new(),
+                        unrecorded: Vec::new(),
                     },
                 }),
                 // The message as sent: no command of one's own, no MCP

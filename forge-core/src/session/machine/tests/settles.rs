@@ -37,7 +37,7 @@ fn a_cancelled_command_is_recorded_once_stopped_and_a_shutdown_waits_for_it() {
     assert!(!h.s.is_done(), "the stopped command's records come first");
     let undone = vec![GitUndone { path: "sub/.git/config".into(), what: "took out core.fsmonitor".into() }];
     let changes = vec![FileAfter { path: "/p/notes.txt".into(), after: Some(("h1".into(), 0o644)), data: None }];
-    let outcome = call::JobOutcome::RecordedAfter { ops: Vec::new(), changes, undone, unwatched: Vec::new() };
+    let outcome = call::JobOutcome::RecordedAfter { ops: Vec::new(), changes, undone, unrecorded: Vec::new() };
     h.feed(Event::JobDone { job: record.job, outcome });
     h.settle();
     let said =
@@ -48,4 +48,32 @@ fn a_cancelled_command_is_recorded_once_stopped_and_a_shutdown_waits_for_it() {
     );
     assert!(ended, "the change is written against the call's node");
     assert!(h.s.is_done(), "then the session stops");
+}
+
+#[test]
+fn a_stopped_command_whose_changes_could_not_be_read_is_marked_for_undo_to_name() {
+    let mut h = Harness::new();
+    h.answer_calling("run_command", r#"{"command":"sleep 100"}"#);
+    h.settle();
+    let pending = h.s.snapshot().approval.unwrap_or_else(|| panic!("an approval waits"));
+    let params = AnswerParams {
+        decision: ApprovalDecision::ApproveAll,
+        approval_id: Some(pending.approval_id),
+        ..Default::default()
+    };
+    drop(h.request::<forge_proto::ApprovalResult>(SessionRequest::Answer(params)));
+    h.settle();
+    drop(h.request::<forge_proto::CancelResult>(SessionRequest::Cancel(Default::default())));
+    h.settle();
+    let record = h.stopped_records.pop().unwrap_or_else(|| panic!("a record is asked for"));
+    let unrecorded = vec![("/p".to_string(), crate::rewind::Unrecorded::NotRead)];
+    let outcome =
+        call::JobOutcome::RecordedAfter { ops: Vec::new(), changes: Vec::new(), undone: Vec::new(), unrecorded };
+    h.feed(Event::JobDone { job: record.job, outcome });
+    h.settle();
+    let marked = h.durable.iter().flat_map(|b| &b.ops).any(|op| {
+        matches!(op, StoreOp::RecordChange { path, before: Some((hash, _)), .. } if path == "/p" && hash == "!not-read")
+    });
+    assert!(marked, "an undo past the call names the root as not recorded");
+    assert!(crate::rewind::Unrecorded::of("!not-read").is_some_and(|u| u.why().contains("could not be read")));
 }
