@@ -21,6 +21,12 @@ pub struct TurnCommit {
     pub body: Option<String>,
     /// `.forge/sessions/<session>.json`.
     pub state: Vec<u8>,
+    /// Paths kept out of this commit, their change left in the worktree
+    /// (files a command wrote that run something later, not yet approved).
+    pub leave_out: Vec<String>,
+    /// Paths put back as the branch's tip has them before committing
+    /// (such files a user denied).
+    pub put_back: Vec<String>,
 }
 
 /// A turn's commit.
@@ -70,12 +76,14 @@ pub fn commit_turn(worktree: &Path, branch: &str, t: &TurnCommit) -> Result<Comm
         std::fs::create_dir_all(dir).map_err(|e| GitError::io(dir, e))?;
     }
     std::fs::write(&file, &t.state).map_err(|e| GitError::io(&file, e))?;
+    crate::held::put_back(&repo, &parent, &t.put_back)?;
 
     let mut index = repo.index()?;
     index.add_all(["*"], git2::IndexAddOption::DEFAULT, None)?;
     index.update_all(["*"], None)?;
     // Even where `.forge/` is ignored by the project.
     index.add_path(&rel)?;
+    crate::held::leave_out(&repo, &parent, &mut index, &t.leave_out)?;
     index.write()?;
     let tree = repo.find_tree(index.write_tree()?)?;
 

@@ -12,6 +12,7 @@
 
 mod brought;
 mod commit;
+mod held;
 mod merge;
 mod read;
 
@@ -19,6 +20,7 @@ use std::path::{Path, PathBuf};
 
 pub use brought::{Brought, brought};
 pub use commit::{Committed, Moved, TurnCommit, commit_for_node, commit_turn, move_branch, reword_tip, turn_of};
+pub use held::{HeldFile, Holding, held_changes};
 pub use merge::{MergeOptions, Merged, merge_session, rebase_session};
 pub use read::{CommitInfo, Shown, diff_branch, diff_worktree, log, show, turn_states};
 

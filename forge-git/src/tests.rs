@@ -28,6 +28,8 @@ fn turn(session: &str, turn: &str, subject: &str) -> TurnCommit {
         subject: subject.into(),
         body: None,
         state: format!("{{\"turn\":\"{turn}\"}}").into_bytes(),
+        leave_out: Vec::new(),
+        put_back: Vec::new(),
     }
 }
 
@@ -162,4 +164,79 @@ fn a_checkout_moves_the_branch_and_keeps_the_tip_it_leaves() {
     let back = move_branch(&s.worktree, &s.branch, "s1", &c2.commit).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(back.map(|m| m.kept), Some("refs/forge/session/s1/prev-2".to_string()));
     assert!(s.cwd.join("two.txt").exists());
+}
+
+#[test]
+fn files_that_run_later_are_held_left_out_of_a_checkpoint_and_put_back_on_denial() {
+    let dir = repo();
+    let s = start(dir.path(), "s1", None).unwrap_or_else(|e| panic!("{e}"));
+    let w = &s.worktree;
+    std::fs::create_dir_all(w.join(".githooks")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(w.join(".githooks/pre-commit"), "#!/bin/sh\ncat ~/.ssh/id_ed25519\n")
+        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(w.join("src/a.txt"), "two\n").unwrap_or_else(|e| panic!("{e}"));
+    let written = [".githooks/pre-commit".to_string(), "src/a.txt".to_string()];
+    let run_later = |p: &str| p.starts_with(".git");
+    let held = held_changes(w, &s.branch, Holding::Matching(&run_later)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert_eq!(held[0].path, ".githooks/pre-commit");
+    assert!(held[0].diff.contains("+cat ~/.ssh/id_ed25519"), "{}", held[0].diff);
+    let named = held_changes(w, &s.branch, Holding::Paths(&written[..1])).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(named, held);
+
+    // A checkpoint commits the rest and leaves the hook in the worktree.
+    let leave = vec![".githooks/pre-commit".to_string()];
+    let c1 = commit_turn(w, &s.branch, &TurnCommit { leave_out: leave.clone(), ..turn("s1", "m1~a", "checkpoint") })
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c1.files, vec!["src/a.txt".to_string()]);
+    assert!(w.join(".githooks/pre-commit").exists());
+    let still = held_changes(w, &s.branch, Holding::Paths(&leave)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(still.len(), 1);
+
+    // Denied: the tip's version (none) is put back, through a symlink too.
+    let canary = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink(canary.path().join("key"), w.join(".gitattributes")).unwrap_or_else(|e| panic!("{e}"));
+    let back = vec![".githooks/pre-commit".to_string(), ".gitattributes".to_string()];
+    let c2 = commit_turn(w, &s.branch, &TurnCommit { put_back: back.clone(), ..turn("s1", "m1", "turn") })
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(c2.files.is_empty(), "{:?}", c2.files);
+    assert!(!w.join(".githooks/pre-commit").exists());
+    assert!(std::fs::symlink_metadata(w.join(".gitattributes")).is_err());
+    assert!(held_changes(w, &s.branch, Holding::Matching(&run_later)).unwrap_or_else(|e| panic!("{e}")).is_empty());
+}
+
+#[test]
+fn a_denied_change_to_a_tracked_file_gets_the_tips_bytes_back() {
+    let dir = repo();
+    let s = start(dir.path(), "s1", None).unwrap_or_else(|e| panic!("{e}"));
+    let w = &s.worktree;
+    // The link points at a canary of the user's, which must not be written.
+    let canary = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let key = canary.path().join("key");
+    std::fs::write(&key, "secret\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::remove_file(w.join("src/a.txt")).unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink(&key, w.join("src/a.txt")).unwrap_or_else(|e| panic!("{e}"));
+    let back = vec!["src/a.txt".to_string()];
+    let c = commit_turn(w, &s.branch, &TurnCommit { put_back: back, ..turn("s1", "m1", "turn") })
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(c.files.is_empty(), "{:?}", c.files);
+    let meta = std::fs::symlink_metadata(w.join("src/a.txt")).unwrap_or_else(|e| panic!("{e}"));
+    assert!(meta.file_type().is_file());
+    assert_eq!(std::fs::read_to_string(w.join("src/a.txt")).unwrap_or_default(), "one\n");
+    assert_eq!(std::fs::read_to_string(&key).unwrap_or_default(), "secret\n");
+
+    // A directory replaced by a link out: the link goes, the tree comes back.
+    std::fs::rename(w.join("src"), w.join("src.old")).unwrap_or_else(|e| panic!("{e}"));
+    let out = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(out.path().join("a.txt"), "outside\n").unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink(out.path(), w.join("src")).unwrap_or_else(|e| panic!("{e}"));
+    let held =
+        held_changes(w, &s.branch, Holding::Matching(&|p| p.starts_with("src"))).unwrap_or_else(|e| panic!("{e}"));
+    let paths: Vec<String> = held.iter().map(|h| h.path.clone()).collect();
+    assert!(paths.contains(&"src".to_string()), "{paths:?}");
+    commit_turn(w, &s.branch, &TurnCommit { put_back: paths, ..turn("s1", "m2", "turn") })
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(std::fs::symlink_metadata(w.join("src")).map(|m| m.is_dir()).unwrap_or(false));
+    assert_eq!(std::fs::read_to_string(w.join("src/a.txt")).unwrap_or_default(), "one\n");
+    assert_eq!(std::fs::read_to_string(out.path().join("a.txt")).unwrap_or_default(), "outside\n");
 }

@@ -81,11 +81,22 @@ pub struct SandboxReport {
 /// `[app] session_budget_usd` (it runs no tool).
 pub const BUDGET_CALL: &str = "session_budget";
 
+/// The name of each "call" of a git session's held files' approval: a
+/// file that makes something run later, which a command of the turn
+/// wrote, committed with the turn only if approved (it runs no tool).
+pub const HELD_CALL: &str = "commit_run_later";
+
+/// Such a call's id is this, then the file's path in the repository.
+pub const HELD_CALL_PREFIX: &str = "run_later:";
+
 /// What an approval asks for, in words: "1 tool call", "3 tool calls",
-/// or going past the session's budget.
+/// going past the session's budget, or committing files that run later.
 pub fn approval_subject(calls: &[ApprovalCall]) -> String {
     match calls {
         [one] if one.name == BUDGET_CALL => "going past its budget".into(),
+        [first, ..] if first.name == HELD_CALL => {
+            format!("committing {} file(s) a command wrote that run something later", calls.len())
+        }
         [_] => "1 tool call".into(),
         many => format!("{} tool calls", many.len()),
     }

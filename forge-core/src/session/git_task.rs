@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::machine::call::JobOutcome;
-use super::machine::git_commit::{CommitJob, MessageUsage};
+use super::machine::git_commit::{CommitJob, Hold, MessageUsage};
 use crate::provider::ProviderClient;
 
 /// The longest a commit message may take to write: the turn is not over
@@ -18,7 +18,7 @@ const MESSAGE_TIMEOUT: Duration = Duration::from_secs(30);
 static COMMITTING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 pub(super) async fn commit(providers: ProviderClient, job: CommitJob) -> JobOutcome {
-    let CommitJob { worktree, branch, mut commit, message, .. } = job;
+    let CommitJob { worktree, branch, mut commit, message, hold, .. } = job;
     let mut usage = None;
     if let Some(request) = message {
         let (settings, request) = *request;
@@ -42,12 +42,41 @@ pub(super) async fn commit(providers: ProviderClient, job: CommitJob) -> JobOutc
     }
     let _one_at_a_time = COMMITTING.lock().await;
     let done = tokio::task::spawn_blocking(move || {
+        match held(&worktree, &branch, &hold) {
+            Ok(files) if !files.is_empty() => return Err(Box::new((commit, files))),
+            Ok(_) => {}
+            // Not committed unseen: the turn's commit fails, saying why.
+            Err(e) => return Ok(Err(format!("the files that run later could not be read: {e}"))),
+        }
         let done = forge_git::commit_turn(&worktree, &branch, &commit).map_err(|e| e.to_string());
         super::tool_task::crash_after_commit();
-        done
+        Ok(done)
     });
-    let result = done.await.unwrap_or_else(|e| Err(format!("committing failed: {e}")));
-    JobOutcome::Committed { result, usage }
+    match done.await {
+        Ok(Ok(result)) => JobOutcome::Committed { result, usage },
+        Ok(Err(held)) => {
+            let (commit, files) = *held;
+            JobOutcome::Held { commit: Box::new(commit), files, usage }
+        }
+        Err(e) => JobOutcome::Committed { result: Err(format!("committing failed: {e}")), usage },
+    }
+}
+
+/// The files the commit waits on a user for: those `hold` names that
+/// differ from the branch's tip.
+fn held(
+    worktree: &std::path::Path,
+    branch: &str,
+    hold: &Hold,
+) -> Result<Vec<forge_git::HeldFile>, forge_git::GitError> {
+    match hold {
+        Hold::Nothing => Ok(Vec::new()),
+        Hold::Paths(paths) => forge_git::held_changes(worktree, branch, forge_git::Holding::Paths(paths)),
+        Hold::RunLater => {
+            let runs_later = |p: &str| crate::tools::policy::runs_code_later(p);
+            forge_git::held_changes(worktree, branch, forge_git::Holding::Matching(&runs_later))
+        }
+    }
 }
 
 /// A model's commit message as subject and body: fences, quotes and a

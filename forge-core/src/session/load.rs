@@ -176,7 +176,7 @@ async fn unfinished(shared: &Shared, row: &SessionRow) -> Result<Unfinished, Eng
         return Ok(Unfinished::AwaitingToolResults { message_id });
     }
     shared.writer.sync().await;
-    if let Some(approval_id) = pending_approval_id(store, id).await? {
+    if let Some(approval_id) = pending_approval_id(store, id, turn).await? {
         return Ok(Unfinished::PendingApproval { message_id, approval_id });
     }
     let started = started_tool_calls(store, id).await?;
@@ -211,10 +211,12 @@ async fn awaiting_tool_results(store: &Store, id: &str) -> Result<bool, EngineEr
     Ok(waiting > resumed.max(started))
 }
 
-/// The id of an approval the session requested and nobody answered (a
-/// helper agent's, shown here too, is the helper's to restore).
-async fn pending_approval_id(store: &Store, id: &str) -> Result<Option<String>, EngineError> {
-    Ok(store.own_pending_approval(id).await?)
+/// The id of an approval the unfinished turn (begun at seq `turn`)
+/// requested and nobody answered (a helper agent's, shown here too, is the
+/// helper's to restore; one a finished turn left, such as a git session's
+/// held files asked about again after a restart, is not this turn's).
+async fn pending_approval_id(store: &Store, id: &str, turn: u64) -> Result<Option<String>, EngineError> {
+    Ok(store.own_pending_approval(id, turn).await?)
 }
 
 /// Each event of the session after `from`, in order, until `take` says

@@ -26,8 +26,11 @@ pub(super) struct Refreshed {
     pub looks: Vec<PathBuf>,
 }
 
-fn in_git_dir(path: &Path) -> bool {
-    path.components().any(|c| c.as_os_str() == ".git")
+/// Whether `path` lies in a `.git` directory below the root it is under
+/// (a git session's root itself lies in the repository's `.git`).
+fn in_git_dir(path: &Path, roots: &[PathBuf]) -> bool {
+    let below = roots.iter().filter_map(|r| path.strip_prefix(r).ok()).min_by_key(|rel| rel.as_os_str().len());
+    below.unwrap_or(path).components().any(|c| c.as_os_str() == ".git")
 }
 
 /// Applies `dirty` to `m`, reading each touched file (content kept) and
@@ -44,22 +47,22 @@ pub(super) fn refresh(
     if dirty.lost {
         return Err(Lost);
     }
-    let worth = |p: &PathBuf| in_git_dir(p) || forge_tools::git_guard::worth_a_look(p);
+    let worth = |p: &PathBuf| in_git_dir(p, roots) || forge_tools::git_guard::worth_a_look(p);
     let mut looks: Vec<PathBuf> =
         dirty.files.iter().chain(&dirty.new_dirs).chain(&dirty.gone_dirs).filter(|p| worth(p)).cloned().collect();
-    let mut paths: BTreeSet<PathBuf> = dirty.files.into_iter().filter(|p| !in_git_dir(p)).collect();
+    let mut paths: BTreeSet<PathBuf> = dirty.files.into_iter().filter(|p| !in_git_dir(p, roots)).collect();
     for dir in &dirty.gone_dirs {
         if roots.iter().any(|r| r.starts_with(dir)) {
             return Err(Lost);
         }
         watcher.unwatch_under(dir);
-        if !in_git_dir(dir) {
+        if !in_git_dir(dir, roots) {
             paths.extend(m.under(dir));
         }
     }
     let failed = std::sync::atomic::AtomicBool::new(false);
     let shared = std::sync::Mutex::new(&mut *watcher);
-    for dir in dirty.new_dirs.iter().filter(|d| !in_git_dir(d)) {
+    for dir in dirty.new_dirs.iter().filter(|d| !in_git_dir(d, roots)) {
         let walked = walk(std::slice::from_ref(dir), &|d| {
             if shared.lock().unwrap_or_else(|p| p.into_inner()).watch(d).is_err() {
                 failed.store(true, std::sync::atomic::Ordering::Relaxed);

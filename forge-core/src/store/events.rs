@@ -27,15 +27,18 @@ impl Store {
         Ok(v.unwrap_or(0) as u64)
     }
 
-    /// The id of the session's own newest approval request (not one a
-    /// helper agent's, shown here) if nothing answered it since.
-    pub async fn own_pending_approval(&self, session: &str) -> Result<Option<String>, StoreError> {
+    /// The id of the session's own newest approval request after seq
+    /// `after` (not one a helper agent's, shown here) if nothing answered
+    /// it since.
+    pub async fn own_pending_approval(&self, session: &str, after: u64) -> Result<Option<String>, StoreError> {
         let asked: Option<(i64, Option<String>)> = sqlx::query_as(
             "SELECT seq, json_extract(body, '$.approval_id') FROM events
              WHERE session_id = ? AND kind = 'approval_requested' AND json_extract(body, '$.helper') IS NULL
+               AND seq > ?
              ORDER BY seq DESC LIMIT 1",
         )
         .bind(session)
+        .bind(after as i64)
         .fetch_optional(&self.pool())
         .await?;
         let Some((seq, Some(approval_id))) = asked else { return Ok(None) };

@@ -133,6 +133,15 @@ impl Session {
         self.checkpoint_awaiting();
     }
 
+    /// `approval_requested` for an approval of the session's own that
+    /// holds no tool call (the budget, held files): the seq it will have.
+    pub(super) fn ask_own(&mut self, approval: &forge_proto::PendingApproval) -> u64 {
+        let calls = approval.calls.clone();
+        let event = EventKind::ApprovalRequested { approval_id: approval.approval_id.clone(), calls, helper: None };
+        let index = self.pipeline.event(None, event);
+        self.pipeline.seq_of_outbox_index(index)
+    }
+
     /// A client's answer to the pending approval.
     pub(super) fn on_approval(
         &mut self,
@@ -149,6 +158,9 @@ impl Session {
         if matches!(self.state, OperationState::AwaitingBudget { .. }) {
             return self.on_budget_answer(decision, approval_id, call_ids, indices, client);
         }
+        if matches!(self.state, OperationState::AwaitingHeld(_)) {
+            return self.on_held_answer(decision, approval_id, (call_ids, indices), client);
+        }
         if self.is_family_budget(approval_id.as_deref()) {
             let approved = super::budget::approves(decision, call_ids, indices);
             return Ok(self.on_family_budget_answer(approved, client));
@@ -159,29 +171,7 @@ impl Session {
             return Err(not_pending());
         }
         let all: Vec<String> = pending.calls.iter().map(|c| c.call_id.clone()).collect();
-        let approved: Vec<String> = match decision {
-            ApprovalDecision::ApproveAll => all.clone(),
-            ApprovalDecision::DenyAll => Vec::new(),
-            ApprovalDecision::ApproveSelected => {
-                let mut chosen = call_ids.unwrap_or_default();
-                for i in indices.unwrap_or_default() {
-                    let id = all.get((i as usize).wrapping_sub(1)).ok_or_else(|| {
-                        EngineError::new(
-                            ErrorKind::InvalidParams,
-                            format!("there is no call #{i}; the approval has {}", all.len()),
-                        )
-                    })?;
-                    chosen.push(id.clone());
-                }
-                if let Some(bad) = chosen.iter().find(|c| !all.contains(c)) {
-                    return Err(EngineError::new(
-                        ErrorKind::InvalidParams,
-                        format!("`{bad}` is not a call of this approval"),
-                    ));
-                }
-                all.iter().filter(|c| chosen.contains(c)).cloned().collect()
-            }
-        };
+        let approved = selected(&all, decision, (call_ids, indices))?;
         let denied: Vec<String> = all.iter().filter(|c| !approved.contains(c)).cloned().collect();
         for call in l.pending.iter_mut() {
             if denied.contains(&call.id) {
@@ -219,5 +209,37 @@ impl Session {
         self.checkpoint_answer(&approval_id, &approved, &denied);
         self.pipeline.effect(OnDurable::NextTool);
         Ok(ApprovalResult { session_id: self.row.id.clone(), approval_id, approved, denied })
+    }
+}
+
+/// The calls of `all` a decision approves: every one, none, or those
+/// chosen by id or by 1-based index (an unknown one refused, by name).
+pub(super) fn selected(
+    all: &[String],
+    decision: ApprovalDecision,
+    (call_ids, indices): (Option<Vec<String>>, Option<Vec<u32>>),
+) -> Result<Vec<String>, EngineError> {
+    match decision {
+        ApprovalDecision::ApproveAll => Ok(all.to_vec()),
+        ApprovalDecision::DenyAll => Ok(Vec::new()),
+        ApprovalDecision::ApproveSelected => {
+            let mut chosen = call_ids.unwrap_or_default();
+            for i in indices.unwrap_or_default() {
+                let id = all.get((i as usize).wrapping_sub(1)).ok_or_else(|| {
+                    EngineError::new(
+                        ErrorKind::InvalidParams,
+                        format!("there is no call #{i}; the approval has {}", all.len()),
+                    )
+                })?;
+                chosen.push(id.clone());
+            }
+            if let Some(bad) = chosen.iter().find(|c| !all.contains(c)) {
+                return Err(EngineError::new(
+                    ErrorKind::InvalidParams,
+                    format!("`{bad}` is not a call of this approval"),
+                ));
+            }
+            Ok(all.iter().filter(|c| chosen.contains(c)).cloned().collect())
+        }
     }
 }

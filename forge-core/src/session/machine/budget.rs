@@ -89,15 +89,7 @@ impl Session {
             return true;
         }
         let approval = self.budget_approval(self.clock.new_id(BUDGET_APPROVAL), budget);
-        let index = self.pipeline.event(
-            None,
-            EventKind::ApprovalRequested {
-                approval_id: approval.approval_id.clone(),
-                calls: approval.calls.clone(),
-                helper: None,
-            },
-        );
-        let approval_seq = self.pipeline.seq_of_outbox_index(index);
+        let approval_seq = self.ask_own(&approval);
         self.state =
             OperationState::AwaitingBudget { message_id: message_id.to_string(), iteration, approval, approval_seq };
         true

@@ -93,6 +93,13 @@ pub(crate) enum JobOutcome {
         result: Result<forge_git::Committed, String>,
         usage: Option<super::git_commit::MessageUsage>,
     },
+    /// Git mode: the commit waits for a user's word on these files (see
+    /// `git_held.rs`); nothing was committed.
+    Held {
+        commit: Box<forge_git::TurnCommit>,
+        files: Vec<forge_git::HeldFile>,
+        usage: Option<super::git_commit::MessageUsage>,
+    },
     /// A message, prepared (see `input.rs`).
     InputPrepared(Box<super::input::Prepared>),
     /// Files checked for `session.context_files`, and the command.
@@ -113,6 +120,7 @@ impl Session {
             JobOutcome::InputPrepared(prepared) => self.on_input_prepared(job, *prepared),
             JobOutcome::FilesChecked(checked, then) => self.on_files_checked(checked, *then),
             JobOutcome::Committed { result, usage } => self.on_committed(job, result, usage),
+            JobOutcome::Held { commit, files, usage } => self.on_held(job, *commit, files, usage),
             JobOutcome::BranchMoved(result) => self.on_branch_moved(job, result),
             other if self.tool_stage_job() == Some(job) => self.call_stage_done(other),
             other if self.settles(job) => self.on_settled(job, other),
@@ -258,11 +266,14 @@ impl Session {
                 }
             }
             (
-                Some(CallStage::RecordingAfter { result, notes, .. }),
+                Some(CallStage::RecordingAfter { result, notes, scanned, .. }),
                 JobOutcome::RecordedAfter { ops, changes, undone, unrecorded },
             ) => {
                 for op in ops {
                     self.pipeline.op(op);
+                }
+                if scanned {
+                    self.note_run_later(&changes);
                 }
                 if let Some((node_id, call_id, _)) = self.running_ids() {
                     self.mark_unrecorded(&node_id, &call_id, unrecorded);
@@ -371,6 +382,7 @@ impl Session {
         }
         let Some((node_id, call_id, _)) = self.running_ids() else { return };
         let job = self.new_job();
+        let scanned = before.scanned;
         self.out.push(Effect::RecordAfter(Box::new(RecordAfter {
             job,
             session_id: self.row.id.clone(),
@@ -380,7 +392,7 @@ impl Session {
             sandbox: super::tools::sandbox_for(&self.row, &self.config),
             stopped: false,
         })));
-        self.set_stage(CallStage::RecordingAfter { job, result, notes });
+        self.set_stage(CallStage::RecordingAfter { job, result, notes, scanned });
     }
 
     /// What the command left that git would have run, undone: said to

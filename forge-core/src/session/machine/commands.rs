@@ -283,6 +283,7 @@ impl Session {
         let stopped = self.cancel_stream(Some(client.clone()), None)
             || self.cancel_tools(Some(client.clone()), None)
             || self.cancel_budget_wait(client.clone())
+            || self.cancel_held(client.clone())
             || self.cancel_tools_wait(client.clone())
             || self.cancel_summary(client.clone())
             || self.cancel_stop_hooks()

@@ -29,6 +29,17 @@ pub(crate) struct CommitJob {
     /// The request that writes the commit message (`[git] message_model`,
     /// else the session's model), for a turn that completed.
     pub message: Option<Box<(ProviderSettings, ChatRequest)>>,
+    /// Files the commit waits on a user for (see `git_held.rs`).
+    pub hold: Hold,
+}
+
+/// Which changed files make a turn's commit wait for a user.
+pub(crate) enum Hold {
+    Nothing,
+    /// These (what the turn's commands wrote that runs later).
+    Paths(Vec<String>),
+    /// Any file that runs later (after a restart mid-turn).
+    RunLater,
 }
 
 /// What the message request is told.
@@ -82,7 +93,8 @@ impl Session {
         let job = self.new_job();
         let commit = self.turn_commit(&turn, status);
         let message = (status == MessageStatus::Complete).then(|| self.message_request(&turn)).flatten();
-        self.out.push(Effect::CommitTurn(Box::new(CommitJob { job, worktree, branch, commit, message })));
+        let hold = self.run_later_hold(true);
+        self.out.push(Effect::CommitTurn(Box::new(CommitJob { job, worktree, branch, commit, message, hold })));
         self.state = OperationState::Committing { job, message_id: turn, status };
         true
     }
@@ -116,7 +128,19 @@ impl Session {
         else {
             return;
         };
-        // What writing the message cost counts like any response.
+        self.count_message(&message_id, usage);
+        let branch = self.row.git.as_ref().map(|g| g.branch.clone()).unwrap_or_default();
+        let event = match result {
+            Ok(c) => EventKind::GitCommitted { message_id, commit: c.commit, branch, files: c.files, status },
+            Err(error) => EventKind::GitCommitFailed { message_id, error },
+        };
+        self.pipeline.event(None, event);
+        self.finished = Some(status);
+        self.pipeline.effect(OnDurable::TurnDone);
+    }
+
+    /// What writing a commit message cost counts like any response.
+    pub(super) fn count_message(&mut self, message_id: &str, usage: Option<MessageUsage>) {
         if let Some(MessageUsage { provider, model, usage }) = usage {
             let price = crate::provider::ProviderKind::parse(&provider)
                 .and_then(|p| crate::catalog::lookup(&self.config, p, &model).price);
@@ -124,7 +148,7 @@ impl Session {
             self.report_spend();
             let cost_usd = price.map(|p| p.cost(&usage));
             let session = self.spent.clone();
-            let message_id = message_id.clone();
+            let message_id = message_id.to_string();
             // Kept for usage reports too (they read answers' nodes and this).
             self.pipeline.op(StoreOp::AddUsage {
                 session_id: self.row.id.clone(),
@@ -137,14 +161,6 @@ impl Session {
             });
             self.pipeline.event(None, EventKind::Usage { message_id, provider, model, cost_usd, usage, session });
         }
-        let branch = self.row.git.as_ref().map(|g| g.branch.clone()).unwrap_or_default();
-        let event = match result {
-            Ok(c) => EventKind::GitCommitted { message_id, commit: c.commit, branch, files: c.files, status },
-            Err(error) => EventKind::GitCommitFailed { message_id, error },
-        };
-        self.pipeline.event(None, event);
-        self.finished = Some(status);
-        self.pipeline.effect(OnDurable::TurnDone);
     }
 
     /// `session.checkout` of a git session: the branch moves to the node's

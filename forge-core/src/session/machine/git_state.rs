@@ -81,6 +81,14 @@ impl Session {
         }
         let mut bytes = serde_json::to_vec_pretty(&state).unwrap_or_default();
         bytes.push(b'\n');
-        forge_git::TurnCommit { session: self.row.id.clone(), turn: key.to_string(), subject, body, state: bytes }
+        forge_git::TurnCommit {
+            session: self.row.id.clone(),
+            turn: key.to_string(),
+            subject,
+            body,
+            state: bytes,
+            leave_out: Vec::new(),
+            put_back: Vec::new(),
+        }
     }
 }

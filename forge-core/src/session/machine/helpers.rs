@@ -478,6 +478,7 @@ impl Session {
                 l.approval.clone().or_else(|| l.helpers.asks.first().map(|(_, a)| a.clone()))
             }
             OperationState::AwaitingBudget { approval, .. } => Some(approval.clone()),
+            OperationState::AwaitingHeld(w) => Some(w.approval.clone()),
             _ => None,
         };
         if now.as_ref().map(|a| &a.approval_id) == self.as_helper.mirrored.as_ref() {

@@ -37,6 +37,7 @@ pub(crate) use grants::TurnGrants;
 pub(crate) use helpers::{HelperIn, HelperOut, HelperStart, NewHelper};
 mod git_checkpoint;
 pub(crate) mod git_commit;
+pub(crate) mod git_held;
 mod git_state;
 mod history;
 pub(crate) mod hooks;
@@ -382,6 +383,8 @@ pub(crate) struct Session {
     finished: Option<forge_proto::MessageStatus>,
     /// The user message that started it (git mode commits it).
     finished_turn: Option<String>,
+    /// Files the running turn's commands wrote that run later (git mode).
+    run_later: git_held::RunLaterWritten,
     /// The last job id given out.
     next_job: u64,
     /// Stopped calls whose changes are being read (see `settle.rs`).
@@ -446,6 +449,7 @@ impl Session {
             stop_chain: 0,
             finished: None,
             finished_turn: None,
+            run_later: Default::default(),
             next_job: 0,
             settling: Vec::new(),
             as_helper: Default::default(),
@@ -554,6 +558,9 @@ impl Session {
                     if self.pipeline.applied_seq() >= *approval_seq =>
                 {
                     Some(approval.clone())
+                }
+                OperationState::AwaitingHeld(w) if self.pipeline.applied_seq() >= w.approval_seq => {
+                    Some(w.approval.clone())
                 }
                 _ => None,
             },

@@ -110,6 +110,10 @@ impl RecoveryCause {
 
 impl Session {
     pub(super) fn recover(&mut self, unfinished: Unfinished, cause: RecoveryCause) {
+        // What the unfinished turn's commands wrote is no longer known.
+        if !matches!(unfinished, Unfinished::Nothing) {
+            self.run_later = super::git_held::RunLaterWritten::Unknown;
+        }
         match unfinished {
             Unfinished::Nothing => {}
             Unfinished::Streams(streams) => {

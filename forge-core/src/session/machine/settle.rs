@@ -17,6 +17,8 @@ pub(crate) struct Settling {
     job: u64,
     node_id: String,
     call_id: String,
+    /// A command's (its roots scanned).
+    scanned: bool,
 }
 
 impl Session {
@@ -28,6 +30,7 @@ impl Session {
         match stage {
             CallStage::Running { before, .. } if before.scanned || !before.touched.is_empty() => {
                 let job = self.new_job();
+                let scanned = before.scanned;
                 self.out.push(Effect::RecordAfter(Box::new(RecordAfter {
                     job,
                     session_id: self.row.id.clone(),
@@ -37,11 +40,13 @@ impl Session {
                     sandbox: super::tools::sandbox_for(&self.row, &self.config),
                     stopped: true,
                 })));
-                self.settling.push(Settling { job, node_id, call_id });
+                self.settling.push(Settling { job, node_id, call_id, scanned });
             }
             // Its records are being read already: they are taken in when
             // they come back.
-            CallStage::RecordingAfter { job, .. } => self.settling.push(Settling { job, node_id, call_id }),
+            CallStage::RecordingAfter { job, scanned, .. } => {
+                self.settling.push(Settling { job, node_id, call_id, scanned })
+            }
             CallStage::PostHooks { changes, .. } => self.end_changes(&node_id, changes),
             _ => {}
         }
@@ -60,10 +65,13 @@ impl Session {
     /// A stopped call's records came back: written as a finished call's are.
     pub(super) fn on_settled(&mut self, job: u64, outcome: JobOutcome) {
         let Some(i) = self.settling.iter().position(|s| s.job == job) else { return };
-        let Settling { node_id, call_id, .. } = self.settling.remove(i);
+        let Settling { node_id, call_id, scanned, .. } = self.settling.remove(i);
         let JobOutcome::RecordedAfter { ops, changes, undone, unrecorded } = outcome else { return };
         for op in ops {
             self.pipeline.op(op);
+        }
+        if scanned {
+            self.note_run_later(&changes);
         }
         self.mark_unrecorded(&node_id, &call_id, unrecorded);
         self.end_changes(&node_id, changes);

@@ -141,6 +141,8 @@ pub(crate) enum CallStage {
         job: u64,
         result: Result<String, ToolError>,
         notes: Vec<String>,
+        /// A command's (its roots scanned), not a file tool's.
+        scanned: bool,
     },
     PostHooks {
         job: u64,

@@ -118,6 +118,9 @@ pub(super) enum OperationState {
         message_id: String,
         status: forge_proto::MessageStatus,
     },
+    /// Git mode: the turn's commit waits for a user's word on files its
+    /// commands wrote that run something later (see `git_held.rs`).
+    AwaitingHeld(Box<super::git_held::HeldWait>),
     /// Git mode: a checkout waits for the session's branch to move to the
     /// node's commit before the head moves (see `git_commit.rs`).
     MovingBranch(Box<BranchMove>),
@@ -141,7 +144,9 @@ impl OperationState {
             Self::ToolLoop(l) if l.awaiting_approval() || !l.helpers.asks.is_empty() => {
                 OperationStateKind::AwaitingApproval
             }
-            Self::AwaitingBudget { .. } | Self::AwaitingFamilyBudget { .. } => OperationStateKind::AwaitingApproval,
+            Self::AwaitingBudget { .. } | Self::AwaitingFamilyBudget { .. } | Self::AwaitingHeld(_) => {
+                OperationStateKind::AwaitingApproval
+            }
             Self::Summarizing(job) if job.waiting => OperationStateKind::SummarizationRetry,
             Self::Summarizing(_) => OperationStateKind::Summarizing,
             Self::ToolLoop(_) => OperationStateKind::ExecutingTools,

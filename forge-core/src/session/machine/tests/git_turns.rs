@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::session::machine::call::JobOutcome;
+use crate::session::machine::git_commit::Hold;
 
 fn git_row() -> SessionRow {
     SessionRow {
@@ -103,4 +104,127 @@ fn a_session_not_in_git_mode_commits_nothing() {
     h.settle();
     assert!(h.commits.is_empty());
     assert_eq!(h.state(), OperationStateKind::Idle);
+}
+
+/// A git session whose turn ran one command (approved), which wrote the
+/// files `wrote` (relative to the worktree), then answered "done".
+fn after_a_command(wrote: &[&str]) -> Harness {
+    use forge_proto::params::AnswerParams;
+    let mut h = git_session(Unfinished::Nothing, Vec::new());
+    h.answer_calling("run_command", r#"{"command":"./setup.sh"}"#);
+    h.settle();
+    let pending = h.s.snapshot().approval.unwrap_or_else(|| panic!("an approval waits"));
+    // Its checkpoint (the work so far) is written first.
+    committed(&mut h, "c1");
+    let params = AnswerParams {
+        decision: forge_proto::ApprovalDecision::ApproveAll,
+        approval_id: Some(pending.approval_id),
+        ..Default::default()
+    };
+    drop(h.request::<forge_proto::ApprovalResult>(SessionRequest::Answer(params)));
+    h.settle();
+    committed(&mut h, "c2");
+    h.next_changes = wrote
+        .iter()
+        .map(|p| FileAfter {
+            path: format!("/r/.git/forge/worktrees/s1/{p}"),
+            after: Some(("h".into(), 0o755)),
+            data: None,
+        })
+        .collect();
+    h.feed(Event::ToolDone { rest: Vec::new(), images: Vec::new(), end: ToolEnd::Finished(Ok("ok".into())) });
+    h.settle();
+    h.provider(vec![text("done"), ProviderEvent::Done]);
+    h.settle();
+    h
+}
+
+#[test]
+fn files_a_command_wrote_that_run_later_wait_for_a_user_at_the_turns_commit() {
+    let mut h = after_a_command(&[".githooks/pre-commit", "src/lib.rs", ".forge/sessions/s1.json"]);
+    assert_eq!(h.commits.len(), 1);
+    let held = match &h.commits[0].hold {
+        Hold::Paths(p) => p.clone(),
+        _ => panic!("the commit holds what the command wrote"),
+    };
+    assert_eq!(held, [".githooks/pre-commit"], "only files that run later, not Forge's own state");
+    // The shell finds it changed: nothing is committed, a user is asked.
+    let job = h.commits.remove(0);
+    let files = vec![forge_git::HeldFile { path: held[0].clone(), diff: "+cat ~/.ssh/id_ed25519\n".into() }];
+    let outcome = JobOutcome::Held { commit: Box::new(job.commit), files, usage: None };
+    h.feed(Event::JobDone { job: job.job, outcome });
+    h.settle();
+    assert_eq!(h.state(), OperationStateKind::AwaitingApproval);
+    let pending = h.s.snapshot().approval.unwrap_or_else(|| panic!("the held file is shown as an approval"));
+    assert_eq!(pending.calls[0].call_id, "run_later:.githooks/pre-commit");
+    assert!(pending.calls[0].summary.contains("+cat ~/.ssh/id_ed25519"), "{}", pending.calls[0].summary);
+    assert_eq!(
+        forge_proto::approval_subject(&pending.calls),
+        "committing 1 file(s) a command wrote that run something later"
+    );
+    assert!(!h.names().contains(&"git_committed"));
+
+    // Denied (a cancel says the same): put back, and the turn committed.
+    drop(h.request::<forge_proto::CancelResult>(SessionRequest::Cancel(Default::default())));
+    h.settle();
+    assert_eq!(h.commits.len(), 1);
+    assert_eq!(h.commits[0].commit.put_back, [".githooks/pre-commit"]);
+    assert!(matches!(h.commits[0].hold, Hold::Nothing), "asked once");
+    assert!(h.names().contains(&"approval_resolved"));
+    committed(&mut h, "c3");
+    assert!(h.names().contains(&"git_committed"));
+    assert_eq!(h.state(), OperationStateKind::Idle);
+}
+
+#[test]
+fn approved_held_files_are_committed_and_checkpoints_leave_them_for_the_turns_commit() {
+    use forge_proto::params::AnswerParams;
+    let mut h = after_a_command(&[".envrc"]);
+    let job = h.commits.remove(0);
+    let files = vec![forge_git::HeldFile { path: ".envrc".into(), diff: "+use nix\n".into() }];
+    let outcome = JobOutcome::Held { commit: Box::new(job.commit), files, usage: None };
+    h.feed(Event::JobDone { job: job.job, outcome });
+    h.settle();
+    let pending = h.s.snapshot().approval.unwrap_or_else(|| panic!("asked"));
+    let params = AnswerParams {
+        decision: forge_proto::ApprovalDecision::ApproveSelected,
+        indices: Some(vec![1]),
+        approval_id: Some(pending.approval_id),
+        ..Default::default()
+    };
+    let answer = h.request::<forge_proto::ApprovalResult>(SessionRequest::Answer(params));
+    h.settle();
+    assert!(answered(answer).is_ok_and(|r| r.approved == ["run_later:.envrc"]));
+    assert!(h.commits[0].commit.put_back.is_empty(), "approved: committed as written");
+    committed(&mut h, "c3");
+    assert_eq!(h.state(), OperationStateKind::Idle);
+
+    // The next turn: a command writes a hook, then a call asks; the
+    // checkpoint leaves the hook in the worktree for the turn's commit.
+    h.next_changes = vec![FileAfter {
+        path: "/r/.git/forge/worktrees/s1/.husky/pre-push".into(),
+        after: Some(("h".into(), 0o755)),
+        data: None,
+    }];
+    h.answer_calling("run_command", r#"{"command":"npx husky add"}"#);
+    h.settle();
+    committed(&mut h, "c4");
+    let pending = h.s.snapshot().approval.unwrap_or_else(|| panic!("an approval waits"));
+    let params = AnswerParams {
+        decision: forge_proto::ApprovalDecision::ApproveAll,
+        approval_id: Some(pending.approval_id),
+        ..Default::default()
+    };
+    drop(h.request::<forge_proto::ApprovalResult>(SessionRequest::Answer(params)));
+    h.settle();
+    committed(&mut h, "c5");
+    h.feed(Event::ToolDone { rest: Vec::new(), images: Vec::new(), end: ToolEnd::Finished(Ok("ok".into())) });
+    h.settle();
+    let mut again = tool_call(0, "c2", "run_command", r#"{"command":"git push"}"#);
+    again.push(ProviderEvent::Done);
+    h.provider(again);
+    h.settle();
+    assert_eq!(h.commits.len(), 1, "the checkpoint before the second approval");
+    assert_eq!(h.commits[0].commit.leave_out, [".husky/pre-push"]);
+    assert!(matches!(h.commits[0].hold, Hold::Nothing), "a checkpoint asks nothing");
 }

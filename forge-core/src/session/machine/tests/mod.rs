@@ -61,6 +61,8 @@ struct Harness {
     helpers: Vec<HelperOut>,
     /// The records of calls stopped before their end, not yet answered.
     stopped_records: Vec<call::RecordAfter>,
+    /// What the next call's record says it changed.
+    next_changes: Vec<FileAfter>,
 }
 
 fn row() -> SessionRow {
@@ -155,6 +157,7 @@ impl Harness {
             branch_moves: Vec::new(),
             helpers: Vec::new(),
             stopped_records: Vec::new(),
+            next_changes: Vec::new(),
         };
         let durable = Durable {
             row,
@@ -234,15 +237,16 @@ impl Harness {
                     outcome: call::JobOutcome::RecordedBefore(Ok((Vec::new(), r.scan))),
                 }),
                 Effect::RecordAfter(r) if r.stopped => self.stopped_records.push(*r),
-                Effect::RecordAfter(r) => self.feed(Event::JobDone {
-                    job: r.job,
-                    outcome: call::JobOutcome::RecordedAfter {
+                Effect::RecordAfter(r) => {
+                    let changes = std::mem::take(&mut self.next_changes);
+                    let outcome = call::JobOutcome::RecordedAfter {
                         ops: Vec::new(),
-                        changes: Vec::new(),
+                        changes,
                         undone: Vec::new(),
                         unrecorded: Vec::new(),
-                    },
-                }),
+                    };
+                    self.feed(Event::JobDone { job: r.job, outcome })
+                }
                 // The message as sent: no command of one's own, no MCP
                 // server here.
                 Effect::CheckFiles(job) => {

@@ -1,0 +1,177 @@
+//! Git mode: files that make something run later (a hook, `.gitattributes`,
+//! `.envrc`, `.mcp.json`: see `runs_code_later`) which the turn's commands
+//! wrote are held out of its commit until a user has seen them. The file
+//! tools ask before writing such files; a command writes them freely, so
+//! its writes are asked about here, at the turn's end, as one approval
+//! (`held-…`) with a pseudo-call per file whose summary is its diff.
+//! Approved, a file is committed with the turn; denied (or cancelled), it
+//! is put back as the branch had it. A checkpoint meanwhile leaves them
+//! in the worktree, so the turn's commit still sees them. After a restart
+//! mid-turn, what the commands wrote is no longer known: every such file
+//! that differs from the branch is asked about.
+
+use std::collections::BTreeSet;
+
+use forge_proto::{ApprovalCall, ApprovalDecision, ApprovalResult, ClientRef, ErrorKind, EventKind, PendingApproval};
+
+use super::git_commit::{CommitJob, Hold};
+use super::state::OperationState;
+use super::{Effect, FileAfter, Session};
+use crate::error::EngineError;
+
+/// Held files' approvals' ids start with this.
+const HELD_APPROVAL: &str = "held-";
+
+/// What the running turn's commands wrote among files that run later.
+pub(super) enum RunLaterWritten {
+    /// These paths, relative to the worktree's top.
+    Known(BTreeSet<String>),
+    /// The daemon restarted since the turn began.
+    Unknown,
+}
+
+impl Default for RunLaterWritten {
+    fn default() -> Self {
+        Self::Known(BTreeSet::new())
+    }
+}
+
+/// A finished turn whose commit waits for a user's word on held files.
+pub(crate) struct HeldWait {
+    pub message_id: String,
+    pub status: forge_proto::MessageStatus,
+    /// The commit, its message written.
+    pub commit: forge_git::TurnCommit,
+    pub approval: PendingApproval,
+    /// The seq of its `approval_requested`: shown once that is durable.
+    pub approval_seq: u64,
+}
+
+impl Session {
+    /// A command's changes: those to files that run later are noted.
+    pub(super) fn note_run_later(&mut self, changes: &[FileAfter]) {
+        let Some(git) = &self.row.git else { return };
+        let RunLaterWritten::Known(paths) = &mut self.run_later else { return };
+        let top = std::path::Path::new(&git.worktree);
+        for c in changes {
+            let Ok(rel) = std::path::Path::new(&c.path).strip_prefix(top) else { continue };
+            let rel = rel.to_string_lossy();
+            if crate::tools::policy::runs_code_later(&rel) {
+                paths.insert(rel.into_owned());
+            }
+        }
+    }
+
+    /// What the turn's commit holds back (`take`: the turn is over).
+    pub(super) fn run_later_hold(&mut self, take: bool) -> Hold {
+        let written = match take {
+            true => std::mem::take(&mut self.run_later),
+            false => match &self.run_later {
+                RunLaterWritten::Known(p) => RunLaterWritten::Known(p.clone()),
+                RunLaterWritten::Unknown => RunLaterWritten::Unknown,
+            },
+        };
+        match written {
+            RunLaterWritten::Known(p) => Hold::Paths(p.into_iter().collect()),
+            RunLaterWritten::Unknown => Hold::RunLater,
+        }
+    }
+
+    /// The commit found files to hold: a user is asked about each.
+    pub(super) fn on_held(
+        &mut self,
+        job: u64,
+        commit: forge_git::TurnCommit,
+        files: Vec<forge_git::HeldFile>,
+        usage: Option<super::git_commit::MessageUsage>,
+    ) {
+        let OperationState::Committing { job: waiting, .. } = &self.state else { return };
+        if *waiting != job {
+            return;
+        }
+        let OperationState::Committing { message_id, status, .. } =
+            std::mem::replace(&mut self.state, OperationState::Finishing)
+        else {
+            return;
+        };
+        self.count_message(&message_id, usage);
+        let calls = files
+            .into_iter()
+            .map(|f| ApprovalCall {
+                call_id: format!("{}{}", forge_proto::HELD_CALL_PREFIX, f.path),
+                name: forge_proto::HELD_CALL.into(),
+                arguments: serde_json::json!({"path": f.path}).to_string(),
+                risk: "high".into(),
+                summary: format!(
+                    "a command of this turn wrote {}, which makes something run later (a hook, a setting git or \
+                     a tool reads): approve to commit it with the turn, deny to put back what the branch had\n{}",
+                    f.path, f.diff
+                ),
+            })
+            .collect();
+        let approval = PendingApproval {
+            session_id: self.row.id.clone(),
+            session_name: self.row.name.clone(),
+            approval_id: self.clock.new_id(HELD_APPROVAL),
+            calls,
+        };
+        let approval_seq = self.ask_own(&approval);
+        let wait = HeldWait { message_id, status, commit, approval, approval_seq };
+        self.state = OperationState::AwaitingHeld(Box::new(wait));
+    }
+
+    /// A client's answer: the approved files are committed, the others
+    /// put back, and the commit is written.
+    pub(super) fn on_held_answer(
+        &mut self,
+        decision: ApprovalDecision,
+        approval_id: Option<String>,
+        chosen: (Option<Vec<String>>, Option<Vec<u32>>),
+        client: ClientRef,
+    ) -> Result<ApprovalResult, EngineError> {
+        let OperationState::AwaitingHeld(wait) = &self.state else {
+            return Err(EngineError::new(ErrorKind::ApprovalNotPending, "no held files wait for a decision"));
+        };
+        if approval_id.as_ref().is_some_and(|id| *id != wait.approval.approval_id) {
+            return Err(EngineError::new(
+                ErrorKind::ApprovalNotPending,
+                "nothing to approve under that id (it may have been answered already; `forgectl approvals` lists what waits)",
+            ));
+        }
+        let all: Vec<String> = wait.approval.calls.iter().map(|c| c.call_id.clone()).collect();
+        let approved = super::approvals::selected(&all, decision, chosen)?;
+        let OperationState::AwaitingHeld(wait) = std::mem::replace(&mut self.state, OperationState::Finishing) else {
+            return Err(EngineError::new(ErrorKind::ApprovalNotPending, "no held files wait for a decision"));
+        };
+        let HeldWait { message_id, status, mut commit, approval, .. } = *wait;
+        let denied: Vec<String> = all.iter().filter(|c| !approved.contains(c)).cloned().collect();
+        self.pipeline.event(
+            Some(client),
+            EventKind::ApprovalResolved {
+                approval_id: approval.approval_id.clone(),
+                approved: approved.clone(),
+                denied: denied.clone(),
+            },
+        );
+        commit.put_back =
+            denied.iter().filter_map(|c| c.strip_prefix(forge_proto::HELD_CALL_PREFIX)).map(String::from).collect();
+        let Some(git) = self.row.git.as_ref() else {
+            return Err(EngineError::internal("a held commit in a session that is not a git session"));
+        };
+        let (worktree, branch) = (std::path::PathBuf::from(&git.worktree), git.branch.clone());
+        let job = self.new_job();
+        let hold = Hold::Nothing;
+        self.out.push(Effect::CommitTurn(Box::new(CommitJob { job, worktree, branch, commit, message: None, hold })));
+        self.state = OperationState::Committing { job, message_id, status };
+        Ok(ApprovalResult { session_id: self.row.id.clone(), approval_id: approval.approval_id, approved, denied })
+    }
+
+    /// `session.cancel` while held files wait: they are put back and the
+    /// turn is committed without them.
+    pub(super) fn cancel_held(&mut self, client: ClientRef) -> bool {
+        if !matches!(self.state, OperationState::AwaitingHeld(_)) {
+            return false;
+        }
+        self.on_held_answer(ApprovalDecision::DenyAll, None, (None, None), client).is_ok()
+    }
+}
