@@ -994,9 +994,17 @@ async fn a_command_cannot_plant_a_hook_where_the_users_core_hooks_path_points() 
     assert!(text.contains("ok") && dir.join("notes.txt").exists(), "{text}");
 }
 
-/// Runs `command` as the model would and stops it once `started` exists:
-/// with `forgectl cancel`, or by shutting the daemon down (`shutdown`).
-async fn stop_midway(s: &mut Setup, command: &str, started: &Path, shutdown: bool) {
+/// How a running command is stopped.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Stop {
+    Cancel,
+    Shutdown,
+    /// The daemon killed -9, then started again.
+    Kill,
+}
+
+/// Runs `command` as the model would and stops it once `started` exists.
+async fn stop_midway(s: &mut Setup, command: &str, started: &Path, how: Stop) {
     let directive = tool_call("run_command", &json!({"command": command}));
     let send = s.forge.ctl_cmd(&["send", "-s", &s.id, &format!("{directive} go")]).spawn();
     let send = send.unwrap_or_else(|e| panic!("forgectl send: {e}"));
@@ -1005,19 +1013,27 @@ async fn stop_midway(s: &mut Setup, command: &str, started: &Path, shutdown: boo
         assert!(std::time::Instant::now() < deadline, "the command never started");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    if shutdown {
-        s.forge.ok(&["shutdown"]).await;
-        assert!(s.forge.wait_exit().await, "forged stopped");
-        s.forge.start().await;
-    } else {
-        s.forge.ok(&["cancel", &s.id]).await;
+    match how {
+        Stop::Shutdown => {
+            s.forge.ok(&["shutdown"]).await;
+            assert!(s.forge.wait_exit().await, "forged stopped");
+            s.forge.start().await;
+        }
+        Stop::Kill => {
+            s.forge.kill9().await;
+            s.forge.start().await;
+        }
+        Stop::Cancel => {
+            s.forge.ok(&["cancel", &s.id]).await;
+        }
     }
     let _ = tokio::time::timeout(Duration::from_secs(60), send.wait_with_output()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_stopped_midway_leaves_nothing_git_would_run_and_undo_restores_every_file() {
-    for shutdown in [false, true] {
+    for how in [Stop::Cancel, Stop::Shutdown, Stop::Kill] {
+        let shutdown = format!("{how:?}");
         let Some(mut s) = setup("", &[]).await else { return };
         let dir = s.dir();
         std::fs::write(dir.join("notes.txt"), "mine\n").unwrap_or_else(|e| panic!("{e}"));
@@ -1030,7 +1046,7 @@ async fn a_command_stopped_midway_leaves_nothing_git_would_run_and_undo_restores
             "git init -q sub && git -C sub config core.fsmonitor 'touch {m}/fsmonitor' \
              && echo theirs > notes.txt && echo new > created.txt && sleep 120"
         );
-        stop_midway(&mut s, &command, &dir.join("created.txt"), shutdown).await;
+        stop_midway(&mut s, &command, &dir.join("created.txt"), how).await;
         // What the stopped command left is recorded and undone once it
         // has stopped; the event says so.
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
@@ -1048,6 +1064,17 @@ async fn a_command_stopped_midway_leaves_nothing_git_would_run_and_undo_restores
             std::fs::read_dir(marks.path()).map(|d| d.count()).unwrap_or(0) == 0,
             "shutdown={shutdown}: nothing ran"
         );
+        if how == Stop::Kill {
+            // The record of the tree died with the daemon: once the user
+            // has decided about the cut call, undo names the root as one
+            // it cannot restore instead of saying nothing would change.
+            s.forge.ok(&["recover", "--resume", &s.id]).await;
+            s.forge.wait_for_session(&s.id, "idle", |v| v["state"] == "idle").await;
+            let dry = s.forge.ctl(&["undo", &s.id, "--dry-run"]).await;
+            let said = format!("{}{}", dry.stdout, dry.stderr);
+            assert!(said.contains("could not be read"), "{said}");
+            continue;
+        }
         let dry = s.forge.ok(&["undo", &s.id, "--dry-run"]).await.stdout;
         assert!(dry.contains("notes.txt") && dry.contains("created.txt"), "shutdown={shutdown}: {dry}");
         s.forge.ok(&["undo", &s.id]).await;

@@ -443,7 +443,8 @@ impl SessionActor {
     }
 
     fn recorder(&self) -> Recorder {
-        Recorder { writer: self.shared.writer.clone(), tracker: self.tracker.clone() }
+        let guard_file = super::crash_guard::path(&self.shared.db, self.session.id());
+        Recorder { writer: self.shared.writer.clone(), tracker: self.tracker.clone(), guard_file }
     }
 
     /// Writes everything pending and applies it (at start-up).

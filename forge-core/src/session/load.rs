@@ -40,7 +40,14 @@ pub(super) async fn durable(shared: &Shared, row: SessionRow, recovering: bool) 
     };
     let interrupted_changes = store.interrupted_changes(&row.id).await?;
     let rewind = if recovering { unfinished_rewind(store, &row.id).await? } else { None };
-    Ok(Durable { row, queue, path, unfinished, spent, summaries, in_force, interrupted_changes, rewind })
+    let guarded = match recovering {
+        true => {
+            let file = super::crash_guard::path(&shared.db, &row.id);
+            tokio::task::spawn_blocking(move || super::crash_guard::check_after_crash(&file)).await.ok().flatten()
+        }
+        false => None,
+    };
+    Ok(Durable { row, queue, path, unfinished, spent, summaries, in_force, interrupted_changes, rewind, guarded })
 }
 
 /// A rewind whose intent (`rewind_started`) is durable and whose end

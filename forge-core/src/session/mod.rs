@@ -5,6 +5,7 @@
 
 pub(crate) mod actor;
 pub(crate) mod answers;
+mod crash_guard;
 mod git_task;
 mod input_task;
 pub(crate) use input_task::keep_image;

@@ -3,7 +3,7 @@
 //! timeout (a panic is an error result), its hooks, and the records of
 //! the files it may change, before and after.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tokio::sync::mpsc;
@@ -34,6 +34,8 @@ pub(super) struct RunningTool {
 pub(super) struct Recorder {
     pub(super) writer: crate::journal::JournalWriter,
     pub(super) tracker: Arc<std::sync::Mutex<crate::snapshot::Tracker>>,
+    /// Where the git guard is saved while a command runs.
+    pub(super) guard_file: PathBuf,
 }
 
 /// Most content stored in one write while recording.
@@ -114,9 +116,26 @@ pub(super) async fn record_before(recorder: Recorder, job: RecordBefore) -> JobO
     }
     if job.scan {
         let roots = job.sandbox.roots().to_vec();
-        if let Err(e) = with_tracker(&recorder, &job.sandbox, move |t, skip, keep| t.before(&roots, skip, keep)).await {
-            let e = format!("the files under the roots could not be recorded for rewind ({e})");
-            return JobOutcome::RecordedBefore(Err(e));
+        let before =
+            move |t: &mut crate::snapshot::Tracker, skip: crate::snapshot::Skip, keep: crate::snapshot::Keep| {
+                t.before(&roots, skip, keep);
+                t.guard_saved()
+            };
+        let guard = match with_tracker(&recorder, &job.sandbox, before).await {
+            Ok(guard) => guard,
+            Err(e) => {
+                let e = format!("the files under the roots could not be recorded for rewind ({e})");
+                return JobOutcome::RecordedBefore(Err(e));
+            }
+        };
+        // Durable before the command runs, as the contents are.
+        if let Some(guard) = guard {
+            let (file, call_id) = (recorder.guard_file.clone(), job.call_id.clone());
+            let saved = tokio::task::spawn_blocking(move || super::crash_guard::save(&file, &call_id, &guard)).await;
+            if let Ok(Err(e)) | Err(e) = saved.map_err(std::io::Error::other) {
+                let e = format!("the git guard could not be saved before the command ({e})");
+                return JobOutcome::RecordedBefore(Err(e));
+            }
         }
     }
     let scanned = job.scan;
@@ -160,7 +179,11 @@ pub(super) async fn record_after(recorder: Recorder, job: RecordAfter) -> JobOut
         let after = |t: &mut crate::snapshot::Tracker, skip: crate::snapshot::Skip, keep: crate::snapshot::Keep| {
             (t.after(skip, keep), t.ignored_unwatched(), t.take_undone())
         };
-        match with_tracker(&recorder, &sandbox, after).await {
+        let checked = with_tracker(&recorder, &sandbox, after).await;
+        // The command's end is checked: a crash from here on has nothing to undo.
+        let file = recorder.guard_file.clone();
+        let _ = tokio::task::spawn_blocking(move || super::crash_guard::clear(&file)).await;
+        match checked {
             Ok((found, ignored_unwatched, guarded)) => {
                 let base = sandbox.roots().first().cloned().unwrap_or_default();
                 undone = guarded

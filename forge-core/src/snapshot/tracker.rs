@@ -105,6 +105,12 @@ impl Tracker {
         self.guard.learn(spots);
     }
 
+    /// The guard's record, saved before a command so that a crash during
+    /// it still has the command's plants undone (see `crash_guard.rs`).
+    pub fn guard_saved(&self) -> Option<Vec<u8>> {
+        self.guard.saved()
+    }
+
     /// What the last command left in the repositories under the roots
     /// that git would have run (outside the sandbox), and what became of it.
     pub fn take_undone(&mut self) -> Vec<Undone> {

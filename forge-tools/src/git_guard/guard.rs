@@ -102,6 +102,7 @@ fn pointed(data: &[u8], gitfile: bool) -> Result<Option<PathBuf>, String> {
     Ok(Some(PathBuf::from(std::ffi::OsStr::from_bytes(path))))
 }
 
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct Guard {
     /// The roots without links (what the guard compares and walks), each
     /// with its name as given (what the tracker's notes start with).
@@ -118,6 +119,23 @@ impl Guard {
         let given = roots.to_vec();
         let roots = roots.iter().map(|r| std::fs::canonicalize(r).unwrap_or_else(|_| r.clone())).collect();
         Guard { roots, given, known: BTreeMap::new(), pointers: BTreeMap::new() }
+    }
+
+    /// What the guard knows, to be read back by [`Guard::restored`] after a
+    /// crash cut a command short (`None`: a path JSON cannot hold).
+    pub fn saved(&self) -> Option<Vec<u8>> {
+        serde_json::to_vec(self).ok()
+    }
+
+    /// A guard as [`Guard::saved`] left it: the next [`Guard::check`]
+    /// undoes what was added since, as after any command.
+    pub fn restored(saved: &[u8]) -> Option<Guard> {
+        serde_json::from_slice(saved).ok()
+    }
+
+    /// The roots as given (what undone paths are shown relative to).
+    pub fn given_roots(&self) -> &[PathBuf] {
+        &self.given
     }
 
     /// A root's own `.git` (or what lies in it): read-only to commands,

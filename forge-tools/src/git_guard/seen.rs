@@ -22,7 +22,7 @@ pub(super) const MAX_CONFIG: u64 = 4 * 1024 * 1024;
 pub(super) type Program = (String, String);
 
 /// A file's content as far as the guard needs it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(super) struct Held {
     pub digest: [u8; 32],
     /// The content, if small enough to write back.
@@ -74,15 +74,16 @@ impl Held {
 }
 
 /// One config file: its content and the settings in it that run programs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(super) struct Config {
     pub held: Held,
     pub programs: BTreeSet<Program>,
 }
 
 /// What a git dir held that runs programs, when last looked at.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(super) struct Seen {
+    #[serde(with = "config_names")]
     pub configs: BTreeMap<&'static str, Config>,
     /// `hooks` itself when it is a link.
     pub hooks_link: Option<PathBuf>,
@@ -95,6 +96,25 @@ pub(super) struct Seen {
     /// The stats of all that, when read: equal stats later mean nothing
     /// changed (any write moves a file's change time), so nothing is read.
     pub stamp: Stamp,
+}
+
+/// Config files by name, saved as text and read back as [`CONFIGS`]'
+/// own names (a name that is not one of them is dropped).
+mod config_names {
+    use std::collections::BTreeMap;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::{CONFIGS, Config};
+
+    pub fn serialize<S: Serializer>(m: &BTreeMap<&'static str, Config>, s: S) -> Result<S::Ok, S::Error> {
+        m.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<&'static str, Config>, D::Error> {
+        let read = BTreeMap::<String, Config>::deserialize(d)?;
+        Ok(read.into_iter().filter_map(|(k, v)| Some((*CONFIGS.iter().find(|c| **c == k)?, v))).collect())
+    }
 }
 
 /// Each file's (or the hooks directory's) change and modify times, inode

@@ -268,3 +268,27 @@ fn a_root_named_through_a_link_is_guarded_by_its_real_name() {
     assert_eq!(undone.len(), 1, "{undone:?}");
     assert!(!read(&root.join("project/sub/.git/config")).contains("fsmonitor"));
 }
+
+#[test]
+fn a_guard_saved_before_a_command_undoes_its_plants_after_a_crash_and_keeps_the_users_own() {
+    let (_dir, root) = root();
+    // The user's own nested repository, with a filter of theirs.
+    repo(&root.join("lib/.git"), "[filter \"lfs\"]\n\tsmudge = git-lfs smudge -- %f\n");
+    let mut guard = Guard::new(std::slice::from_ref(&root));
+    let spots = guard.find();
+    guard.learn(spots);
+    let saved = guard.saved().unwrap_or_else(|| panic!("saved"));
+    drop(guard);
+    // The command plants, then the daemon dies: a new one restores.
+    let config = root.join("lib/.git/config");
+    let planted = format!("{}[core]\n\tfsmonitor = \"touch pwned\"\n", read(&config));
+    put(&config, &planted);
+    repo(&root.join("new/.git"), "[core]\n\tpager = evil\n");
+    let mut restored = Guard::restored(&saved).unwrap_or_else(|| panic!("restored"));
+    let spots = restored.find();
+    let undone: Vec<String> = restored.check(spots).iter().map(|u| u.to_string()).collect();
+    assert_eq!(undone.len(), 2, "{undone:?}");
+    let config = read(&config);
+    assert!(!config.contains("fsmonitor") && config.contains("git-lfs smudge"), "{config}");
+    assert!(!read(&root.join("new/.git/config")).contains("pager"));
+}

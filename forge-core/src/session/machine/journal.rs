@@ -164,6 +164,9 @@ impl Session {
         if self.is_blocked() {
             return;
         }
+        if let Some((call_id, undone)) = durable.guarded.filter(|(_, u)| !u.is_empty()) {
+            self.pipeline.event(None, forge_proto::EventKind::GitSettingsUndone { call_id, undone });
+        }
         self.recover(durable.unfinished, cause);
         if let Some(intent) = durable.rewind {
             match self.state {

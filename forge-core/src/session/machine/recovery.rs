@@ -39,6 +39,9 @@ pub(crate) struct Durable {
     pub interrupted_changes: std::collections::HashMap<String, String>,
     /// A rewind the daemon stopped during (its intent without its end).
     pub rewind: Option<super::rewind::RewindIntent>,
+    /// A command the daemon died during: its call, and what it had left
+    /// that git would run, undone at load (see `crash_guard.rs`).
+    pub guarded: Option<(String, Vec<forge_proto::GitUndone>)>,
 }
 
 /// What the session left unfinished, as the store shows it.

@@ -80,6 +80,25 @@ impl Session {
         }
     }
 
+    /// Commands a crash cut short: what they changed was never read (the
+    /// record of the tree before them died with the daemon), so each root
+    /// is marked for an undo past them to name, as a failed record is.
+    pub(super) fn mark_cut_short(&mut self, calls: &[forge_proto::RecoveryCall]) {
+        let roots = super::tools::sandbox_for(&self.row, &self.config).roots().to_vec();
+        for c in calls.iter().filter(|c| c.interrupted) {
+            if !self.tools.get(&c.name).is_some_and(|t| t.changes_files_anywhere()) {
+                continue;
+            }
+            let node = match self.interrupted_changes.get(&c.call_id) {
+                Some(node) => node.clone(),
+                None => self.clock.new_id("m"),
+            };
+            self.interrupted_changes.insert(c.call_id.clone(), node.clone());
+            let marks = roots.iter().map(|r| (r.display().to_string(), crate::rewind::Unrecorded::NotRead)).collect();
+            self.mark_unrecorded(&node, &c.call_id, marks);
+        }
+    }
+
     /// A rewind past a call names what it cannot restore under each of
     /// `roots` (ignored files not watched there, or a record that failed),
     /// rather than pretend it restores everything.

@@ -333,6 +333,7 @@ impl Session {
             not_rerun: not_rerun.iter().map(|c| c.call_id.clone()).collect(),
         };
         let unrun: Vec<(String, String)> = not_rerun.iter().map(|c| (c.call_id.clone(), c.name.clone())).collect();
+        self.mark_cut_short(&not_rerun);
         match action {
             RecoverAction::Discard => {
                 self.answer_unrun(

@@ -168,6 +168,7 @@ impl Harness {
             summaries: Vec::new(),
             in_force: None,
             interrupted_changes: Default::default(),
+            guarded: None,
             rewind,
         };
         h.feed(Event::Loaded { durable: Ok(Box::new(durable)), cause: RecoveryCause::Restart });
@@ -308,6 +309,7 @@ impl Harness {
                         in_force: None,
                         interrupted_changes: Default::default(),
                         rewind: None,
+                        guarded: None,
                     };
                     self.feed(Event::Loaded { durable: Ok(Box::new(durable)), cause });
                 }
