@@ -82,6 +82,9 @@ pub struct ApprovalPolicy {
     /// undone, and run without asking (see
     /// [`ApprovalPolicy::with_reversible_edits`]).
     reversible_edits: Option<std::path::PathBuf>,
+    /// A directory of that worktree whose files run later too: the
+    /// repository's `core.hooksPath` (relative to its top).
+    run_later_dir: Option<String>,
 }
 
 /// Files that make something run later (a hook, a build step, a tool or
@@ -122,6 +125,7 @@ impl ApprovalPolicy {
             commands_confined: false,
             grants: Vec::new(),
             reversible_edits: None,
+            run_later_dir: None,
         }
     }
 
@@ -134,6 +138,13 @@ impl ApprovalPolicy {
         self
     }
 
+    /// The repository's hooks directory (`core.hooksPath`, relative to
+    /// the worktree's top): edits there ask, as other files that run later.
+    pub fn with_run_later_dir(mut self, dir: Option<String>) -> Self {
+        self.run_later_dir = dir;
+        self
+    }
+
     /// Whether the edit of `path` (as the call gives it) is in the git
     /// session's worktree and makes nothing run later.
     fn reversible(&self, path: &str) -> bool {
@@ -143,9 +154,11 @@ impl ApprovalPolicy {
             true => p.strip_prefix(root).ok(),
             false => Some(p),
         };
+        let hooks = self.run_later_dir.as_deref().map(std::path::Path::new);
         inside.is_some_and(|rel| {
             !rel.components().any(|c| matches!(c, std::path::Component::ParentDir))
                 && !runs_code_later(&rel.to_string_lossy())
+                && !hooks.is_some_and(|h| rel.starts_with(h))
         })
     }
 
@@ -265,6 +278,12 @@ mod tests {
         {
             assert_eq!(git.decide(write.as_ref(), Some(&at(path))), Decision::Ask, "{path}");
         }
+        // The repository's own hooks directory (`core.hooksPath`), by any name.
+        let hooked = git.clone().with_run_later_dir(Some("scripts/hooks".into()));
+        assert_eq!(hooked.decide(write.as_ref(), Some(&at("scripts/hooks/pre-commit"))), Decision::Ask);
+        let in_hooks = "/repo/.git/forge/worktrees/s1/scripts/hooks/pre-push";
+        assert_eq!(hooked.decide(write.as_ref(), Some(&at(in_hooks))), Decision::Ask);
+        assert_eq!(hooked.decide(write.as_ref(), Some(&at("scripts/hooksmith.rs"))), Decision::Run);
         assert_eq!(ApprovalPolicy::from_config(None).decide(write.as_ref(), Some(&at("src/main.rs"))), Decision::Ask);
         let strict = ApprovalPolicy::from_config(Some(&ToolApprovalConfig {
             mode: Some("strict".into()),

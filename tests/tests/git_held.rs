@@ -89,3 +89,27 @@ async fn files_a_command_wrote_that_run_later_reach_the_branch_only_on_a_users_w
     let files = tip_files(dir, &id);
     assert!(files.contains(".envrc") && !files.contains(".mcp.json"), "{files}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_file_tools_ask_before_writing_the_repositorys_own_hooks_directory() {
+    let (_mock, forge) = started().await;
+    let repo = forge_tests::harness::git_repository(&[("a.txt", "a\n")]);
+    let dir = repo.path();
+    git(dir, &["config", "core.hooksPath", "scripts/hooks"]);
+    let id = forge.new_session(&["--git", "--cwd", &dir.display().to_string()]).await;
+    // An edit elsewhere in the worktree runs without asking…
+    let c = tool_call("write_file", &json!({"path": "scripts/build.sh", "content": "make\n"}));
+    forge.ok(&["send", "-s", &id, &format!("{c} write it")]).await;
+    // …one in the hooks directory the repository names asks first.
+    let c = tool_call("write_file", &json!({"path": "scripts/hooks/pre-commit", "content": "#!/bin/sh\n"}));
+    forge.ok(&["send", "--no-wait", "-s", &id, &format!("{c} write the hook")]).await;
+    let waiting = forge.wait_for_session(&id, "asking", |s| s["state"] == "awaiting_approval").await;
+    assert_eq!(waiting["state"], "awaiting_approval");
+    let list = forge.ok(&["--json", "approvals"]).await.json_lines();
+    let asked = list.iter().find(|a| a["session_id"] == id).cloned().unwrap_or_default();
+    assert_eq!(asked["calls"][0]["name"], "write_file", "{asked}");
+    forge.ok(&["deny", &id]).await;
+    forge.wait_for_session(&id, "idle", |s| s["state"] == "idle").await;
+    assert!(!tip_files(dir, &id).contains("scripts/hooks/pre-commit"));
+    assert!(tip_files(dir, &id).contains("scripts/build.sh"));
+}

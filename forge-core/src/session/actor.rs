@@ -307,7 +307,10 @@ impl SessionActor {
         let hooks = hooks_for(&self.shared, self.session.id(), &cwd);
         let starting = self.shared.mcp.starting(Some(self.session.id()));
         let active = self.session.active_files_now();
-        super::machine::Refresh { prompt, tools, agents, hooks, starting, active }
+        // Git mode: the hooks directory the repository's configuration
+        // names, whose files the file tools ask before writing.
+        let git_hooks = self.session.row().git.as_ref().and_then(|g| forge_git::hooks_path(Path::new(&g.worktree)));
+        super::machine::Refresh { prompt, tools, agents, hooks, starting, active, git_hooks }
     }
 
     /// The bytes of the request's images (the machine holds only what

@@ -28,6 +28,7 @@ impl Session {
                     .filter(|_| !self.config.git.ask_for_edits.unwrap_or(false))
                     .map(|g| std::path::PathBuf::from(&g.worktree)),
             )
+            .with_run_later_dir(self.git_hooks.clone())
     }
 
     /// Changes the session's approval rules: its own mode (`Some("")`

@@ -176,7 +176,7 @@ impl Session {
             return;
         };
         let mut gone = None;
-        if let Some(Refresh { prompt, tools, agents, hooks, starting, active }) = prepared.refresh {
+        if let Some(Refresh { prompt, tools, agents, hooks, starting, active, git_hooks }) = prepared.refresh {
             // Out of the request at once; said after the message's own
             // event, where a client following the turn sees it.
             gone = self.refresh_active_files(&active);
@@ -191,6 +191,7 @@ impl Session {
                 self.agents = agents;
             }
             self.hooks = hooks;
+            self.git_hooks = git_hooks;
             self.set_mcp_starting(starting);
         }
         match prepared.input {

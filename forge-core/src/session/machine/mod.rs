@@ -151,6 +151,8 @@ pub(crate) struct Refresh {
     pub starting: Vec<String>,
     /// The active files as they are now: their size, `None` when gone.
     pub active: Vec<(String, Option<u64>)>,
+    /// Git mode: `core.hooksPath` inside the worktree, if set.
+    pub git_hooks: Option<String>,
 }
 
 /// How a tool's run ended.
@@ -366,6 +368,8 @@ pub(crate) struct Session {
     inputs: input::Inputs,
     /// The hooks in force (read again before each message).
     hooks: crate::hooks::HookSet,
+    /// Git mode: the worktree's `core.hooksPath` (read with the hooks).
+    git_hooks: Option<String>,
     /// The agent types a `task` call may name (read with the tools).
     agents: Arc<[crate::agents::AgentType]>,
     /// MCP servers still starting when the last message came (the turn
@@ -441,6 +445,7 @@ impl Session {
             completions: None,
             inputs: Default::default(),
             hooks: Default::default(),
+            git_hooks: None,
             agents: Arc::from(Vec::new()),
             mcp_starting: Vec::new(),
             submissions: VecDeque::new(),

@@ -61,6 +61,8 @@ struct Harness {
     helpers: Vec<HelperOut>,
     /// The records of calls stopped before their end, not yet answered.
     stopped_records: Vec<call::RecordAfter>,
+    /// The worktree's `core.hooksPath` the shell reads (git mode).
+    git_hooks: Option<String>,
     /// What the next call's record says it changed.
     next_changes: Vec<FileAfter>,
 }
@@ -158,6 +160,7 @@ impl Harness {
             helpers: Vec::new(),
             stopped_records: Vec::new(),
             next_changes: Vec::new(),
+            git_hooks: None,
         };
         let durable = Durable {
             row,
@@ -265,6 +268,7 @@ impl Harness {
                         hooks: self.hooks.clone(),
                         starting,
                         active: Vec::new(),
+                        git_hooks: self.git_hooks.clone(),
                     };
                     let same = std::mem::take(&mut self.next_same);
                     let input = input::Input { text: job.text, same, ..Default::default() };
