@@ -11,6 +11,41 @@ use std::path::Path;
 
 pub use crate::store::rows::{Change, FileState};
 
+/// How a recorded path whose name is not UTF-8 starts: its bytes follow
+/// in hex. Recorded paths are absolute, so no other starts this way.
+const BYTES_PREFIX: &str = "bytes:";
+
+/// A path as the records keep it: as text when it is UTF-8, else its
+/// exact bytes (so an undo finds the very file, never a look-alike).
+pub fn path_text(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    match path.to_str() {
+        Some(text) => text.to_string(),
+        None => {
+            let hex: String = path.as_os_str().as_bytes().iter().map(|b| format!("{b:02x}")).collect();
+            format!("{BYTES_PREFIX}{hex}")
+        }
+    }
+}
+
+/// The path a record names (see [`path_text`]).
+pub fn text_path(text: &str) -> std::path::PathBuf {
+    use std::os::unix::ffi::OsStringExt;
+    let bytes = text.strip_prefix(BYTES_PREFIX).filter(|h| h.len() % 2 == 0).and_then(|hex| {
+        (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok()).collect::<Option<Vec<u8>>>()
+    });
+    match bytes {
+        Some(bytes) => std::ffi::OsString::from_vec(bytes).into(),
+        None => std::path::PathBuf::from(text),
+    }
+}
+
+/// A recorded path as people read it (a name that is not UTF-8 with
+/// U+FFFD in place of what is not).
+pub fn shown_path(text: &str) -> String {
+    text_path(text).display().to_string()
+}
+
 /// What one file must become.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Step {
@@ -278,6 +313,19 @@ pub fn unified_diff(path: &str, now: Option<&[u8]>, target: Option<&[u8]>) -> St
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_name_that_is_not_utf8_is_recorded_as_its_bytes_and_read_back_exactly() {
+        use std::os::unix::ffi::OsStrExt;
+        let odd = Path::new(std::ffi::OsStr::from_bytes(b"/p/caf\xe9.txt"));
+        let text = path_text(odd);
+        assert_eq!(text, "bytes:2f702f636166e92e747874");
+        assert_eq!(text_path(&text), odd);
+        assert_eq!(shown_path(&text), "/p/caf\u{fffd}.txt");
+        assert_eq!(path_text(Path::new("/p/plain.txt")), "/p/plain.txt");
+        assert_eq!(text_path("/p/bytes:zz"), Path::new("/p/bytes:zz"));
+        assert_eq!(text_path("bytes:zz"), Path::new("bytes:zz"), "not hex: taken as written");
+    }
 
     fn ids(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()

@@ -417,3 +417,46 @@ async fn an_undo_of_60000_files_answers_within_the_message_size() {
     assert_eq!(count(), 0, "every file it made is gone");
     assert!(!dir.join("gen").exists(), "and the directory it made, left empty");
 }
+
+/// File names that are not UTF-8 are kept as their bytes: undo deletes
+/// the one a command made and gives the one it overwrote its content back,
+/// under its own name (never a look-alike with U+FFFD).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_that_are_not_utf8_are_undone_under_their_own_bytes() {
+    use std::os::unix::ffi::OsStrExt;
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    let project = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = project.path().to_path_buf();
+    let latin1 = |name: &[u8]| dir.join(std::ffi::OsStr::from_bytes(name));
+    std::fs::write(latin1(b"caf\xe9.txt"), "mine\n").unwrap_or_else(|e| panic!("{e}"));
+    forge.new_session(&["--cwd", &dir.display().to_string(), "--name", "n"]).await;
+    forge
+        .ok(&[
+            "send",
+            "--auto-approve",
+            "-s",
+            "n",
+            &format!("{} warm", call("run_command", json!({"command": "true"}))),
+        ])
+        .await;
+    let command = "printf theirs > \"$(printf 'caf\\351.txt')\"; printf new > \"$(printf 'na\\357ve.txt')\"";
+    forge
+        .ok(&["send", "--auto-approve", "-s", "n", &format!("{} go", call("run_command", json!({"command": command})))])
+        .await;
+    assert_eq!(std::fs::read_to_string(latin1(b"caf\xe9.txt")).unwrap_or_default(), "theirs");
+    assert!(latin1(b"na\xefve.txt").exists());
+    let dry = forge.ok(&["undo", "n", "--dry-run"]).await.stdout;
+    assert!(dry.contains("caf\u{fffd}.txt") && dry.contains("na\u{fffd}ve.txt"), "shown readably: {dry}");
+    forge.ok(&["undo", "n"]).await;
+    assert_eq!(std::fs::read_to_string(latin1(b"caf\xe9.txt")).unwrap_or_default(), "mine\n");
+    assert!(!latin1(b"na\xefve.txt").exists(), "the file the command made is gone");
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().all(|n| !n.contains('\u{fffd}') || n == "caf\u{fffd}.txt"), "{names:?}");
+    assert_eq!(names.len(), 1, "nothing else was written: {names:?}");
+}

@@ -2,8 +2,6 @@
 //! working out what each recorded file is to hold and holds now, and
 //! writing the files once the intent is durable.
 
-use std::path::{Path, PathBuf};
-
 use super::machine::call::JobOutcome;
 use super::machine::rewind::{PlanRewind, RestoreFiles};
 use super::machine::rewind_plan::{FileFacts, Stored};
@@ -33,7 +31,10 @@ async fn facts(store: &Store, job: PlanRewind) -> Result<Vec<FileFacts>, EngineE
     // What each file holds now, read off the session task.
     let paths: Vec<String> = steps.iter().map(|s| s.path.clone()).collect();
     let current = tokio::task::spawn_blocking(move || {
-        paths.iter().map(|p| crate::rewind::read_any(Path::new(p)).map_err(|e| e.to_string())).collect::<Vec<_>>()
+        paths
+            .iter()
+            .map(|p| crate::rewind::read_any(&crate::rewind::text_path(p)).map_err(|e| e.to_string()))
+            .collect::<Vec<_>>()
     })
     .await
     .map_err(|e| EngineError::internal(e.to_string()))?;
@@ -65,7 +66,7 @@ pub(super) async fn restore(store: Store, job: RestoreFiles) -> JobOutcome {
             },
             None => None,
         };
-        let (path, mode) = (PathBuf::from(&step.path), step.mode);
+        let (path, mode) = (crate::rewind::text_path(&step.path), step.mode);
         let written =
             tokio::task::spawn_blocking(move || crate::rewind::write_state(&path, data.as_deref().map(|d| (d, mode))))
                 .await;
@@ -76,7 +77,8 @@ pub(super) async fn restore(store: Store, job: RestoreFiles) -> JobOutcome {
         }
     }
     // What the undone command made and the rewind emptied goes too.
-    let removed: Vec<PathBuf> = job.steps.iter().filter(|s| s.hash.is_none()).map(|s| PathBuf::from(&s.path)).collect();
+    let removed: Vec<std::path::PathBuf> =
+        job.steps.iter().filter(|s| s.hash.is_none()).map(|s| crate::rewind::text_path(&s.path)).collect();
     let roots = job.roots;
     let _ = tokio::task::spawn_blocking(move || crate::rewind::remove_emptied_dirs(&removed, &roots)).await;
     JobOutcome::FilesRestored { done: all, error: None }

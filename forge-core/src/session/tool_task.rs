@@ -194,7 +194,7 @@ pub(super) async fn record_after(recorder: Recorder, job: RecordAfter) -> JobOut
                     })
                     .collect();
                 for f in found {
-                    let path = f.path.display().to_string();
+                    let path = crate::rewind::path_text(&f.path);
                     ops.push(StoreOp::BeginChange {
                         session_id: session_id.clone(),
                         node_id: node_id.clone(),

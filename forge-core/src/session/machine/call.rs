@@ -220,7 +220,7 @@ impl Session {
             .touches(&ready.1)
             .iter()
             .filter_map(|p| sandbox.resolve(p).ok())
-            .map(|p| (p.display().to_string(), p))
+            .map(|p| (crate::rewind::path_text(&p), p))
             .collect();
         let scan = ready.0.changes_files_anywhere();
         if touched.is_empty() && !scan {

@@ -54,7 +54,8 @@ impl Session {
         let RunLaterWritten::Known(paths) = &mut self.run_later else { return };
         let top = std::path::Path::new(&git.worktree);
         for c in changes {
-            let Ok(rel) = std::path::Path::new(&c.path).strip_prefix(top) else { continue };
+            let path = crate::rewind::text_path(&c.path);
+            let Ok(rel) = path.strip_prefix(top) else { continue };
             let rel = rel.to_string_lossy();
             if crate::tools::policy::runs_code_later(&rel) {
                 paths.insert(rel.into_owned());

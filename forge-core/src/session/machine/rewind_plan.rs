@@ -98,10 +98,11 @@ impl Decide<'_> {
             if marked(&step.expected).is_some() {
                 step.expected = None;
             }
-            let now = now.map_err(|e| format!("cannot read {}: {e}", step.path))?;
+            let shown = crate::rewind::shown_path(&step.path);
+            let now = now.map_err(|e| format!("cannot read {shown}: {e}"))?;
             let now_state = now.as_ref().map(|(data, mode)| (crate::rewind::hash(data), *mode));
             let Some(target) = step.target.clone() else {
-                plan.result.unknown.push(step.path.clone());
+                plan.result.unknown.push(shown);
                 continue;
             };
             if target == now_state {
@@ -109,20 +110,15 @@ impl Decide<'_> {
             }
             let conflict = step.expected.as_ref().is_some_and(|e| *e != now_state);
             if conflict {
-                plan.conflicts.push(step.path.clone());
+                plan.conflicts.push(shown.clone());
             }
             let action = match (&now_state, &target) {
                 (Some(_), None) => "delete",
                 (None, Some(_)) => "create",
                 _ => "restore",
             };
-            let mut file = RestoredFile {
-                path: step.path.clone(),
-                action: action.into(),
-                conflict,
-                overwritten: None,
-                note: None,
-            };
+            let mut file =
+                RestoredFile { path: shown.clone(), action: action.into(), conflict, overwritten: None, note: None };
             let target_data = match (&target, stored) {
                 (None, _) => None,
                 (Some(_), Stored::Present(data)) => data,
@@ -140,10 +136,10 @@ impl Decide<'_> {
             };
             if self.dry_run {
                 // `a/src/x.rs`, not `a//home/me/project/src/x.rs`.
-                let shown = std::path::Path::new(&step.path)
+                let shown = crate::rewind::text_path(&step.path)
                     .strip_prefix(self.cwd)
                     .map(|p| p.display().to_string())
-                    .unwrap_or_else(|_| step.path.trim_start_matches('/').to_string());
+                    .unwrap_or_else(|_| shown.trim_start_matches('/').to_string());
                 diff.push_str(&crate::rewind::unified_diff(
                     &shown,
                     now.as_ref().map(|(d, _)| d.as_slice()),
@@ -193,7 +189,7 @@ impl Decide<'_> {
 
 fn kept(path: &str, why: &str) -> RestoredFile {
     RestoredFile {
-        path: path.to_string(),
+        path: crate::rewind::shown_path(path),
         action: "kept".into(),
         conflict: false,
         overwritten: None,
