@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 use forge_proto::{ApprovalCall, ApprovalDecision, ApprovalResult, ClientRef, ErrorKind, EventKind, PendingApproval};
 
 use super::git_commit::{CommitJob, Hold};
-use super::state::OperationState;
+use super::state::{HeldWait, OperationState};
 use super::{Effect, FileAfter, Session};
 use crate::error::EngineError;
 
@@ -34,17 +34,6 @@ impl Default for RunLaterWritten {
     fn default() -> Self {
         Self::Known(BTreeSet::new())
     }
-}
-
-/// A finished turn whose commit waits for a user's word on held files.
-pub(crate) struct HeldWait {
-    pub message_id: String,
-    pub status: forge_proto::MessageStatus,
-    /// The commit, its message written.
-    pub commit: forge_git::TurnCommit,
-    pub approval: PendingApproval,
-    /// The seq of its `approval_requested`: shown once that is durable.
-    pub approval_seq: u64,
 }
 
 impl Session {

@@ -6,12 +6,14 @@
 
 mod branch_move;
 mod calls;
+mod held;
 mod reservations;
 mod rewinding;
 mod summary;
 
 pub(crate) use branch_move::{BranchMove, MoveReply};
 pub(crate) use calls::{Before, CallStage, Checkpoint, HelperCall, PlannedCall, Ready, RunningCall, ToolLoop};
+pub(crate) use held::HeldWait;
 pub(crate) use reservations::Reservations;
 pub(crate) use rewinding::{Forking, RewindStage, Rewinding};
 pub(crate) use summary::SummaryJob;
@@ -120,7 +122,7 @@ pub(super) enum OperationState {
     },
     /// Git mode: the turn's commit waits for a user's word on files its
     /// commands wrote that run something later (see `git_held.rs`).
-    AwaitingHeld(Box<super::git_held::HeldWait>),
+    AwaitingHeld(Box<HeldWait>),
     /// Git mode: a checkout waits for the session's branch to move to the
     /// node's commit before the head moves (see `git_commit.rs`).
     MovingBranch(Box<BranchMove>),
