@@ -23,10 +23,10 @@ pub struct TurnCommit {
     pub state: Vec<u8>,
     /// Paths kept out of this commit, their change left in the worktree
     /// (files a command wrote that run something later, not yet approved).
-    pub leave_out: Vec<String>,
+    pub leave_out: Vec<PathBuf>,
     /// Paths put back as the branch's tip has them before committing
     /// (such files a user denied).
-    pub put_back: Vec<String>,
+    pub put_back: Vec<PathBuf>,
 }
 
 /// A turn's commit.
@@ -71,11 +71,7 @@ pub fn commit_turn(worktree: &Path, branch: &str, t: &TurnCommit) -> Result<Comm
     // The state file in the worktree too, so that after the commit the
     // worktree is clean and shows what the commit holds.
     let rel = state_path(&t.session);
-    let file = worktree.join(&rel);
-    if let Some(dir) = file.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| GitError::io(dir, e))?;
-    }
-    std::fs::write(&file, &t.state).map_err(|e| GitError::io(&file, e))?;
+    write_state_file(worktree, &rel, &t.state)?;
     crate::held::put_back(&repo, &parent, &t.put_back)?;
 
     let mut index = repo.index()?;
@@ -105,6 +101,46 @@ pub fn commit_turn(worktree: &Path, branch: &str, t: &TurnCommit) -> Result<Comm
     let commit = repo.find_commit(id)?;
     let files = changed(&repo, &commit, &t.session)?;
     Ok(Committed { commit: id.to_string(), files, made: true })
+}
+
+/// Writes the session's state file at `rel` in the worktree, whatever a
+/// command left on the way: a link in its place or in place of
+/// `.forge/` or `.forge/sessions/` is removed, not followed (the file
+/// would otherwise land wherever the link points, a key file of the
+/// user's say).
+fn write_state_file(worktree: &Path, rel: &Path, state: &[u8]) -> Result<(), GitError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    unlink_on_the_way(worktree, rel)?;
+    let file = worktree.join(rel);
+    if let Some(dir) = file.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| GitError::io(dir, e))?;
+    }
+    let mut out = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&file)
+        .map_err(|e| GitError::io(&file, e))?;
+    out.write_all(state).map_err(|e| GitError::io(&file, e))
+}
+
+/// Removes the first symbolic link on the way from `top` to `rel` (the
+/// path itself included), so what is written there next stays inside.
+pub(crate) fn unlink_on_the_way(top: &Path, rel: &Path) -> Result<(), GitError> {
+    let mut at = top.to_path_buf();
+    for part in rel.components() {
+        at.push(part);
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.file_type().is_symlink() => {
+                return std::fs::remove_file(&at).map_err(|e| GitError::io(&at, e));
+            }
+            Ok(m) if m.is_dir() => continue,
+            _ => return Ok(()),
+        }
+    }
+    Ok(())
 }
 
 /// The paths `commit` changed against its first parent, the session's

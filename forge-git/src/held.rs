@@ -1,11 +1,13 @@
-//! Files a turn's commands wrote that make something run later (a hook, a
-//! `.gitattributes` filter, an `.envrc`): the session's commit holds them
-//! back until a user has seen them, so a confined command cannot put a
-//! program into the branch the user merges without anyone looking. Here:
-//! what such files differ by from the branch's tip, and, for the commit,
-//! how to leave them out or put the tip's version back.
+//! Files a session's worktree holds changed that make something run later
+//! (a hook, a `.gitattributes` filter, an `.envrc`): the session's commit
+//! holds them back until a user has seen them, so a confined command (or
+//! a helper agent's) cannot put a program into the branch the user
+//! merges without anyone looking. Here: what such files differ by from
+//! the branch's tip, and, for the commit, how to leave them out or put
+//! the tip's version back. Paths are kept as bytes throughout.
 
-use std::path::Path;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 
 use crate::GitError;
 
@@ -15,47 +17,33 @@ const DIFF_MAX: usize = 16 * 1024;
 /// One file held from a commit, with what it would change.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HeldFile {
-    /// Relative to the repository's top.
-    pub path: String,
-    /// Its diff against the branch's tip (cut at 16 KiB).
+    /// Relative to the repository's top, as the file system names it.
+    pub path: PathBuf,
+    /// Its diff against the branch's tip, as text (cut at 16 KiB, saying
+    /// how much there is in all).
     pub diff: String,
 }
 
-/// Which files a commit holds back.
-pub enum Holding<'a> {
-    /// These paths, where they differ from the tip.
-    Paths(&'a [String]),
-    /// Every changed path the predicate names (after a restart, when what
-    /// the turn's commands wrote is no longer known).
-    Matching(&'a dyn Fn(&str) -> bool),
-}
-
-/// The files `which` names that the worktree of `branch` holds changed
-/// against the branch's tip (created, modified, deleted, or turned into a
-/// symlink); files the repository ignores are not committed, so not held.
-pub fn held_changes(worktree: &Path, branch: &str, which: Holding) -> Result<Vec<HeldFile>, GitError> {
-    if matches!(which, Holding::Paths(p) if p.is_empty()) {
-        return Ok(Vec::new());
-    }
+/// The changed files of `branch`'s worktree against the branch's tip
+/// (created, modified, deleted, or turned into a symlink) that `wanted`
+/// names; files the repository ignores are not committed, so not held.
+pub fn held_changes(worktree: &Path, branch: &str, wanted: &dyn Fn(&Path) -> bool) -> Result<Vec<HeldFile>, GitError> {
     let repo = git2::Repository::open(worktree)?;
     let tip = repo.find_reference(&format!("refs/heads/{branch}"))?.peel_to_commit()?;
     let tree = tip.tree()?;
     let mut opts = git2::DiffOptions::new();
-    opts.include_untracked(true).recurse_untracked_dirs(true).show_untracked_content(true).include_typechange(true);
-    if let Holding::Paths(paths) = &which {
-        opts.disable_pathspec_match(true);
-        for p in *paths {
-            opts.pathspec(p);
-        }
-    }
+    // As text whatever the worktree's `.gitattributes` says (`-diff`
+    // would show a hook as "binary" and hide what it runs).
+    opts.include_untracked(true)
+        .recurse_untracked_dirs(true)
+        .show_untracked_content(true)
+        .include_typechange(true)
+        .force_text(true);
     let diff = repo.diff_tree_to_workdir(Some(&tree), Some(&mut opts))?;
     let mut held = Vec::new();
     for (i, delta) in diff.deltas().enumerate() {
         let Some(path) = delta.new_file().path().or_else(|| delta.old_file().path()) else { continue };
-        let path = path.to_string_lossy().into_owned();
-        if let Holding::Matching(wanted) = &which
-            && !wanted(&path)
-        {
+        if !wanted(path) {
             continue;
         }
         let mut text = match git2::Patch::from_diff(&diff, i)? {
@@ -63,11 +51,12 @@ pub fn held_changes(worktree: &Path, branch: &str, which: Holding) -> Result<Vec
             None => String::new(),
         };
         if text.len() > DIFF_MAX {
+            let all = text.len();
             let cut = (0..=DIFF_MAX).rev().find(|&c| text.is_char_boundary(c)).unwrap_or(0);
             text.truncate(cut);
-            text.push_str("\n[… the rest of the diff is not shown]\n");
+            text.push_str(&format!("\n[… {all} bytes of diff in all; the rest is not shown: read the file itself]\n"));
         }
-        held.push(HeldFile { path, diff: text });
+        held.push(HeldFile { path: path.to_path_buf(), diff: text });
     }
     Ok(held)
 }
@@ -75,7 +64,7 @@ pub fn held_changes(worktree: &Path, branch: &str, which: Holding) -> Result<Vec
 /// Puts `paths` back as the tip of the worktree's branch has them (a file
 /// the tip lacks is removed), through libgit2's checkout, which replaces a
 /// symlink the command left in a path's place instead of writing through it.
-pub(crate) fn put_back(repo: &git2::Repository, tip: &git2::Commit, paths: &[String]) -> Result<(), GitError> {
+pub(crate) fn put_back(repo: &git2::Repository, tip: &git2::Commit, paths: &[PathBuf]) -> Result<(), GitError> {
     if paths.is_empty() {
         return Ok(());
     }
@@ -83,42 +72,71 @@ pub(crate) fn put_back(repo: &git2::Repository, tip: &git2::Commit, paths: &[Str
     // directory above the path) goes first, never what it points to.
     let top = repo.workdir().ok_or_else(|| GitError::Bare { dir: repo.path().display().to_string() })?;
     for p in paths {
-        let mut at = top.to_path_buf();
-        for part in Path::new(p).components() {
-            at.push(part);
-            match std::fs::symlink_metadata(&at) {
-                Ok(m) if m.file_type().is_symlink() => {
-                    std::fs::remove_file(&at).map_err(|e| GitError::io(&at, e))?;
-                    break;
-                }
-                Ok(m) if m.is_dir() => continue,
-                _ => break,
-            }
-        }
+        crate::commit::unlink_on_the_way(top, p)?;
     }
     let mut checkout = git2::build::CheckoutBuilder::new();
     checkout.force().remove_untracked(true).disable_pathspec_match(true);
     for p in paths {
-        checkout.path(p);
+        checkout.path(p.as_path());
     }
     repo.checkout_tree(tip.as_object(), Some(&mut checkout))?;
     Ok(())
 }
 
-/// Leaves `paths` out of the index about to be committed: they keep the
-/// tip's version there (or stay absent), while the worktree keeps the
-/// change for a later commit.
+/// Leaves `paths` out of the index about to be committed: each keeps the
+/// tip's entries there (or stays absent), while the worktree keeps the
+/// change for a later commit. Entries are set one by one, by exact name
+/// (no pattern matching).
 pub(crate) fn leave_out(
     repo: &git2::Repository,
     tip: &git2::Commit,
     index: &mut git2::Index,
-    paths: &[String],
+    paths: &[PathBuf],
 ) -> Result<(), GitError> {
-    if paths.is_empty() {
-        return Ok(());
+    let tree = tip.tree()?;
+    for p in paths {
+        index.remove_path(p)?;
+        index.remove_dir(p, 0)?;
+        let Ok(entry) = tree.get_path(p) else { continue };
+        match entry.kind() {
+            Some(git2::ObjectType::Blob) => add_entry(index, p, entry.filemode(), entry.id())?,
+            // A directory the command replaced (by a link): all it held.
+            Some(git2::ObjectType::Tree) => {
+                let sub = repo.find_tree(entry.id())?;
+                let mut blobs = Vec::new();
+                sub.walk(git2::TreeWalkMode::PreOrder, |dir, e| {
+                    if e.kind() == Some(git2::ObjectType::Blob) {
+                        let name = Path::new(std::ffi::OsStr::from_bytes(e.name_bytes()));
+                        blobs.push((p.join(dir).join(name), e.filemode(), e.id()));
+                    }
+                    git2::TreeWalkResult::Ok
+                })?;
+                for (path, mode, id) in blobs {
+                    add_entry(index, &path, mode, id)?;
+                }
+            }
+            _ => {}
+        }
     }
-    index.write()?;
-    repo.reset_default(Some(tip.as_object()), paths.iter())?;
-    index.read(true)?;
+    Ok(())
+}
+
+fn add_entry(index: &mut git2::Index, path: &Path, mode: i32, id: git2::Oid) -> Result<(), GitError> {
+    let name = path.as_os_str().as_bytes().to_vec();
+    let zero = git2::IndexTime::new(0, 0);
+    index.add(&git2::IndexEntry {
+        ctime: zero,
+        mtime: zero,
+        dev: 0,
+        ino: 0,
+        mode: mode as u32,
+        uid: 0,
+        gid: 0,
+        file_size: 0,
+        id,
+        flags: name.len().min(0xfff) as u16,
+        flags_extended: 0,
+        path: name,
+    })?;
     Ok(())
 }

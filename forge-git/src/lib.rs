@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 pub use brought::{Brought, brought};
 pub use commit::{Committed, Moved, TurnCommit, commit_for_node, commit_turn, move_branch, reword_tip, turn_of};
-pub use held::{HeldFile, Holding, held_changes};
+pub use held::{HeldFile, held_changes};
 pub use merge::{MergeOptions, Merged, merge_session, rebase_session};
 pub use read::{CommitInfo, Shown, diff_branch, diff_worktree, log, show, turn_states};
 
@@ -139,7 +139,10 @@ pub fn hooks_path(dir: &Path) -> Option<String> {
         true => p.strip_prefix(&top).ok()?.to_path_buf(),
         false => p.to_path_buf(),
     };
-    let clean = inside.components().all(|c| matches!(c, std::path::Component::Normal(_)));
+    // `./hooks` is `hooks`; `..` would leave the tree.
+    let parts: Vec<_> = inside.components().filter(|c| !matches!(c, std::path::Component::CurDir)).collect();
+    let clean = parts.iter().all(|c| matches!(c, std::path::Component::Normal(_)));
+    let inside: PathBuf = parts.iter().collect();
     (clean && !inside.as_os_str().is_empty()).then(|| inside.to_string_lossy().trim_end_matches('/').to_string())
 }
 

@@ -166,6 +166,14 @@ fn a_checkout_moves_the_branch_and_keeps_the_tip_it_leaves() {
     assert!(s.cwd.join("two.txt").exists());
 }
 
+fn paths(v: &[&str]) -> Vec<std::path::PathBuf> {
+    v.iter().map(std::path::PathBuf::from).collect()
+}
+
+fn runs_later(p: &Path) -> bool {
+    p.to_string_lossy().starts_with(".git")
+}
+
 #[test]
 fn files_that_run_later_are_held_left_out_of_a_checkpoint_and_put_back_on_denial() {
     let dir = repo();
@@ -174,35 +182,34 @@ fn files_that_run_later_are_held_left_out_of_a_checkpoint_and_put_back_on_denial
     std::fs::create_dir_all(w.join(".githooks")).unwrap_or_else(|e| panic!("{e}"));
     std::fs::write(w.join(".githooks/pre-commit"), "#!/bin/sh\ncat ~/.ssh/id_ed25519\n")
         .unwrap_or_else(|e| panic!("{e}"));
+    // A literal name that is also a glob pattern, and a `-diff` attribute
+    // meant to hide the hook's text.
+    std::fs::write(w.join(".github[1].yml"), "on: push\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(w.join(".gitattributes"), "* -diff\n").unwrap_or_else(|e| panic!("{e}"));
     std::fs::write(w.join("src/a.txt"), "two\n").unwrap_or_else(|e| panic!("{e}"));
-    let written = [".githooks/pre-commit".to_string(), "src/a.txt".to_string()];
-    let run_later = |p: &str| p.starts_with(".git");
-    let held = held_changes(w, &s.branch, Holding::Matching(&run_later)).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(held.len(), 1, "{held:?}");
-    assert_eq!(held[0].path, ".githooks/pre-commit");
-    assert!(held[0].diff.contains("+cat ~/.ssh/id_ed25519"), "{}", held[0].diff);
-    let named = held_changes(w, &s.branch, Holding::Paths(&written[..1])).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(named, held);
+    let held = held_changes(w, &s.branch, &runs_later).unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<_> = held.iter().map(|h| h.path.clone()).collect();
+    assert_eq!(names, paths(&[".gitattributes", ".githooks/pre-commit", ".github[1].yml"]));
+    assert!(held[1].diff.contains("+cat ~/.ssh/id_ed25519"), "{}", held[1].diff);
 
-    // A checkpoint commits the rest and leaves the hook in the worktree.
-    let leave = vec![".githooks/pre-commit".to_string()];
-    let c1 = commit_turn(w, &s.branch, &TurnCommit { leave_out: leave.clone(), ..turn("s1", "m1~a", "checkpoint") })
+    // A checkpoint commits the rest and leaves them in the worktree.
+    let c1 = commit_turn(w, &s.branch, &TurnCommit { leave_out: names.clone(), ..turn("s1", "m1~a", "checkpoint") })
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(c1.files, vec!["src/a.txt".to_string()]);
     assert!(w.join(".githooks/pre-commit").exists());
-    let still = held_changes(w, &s.branch, Holding::Paths(&leave)).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(still.len(), 1);
+    let still = held_changes(w, &s.branch, &runs_later).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(still.len(), 3, "{still:?}");
 
-    // Denied: the tip's version (none) is put back, through a symlink too.
+    // Denied: the tip's version (none) is put back, a link in place too.
+    std::fs::remove_file(w.join(".gitattributes")).unwrap_or_else(|e| panic!("{e}"));
     let canary = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     std::os::unix::fs::symlink(canary.path().join("key"), w.join(".gitattributes")).unwrap_or_else(|e| panic!("{e}"));
-    let back = vec![".githooks/pre-commit".to_string(), ".gitattributes".to_string()];
-    let c2 = commit_turn(w, &s.branch, &TurnCommit { put_back: back.clone(), ..turn("s1", "m1", "turn") })
+    let c2 = commit_turn(w, &s.branch, &TurnCommit { put_back: names, ..turn("s1", "m1", "turn") })
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(c2.files.is_empty(), "{:?}", c2.files);
-    assert!(!w.join(".githooks/pre-commit").exists());
+    assert!(!w.join(".githooks/pre-commit").exists() && !w.join(".github[1].yml").exists());
     assert!(std::fs::symlink_metadata(w.join(".gitattributes")).is_err());
-    assert!(held_changes(w, &s.branch, Holding::Matching(&run_later)).unwrap_or_else(|e| panic!("{e}")).is_empty());
+    assert!(held_changes(w, &s.branch, &runs_later).unwrap_or_else(|e| panic!("{e}")).is_empty());
 }
 
 #[test]
@@ -216,8 +223,7 @@ fn a_denied_change_to_a_tracked_file_gets_the_tips_bytes_back() {
     std::fs::write(&key, "secret\n").unwrap_or_else(|e| panic!("{e}"));
     std::fs::remove_file(w.join("src/a.txt")).unwrap_or_else(|e| panic!("{e}"));
     std::os::unix::fs::symlink(&key, w.join("src/a.txt")).unwrap_or_else(|e| panic!("{e}"));
-    let back = vec!["src/a.txt".to_string()];
-    let c = commit_turn(w, &s.branch, &TurnCommit { put_back: back, ..turn("s1", "m1", "turn") })
+    let c = commit_turn(w, &s.branch, &TurnCommit { put_back: paths(&["src/a.txt"]), ..turn("s1", "m1", "turn") })
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(c.files.is_empty(), "{:?}", c.files);
     let meta = std::fs::symlink_metadata(w.join("src/a.txt")).unwrap_or_else(|e| panic!("{e}"));
@@ -225,18 +231,55 @@ fn a_denied_change_to_a_tracked_file_gets_the_tips_bytes_back() {
     assert_eq!(std::fs::read_to_string(w.join("src/a.txt")).unwrap_or_default(), "one\n");
     assert_eq!(std::fs::read_to_string(&key).unwrap_or_default(), "secret\n");
 
-    // A directory replaced by a link out: the link goes, the tree comes back.
+    // A directory replaced by a link out: left out of a checkpoint, the
+    // tip's files stay in the commit; put back, the link goes.
     std::fs::rename(w.join("src"), w.join("src.old")).unwrap_or_else(|e| panic!("{e}"));
     let out = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     std::fs::write(out.path().join("a.txt"), "outside\n").unwrap_or_else(|e| panic!("{e}"));
     std::os::unix::fs::symlink(out.path(), w.join("src")).unwrap_or_else(|e| panic!("{e}"));
-    let held =
-        held_changes(w, &s.branch, Holding::Matching(&|p| p.starts_with("src"))).unwrap_or_else(|e| panic!("{e}"));
-    let paths: Vec<String> = held.iter().map(|h| h.path.clone()).collect();
-    assert!(paths.contains(&"src".to_string()), "{paths:?}");
-    commit_turn(w, &s.branch, &TurnCommit { put_back: paths, ..turn("s1", "m2", "turn") })
+    let held = held_changes(w, &s.branch, &|p| p.starts_with("src")).unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<_> = held.iter().map(|h| h.path.clone()).collect();
+    assert!(names.contains(&"src".into()), "{names:?}");
+    let kept = commit_turn(w, &s.branch, &TurnCommit { leave_out: names.clone(), ..turn("s1", "m2~a", "checkpoint") })
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(!kept.files.iter().any(|f| f.starts_with("src/")), "{:?}", kept.files);
+    commit_turn(w, &s.branch, &TurnCommit { put_back: names, ..turn("s1", "m2", "turn") })
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(std::fs::symlink_metadata(w.join("src")).map(|m| m.is_dir()).unwrap_or(false));
     assert_eq!(std::fs::read_to_string(w.join("src/a.txt")).unwrap_or_default(), "one\n");
     assert_eq!(std::fs::read_to_string(out.path().join("a.txt")).unwrap_or_default(), "outside\n");
+}
+
+#[test]
+fn the_state_file_is_never_written_through_a_link_a_command_left() {
+    let dir = repo();
+    let s = start(dir.path(), "s1", None).unwrap_or_else(|e| panic!("{e}"));
+    let w = &s.worktree;
+    let canary = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let keys = canary.path().join("authorized_keys");
+    std::fs::write(&keys, "ssh-ed25519 mine\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(w.join(".forge/sessions")).unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink(&keys, w.join(".forge/sessions/s1.json")).unwrap_or_else(|e| panic!("{e}"));
+    commit_turn(w, &s.branch, &turn("s1", "m1", "one")).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(std::fs::read_to_string(&keys).unwrap_or_default(), "ssh-ed25519 mine\n");
+    // And a linked `.forge` directory.
+    std::fs::remove_dir_all(w.join(".forge")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(canary.path().join("sessions")).unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink(canary.path(), w.join(".forge")).unwrap_or_else(|e| panic!("{e}"));
+    commit_turn(w, &s.branch, &turn("s1", "m2", "two")).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!canary.path().join("sessions/s1.json").exists());
+    assert!(std::fs::symlink_metadata(w.join(".forge")).map(|m| m.is_dir()).unwrap_or(false));
+}
+
+#[test]
+fn the_hooks_directory_is_named_however_the_setting_spells_it() {
+    let dir = repo();
+    let set = |v: &str| {
+        let repo = git2::Repository::open(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+        repo.config().and_then(|mut c| c.set_str("core.hooksPath", v)).unwrap_or_else(|e| panic!("{e}"));
+    };
+    for (value, named) in [("./hooks", Some("hooks")), (".husky/_", Some(".husky/_")), ("../out", None), (".", None)] {
+        set(value);
+        assert_eq!(hooks_path(dir.path()).as_deref(), named, "{value}");
+    }
 }

@@ -95,7 +95,7 @@ pub fn approval_subject(calls: &[ApprovalCall]) -> String {
     match calls {
         [one] if one.name == BUDGET_CALL => "going past its budget".into(),
         [first, ..] if first.name == HELD_CALL => {
-            format!("committing {} file(s) a command wrote that run something later", calls.len())
+            format!("committing {} changed file(s) that run something later", calls.len())
         }
         [_] => "1 tool call".into(),
         many => format!("{} tool calls", many.len()),

@@ -95,7 +95,7 @@ async fn the_file_tools_ask_before_writing_the_repositorys_own_hooks_directory()
     let (_mock, forge) = started().await;
     let repo = forge_tests::harness::git_repository(&[("a.txt", "a\n")]);
     let dir = repo.path();
-    git(dir, &["config", "core.hooksPath", "scripts/hooks"]);
+    git(dir, &["config", "core.hooksPath", "./scripts/hooks"]);
     let id = forge.new_session(&["--git", "--cwd", &dir.display().to_string()]).await;
     // An edit elsewhere in the worktree runs without asking…
     let c = tool_call("write_file", &json!({"path": "scripts/build.sh", "content": "make\n"}));
@@ -112,4 +112,24 @@ async fn the_file_tools_ask_before_writing_the_repositorys_own_hooks_directory()
     forge.wait_for_session(&id, "idle", |s| s["state"] == "idle").await;
     assert!(!tip_files(dir, &id).contains("scripts/hooks/pre-commit"));
     assert!(tip_files(dir, &id).contains("scripts/build.sh"));
+
+    // A hook that lands there by any other way (a helper agent's command,
+    // a program of the user's) waits for a word at the next commit too.
+    let info = forge.ok(&["--json", "session", "show", &id]).await.json_lines();
+    let worktree = Path::new(info[0]["cwd"].as_str().unwrap_or_default()).to_path_buf();
+    std::fs::create_dir_all(worktree.join("scripts/hooks")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(worktree.join("scripts/hooks/pre-push"), "#!/bin/sh\nexit 0\n").unwrap_or_else(|e| panic!("{e}"));
+    forge.ok(&["send", "--no-wait", "-s", &id, "nothing to do"]).await;
+    for _ in 0..400 {
+        let list = forge.ok(&["--json", "approvals"]).await.json_lines();
+        if let Some(a) = list.iter().find(|a| a["session_id"] == id) {
+            assert_eq!(a["calls"][0]["call_id"], "run_later:scripts/hooks/pre-push", "{a}");
+            forge.ok(&["deny", &id]).await;
+            forge.wait_for_session(&id, "idle", |s| s["state"] == "idle").await;
+            assert!(!worktree.join("scripts/hooks/pre-push").exists(), "put back: the branch never had it");
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    panic!("the commit never asked about the hook");
 }

@@ -43,26 +43,48 @@ pub(super) fn clear(file: &Path) {
 
 /// After a crash: the call that was running, and what it left in the
 /// repositories under the roots that git would run, undone. `None` when
-/// no command was running.
-pub(super) fn check_after_crash(file: &Path) -> Option<(String, Vec<GitUndone>)> {
-    let data = std::fs::read(file).ok()?;
+/// no command was running (or the saved guard is stale: its call has a
+/// result, it was stopped before it ran).
+pub(super) async fn after_crash(
+    shared: &crate::shared::Shared,
+    session: &str,
+) -> Result<Option<(String, Vec<GitUndone>)>, crate::error::EngineError> {
+    let file = path(&shared.db, session);
+    let Ok(data) = tokio::fs::read(&file).await else { return Ok(None) };
     let Some(at) = data.iter().position(|b| *b == b'\n') else {
-        clear(file);
-        return None;
+        clear(&file);
+        return Ok(None);
     };
     let call_id = String::from_utf8_lossy(&data[..at]).into_owned();
-    let Some(mut guard) = forge_tools::git_guard::Guard::restored(&data[at + 1..]) else {
-        tracing::warn!(file = %file.display(), "the saved git guard could not be read; nothing was checked");
-        clear(file);
-        return None;
-    };
+    if shared.store.call_answered(session, &call_id).await? {
+        clear(&file);
+        return Ok(None);
+    }
+    let guard = data[at + 1..].to_vec();
+    let checked = tokio::task::spawn_blocking(move || {
+        let undone = check(&guard);
+        if undone.is_none() {
+            tracing::warn!(file = %file.display(), "the saved git guard could not be read; nothing was checked");
+        }
+        clear(&file);
+        undone
+    });
+    Ok(checked.await.ok().flatten().map(|undone| (call_id, undone)))
+}
+
+/// Checks the roots against a saved guard: what was undone.
+fn check(saved: &[u8]) -> Option<Vec<GitUndone>> {
+    let mut guard = forge_tools::git_guard::Guard::restored(saved)?;
     let spots = guard.find();
     let base = guard.given_roots().first().cloned().unwrap_or_default();
-    let undone = guard
-        .check(spots)
-        .into_iter()
-        .map(|u| GitUndone { path: u.path.strip_prefix(&base).unwrap_or(&u.path).display().to_string(), what: u.what })
-        .collect();
-    clear(file);
-    Some((call_id, undone))
+    let undone = guard.check(spots);
+    Some(
+        undone
+            .into_iter()
+            .map(|u| GitUndone {
+                path: u.path.strip_prefix(&base).unwrap_or(&u.path).display().to_string(),
+                what: u.what,
+            })
+            .collect(),
+    )
 }

@@ -2,6 +2,7 @@
 //! commit message asked of a model, bounded and falling back to the
 //! user's first line, then the commit itself on a blocking thread.
 
+use std::path::Path;
 use std::time::Duration;
 
 use super::machine::call::JobOutcome;
@@ -43,9 +44,10 @@ pub(super) async fn commit(providers: ProviderClient, job: CommitJob) -> JobOutc
     let _one_at_a_time = COMMITTING.lock().await;
     let done = tokio::task::spawn_blocking(move || {
         match held(&worktree, &branch, &hold) {
-            Ok(files) if !files.is_empty() => return Err(Box::new((commit, files))),
-            Ok(_) => {}
-            // Not committed unseen: the turn's commit fails, saying why.
+            Ok(files) if files.is_empty() => {}
+            Ok(files) if matches!(hold, Hold::RunLater { ask: true, .. }) => return Err(Box::new((commit, files))),
+            Ok(files) => commit.leave_out = files.into_iter().map(|f| f.path).collect(),
+            // Not committed unseen: the commit fails, saying why.
             Err(e) => return Ok(Err(format!("the files that run later could not be read: {e}"))),
         }
         let done = forge_git::commit_turn(&worktree, &branch, &commit).map_err(|e| e.to_string());
@@ -62,21 +64,22 @@ pub(super) async fn commit(providers: ProviderClient, job: CommitJob) -> JobOutc
     }
 }
 
-/// The files the commit waits on a user for: those `hold` names that
-/// differ from the branch's tip.
-fn held(
-    worktree: &std::path::Path,
-    branch: &str,
-    hold: &Hold,
-) -> Result<Vec<forge_git::HeldFile>, forge_git::GitError> {
-    match hold {
-        Hold::Nothing => Ok(Vec::new()),
-        Hold::Paths(paths) => forge_git::held_changes(worktree, branch, forge_git::Holding::Paths(paths)),
-        Hold::RunLater => {
-            let runs_later = |p: &str| crate::tools::policy::runs_code_later(p);
-            forge_git::held_changes(worktree, branch, forge_git::Holding::Matching(&runs_later))
-        }
-    }
+/// The files the commit waits on a user for: those that run later (the
+/// repository's hooks directory among them) and differ from the branch's
+/// tip, less those still as a file tool wrote them.
+fn held(worktree: &Path, branch: &str, hold: &Hold) -> Result<Vec<forge_git::HeldFile>, forge_git::GitError> {
+    let Hold::RunLater { exempt, .. } = hold else { return Ok(Vec::new()) };
+    let hooks = forge_git::hooks_path(worktree).map(std::path::PathBuf::from);
+    let runs_later = |p: &Path| {
+        crate::tools::policy::runs_code_later(&p.to_string_lossy()) || hooks.as_ref().is_some_and(|h| p.starts_with(h))
+    };
+    let mut files = forge_git::held_changes(worktree, branch, &runs_later)?;
+    files.retain(|f| {
+        let Some((_, written)) = exempt.iter().find(|(p, _)| *p == f.path) else { return true };
+        let now = crate::rewind::read_state(&worktree.join(&f.path)).ok().flatten();
+        *written != now.map(|(data, _)| crate::rewind::hash(&data))
+    });
+    Ok(files)
 }
 
 /// A model's commit message as subject and body: fences, quotes and a

@@ -41,13 +41,23 @@ pub(super) async fn durable(shared: &Shared, row: SessionRow, recovering: bool) 
     let interrupted_changes = store.interrupted_changes(&row.id).await?;
     let rewind = if recovering { unfinished_rewind(store, &row.id).await? } else { None };
     let guarded = match recovering {
-        true => {
-            let file = super::crash_guard::path(&shared.db, &row.id);
-            tokio::task::spawn_blocking(move || super::crash_guard::check_after_crash(&file)).await.ok().flatten()
-        }
+        true => super::crash_guard::after_crash(shared, &row.id).await?,
         false => None,
     };
-    Ok(Durable { row, queue, path, unfinished, spent, summaries, in_force, interrupted_changes, rewind, guarded })
+    let git_hooks = row.git.as_ref().and_then(|g| forge_git::hooks_path(std::path::Path::new(&g.worktree)));
+    Ok(Durable {
+        row,
+        queue,
+        path,
+        unfinished,
+        spent,
+        summaries,
+        in_force,
+        interrupted_changes,
+        rewind,
+        guarded,
+        git_hooks,
+    })
 }
 
 /// A rewind whose intent (`rewind_started`) is durable and whose end

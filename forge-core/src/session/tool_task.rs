@@ -129,6 +129,12 @@ pub(super) async fn record_before(recorder: Recorder, job: RecordBefore) -> JobO
             }
         };
         // Durable before the command runs, as the contents are.
+        if guard.is_none() {
+            // A nested repository's path JSON cannot hold: a crash during
+            // this command is not checked (said), and no older save stays.
+            tracing::warn!(session = %job.session_id, "the git guard could not be saved before the command");
+            super::crash_guard::clear(&recorder.guard_file);
+        }
         if let Some(guard) = guard {
             let (file, call_id) = (recorder.guard_file.clone(), job.call_id.clone());
             let saved = tokio::task::spawn_blocking(move || super::crash_guard::save(&file, &call_id, &guard)).await;
@@ -207,7 +213,7 @@ pub(super) async fn record_after(recorder: Recorder, job: RecordAfter) -> JobOut
                 }
                 if ignored_unwatched {
                     let mark = crate::rewind::Unrecorded::IgnoredUnwatched;
-                    unrecorded = sandbox.roots().iter().map(|r| (r.display().to_string(), mark)).collect();
+                    unrecorded = sandbox.roots().iter().map(|r| (crate::rewind::path_text(r), mark)).collect();
                 }
             }
             Err(e) => {
@@ -222,7 +228,7 @@ pub(super) async fn record_after(recorder: Recorder, job: RecordAfter) -> JobOut
 /// Every root marked as not recorded: what a command changed there could
 /// not be read after it (an undo names them instead of saying nothing).
 pub(super) fn not_read(sandbox: &crate::tools::Sandbox) -> Vec<(String, crate::rewind::Unrecorded)> {
-    sandbox.roots().iter().map(|r| (r.display().to_string(), crate::rewind::Unrecorded::NotRead)).collect()
+    sandbox.roots().iter().map(|r| (crate::rewind::path_text(r), crate::rewind::Unrecorded::NotRead)).collect()
 }
 
 /// Starts a tool call in its own task, with its timeout.

@@ -54,6 +54,22 @@ impl Store {
         Ok((answered == 0).then_some(approval_id))
     }
 
+    /// Whether the newest run of call `call_id` of the session has its
+    /// result journaled (ids may repeat across turns: some servers number
+    /// calls from 0 in each answer).
+    pub async fn call_answered(&self, session: &str, call_id: &str) -> Result<bool, StoreError> {
+        let (ran, answered): (Option<i64>, Option<i64>) = sqlx::query_as(
+            "SELECT MAX(CASE WHEN kind = 'tool_running' THEN seq END), MAX(CASE WHEN kind = 'tool_result' THEN seq END)
+               FROM events WHERE session_id = ? AND kind IN ('tool_running', 'tool_result')
+               AND json_extract(body, '$.call_id') = ?",
+        )
+        .bind(session)
+        .bind(call_id)
+        .fetch_one(&self.pool())
+        .await?;
+        Ok(answered.unwrap_or(0) > ran.unwrap_or(0))
+    }
+
     /// The session's newest event of a kind: its seq and JSON body.
     pub async fn last_event_of_kind(
         &self,

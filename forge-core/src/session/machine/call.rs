@@ -272,7 +272,7 @@ impl Session {
                 for op in ops {
                     self.pipeline.op(op);
                 }
-                if scanned {
+                if !scanned {
                     self.note_run_later(&changes);
                 }
                 if let Some((node_id, call_id, _)) = self.running_ids() {

@@ -59,14 +59,11 @@ impl Session {
         };
         let approval =
             json!({"approval_id": c.approval_id, "decision": c.reason, "approved": c.approved, "denied": c.denied});
-        let mut commit = self.commit_of(&turn, &key, json!(c.reason), Some(mark), Some(("approval", approval)));
-        // What the turn's commands wrote that runs later waits for the
-        // turn's own commit, where a user is asked about it.
-        if let super::git_commit::Hold::Paths(held) = self.run_later_hold(false) {
-            commit.leave_out = held;
-        }
+        let commit = self.commit_of(&turn, &key, json!(c.reason), Some(mark), Some(("approval", approval)));
+        // What runs later waits for the turn's own commit, where a user
+        // is asked about it.
+        let hold = self.run_later_hold(false);
         let job = self.new_job();
-        let hold = super::git_commit::Hold::Nothing;
         self.out.push(Effect::CommitTurn(Box::new(super::git_commit::CommitJob {
             job,
             worktree,

@@ -33,13 +33,17 @@ pub(crate) struct CommitJob {
     pub hold: Hold,
 }
 
-/// Which changed files make a turn's commit wait for a user.
+/// Which changed files make a commit wait for a user (see `git_held.rs`).
 pub(crate) enum Hold {
     Nothing,
-    /// These (what the turn's commands wrote that runs later).
-    Paths(Vec<String>),
-    /// Any file that runs later (after a restart mid-turn).
-    RunLater,
+    /// Every file that runs later and differs from the branch's tip, less
+    /// those a file tool wrote that still hold what it wrote (`exempt`:
+    /// path and hash): asked about (`ask`, the turn's commit) or left out
+    /// (a checkpoint).
+    RunLater {
+        exempt: Vec<(std::path::PathBuf, Option<String>)>,
+        ask: bool,
+    },
 }
 
 /// What the message request is told.

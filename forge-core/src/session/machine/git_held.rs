@@ -1,16 +1,19 @@
-//! Git mode: files that make something run later (a hook, `.gitattributes`,
-//! `.envrc`, `.mcp.json`: see `runs_code_later`) which the turn's commands
-//! wrote are held out of its commit until a user has seen them. The file
-//! tools ask before writing such files; a command writes them freely, so
-//! its writes are asked about here, at the turn's end, as one approval
-//! (`held-…`) with a pseudo-call per file whose summary is its diff.
+//! Git mode: files that make something run later (a hook, the
+//! repository's `core.hooksPath` directory, `.gitattributes`, `.envrc`,
+//! `.mcp.json`: see `runs_code_later`) are held out of a turn's commit
+//! until a user has seen them. The file tools ask before writing such
+//! files (or the user's rules let them); commands, and helper agents'
+//! commands, write them freely. So at the turn's end every such file that
+//! differs from the branch is asked about, as one approval (`held-…`)
+//! with a pseudo-call per file whose summary is its diff, except one a
+//! file tool wrote and nothing changed since (its hash unchanged).
 //! Approved, a file is committed with the turn; denied (or cancelled), it
-//! is put back as the branch had it. A checkpoint meanwhile leaves them
-//! in the worktree, so the turn's commit still sees them. After a restart
-//! mid-turn, what the commands wrote is no longer known: every such file
-//! that differs from the branch is asked about.
+//! is put back as the branch had it. A checkpoint meanwhile leaves them in
+//! the worktree, so the turn's commit still sees them. Nothing is taken
+//! off the list by a failed commit: the next commit finds them again.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use forge_proto::{ApprovalCall, ApprovalDecision, ApprovalResult, ClientRef, ErrorKind, EventKind, PendingApproval};
 
@@ -22,49 +25,51 @@ use crate::error::EngineError;
 /// Held files' approvals' ids start with this.
 const HELD_APPROVAL: &str = "held-";
 
-/// What the running turn's commands wrote among files that run later.
+/// What the running turn's file tools wrote among files that run later:
+/// the path (relative to the worktree's top) and the content's hash
+/// (`None`: deleted).
 pub(super) enum RunLaterWritten {
-    /// These paths, relative to the worktree's top.
-    Known(BTreeSet<String>),
-    /// The daemon restarted since the turn began.
+    Known(BTreeMap<PathBuf, Option<String>>),
+    /// The daemon restarted since the turn began: nothing is exempt.
     Unknown,
 }
 
 impl Default for RunLaterWritten {
     fn default() -> Self {
-        Self::Known(BTreeSet::new())
+        Self::Known(BTreeMap::new())
     }
 }
 
 impl Session {
-    /// A command's changes: those to files that run later are noted.
+    /// A file tool's changes (not a command's): those to files that run
+    /// later are noted with their content, which the user asked for or
+    /// whose rules let it run.
     pub(super) fn note_run_later(&mut self, changes: &[FileAfter]) {
         let Some(git) = &self.row.git else { return };
-        let RunLaterWritten::Known(paths) = &mut self.run_later else { return };
+        let RunLaterWritten::Known(written) = &mut self.run_later else { return };
         let top = std::path::Path::new(&git.worktree);
         for c in changes {
             let path = crate::rewind::text_path(&c.path);
             let Ok(rel) = path.strip_prefix(top) else { continue };
-            let rel = rel.to_string_lossy();
-            if crate::tools::policy::runs_code_later(&rel) {
-                paths.insert(rel.into_owned());
-            }
+            written.insert(rel.to_path_buf(), c.after.as_ref().map(|(hash, _)| hash.clone()));
         }
     }
 
-    /// What the turn's commit holds back (`take`: the turn is over).
-    pub(super) fn run_later_hold(&mut self, take: bool) -> Hold {
-        let written = match take {
+    /// What the commit holds back: `ask` at the turn's end (the list is
+    /// taken: the turn is over), else left out of a checkpoint.
+    pub(super) fn run_later_hold(&mut self, ask: bool) -> Hold {
+        let written = match ask {
             true => std::mem::take(&mut self.run_later),
             false => match &self.run_later {
-                RunLaterWritten::Known(p) => RunLaterWritten::Known(p.clone()),
+                RunLaterWritten::Known(w) => RunLaterWritten::Known(w.clone()),
                 RunLaterWritten::Unknown => RunLaterWritten::Unknown,
             },
         };
-        match written {
-            RunLaterWritten::Known(p) => Hold::Paths(p.into_iter().collect()),
-            RunLaterWritten::Unknown => Hold::RunLater,
-        }
+        let exempt = match written {
+            RunLaterWritten::Known(w) => w.into_iter().collect(),
+            RunLaterWritten::Unknown => Vec::new(),
+        };
+        Hold::RunLater { exempt, ask }
     }
 
     /// The commit found files to hold: a user is asked about each.
@@ -85,20 +90,25 @@ impl Session {
             return;
         };
         self.count_message(&message_id, usage);
-        let calls = files
-            .into_iter()
-            .map(|f| ApprovalCall {
-                call_id: format!("{}{}", forge_proto::HELD_CALL_PREFIX, f.path),
+        let mut calls = Vec::new();
+        let mut paths = Vec::new();
+        for f in files {
+            let shown = f.path.display().to_string();
+            let call_id = format!("{}{shown}", forge_proto::HELD_CALL_PREFIX);
+            calls.push(ApprovalCall {
+                call_id: call_id.clone(),
                 name: forge_proto::HELD_CALL.into(),
-                arguments: serde_json::json!({"path": f.path}).to_string(),
+                arguments: serde_json::json!({"path": shown}).to_string(),
                 risk: "high".into(),
                 summary: format!(
-                    "a command of this turn wrote {}, which makes something run later (a hook, a setting git or \
-                     a tool reads): approve to commit it with the turn, deny to put back what the branch had\n{}",
-                    f.path, f.diff
+                    "this turn left {shown} changed, a file that makes something run later (a hook, a setting git \
+                     or a tool reads), written by a command or not as a file tool wrote it: approve to commit it \
+                     with the turn, deny to put back what the branch had\n{}",
+                    f.diff
                 ),
-            })
-            .collect();
+            });
+            paths.push((call_id, f.path));
+        }
         let approval = PendingApproval {
             session_id: self.row.id.clone(),
             session_name: self.row.name.clone(),
@@ -106,7 +116,7 @@ impl Session {
             calls,
         };
         let approval_seq = self.ask_own(&approval);
-        let wait = HeldWait { message_id, status, commit, approval, approval_seq };
+        let wait = HeldWait { message_id, status, commit, approval, approval_seq, paths };
         self.state = OperationState::AwaitingHeld(Box::new(wait));
     }
 
@@ -133,7 +143,7 @@ impl Session {
         let OperationState::AwaitingHeld(wait) = std::mem::replace(&mut self.state, OperationState::Finishing) else {
             return Err(EngineError::new(ErrorKind::ApprovalNotPending, "no held files wait for a decision"));
         };
-        let HeldWait { message_id, status, mut commit, approval, .. } = *wait;
+        let HeldWait { message_id, status, mut commit, approval, paths, .. } = *wait;
         let denied: Vec<String> = all.iter().filter(|c| !approved.contains(c)).cloned().collect();
         self.pipeline.event(
             Some(client),
@@ -143,13 +153,13 @@ impl Session {
                 denied: denied.clone(),
             },
         );
-        commit.put_back =
-            denied.iter().filter_map(|c| c.strip_prefix(forge_proto::HELD_CALL_PREFIX)).map(String::from).collect();
+        commit.put_back = paths.into_iter().filter(|(c, _)| denied.contains(c)).map(|(_, p)| p).collect();
         let Some(git) = self.row.git.as_ref() else {
             return Err(EngineError::internal("a held commit in a session that is not a git session"));
         };
         let (worktree, branch) = (std::path::PathBuf::from(&git.worktree), git.branch.clone());
         let job = self.new_job();
+        // Answered: what is left differing is the user's word now.
         let hold = Hold::Nothing;
         self.out.push(Effect::CommitTurn(Box::new(CommitJob { job, worktree, branch, commit, message: None, hold })));
         self.state = OperationState::Committing { job, message_id, status };

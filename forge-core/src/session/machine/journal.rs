@@ -159,6 +159,7 @@ impl Session {
         self.summaries = durable.summaries;
         self.in_force = durable.in_force;
         self.interrupted_changes = durable.interrupted_changes;
+        self.git_hooks = durable.git_hooks;
         self.history = History::Held { release_armed: false };
         self.pipeline.reload(self.row.last_seq);
         if self.is_blocked() {

@@ -42,6 +42,8 @@ pub(crate) struct Durable {
     /// A command the daemon died during: its call, and what it had left
     /// that git would run, undone at load (see `crash_guard.rs`).
     pub guarded: Option<(String, Vec<forge_proto::GitUndone>)>,
+    /// Git mode: the worktree's `core.hooksPath` (as `Refresh` has it).
+    pub git_hooks: Option<String>,
 }
 
 /// What the session left unfinished, as the store shows it.

@@ -70,7 +70,7 @@ impl Session {
         for op in ops {
             self.pipeline.op(op);
         }
-        if scanned {
+        if !scanned {
             self.note_run_later(&changes);
         }
         self.mark_unrecorded(&node_id, &call_id, unrecorded);
@@ -94,7 +94,8 @@ impl Session {
                 None => self.clock.new_id("m"),
             };
             self.interrupted_changes.insert(c.call_id.clone(), node.clone());
-            let marks = roots.iter().map(|r| (r.display().to_string(), crate::rewind::Unrecorded::NotRead)).collect();
+            let marks =
+                roots.iter().map(|r| (crate::rewind::path_text(r), crate::rewind::Unrecorded::NotRead)).collect();
             self.mark_unrecorded(&node, &c.call_id, marks);
         }
     }

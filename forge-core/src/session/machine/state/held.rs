@@ -11,4 +11,6 @@ pub(crate) struct HeldWait {
     pub approval: PendingApproval,
     /// The seq of its `approval_requested`: shown once that is durable.
     pub approval_seq: u64,
+    /// Each call's file (its path as the file system names it).
+    pub paths: Vec<(String, std::path::PathBuf)>,
 }

@@ -7,13 +7,18 @@ use crate::session::machine::call::JobOutcome;
 use crate::session::machine::git_commit::Hold;
 
 fn git_row() -> SessionRow {
+    git_row_at("/r/.git/forge/worktrees/s1")
+}
+
+fn git_row_at(worktree: &str) -> SessionRow {
     SessionRow {
         git: Some(forge_proto::GitSession {
             repo: "/r".into(),
             branch: "forge/session/s1".into(),
             base: "b".repeat(40),
-            worktree: "/r/.git/forge/worktrees/s1".into(),
+            worktree: worktree.into(),
         }),
+        cwd: worktree.into(),
         ..row()
     }
 }
@@ -106,12 +111,16 @@ fn a_session_not_in_git_mode_commits_nothing() {
     assert_eq!(h.state(), OperationStateKind::Idle);
 }
 
-/// A git session whose turn ran one command (approved), which wrote the
-/// files `wrote` (relative to the worktree), then answered "done".
-fn after_a_command(wrote: &[&str]) -> Harness {
+/// A git session whose turn ran one call of `tool` (approved), whose
+/// record says it wrote `wrote` (relative to the worktree), then answered
+/// "done".
+fn after_a_call(tool: &str, args: &str, wrote: &[&str]) -> Harness {
     use forge_proto::params::AnswerParams;
-    let mut h = git_session(Unfinished::Nothing, Vec::new());
-    h.answer_calling("run_command", r#"{"command":"./setup.sh"}"#);
+    // A worktree that exists: the file tools' paths resolve in it.
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let top = dir.path().canonicalize().unwrap_or_else(|e| panic!("{e}")).display().to_string();
+    let mut h = Harness::restarted_as(config(), Unfinished::Nothing, Vec::new(), None, git_row_at(&top));
+    h.answer_calling(tool, args);
     h.settle();
     let pending = h.s.snapshot().approval.unwrap_or_else(|| panic!("an approval waits"));
     // Its checkpoint (the work so far) is written first.
@@ -126,11 +135,7 @@ fn after_a_command(wrote: &[&str]) -> Harness {
     committed(&mut h, "c2");
     h.next_changes = wrote
         .iter()
-        .map(|p| FileAfter {
-            path: format!("/r/.git/forge/worktrees/s1/{p}"),
-            after: Some(("h".into(), 0o755)),
-            data: None,
-        })
+        .map(|p| FileAfter { path: format!("{top}/{p}"), after: Some(("h1".into(), 0o755)), data: None })
         .collect();
     h.feed(Event::ToolDone { rest: Vec::new(), images: Vec::new(), end: ToolEnd::Finished(Ok("ok".into())) });
     h.settle();
@@ -139,36 +144,36 @@ fn after_a_command(wrote: &[&str]) -> Harness {
     h
 }
 
+fn held_files(paths: &[&str]) -> Vec<forge_git::HeldFile> {
+    paths.iter().map(|p| forge_git::HeldFile { path: p.into(), diff: "+cat ~/.ssh/id_ed25519\n".into() }).collect()
+}
+
 #[test]
-fn files_a_command_wrote_that_run_later_wait_for_a_user_at_the_turns_commit() {
-    let mut h = after_a_command(&[".githooks/pre-commit", "src/lib.rs", ".forge/sessions/s1.json"]);
+fn files_that_run_later_wait_for_a_user_at_the_turns_commit() {
+    let mut h = after_a_call("run_command", r#"{"command":"./setup.sh"}"#, &[".githooks/pre-commit", "src/lib.rs"]);
     assert_eq!(h.commits.len(), 1);
-    let held = match &h.commits[0].hold {
-        Hold::Paths(p) => p.clone(),
-        _ => panic!("the commit holds what the command wrote"),
-    };
-    assert_eq!(held, [".githooks/pre-commit"], "only files that run later, not Forge's own state");
-    // The shell finds it changed: nothing is committed, a user is asked.
+    match &h.commits[0].hold {
+        Hold::RunLater { exempt, ask: true } => assert!(exempt.is_empty(), "a command's writes are never exempt"),
+        _ => panic!("the turn's commit asks about what runs later"),
+    }
+    // The shell finds one changed: nothing is committed, a user is asked.
     let job = h.commits.remove(0);
-    let files = vec![forge_git::HeldFile { path: held[0].clone(), diff: "+cat ~/.ssh/id_ed25519\n".into() }];
-    let outcome = JobOutcome::Held { commit: Box::new(job.commit), files, usage: None };
+    let outcome =
+        JobOutcome::Held { commit: Box::new(job.commit), files: held_files(&[".githooks/pre-commit"]), usage: None };
     h.feed(Event::JobDone { job: job.job, outcome });
     h.settle();
     assert_eq!(h.state(), OperationStateKind::AwaitingApproval);
     let pending = h.s.snapshot().approval.unwrap_or_else(|| panic!("the held file is shown as an approval"));
     assert_eq!(pending.calls[0].call_id, "run_later:.githooks/pre-commit");
     assert!(pending.calls[0].summary.contains("+cat ~/.ssh/id_ed25519"), "{}", pending.calls[0].summary);
-    assert_eq!(
-        forge_proto::approval_subject(&pending.calls),
-        "committing 1 file(s) a command wrote that run something later"
-    );
+    assert_eq!(forge_proto::approval_subject(&pending.calls), "committing 1 changed file(s) that run something later");
     assert!(!h.names().contains(&"git_committed"));
 
     // Denied (a cancel says the same): put back, and the turn committed.
     drop(h.request::<forge_proto::CancelResult>(SessionRequest::Cancel(Default::default())));
     h.settle();
     assert_eq!(h.commits.len(), 1);
-    assert_eq!(h.commits[0].commit.put_back, [".githooks/pre-commit"]);
+    assert_eq!(h.commits[0].commit.put_back, [std::path::PathBuf::from(".githooks/pre-commit")]);
     assert!(matches!(h.commits[0].hold, Hold::Nothing), "asked once");
     assert!(h.names().contains(&"approval_resolved"));
     committed(&mut h, "c3");
@@ -177,12 +182,22 @@ fn files_a_command_wrote_that_run_later_wait_for_a_user_at_the_turns_commit() {
 }
 
 #[test]
-fn approved_held_files_are_committed_and_checkpoints_leave_them_for_the_turns_commit() {
+fn a_file_tools_approved_write_is_exempt_and_checkpoints_leave_held_files_for_the_turns_commit() {
     use forge_proto::params::AnswerParams;
-    let mut h = after_a_command(&[".envrc"]);
+    let mut h = after_a_call("write_file", r#"{"path":".mcp.json","content":"{}"}"#, &[".mcp.json"]);
+    match &h.commits[0].hold {
+        Hold::RunLater { exempt, ask: true } => {
+            assert_eq!(exempt, &[(std::path::PathBuf::from(".mcp.json"), Some("h1".to_string()))]);
+        }
+        _ => panic!("asked at the turn's commit"),
+    }
+    // Something else changed a file that runs later: asked, approved in part.
     let job = h.commits.remove(0);
-    let files = vec![forge_git::HeldFile { path: ".envrc".into(), diff: "+use nix\n".into() }];
-    let outcome = JobOutcome::Held { commit: Box::new(job.commit), files, usage: None };
+    let outcome = JobOutcome::Held {
+        commit: Box::new(job.commit),
+        files: held_files(&[".gitattributes", ".mcp.json"]),
+        usage: None,
+    };
     h.feed(Event::JobDone { job: job.job, outcome });
     h.settle();
     let pending = h.s.snapshot().approval.unwrap_or_else(|| panic!("asked"));
@@ -194,37 +209,23 @@ fn approved_held_files_are_committed_and_checkpoints_leave_them_for_the_turns_co
     };
     let answer = h.request::<forge_proto::ApprovalResult>(SessionRequest::Answer(params));
     h.settle();
-    assert!(answered(answer).is_ok_and(|r| r.approved == ["run_later:.envrc"]));
-    assert!(h.commits[0].commit.put_back.is_empty(), "approved: committed as written");
+    assert!(answered(answer).is_ok_and(|r| r.approved == ["run_later:.gitattributes"]));
+    assert_eq!(h.commits[0].commit.put_back, [std::path::PathBuf::from(".mcp.json")]);
     committed(&mut h, "c3");
     assert_eq!(h.state(), OperationStateKind::Idle);
 
-    // The next turn: a command writes a hook, then a call asks; the
-    // checkpoint leaves the hook in the worktree for the turn's commit.
-    h.next_changes = vec![FileAfter {
-        path: "/r/.git/forge/worktrees/s1/.husky/pre-push".into(),
-        after: Some(("h".into(), 0o755)),
-        data: None,
-    }];
+    // The next turn: a call asks; its checkpoint leaves what runs later
+    // for the turn's commit (the shell works out which).
     h.answer_calling("run_command", r#"{"command":"npx husky add"}"#);
     h.settle();
-    committed(&mut h, "c4");
-    let pending = h.s.snapshot().approval.unwrap_or_else(|| panic!("an approval waits"));
-    let params = AnswerParams {
-        decision: forge_proto::ApprovalDecision::ApproveAll,
-        approval_id: Some(pending.approval_id),
-        ..Default::default()
-    };
-    drop(h.request::<forge_proto::ApprovalResult>(SessionRequest::Answer(params)));
-    h.settle();
-    committed(&mut h, "c5");
-    h.feed(Event::ToolDone { rest: Vec::new(), images: Vec::new(), end: ToolEnd::Finished(Ok("ok".into())) });
-    h.settle();
-    let mut again = tool_call(0, "c2", "run_command", r#"{"command":"git push"}"#);
-    again.push(ProviderEvent::Done);
-    h.provider(again);
-    h.settle();
-    assert_eq!(h.commits.len(), 1, "the checkpoint before the second approval");
-    assert_eq!(h.commits[0].commit.leave_out, [".husky/pre-push"]);
-    assert!(matches!(h.commits[0].hold, Hold::Nothing), "a checkpoint asks nothing");
+    assert_eq!(h.commits.len(), 1, "the checkpoint before the approval");
+    assert!(matches!(h.commits[0].hold, Hold::RunLater { ask: false, .. }), "a checkpoint asks nothing");
+}
+
+#[test]
+fn after_a_restart_mid_turn_nothing_is_exempt() {
+    let path = vec![ChatMessage::user("make it").with_node("m1"), ChatMessage::assistant("made", Vec::new())];
+    let unfinished = Unfinished::Commit { message_id: "m1".into(), status: MessageStatus::Complete };
+    let h = git_session(unfinished, path);
+    assert!(matches!(&h.commits[0].hold, Hold::RunLater { exempt, ask: true } if exempt.is_empty()));
 }

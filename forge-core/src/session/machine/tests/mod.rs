@@ -172,6 +172,7 @@ impl Harness {
             in_force: None,
             interrupted_changes: Default::default(),
             guarded: None,
+            git_hooks: None,
             rewind,
         };
         h.feed(Event::Loaded { durable: Ok(Box::new(durable)), cause: RecoveryCause::Restart });
@@ -314,6 +315,7 @@ impl Harness {
                         interrupted_changes: Default::default(),
                         rewind: None,
                         guarded: None,
+                        git_hooks: None,
                     };
                     self.feed(Event::Loaded { durable: Ok(Box::new(durable)), cause });
                 }
