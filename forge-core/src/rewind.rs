@@ -129,10 +129,13 @@ pub enum Unrecorded {
     /// What the command changed could not be read after it ended (the
     /// mark stands on the root).
     NotRead,
+    /// The daemon stopped (killed, crashed) while the command ran: what
+    /// it changed was never read (the mark stands on the root).
+    CutShort,
 }
 
 impl Unrecorded {
-    const ALL: [Unrecorded; 9] = [
+    const ALL: [Unrecorded; 10] = [
         Unrecorded::Ignored,
         Unrecorded::TooBig,
         Unrecorded::Denied,
@@ -142,6 +145,7 @@ impl Unrecorded {
         Unrecorded::Missing,
         Unrecorded::OverBound,
         Unrecorded::NotRead,
+        Unrecorded::CutShort,
     ];
 
     pub fn mark(self) -> &'static str {
@@ -155,6 +159,7 @@ impl Unrecorded {
             Unrecorded::Missing => "!missing",
             Unrecorded::OverBound => "!over-bound",
             Unrecorded::NotRead => "!not-read",
+            Unrecorded::CutShort => "!cut-short",
         }
     }
 
@@ -184,6 +189,9 @@ impl Unrecorded {
             }
             Unrecorded::NotRead => {
                 "what the command changed here could not be read after it ended (the daemon's log says why), so its changes were not recorded"
+            }
+            Unrecorded::CutShort => {
+                "forged stopped (killed or crashed) while the command ran, so what it changed here was never read"
             }
         }
     }

@@ -1072,7 +1072,7 @@ async fn a_command_stopped_midway_leaves_nothing_git_would_run_and_undo_restores
             s.forge.wait_for_session(&s.id, "idle", |v| v["state"] == "idle").await;
             let dry = s.forge.ctl(&["undo", &s.id, "--dry-run"]).await;
             let said = format!("{}{}", dry.stdout, dry.stderr);
-            assert!(said.contains("could not be read"), "{said}");
+            assert!(said.contains("stopped (killed or crashed) while the command ran"), "{said}");
             continue;
         }
         let dry = s.forge.ok(&["undo", &s.id, "--dry-run"]).await.stdout;

@@ -101,9 +101,9 @@ impl Session {
                 arguments: serde_json::json!({"path": shown}).to_string(),
                 risk: "high".into(),
                 summary: format!(
-                    "this turn left {shown} changed, a file that makes something run later (a hook, a setting git \
-                     or a tool reads), written by a command or not as a file tool wrote it: approve to commit it \
-                     with the turn, deny to put back what the branch had\n{}",
+                    "{shown} changed in this turn, other than by a file tool you let write it (by a command, say), \
+                     and it makes something run later (a hook, a setting git or a tool reads): approve to commit \
+                     it with the turn, deny to put back what the branch had\n{}",
                     f.diff
                 ),
             });

@@ -95,7 +95,7 @@ impl Session {
             };
             self.interrupted_changes.insert(c.call_id.clone(), node.clone());
             let marks =
-                roots.iter().map(|r| (crate::rewind::path_text(r), crate::rewind::Unrecorded::NotRead)).collect();
+                roots.iter().map(|r| (crate::rewind::path_text(r), crate::rewind::Unrecorded::CutShort)).collect();
             self.mark_unrecorded(&node, &c.call_id, marks);
         }
     }
