@@ -225,6 +225,7 @@ impl Engine {
         };
         let (id, ()) = self.command(params, |_, reply| SessionCmd::Remove { reply }).await?;
         self.inner.sessions.lock().await.remove(&id);
+        crate::session::forget_saved_guard(&self.shared().db, &id);
         // Its worktree goes; its branch, and so every turn, stays.
         if let Some(git) = git {
             self.remove_git_worktree(&id, &git).await;

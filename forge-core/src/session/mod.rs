@@ -6,6 +6,11 @@
 pub(crate) mod actor;
 pub(crate) mod answers;
 mod crash_guard;
+
+/// A removed session's saved git guard goes with it.
+pub(crate) fn forget_saved_guard(db: &std::path::Path, session: &str) {
+    crash_guard::clear(&crash_guard::path(db, session));
+}
 mod git_task;
 mod input_task;
 pub(crate) use input_task::keep_image;
