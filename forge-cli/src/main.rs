@@ -330,6 +330,12 @@ object per check: {check, ok, detail, fix?}.")]
         after_help = "A freshly cloned repository's hooks and MCP servers run programs on your machine: Forge honours them only in folders you trust, and only as their files were when you trusted them (a change, yours or a command's, needs your word again). Until then a new session says once what it ignored. A trusted folder's own slash commands (.claude/commands, .forge/commands) are honoured too."
     )]
     Trust(cmd::trust::TrustArgs),
+    /// The web client: a link (and QR code) that pairs a browser or a
+    /// phone with the daemon's TCP listener; `devices`, `revoke`
+    #[command(
+        after_help = "The page is served by forged on its TCP listener ([daemon] listen, loopback by default; see docs/remote.md). The link carries a one-time code (valid 5 minutes, once); opening it pairs the browser, which then holds a device cookie instead of the listener's token. `forgectl web revoke ID|--all` signs browsers out at once; rotating the listener token signs every one out."
+    )]
+    Web(cmd::web::WebArgs),
     /// The tools the model may call, and the project's own
     /// (.forge/tools/*.toml): `list`, `approve`, `revoke`
     #[command(after_help = "A project declares its own tools in .forge/tools/NAME.toml:\n\n  \
@@ -489,6 +495,7 @@ fn main() -> ExitCode {
             Command::Sandbox { action } => cmd::sandbox::run(&g, action).await,
             Command::Doctor => cmd::doctor::run(&g).await,
             Command::Trust(a) => cmd::trust::run(&g, a).await,
+            Command::Web(a) => cmd::web::run(&g, a).await,
             Command::Tools { cmd } => cmd::tools::run(&g, cmd).await,
             Command::Models { provider } => cmd::misc::models(&g, provider).await,
             Command::Usage { session, since } => cmd::misc::usage(&g, session, since).await,

@@ -611,3 +611,14 @@ mod tests {
         assert_eq!(serde_json::to_value(&p).unwrap(), serde_json::json!({"session": "s", "dry_run": true}));
     }
 }
+
+params!(
+    /// `web.revoke`: the paired browser `device` signs out, or with
+    /// `all`, every one; their open connections close at once.
+    WebRevokeParams {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub device: Option<String>,
+        #[serde(default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
+        pub all: bool,
+    }
+);

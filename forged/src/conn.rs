@@ -57,9 +57,21 @@ pub struct ConnState {
     /// Cancelled to close the connection.
     pub close: CancellationToken,
     clock: Instant,
+    /// The paired browser it came in as, if it came through the web client.
+    device: std::sync::OnceLock<String>,
 }
 
 impl ConnState {
+    /// Came in as paired browser `id` (through the web client).
+    pub(crate) fn mark_device(&self, id: &str) {
+        let _ = self.device.set(id.to_string());
+    }
+
+    /// The paired browser it came in as, if any.
+    pub(crate) fn device(&self) -> Option<&str> {
+        self.device.get().map(String::as_str)
+    }
+
     fn now_ms(&self) -> u64 {
         self.clock.elapsed().as_millis() as u64
     }
@@ -169,6 +181,7 @@ impl Connections {
             subscriptions: AtomicU32::new(0),
             following: self.following.clone(),
             close: CancellationToken::new(),
+            device: Default::default(),
             clock,
         });
         conn.touch();

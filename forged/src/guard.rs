@@ -25,6 +25,9 @@ pub(crate) struct Guard {
     token: String,
     origins: Vec<String>,
     failures: Mutex<HashMap<IpAddr, (u32, Instant)>>,
+    /// The browsers paired with the web client, whose cookie stands for
+    /// the token on the listener's own origin.
+    pub devices: Arc<crate::web::Devices>,
 }
 
 /// The longest wait after wrong tokens, and how many addresses are
@@ -35,8 +38,8 @@ const REMEMBERED: usize = 4096;
 const FREE_GUESSES: u32 = 3;
 
 impl Guard {
-    pub(crate) fn new(token: String, origins: Vec<String>) -> Guard {
-        Guard { token, origins, failures: Mutex::new(HashMap::new()) }
+    pub(crate) fn new(token: String, origins: Vec<String>, devices: Arc<crate::web::Devices>) -> Guard {
+        Guard { token, origins, failures: Mutex::new(HashMap::new()), devices }
     }
 
     /// How long `ip` must still wait before its next token is looked at.
@@ -74,11 +77,12 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 }
 
 impl Guard {
-    /// The request's token and origin, checked: the subprotocol to echo
-    /// when the token came as one, or the refusal.
-    fn check(&self, headers: &HeaderMap) -> Result<Option<HeaderValue>, (StatusCode, &'static str)> {
+    /// The request's token (or a paired browser's cookie) and origin,
+    /// checked: who it is, or the refusal.
+    fn check(&self, headers: &HeaderMap, peer: IpAddr) -> Result<Admitted, (StatusCode, &'static str)> {
         if let Some(origin) = headers.get(ORIGIN)
             && !self.origins.iter().any(|o| o.as_bytes() == origin.as_bytes())
+            && !crate::web::same_origin(headers)
         {
             return Err((StatusCode::FORBIDDEN, "this origin is not in [daemon] allowed_origins\n"));
         }
@@ -90,7 +94,7 @@ impl Guard {
         });
         if let Some(given) = bearer {
             return if same(given.as_bytes(), self.token.as_bytes()) {
-                Ok(None)
+                Ok(Admitted::Token(None))
             } else {
                 Err((StatusCode::UNAUTHORIZED, "wrong token\n"))
             };
@@ -101,14 +105,25 @@ impl Guard {
                 if !same(given.as_bytes(), self.token.as_bytes()) {
                     return Err((StatusCode::UNAUTHORIZED, "wrong token\n"));
                 }
-                return Ok(HeaderValue::from_str(p).ok());
+                return Ok(Admitted::Token(HeaderValue::from_str(p).ok()));
             }
+        }
+        if let Some(device) = crate::web::device(&self.devices, headers, peer) {
+            return Ok(Admitted::Device(device.id));
         }
         Err((
             StatusCode::UNAUTHORIZED,
             "this listener requires the token: `Authorization: Bearer TOKEN`, or the WebSocket subprotocol forge-token.TOKEN\n",
         ))
     }
+}
+
+/// Who a request was admitted as.
+enum Admitted {
+    /// The token's holder; the subprotocol to echo when it came as one.
+    Token(Option<HeaderValue>),
+    /// A browser paired with the web client (its device id).
+    Device(String),
 }
 
 /// Says a refusal in the log, at most once a second (a flood of bad
@@ -142,6 +157,9 @@ pub(crate) struct Guarded<S> {
     pub guard: Arc<Guard>,
     pub peer: IpAddr,
     pub pending: Arc<Mutex<Option<Pending>>>,
+    /// The connection, marked as a paired browser's when one is admitted
+    /// (so that revoking the device closes it).
+    pub conn: Arc<crate::conn::ConnState>,
 }
 
 /// One of an address's TCP connections that no request has been admitted
@@ -177,10 +195,14 @@ where
     }
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        // The web client's page and pairing link need no token.
+        if let Some(page) = crate::web::serve(&self.guard.devices, req.method(), req.uri(), req.headers(), self.peer) {
+            return Box::pin(async move { Ok(page) });
+        }
         let checked = match self.guard.waiting(self.peer) {
             Some(wait) => Err((StatusCode::TOO_MANY_REQUESTS, throttled(wait))),
             None => {
-                let checked = self.guard.check(req.headers());
+                let checked = self.guard.check(req.headers(), self.peer);
                 let wrong = matches!(&checked, Err((StatusCode::UNAUTHORIZED, _)));
                 if wrong || checked.is_ok() {
                     self.guard.note(self.peer, checked.is_ok());
@@ -201,7 +223,15 @@ where
                     .body(HttpBody::from(why));
                 Box::pin(async move { refused.map_err(Into::into) })
             }
-            Ok(protocol) => {
+            Ok(admitted) => {
+                let protocol = match admitted {
+                    Admitted::Token(protocol) => protocol,
+                    Admitted::Device(id) => {
+                        self.conn.mark_device(&id);
+                        self.guard.devices.watch(&id, self.conn.close.clone());
+                        None
+                    }
+                };
                 let answer = self.inner.call(req);
                 Box::pin(async move {
                     let mut r = answer.await?;
@@ -220,7 +250,20 @@ mod tests {
     use super::*;
 
     fn guard() -> Guard {
-        Guard::new("0123456789abcdef0123".into(), vec!["https://app.example".into()])
+        let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let devices = Arc::new(crate::web::Devices::open(home.path(), "0123456789abcdef0123"));
+        Guard::new("0123456789abcdef0123".into(), vec!["https://app.example".into()], devices)
+    }
+
+    const HERE: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
+    /// The token's protocol to echo, for a request admitted by the token.
+    fn token_of(checked: Result<Admitted, (StatusCode, &'static str)>) -> Result<Option<HeaderValue>, StatusCode> {
+        match checked {
+            Ok(Admitted::Token(p)) => Ok(p),
+            Ok(Admitted::Device(_)) => Err(StatusCode::OK),
+            Err((status, _)) => Err(status),
+        }
     }
 
     #[test]
@@ -258,23 +301,60 @@ mod tests {
     #[test]
     fn the_token_comes_as_a_bearer_or_a_subprotocol_and_origins_are_checked() {
         let g = guard();
-        assert!(g.check(&headers(&[])).is_err(), "no token");
-        assert!(g.check(&headers(&[(AUTHORIZATION, "Bearer 0123456789abcdef0123")])).is_ok_and(|p| p.is_none()));
-        assert!(g.check(&headers(&[(AUTHORIZATION, "Bearer 0123456789abcdef0124")])).is_err());
-        assert!(g.check(&headers(&[(AUTHORIZATION, "bearer 0123456789abcdef0123")])).is_ok());
+        assert!(g.check(&headers(&[]), HERE).is_err(), "no token");
+        assert!(
+            token_of(g.check(&headers(&[(AUTHORIZATION, "Bearer 0123456789abcdef0123")]), HERE))
+                .is_ok_and(|p| p.is_none())
+        );
+        assert!(token_of(g.check(&headers(&[(AUTHORIZATION, "Bearer 0123456789abcdef0124")]), HERE)).is_err());
+        assert!(token_of(g.check(&headers(&[(AUTHORIZATION, "bearer 0123456789abcdef0123")]), HERE)).is_ok());
         let basic = headers(&[
             (AUTHORIZATION, "Basic dXNlcjpwdw=="),
             (SEC_WEBSOCKET_PROTOCOL, "forge-token.0123456789abcdef0123"),
         ]);
-        assert!(g.check(&basic).is_ok_and(|p| p.is_some()), "a proxy's Basic leaves the subprotocol to decide");
-        let proto = g.check(&headers(&[(SEC_WEBSOCKET_PROTOCOL, "jsonrpc, forge-token.0123456789abcdef0123")]));
+        assert!(
+            token_of(g.check(&basic, HERE)).is_ok_and(|p| p.is_some()),
+            "a proxy's Basic leaves the subprotocol to decide"
+        );
+        let proto =
+            token_of(g.check(&headers(&[(SEC_WEBSOCKET_PROTOCOL, "jsonrpc, forge-token.0123456789abcdef0123")]), HERE));
         assert_eq!(
             proto.ok().flatten().as_ref().and_then(|v| v.to_str().ok()),
             Some("forge-token.0123456789abcdef0123")
         );
         let page = headers(&[(ORIGIN, "https://evil.example"), (AUTHORIZATION, "Bearer 0123456789abcdef0123")]);
-        assert_eq!(g.check(&page).err().map(|e| e.0), Some(StatusCode::FORBIDDEN));
+        assert_eq!(token_of(g.check(&page, HERE)).err(), Some(StatusCode::FORBIDDEN));
         let app = headers(&[(ORIGIN, "https://app.example"), (AUTHORIZATION, "Bearer 0123456789abcdef0123")]);
-        assert!(g.check(&app).is_ok());
+        assert!(token_of(g.check(&app, HERE)).is_ok());
+    }
+
+    #[test]
+    fn a_paired_browsers_cookie_stands_for_the_token_on_the_pages_own_origin_only() {
+        let g = guard();
+        let code = g.devices.mint().unwrap_or_else(|e| panic!("{e}"));
+        let (device, credential) = g.devices.exchange(&code, HERE, "test").unwrap_or_else(|e| panic!("{e:?}"));
+        let cookie = format!("theme=dark; forge_device={credential}");
+        let own = headers(&[
+            (ORIGIN, "http://127.0.0.1:7000"),
+            (http::header::HOST, "127.0.0.1:7000"),
+            (http::header::COOKIE, &cookie),
+        ]);
+        assert!(matches!(g.check(&own, HERE), Ok(Admitted::Device(id)) if id == device.id));
+        // Another site's page, even with the cookie (a browser would not
+        // send it there; a script could not read it).
+        let other = headers(&[
+            (ORIGIN, "http://evil.example"),
+            (http::header::HOST, "127.0.0.1:7000"),
+            (http::header::COOKIE, &cookie),
+        ]);
+        assert_eq!(token_of(g.check(&other, HERE)), Err(StatusCode::FORBIDDEN));
+        // Without an origin (not a browser): the token is needed.
+        let bare = headers(&[(http::header::HOST, "127.0.0.1:7000"), (http::header::COOKIE, &cookie)]);
+        assert_eq!(token_of(g.check(&bare, HERE)), Err(StatusCode::UNAUTHORIZED));
+        // The own origin without a cookie: refused as any tokenless request.
+        let none = headers(&[(ORIGIN, "http://127.0.0.1:7000"), (http::header::HOST, "127.0.0.1:7000")]);
+        assert_eq!(token_of(g.check(&none, HERE)), Err(StatusCode::UNAUTHORIZED));
+        g.devices.revoke(None);
+        assert_eq!(token_of(g.check(&own, HERE)), Err(StatusCode::UNAUTHORIZED), "revoked");
     }
 }

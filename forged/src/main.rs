@@ -14,6 +14,7 @@ mod served;
 mod socket;
 mod startup;
 mod tcp;
+mod web;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -98,7 +98,7 @@ impl Served {
                         Incoming::Tcp(s, guard, pending) => {
                             let peer = pending.ip;
                             let pending = Arc::new(std::sync::Mutex::new(Some(pending)));
-                            let guarded = Guarded { inner: service, guard, peer, pending };
+                            let guarded = Guarded { inner: service, guard, peer, pending, conn: conn.clone() };
                             serve_with_graceful_shutdown(s, guarded, stop.shutdown()).await
                         }
                     }

@@ -107,7 +107,9 @@ impl Listeners {
         cfg.validate().map_err(anyhow::Error::msg)?;
         let file =
             cfg.token_file.as_deref().map(|f| expand(f, forge_home)).context("[daemon] listen needs token_file")?;
-        let guard = Arc::new(Guard::new(token(&file)?, cfg.allowed_origins.clone()));
+        let token = token(&file)?;
+        let devices = Arc::new(crate::web::Devices::open(forge_home, &token));
+        let guard = Arc::new(Guard::new(token, cfg.allowed_origins.clone(), devices));
         let mut bound = Vec::new();
         for l in &cfg.listen {
             let a = ListenAddr::parse(l).map_err(anyhow::Error::msg)?;
@@ -124,6 +126,8 @@ impl Listeners {
     /// its own and never closes another connection to make room: a
     /// stranger without the token must not push local clients out.
     pub(crate) fn spawn(self, served: Served) {
+        let addresses = self.bound.iter().filter_map(|(_, l)| l.local_addr().ok()).map(|a| a.to_string()).collect();
+        served.daemon.set_web(self.guard.devices.clone(), addresses);
         let permits = Arc::new(Semaphore::new(TCP_SLOTS));
         let pending: Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>> = Default::default();
         for (name, listener) in self.bound {

@@ -307,6 +307,22 @@ impl Forge {
         panic!("waited 10 s for session {session} to be {what}; it is {last}");
     }
 
+    /// Configures a token-guarded TCP listener on a free loopback port
+    /// (`token` in a private file of the data dir; `extra` more lines of
+    /// `[daemon]`): the port.
+    pub fn listen_with_token(&self, token: &str, extra: &str) -> u16 {
+        use std::os::unix::fs::PermissionsExt;
+        let port = free_port();
+        let token_file = self.data_dir().join("listen.token");
+        std::fs::write(&token_file, format!("{token}\n")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap_or_else(|e| panic!("{e}"));
+        self.write_config(&format!(
+            "[daemon]\nlisten = [\"ws://127.0.0.1:{port}\"]\ntoken_file = \"{}\"\n{extra}",
+            token_file.display()
+        ));
+        port
+    }
+
     /// Creates a session and returns its id.
     pub async fn new_session(&self, extra: &[&str]) -> String {
         let mut args = vec!["session", "new"];
@@ -536,6 +552,12 @@ impl Drop for SmallDisk {
 
 /// Runs git in `dir` (the tests need it) and asserts it succeeded; its
 /// stdout.
+/// A loopback TCP port free right now.
+pub fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+    l.local_addr().map(|a| a.port()).unwrap_or_else(|e| panic!("{e}"))
+}
+
 pub fn git(dir: &Path, args: &[&str]) -> String {
     let out = std::process::Command::new("git")
         .current_dir(dir)

@@ -13,10 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const TOKEN: &str = "test-token-0123456789abcdef";
 
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
-    l.local_addr().map(|a| a.port()).unwrap_or_else(|e| panic!("{e}"))
-}
+use forge_tests::harness::free_port;
 
 /// One HTTP request on a fresh TCP connection; the head and body back.
 async fn request(port: u16, head: &str, body: &str) -> String {
@@ -38,14 +35,7 @@ fn post(extra: &str) -> String {
 async fn the_listener_serves_only_with_the_token_and_from_allowed_origins() {
     let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
     let mut forge = Forge::new(&mock);
-    let port = free_port();
-    let token_file = forge.data_dir().join("listen.token");
-    std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap_or_else(|e| panic!("{e}"));
-    forge.write_config(&format!(
-        "[daemon]\nlisten = [\"ws://127.0.0.1:{port}\"]\ntoken_file = \"{}\"\nallowed_origins = [\"https://app.example\"]\n",
-        token_file.display()
-    ));
+    let port = forge.listen_with_token(TOKEN, "allowed_origins = [\"https://app.example\"]\n");
     forge.start().await;
 
     let none = request(port, &post(""), STATUS).await;

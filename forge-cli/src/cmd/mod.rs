@@ -19,3 +19,4 @@ pub mod store;
 pub mod tools;
 pub mod tree;
 pub mod trust;
+pub mod web;

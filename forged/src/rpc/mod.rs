@@ -4,6 +4,7 @@
 
 mod daemon;
 mod session;
+mod web;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -32,6 +33,9 @@ pub struct Daemon {
     pub connections: Connections,
     /// `session.import` pieces waiting for the last one.
     pub uploads: session::Uploads,
+    /// The web client's paired browsers and the listeners' addresses,
+    /// once TCP listeners run.
+    web: std::sync::OnceLock<(Arc<crate::web::Devices>, Vec<String>)>,
 }
 
 impl Daemon {
@@ -44,7 +48,13 @@ impl Daemon {
             shutdown: CancellationToken::new(),
             connections: Connections::default(),
             uploads: Default::default(),
+            web: Default::default(),
         }
+    }
+
+    /// The TCP listeners run: their addresses and paired browsers.
+    pub(crate) fn set_web(&self, devices: Arc<crate::web::Devices>, addresses: Vec<String>) {
+        let _ = self.web.set((devices, addresses));
     }
 
     pub fn shutdown_token(&self) -> CancellationToken {
@@ -277,6 +287,18 @@ impl ForgeServer for ConnServer {
 
     async fn daemon_status(&self, _: NoParams) -> RpcResult<DaemonStatus> {
         daemon::status(self).await
+    }
+
+    async fn web_pair(&self, _: NoParams) -> RpcResult<forge_proto::web::WebPairing> {
+        web::pair(self)
+    }
+
+    async fn web_devices(&self, _: NoParams) -> RpcResult<Vec<forge_proto::web::WebDevice>> {
+        web::devices(self)
+    }
+
+    async fn web_revoke(&self, p: forge_proto::params::WebRevokeParams) -> RpcResult<Vec<String>> {
+        web::revoke(self, p)
     }
 
     async fn daemon_shutdown(&self, _: NoParams) -> RpcResult<()> {

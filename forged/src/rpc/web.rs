@@ -1,0 +1,69 @@
+//! The web client's methods: a pairing code for `forgectl web`, the
+//! paired browsers, and signing them out.
+
+use forge_proto::ErrorKind;
+use forge_proto::error::rpc_error;
+use forge_proto::methods::RpcResult;
+use forge_proto::params::WebRevokeParams;
+use forge_proto::web::{WebDevice, WebPairing};
+
+use super::ConnServer;
+
+const NO_LISTENER: &str = "the web client is served on a TCP listener, and none runs: add `listen = \
+                           [\"ws://127.0.0.1:7878\"]` and `token_file = \"listener.token\"` under [daemon] in \
+                           config.toml, then restart forged (`forgectl shutdown`)";
+
+impl ConnServer {
+    fn web(&self) -> RpcResult<&(std::sync::Arc<crate::web::Devices>, Vec<String>)> {
+        self.daemon.web.get().ok_or_else(|| rpc_error(ErrorKind::InvalidParams, NO_LISTENER))
+    }
+}
+
+pub(super) fn pair(s: &ConnServer) -> RpcResult<WebPairing> {
+    // A browser pairs no others: only a token holder (or the socket) may.
+    if let Some(device) = s.conn.device() {
+        return Err(rpc_error(
+            ErrorKind::InvalidParams,
+            format!("paired browser {device} cannot pair others; run `forgectl web` on the daemon's machine"),
+        ));
+    }
+    let (devices, listeners) = s.web()?;
+    let code = devices.mint().map_err(|e| rpc_error(ErrorKind::Internal, format!("no random code: {e}")))?;
+    let expires = std::time::SystemTime::now() + crate::web::pairing::CODE_LIFETIME;
+    let expires_ms = expires.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+    tracing::info!(client = s.conn.id, "a pairing code for the web client was made");
+    Ok(WebPairing { code, expires_ms, listeners: listeners.clone() })
+}
+
+pub(super) fn devices(s: &ConnServer) -> RpcResult<Vec<WebDevice>> {
+    let (devices, _) = s.web()?;
+    Ok(devices
+        .list()
+        .into_iter()
+        .map(|d| WebDevice {
+            id: d.id,
+            name: d.name,
+            first_seen_ms: d.first_seen_ms,
+            last_seen_ms: d.last_seen_ms,
+            address: d.address,
+        })
+        .collect())
+}
+
+pub(super) fn revoke(s: &ConnServer, p: WebRevokeParams) -> RpcResult<Vec<String>> {
+    let (devices, _) = s.web()?;
+    let which = match (p.device.as_deref(), p.all) {
+        (Some(id), false) => Some(id),
+        (None, true) => None,
+        _ => return Err(rpc_error(ErrorKind::InvalidParams, "give one device id, or `all`")),
+    };
+    let removed = devices.revoke(which);
+    if let (Some(id), true) = (which, removed.is_empty()) {
+        return Err(rpc_error(
+            ErrorKind::InvalidParams,
+            format!("no paired browser {id}; `forgectl web devices` lists them"),
+        ));
+    }
+    tracing::info!(client = s.conn.id, signed_out = removed.len(), "paired browsers signed out");
+    Ok(removed)
+}

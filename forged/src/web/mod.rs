@@ -1,0 +1,123 @@
+//! The web client, served by the TCP listener: the page and its script
+//! and style (embedded in the binary), the pairing URL that turns a
+//! one-time code into a device cookie, and the check that lets that
+//! cookie stand for the listener's token on the page's own origin. The
+//! page speaks the same JSON-RPC as every client (see `page/app.js`).
+
+pub(crate) mod pairing;
+
+use std::net::IpAddr;
+
+use http::header::{CACHE_CONTROL, CONTENT_TYPE, COOKIE, HOST, LOCATION, ORIGIN, SET_COOKIE, USER_AGENT};
+use http::{HeaderMap, Method, Response, StatusCode};
+use jsonrpsee::server::HttpBody;
+
+pub(crate) use pairing::Devices;
+
+/// The cookie that carries a device's credential.
+const COOKIE_NAME: &str = "forge_device";
+/// How long a browser keeps it (it is revoked sooner with `forgectl web revoke`).
+const COOKIE_DAYS: u64 = 30;
+
+/// No inline script, nothing from elsewhere, never in a frame.
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
+                   img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+
+/// The page's files: path, content type, bytes.
+const FILES: [(&str, &str, &str); 3] = [
+    ("/", "text/html; charset=utf-8", include_str!("page/index.html")),
+    ("/app.js", "text/javascript; charset=utf-8", include_str!("page/app.js")),
+    ("/app.css", "text/css; charset=utf-8", include_str!("page/app.css")),
+];
+
+fn response(status: StatusCode, kind: &str, body: impl Into<HttpBody>) -> http::Response<HttpBody> {
+    let built = Response::builder()
+        .status(status)
+        .header(CONTENT_TYPE, kind)
+        .header(CACHE_CONTROL, "no-store")
+        .header("content-security-policy", CSP)
+        .header("x-content-type-options", "nosniff")
+        .header("referrer-policy", "no-referrer")
+        .header("cross-origin-opener-policy", "same-origin")
+        .body(body.into());
+    built.unwrap_or_else(|_| Response::new(HttpBody::from("")))
+}
+
+/// A page's answer to a GET that is not a WebSocket upgrade, if it is
+/// one of the page's paths; `None` leaves the request to the token check.
+pub(crate) fn serve(
+    devices: &Devices,
+    method: &Method,
+    uri: &http::Uri,
+    headers: &HeaderMap,
+    peer: IpAddr,
+) -> Option<http::Response<HttpBody>> {
+    if method != Method::GET || headers.contains_key(http::header::UPGRADE) {
+        return None;
+    }
+    if uri.path() == "/pair" {
+        return Some(pair(devices, uri, headers, peer));
+    }
+    let (_, kind, body) = FILES.iter().find(|(path, _, _)| *path == uri.path())?;
+    Some(response(StatusCode::OK, kind, *body))
+}
+
+/// `GET /pair?code=…`: the code exchanged for a device cookie, then on
+/// to the sessions (no further click).
+fn pair(devices: &Devices, uri: &http::Uri, headers: &HeaderMap, peer: IpAddr) -> http::Response<HttpBody> {
+    let code = uri.query().unwrap_or("").split('&').find_map(|kv| kv.strip_prefix("code=")).unwrap_or("");
+    let agent = headers.get(USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("");
+    match devices.exchange(code, peer, agent) {
+        Ok((device, credential)) => {
+            tracing::info!(device = %device.id, %peer, "a browser was paired");
+            let secure = if forwarded_https(headers) { "; Secure" } else { "" };
+            let cookie = format!(
+                "{COOKIE_NAME}={credential}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}{secure}",
+                COOKIE_DAYS * 24 * 3600
+            );
+            let mut r = response(StatusCode::SEE_OTHER, "text/plain; charset=utf-8", "paired\n");
+            r.headers_mut().insert(LOCATION, http::HeaderValue::from_static("/"));
+            if let Ok(v) = http::HeaderValue::from_str(&cookie) {
+                r.headers_mut().insert(SET_COOKIE, v);
+            }
+            r
+        }
+        Err(pairing::Refused::TooMany) => response(
+            StatusCode::TOO_MANY_REQUESTS,
+            "text/plain; charset=utf-8",
+            "too many pairing attempts from this address; wait a minute, then run `forgectl web` for a new link\n",
+        ),
+        Err(pairing::Refused::Invalid) => response(
+            StatusCode::FORBIDDEN,
+            "text/plain; charset=utf-8",
+            "this pairing link was used already or has expired (links last 5 minutes, once): run `forgectl web` for a new one\n",
+        ),
+    }
+}
+
+/// Whether a TLS proxy in front says the browser came over HTTPS.
+fn forwarded_https(headers: &HeaderMap) -> bool {
+    headers.get("x-forwarded-proto").is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"https"))
+}
+
+/// The request comes from the listener's own page: its `Origin` is the
+/// address it was sent to (`Host`).
+pub(crate) fn same_origin(headers: &HeaderMap) -> bool {
+    let (Some(origin), Some(host)) = (headers.get(ORIGIN), headers.get(HOST)) else { return false };
+    let (Ok(origin), Ok(host)) = (origin.to_str(), host.to_str()) else { return false };
+    origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")) == Some(host)
+}
+
+/// The device a request's cookie names, on the page's own origin.
+pub(crate) fn device(devices: &Devices, headers: &HeaderMap, peer: IpAddr) -> Option<pairing::Device> {
+    if !same_origin(headers) {
+        return None;
+    }
+    let credential = headers
+        .get_all(COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .find_map(|kv| kv.trim().strip_prefix(COOKIE_NAME)?.strip_prefix('='))?;
+    devices.admit(credential, peer)
+}
