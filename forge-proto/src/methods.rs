@@ -463,9 +463,10 @@ forge_methods! {
     /// store is left consistent. Answers before stopping.
     daemon "daemon.shutdown" daemon_shutdown(NoParams) -> ();
     /// A one-time code that pairs a browser with the web client on a TCP
-    /// listener (see docs/remote.md). Refused on a connection that came
-    /// in through the web client itself.
-    daemon "web.pair" web_pair(NoParams) -> crate::web::WebPairing;
+    /// listener, started (and remembered for restarts) if none runs (see
+    /// docs/remote.md). Refused on a connection that came in through the
+    /// web client itself.
+    daemon "web.pair" web_pair(WebPairParams) -> crate::web::WebPairing;
     /// The browsers paired with the web client.
     daemon "web.devices" web_devices(NoParams) -> Vec<crate::web::WebDevice>;
     /// Signs a paired browser out (or every one), closing its connections.

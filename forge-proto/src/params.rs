@@ -622,3 +622,13 @@ params!(
         pub all: bool,
     }
 );
+
+params!(
+    /// `web.pair`: on the listener at `listen` (`ws://HOST:PORT`), started
+    /// now if none runs there; none given: any running listener, else one
+    /// started on loopback.
+    WebPairParams {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub listen: Option<String>,
+    }
+);

@@ -54,10 +54,9 @@ pub async fn serve(
     let permits = Arc::new(Semaphore::new(MAX_SOCKETS));
     let my_uid = unsafe { libc::geteuid() };
 
-    if let Some(tcp) = tcp {
-        let ctx = Served { daemon: daemon.clone(), builder: builder.clone(), stop: stop_handle.clone() };
-        tcp.spawn(ctx);
-    }
+    let ctx = Served { daemon: daemon.clone(), builder: builder.clone(), stop: stop_handle.clone() };
+    let running = tcp.map(|tcp| tcp.spawn(ctx.clone()));
+    daemon.serving(ctx, running).await;
     let Signals { term: mut sigterm, int: mut sigint } = signals;
     let shutdown = daemon.shutdown_token();
     let Some(listener) = claim.listener() else { anyhow::bail!("the socket is not listening") };

@@ -228,6 +228,7 @@ async fn run(prepared: Prepared) -> anyhow::Result<()> {
     if socket.path != socket_path {
         _lock.name_socket(&socket.path)?;
     }
+    let daemon_config = config.daemon.clone();
     let engine = Engine::open(EngineOptions { home: home.clone(), config }).await.context("cannot open the store")?;
     tracing::info!(
         pid = std::process::id(),
@@ -239,7 +240,7 @@ async fn run(prepared: Prepared) -> anyhow::Result<()> {
     let released = startup::release_code_pages();
     tracing::debug!(kib = released, "start-up code pages released");
     // Under socket activation, the socket systemd passed.
-    let daemon = Arc::new(rpc::Daemon::new(engine.clone(), socket.path.clone(), home));
+    let daemon = Arc::new(rpc::Daemon::new(engine.clone(), socket.path.clone(), home, daemon_config));
     tokio::spawn(trim_after_work(engine.clone()));
     tokio::spawn(watch_store(engine.clone()));
     socket::notify("READY=1");

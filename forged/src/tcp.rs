@@ -30,6 +30,49 @@ pub struct Listeners {
     guard: Arc<Guard>,
 }
 
+/// The TCP side running: what a listener added later (`forgectl web`)
+/// shares with those started with the daemon.
+pub(crate) struct Tcp {
+    pub guard: Arc<Guard>,
+    permits: Arc<Semaphore>,
+    pending: PendingCounts,
+    served: Served,
+    /// Each listener's address as bound (`HOST:PORT`).
+    pub addresses: std::sync::Mutex<Vec<String>>,
+}
+
+type PendingCounts = Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>;
+
+/// Where the listener `forgectl web` started is remembered, so that it
+/// comes back on the same address when the daemon restarts.
+fn remembered_file(forge_home: &Path) -> PathBuf {
+    forge_home.join("web").join("listen")
+}
+
+/// The token file of a listener `forgectl web` started, when `[daemon]`
+/// names none.
+fn web_token_file(forge_home: &Path) -> PathBuf {
+    forge_home.join("web").join("listener.token")
+}
+
+/// The token file in force: `[daemon] token_file`, else the web client's.
+fn token_file(cfg: &DaemonConfig, forge_home: &Path) -> PathBuf {
+    cfg.token_file.as_deref().map(|f| expand(f, forge_home)).unwrap_or_else(|| web_token_file(forge_home))
+}
+
+/// The guard of every listener: the token (made if missing) and the
+/// paired browsers.
+fn guard(cfg: &DaemonConfig, forge_home: &Path) -> anyhow::Result<(Arc<Guard>, PathBuf)> {
+    let file = token_file(cfg, forge_home);
+    if let Some(dir) = file.parent() {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).ok();
+    }
+    let token = token(&file)?;
+    let devices = Arc::new(crate::web::Devices::open(forge_home, &token));
+    Ok((Arc::new(Guard::new(token, cfg.allowed_origins.clone(), devices)), file))
+}
+
 /// `~/` at the start of a configured path is the user's home; a relative
 /// path is in `FORGE_HOME` (not wherever the daemon happened to start).
 fn expand(path: &Path, forge_home: &Path) -> PathBuf {
@@ -98,18 +141,18 @@ fn make_token(path: &Path) -> anyhow::Result<()> {
 }
 
 impl Listeners {
-    /// Binds every `[daemon] listen` address (none: `None`). A listener
-    /// without a token never starts: the configuration is refused first.
+    /// Binds every `[daemon] listen` address, and the one `forgectl web`
+    /// started before (none of either: `None`). A configured listener
+    /// without a token never starts: the configuration is refused first;
+    /// the remembered one that cannot be bound again is said and left.
     pub async fn bind(cfg: &DaemonConfig, forge_home: &Path) -> anyhow::Result<Option<Listeners>> {
-        if cfg.listen.is_empty() {
+        let remembered = std::fs::read_to_string(remembered_file(forge_home)).ok().map(|t| t.trim().to_string());
+        let remembered = remembered.filter(|r| !r.is_empty() && !cfg.listen.contains(r));
+        if cfg.listen.is_empty() && remembered.is_none() {
             return Ok(None);
         }
         cfg.validate().map_err(anyhow::Error::msg)?;
-        let file =
-            cfg.token_file.as_deref().map(|f| expand(f, forge_home)).context("[daemon] listen needs token_file")?;
-        let token = token(&file)?;
-        let devices = Arc::new(crate::web::Devices::open(forge_home, &token));
-        let guard = Arc::new(Guard::new(token, cfg.allowed_origins.clone(), devices));
+        let (guard, file) = guard(cfg, forge_home)?;
         let mut bound = Vec::new();
         for l in &cfg.listen {
             let a = ListenAddr::parse(l).map_err(anyhow::Error::msg)?;
@@ -119,57 +162,131 @@ impl Listeners {
             tracing::info!(listen = %l, token_file = %file.display(), "listening on TCP; every request needs the token");
             bound.push((l.clone(), listener));
         }
+        if let Some(l) = remembered {
+            match bind_one(&l).await {
+                Ok(listener) => {
+                    tracing::info!(listen = %l, "listening on TCP for the web client (forgectl web)");
+                    bound.push((l, listener));
+                }
+                Err(e) => tracing::warn!(listen = %l, error = %e, "the web client's listener could not start again"),
+            }
+        }
         Ok(Some(Listeners { bound, guard }))
     }
 
     /// Accepts on every listener until the daemon stops. TCP has slots of
     /// its own and never closes another connection to make room: a
     /// stranger without the token must not push local clients out.
-    pub(crate) fn spawn(self, served: Served) {
-        let addresses = self.bound.iter().filter_map(|(_, l)| l.local_addr().ok()).map(|a| a.to_string()).collect();
-        served.daemon.set_web(self.guard.devices.clone(), addresses);
-        let permits = Arc::new(Semaphore::new(TCP_SLOTS));
-        let pending: Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>> = Default::default();
+    pub(crate) fn spawn(self, served: Served) -> Arc<Tcp> {
+        let tcp = Arc::new(Tcp {
+            guard: self.guard,
+            permits: Arc::new(Semaphore::new(TCP_SLOTS)),
+            pending: Default::default(),
+            served,
+            addresses: Default::default(),
+        });
         for (name, listener) in self.bound {
-            let (served, permits, guard) = (served.clone(), permits.clone(), self.guard.clone());
-            let pending = pending.clone();
-            tokio::spawn(async move {
-                let stopped = served.daemon.shutdown_token();
-                loop {
-                    let accepted = tokio::select! {
-                        a = listener.accept() => a,
-                        () = stopped.cancelled() => return,
-                    };
-                    let (stream, peer) = match accepted {
-                        Ok((s, peer)) => (s, peer.ip()),
-                        Err(e) => {
-                            tracing::warn!(listen = %name, error = %e, "accept failed");
-                            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                            continue;
-                        }
-                    };
-                    let _ = stream.set_nodelay(true);
-                    let slot = {
-                        let mut counts = pending.lock().unwrap_or_else(|p| p.into_inner());
-                        let n = counts.entry(peer).or_insert(0);
-                        (*n < PENDING_PER_ADDRESS).then(|| {
-                            *n += 1;
-                            crate::guard::Pending { counts: pending.clone(), ip: peer }
-                        })
-                    };
-                    let Some(slot) = slot else {
-                        tracing::debug!(listen = %name, %peer, "too many connections from one address wait for their first request; one was turned away");
-                        continue;
-                    };
-                    let Ok(permit) = permits.clone().try_acquire_owned() else {
-                        tracing::debug!(listen = %name, "every TCP slot is taken; a connection was turned away");
-                        continue;
-                    };
-                    if !served.spawn(Incoming::Tcp(stream, guard.clone(), slot), permit) {
-                        return;
-                    }
-                }
-            });
+            tcp.accept(name, listener);
         }
+        tcp
+    }
+}
+
+async fn bind_one(l: &str) -> anyhow::Result<TcpListener> {
+    let a = ListenAddr::parse(l).map_err(anyhow::Error::msg)?;
+    TcpListener::bind((a.host.as_str(), a.port)).await.with_context(|| format!("cannot listen on {l}"))
+}
+
+impl Tcp {
+    /// The listeners `forgectl web` asks for: `listen` bound now (or the
+    /// ones running, when it names none or one of them), remembered for
+    /// the daemon's next start. Started with no listener yet: the token
+    /// is `[daemon] token_file`'s, else one made for the web client.
+    pub(crate) async fn start_web(
+        running: Option<Arc<Tcp>>,
+        served: Served,
+        cfg: &DaemonConfig,
+        forge_home: &Path,
+        listen: Option<&str>,
+    ) -> anyhow::Result<Arc<Tcp>> {
+        if let Some(tcp) = &running
+            && listen.is_none_or(|l| tcp.names(l))
+        {
+            return Ok(tcp.clone());
+        }
+        // Loopback by default, on a port the system picks (kept after).
+        let listener = match listen {
+            Some(l) => bind_one(l).await?,
+            None => TcpListener::bind(("127.0.0.1", 0)).await.context("cannot listen on loopback")?,
+        };
+        let bound = match listener.local_addr() {
+            Ok(a) => format!("ws://{a}"),
+            Err(e) => anyhow::bail!("the new listener has no address: {e}"),
+        };
+        let tcp = match running {
+            Some(tcp) => tcp,
+            None => {
+                let (guard, _) = guard(cfg, forge_home)?;
+                Listeners { bound: Vec::new(), guard }.spawn(served)
+            }
+        };
+        tracing::info!(listen = %bound, "listening on TCP for the web client (forgectl web)");
+        tcp.accept(bound.clone(), listener);
+        let file = remembered_file(forge_home);
+        if let Err(e) = std::fs::write(&file, format!("{bound}\n")) {
+            tracing::warn!(file = %file.display(), error = %e, "the web client's listener could not be remembered");
+        }
+        Ok(tcp)
+    }
+
+    /// Whether `listen` is one of the running listeners.
+    fn names(&self, listen: &str) -> bool {
+        let wanted = listen.trim_start_matches("ws://").trim_end_matches('/');
+        self.addresses.lock().unwrap_or_else(|p| p.into_inner()).iter().any(|a| a == wanted)
+    }
+
+    /// Accepts on `listener` until the daemon stops.
+    fn accept(self: &Arc<Tcp>, name: String, listener: TcpListener) {
+        if let Ok(a) = listener.local_addr() {
+            self.addresses.lock().unwrap_or_else(|p| p.into_inner()).push(a.to_string());
+        }
+        let tcp = self.clone();
+        tokio::spawn(async move {
+            let stopped = tcp.served.daemon.shutdown_token();
+            loop {
+                let accepted = tokio::select! {
+                    a = listener.accept() => a,
+                    () = stopped.cancelled() => return,
+                };
+                let (stream, peer) = match accepted {
+                    Ok((s, peer)) => (s, peer.ip()),
+                    Err(e) => {
+                        tracing::warn!(listen = %name, error = %e, "accept failed");
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let _ = stream.set_nodelay(true);
+                let slot = {
+                    let mut counts = tcp.pending.lock().unwrap_or_else(|p| p.into_inner());
+                    let n = counts.entry(peer).or_insert(0);
+                    (*n < PENDING_PER_ADDRESS).then(|| {
+                        *n += 1;
+                        crate::guard::Pending { counts: tcp.pending.clone(), ip: peer }
+                    })
+                };
+                let Some(slot) = slot else {
+                    tracing::debug!(listen = %name, %peer, "too many connections from one address wait for their first request; one was turned away");
+                    continue;
+                };
+                let Ok(permit) = tcp.permits.clone().try_acquire_owned() else {
+                    tracing::debug!(listen = %name, "every TCP slot is taken; a connection was turned away");
+                    continue;
+                };
+                if !tcp.served.spawn(Incoming::Tcp(stream, tcp.guard.clone(), slot), permit) {
+                    return;
+                }
+            }
+        });
     }
 }

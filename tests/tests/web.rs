@@ -98,11 +98,36 @@ async fn a_pairing_link_works_once_and_its_cookie_stands_for_the_token_until_rev
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_a_listener_forgectl_web_says_how_to_have_one() {
+async fn forgectl_web_starts_a_loopback_listener_that_comes_back_with_the_daemon() {
     let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
     let mut forge = Forge::new(&mock);
     forge.start().await;
-    let ran = forge.ctl(&["web"]).await;
-    assert_ne!(ran.code, 0);
-    assert!(ran.stderr.contains("[daemon]") && ran.stderr.contains("listen"), "{}", ran.stderr);
+    let json = forge.ok(&["--json", "web"]).await.json_lines();
+    let url = json[0]["url"].as_str().unwrap_or_default().to_string();
+    let port: u16 = url
+        .trim_start_matches("http://127.0.0.1:")
+        .split('/')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("a loopback URL: {url}"));
+    let path = url.trim_start_matches(&format!("http://127.0.0.1:{port}"));
+    let paired = request(port, &format!("GET {path} HTTP/1.1"), "", "").await;
+    let cookie = paired
+        .lines()
+        .find_map(|l| l.strip_prefix("set-cookie: ").or_else(|| l.strip_prefix("Set-Cookie: ")))
+        .and_then(|v| v.split(';').next())
+        .unwrap_or_else(|| panic!("paired: {paired}"))
+        .to_string();
+    // The token was made for it, private to the user.
+    let token = forge.data_dir().join("web/listener.token");
+    let mode = std::fs::metadata(&token).map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o777);
+    assert_eq!(mode.ok(), Some(0o600));
+    // Again: the same listener, no second one.
+    let again = forge.ok(&["--json", "web"]).await.json_lines();
+    assert!(again[0]["url"].as_str().is_some_and(|u| u.starts_with(&format!("http://127.0.0.1:{port}/"))));
+    // The daemon restarts: the same address, the browser still paired.
+    forge.restart().await;
+    let with = format!("Origin: http://127.0.0.1:{port}\r\nContent-Type: application/json\r\nCookie: {cookie}\r\n");
+    let listed = request(port, "POST / HTTP/1.1", &with, LIST).await;
+    assert!(listed.starts_with("HTTP/1.1 200") && listed.contains("\"result\""), "{listed}");
 }

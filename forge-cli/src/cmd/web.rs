@@ -3,7 +3,7 @@
 //! with a phone; `devices` lists paired browsers, `revoke` signs them out.
 
 use forge_client::ForgeClient;
-use forge_proto::params::WebRevokeParams;
+use forge_proto::params::{WebPairParams, WebRevokeParams};
 use forge_proto::web::WebPairing;
 
 use crate::Global;
@@ -18,6 +18,11 @@ pub struct WebArgs {
     /// Open the URL in this machine's browser (`xdg-open`)
     #[arg(long)]
     open: bool,
+    /// Serve the page on this address (ws://HOST:PORT) [default: the
+    /// running listener, else loopback on a port the system picks; kept
+    /// for the daemon's next start]
+    #[arg(long, value_name = "ws://HOST:PORT")]
+    listen: Option<String>,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -102,7 +107,7 @@ pub async fn run(g: &Global, a: WebArgs) -> Result<(), Failure> {
             }
         }
         None => {
-            let pairing = conn.client.web_pair(()).await?;
+            let pairing = conn.client.web_pair(WebPairParams { listen: a.listen }).await?;
             let Some(url) = url(&pairing) else {
                 return Err(Failure::new(1, "no_listener", "the daemon serves no TCP listener to pair with"));
             };

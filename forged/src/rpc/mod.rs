@@ -33,13 +33,21 @@ pub struct Daemon {
     pub connections: Connections,
     /// `session.import` pieces waiting for the last one.
     pub uploads: session::Uploads,
-    /// The web client's paired browsers and the listeners' addresses,
-    /// once TCP listeners run.
-    web: std::sync::OnceLock<(Arc<crate::web::Devices>, Vec<String>)>,
+    /// `[daemon]` as configured: where TCP listeners get their token.
+    daemon_config: forge_core::daemon_config::DaemonConfig,
+    /// How a connection is served, for listeners started later.
+    served: std::sync::OnceLock<crate::served::Served>,
+    /// The TCP listeners running, if any (the web client's among them).
+    tcp: tokio::sync::Mutex<Option<Arc<crate::tcp::Tcp>>>,
 }
 
 impl Daemon {
-    pub fn new(engine: Engine, socket: PathBuf, home: PathBuf) -> Self {
+    pub fn new(
+        engine: Engine,
+        socket: PathBuf,
+        home: PathBuf,
+        daemon_config: forge_core::daemon_config::DaemonConfig,
+    ) -> Self {
         Self {
             engine,
             started: Instant::now(),
@@ -48,13 +56,31 @@ impl Daemon {
             shutdown: CancellationToken::new(),
             connections: Connections::default(),
             uploads: Default::default(),
-            web: Default::default(),
+            daemon_config,
+            served: Default::default(),
+            tcp: Default::default(),
         }
     }
 
-    /// The TCP listeners run: their addresses and paired browsers.
-    pub(crate) fn set_web(&self, devices: Arc<crate::web::Devices>, addresses: Vec<String>) {
-        let _ = self.web.set((devices, addresses));
+    /// Connections are served: listeners may start; `tcp` those running.
+    pub(crate) async fn serving(&self, served: crate::served::Served, tcp: Option<Arc<crate::tcp::Tcp>>) {
+        let _ = self.served.set(served);
+        *self.tcp.lock().await = tcp;
+    }
+
+    /// The TCP listeners running, if any.
+    pub(crate) async fn tcp(&self) -> Option<Arc<crate::tcp::Tcp>> {
+        self.tcp.lock().await.clone()
+    }
+
+    /// Makes sure a listener serves the web client (`listen`, or any
+    /// running one; else one on loopback), remembered for restarts.
+    pub(crate) async fn web_listener(&self, listen: Option<&str>) -> anyhow::Result<Arc<crate::tcp::Tcp>> {
+        let served = self.served.get().cloned().ok_or_else(|| anyhow::anyhow!("forged is not serving yet"))?;
+        let mut tcp = self.tcp.lock().await;
+        let started = crate::tcp::Tcp::start_web(tcp.clone(), served, &self.daemon_config, &self.home, listen).await?;
+        *tcp = Some(started.clone());
+        Ok(started)
     }
 
     pub fn shutdown_token(&self) -> CancellationToken {
@@ -289,16 +315,16 @@ impl ForgeServer for ConnServer {
         daemon::status(self).await
     }
 
-    async fn web_pair(&self, _: NoParams) -> RpcResult<forge_proto::web::WebPairing> {
-        web::pair(self)
+    async fn web_pair(&self, p: forge_proto::params::WebPairParams) -> RpcResult<forge_proto::web::WebPairing> {
+        web::pair(self, p).await
     }
 
     async fn web_devices(&self, _: NoParams) -> RpcResult<Vec<forge_proto::web::WebDevice>> {
-        web::devices(self)
+        web::devices(self).await
     }
 
     async fn web_revoke(&self, p: forge_proto::params::WebRevokeParams) -> RpcResult<Vec<String>> {
-        web::revoke(self, p)
+        web::revoke(self, p).await
     }
 
     async fn daemon_shutdown(&self, _: NoParams) -> RpcResult<()> {

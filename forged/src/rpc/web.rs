@@ -4,22 +4,21 @@
 use forge_proto::ErrorKind;
 use forge_proto::error::rpc_error;
 use forge_proto::methods::RpcResult;
-use forge_proto::params::WebRevokeParams;
+use forge_proto::params::{WebPairParams, WebRevokeParams};
 use forge_proto::web::{WebDevice, WebPairing};
 
 use super::ConnServer;
 
-const NO_LISTENER: &str = "the web client is served on a TCP listener, and none runs: add `listen = \
-                           [\"ws://127.0.0.1:7878\"]` and `token_file = \"listener.token\"` under [daemon] in \
-                           config.toml, then restart forged (`forgectl shutdown`)";
+const NO_LISTENER: &str = "no TCP listener runs, so no browser is paired: `forgectl web` starts one";
 
 impl ConnServer {
-    fn web(&self) -> RpcResult<&(std::sync::Arc<crate::web::Devices>, Vec<String>)> {
-        self.daemon.web.get().ok_or_else(|| rpc_error(ErrorKind::InvalidParams, NO_LISTENER))
+    async fn devices(&self) -> RpcResult<std::sync::Arc<crate::web::Devices>> {
+        let tcp = self.daemon.tcp().await.ok_or_else(|| rpc_error(ErrorKind::InvalidParams, NO_LISTENER))?;
+        Ok(tcp.guard.devices.clone())
     }
 }
 
-pub(super) fn pair(s: &ConnServer) -> RpcResult<WebPairing> {
+pub(super) async fn pair(s: &ConnServer, p: WebPairParams) -> RpcResult<WebPairing> {
     // A browser pairs no others: only a token holder (or the socket) may.
     if let Some(device) = s.conn.device() {
         return Err(rpc_error(
@@ -27,17 +26,25 @@ pub(super) fn pair(s: &ConnServer) -> RpcResult<WebPairing> {
             format!("paired browser {device} cannot pair others; run `forgectl web` on the daemon's machine"),
         ));
     }
-    let (devices, listeners) = s.web()?;
-    let code = devices.mint().map_err(|e| rpc_error(ErrorKind::Internal, format!("no random code: {e}")))?;
+    if let Some(l) = p.listen.as_deref() {
+        forge_core::daemon_config::ListenAddr::parse(l).map_err(|e| rpc_error(ErrorKind::InvalidParams, e))?;
+    }
+    let tcp = s.daemon.web_listener(p.listen.as_deref()).await.map_err(|e| {
+        rpc_error(ErrorKind::InvalidParams, format!("the web client's listener could not start: {e:#}"))
+    })?;
+    let listeners = tcp.addresses.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let code = tcp.guard.devices.mint().map_err(|e| rpc_error(ErrorKind::Internal, format!("no random code: {e}")))?;
     let expires = std::time::SystemTime::now() + crate::web::pairing::CODE_LIFETIME;
     let expires_ms = expires.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
     tracing::info!(client = s.conn.id, "a pairing code for the web client was made");
-    Ok(WebPairing { code, expires_ms, listeners: listeners.clone() })
+    Ok(WebPairing { code, expires_ms, listeners })
 }
 
-pub(super) fn devices(s: &ConnServer) -> RpcResult<Vec<WebDevice>> {
-    let (devices, _) = s.web()?;
-    Ok(devices
+pub(super) async fn devices(s: &ConnServer) -> RpcResult<Vec<WebDevice>> {
+    let Some(tcp) = s.daemon.tcp().await else { return Ok(Vec::new()) };
+    Ok(tcp
+        .guard
+        .devices
         .list()
         .into_iter()
         .map(|d| WebDevice {
@@ -50,8 +57,8 @@ pub(super) fn devices(s: &ConnServer) -> RpcResult<Vec<WebDevice>> {
         .collect())
 }
 
-pub(super) fn revoke(s: &ConnServer, p: WebRevokeParams) -> RpcResult<Vec<String>> {
-    let (devices, _) = s.web()?;
+pub(super) async fn revoke(s: &ConnServer, p: WebRevokeParams) -> RpcResult<Vec<String>> {
+    let devices = s.devices().await?;
     let which = match (p.device.as_deref(), p.all) {
         (Some(id), false) => Some(id),
         (None, true) => None,

@@ -89,11 +89,23 @@ function connect() {
     waiting.delete(msg.id);
     if (msg.error) w.reject(new Error(msg.error.message)); else w.resolve(msg.result);
   });
-  ws.addEventListener("close", () => {
+  ws.addEventListener("close", async () => {
     for (const w of waiting.values()) w.reject(new Error("disconnected"));
     waiting.clear();
-    $("link").textContent = "connection lost: reconnecting…";
     $("link").className = "down";
+    // Signed out (revoked, or the token rotated): say so and stop; a
+    // daemon restarting or a network gone: try again.
+    let status = 0;
+    try {
+      const r = await fetch("/", { method: "POST", headers: { "content-type": "application/json" },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 0, method: "daemon.status" }) });
+      status = r.status;
+    } catch (_) { /* unreachable: retried below */ }
+    if (status === 401) {
+      $("link").textContent = "this browser is signed out: run `forgectl web` for a new link";
+      return;
+    }
+    $("link").textContent = "connection lost: reconnecting…";
     setTimeout(connect, 1000);
   });
 }
