@@ -50,13 +50,15 @@ impl Served {
     pub(crate) fn spawn(&self, stream: Incoming, permit: OwnedSemaphorePermit) -> bool {
         let Served { daemon, builder, stop } = self.clone();
         let conn = daemon.connections.open();
-        let methods = match forge_proto::methods::into_module(ConnServer::new(daemon.clone(), conn.clone())) {
-            Ok(m) => m,
-            Err(e) => {
-                tracing::error!(error = %e, "the methods could not be registered");
-                return false;
-            }
-        };
+        let gone = tokio_util::sync::CancellationToken::new();
+        let methods =
+            match forge_proto::methods::into_module(ConnServer::ending(daemon.clone(), conn.clone(), gone.clone())) {
+                Ok(m) => m,
+                Err(e) => {
+                    tracing::error!(error = %e, "the methods could not be registered");
+                    return false;
+                }
+            };
         tokio::spawn(async move {
             let serve = async {
                 let lines = match &stream {
@@ -71,11 +73,25 @@ impl Served {
                     (_, stream) => stream,
                 };
                 let activity = conn.clone();
+                // A stop of this connection's own: a WebSocket outlives the
+                // HTTP request that upgraded it, and must close too when
+                // the connection is closed (a revoked browser's, say).
+                let (own_stop, own_handle) = jsonrpsee::server::stop_channel();
+                let (daemon_stop, closed) = (stop.clone(), conn.close.clone());
+                tokio::spawn(async move {
+                    tokio::select! {
+                        () = daemon_stop.shutdown() => {}
+                        () = closed.cancelled() => {}
+                        // Ended by itself: nothing left to stop.
+                        () = gone.cancelled() => return,
+                    }
+                    let _ = own_handle.stop();
+                });
                 let service = builder
                     .set_rpc_middleware(
                         RpcServiceBuilder::new().layer_fn(move |inner| Activity { inner, conn: activity.clone() }),
                     )
-                    .build(methods, stop.clone());
+                    .build(methods, own_stop.clone());
                 // hyper sets no deadline on a request's head: the first
                 // request must be whole in time (the WebSocket upgrade
                 // counts once its first call arrives).
@@ -94,12 +110,12 @@ impl Served {
                 };
                 let served = async {
                     match stream {
-                        Incoming::Unix(s) => serve_with_graceful_shutdown(s, service, stop.shutdown()).await,
+                        Incoming::Unix(s) => serve_with_graceful_shutdown(s, service, own_stop.shutdown()).await,
                         Incoming::Tcp(s, guard, pending) => {
                             let peer = pending.ip;
                             let pending = Arc::new(std::sync::Mutex::new(Some(pending)));
                             let guarded = Guarded { inner: service, guard, peer, pending, conn: conn.clone() };
-                            serve_with_graceful_shutdown(s, guarded, stop.shutdown()).await
+                            serve_with_graceful_shutdown(s, guarded, own_stop.shutdown()).await
                         }
                     }
                 };

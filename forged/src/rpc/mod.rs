@@ -95,11 +95,19 @@ impl Daemon {
 pub struct ConnServer {
     daemon: Arc<Daemon>,
     conn: Arc<ConnState>,
+    /// Cancels its token once the last handle on the connection's methods
+    /// is gone (its WebSocket included): the connection has ended.
+    _gone: Option<Arc<tokio_util::sync::DropGuard>>,
 }
 
 impl ConnServer {
     pub fn new(daemon: Arc<Daemon>, conn: Arc<ConnState>) -> Self {
-        Self { daemon, conn }
+        Self { daemon, conn, _gone: None }
+    }
+
+    /// The same, cancelling `gone` once its methods are no longer held.
+    pub fn ending(daemon: Arc<Daemon>, conn: Arc<ConnState>, gone: CancellationToken) -> Self {
+        Self { daemon, conn, _gone: Some(Arc::new(gone.drop_guard())) }
     }
 
     /// The identity events caused by this connection carry.

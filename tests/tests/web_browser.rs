@@ -1,0 +1,142 @@
+//! The web client in a real browser: Debian's headless Chromium, driven
+//! through chromedriver. Pairing through the one-time link lands on the
+//! sessions; a tool call's approval answered on the page lets `forgectl
+//! send`, waiting in a terminal, run on and exit 0; hostile names render
+//! inert; a phone-sized viewport does not scroll sideways; a revoked
+//! browser is told it was signed out. Without Chromium or chromedriver
+//! the test is counted as skipped, never passed.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use forge_tests::harness::{Forge, free_port, skipped};
+use forge_tests::mock::{MockOptions, MockServer, tool_call};
+use serde_json::json;
+
+const TEST: &str = "web_browser::a_browser_paired_in_one_link_answers_an_approval_a_terminal_waits_for";
+
+/// chromedriver on a free port, and a headless Chromium session of it
+/// sized `w` × `h`.
+async fn browser(w: u32, h: u32) -> Option<(tokio::process::Child, Client)> {
+    let chromium =
+        ["/usr/bin/chromium", "/usr/bin/chromium-browser"].into_iter().find(|p| std::path::Path::new(p).exists())?;
+    let port = free_port();
+    let driver = tokio::process::Command::new("chromedriver")
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .ok()?;
+    let mut caps = serde_json::Map::new();
+    let args = json!([
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        format!("--window-size={w},{h}")
+    ]);
+    // A phone's viewport, whatever the smallest window headless allows.
+    let phone = json!({"deviceMetrics": {"width": w, "height": h, "pixelRatio": 1.0}});
+    caps.insert("goog:chromeOptions".into(), json!({"binary": chromium, "args": args, "mobileEmulation": phone}));
+    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+    for _ in 0..100 {
+        if let Ok(c) = ClientBuilder::new(connector.clone())
+            .capabilities(caps.clone())
+            .connect(&format!("http://127.0.0.1:{port}"))
+            .await
+        {
+            return Some((driver, c));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    None
+}
+
+/// Waits until the page's `#link` says `text` (10 s).
+async fn link_says(c: &Client, text: &str) -> String {
+    let mut last = String::new();
+    for _ in 0..100 {
+        if let Ok(e) = c.find(Locator::Id("link")).await {
+            last = e.text().await.unwrap_or_default();
+            if last.contains(text) {
+                return last;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the page never said \"{text}\"; it says \"{last}\"");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_paired_in_one_link_answers_an_approval_a_terminal_waits_for() {
+    if which("chromedriver").is_none() {
+        return skipped(TEST, "chromedriver is not installed (Debian: chromium chromium-driver)");
+    }
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    // Every command asks, so the terminal's `send` waits for an answer.
+    forge.write_config("[tools.approval]\nmode = \"prompt\"\n");
+    forge.start().await;
+    let Some((_driver, c)) = browser(360, 740).await else {
+        return skipped(TEST, "headless Chromium could not be started through chromedriver");
+    };
+    // A directory named to attack the page, shown as a session's folder.
+    let parent = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap_or_else(|e| panic!("{e}"));
+    let hostile = parent.path().join("<img src=x onerror=alert(1)><script>alert(2)");
+    std::fs::create_dir_all(&hostile).unwrap_or_else(|e| panic!("{e}"));
+    forge.new_session(&["--cwd", &hostile.display().to_string()]).await;
+    let id = forge.new_session(&["--name", "work"]).await;
+
+    let url = forge.ok(&["--json", "web"]).await.json_lines()[0]["url"].as_str().unwrap_or_default().to_string();
+    c.goto(&url).await.unwrap_or_else(|e| panic!("{e}"));
+    link_says(&c, "live").await;
+    let page = c.source().await.unwrap_or_default();
+    assert!(page.contains("work"), "the sessions are listed");
+
+    // A command's approval, asked of a terminal that waits for it.
+    let call = tool_call("run_command", &json!({"command": "echo approved-on-the-page"}));
+    let send = forge.ctl_cmd(&["send", "-s", &id, &format!("{call} go")]).stdout(Stdio::piped()).spawn();
+    let send = send.unwrap_or_else(|e| panic!("forgectl send: {e}"));
+    let mut approve = None;
+    for _ in 0..100 {
+        if let Ok(b) = c.find(Locator::XPath("//button[text()='Approve']")).await {
+            approve = Some(b);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let approve = approve.unwrap_or_else(|| panic!("the inbox shows the approval with Approve"));
+    assert!(c.find(Locator::XPath("//button[text()='Deny']")).await.is_ok());
+    approve.click().await.unwrap_or_else(|e| panic!("{e}"));
+    let done = tokio::time::timeout(Duration::from_secs(30), send.wait_with_output()).await;
+    let out = done.unwrap_or_else(|_| panic!("send still waits")).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+
+    // Inert: the hostile name is text, no element of it exists.
+    let counts = c
+        .execute(
+            "return [document.scripts.length, document.images.length, \
+             document.documentElement.scrollWidth <= window.innerWidth, document.body.innerText, window.innerWidth]",
+            vec![],
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(counts[0], 1, "only the page's own script: {counts}");
+    assert_eq!(counts[1], 0, "no image made of a name: {counts}");
+    assert_eq!(counts[4], 360, "a phone's width: {counts}");
+    assert_eq!(counts[2], true, "nothing scrolls sideways at 360 px: {counts}");
+    assert!(counts[3].as_str().is_some_and(|t| t.contains("<script>alert(2)")), "shown as text: {counts}");
+    let shot = c.screenshot().await.unwrap_or_default();
+    std::fs::write(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("web-360x740.png"), shot).ok();
+
+    // Signed out from the terminal: the page loses its link and says so.
+    forge.ok(&["web", "revoke", "--all"]).await;
+    link_says(&c, "signed out").await;
+    let _ = c.close().await;
+}
+
+fn which(program: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH")?.to_str()?.split(':').map(|d| std::path::Path::new(d).join(program)).find(|p| p.exists())
+}
