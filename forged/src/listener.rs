@@ -55,8 +55,19 @@ pub async fn serve(
     let my_uid = unsafe { libc::geteuid() };
 
     let ctx = Served { daemon: daemon.clone(), builder: builder.clone(), stop: stop_handle.clone() };
-    let running = tcp.map(|tcp| tcp.spawn(ctx.clone()));
-    daemon.serving(ctx, running).await;
+    let running = Arc::new(tokio::sync::Mutex::new(tcp.map(|tcp| tcp.spawn(ctx.clone()))));
+    let listening = running.lock().await.as_ref().map(|t| t.listening.clone());
+    let (cfg, home) = (daemon.daemon_config.clone(), daemon.home.clone());
+    let starter: crate::web::Starter = Box::new(move |listen| {
+        let (running, ctx, cfg, home) = (running.clone(), ctx.clone(), cfg.clone(), home.clone());
+        Box::pin(async move {
+            let mut running = running.lock().await;
+            let tcp = crate::tcp::Tcp::start_web(running.clone(), ctx, &cfg, &home, listen.as_deref()).await?;
+            *running = Some(tcp.clone());
+            Ok(tcp.listening.clone())
+        })
+    });
+    daemon.serving(starter, listening).await;
     let Signals { term: mut sigterm, int: mut sigint } = signals;
     let shutdown = daemon.shutdown_token();
     let Some(listener) = claim.listener() else { anyhow::bail!("the socket is not listening") };

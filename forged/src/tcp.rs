@@ -33,12 +33,12 @@ pub struct Listeners {
 /// The TCP side running: what a listener added later (`forgectl web`)
 /// shares with those started with the daemon.
 pub(crate) struct Tcp {
-    pub guard: Arc<Guard>,
+    guard: Arc<Guard>,
     permits: Arc<Semaphore>,
     pending: PendingCounts,
     served: Served,
-    /// Each listener's address as bound (`HOST:PORT`).
-    pub addresses: std::sync::Mutex<Vec<String>>,
+    /// The addresses and paired browsers, as the daemon's methods see them.
+    pub listening: Arc<crate::web::Listening>,
 }
 
 type PendingCounts = Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>;
@@ -178,12 +178,14 @@ impl Listeners {
     /// its own and never closes another connection to make room: a
     /// stranger without the token must not push local clients out.
     pub(crate) fn spawn(self, served: Served) -> Arc<Tcp> {
+        let listening =
+            Arc::new(crate::web::Listening { devices: self.guard.devices.clone(), addresses: Default::default() });
         let tcp = Arc::new(Tcp {
             guard: self.guard,
             permits: Arc::new(Semaphore::new(TCP_SLOTS)),
             pending: Default::default(),
             served,
-            addresses: Default::default(),
+            listening,
         });
         for (name, listener) in self.bound {
             tcp.accept(name, listener);
@@ -242,13 +244,13 @@ impl Tcp {
     /// Whether `listen` is one of the running listeners.
     fn names(&self, listen: &str) -> bool {
         let wanted = listen.trim_start_matches("ws://").trim_end_matches('/');
-        self.addresses.lock().unwrap_or_else(|p| p.into_inner()).iter().any(|a| a == wanted)
+        self.listening.addresses.lock().unwrap_or_else(|p| p.into_inner()).iter().any(|a| a == wanted)
     }
 
     /// Accepts on `listener` until the daemon stops.
     fn accept(self: &Arc<Tcp>, name: String, listener: TcpListener) {
         if let Ok(a) = listener.local_addr() {
-            self.addresses.lock().unwrap_or_else(|p| p.into_inner()).push(a.to_string());
+            self.listening.addresses.lock().unwrap_or_else(|p| p.into_inner()).push(a.to_string());
         }
         let tcp = self.clone();
         tokio::spawn(async move {

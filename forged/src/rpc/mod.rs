@@ -34,11 +34,11 @@ pub struct Daemon {
     /// `session.import` pieces waiting for the last one.
     pub uploads: session::Uploads,
     /// `[daemon]` as configured: where TCP listeners get their token.
-    daemon_config: forge_core::daemon_config::DaemonConfig,
-    /// How a connection is served, for listeners started later.
-    served: std::sync::OnceLock<crate::served::Served>,
+    pub daemon_config: forge_core::daemon_config::DaemonConfig,
+    /// Starts the web client's listener, once connections are served.
+    starter: std::sync::OnceLock<crate::web::Starter>,
     /// The TCP listeners running, if any (the web client's among them).
-    tcp: tokio::sync::Mutex<Option<Arc<crate::tcp::Tcp>>>,
+    listening: tokio::sync::Mutex<Option<Arc<crate::web::Listening>>>,
 }
 
 impl Daemon {
@@ -57,29 +57,30 @@ impl Daemon {
             connections: Connections::default(),
             uploads: Default::default(),
             daemon_config,
-            served: Default::default(),
-            tcp: Default::default(),
+            starter: Default::default(),
+            listening: Default::default(),
         }
     }
 
-    /// Connections are served: listeners may start; `tcp` those running.
-    pub(crate) async fn serving(&self, served: crate::served::Served, tcp: Option<Arc<crate::tcp::Tcp>>) {
-        let _ = self.served.set(served);
-        *self.tcp.lock().await = tcp;
+    /// Connections are served: the web client's listener may start;
+    /// `listening` those running.
+    pub(crate) async fn serving(&self, starter: crate::web::Starter, listening: Option<Arc<crate::web::Listening>>) {
+        let _ = self.starter.set(starter);
+        *self.listening.lock().await = listening;
     }
 
     /// The TCP listeners running, if any.
-    pub(crate) async fn tcp(&self) -> Option<Arc<crate::tcp::Tcp>> {
-        self.tcp.lock().await.clone()
+    pub(crate) async fn listening(&self) -> Option<Arc<crate::web::Listening>> {
+        self.listening.lock().await.clone()
     }
 
     /// Makes sure a listener serves the web client (`listen`, or any
     /// running one; else one on loopback), remembered for restarts.
-    pub(crate) async fn web_listener(&self, listen: Option<&str>) -> anyhow::Result<Arc<crate::tcp::Tcp>> {
-        let served = self.served.get().cloned().ok_or_else(|| anyhow::anyhow!("forged is not serving yet"))?;
-        let mut tcp = self.tcp.lock().await;
-        let started = crate::tcp::Tcp::start_web(tcp.clone(), served, &self.daemon_config, &self.home, listen).await?;
-        *tcp = Some(started.clone());
+    pub(crate) async fn web_listener(&self, listen: Option<&str>) -> anyhow::Result<Arc<crate::web::Listening>> {
+        let starter = self.starter.get().ok_or_else(|| anyhow::anyhow!("forged is not serving yet"))?;
+        let mut listening = self.listening.lock().await;
+        let started = starter(listen.map(str::to_string)).await?;
+        *listening = Some(started.clone());
         Ok(started)
     }
 

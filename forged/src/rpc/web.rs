@@ -13,8 +13,9 @@ const NO_LISTENER: &str = "no TCP listener runs, so no browser is paired: `forge
 
 impl ConnServer {
     async fn devices(&self) -> RpcResult<std::sync::Arc<crate::web::Devices>> {
-        let tcp = self.daemon.tcp().await.ok_or_else(|| rpc_error(ErrorKind::InvalidParams, NO_LISTENER))?;
-        Ok(tcp.guard.devices.clone())
+        let listening =
+            self.daemon.listening().await.ok_or_else(|| rpc_error(ErrorKind::InvalidParams, NO_LISTENER))?;
+        Ok(listening.devices.clone())
     }
 }
 
@@ -29,11 +30,11 @@ pub(super) async fn pair(s: &ConnServer, p: WebPairParams) -> RpcResult<WebPairi
     if let Some(l) = p.listen.as_deref() {
         forge_core::daemon_config::ListenAddr::parse(l).map_err(|e| rpc_error(ErrorKind::InvalidParams, e))?;
     }
-    let tcp = s.daemon.web_listener(p.listen.as_deref()).await.map_err(|e| {
+    let listening = s.daemon.web_listener(p.listen.as_deref()).await.map_err(|e| {
         rpc_error(ErrorKind::InvalidParams, format!("the web client's listener could not start: {e:#}"))
     })?;
-    let listeners = tcp.addresses.lock().unwrap_or_else(|p| p.into_inner()).clone();
-    let code = tcp.guard.devices.mint().map_err(|e| rpc_error(ErrorKind::Internal, format!("no random code: {e}")))?;
+    let listeners = listening.addresses.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let code = listening.devices.mint().map_err(|e| rpc_error(ErrorKind::Internal, format!("no random code: {e}")))?;
     let expires = std::time::SystemTime::now() + crate::web::pairing::CODE_LIFETIME;
     let expires_ms = expires.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
     tracing::info!(client = s.conn.id, "a pairing code for the web client was made");
@@ -41,9 +42,8 @@ pub(super) async fn pair(s: &ConnServer, p: WebPairParams) -> RpcResult<WebPairi
 }
 
 pub(super) async fn devices(s: &ConnServer) -> RpcResult<Vec<WebDevice>> {
-    let Some(tcp) = s.daemon.tcp().await else { return Ok(Vec::new()) };
-    Ok(tcp
-        .guard
+    let Some(listening) = s.daemon.listening().await else { return Ok(Vec::new()) };
+    Ok(listening
         .devices
         .list()
         .into_iter()

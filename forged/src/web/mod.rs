@@ -14,6 +14,21 @@ use jsonrpsee::server::HttpBody;
 
 pub(crate) use pairing::Devices;
 
+/// The TCP listeners that serve the web client: where, and who is paired.
+pub(crate) struct Listening {
+    pub devices: std::sync::Arc<Devices>,
+    /// Each listener's address as bound (`HOST:PORT`).
+    pub addresses: std::sync::Mutex<Vec<String>>,
+}
+
+/// Makes sure a listener runs for `forgectl web` (on the address given,
+/// or any): set up by the listener when the daemon serves.
+pub(crate) type Starter = Box<
+    dyn Fn(Option<String>) -> std::pin::Pin<Box<dyn Future<Output = anyhow::Result<std::sync::Arc<Listening>>> + Send>>
+        + Send
+        + Sync,
+>;
+
 /// The cookie that carries a device's credential.
 const COOKIE_NAME: &str = "forge_device";
 /// How long a browser keeps it (it is revoked sooner with `forgectl web revoke`).
@@ -24,9 +39,11 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; conn
                    img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
 /// The page's files: path, content type, bytes.
-const FILES: [(&str, &str, &str); 3] = [
+const FILES: [(&str, &str, &str); 5] = [
     ("/", "text/html; charset=utf-8", include_str!("page/index.html")),
     ("/app.js", "text/javascript; charset=utf-8", include_str!("page/app.js")),
+    ("/rpc.js", "text/javascript; charset=utf-8", include_str!("page/rpc.js")),
+    ("/session.js", "text/javascript; charset=utf-8", include_str!("page/session.js")),
     ("/app.css", "text/css; charset=utf-8", include_str!("page/app.css")),
 ];
 

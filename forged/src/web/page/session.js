@@ -1,0 +1,137 @@
+// One session: its transcript (the history, then its events live from
+// the next seq, resumed from the last one shown after a dropped link), a
+// compose box (send, steer while a turn runs, cancel), its pending
+// approval, and undo of the last turn after its plan is shown.
+import { call, subscribe, unsubscribe, el, button } from "/rpc.js";
+
+const $ = (id) => document.getElementById(id);
+let current = null;
+
+/** An approval with its calls and the two answers. */
+export function approvalItem(a, after) {
+  const li = el("li");
+  li.append(el("div", `${a.session_name || a.session_id}`, "state"));
+  for (const c of a.calls) {
+    li.append(el("div", `${c.name} (risk ${c.risk})`, "meta"));
+    li.append(el("pre", c.summary));
+  }
+  const answer = (decision) => async () => {
+    try {
+      await call("approval.answer", { session: a.session_id, decision, approval_id: a.approval_id });
+    } catch (e) {
+      li.append(el("div", String(e.message || e), "meta"));
+    }
+    after();
+  };
+  li.append(button("Approve", answer("approve_all")), button("Deny", answer("deny_all")));
+  return li;
+}
+
+export function leaveSession() {
+  if (current && current.sub !== null) unsubscribe(current.sub);
+  current = null;
+}
+
+function block(role, text) {
+  const d = el("div", undefined, `msg ${role}`);
+  d.append(el("div", role, "role"));
+  d.append(el("pre", text));
+  $("transcript").append(d);
+  return d;
+}
+
+function showHistory(history) {
+  $("transcript").replaceChildren();
+  for (const m of history.messages) {
+    if (m.role === "tool") {
+      const r = m.tool_result || {};
+      block("tool", `${r.name || "tool"}${r.is_error ? " (error)" : ""}\n${m.text}`);
+      continue;
+    }
+    const d = block(m.role, m.text);
+    for (const c of m.tool_calls || []) d.append(el("div", `→ ${c.name} ${c.arguments}`, "meta"));
+  }
+}
+
+async function showApproval(id) {
+  const approvals = await call("approval.list");
+  const mine = approvals.filter((a) => a.session_id === id);
+  $("approval").replaceChildren(...mine.map((a) => approvalItem(a, () => showApproval(id))));
+}
+
+function onItem(item) {
+  if (!current) return;
+  if (item.type === "event") {
+    current.seq = item.seq;
+    const k = item.kind;
+    if (k === "turn_started") { block("user", item.text); current.live = null; }
+    else if (k === "text_delta") {
+      if (!current.live) current.live = block("assistant", "").querySelector("pre");
+      current.live.textContent += item.text;
+    } else if (k === "tool_running") { block("tool", `${item.name} running…`); current.live = null; }
+    else if (k === "tool_output") { block("tool", item.text); }
+    else if (k === "tool_result") { block("tool", `${item.name}${item.is_error ? " (error)" : ""}\n${item.output}`); current.live = null; }
+    else if (k === "approval_requested" || k === "approval_resolved") { showApproval(current.id); }
+    else if (k === "turn_finished") { current.live = null; $("state").textContent = `turn ${item.status}`; }
+    else if (k === "error") { block("error", item.error || "failed"); }
+    $("transcript").lastElementChild?.scrollIntoView({ block: "end" });
+  } else if (item.type === "closed") {
+    $("state").textContent = `closed: ${item.reason}`;
+  }
+}
+
+export async function showSession(id) {
+  const resume = current && current.id === id ? current.seq : null;
+  if (current && current.id !== id) leaveSession();
+  const info = await call("session.show", { session: id }).catch(() => null);
+  $("title").textContent = info ? (info.name || info.id) : id;
+  $("state").textContent = info ? `${info.state.replaceAll("_", " ")} · ${info.model}` : "";
+  let from;
+  if (resume === null) {
+    showHistory(await call("session.history", { session: id }));
+    from = info ? info.last_seq + 1 : 0;
+  } else {
+    from = resume + 1;
+  }
+  current = { id, seq: from - 1, live: null, sub: null };
+  current.sub = await subscribe(id, from, onItem);
+  showApproval(id);
+}
+
+async function send(kind) {
+  const text = $("compose").value.trim();
+  if (!current || (!text && kind !== "cancel")) return;
+  try {
+    if (kind === "send") await call("session.send", { session: current.id, text });
+    if (kind === "steer") await call("session.steer", { session: current.id, text });
+    if (kind === "cancel") await call("session.cancel", { session: current.id });
+    if (kind !== "cancel") $("compose").value = "";
+  } catch (e) {
+    block("error", String(e.message || e));
+  }
+}
+
+async function undo() {
+  if (!current) return;
+  const plan = $("plan");
+  plan.replaceChildren();
+  try {
+    const dry = await call("session.rewind", { session: current.id, dry_run: true });
+    plan.append(el("div", `Undo the last turn: ${dry.files.length} file(s)`, "state"));
+    for (const f of dry.files) plan.append(el("div", `${f.action} ${f.path}${f.conflict ? " (changed since)" : ""}${f.note ? ` — ${f.note}` : ""}`, "meta"));
+    plan.append(button("Restore", async () => {
+      try {
+        const done = await call("session.rewind", { session: current.id });
+        plan.replaceChildren(el("div", `Undone: ${done.files.length} file(s) restored`, "state"));
+        showHistory(await call("session.history", { session: current.id }));
+      } catch (e) { plan.append(el("div", String(e.message || e), "meta")); }
+    }), button("Keep", () => plan.replaceChildren()));
+  } catch (e) {
+    plan.append(el("div", String(e.message || e), "meta"));
+  }
+}
+
+$("send").addEventListener("click", () => send("send"));
+$("steer").addEventListener("click", () => send("steer"));
+$("cancel").addEventListener("click", () => send("cancel"));
+$("undo").addEventListener("click", undo);
