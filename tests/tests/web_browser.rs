@@ -131,10 +131,72 @@ async fn a_browser_paired_in_one_link_answers_an_approval_a_terminal_waits_for()
     let shot = c.screenshot().await.unwrap_or_default();
     std::fs::write(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("web-360x740.png"), shot).ok();
 
+    // The session's own view: a file written in a turn, then sent from
+    // the page (the answer streams in), then the turn undone after its
+    // plan is shown, and the file is gone.
+    let dir =
+        forge.ok(&["--json", "session", "show", &id]).await.json_lines()[0]["cwd"].as_str().unwrap_or("").to_string();
+    let write = tool_call("write_file", &json!({"path": "made-by-a-turn.txt", "content": "x\n"}));
+    forge.ok(&["send", "--auto-approve", "-s", &id, &format!("{write} write it")]).await;
+    let made = std::path::Path::new(&dir).join("made-by-a-turn.txt");
+    assert!(made.exists());
+    c.goto(&format!("{}#/s/{id}", url.split("/pair").next().unwrap_or_default()))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    link_says(&c, "live").await;
+    wait_text(&c, "write it").await;
+    let compose = c.find(Locator::Id("compose")).await.unwrap_or_else(|e| panic!("{e}"));
+    compose.send_keys("hello from the page").await.unwrap_or_else(|e| panic!("{e}"));
+    c.find(Locator::Id("send")).await.unwrap_or_else(|e| panic!("{e}")).click().await.unwrap_or_else(|e| panic!("{e}"));
+    wait_text(&c, "You said: “hello from the page”").await;
+    forge.wait_for_session(&id, "idle", |s| s["state"] == "idle").await;
+    // Undo the page's own turn first (it changed no file), then the write.
+    for _ in 0..2 {
+        c.find(Locator::Id("undo"))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .click()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let restore = wait_button(&c, "Restore").await;
+        restore.click().await.unwrap_or_else(|e| panic!("{e}"));
+        wait_text(&c, "Undone:").await;
+        // The next undo's plan replaces this one's words.
+        c.execute("document.getElementById('plan').replaceChildren()", vec![]).await.ok();
+    }
+    assert!(!made.exists(), "the file the undone turn wrote is gone");
+    let shot = c.screenshot().await.unwrap_or_default();
+    std::fs::write(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("web-session-360x740.png"), shot).ok();
+
     // Signed out from the terminal: the page loses its link and says so.
     forge.ok(&["web", "revoke", "--all"]).await;
     link_says(&c, "signed out").await;
     let _ = c.close().await;
+}
+
+/// Waits until the page's text holds `text` (10 s).
+async fn wait_text(c: &Client, text: &str) {
+    let mut last = String::new();
+    for _ in 0..100 {
+        let body = c.execute("return document.body.innerText", vec![]).await.ok();
+        last = body.and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+        if last.contains(text) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the page never showed \"{text}\"; it shows:\n{last}");
+}
+
+/// Waits for a button labelled `label` (10 s).
+async fn wait_button(c: &Client, label: &str) -> fantoccini::elements::Element {
+    for _ in 0..100 {
+        if let Ok(b) = c.find(Locator::XPath(&format!("//button[text()='{label}']"))).await {
+            return b;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no {label} button appeared");
 }
 
 fn which(program: &str) -> Option<std::path::PathBuf> {
