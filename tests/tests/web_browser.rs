@@ -165,6 +165,30 @@ async fn a_browser_paired_in_one_link_answers_an_approval_a_terminal_waits_for()
         c.execute("document.getElementById('plan').replaceChildren()", vec![]).await.ok();
     }
     assert!(!made.exists(), "the file the undone turn wrote is gone");
+
+    // The daemon killed mid-stream and started again: the page comes back
+    // by itself and shows what the store holds, the cut answer included.
+    let long = "a long one mock:tokens=2000 mock:delay=5";
+    c.find(Locator::Id("compose")).await.unwrap_or_else(|e| panic!("{e}")).send_keys(long).await.ok();
+    c.find(Locator::Id("send")).await.unwrap_or_else(|e| panic!("{e}")).click().await.unwrap_or_else(|e| panic!("{e}"));
+    wait_text(&c, " w100 ").await;
+    forge.kill9().await;
+    link_says(&c, "reconnecting").await;
+    forge.start().await;
+    link_says(&c, "live").await;
+    forge.wait_for_session(&id, "settled", |s| s["state"] != "streaming").await;
+    let history = forge.ok(&["--json", "history", &id]).await.json_lines();
+    let last = history.iter().rev().find(|m| m["role"] == "assistant").cloned().unwrap_or_default();
+    let stored = last["text"].as_str().unwrap_or_default().to_string();
+    assert!(stored.starts_with("w0 w1 ") && !stored.contains("w1999"), "cut short: {last}");
+    let shown = c
+        .execute(
+            "const p = [...document.querySelectorAll('.msg.assistant pre')]; return p[p.length - 1].textContent",
+            vec![],
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(shown.as_str(), Some(stored.as_str()), "the page shows the answer as stored");
     let shot = c.screenshot().await.unwrap_or_default();
     std::fs::write(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("web-session-360x740.png"), shot).ok();
 

@@ -80,19 +80,17 @@ function onItem(item) {
   }
 }
 
+/** Shows session `id`: its history as stored, then its events from the
+ *  next seq on. After a dropped link (the daemon restarted, the network
+ *  came back) the same happens again, so what the page shows is what the
+ *  store holds: nothing lost, nothing twice. */
 export async function showSession(id) {
-  const resume = current && current.id === id ? current.seq : null;
-  if (current && current.id !== id) leaveSession();
+  if (current) leaveSession();
   const info = await call("session.show", { session: id }).catch(() => null);
   $("title").textContent = info ? (info.name || info.id) : id;
   $("state").textContent = info ? `${info.state.replaceAll("_", " ")} · ${info.model}` : "";
-  let from;
-  if (resume === null) {
-    showHistory(await call("session.history", { session: id }));
-    from = info ? info.last_seq + 1 : 0;
-  } else {
-    from = resume + 1;
-  }
+  showHistory(await call("session.history", { session: id }));
+  const from = info ? info.last_seq + 1 : 0;
   current = { id, seq: from - 1, live: null, sub: null };
   current.sub = await subscribe(id, from, onItem);
   showApproval(id);
