@@ -471,6 +471,10 @@ forge_methods! {
     daemon "web.devices" web_devices(NoParams) -> Vec<crate::web::WebDevice>;
     /// Signs a paired browser out (or every one), closing its connections.
     daemon "web.revoke" web_revoke(WebRevokeParams) -> Vec<String>;
+    /// Texts (markdown, with `$…$` and `$$…$$` math) as inert HTML, one
+    /// for each: raw HTML shown as text, links only to http(s) and
+    /// mailto, images as links, math as MathML.
+    daemon "web.render" web_render(WebRenderParams) -> Vec<String>;
 }
 
 #[cfg(feature = "server")]

@@ -632,3 +632,11 @@ params!(
         pub listen: Option<String>,
     }
 );
+
+params!(
+    /// `web.render`: messages' texts (markdown, `$…$` math) as the web
+    /// client shows them.
+    WebRenderParams {
+        pub texts: Vec<String>,
+    }
+);

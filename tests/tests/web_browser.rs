@@ -183,14 +183,42 @@ async fn a_browser_paired_in_one_link_answers_an_approval_a_terminal_waits_for()
     assert!(stored.starts_with("w0 w1 ") && !stored.contains("w1999"), "cut short: {last}");
     let shown = c
         .execute(
-            "const p = [...document.querySelectorAll('.msg.assistant pre')]; return p[p.length - 1].textContent",
+            "const m = [...document.querySelectorAll('.msg.assistant')].pop(); \
+             return (m.querySelector('.md') || m.querySelector('pre')).textContent.trim()",
             vec![],
         )
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(shown.as_str(), Some(stored.as_str()), "the page shows the answer as stored");
+    assert_eq!(shown.as_str(), Some(stored.trim()), "the page shows the answer as stored");
     let shot = c.screenshot().await.unwrap_or_default();
     std::fs::write(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("web-session-360x740.png"), shot).ok();
+
+    // Markdown and math as the daemon renders them, a hostile answer inert.
+    let md = forge.new_session(&["--name", "md"]).await;
+    let hostile = "**bold** <script>alert(1)</script> <img src=x onerror=alert(1)> [x](javascript:alert(1)) \
+                   $e^{i\\pi}+1=0$ \u{1b}[31mred";
+    forge.ok(&["send", "-s", &md, &format!("{hostile} mock:tokens=3")]).await;
+    forge.ok(&["send", "-s", &md, hostile]).await;
+    c.goto(&format!("{}#/s/{md}", url.split("/pair").next().unwrap_or_default()))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    wait_text(&c, "You said").await;
+    let seen = c
+        .execute(
+            "const md = document.querySelector('.msg.assistant:last-child .md') || document.querySelectorAll('.md')[document.querySelectorAll('.md').length - 1]; \
+             return [document.scripts.length, document.images.length, document.querySelectorAll('.md math').length, \
+             [...document.querySelectorAll('.md a')].map(a => a.getAttribute('href')), \
+             document.querySelectorAll('.md strong').length, document.body.innerText.includes('\\u001b')]",
+            vec![],
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(seen[0], 1, "only the page's own script: {seen}");
+    assert_eq!(seen[1], 0, "no image: {seen}");
+    assert!(seen[2].as_u64().is_some_and(|n| n >= 1), "math as MathML: {seen}");
+    assert!(seen[3].as_array().is_some_and(|l| l.iter().all(|h| h == "#")), "no javascript: link: {seen}");
+    assert!(seen[4].as_u64().is_some_and(|n| n >= 1), "markdown rendered: {seen}");
+    assert_eq!(seen[5], false, "no terminal escape: {seen}");
 
     // Signed out from the terminal: the page loses its link and says so.
     forge.ok(&["web", "revoke", "--all"]).await;

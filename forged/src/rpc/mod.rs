@@ -336,6 +336,12 @@ impl ForgeServer for ConnServer {
         web::revoke(self, p).await
     }
 
+    async fn web_render(&self, p: forge_proto::params::WebRenderParams) -> RpcResult<Vec<String>> {
+        let rendered =
+            tokio::task::spawn_blocking(move || p.texts.iter().map(|t| crate::web::render::markdown(t)).collect());
+        rendered.await.map_err(|e| rpc_error(ErrorKind::Internal, format!("rendering failed: {e}")))
+    }
+
     async fn daemon_shutdown(&self, _: NoParams) -> RpcResult<()> {
         tracing::info!(client = self.conn.id, "daemon.shutdown called");
         // A store deleted on disk is written back first; if it cannot be,

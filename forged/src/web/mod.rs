@@ -5,6 +5,7 @@
 //! page speaks the same JSON-RPC as every client (see `page/app.js`).
 
 pub(crate) mod pairing;
+pub(crate) mod render;
 
 use std::net::IpAddr;
 

@@ -32,16 +32,34 @@ export function leaveSession() {
   current = null;
 }
 
+// A terminal's escapes and other control characters are not shown.
+const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g;
+
 function block(role, text) {
   const d = el("div", undefined, `msg ${role}`);
   d.append(el("div", role, "role"));
-  d.append(el("pre", text));
+  d.append(el("pre", String(text).replace(CONTROL, "")));
   $("transcript").append(d);
   return d;
 }
 
-function showHistory(history) {
+/** Shows `blocks`' texts as the daemon renders them (markdown, math;
+ *  inert HTML: raw HTML is text, links only to http(s)). */
+async function render(blocks) {
+  if (!blocks.length) return;
+  try {
+    const html = await call("web.render", { texts: blocks.map((b) => b.querySelector("pre").textContent) });
+    blocks.forEach((b, i) => {
+      const body = el("div", undefined, "md");
+      body.innerHTML = html[i];
+      b.querySelector("pre").replaceWith(body);
+    });
+  } catch (_) { /* left as plain text */ }
+}
+
+async function showHistory(history) {
   $("transcript").replaceChildren();
+  const prose = [];
   for (const m of history.messages) {
     if (m.role === "tool") {
       const r = m.tool_result || {};
@@ -49,8 +67,10 @@ function showHistory(history) {
       continue;
     }
     const d = block(m.role, m.text);
+    if (m.role === "assistant") prose.push(d);
     for (const c of m.tool_calls || []) d.append(el("div", `→ ${c.name} ${c.arguments}`, "meta"));
   }
+  await render(prose);
 }
 
 async function showApproval(id) {
@@ -67,12 +87,17 @@ function onItem(item) {
     if (k === "turn_started") { block("user", item.text); current.live = null; }
     else if (k === "text_delta") {
       if (!current.live) current.live = block("assistant", "").querySelector("pre");
-      current.live.textContent += item.text;
+      current.live.textContent += item.text.replace(CONTROL, "");
     } else if (k === "tool_running") { block("tool", `${item.name} running…`); current.live = null; }
     else if (k === "tool_output") { block("tool", item.text); }
     else if (k === "tool_result") { block("tool", `${item.name}${item.is_error ? " (error)" : ""}\n${item.output}`); current.live = null; }
     else if (k === "approval_requested" || k === "approval_resolved") { showApproval(current.id); }
-    else if (k === "turn_finished") { current.live = null; $("state").textContent = `turn ${item.status}`; }
+    else if (k === "turn_finished") {
+      const done = current.live && current.live.parentElement;
+      current.live = null;
+      $("state").textContent = `turn ${item.status}`;
+      if (done) render([done]);
+    }
     else if (k === "error") { block("error", item.error || "failed"); }
     $("transcript").lastElementChild?.scrollIntoView({ block: "end" });
   } else if (item.type === "closed") {
@@ -89,7 +114,7 @@ export async function showSession(id) {
   const info = await call("session.show", { session: id }).catch(() => null);
   $("title").textContent = info ? (info.name || info.id) : id;
   $("state").textContent = info ? `${info.state.replaceAll("_", " ")} · ${info.model}` : "";
-  showHistory(await call("session.history", { session: id }));
+  await showHistory(await call("session.history", { session: id }));
   const from = info ? info.last_seq + 1 : 0;
   current = { id, seq: from - 1, live: null, sub: null };
   current.sub = await subscribe(id, from, onItem);
@@ -121,7 +146,7 @@ async function undo() {
       try {
         const done = await call("session.rewind", { session: current.id });
         plan.replaceChildren(el("div", `Undone: ${done.files.length} file(s) restored`, "state"));
-        showHistory(await call("session.history", { session: current.id }));
+        await showHistory(await call("session.history", { session: current.id }));
       } catch (e) { plan.append(el("div", String(e.message || e), "meta")); }
     }), button("Keep", () => plan.replaceChildren()));
   } catch (e) {
