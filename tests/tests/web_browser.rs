@@ -87,7 +87,10 @@ async fn a_browser_paired_in_one_link_answers_an_approval_a_terminal_waits_for()
     let hostile = parent.path().join("<img src=x onerror=alert(1)><script>alert(2)");
     std::fs::create_dir_all(&hostile).unwrap_or_else(|e| panic!("{e}"));
     forge.new_session(&["--cwd", &hostile.display().to_string()]).await;
-    let id = forge.new_session(&["--name", "work"]).await;
+    // Every session works in a project of its own, never the test's cwd.
+    let project = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap_or_else(|e| panic!("{e}"));
+    let cwd = project.path().display().to_string();
+    let id = forge.new_session(&["--name", "work", "--cwd", &cwd]).await;
 
     let url = forge.ok(&["--json", "web"]).await.json_lines()[0]["url"].as_str().unwrap_or_default().to_string();
     c.goto(&url).await.unwrap_or_else(|e| panic!("{e}"));
@@ -194,7 +197,7 @@ async fn a_browser_paired_in_one_link_answers_an_approval_a_terminal_waits_for()
     std::fs::write(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("web-session-360x740.png"), shot).ok();
 
     // Markdown and math as the daemon renders them, a hostile answer inert.
-    let md = forge.new_session(&["--name", "md"]).await;
+    let md = forge.new_session(&["--name", "md", "--cwd", &cwd]).await;
     let hostile = "**bold** <script>alert(1)</script> <img src=x onerror=alert(1)> [x](javascript:alert(1)) \
                    $e^{i\\pi}+1=0$ \u{1b}[31mred";
     forge.ok(&["send", "-s", &md, &format!("{hostile} mock:tokens=3")]).await;
@@ -220,6 +223,42 @@ async fn a_browser_paired_in_one_link_answers_an_approval_a_terminal_waits_for()
     assert!(seen[4].as_u64().is_some_and(|n| n >= 1), "markdown rendered: {seen}");
     assert_eq!(seen[5], false, "no terminal escape: {seen}");
 
+    // The tree: rewinding to the second turn's message shows its plan,
+    // then puts back the file the second turn wrote, and only that one.
+    let tree_project = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap_or_else(|e| panic!("{e}"));
+    let t = forge.new_session(&["--name", "t", "--cwd", &tree_project.path().display().to_string()]).await;
+    let dir_t =
+        forge.ok(&["--json", "session", "show", &t]).await.json_lines()[0]["cwd"].as_str().unwrap_or("").to_string();
+    for (file, words) in [("tree-a.txt", "write a"), ("tree-b.txt", "write b")] {
+        let w = tool_call("write_file", &json!({"path": file, "content": "x\n"}));
+        forge.ok(&["send", "--auto-approve", "-s", &t, &format!("{words} {w}")]).await;
+    }
+    let (a, b) = (std::path::Path::new(&dir_t).join("tree-a.txt"), std::path::Path::new(&dir_t).join("tree-b.txt"));
+    assert!(a.exists() && b.exists());
+    c.goto(&format!("{}#/s/{t}", url.split("/pair").next().unwrap_or_default()))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    wait_text(&c, "write b").await;
+    c.find(Locator::Css("#tree-box summary")).await.unwrap_or_else(|e| panic!("{e}")).click().await.ok();
+    let rewind = wait_xpath(&c, "//li[./div[contains(text(), 'write b')]]/button[text()='Rewind here…']").await;
+    rewind.click().await.unwrap_or_else(|e| panic!("{e}"));
+    wait_text(&c, "Rewind to this point").await;
+    let planned = c.execute("return document.getElementById('plan').innerText", vec![]).await.ok();
+    assert!(
+        planned.as_ref().and_then(|p| p.as_str()).is_some_and(|p| p.contains("tree-b.txt")),
+        "the plan names the file: {planned:?}"
+    );
+    assert!(b.exists(), "nothing changes before the plan is confirmed");
+    wait_button(&c, "Restore").await.click().await.unwrap_or_else(|e| panic!("{e}"));
+    wait_text(&c, "Rewound:").await;
+    let said = c.execute("return document.getElementById('plan').innerText", vec![]).await.ok();
+    assert!(
+        a.exists() && !b.exists(),
+        "the second turn's file is gone, the first's kept: a {} b {} {said:?}",
+        a.exists(),
+        b.exists()
+    );
+
     // Signed out from the terminal: the page loses its link and says so.
     forge.ok(&["web", "revoke", "--all"]).await;
     link_says(&c, "signed out").await;
@@ -242,13 +281,18 @@ async fn wait_text(c: &Client, text: &str) {
 
 /// Waits for a button labelled `label` (10 s).
 async fn wait_button(c: &Client, label: &str) -> fantoccini::elements::Element {
+    wait_xpath(c, &format!("//button[text()='{label}']")).await
+}
+
+/// Waits for the element `xpath` finds (10 s).
+async fn wait_xpath(c: &Client, xpath: &str) -> fantoccini::elements::Element {
     for _ in 0..100 {
-        if let Ok(b) = c.find(Locator::XPath(&format!("//button[text()='{label}']"))).await {
-            return b;
+        if let Ok(e) = c.find(Locator::XPath(xpath)).await {
+            return e;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    panic!("no {label} button appeared");
+    panic!("nothing matched {xpath}");
 }
 
 fn which(program: &str) -> Option<std::path::PathBuf> {

@@ -3,6 +3,7 @@
 // compose box (send, steer while a turn runs, cancel), its pending
 // approval, and undo of the last turn after its plan is shown.
 import { call, subscribe, unsubscribe, el, button } from "/rpc.js";
+import { showTree } from "/tree.js";
 
 const $ = (id) => document.getElementById(id);
 let current = null;
@@ -158,3 +159,9 @@ $("send").addEventListener("click", () => send("send"));
 $("steer").addEventListener("click", () => send("steer"));
 $("cancel").addEventListener("click", () => send("cancel"));
 $("undo").addEventListener("click", undo);
+$("tree-box").addEventListener("toggle", () => {
+  if ($("tree-box").open && current) {
+    const id = current.id;
+    showTree(id, () => showSession(id));
+  }
+});
