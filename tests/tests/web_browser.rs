@@ -117,6 +117,40 @@ async fn a_browser_paired_in_one_link_answers_an_approval_a_terminal_waits_for()
     let out = done.unwrap_or_else(|_| panic!("send still waits")).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
 
+    // One inbox for every session: two wait at once, both listed, each
+    // answered from the list.
+    let other = forge.new_session(&["--name", "other", "--cwd", &cwd]).await;
+    let mut waiting = Vec::new();
+    for s in [&id, &other] {
+        let call = tool_call("run_command", &json!({"command": "echo two-at-once"}));
+        let child = forge.ctl_cmd(&["send", "-s", s, &format!("{call} again")]).stdout(Stdio::null()).spawn();
+        waiting.push(child.unwrap_or_else(|e| panic!("forgectl send: {e}")));
+    }
+    for _ in 0..100 {
+        let n = c.execute("return document.querySelectorAll('#inbox > li').length", vec![]).await.ok();
+        if n.as_ref().and_then(|v| v.as_u64()) == Some(2) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    wait_text(&c, "other").await;
+    let n = c.execute("return document.querySelectorAll('#inbox > li').length", vec![]).await.ok();
+    assert_eq!(n.and_then(|v| v.as_u64()), Some(2), "both sessions' approvals in the one inbox");
+    for left in [1u64, 0] {
+        wait_button(&c, "Deny").await.click().await.unwrap_or_else(|e| panic!("{e}"));
+        for _ in 0..100 {
+            let n = c.execute("return document.querySelectorAll('#inbox > li').length", vec![]).await.ok();
+            if n.as_ref().and_then(|v| v.as_u64()) == Some(left) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    for child in waiting {
+        let done = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output()).await;
+        assert!(done.is_ok(), "each waiting send went on once denied from the page");
+    }
+
     // Inert: the hostile name is text, no element of it exists.
     let counts = c
         .execute(
@@ -169,12 +203,50 @@ async fn a_browser_paired_in_one_link_answers_an_approval_a_terminal_waits_for()
     }
     assert!(!made.exists(), "the file the undone turn wrote is gone");
 
+    // Steer and cancel from the page, while an answer streams.
+    let long = "stream on mock:tokens=3000 mock:delay=5";
+    c.find(Locator::Id("compose")).await.unwrap_or_else(|e| panic!("{e}")).send_keys(long).await.ok();
+    c.find(Locator::Id("send")).await.unwrap_or_else(|e| panic!("{e}")).click().await.unwrap_or_else(|e| panic!("{e}"));
+    wait_text(&c, " w50 ").await;
+    c.find(Locator::Id("compose")).await.unwrap_or_else(|e| panic!("{e}")).send_keys("and keep it short").await.ok();
+    c.find(Locator::Id("steer"))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .click()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    c.find(Locator::Id("cancel"))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .click()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    // Cancelled; the steer, come too late for that turn, runs as the next.
+    let mut kinds = Vec::new();
+    for _ in 0..100 {
+        let events = forge.rpc("session.events", json!({"session": id})).await;
+        kinds = events["result"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| e["kind"] == "steer_queued" || e["kind"] == "turn_finished")
+            .map(|e| format!("{} {}", e["kind"].as_str().unwrap_or(""), e["status"].as_str().unwrap_or("")))
+            .collect();
+        if kinds.iter().any(|k| k == "turn_finished cancelled") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(kinds.iter().any(|k| k == "steer_queued "), "the steer reached the session: {kinds:?}");
+    assert!(kinds.iter().any(|k| k == "turn_finished cancelled"), "the page's cancel stopped the turn: {kinds:?}");
+    forge.wait_for_session(&id, "idle", |s| s["state"] == "idle").await;
+
     // The daemon killed mid-stream and started again: the page comes back
     // by itself and shows what the store holds, the cut answer included.
     let long = "a long one mock:tokens=2000 mock:delay=5";
     c.find(Locator::Id("compose")).await.unwrap_or_else(|e| panic!("{e}")).send_keys(long).await.ok();
     c.find(Locator::Id("send")).await.unwrap_or_else(|e| panic!("{e}")).click().await.unwrap_or_else(|e| panic!("{e}"));
-    wait_text(&c, " w100 ").await;
+    wait_last_answer(&c, " w100 ").await;
     forge.kill9().await;
     link_says(&c, "reconnecting").await;
     forge.start().await;
@@ -206,6 +278,14 @@ async fn a_browser_paired_in_one_link_answers_an_approval_a_terminal_waits_for()
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     wait_text(&c, "You said").await;
+    // The daemon's rendering replaces the plain text once it comes back.
+    for _ in 0..100 {
+        let n = c.execute("return document.querySelectorAll('.md math').length", vec![]).await.ok();
+        if n.as_ref().and_then(|v| v.as_u64()).is_some_and(|n| n > 0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let seen = c
         .execute(
             "const md = document.querySelector('.msg.assistant:last-child .md') || document.querySelectorAll('.md')[document.querySelectorAll('.md').length - 1]; \
@@ -241,7 +321,7 @@ async fn a_browser_paired_in_one_link_answers_an_approval_a_terminal_waits_for()
     wait_text(&c, "write b").await;
     c.find(Locator::Css("#tree-box summary")).await.unwrap_or_else(|e| panic!("{e}")).click().await.ok();
     let rewind = wait_xpath(&c, "//li[./div[contains(text(), 'write b')]]/button[text()='Rewind here…']").await;
-    rewind.click().await.unwrap_or_else(|e| panic!("{e}"));
+    click(&c, &rewind).await;
     wait_text(&c, "Rewind to this point").await;
     let planned = c.execute("return document.getElementById('plan').innerText", vec![]).await.ok();
     assert!(
@@ -249,7 +329,7 @@ async fn a_browser_paired_in_one_link_answers_an_approval_a_terminal_waits_for()
         "the plan names the file: {planned:?}"
     );
     assert!(b.exists(), "nothing changes before the plan is confirmed");
-    wait_button(&c, "Restore").await.click().await.unwrap_or_else(|e| panic!("{e}"));
+    click(&c, &wait_button(&c, "Restore").await).await;
     wait_text(&c, "Rewound:").await;
     let said = c.execute("return document.getElementById('plan').innerText", vec![]).await.ok();
     assert!(
@@ -277,6 +357,27 @@ async fn wait_text(c: &Client, text: &str) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     panic!("the page never showed \"{text}\"; it shows:\n{last}");
+}
+
+/// Clicks `e` as a user would: scrolled to the middle of the screen
+/// first, clear of the compose bar kept at the bottom.
+async fn click(c: &Client, e: &fantoccini::elements::Element) {
+    let arg = serde_json::to_value(e).unwrap_or_default();
+    c.execute("arguments[0].scrollIntoView({block: 'center'})", vec![arg]).await.ok();
+    e.click().await.unwrap_or_else(|err| panic!("{err}"));
+}
+
+/// Waits until the newest answer on the page holds `text` (10 s).
+async fn wait_last_answer(c: &Client, text: &str) {
+    let js = "const m = [...document.querySelectorAll('.msg.assistant')].pop(); return m ? m.textContent : ''";
+    for _ in 0..100 {
+        let last = c.execute(js, vec![]).await.ok();
+        if last.as_ref().and_then(|v| v.as_str()).is_some_and(|t| t.contains(text)) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the newest answer never held \"{text}\"");
 }
 
 /// Waits for a button labelled `label` (10 s).
