@@ -6,11 +6,35 @@ import { showSession, leaveSession, approvalItem } from "/session.js";
 
 const $ = (id) => document.getElementById(id);
 
+/** The sessions, each helper agent's right under its parent. */
+function ordered(list) {
+  const byParent = new Map();
+  for (const s of list) {
+    const p = s.helper ? s.helper.parent : "";
+    if (!byParent.has(p)) byParent.set(p, []);
+    byParent.get(p).push(s);
+  }
+  const ids = new Set(list.map((s) => s.id));
+  const out = [];
+  const walk = (p, depth) => {
+    for (const s of byParent.get(p) || []) {
+      out.push([s, depth]);
+      walk(s.id, depth + 1);
+    }
+  };
+  walk("", 0);
+  // Helpers whose parent is not listed still show.
+  for (const [p, kids] of byParent) if (p && !ids.has(p)) for (const s of kids) out.push([s, 1]);
+  return out;
+}
+
 function showSessions(list) {
   const ul = $("sessions");
   ul.replaceChildren();
-  for (const s of list) {
-    const li = el("li");
+  for (const [s, depth] of ordered(list)) {
+    const li = el("li", undefined, depth ? "helper" : "");
+    li.style.marginLeft = `${Math.min(depth, 4) * 1.2}rem`;
+    if (s.helper) li.append(el("div", `helper: ${s.helper.description} (${s.helper.agent})`, "meta"));
     const a = el("a", s.name || s.id);
     a.href = `#/s/${encodeURIComponent(s.id)}`;
     li.append(a);

@@ -114,7 +114,8 @@ export async function showSession(id) {
   if (current) leaveSession();
   const info = await call("session.show", { session: id }).catch(() => null);
   $("title").textContent = info ? (info.name || info.id) : id;
-  $("state").textContent = info ? `${info.state.replaceAll("_", " ")} · ${info.model}` : "";
+  const branch = info && info.git ? ` · branch ${info.git.branch}` : "";
+  $("state").textContent = info ? `${info.state.replaceAll("_", " ")} · ${info.model}${branch}` : "";
   await showHistory(await call("session.history", { session: id }));
   const from = info ? info.last_seq + 1 : 0;
   current = { id, seq: from - 1, live: null, sub: null };
@@ -156,6 +157,12 @@ async function undo() {
 }
 
 $("send").addEventListener("click", () => send("send"));
+// On a keyboard: Ctrl+Enter (⌘+Enter) sends, Alt+Enter steers.
+$("compose").addEventListener("keydown", (e) => {
+  if (e.key !== "Enter") return;
+  if (e.ctrlKey || e.metaKey) { e.preventDefault(); send("send"); }
+  else if (e.altKey) { e.preventDefault(); send("steer"); }
+});
 $("steer").addEventListener("click", () => send("steer"));
 $("cancel").addEventListener("click", () => send("cancel"));
 $("undo").addEventListener("click", undo);
