@@ -399,3 +399,43 @@ async fn wait_xpath(c: &Client, xpath: &str) -> fantoccini::elements::Element {
 fn which(program: &str) -> Option<std::path::PathBuf> {
     std::env::var_os("PATH")?.to_str()?.split(':').map(|d| std::path::Path::new(d).join(program)).find(|p| p.exists())
 }
+
+const GIT_TEST: &str = "web_browser::a_git_sessions_commits_diffs_and_merge_are_on_the_page";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_git_sessions_commits_diffs_and_merge_are_on_the_page() {
+    if which("chromedriver").is_none() {
+        return skipped(GIT_TEST, "chromedriver is not installed (Debian: chromium chromium-driver)");
+    }
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    forge.start().await;
+    let Some((_driver, c)) = browser(1024, 800).await else {
+        return skipped(GIT_TEST, "headless Chromium could not be started through chromedriver");
+    };
+    let repo = forge_tests::harness::git_repository(&[("a.txt", "a\n")]);
+    let id = forge.new_session(&["--git", "--cwd", &repo.path().display().to_string()]).await;
+    let w = tool_call("write_file", &json!({"path": "from-the-session.txt", "content": "made in the session\n"}));
+    forge.ok(&["send", "--auto-approve", "-s", &id, &format!("add a file {w}")]).await;
+
+    let url = forge.ok(&["--json", "web"]).await.json_lines()[0]["url"].as_str().unwrap_or_default().to_string();
+    c.goto(&url).await.unwrap_or_else(|e| panic!("{e}"));
+    link_says(&c, "live").await;
+    c.goto(&format!("{}#/s/{id}", url.split("/pair").next().unwrap_or_default()))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    wait_text(&c, "add a file").await;
+    wait_text(&c, "branch forge/session/").await;
+    c.find(Locator::Css("#git-box summary")).await.unwrap_or_else(|e| panic!("{e}")).click().await.ok();
+    // The branch's newest commit, its diff shown.
+    click(&c, &wait_button(&c, "Diff").await).await;
+    wait_text(&c, "+made in the session").await;
+    // The merge says what it brings first, then brings it.
+    click(&c, &wait_button(&c, "Merge…").await).await;
+    wait_text(&c, "A merge would bring").await;
+    assert!(!repo.path().join("from-the-session.txt").exists(), "nothing merged before the word");
+    click(&c, &wait_xpath(&c, "//button[text()='Merge']").await).await;
+    wait_text(&c, "Merged (").await;
+    assert!(repo.path().join("from-the-session.txt").exists(), "the session's file reached the user's branch");
+    let _ = c.close().await;
+}

@@ -40,12 +40,13 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; conn
                    img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
 /// The page's files: path, content type, bytes.
-const FILES: [(&str, &str, &str); 6] = [
+const FILES: [(&str, &str, &str); 7] = [
     ("/", "text/html; charset=utf-8", include_str!("page/index.html")),
     ("/app.js", "text/javascript; charset=utf-8", include_str!("page/app.js")),
     ("/rpc.js", "text/javascript; charset=utf-8", include_str!("page/rpc.js")),
     ("/session.js", "text/javascript; charset=utf-8", include_str!("page/session.js")),
     ("/tree.js", "text/javascript; charset=utf-8", include_str!("page/tree.js")),
+    ("/git.js", "text/javascript; charset=utf-8", include_str!("page/git.js")),
     ("/app.css", "text/css; charset=utf-8", include_str!("page/app.css")),
 ];
 

@@ -4,6 +4,7 @@
 // approval, and undo of the last turn after its plan is shown.
 import { call, subscribe, unsubscribe, el, button } from "/rpc.js";
 import { showTree } from "/tree.js";
+import { showGit } from "/git.js";
 
 const $ = (id) => document.getElementById(id);
 let current = null;
@@ -121,6 +122,7 @@ export async function showSession(id) {
   current = { id, seq: from - 1, live: null, sub: null };
   current.sub = await subscribe(id, from, onItem);
   showApproval(id);
+  showGit(id, info);
 }
 
 async function send(kind) {
