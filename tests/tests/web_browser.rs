@@ -437,5 +437,11 @@ async fn a_git_sessions_commits_diffs_and_merge_are_on_the_page() {
     click(&c, &wait_xpath(&c, "//button[text()='Merge']").await).await;
     wait_text(&c, "Merged (").await;
     assert!(repo.path().join("from-the-session.txt").exists(), "the session's file reached the user's branch");
+    // A turn that thinks: its thinking streams in, folded.
+    forge.ok(&["send", "-s", &id, "think first mock:thinking=3 mock:tokens=2"]).await;
+    let folded = wait_xpath(&c, "//details[contains(@class, 'thinking')]").await;
+    assert_eq!(folded.attr("open").await.ok().flatten(), None, "folded until opened");
+    let thought = c.execute("return document.querySelector('details.thinking pre').textContent", vec![]).await;
+    assert!(thought.ok().and_then(|v| v.as_str().map(str::to_string)).is_some_and(|t| t.contains("thought0")));
     let _ = c.close().await;
 }

@@ -29,6 +29,14 @@ export function approvalItem(a, after) {
   return li;
 }
 
+/** The model, branch and cost under the session's title. */
+let status = "";
+function showStatus() {
+  if (!current) return;
+  const cost = typeof current.cost === "number" ? ` · $${current.cost.toFixed(4)}` : "";
+  $("status").textContent = `${status}${cost}`;
+}
+
 export function leaveSession() {
   if (current && current.sub !== null) unsubscribe(current.sub);
   current = null;
@@ -87,7 +95,26 @@ function onItem(item) {
     current.seq = item.seq;
     const k = item.kind;
     if (k === "turn_started") { block("user", item.text); current.live = null; }
-    else if (k === "text_delta") {
+    else if (k === "thinking_delta") {
+      // Folded: opened on demand.
+      if (!current.thinking) {
+        const d = el("details", undefined, "msg thinking");
+        d.append(el("summary", "thinking"));
+        d.append(el("pre", ""));
+        $("transcript").append(d);
+        current.thinking = d.querySelector("pre");
+      }
+      current.thinking.textContent += item.text.replace(CONTROL, "");
+    } else if (k === "plan_updated") {
+      const box = $("plan-steps");
+      box.replaceChildren(el("div", "Plan", "state"));
+      for (const s of item.steps) box.append(el("div", `${s.status === "completed" ? "✓" : s.status === "in_progress" ? "…" : "○"} ${s.step}`, "meta"));
+      if (item.note) box.append(el("div", item.note, "meta"));
+    } else if (k === "usage" && item.session) {
+      current.cost = item.session.cost_usd;
+      showStatus();
+    } else if (k === "text_delta") {
+      current.thinking = null;
       if (!current.live) current.live = block("assistant", "").querySelector("pre");
       current.live.textContent += item.text.replace(CONTROL, "");
     } else if (k === "tool_running") { block("tool", `${item.name} running…`); current.live = null; }
@@ -98,6 +125,7 @@ function onItem(item) {
       const done = current.live && current.live.parentElement;
       current.live = null;
       $("state").textContent = `turn ${item.status}`;
+      current.thinking = null;
       if (done) render([done]);
     }
     else if (k === "error") { block("error", item.error || "failed"); }
@@ -116,10 +144,13 @@ export async function showSession(id) {
   const info = await call("session.show", { session: id }).catch(() => null);
   $("title").textContent = info ? (info.name || info.id) : id;
   const branch = info && info.git ? ` · branch ${info.git.branch}` : "";
-  $("state").textContent = info ? `${info.state.replaceAll("_", " ")} · ${info.model}${branch}` : "";
+  status = info ? `${info.model}${branch}` : "";
+  $("state").textContent = info ? info.state.replaceAll("_", " ") : "";
   await showHistory(await call("session.history", { session: id }));
   const from = info ? info.last_seq + 1 : 0;
-  current = { id, seq: from - 1, live: null, sub: null };
+  current = { id, seq: from - 1, live: null, sub: null, thinking: null, cost: info && info.usage ? info.usage.cost_usd : null };
+  $("plan-steps").replaceChildren();
+  showStatus();
   current.sub = await subscribe(id, from, onItem);
   showApproval(id);
   showGit(id, info);
