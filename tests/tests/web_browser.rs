@@ -437,6 +437,23 @@ async fn a_git_sessions_commits_diffs_and_merge_are_on_the_page() {
     click(&c, &wait_xpath(&c, "//button[text()='Merge']").await).await;
     wait_text(&c, "Merged (").await;
     assert!(repo.path().join("from-the-session.txt").exists(), "the session's file reached the user's branch");
+    // The model and temperature switched from the page.
+    c.find(Locator::Css("#model-box summary")).await.unwrap_or_else(|e| panic!("{e}")).click().await.ok();
+    wait_xpath(&c, "//select[@id='model']/option[contains(text(), 'claude-haiku')]").await;
+    c.execute(
+        "const s = document.getElementById('model'); \
+         s.value = [...s.options].find(o => o.text.startsWith('claude-haiku')).value; \
+         document.getElementById('temperature').value = '0.3'",
+        vec![],
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    click(&c, &c.find(Locator::Id("configure")).await.unwrap_or_else(|e| panic!("{e}"))).await;
+    wait_text(&c, "from the next request").await;
+    let shown = forge.ok(&["--json", "session", "show", &id]).await.json_lines();
+    assert!(shown[0]["model"].as_str().is_some_and(|m| m.starts_with("claude-haiku")), "{}", shown[0]);
+    assert_eq!(shown[0]["temperature"], 0.3, "{}", shown[0]);
+
     // A turn that thinks: its thinking streams in, folded.
     forge.ok(&["send", "-s", &id, "think first mock:thinking=3 mock:tokens=2"]).await;
     let folded = wait_xpath(&c, "//details[contains(@class, 'thinking')]").await;

@@ -199,6 +199,33 @@ $("compose").addEventListener("keydown", (e) => {
 $("steer").addEventListener("click", () => send("steer"));
 $("cancel").addEventListener("click", () => send("cancel"));
 $("undo").addEventListener("click", undo);
+// Switching the session's model (and provider) and temperature from its
+// next request on, as `forgectl model` does.
+$("model-box").addEventListener("toggle", async () => {
+  if (!$("model-box").open || !current) return;
+  const [models, info] = await Promise.all([call("models.list", {}), call("session.show", { session: current.id })]);
+  $("model").replaceChildren(...models.map((m) => {
+    const o = el("option", `${m.name} (${m.provider})`);
+    o.value = `${m.provider}\u0000${m.name}`;
+    o.selected = m.name === info.model && m.provider === info.provider;
+    return o;
+  }));
+  $("temperature").value = info.temperature !== undefined ? info.temperature : "";
+});
+$("configure").addEventListener("click", async () => {
+  if (!current) return;
+  const [provider, model] = $("model").value.split("\u0000");
+  const params = { session: current.id, provider, model };
+  const t = $("temperature").value.trim();
+  if (t !== "") params.temperature = Number(t);
+  try {
+    const info = await call("session.configure", params);
+    const t = info.temperature !== undefined ? `, temperature ${info.temperature}` : "";
+    $("model-out").textContent = `from the next request: ${info.model}${t}`;
+  } catch (e) {
+    $("model-out").textContent = String(e.message || e);
+  }
+});
 $("tree-box").addEventListener("toggle", () => {
   if ($("tree-box").open && current) {
     const id = current.id;
