@@ -12,6 +12,7 @@
 //! checked against this list (see `guard.rs`).
 
 mod guard;
+mod repair;
 mod seen;
 #[cfg(test)]
 mod tests_guard;
