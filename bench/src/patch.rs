@@ -4,21 +4,11 @@ use std::time::Instant;
 
 /// `forge-bench patch`: `apply_patch` on a 10,000-line file (median of 20).
 pub(crate) async fn patch_bench() -> anyhow::Result<()> {
-    use forge_core::tools::{Sandbox, ToolCtx, ToolRegistry};
+    use forge_core::tools::ToolRegistry;
     let dir = tempfile::tempdir()?;
     let registry = ToolRegistry::builtin();
     let tool = registry.get("apply_patch").ok_or_else(|| anyhow::anyhow!("no apply_patch"))?;
-    let ctx = ToolCtx {
-        sandbox: Sandbox::new(dir.path(), &[], &[], true, false),
-        call_id: "bench".into(),
-        limits: forge_core::tools::ToolLimits { output_bytes: 1 << 20, ..Default::default() },
-        about: None,
-        library: None,
-        timeout: None,
-        output: None,
-        file_hashes: Default::default(),
-        images: None,
-    };
+    let ctx = super::search::tool_ctx(dir.path());
     let original: String = (0..10_000).map(|i| format!("    let value_{i} = compute({i});\n")).collect();
     let patch = "LP1\nF big.rs\nR\n    let value_9000 = compute(9000);\n.\n    let value_9000 = compute(9000) + 1;\n.\n\
 I\n    let value_5000 = compute(5000);\n.\n    check(value_5000);\n.\nE\n    let value_10 = compute(10);\n.\nEND\n";

@@ -8,20 +8,10 @@ use std::time::Instant;
 /// `forge-bench search PATTERN DIR`: the `search` tool against ripgrep on
 /// the same tree (median of 5 runs each, after a warm-up).
 pub(crate) async fn search_bench(pattern: &str, dir: &Path) -> anyhow::Result<()> {
-    use forge_core::tools::{Sandbox, ToolCtx, ToolRegistry};
+    use forge_core::tools::ToolRegistry;
     let registry = ToolRegistry::builtin();
     let search = registry.get("search").ok_or_else(|| anyhow::anyhow!("no search tool"))?;
-    let ctx = ToolCtx {
-        sandbox: Sandbox::new(dir, &[], &[], true, false),
-        call_id: "bench".into(),
-        limits: forge_core::tools::ToolLimits { output_bytes: 1 << 20, ..Default::default() },
-        about: None,
-        library: None,
-        timeout: None,
-        output: None,
-        file_hashes: Default::default(),
-        images: None,
-    };
+    let ctx = tool_ctx(dir);
     let args = serde_json::json!({"pattern": pattern});
     let mut forge = Vec::new();
     let mut lines = 0;
@@ -62,4 +52,19 @@ pub(crate) async fn search_bench(pattern: &str, dir: &Path) -> anyhow::Result<()
         f / r
     );
     Ok(())
+}
+
+/// What a tool called by a benchmark runs with: `dir` its one root.
+pub(crate) fn tool_ctx(dir: &Path) -> forge_core::tools::ToolCtx {
+    forge_core::tools::ToolCtx {
+        sandbox: forge_core::tools::Sandbox::new(dir, &[], &[], true, false),
+        call_id: "bench".into(),
+        limits: forge_core::tools::ToolLimits { output_bytes: 1 << 20, ..Default::default() },
+        about: None,
+        library: None,
+        timeout: None,
+        output: None,
+        file_hashes: Default::default(),
+        images: None,
+    }
 }

@@ -123,16 +123,7 @@ impl Session {
         if self.on_checkpoint(job, &result) {
             return;
         }
-        let OperationState::Committing { job: waiting, .. } = &self.state else { return };
-        if *waiting != job {
-            return;
-        }
-        let OperationState::Committing { message_id, status, .. } =
-            std::mem::replace(&mut self.state, OperationState::Finishing)
-        else {
-            return;
-        };
-        self.count_message(&message_id, usage);
+        let Some((message_id, status)) = self.committed_turn(job, usage) else { return };
         let branch = self.row.git.as_ref().map(|g| g.branch.clone()).unwrap_or_default();
         let event = match result {
             Ok(c) => EventKind::GitCommitted { message_id, commit: c.commit, branch, files: c.files, status },
@@ -141,6 +132,23 @@ impl Session {
         self.pipeline.event(None, event);
         self.finished = Some(status);
         self.pipeline.effect(OnDurable::TurnDone);
+    }
+
+    /// The turn's commit `job` came back (committed or held): the turn it
+    /// is for, the session `Finishing`, what writing its message cost
+    /// counted; `None` when it is not the commit awaited.
+    pub(super) fn committed_turn(&mut self, job: u64, usage: Option<MessageUsage>) -> Option<(String, MessageStatus)> {
+        let OperationState::Committing { job: waiting, .. } = &self.state else { return None };
+        if *waiting != job {
+            return None;
+        }
+        let OperationState::Committing { message_id, status, .. } =
+            std::mem::replace(&mut self.state, OperationState::Finishing)
+        else {
+            return None;
+        };
+        self.count_message(&message_id, usage);
+        Some((message_id, status))
     }
 
     /// What writing a commit message cost counts like any response.

@@ -80,16 +80,7 @@ impl Session {
         files: Vec<forge_git::HeldFile>,
         usage: Option<super::git_commit::MessageUsage>,
     ) {
-        let OperationState::Committing { job: waiting, .. } = &self.state else { return };
-        if *waiting != job {
-            return;
-        }
-        let OperationState::Committing { message_id, status, .. } =
-            std::mem::replace(&mut self.state, OperationState::Finishing)
-        else {
-            return;
-        };
-        self.count_message(&message_id, usage);
+        let Some((message_id, status)) = self.committed_turn(job, usage) else { return };
         let mut calls = Vec::new();
         let mut paths = Vec::new();
         for f in files {

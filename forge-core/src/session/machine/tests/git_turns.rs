@@ -115,23 +115,15 @@ fn a_session_not_in_git_mode_commits_nothing() {
 /// record says it wrote `wrote` (relative to the worktree), then answered
 /// "done".
 fn after_a_call(tool: &str, args: &str, wrote: &[&str]) -> Harness {
-    use forge_proto::params::AnswerParams;
     // A worktree that exists: the file tools' paths resolve in it.
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let top = dir.path().canonicalize().unwrap_or_else(|e| panic!("{e}")).display().to_string();
     let mut h = Harness::restarted_as(config(), Unfinished::Nothing, Vec::new(), None, git_row_at(&top));
     h.answer_calling(tool, args);
     h.settle();
-    let pending = h.s.snapshot().approval.unwrap_or_else(|| panic!("an approval waits"));
     // Its checkpoint (the work so far) is written first.
     committed(&mut h, "c1");
-    let params = AnswerParams {
-        decision: forge_proto::ApprovalDecision::ApproveAll,
-        approval_id: Some(pending.approval_id),
-        ..Default::default()
-    };
-    drop(h.request::<forge_proto::ApprovalResult>(SessionRequest::Answer(params)));
-    h.settle();
+    h.approve_all();
     committed(&mut h, "c2");
     h.next_changes = wrote
         .iter()

@@ -9,12 +9,17 @@ use crate::session::machine::{HelperIn, HelperOut};
 /// A session whose tools include `task`.
 fn with_task() -> Harness {
     let mut h = Harness::new();
+    give_task(&mut h);
+    h
+}
+
+/// Offers `task` (the built-in agent types) to `h`'s session.
+fn give_task(h: &mut Harness) {
     let mut tools = ToolRegistry::builtin();
     let agents = crate::agents::load(std::path::Path::new("/nonexistent"), false);
     let _ = tools.register(Arc::new(crate::agents::TaskTool::new(&agents)));
     h.s.set_tools(Arc::new(tools));
     h.s.set_agents(agents.into());
-    h
 }
 
 fn task(description: &str) -> String {
@@ -327,11 +332,7 @@ fn a_helper_stopped_by_its_root_ends_its_turn_without_asking_the_model() {
 fn past_its_budget_the_root_shows_one_approval_for_all_its_helpers() {
     for approve in [true, false] {
         let mut h = Harness::configured(with_budget(0.5), Unfinished::Nothing, Vec::new());
-        let mut tools = ToolRegistry::builtin();
-        let agents = crate::agents::load(std::path::Path::new("/nonexistent"), false);
-        let _ = tools.register(Arc::new(crate::agents::TaskTool::new(&agents)));
-        h.s.set_tools(Arc::new(tools));
-        h.s.set_agents(agents.into());
+        give_task(&mut h);
         two_helpers_and_a_read(&mut h);
         started(&mut h, "t1", "s-one");
         started(&mut h, "t2", "s-two");
@@ -392,11 +393,7 @@ fn an_unknown_agent_type_or_a_helper_too_deep_is_refused_by_the_parent() {
     let mut config = config();
     config.tools.task = Some(crate::tools::config::TaskConfig { max_depth: Some(0), ..Default::default() });
     let mut h = Harness::configured(config, Unfinished::Nothing, Vec::new());
-    let mut tools = ToolRegistry::builtin();
-    let agents = crate::agents::load(std::path::Path::new("/nonexistent"), false);
-    let _ = tools.register(Arc::new(crate::agents::TaskTool::new(&agents)));
-    h.s.set_tools(Arc::new(tools));
-    h.s.set_agents(agents.into());
+    give_task(&mut h);
     h.streaming();
     let mut events = tool_call(0, "t1", "task", &task("deep"));
     events.push(ProviderEvent::Done);
@@ -415,11 +412,7 @@ fn an_unknown_agent_type_or_a_helper_too_deep_is_refused_by_the_parent() {
 #[test]
 fn parallel_helpers_reserve_their_worst_case_and_overshoot_by_one_request_at_most() {
     let mut h = Harness::configured(with_budget(0.02), Unfinished::Nothing, Vec::new());
-    let mut tools = ToolRegistry::builtin();
-    let agents = crate::agents::load(std::path::Path::new("/nonexistent"), false);
-    let _ = tools.register(Arc::new(crate::agents::TaskTool::new(&agents)));
-    h.s.set_tools(Arc::new(tools));
-    h.s.set_agents(agents.into());
+    give_task(&mut h);
     two_helpers_and_a_read(&mut h);
     started(&mut h, "t1", "s-one");
     started(&mut h, "t2", "s-two");

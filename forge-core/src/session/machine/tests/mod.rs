@@ -380,6 +380,18 @@ impl Harness {
         drop(self.send(text));
     }
 
+    /// Approves every call of the pending approval, as a client would.
+    fn approve_all(&mut self) {
+        let pending = self.s.snapshot().approval.unwrap_or_else(|| panic!("an approval waits"));
+        let params = forge_proto::params::AnswerParams {
+            decision: forge_proto::ApprovalDecision::ApproveAll,
+            approval_id: Some(pending.approval_id),
+            ..Default::default()
+        };
+        drop(self.request::<forge_proto::ApprovalResult>(SessionRequest::Answer(params)));
+        self.settle();
+    }
+
     /// A turn whose stream is open and durable.
     fn streaming(&mut self) {
         self.say("go");

@@ -4,8 +4,7 @@
 //! for that.
 
 use forge_proto::methods::SessionRequest;
-use forge_proto::params::AnswerParams;
-use forge_proto::{ApprovalDecision, EventKind, GitUndone, MessageStatus};
+use forge_proto::{EventKind, GitUndone, MessageStatus};
 use tokio::sync::oneshot;
 
 use super::*;
@@ -15,14 +14,7 @@ fn a_cancelled_command_is_recorded_once_stopped_and_a_shutdown_waits_for_it() {
     let mut h = Harness::new();
     h.answer_calling("run_command", r#"{"command":"plant && sleep 100"}"#);
     h.settle();
-    let pending = h.s.snapshot().approval.unwrap_or_else(|| panic!("an approval waits"));
-    let params = AnswerParams {
-        decision: ApprovalDecision::ApproveAll,
-        approval_id: Some(pending.approval_id),
-        ..Default::default()
-    };
-    drop(h.request::<forge_proto::ApprovalResult>(SessionRequest::Answer(params)));
-    h.settle();
+    h.approve_all();
     assert_eq!(h.tool_runs, ["run_command"]);
     let cancel = h.request::<forge_proto::CancelResult>(SessionRequest::Cancel(Default::default()));
     h.settle();
@@ -55,14 +47,7 @@ fn a_stopped_command_whose_changes_could_not_be_read_is_marked_for_undo_to_name(
     let mut h = Harness::new();
     h.answer_calling("run_command", r#"{"command":"sleep 100"}"#);
     h.settle();
-    let pending = h.s.snapshot().approval.unwrap_or_else(|| panic!("an approval waits"));
-    let params = AnswerParams {
-        decision: ApprovalDecision::ApproveAll,
-        approval_id: Some(pending.approval_id),
-        ..Default::default()
-    };
-    drop(h.request::<forge_proto::ApprovalResult>(SessionRequest::Answer(params)));
-    h.settle();
+    h.approve_all();
     drop(h.request::<forge_proto::CancelResult>(SessionRequest::Cancel(Default::default())));
     h.settle();
     let record = h.stopped_records.pop().unwrap_or_else(|| panic!("a record is asked for"));
