@@ -319,16 +319,18 @@ fn run_confined(policy: &Policy, argv: Vec<OsString>, signals: &libc::sigset_t, 
         confine::cgroup::CommandGroup::create(tree, policy.limits.processes, policy.limits.memory_mb)
             .unwrap_or_else(|e| fail(format!("cannot make the command's cgroup: {e}"), 126))
     });
-    // A read-only place gone since the policy was built (another
-    // command's placeholder, removed as it ended) is held as one too: it
-    // must not be made while this command runs.
+    // A read-only place that is another command's placeholder is shared,
+    // so that it stays while this one runs; one gone since the policy was
+    // built (removed as that command ended) is held as one too: it must
+    // not be made while this command runs.
+    let mut placeholders = confine::placeholder::Placeholders::share(&policy.read_only);
     let gone: Vec<PathBuf> =
         policy.read_only.iter().filter(|p| std::fs::symlink_metadata(p).is_err()).cloned().collect();
     let (gone_files, gone_dirs): (Vec<PathBuf>, Vec<PathBuf>) =
         gone.into_iter().partition(|p| p.extension().is_some_and(|e| e == "json" || e == "toml"));
     let dirs: Vec<PathBuf> = policy.absent.iter().cloned().chain(gone_dirs).collect();
     let files: Vec<PathBuf> = policy.absent_files.iter().cloned().chain(gone_files).collect();
-    let placeholders = confine::placeholder::Placeholders::hold(&dirs, &files);
+    placeholders.make(&dirs, &files);
     let spawned = confine::spawn::spawn(policy, argv, confine::POLICY_ENV, group.as_ref())
         .unwrap_or_else(|e| fail(format!("cannot start the command in its sandbox: {e}"), 126));
     let init = spawned.init;

@@ -301,7 +301,7 @@ async fn post_tool_use_sees_the_result_and_its_context_reaches_the_model() {
                   command = \"cat > hook-input.json; echo 'formatter ran: all clean'\"\n";
     let s = setup(config, |_| {}).await;
     let text = s.run("echo from-the-command").await;
-    assert!(text.contains("--- hooks ---\nformatter ran: all clean"), "{text}");
+    assert!(text.contains("--- hooks ---\nformatter ran: all clean"), "{text}\n{:?}", s.hook_events().await);
     let input: Value = std::fs::read_to_string(s.project.path().join("hook-input.json"))
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
@@ -353,7 +353,12 @@ async fn user_prompt_submit_can_refuse_a_message_or_add_to_it() {
         .collect();
     // The hook's words are their own item: the history shows the message
     // as typed, and the model gets both.
-    assert_eq!(users, vec![("hello".into(), "today is a holiday".into())], "the refused message is not in the history");
+    assert_eq!(
+        users,
+        vec![("hello".into(), "today is a holiday".into())],
+        "the refused message is not in the history: {:?}",
+        s.hook_events().await
+    );
     let human = s.forge.ok(&["history", &s.id]).await.stdout;
     assert!(human.contains("hello\n  + hooks added: today is a holiday"), "{human}");
     let sent = s.mock.requests().last().map(|r| r.body.to_string()).unwrap_or_default();

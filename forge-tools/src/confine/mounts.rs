@@ -178,7 +178,7 @@ pub(super) fn bind_read_only(dir: &Path) -> io::Result<()> {
     unsafe {
         check(
             libc::mount(c.as_ptr(), c.as_ptr(), std::ptr::null(), libc::MS_BIND | libc::MS_REC, std::ptr::null()),
-            "bind mount",
+            &format!("bind mount {}", dir.display()),
         )?;
         let mut st: libc::statvfs = std::mem::zeroed();
         check(libc::statvfs(c.as_ptr(), &mut st), "statvfs")?;
