@@ -17,6 +17,8 @@ pub enum ClientKind {
     Tui,
     Editor,
     Script,
+    /// The web client `forged` serves.
+    Browser,
     #[default]
     #[serde(other)]
     Other,

@@ -54,6 +54,41 @@ async fn browser(w: u32, h: u32) -> Option<(tokio::process::Child, Client)> {
     None
 }
 
+/// The daemon (against the mock, `prepare`d before it starts) and a
+/// browser of `w` × `h`; `None` when `test` had to be counted as skipped.
+async fn open(
+    test: &str,
+    w: u32,
+    h: u32,
+    prepare: impl FnOnce(&mut Forge),
+) -> Option<(MockServer, Forge, tokio::process::Child, Client)> {
+    if which("chromedriver").is_none() {
+        skipped(test, "chromedriver is not installed (Debian: chromium chromium-driver)");
+        return None;
+    }
+    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
+    let mut forge = Forge::new(&mock);
+    prepare(&mut forge);
+    forge.start().await;
+    let Some((driver, c)) = browser(w, h).await else {
+        skipped(test, "headless Chromium could not be started through chromedriver");
+        return None;
+    };
+    Some((mock, forge, driver, c))
+}
+
+/// Pairs the browser through `forgectl web`'s link, then opens session
+/// `id`; returns the page's address.
+async fn pair_and_open(c: &Client, forge: &Forge, id: &str) -> String {
+    let url = forge.ok(&["--json", "web"]).await.json_lines()[0]["url"].as_str().unwrap_or_default().to_string();
+    c.goto(&url).await.unwrap_or_else(|e| panic!("{e}"));
+    link_says(c, "live").await;
+    let base = url.split("/pair").next().unwrap_or_default().to_string();
+    c.goto(&format!("{base}#/s/{id}")).await.unwrap_or_else(|e| panic!("{e}"));
+    link_says(c, "live").await;
+    base
+}
+
 /// Waits until the page's `#link` says `text` (10 s).
 async fn link_says(c: &Client, text: &str) -> String {
     let mut last = String::new();
@@ -71,17 +106,9 @@ async fn link_says(c: &Client, text: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_browser_paired_in_one_link_answers_an_approval_a_terminal_waits_for() {
-    if which("chromedriver").is_none() {
-        return skipped(TEST, "chromedriver is not installed (Debian: chromium chromium-driver)");
-    }
-    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
-    let mut forge = Forge::new(&mock);
     // Every command asks, so the terminal's `send` waits for an answer.
-    forge.write_config("[tools.approval]\nmode = \"prompt\"\n");
-    forge.start().await;
-    let Some((_driver, c)) = browser(360, 740).await else {
-        return skipped(TEST, "headless Chromium could not be started through chromedriver");
-    };
+    let prompt = |f: &mut Forge| f.write_config("[tools.approval]\nmode = \"prompt\"\n");
+    let Some((_mock, mut forge, _driver, c)) = open(TEST, 360, 740, prompt).await else { return };
     // A directory named to attack the page, shown as a session's folder.
     let parent = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap_or_else(|e| panic!("{e}"));
     let hostile = parent.path().join("<img src=x onerror=alert(1)><script>alert(2)");
@@ -404,26 +431,13 @@ const GIT_TEST: &str = "web_browser::a_git_sessions_commits_diffs_and_merge_are_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_git_sessions_commits_diffs_and_merge_are_on_the_page() {
-    if which("chromedriver").is_none() {
-        return skipped(GIT_TEST, "chromedriver is not installed (Debian: chromium chromium-driver)");
-    }
-    let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
-    let mut forge = Forge::new(&mock);
-    forge.start().await;
-    let Some((_driver, c)) = browser(1024, 800).await else {
-        return skipped(GIT_TEST, "headless Chromium could not be started through chromedriver");
-    };
+    let Some((_mock, forge, _driver, c)) = open(GIT_TEST, 1024, 800, |_| {}).await else { return };
     let repo = forge_tests::harness::git_repository(&[("a.txt", "a\n")]);
     let id = forge.new_session(&["--git", "--cwd", &repo.path().display().to_string()]).await;
     let w = tool_call("write_file", &json!({"path": "from-the-session.txt", "content": "made in the session\n"}));
     forge.ok(&["send", "--auto-approve", "-s", &id, &format!("add a file {w}")]).await;
 
-    let url = forge.ok(&["--json", "web"]).await.json_lines()[0]["url"].as_str().unwrap_or_default().to_string();
-    c.goto(&url).await.unwrap_or_else(|e| panic!("{e}"));
-    link_says(&c, "live").await;
-    c.goto(&format!("{}#/s/{id}", url.split("/pair").next().unwrap_or_default()))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    pair_and_open(&c, &forge, &id).await;
     wait_text(&c, "add a file").await;
     wait_text(&c, "branch forge/session/").await;
     c.find(Locator::Css("#git-box summary")).await.unwrap_or_else(|e| panic!("{e}")).click().await.ok();
@@ -460,5 +474,98 @@ async fn a_git_sessions_commits_diffs_and_merge_are_on_the_page() {
     assert_eq!(folded.attr("open").await.ok().flatten(), None, "folded until opened");
     let thought = c.execute("return document.querySelector('details.thinking pre').textContent", vec![]).await;
     assert!(thought.ok().and_then(|v| v.as_str().map(str::to_string)).is_some_and(|t| t.contains("thought0")));
+    let _ = c.close().await;
+}
+
+const TRANSCRIPT_TEST: &str = "web_browser::a_turns_calls_edits_images_and_commands_show_as_in_the_tui";
+
+/// The session view as the TUI shows a turn: each tool call one box, an
+/// edit as its highlighted diff, a command's output as it streamed; an
+/// image picked on the page goes to the model and shows in the
+/// transcript; a slash command completes from the session's list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turns_calls_edits_images_and_commands_show_as_in_the_tui() {
+    // A command of the user's own, to complete.
+    let config = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap_or_else(|e| panic!("{e}"));
+    let commands = config.path().join("forge/commands");
+    std::fs::create_dir_all(&commands).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(commands.join("review.md"), "---\ndescription: review the change\n---\nReview $ARGUMENTS\n")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let xdg = |f: &mut Forge| f.set_env("XDG_CONFIG_HOME", &config.path().display().to_string());
+    let Some((mock, forge, _driver, c)) = open(TRANSCRIPT_TEST, 1024, 800, xdg).await else { return };
+    let project = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(project.path().join("lib.rs"), "fn old() {}\n").unwrap_or_else(|e| panic!("{e}"));
+    let id = forge.new_session(&["--name", "calls", "--cwd", &project.path().display().to_string()]).await;
+    pair_and_open(&c, &forge, &id).await;
+
+    // A turn the page follows live: an edit, then a command with output.
+    let edit = tool_call("edit", &json!({"path": "lib.rs", "old_string": "fn old() {}", "new_string": "fn new() {}"}));
+    let run = tool_call("run_command", &json!({"command": "echo streamed-from-the-command"}));
+    forge.ok(&["send", "--auto-approve", "-s", &id, &format!("rename it {edit}")]).await;
+    forge.ok(&["send", "--auto-approve", "-s", &id, &format!("run it {run}")]).await;
+    wait_text(&c, "streamed-from-the-command").await;
+    let boxes = "return [...document.querySelectorAll('details.call')].map(d => [d.querySelector('summary').textContent, \
+                 d.querySelectorAll('.asks span[class*=\"hl-\"]').length, d.querySelector('.asks') ? d.querySelector('.asks').textContent : '', \
+                 d.querySelector('pre.output').textContent])";
+    let mut live = serde_json::Value::Null;
+    for _ in 0..100 {
+        live = c.execute(boxes, vec![]).await.unwrap_or_default();
+        if live.as_array().is_some_and(|l| l.len() == 2 && l.iter().all(|b| b[1].as_u64().is_some_and(|n| n > 0))) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let calls = live.as_array().cloned().unwrap_or_default();
+    assert_eq!(calls.len(), 2, "one box per call: {live}");
+    assert_eq!(calls[0][0], "edit lib.rs", "{live}");
+    assert!(calls[0][1].as_u64().is_some_and(|n| n > 0), "the edit's diff is highlighted: {live}");
+    let diff = calls[0][2].as_str().unwrap_or_default();
+    assert!(diff.contains("-fn old() {}") && diff.contains("+fn new() {}"), "{live}");
+    assert_eq!(calls[1][0], "run_command echo streamed-from-the-command", "{live}");
+    assert!(calls[1][3].as_str().is_some_and(|o| o.contains("streamed-from-the-command")), "{live}");
+    // A reload shows the same boxes, from the history.
+    c.refresh().await.unwrap_or_else(|e| panic!("{e}"));
+    link_says(&c, "live").await;
+    let mut again = serde_json::Value::Null;
+    for _ in 0..100 {
+        again = c.execute(boxes, vec![]).await.unwrap_or_default();
+        if again == live {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(again, live, "the history shows what streamed");
+
+    // A slash command completes from the session's list.
+    let compose = c.find(Locator::Id("compose")).await.unwrap_or_else(|e| panic!("{e}"));
+    compose.send_keys("/rev").await.unwrap_or_else(|e| panic!("{e}"));
+    let hint = wait_xpath(&c, "//div[@id='command-hints']/button[starts-with(text(), '/review')]").await;
+    let said = hint.text().await.unwrap_or_default();
+    assert!(said.contains("review the change") && said.contains("user"), "{said}");
+    click(&c, &hint).await;
+    let value = c.execute("return document.getElementById('compose').value", vec![]).await.ok();
+    assert_eq!(value.and_then(|v| v.as_str().map(str::to_string)).as_deref(), Some("/review "));
+    c.execute("document.getElementById('compose').value = ''", vec![]).await.ok();
+
+    // An image picked on the page goes with the message and is shown.
+    let png = project.path().join("shot.png");
+    let bytes = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+    use base64::Engine as _;
+    let decoded = base64::engine::general_purpose::STANDARD.decode(bytes).unwrap_or_default();
+    std::fs::write(&png, decoded).unwrap_or_else(|e| panic!("{e}"));
+    let picker = c.find(Locator::Id("attach")).await.unwrap_or_else(|e| panic!("{e}"));
+    picker.send_keys(&png.display().to_string()).await.unwrap_or_else(|e| panic!("{e}"));
+    wait_text(&c, "shot.png (1×1)").await;
+    let compose = c.find(Locator::Id("compose")).await.unwrap_or_else(|e| panic!("{e}"));
+    compose.send_keys("what is in it").await.unwrap_or_else(|e| panic!("{e}"));
+    click(&c, &c.find(Locator::Id("send")).await.unwrap_or_else(|e| panic!("{e}"))).await;
+    wait_xpath(&c, "//figure[contains(@class, 'image')]/img").await;
+    forge.wait_for_session(&id, "idle", |s| s["state"] == "idle").await;
+    let sent = mock.last_turn_request();
+    assert!(sent.contains(bytes), "the model got the image");
+    let history = forge.ok(&["history", &id]).await.stdout;
+    assert!(history.contains("[image shot.png, 1×1 PNG, 1 KiB]\nwhat is in it"), "{history}");
+    let shot = c.screenshot().await.unwrap_or_default();
+    std::fs::write(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("web-calls.png"), shot).ok();
     let _ = c.close().await;
 }

@@ -40,13 +40,15 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; conn
                    img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
 /// The page's files: path, content type, bytes.
-const FILES: [(&str, &str, &str); 7] = [
+const FILES: [(&str, &str, &str); 9] = [
     ("/", "text/html; charset=utf-8", include_str!("page/index.html")),
     ("/app.js", "text/javascript; charset=utf-8", include_str!("page/app.js")),
     ("/rpc.js", "text/javascript; charset=utf-8", include_str!("page/rpc.js")),
     ("/session.js", "text/javascript; charset=utf-8", include_str!("page/session.js")),
     ("/tree.js", "text/javascript; charset=utf-8", include_str!("page/tree.js")),
     ("/git.js", "text/javascript; charset=utf-8", include_str!("page/git.js")),
+    ("/transcript.js", "text/javascript; charset=utf-8", include_str!("page/transcript.js")),
+    ("/compose.js", "text/javascript; charset=utf-8", include_str!("page/compose.js")),
     ("/app.css", "text/css; charset=utf-8", include_str!("page/app.css")),
 ];
 
@@ -77,6 +79,9 @@ pub(crate) fn serve(
     }
     if uri.path() == "/pair" {
         return Some(pair(devices, uri, headers, peer));
+    }
+    if uri.path() == "/hl.css" {
+        return Some(response(StatusCode::OK, "text/css; charset=utf-8", render::highlight_css()));
     }
     let (_, kind, body) = FILES.iter().find(|(path, _, _)| *path == uri.path())?;
     Some(response(StatusCode::OK, kind, *body))

@@ -3,7 +3,9 @@
 //! natively. Model output and user text are hostile: raw HTML in them is
 //! shown as text, a link may only go to `http`, `https` or `mailto` (an
 //! image becomes a link, so nothing loads on its own), and every text and
-//! attribute is escaped by the renderers.
+//! attribute is escaped by the renderers. Fenced code is highlighted
+//! with class names only (the page's policy allows no inline style):
+//! [`highlight_css`] is their style sheet, light and dark.
 
 use pulldown_cmark::{CowStr, Event, Options, Parser, Tag, TagEnd};
 
@@ -30,9 +32,85 @@ pub(crate) fn markdown(text: &str) -> String {
         Event::DisplayMath(m) => Event::InlineHtml(math(&m, true).into()),
         other => other,
     });
+    let mut code: Option<(String, String)> = None;
+    // After the raw HTML became text: the highlighter's HTML is its own.
+    let events = events.filter_map(|e| match e {
+        Event::Start(Tag::CodeBlock(pulldown_cmark::CodeBlockKind::Fenced(lang))) if syntax(&lang).is_some() => {
+            code = Some((lang.to_string(), String::new()));
+            None
+        }
+        Event::Text(t) if code.is_some() => {
+            if let Some((_, body)) = code.as_mut() {
+                body.push_str(&t);
+            }
+            None
+        }
+        Event::End(TagEnd::CodeBlock) if code.is_some() => {
+            let (lang, body) = code.take().unwrap_or_default();
+            Some(Event::Html(highlighted(&lang, &body).into()))
+        }
+        e => Some(e),
+    });
     let mut html = String::with_capacity(text.len() * 3 / 2);
     pulldown_cmark::html::push_html(&mut html, events);
     html
+}
+
+/// Class names get this prefix, so they cannot meet the page's own.
+const CLASS_PREFIX: &str = "hl-";
+
+fn syntaxes() -> &'static syntect::parsing::SyntaxSet {
+    static SET: std::sync::OnceLock<syntect::parsing::SyntaxSet> = std::sync::OnceLock::new();
+    SET.get_or_init(syntect::parsing::SyntaxSet::load_defaults_newlines)
+}
+
+/// The syntax a fence's language names (`rust`, `rs`, `py`, `diff`...).
+fn syntax(lang: &str) -> Option<&'static syntect::parsing::SyntaxReference> {
+    let token = lang.split([' ', ',', '{']).next().unwrap_or("").trim();
+    if token.is_empty() {
+        return None;
+    }
+    syntaxes().find_syntax_by_token(token)
+}
+
+/// A fenced block as `<pre><code>` whose spans carry class names; the
+/// generator escapes every piece of text.
+fn highlighted(lang: &str, code: &str) -> String {
+    use syntect::html::{ClassStyle, ClassedHTMLGenerator};
+    let Some(syntax) = syntax(lang) else { return String::new() };
+    let style = ClassStyle::SpacedPrefixed { prefix: CLASS_PREFIX };
+    let mut generator = ClassedHTMLGenerator::new_with_class_style(syntax, syntaxes(), style);
+    for line in syntect::util::LinesWithEndings::from(code) {
+        if generator.parse_html_for_line_which_includes_newline(line).is_err() {
+            let escaped = escape(code);
+            return format!("<pre><code>{escaped}</code></pre>\n");
+        }
+    }
+    let class: String = lang.chars().filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_')).collect();
+    format!("<pre class=\"hl\"><code class=\"language-{class}\">{}</code></pre>\n", generator.finalize())
+}
+
+/// The style sheet of the highlighted code's class names: a light theme,
+/// and a dark one where the system asks for it. Made once.
+pub(crate) fn highlight_css() -> &'static str {
+    static CSS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    CSS.get_or_init(|| {
+        use syntect::html::{ClassStyle, css_for_theme_with_class_style};
+        let themes = syntect::highlighting::ThemeSet::load_defaults().themes;
+        let style = ClassStyle::SpacedPrefixed { prefix: CLASS_PREFIX };
+        let sheet = |name: &str| {
+            themes.get(name).and_then(|t| css_for_theme_with_class_style(t, style).ok()).unwrap_or_default()
+        };
+        format!(
+            "{}\n@media (prefers-color-scheme: dark) {{\n{}\n}}\n",
+            sheet("InspiredGitHub"),
+            sheet("base16-ocean.dark")
+        )
+    })
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 /// A link's destination, if it goes somewhere harmless; else `#`.
@@ -52,10 +130,7 @@ fn math(src: &str, display: bool) -> String {
     let mut out = String::new();
     match pulldown_latex::push_mathml(&mut out, parser, config) {
         Ok(()) => out,
-        Err(_) => {
-            let escaped = src.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;");
-            format!("<code>{escaped}</code>")
-        }
+        Err(_) => format!("<code>{}</code>", escape(src)),
     }
 }
 
@@ -76,6 +151,9 @@ mod tests {
             "$\\text{<img src=x onerror=alert(1)>}$",
             "$$a < b \\text{\"><script>alert(1)</script>}$$",
             "\u{1b}[31mred\u{1b}[0m",
+            "```rust\nlet x = \"</code></pre><script>alert(1)</script>\";\n```",
+            "```diff\n+<img src=x onerror=alert(1)>\n```",
+            "```\\\"><script>alert(1)</script>\nx\n```",
         ];
         for case in cases {
             let html = markdown(case);
@@ -100,7 +178,15 @@ mod tests {
             markdown("**bold** `x` [docs](https://example.org)\n\n```rust\nfn main() {}\n```\n\n$e^{i\\pi}+1=0$");
         assert!(html.contains("<strong>bold</strong>") && html.contains("<code>x</code>"), "{html}");
         assert!(html.contains("href=\"https://example.org\""), "{html}");
-        assert!(html.contains("<pre><code class=\"language-rust\">fn main() {}"), "{html}");
+        assert!(
+            html.contains("<pre class=\"hl\"><code class=\"language-rust\"><span class=\"hl-source hl-rust\">"),
+            "{html}"
+        );
+        assert!(html.contains("<span class=\"hl-storage hl-type hl-function hl-rust\">fn</span>"), "{html}");
+        let plain = markdown("```nosuchlanguage\n<b>\n```");
+        assert!(plain.contains("<code class=\"language-nosuchlanguage\">&lt;b&gt;"), "{plain}");
+        let css = super::highlight_css();
+        assert!(css.contains(".hl-keyword") && css.contains("prefers-color-scheme: dark"), "{css}");
         assert!(html.contains("<math"), "{html}");
     }
 }

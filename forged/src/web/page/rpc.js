@@ -34,7 +34,17 @@ export async function unsubscribe(id) {
 export function connect() {
   const proto = location.protocol === "https:" ? "wss" : "ws";
   ws = new WebSocket(`${proto}://${location.host}/`);
-  ws.addEventListener("open", () => { listeners.link("live", false); listeners.open(); });
+  ws.addEventListener("open", async () => {
+    // Named in what it does (`forgectl ps`, the history's `client`): the
+    // page comes from this daemon, so its protocol version is the page's.
+    try {
+      const d = await call("daemon.status");
+      await call("hello", { protocol_version: d.protocol_version,
+        client: { name: "forge-web", version: d.version, kind: "browser" } });
+    } catch (_) { /* works unnamed */ }
+    listeners.link("live", false);
+    listeners.open();
+  });
   ws.addEventListener("message", (m) => {
     let msg;
     try { msg = JSON.parse(m.data); } catch (_) { return; }

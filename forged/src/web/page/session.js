@@ -1,10 +1,12 @@
 // One session: its transcript (the history, then its events live from
-// the next seq, resumed from the last one shown after a dropped link), a
-// compose box (send, steer while a turn runs, cancel), its pending
-// approval, and undo of the last turn after its plan is shown.
+// the next seq, resumed from the last one shown after a dropped link), its
+// compose box, its pending approval, its plan, model and cost, and undo
+// of the last turn after its plan is shown.
 import { call, subscribe, unsubscribe, el, button } from "/rpc.js";
 import { showTree } from "/tree.js";
 import { showGit } from "/git.js";
+import { Transcript } from "/transcript.js";
+import { composeFor } from "/compose.js";
 
 const $ = (id) => document.getElementById(id);
 let current = null;
@@ -42,46 +44,8 @@ export function leaveSession() {
   current = null;
 }
 
-// A terminal's escapes and other control characters are not shown.
-const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g;
-
-function block(role, text) {
-  const d = el("div", undefined, `msg ${role}`);
-  d.append(el("div", role, "role"));
-  d.append(el("pre", String(text).replace(CONTROL, "")));
-  $("transcript").append(d);
-  return d;
-}
-
-/** Shows `blocks`' texts as the daemon renders them (markdown, math;
- *  inert HTML: raw HTML is text, links only to http(s)). */
-async function render(blocks) {
-  if (!blocks.length) return;
-  try {
-    const html = await call("web.render", { texts: blocks.map((b) => b.querySelector("pre").textContent) });
-    blocks.forEach((b, i) => {
-      const body = el("div", undefined, "md");
-      body.innerHTML = html[i];
-      b.querySelector("pre").replaceWith(body);
-    });
-  } catch (_) { /* left as plain text */ }
-}
-
-async function showHistory(history) {
-  $("transcript").replaceChildren();
-  const prose = [];
-  for (const m of history.messages) {
-    if (m.role === "tool") {
-      const r = m.tool_result || {};
-      block("tool", `${r.name || "tool"}${r.is_error ? " (error)" : ""}\n${m.text}`);
-      continue;
-    }
-    const d = block(m.role, m.text);
-    if (m.role === "assistant") prose.push(d);
-    for (const c of m.tool_calls || []) d.append(el("div", `→ ${c.name} ${c.arguments}`, "meta"));
-  }
-  await render(prose);
-}
+const transcript = new Transcript($("transcript"));
+const fail = (text) => transcript.message("error", text, false);
 
 async function showApproval(id) {
   const approvals = await call("approval.list");
@@ -94,18 +58,7 @@ function onItem(item) {
   if (item.type === "event") {
     current.seq = item.seq;
     const k = item.kind;
-    if (k === "turn_started") { block("user", item.text); current.live = null; }
-    else if (k === "thinking_delta") {
-      // Folded: opened on demand.
-      if (!current.thinking) {
-        const d = el("details", undefined, "msg thinking");
-        d.append(el("summary", "thinking"));
-        d.append(el("pre", ""));
-        $("transcript").append(d);
-        current.thinking = d.querySelector("pre");
-      }
-      current.thinking.textContent += item.text.replace(CONTROL, "");
-    } else if (k === "plan_updated") {
+    if (k === "plan_updated") {
       const box = $("plan-steps");
       box.replaceChildren(el("div", "Plan", "state"));
       for (const s of item.steps) box.append(el("div", `${s.status === "completed" ? "✓" : s.status === "in_progress" ? "…" : "○"} ${s.step}`, "meta"));
@@ -113,23 +66,12 @@ function onItem(item) {
     } else if (k === "usage" && item.session) {
       current.cost = item.session.cost_usd;
       showStatus();
-    } else if (k === "text_delta") {
-      current.thinking = null;
-      if (!current.live) current.live = block("assistant", "").querySelector("pre");
-      current.live.textContent += item.text.replace(CONTROL, "");
-    } else if (k === "tool_running") { block("tool", `${item.name} running…`); current.live = null; }
-    else if (k === "tool_output") { block("tool", item.text); }
-    else if (k === "tool_result") { block("tool", `${item.name}${item.is_error ? " (error)" : ""}\n${item.output}`); current.live = null; }
-    else if (k === "approval_requested" || k === "approval_resolved") { showApproval(current.id); }
-    else if (k === "turn_finished") {
-      const done = current.live && current.live.parentElement;
-      current.live = null;
+    } else if (k === "approval_requested" || k === "approval_resolved") {
+      showApproval(current.id);
+    } else if (k === "turn_finished") {
       $("state").textContent = `turn ${item.status}`;
-      current.thinking = null;
-      if (done) render([done]);
     }
-    else if (k === "error") { block("error", item.error || "failed"); }
-    $("transcript").lastElementChild?.scrollIntoView({ block: "end" });
+    transcript.event(item);
   } else if (item.type === "closed") {
     $("state").textContent = `closed: ${item.reason}`;
   }
@@ -146,27 +88,15 @@ export async function showSession(id) {
   const branch = info && info.git ? ` · branch ${info.git.branch}` : "";
   status = info ? `${info.model}${branch}` : "";
   $("state").textContent = info ? info.state.replaceAll("_", " ") : "";
-  await showHistory(await call("session.history", { session: id }));
+  await transcript.history((await call("session.history", { session: id })).messages);
   const from = info ? info.last_seq + 1 : 0;
-  current = { id, seq: from - 1, live: null, sub: null, thinking: null, cost: info && info.usage ? info.usage.cost_usd : null };
+  current = { id, seq: from - 1, sub: null, cost: info && info.usage ? info.usage.cost_usd : null };
   $("plan-steps").replaceChildren();
   showStatus();
   current.sub = await subscribe(id, from, onItem);
   showApproval(id);
   showGit(id, info);
-}
-
-async function send(kind) {
-  const text = $("compose").value.trim();
-  if (!current || (!text && kind !== "cancel")) return;
-  try {
-    if (kind === "send") await call("session.send", { session: current.id, text });
-    if (kind === "steer") await call("session.steer", { session: current.id, text });
-    if (kind === "cancel") await call("session.cancel", { session: current.id });
-    if (kind !== "cancel") $("compose").value = "";
-  } catch (e) {
-    block("error", String(e.message || e));
-  }
+  composeFor(id, fail);
 }
 
 async function undo() {
@@ -181,7 +111,7 @@ async function undo() {
       try {
         const done = await call("session.rewind", { session: current.id });
         plan.replaceChildren(el("div", `Undone: ${done.files.length} file(s) restored`, "state"));
-        await showHistory(await call("session.history", { session: current.id }));
+        await transcript.history((await call("session.history", { session: current.id })).messages);
       } catch (e) { plan.append(el("div", String(e.message || e), "meta")); }
     }), button("Keep", () => plan.replaceChildren()));
   } catch (e) {
@@ -189,15 +119,6 @@ async function undo() {
   }
 }
 
-$("send").addEventListener("click", () => send("send"));
-// On a keyboard: Ctrl+Enter (⌘+Enter) sends, Alt+Enter steers.
-$("compose").addEventListener("keydown", (e) => {
-  if (e.key !== "Enter") return;
-  if (e.ctrlKey || e.metaKey) { e.preventDefault(); send("send"); }
-  else if (e.altKey) { e.preventDefault(); send("steer"); }
-});
-$("steer").addEventListener("click", () => send("steer"));
-$("cancel").addEventListener("click", () => send("cancel"));
 $("undo").addEventListener("click", undo);
 // Switching the session's model (and provider) and temperature from its
 // next request on, as `forgectl model` does.
