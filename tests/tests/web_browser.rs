@@ -35,6 +35,8 @@ async fn browser(w: u32, h: u32) -> Option<(tokio::process::Child, Client)> {
         "--no-sandbox",
         "--disable-gpu",
         "--disable-dev-shm-usage",
+        // The TLS proxy's test certificate is its own.
+        "--ignore-certificate-errors",
         format!("--window-size={w},{h}")
     ]);
     // A phone's viewport, whatever the smallest window headless allows.
@@ -567,5 +569,92 @@ async fn a_turns_calls_edits_images_and_commands_show_as_in_the_tui() {
     assert!(history.contains("[image shot.png, 1×1 PNG, 1 KiB]\nwhat is in it"), "{history}");
     let shot = c.screenshot().await.unwrap_or_default();
     std::fs::write(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("web-calls.png"), shot).ok();
+    let _ = c.close().await;
+}
+
+const PROXY_TEST: &str = "web_browser::the_page_works_through_the_tls_reverse_proxy_remote_md_shows";
+
+/// docs/remote.md's nginx example, as written there: TLS in front of
+/// the listener, WebSocket upgrades passed on, `Host` kept and
+/// `X-Forwarded-Proto` set. Paired through `https://`, the browser's
+/// cookie is `Secure`, and the page is live over `wss://`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_works_through_the_tls_reverse_proxy_remote_md_shows() {
+    let Some(nginx) = ["/usr/sbin/nginx", "/usr/bin/nginx"].into_iter().find(|p| std::path::Path::new(p).exists())
+    else {
+        return skipped(PROXY_TEST, "nginx is not installed (Debian: nginx)");
+    };
+    if which("openssl").is_none() {
+        return skipped(PROXY_TEST, "openssl is not installed");
+    }
+    let Some((_mock, forge, _driver, c)) = open(PROXY_TEST, 1024, 800, |_| {}).await else { return };
+    let id = forge.new_session(&["--name", "behind-a-proxy"]).await;
+    let pairing = forge.ok(&["--json", "web"]).await.json_lines()[0].clone();
+    let url = pairing["url"].as_str().unwrap_or_default().to_string();
+    let upstream = url.trim_start_matches("http://").split('/').next().unwrap_or_default().to_string();
+
+    // A certificate of its own, and nginx as the example configures it.
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap_or_else(|e| panic!("{e}"));
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    let made = std::process::Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .stderr(Stdio::null())
+        .status();
+    assert!(made.is_ok_and(|s| s.success()), "openssl made a certificate");
+    let port = free_port();
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/remote.md"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let example = doc
+        .split("```nginx\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .unwrap_or_else(|| panic!("docs/remote.md has an nginx example"));
+    let server = example
+        .replace("forge.example.org", "127.0.0.1")
+        .replace("listen 443 ssl;", &format!("listen 127.0.0.1:{port} ssl;"))
+        .replace("/etc/ssl/forge/cert.pem", &cert.display().to_string())
+        .replace("/etc/ssl/forge/key.pem", &key.display().to_string())
+        .replace("127.0.0.1:7070", &upstream);
+    let t = dir.path().display();
+    let conf = format!(
+        "daemon off;\nmaster_process off;\npid {t}/nginx.pid;\nerror_log {t}/error.log warn;\nevents {{}}\n\
+         http {{\naccess_log off;\nclient_body_temp_path {t}/body;\nproxy_temp_path {t}/proxy;\n\
+         fastcgi_temp_path {t}/fcgi;\nuwsgi_temp_path {t}/uwsgi;\nscgi_temp_path {t}/scgi;\n{server}\n}}\n"
+    );
+    std::fs::write(dir.path().join("nginx.conf"), conf).unwrap_or_else(|e| panic!("{e}"));
+    let _proxy = tokio::process::Command::new(nginx)
+        .arg("-p")
+        .arg(dir.path())
+        .arg("-c")
+        .arg(dir.path().join("nginx.conf"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("nginx: {e}"));
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let code = url.split("code=").nth(1).unwrap_or_default();
+    c.goto(&format!("https://127.0.0.1:{port}/pair?code={code}")).await.unwrap_or_else(|e| panic!("{e}"));
+    let said = link_says(&c, "live").await;
+    assert_eq!(said, "live", "{}", std::fs::read_to_string(dir.path().join("error.log")).unwrap_or_default());
+    let cookies = c.get_all_cookies().await.unwrap_or_else(|e| panic!("{e}"));
+    let device = cookies.iter().find(|k| k.name() == "forge_device").unwrap_or_else(|| panic!("{cookies:?}"));
+    assert_eq!(device.secure(), Some(true), "Secure behind TLS: {device:?}");
+    assert_eq!(device.http_only(), Some(true), "{device:?}");
+    wait_text(&c, "behind-a-proxy").await;
+    c.goto(&format!("https://127.0.0.1:{port}/#/s/{id}")).await.unwrap_or_else(|e| panic!("{e}"));
+    link_says(&c, "live").await;
+    forge.ok(&["send", "-s", &id, "through the proxy"]).await;
+    wait_text(&c, "You said: “through the proxy”").await;
     let _ = c.close().await;
 }

@@ -90,6 +90,13 @@ pub(crate) fn serve(
 /// `GET /pair?code=…`: the code exchanged for a device cookie, then on
 /// to the sessions (no further click).
 fn pair(devices: &Devices, uri: &http::Uri, headers: &HeaderMap, peer: IpAddr) -> http::Response<HttpBody> {
+    // A browser that asks again (a repeated load, a prefetch) is paired
+    // already: on to the sessions, the code left as it is.
+    if credential(headers).is_some_and(|c| devices.admit(c, peer).is_some()) {
+        let mut r = response(StatusCode::SEE_OTHER, "text/plain; charset=utf-8", "paired\n");
+        r.headers_mut().insert(LOCATION, http::HeaderValue::from_static("/"));
+        return r;
+    }
     let code = uri.query().unwrap_or("").split('&').find_map(|kv| kv.strip_prefix("code=")).unwrap_or("");
     let agent = headers.get(USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("");
     match devices.exchange(code, peer, agent) {
@@ -138,11 +145,77 @@ pub(crate) fn device(devices: &Devices, headers: &HeaderMap, peer: IpAddr) -> Op
     if !same_origin(headers) {
         return None;
     }
-    let credential = headers
+    devices.admit(credential(headers)?, peer)
+}
+
+/// The device credential a request's cookie carries.
+fn credential(headers: &HeaderMap) -> Option<&str> {
+    headers
         .get_all(COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
-        .find_map(|kv| kv.trim().strip_prefix(COOKIE_NAME)?.strip_prefix('='))?;
-    devices.admit(credential, peer)
+        .find_map(|kv| kv.trim().strip_prefix(COOKIE_NAME)?.strip_prefix('='))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn get(devices: &Devices, path: &str, headers: &[(&str, &str)]) -> http::Response<HttpBody> {
+        let mut map = HeaderMap::new();
+        for (k, v) in headers {
+            if let (Ok(k), Ok(v)) = (http::HeaderName::from_bytes(k.as_bytes()), http::HeaderValue::from_str(v)) {
+                map.insert(k, v);
+            }
+        }
+        let uri: http::Uri = path.parse().unwrap_or_else(|e| panic!("{e}"));
+        let peer = IpAddr::from([127, 0, 0, 1]);
+        serve(devices, &Method::GET, &uri, &map, peer).unwrap_or_else(|| panic!("{path} is the page's"))
+    }
+
+    fn header<'a>(r: &'a http::Response<HttpBody>, name: http::header::HeaderName) -> &'a str {
+        r.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("")
+    }
+
+    #[test]
+    fn the_device_cookie_is_http_only_strict_and_secure_behind_tls() {
+        let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let devices = Devices::open(home.path(), "token-one-0123456789");
+        let code = devices.mint().unwrap_or_else(|e| panic!("{e}"));
+        let plain = get(&devices, &format!("/pair?code={code}"), &[]);
+        assert_eq!(plain.status(), StatusCode::SEE_OTHER);
+        let cookie = header(&plain, SET_COOKIE).to_string();
+        assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
+        assert!(!cookie.contains("Secure"), "plain HTTP on loopback: {cookie}");
+        assert_eq!(header(&plain, CACHE_CONTROL), "no-store");
+
+        let code = devices.mint().unwrap_or_else(|e| panic!("{e}"));
+        let proxied = get(&devices, &format!("/pair?code={code}"), &[("x-forwarded-proto", "https")]);
+        assert!(header(&proxied, SET_COOKIE).contains("; Secure"), "behind a TLS proxy");
+    }
+
+    #[test]
+    fn a_paired_browser_loading_the_link_again_goes_on_and_leaves_the_code() {
+        let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let devices = Devices::open(home.path(), "token-one-0123456789");
+        let code = devices.mint().unwrap_or_else(|e| panic!("{e}"));
+        let first = get(&devices, &format!("/pair?code={code}"), &[]);
+        let cookie = header(&first, SET_COOKIE).split(';').next().unwrap_or("").to_string();
+        let again = get(&devices, &format!("/pair?code={code}"), &[("cookie", &cookie)]);
+        assert_eq!(again.status(), StatusCode::SEE_OTHER, "on to the sessions");
+        assert!(header(&again, SET_COOKIE).is_empty(), "no second device");
+        assert_eq!(devices.list().len(), 1);
+        // Another browser, without the cookie, finds the code spent.
+        let other = get(&devices, &format!("/pair?code={code}"), &[]);
+        assert_eq!(other.status(), StatusCode::FORBIDDEN);
+        // The page's files carry the policy that allows no inline script.
+        let page = get(&devices, "/", &[]);
+        assert!(
+            header(&page, http::header::HeaderName::from_static("content-security-policy"))
+                .contains("script-src 'self'")
+        );
+        let css = get(&devices, "/hl.css", &[]);
+        assert_eq!(header(&css, CONTENT_TYPE), "text/css; charset=utf-8");
+    }
 }

@@ -8,7 +8,7 @@
 //! | directive | effect |
 //! |---|---|
 //! | `mock:tokens=N` | reply with `N` tokens `w0 w1 ...` (see [`token_text`]) |
-//! | `mock:delay=MS` | wait `MS` ms between chunks |
+//! | `mock:delay=MS` | wait `MS` ms between chunks (on a schedule: `N` chunks take `N × MS` ms) |
 //! | `mock:status=CODE` | answer HTTP `CODE` with the provider's error body (429 adds `retry-after: 1`) |
 //! | `mock:echo-key` | answer 400 with an error that quotes the request's API key |
 //! | `mock:midstream_error=N` | after `N` text chunks, report an error inside the stream |
@@ -896,6 +896,7 @@ async fn stream_reply(
             return;
         }
     }
+    let paced = tokio::time::Instant::now();
     for (i, chunk) in chunks.iter().enumerate() {
         if script.midstream_error == Some(i) {
             let _ = w.write(format.midstream_error()).await;
@@ -910,7 +911,9 @@ async fn stream_reply(
             return;
         }
         if !delay.is_zero() {
-            tokio::time::sleep(delay).await;
+            // On a schedule from the first chunk, so the timer's coarseness
+            // does not add up: `delay=1` streams 1,000 chunks a second.
+            tokio::time::sleep_until(paced + delay * (i as u32 + 1)).await;
         }
         let chunk = if script.stamp { STAMP_PLACEHOLDER } else { chunk };
         if !w.write(format.text(&model, text_block, chunk)).await {
