@@ -109,6 +109,20 @@ def run_client(args, env):
     return wall, ru.ru_utime + ru.ru_stime, rss, first, p.returncode
 
 
+def start_mock(bin_dir, args):
+    """forge-mock from `bin_dir`, and the base URLs it prints (up to OpenAI's)."""
+    mock = subprocess.Popen([os.path.join(bin_dir, "forge-mock")] + args, stdout=subprocess.PIPE, text=True)
+    urls = {}
+    while "OPENAI_BASE_URL" not in urls:
+        line = mock.stdout.readline()
+        if not line:
+            sys.exit("forge-mock did not print its URLs")
+        if "_BASE_URL=" in line:
+            k, v = line.strip().split("=", 1)
+            urls[k] = v
+    return mock, urls
+
+
 def settled_rss(pid):
     """The daemon's RSS once it stops changing (kB): (total, anonymous, file)."""
     last = None
@@ -148,17 +162,7 @@ def main():
 
     tmp = tempfile.mkdtemp(prefix="forge-bench-")
     fb_log = os.path.join(tmp, "first-bytes.log")
-    mock = subprocess.Popen(
-        [os.path.join(BIN, "forge-mock"), "--first-byte-log", fb_log], stdout=subprocess.PIPE, text=True
-    )
-    urls = {}
-    while "OPENAI_BASE_URL" not in urls:
-        line = mock.stdout.readline()
-        if not line:
-            sys.exit("forge-mock did not print its URLs")
-        if "_BASE_URL=" in line:
-            k, v = line.strip().split("=", 1)
-            urls[k] = v
+    mock, urls = start_mock(BIN, ["--first-byte-log", fb_log])
     # The Gemini URL follows (a mock from before Gemini prints none).
     if a.wire == "gemini":
         line = mock.stdout.readline()

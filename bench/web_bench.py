@@ -33,7 +33,7 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from send_bench import settled_rss  # noqa: E402
+from send_bench import settled_rss, start_mock  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAGE = os.path.join(ROOT, "forged", "src", "web", "page")
@@ -147,15 +147,7 @@ def main():
     files = len(os.listdir(PAGE))
 
     tmp = tempfile.mkdtemp(prefix="forge-web-bench-")
-    mock = subprocess.Popen([os.path.join(bin_dir, "forge-mock")], stdout=subprocess.PIPE, text=True)
-    urls = {}
-    while "OPENAI_BASE_URL" not in urls:
-        line = mock.stdout.readline()
-        if not line:
-            sys.exit("forge-mock did not print its URLs")
-        if "_BASE_URL=" in line:
-            k, v = line.strip().split("=", 1)
-            urls[k] = v
+    mock, urls = start_mock(bin_dir, [])
     env = dict(os.environ, FORGE_HOME=os.path.join(tmp, "home"), FORGE_SOCKET=os.path.join(tmp, "forged.sock"),
                ANTHROPIC_API_KEY="bench-key", OPENAI_API_KEY="bench-key", **urls)
     project = os.path.join(tmp, "project")

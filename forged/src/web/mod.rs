@@ -174,7 +174,7 @@ mod tests {
         serve(devices, &Method::GET, &uri, &map, peer).unwrap_or_else(|| panic!("{path} is the page's"))
     }
 
-    fn header<'a>(r: &'a http::Response<HttpBody>, name: http::header::HeaderName) -> &'a str {
+    fn header(r: &http::Response<HttpBody>, name: http::header::HeaderName) -> &str {
         r.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("")
     }
 
