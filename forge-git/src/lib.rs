@@ -22,7 +22,7 @@ pub use brought::{Brought, brought};
 pub use commit::{Committed, Moved, TurnCommit, commit_for_node, commit_turn, move_branch, reword_tip, turn_of};
 pub use held::{HeldFile, held_changes};
 pub use merge::{MergeOptions, Merged, merge_session, rebase_session};
-pub use read::{CommitInfo, Shown, diff_branch, diff_worktree, log, show, turn_states};
+pub use read::{CommitInfo, Shown, diff_branch, diff_worktree, kept_tips, log, show, turn_states};
 
 /// The prefix of every session branch.
 pub const BRANCH_PREFIX: &str = "forge/session/";

@@ -74,6 +74,20 @@ pub fn log(repo_dir: &Path, branch: &str, limit: usize) -> Result<Vec<CommitInfo
     Ok(out)
 }
 
+/// The tips session `session`'s branch left (`prev-N`), newest first.
+pub fn kept_tips(repo_dir: &Path, session: &str) -> Result<Vec<(String, CommitInfo)>, GitError> {
+    let repo = open(repo_dir)?;
+    let mut out = Vec::new();
+    for r in repo.references_glob(&format!("refs/forge/session/{session}/prev-*"))?.flatten() {
+        let Some(name) = r.name().ok().and_then(|n| n.rsplit('/').next()).map(str::to_string) else { continue };
+        let Ok(c) = r.peel_to_commit() else { continue };
+        out.push((name, info(&repo, &c)?));
+    }
+    let number = |n: &str| n.strip_prefix("prev-").and_then(|k| k.parse::<u64>().ok()).unwrap_or(0);
+    out.sort_by_key(|(n, _)| std::cmp::Reverse(number(n)));
+    Ok(out)
+}
+
 /// Commit `rev`: its turn, session state and diff.
 pub fn show(repo_dir: &Path, rev: &str) -> Result<Shown, GitError> {
     let repo = open(repo_dir)?;

@@ -164,6 +164,10 @@ fn a_checkout_moves_the_branch_and_keeps_the_tip_it_leaves() {
     let back = move_branch(&s.worktree, &s.branch, "s1", &c2.commit).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(back.map(|m| m.kept), Some("refs/forge/session/s1/prev-2".to_string()));
     assert!(s.cwd.join("two.txt").exists());
+    // Both tips left are listed, newest first, for the history's drawing.
+    let kept = crate::kept_tips(&s.worktree, "s1").unwrap_or_else(|e| panic!("{e}"));
+    let kept: Vec<(String, String)> = kept.into_iter().map(|(n, c)| (n, c.id)).collect();
+    assert_eq!(kept, [("prev-2".to_string(), c1.commit.clone()), ("prev-1".to_string(), c2.commit.clone())]);
 }
 
 fn paths(v: &[&str]) -> Vec<std::path::PathBuf> {

@@ -41,6 +41,18 @@ pub struct GitCommit {
 pub struct GitLog {
     pub branch: String,
     pub commits: Vec<GitCommit>,
+    /// The tips an undo, a checkout, a reword or a rebase left on
+    /// `refs/forge/session/<id>/prev-N`, newest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kept: Vec<GitKept>,
+}
+
+/// A tip kept when the session's branch moved away from it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct GitKept {
+    /// `prev-N`.
+    pub name: String,
+    pub commit: GitCommit,
 }
 
 /// `git.show`: one commit, the session state it holds and its diff.

@@ -36,7 +36,7 @@ pub use commands::{CommandInfo, PlanInfo, PlanStep};
 pub use context::{ContextInfo, RepoMapInfo};
 pub use error::{ErrorData, ErrorKind};
 pub use events::{EventKind, GitUndone, SessionEvent, SubscriptionItem, TurnStatus};
-pub use git::{GitCommit, GitDiff, GitLog, GitMerged, GitRebased, GitSession, GitShown};
+pub use git::{GitCommit, GitDiff, GitKept, GitLog, GitMerged, GitRebased, GitSession, GitShown};
 pub use helpers::{AgentInfo, HelperOf};
 pub use history::*;
 pub use images::{ImageData, ImageInfo, ImageInput};

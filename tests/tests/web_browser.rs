@@ -453,6 +453,18 @@ async fn a_git_sessions_commits_diffs_and_merge_are_on_the_page() {
     click(&c, &wait_xpath(&c, "//button[text()='Merge']").await).await;
     wait_text(&c, "Merged (").await;
     assert!(repo.path().join("from-the-session.txt").exists(), "the session's file reached the user's branch");
+    // The last commit reworded from the page; the tip it replaced is kept,
+    // and drawn beside the branch.
+    click(&c, &wait_button(&c, "Reword…").await).await;
+    wait_xpath(&c, "//div[@id='git-out']/textarea").await;
+    c.execute("document.querySelector('#git-out textarea').value = 'Add the session file'", vec![]).await.ok();
+    click(&c, &wait_button(&c, "Save").await).await;
+    wait_text(&c, "reworded:").await;
+    wait_text(&c, "prev-1: left by a move of the branch").await;
+    let log = forge.ok(&["--json", "git", "log", &id]).await.stdout;
+    assert!(log.contains("Add the session file"), "{log}");
+    let dots = c.execute("return document.querySelectorAll('#git ul.graph > li').length", vec![]).await.ok();
+    assert!(dots.and_then(|v| v.as_u64()).is_some_and(|n| n >= 2), "the branch and its kept tip drawn");
     // The model and temperature switched from the page.
     c.find(Locator::Css("#model-box summary")).await.unwrap_or_else(|e| panic!("{e}")).click().await.ok();
     wait_xpath(&c, "//select[@id='model']/option[contains(text(), 'claude-haiku')]").await;
@@ -569,6 +581,25 @@ async fn a_turns_calls_edits_images_and_commands_show_as_in_the_tui() {
     assert!(history.contains("[image shot.png, 1×1 PNG, 1 KiB]\nwhat is in it"), "{history}");
     let shot = c.screenshot().await.unwrap_or_default();
     std::fs::write(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("web-calls.png"), shot).ok();
+
+    // A message edited in the tree and sent again: answered as a new
+    // branch, the original kept.
+    click(&c, &c.find(Locator::Css("#tree-box summary")).await.unwrap_or_else(|e| panic!("{e}"))).await;
+    let edit = wait_xpath(&c, "//li[./div[contains(text(), 'what is in it')]]/button[text()='Edit and resend…']").await;
+    click(&c, &edit).await;
+    wait_xpath(&c, "//div[@id='plan']/textarea").await;
+    c.execute("document.querySelector('#plan textarea').value = 'what else is in it'", vec![]).await.ok();
+    click(&c, &wait_xpath(&c, "//div[@id='plan']/button[text()='Send']").await).await;
+    wait_text(&c, "You said: “what else is in it”").await;
+    let tree = forge.rpc("session.tree", json!({"session": id})).await;
+    let texts: Vec<&str> = tree["result"]["nodes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|n| n["role"] == "user")
+        .filter_map(|n| n["preview"].as_str())
+        .collect();
+    assert!(texts.contains(&"what is in it") && texts.contains(&"what else is in it"), "{texts:?}");
     let _ = c.close().await;
 }
 

@@ -158,11 +158,13 @@ impl Engine {
     }
 
     pub async fn git_log(&self, p: GitLogParams) -> Result<GitLog, EngineError> {
-        let (_, git) = self.git_of(&p.session).await?;
+        let (id, git) = self.git_of(&p.session).await?;
         let limit = p.limit.unwrap_or(100) as usize;
         let (repo, branch) = (PathBuf::from(&git.repo), git.branch.clone());
-        let commits = blocking(move || forge_git::log(&repo, &branch, limit)).await?;
-        Ok(GitLog { branch: git.branch, commits: commits.into_iter().map(wire).collect() })
+        let (commits, kept) =
+            blocking(move || Ok((forge_git::log(&repo, &branch, limit)?, forge_git::kept_tips(&repo, &id)?))).await?;
+        let kept = kept.into_iter().map(|(name, c)| forge_proto::GitKept { name, commit: wire(c) }).collect();
+        Ok(GitLog { branch: git.branch, commits: commits.into_iter().map(wire).collect(), kept })
     }
 
     pub async fn git_show(&self, p: GitShowParams) -> Result<GitShown, EngineError> {

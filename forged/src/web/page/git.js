@@ -1,5 +1,6 @@
 // A git session, as seed-style windows draw it: its branch's commits (a
-// commit per turn, checkpoints marked), a diff viewer for any commit and
+// commit per turn, checkpoints marked, the tips undo and reword left), a
+// diff viewer for any commit and
 // for the running turn before its commit, and the operations `forgectl
 // git` offers, with the same refusals (a merge that brings files that
 // run later says so and asks first).
@@ -30,13 +31,24 @@ export async function showGit(session, info) {
   box.hidden = !(info && info.git);
   if (box.hidden) return;
   const log = await call("git.log", { session, limit: 50 }).catch(() => null);
-  const list = el("ul", undefined, "commits");
-  for (const c of (log && log.commits) || []) {
-    const li = el("li");
-    li.append(el("div", `${c.id.slice(0, 10)} ${c.summary}`, "state"));
-    li.append(el("div", `${new Date(c.time * 1000).toLocaleString()} · ${c.files.length} file(s)`, "meta"));
+  const commit = (c, cls) => {
+    const li = el("li", undefined, cls);
+    // A checkpoint's turn trailer is `<turn>~<reason>-<approval>`.
+    const checkpoint = (c.turn || "").includes("~");
+    li.append(el("div", `${c.id.slice(0, 10)} ${c.summary}`, checkpoint ? "meta" : "state"));
+    li.append(el("div", `${checkpoint ? "checkpoint · " : ""}${new Date(c.time * 1000).toLocaleString()} · ${c.files.length} file(s)`, "meta"));
     li.append(button("Diff", () => show(async () => diffView((await call("git.show", { commit: c.id, cwd: info.git.worktree })).diff))));
-    list.append(li);
+    return li;
+  };
+  // The branch as a line of commits, newest on top; the tips it left
+  // (undo, checkout, reword, rebase) beside it.
+  const list = el("ul", undefined, "graph");
+  for (const c of (log && log.commits) || []) list.append(commit(c, ""));
+  const kept = el("ul", undefined, "graph kept");
+  for (const k of (log && log.kept) || []) {
+    const li = commit(k.commit, "");
+    li.prepend(el("div", `${k.name}: left by a move of the branch`, "meta"));
+    kept.append(li);
   }
   const ops = el("div");
   ops.append(
@@ -53,8 +65,29 @@ export async function showGit(session, info) {
       const r = await call("git.rebase", { session });
       return el("div", r.commit ? `rebased: ${r.branch} is now at ${r.commit.slice(0, 10)}` : "nothing to rebase", "state");
     })),
+    button("Reword…", () => reword(session, log && log.commits[0], () => showGit(session, info))),
   );
-  $("git").replaceChildren(el("div", `branch ${log ? log.branch : info.git.branch}`, "meta"), ops, list);
+  const parts = [el("div", `branch ${log ? log.branch : info.git.branch}`, "meta"), ops, list];
+  if (kept.children.length) parts.push(el("div", "Kept tips", "state"), kept);
+  $("git").replaceChildren(...parts);
+}
+
+/** The last commit's message, edited (its trailers kept by the daemon). */
+function reword(session, last, after) {
+  const out = $("git-out");
+  if (!last) { say("no commit to reword yet"); return; }
+  const text = el("textarea");
+  text.rows = 3;
+  text.value = last.message.split(/\n\n(?=Forge-)/)[0];
+  text.setAttribute("aria-label", "the last commit's message");
+  out.replaceChildren(el("div", `Reword ${last.id.slice(0, 10)}`, "state"), text,
+    button("Save", async () => {
+      try {
+        const r = await call("git.reword", { session, message: text.value });
+        out.replaceChildren(el("div", `reworded: ${r.branch} is now at ${(r.commit || "").slice(0, 10)}; the old tip kept as ${r.kept || "a prev tip"}`, "state"));
+        after();
+      } catch (e) { out.append(el("div", String(e.message || e), "meta")); }
+    }), button("Keep", () => out.replaceChildren()));
 }
 
 async function merge(session) {

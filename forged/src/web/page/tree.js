@@ -1,7 +1,8 @@
 // A session's conversation drawn as a tree: every branch, bookmarks,
 // summaries, the head. A node offers checkout (the head moves there),
-// fork (a new session from it) and rewind (files and conversation back
-// to it), the rewind's plan shown before anything changes.
+// fork (a new session from it), edit and resend (a user message) and
+// rewind (files and conversation back to it), the rewind's plan shown
+// before anything changes.
 import { call, el, button } from "/rpc.js";
 
 const $ = (id) => document.getElementById(id);
@@ -27,6 +28,28 @@ function plan(session, node, after) {
     } catch (e) {
       box.append(el("div", String(e.message || e), "meta"));
     }
+  };
+}
+
+/** A user message edited, then answered again as a new branch (the
+ *  original stays in the tree). */
+function edit(session, node, after) {
+  return async () => {
+    const box = $("plan");
+    const history = await call("session.history", { session }).catch(() => null);
+    const full = history && history.messages.find((m) => m.id === node.id);
+    const text = el("textarea");
+    text.rows = 3;
+    text.value = full ? full.text : node.preview;
+    text.setAttribute("aria-label", "the message, edited");
+    box.replaceChildren(el("div", "Edit and resend", "state"), text, button("Send", async () => {
+      try {
+        await call("session.edit", { session, node: node.id, text: text.value });
+        box.replaceChildren(el("div", "Sent as a new branch", "state"));
+        after();
+      } catch (e) { box.append(el("div", String(e.message || e), "meta")); }
+    }), button("Keep", () => box.replaceChildren()));
+    text.focus();
   };
 }
 
@@ -71,6 +94,7 @@ export async function showTree(session, after) {
           button("Rewind here…", plan(session, n.id, redraw)),
         );
       }
+      if (n.role === "user") li.append(button("Edit and resend…", edit(session, n, redraw)));
       const below = draw(n.id);
       if (below.children.length) li.append(below);
       ul.append(li);
