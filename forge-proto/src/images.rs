@@ -1,4 +1,4 @@
-//! Images in messages: what a client sends (`ImageInput`, or first
+//! Images in messages, and a session's files shown to clients: what a client sends (`ImageInput`, or first
 //! `images.put`) and what history and events show (`ImageInfo`: never the
 //! data itself, which the daemon keeps once, named by its SHA-256).
 
@@ -32,6 +32,21 @@ pub struct ImageData {
     /// Its bytes, base64.
     pub data: String,
 }
+
+/// `session.file`: a text file of a session, as its tools would read it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SessionFile {
+    /// As asked.
+    pub path: String,
+    /// Its text (the first [`MAX_FILE_SHOWN`] bytes when `truncated`).
+    pub text: String,
+    pub bytes: u64,
+    #[serde(default)]
+    pub truncated: bool,
+}
+
+/// The most of a file `session.file` gives.
+pub const MAX_FILE_SHOWN: usize = 1024 * 1024;
 
 /// An image for `session.send`: inline (`data`, base64) or one
 /// `images.put` stored before (`hash`).

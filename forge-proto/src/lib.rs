@@ -39,7 +39,7 @@ pub use events::{EventKind, GitUndone, SessionEvent, SubscriptionItem, TurnStatu
 pub use git::{GitCommit, GitDiff, GitKept, GitLog, GitMerged, GitRebased, GitSession, GitShown};
 pub use helpers::{AgentInfo, HelperOf};
 pub use history::*;
-pub use images::{ImageData, ImageInfo, ImageInput};
+pub use images::{ImageData, ImageInfo, ImageInput, MAX_FILE_SHOWN, SessionFile};
 pub use store::{StoreGcResult, StoreSession, StoreStatus};
 pub use trust::{FolderTrust, ProjectTool, ProjectTools};
 pub use types::*;

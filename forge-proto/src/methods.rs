@@ -23,7 +23,7 @@ use crate::context::ContextInfo;
 use crate::events::SessionEvent;
 use crate::git::*;
 use crate::history::HistoryResult;
-use crate::images::{ImageData, ImageInfo};
+use crate::images::{ImageData, ImageInfo, SessionFile};
 use crate::params::*;
 use crate::store::{StoreGcResult, StoreStatus};
 use crate::trust::{FolderTrust, ProjectTools};
@@ -397,6 +397,10 @@ forge_methods! {
     /// The bytes of an image a message holds (by its hash), e.g. for an
     /// editor replaying a conversation; only images are given.
     daemon "images.get" images_get(ImageGetParams) -> ImageData;
+    /// A text file in a session's directories, as its tools may read it
+    /// (the sandbox's roots and deny patterns, no link followed), e.g. for
+    /// a client showing the files a turn touched.
+    daemon "session.file" session_file(SessionFileParams) -> SessionFile;
     /// Runs the escape suite against the command sandbox of the
     /// configuration in force: each probe is a command run as
     /// `run_command` runs one, trying a way out. Takes some seconds.

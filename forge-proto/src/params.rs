@@ -253,6 +253,15 @@ params!(
 );
 
 params!(
+    /// `session.file`: a text file in the session's directories.
+    SessionFileParams {
+        pub session: String,
+        /// Relative to the session's directory, or absolute inside its roots.
+        pub path: String,
+    }
+);
+
+params!(
     /// Text for the running turn: it joins at the next safe point (after
     /// the current tool batch's results, before the next request), or
     /// becomes the next message if the turn ends first.

@@ -550,6 +550,19 @@ async fn a_turns_calls_edits_images_and_commands_show_as_in_the_tui() {
     }
     assert_eq!(again, live, "the history shows what streamed");
 
+    // The files the calls touched, listed beside the chat; one opens
+    // highlighted, as it is now.
+    click(&c, &c.find(Locator::Css("#files-box summary")).await.unwrap_or_else(|e| panic!("{e}"))).await;
+    click(&c, &wait_xpath(&c, "//ul[@id='files']/li/button[text()='lib.rs']").await).await;
+    wait_xpath(&c, "//div[@id='file-view']//code[contains(@class, 'language-rs')]").await;
+    let shown = c.execute("return document.getElementById('file-view').innerText", vec![]).await.ok();
+    assert!(shown.as_ref().and_then(|v| v.as_str()).is_some_and(|t| t.contains("fn new() {}")), "{shown:?}");
+    // Only what the session's tools may read.
+    for outside in ["../secret.txt", "/etc/passwd"] {
+        let refused = forge.rpc("session.file", json!({"session": id, "path": outside})).await;
+        assert!(refused["error"]["message"].is_string(), "{outside}: {refused}");
+    }
+
     // A slash command completes from the session's list.
     let compose = c.find(Locator::Id("compose")).await.unwrap_or_else(|e| panic!("{e}"));
     compose.send_keys("/rev").await.unwrap_or_else(|e| panic!("{e}"));

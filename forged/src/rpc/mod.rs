@@ -235,6 +235,10 @@ impl ForgeServer for ConnServer {
         self.engine().images_get(p).await.map_err(to_rpc)
     }
 
+    async fn session_file(&self, p: SessionFileParams) -> RpcResult<SessionFile> {
+        self.engine().session_file(p).await.map_err(to_rpc)
+    }
+
     async fn images_put(&self, p: ImagePutParams) -> RpcResult<ImageInfo> {
         self.engine().images_put(p).await.map_err(to_rpc)
     }

@@ -40,7 +40,7 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; conn
                    img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
 /// The page's files: path, content type, bytes.
-const FILES: [(&str, &str, &str); 9] = [
+const FILES: [(&str, &str, &str); 10] = [
     ("/", "text/html; charset=utf-8", include_str!("page/index.html")),
     ("/app.js", "text/javascript; charset=utf-8", include_str!("page/app.js")),
     ("/rpc.js", "text/javascript; charset=utf-8", include_str!("page/rpc.js")),
@@ -49,6 +49,7 @@ const FILES: [(&str, &str, &str); 9] = [
     ("/git.js", "text/javascript; charset=utf-8", include_str!("page/git.js")),
     ("/transcript.js", "text/javascript; charset=utf-8", include_str!("page/transcript.js")),
     ("/compose.js", "text/javascript; charset=utf-8", include_str!("page/compose.js")),
+    ("/files.js", "text/javascript; charset=utf-8", include_str!("page/files.js")),
     ("/app.css", "text/css; charset=utf-8", include_str!("page/app.css")),
 ];
 

@@ -89,7 +89,7 @@ pub(crate) use recovery::{Durable, RecoveredStream, RecoveryCause, Unfinished};
 use replies::Responder;
 pub(crate) use replies::{Answer, NameClaim, ReadyReply};
 pub(crate) use state::fold_tool_call;
-pub(crate) use tools::git_dir_of;
+pub(crate) use tools::{git_dir_of, sandbox_for};
 
 /// Provider events a burst may hold (see `Event::Provider`): the shell
 /// takes no more before it looks at its other inputs again.

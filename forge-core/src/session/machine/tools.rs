@@ -471,7 +471,7 @@ pub(super) fn timeout_for(tool: &dyn ToolExecutor, config: &crate::config::Forge
 }
 
 /// The sandbox for a session's tools, from `[tools.sandbox]`.
-pub(super) fn sandbox_for(row: &crate::store::SessionRow, config: &crate::config::ForgeConfig) -> Sandbox {
+pub(crate) fn sandbox_for(row: &crate::store::SessionRow, config: &crate::config::ForgeConfig) -> Sandbox {
     let mut sandbox = Sandbox::for_session(std::path::Path::new(&row.cwd), &config.tools);
     // A git session's worktree lives in the repository's git directory
     // (`<git dir>/forge/worktrees/<id>`), whose objects and refs `git`

@@ -7,6 +7,7 @@ import { showTree } from "/tree.js";
 import { showGit } from "/git.js";
 import { Transcript } from "/transcript.js";
 import { composeFor } from "/compose.js";
+import { filesFor, showFile } from "/files.js";
 
 const $ = (id) => document.getElementById(id);
 let current = null;
@@ -44,7 +45,7 @@ export function leaveSession() {
   current = null;
 }
 
-const transcript = new Transcript($("transcript"));
+const transcript = new Transcript($("transcript"), (path) => showFile(path));
 const fail = (text) => transcript.message("error", text, false);
 
 async function showApproval(id) {
@@ -88,6 +89,7 @@ export async function showSession(id) {
   const branch = info && info.git ? ` · branch ${info.git.branch}` : "";
   status = info ? `${info.model}${branch}` : "";
   $("state").textContent = info ? info.state.replaceAll("_", " ") : "";
+  filesFor(id);
   await transcript.history((await call("session.history", { session: id })).messages);
   const from = info ? info.last_seq + 1 : 0;
   current = { id, seq: from - 1, sub: null, cost: info && info.usage ? info.usage.cost_usd : null };

@@ -46,6 +46,18 @@ export function preview(name, argsText) {
   return fenced("json", JSON.stringify(a, null, 2));
 }
 
+/** The files a call reads or changes (a patch names them in its
+ *  `*** Add/Update/Delete File:` lines). */
+export function touched(name, argsText) {
+  let a = {};
+  try { a = JSON.parse(argsText || "{}") || {}; } catch (_) { return []; }
+  if (name === "apply_patch" && typeof a.patch === "string") {
+    return [...a.patch.matchAll(/^\*\*\* (?:Add|Update|Delete) File: (.+)$/gm)].map((m) => m[1].trim());
+  }
+  const files = ["read_file", "write_file", "edit", "delete_file"];
+  return files.includes(name) && typeof a.path === "string" ? [a.path] : [];
+}
+
 /** One line of what a call is about, for its box's summary. */
 function headline(name, argsText) {
   let a = {};
@@ -55,8 +67,9 @@ function headline(name, argsText) {
 }
 
 export class Transcript {
-  constructor(root) {
+  constructor(root, onFile = () => {}) {
     this.root = root;
+    this.onFile = onFile;
     this.calls = new Map();
     this.byIndex = new Map();
     this.live = null;
@@ -119,6 +132,7 @@ export class Transcript {
     if (c.shown) return;
     c.shown = true;
     c.summary.textContent = headline(c.name, c.args);
+    for (const f of touched(c.name, c.args)) this.onFile(f);
     const edit = ["edit", "write_file", "apply_patch", "delete_file"].includes(c.name);
     // An edit shows its diff at once; anything else on demand.
     if (edit) c.box.open = true;
