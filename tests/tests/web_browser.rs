@@ -348,7 +348,7 @@ async fn a_browser_paired_in_one_link_answers_an_approval_a_terminal_waits_for()
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     wait_text(&c, "write b").await;
-    c.find(Locator::Css("#tree-box summary")).await.unwrap_or_else(|e| panic!("{e}")).click().await.ok();
+    click(&c, &c.find(Locator::Css("#tree-box summary")).await.unwrap_or_else(|e| panic!("{e}"))).await;
     let rewind = wait_xpath(&c, "//li[./div[contains(text(), 'write b')]]/button[text()='Rewind here…']").await;
     click(&c, &rewind).await;
     wait_text(&c, "Rewind to this point").await;
@@ -422,7 +422,8 @@ async fn wait_xpath(c: &Client, xpath: &str) -> fantoccini::elements::Element {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    panic!("nothing matched {xpath}");
+    let body = c.execute("return document.body.innerText", vec![]).await.unwrap_or_default();
+    panic!("nothing matched {xpath}; the page shows:\n{}", body.as_str().unwrap_or_default());
 }
 
 fn which(program: &str) -> Option<std::path::PathBuf> {
@@ -442,7 +443,7 @@ async fn a_git_sessions_commits_diffs_and_merge_are_on_the_page() {
     pair_and_open(&c, &forge, &id).await;
     wait_text(&c, "add a file").await;
     wait_text(&c, "branch forge/session/").await;
-    c.find(Locator::Css("#git-box summary")).await.unwrap_or_else(|e| panic!("{e}")).click().await.ok();
+    click(&c, &c.find(Locator::Css("#git-box summary")).await.unwrap_or_else(|e| panic!("{e}"))).await;
     // The branch's newest commit, its diff shown.
     click(&c, &wait_button(&c, "Diff").await).await;
     wait_text(&c, "+made in the session").await;
@@ -466,7 +467,7 @@ async fn a_git_sessions_commits_diffs_and_merge_are_on_the_page() {
     let dots = c.execute("return document.querySelectorAll('#git ul.graph > li').length", vec![]).await.ok();
     assert!(dots.and_then(|v| v.as_u64()).is_some_and(|n| n >= 2), "the branch and its kept tip drawn");
     // The model and temperature switched from the page.
-    c.find(Locator::Css("#model-box summary")).await.unwrap_or_else(|e| panic!("{e}")).click().await.ok();
+    click(&c, &c.find(Locator::Css("#model-box summary")).await.unwrap_or_else(|e| panic!("{e}"))).await;
     wait_xpath(&c, "//select[@id='model']/option[contains(text(), 'claude-haiku')]").await;
     c.execute(
         "const s = document.getElementById('model'); \
@@ -506,7 +507,7 @@ async fn a_turns_calls_edits_images_and_commands_show_as_in_the_tui() {
     std::fs::write(commands.join("review.md"), "---\ndescription: review the change\n---\nReview $ARGUMENTS\n")
         .unwrap_or_else(|e| panic!("{e}"));
     let xdg = |f: &mut Forge| f.set_env("XDG_CONFIG_HOME", &config.path().display().to_string());
-    let Some((mock, forge, _driver, c)) = open(TRANSCRIPT_TEST, 1024, 800, xdg).await else { return };
+    let Some((mock, forge, _driver, c)) = open(TRANSCRIPT_TEST, 1280, 800, xdg).await else { return };
     let project = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap_or_else(|e| panic!("{e}"));
     std::fs::write(project.path().join("lib.rs"), "fn old() {}\n").unwrap_or_else(|e| panic!("{e}"));
     let id = forge.new_session(&["--name", "calls", "--cwd", &project.path().display().to_string()]).await;
@@ -557,6 +558,10 @@ async fn a_turns_calls_edits_images_and_commands_show_as_in_the_tui() {
     wait_xpath(&c, "//div[@id='file-view']//code[contains(@class, 'language-rs')]").await;
     let shown = c.execute("return document.getElementById('file-view').innerText", vec![]).await.ok();
     assert!(shown.as_ref().and_then(|v| v.as_str()).is_some_and(|t| t.contains("fn new() {}")), "{shown:?}");
+    // On a wide screen the files sit beside the transcript.
+    let beside = "const f = document.getElementById('files-box').getBoundingClientRect(); \
+                  const t = document.getElementById('transcript').getBoundingClientRect(); return f.left >= t.right";
+    assert_eq!(c.execute(beside, vec![]).await.ok(), Some(json!(true)), "the files beside the chat");
     // Only what the session's tools may read.
     for outside in ["../secret.txt", "/etc/passwd"] {
         let refused = forge.rpc("session.file", json!({"session": id, "path": outside})).await;
@@ -613,6 +618,11 @@ async fn a_turns_calls_edits_images_and_commands_show_as_in_the_tui() {
         .filter_map(|n| n["preview"].as_str())
         .collect();
     assert!(texts.contains(&"what is in it") && texts.contains(&"what else is in it"), "{texts:?}");
+    // Back to the list: the session's view is gone from it, wide as it is.
+    c.execute("location.hash = ''", vec![]).await.ok();
+    wait_text(&c, "Waiting for you").await;
+    let text = c.execute("return document.body.innerText", vec![]).await.ok();
+    assert!(text.as_ref().and_then(|t| t.as_str()).is_some_and(|t| !t.contains("Steer")), "{text:?}");
     let _ = c.close().await;
 }
 
