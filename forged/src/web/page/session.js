@@ -84,18 +84,28 @@ function onItem(item) {
  *  store holds: nothing lost, nothing twice. */
 export async function showSession(id) {
   if (current) leaveSession();
+  // The view is this session's at once (its boxes work while its history
+  // loads); a view opened meanwhile supersedes this one.
+  const mine = { id, seq: -1, sub: null, cost: null };
+  current = mine;
   const info = await call("session.show", { session: id }).catch(() => null);
+  if (current !== mine) return;
   $("title").textContent = info ? (info.name || info.id) : id;
   const branch = info && info.git ? ` · branch ${info.git.branch}` : "";
   status = info ? `${info.model}${branch}` : "";
   $("state").textContent = info ? info.state.replaceAll("_", " ") : "";
   filesFor(id);
-  await transcript.history((await call("session.history", { session: id })).messages);
-  const from = info ? info.last_seq + 1 : 0;
-  current = { id, seq: from - 1, sub: null, cost: info && info.usage ? info.usage.cost_usd : null };
   $("plan-steps").replaceChildren();
+  const from = info ? info.last_seq + 1 : 0;
+  mine.seq = from - 1;
+  mine.cost = info && info.usage ? info.usage.cost_usd : null;
   showStatus();
-  current.sub = await subscribe(id, from, onItem);
+  const history = await call("session.history", { session: id });
+  if (current !== mine) return;
+  await transcript.history(history.messages);
+  const sub = await subscribe(id, from, onItem);
+  if (current !== mine) { unsubscribe(sub); return; }
+  mine.sub = sub;
   showApproval(id);
   showGit(id, info);
   composeFor(id, fail);
