@@ -161,6 +161,9 @@ async fn the_running_turns_diff_shows_before_its_commit_and_the_last_message_can
     );
     let log = forge.ok(&["git", "log", &id]).await.stdout;
     assert!(log.contains("Draft the notes"), "{log}");
+    // The tip the reword replaced is listed, kept.
+    let short: String = tip.chars().take(10).collect();
+    assert!(log.contains("kept tips") && log.contains(&format!("  prev-1 {short}")), "{log}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -95,6 +95,14 @@ pub async fn run(g: &Global, cmd: GitCmd) -> Result<(), Failure> {
             for c in &log.commits {
                 line(c);
             }
+            // The tips an undo, a checkout, a reword or a rebase left.
+            if !log.kept.is_empty() {
+                outln!("kept tips (refs/forge/session/<id>/prev-N):");
+                for k in &log.kept {
+                    out!("{:>8} ", k.name);
+                    line(&k.commit);
+                }
+            }
         }
         GitCmd::Show { commit, cwd } => {
             let cwd = crate::connect::daemon_dir(g, cwd, "--cwd", false)?;
