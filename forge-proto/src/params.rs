@@ -55,6 +55,12 @@ macro_rules! params {
     };
 }
 
+// By area, beside this file (the macro above is in scope there).
+mod git;
+mod tree;
+pub use git::*;
+pub use tree::*;
+
 params!(
     /// A method about one session and nothing else.
     SessionRef { session: String, }
@@ -125,68 +131,6 @@ params!(
         /// the model's `[[models]]` entry; a turn's own come first).
         #[serde(flatten)]
         pub sampling: crate::Sampling,
-    }
-);
-
-params!(
-    /// A session's turns as commits.
-    GitLogParams {
-        session: String,
-        /// At most this many (default 100).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub limit: Option<u32>,
-    }
-);
-
-params!(
-    /// `git.diff`: what the session's branch would bring, or (`turn`)
-    /// what the running turn changed so far.
-    GitDiffParams {
-        session: String,
-        /// The changes in the session's worktree not committed yet (the
-        /// running turn's, before its commit is final).
-        #[serde(default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
-        pub turn: bool,
-    }
-);
-
-params!(
-    /// `git.reword`: the last commit's new message.
-    GitRewordParams {
-        session: String,
-        pub message: String,
-    }
-);
-
-params!(
-    /// `git.merge`: how the session's work comes to the user's branch.
-    GitMergeParams {
-        session: String,
-        /// One commit holding all the session's work.
-        #[serde(default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
-        pub squash: bool,
-        /// Leave `.forge/sessions/*.json` out.
-        #[serde(default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
-        pub without_state: bool,
-        /// Work it out and say what it would bring (`marked` included);
-        /// change nothing.
-        #[serde(default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
-        pub dry_run: bool,
-        /// Take the files that need the user's word (without it, a merge
-        /// that brings any is refused with `git_marked`).
-        #[serde(default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
-        pub accept_marked: bool,
-    }
-);
-
-params!(
-    /// One commit of a git session.
-    GitShowParams {
-        /// A commit id (or prefix, branch, tag).
-        pub commit: String,
-        /// The repository: a directory in it (default: the daemon's).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub cwd: Option<String>,
     }
 );
 
@@ -443,98 +387,6 @@ params!(
         pub output: String,
         #[serde(default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
         pub is_error: bool,
-    }
-);
-
-params!(
-    CheckoutParams {
-        session: String,
-        pub node: String,
-    }
-);
-
-params!(
-    RewindParams {
-        session: String,
-        /// Where to go back to (default: before the last turn).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub node: Option<String>,
-        /// Leave the conversation.
-        #[serde(default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
-        pub files_only: bool,
-        /// Leave the files.
-        #[serde(default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
-        pub conversation_only: bool,
-        /// Change nothing; return the diff.
-        #[serde(default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
-        pub dry_run: bool,
-        /// Overwrite files changed outside Forge since.
-        #[serde(default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
-        pub force: bool,
-        /// Go on when some files cannot be restored (otherwise
-        /// `rewind_incomplete` names them and nothing is written).
-        #[serde(default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
-        pub partial: bool,
-    }
-);
-
-params!(
-    EditParams {
-        session: String,
-        pub node: String,
-        pub text: String,
-    }
-);
-
-params!(
-    ForkParams {
-        session: String,
-        /// Where the new session branches off (default: the head).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub node: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub name: Option<String>,
-        /// Put back the files tools changed after `node`.
-        #[serde(default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
-        pub restore_files: bool,
-        /// With `restore_files`: even files changed outside Forge since.
-        #[serde(default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
-        pub force: bool,
-        /// With `restore_files`: go on when some cannot be restored.
-        #[serde(default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
-        pub partial: bool,
-    }
-);
-
-params!(
-    BookmarkParams {
-        session: String,
-        pub name: String,
-        /// Default: the head.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub node: Option<String>,
-        #[serde(default, deserialize_with = "or_default", skip_serializing_if = "is_false")]
-        pub delete: bool,
-    }
-);
-
-params!(
-    DeleteNodeParams {
-        session: String,
-        pub node: String,
-        /// Everything under the node goes too (default); `false`: its
-        /// children hang from its parent instead.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub cascade: Option<bool>,
-    }
-);
-
-params!(
-    SplitParams {
-        session: String,
-        pub node: String,
-        /// The character to cut at.
-        pub at: u64,
     }
 );
 
