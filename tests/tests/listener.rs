@@ -128,14 +128,7 @@ async fn a_listener_without_a_private_token_never_starts() {
 async fn strangers_without_the_token_hold_few_slots_briefly_and_their_guesses_wait() {
     let mock = MockServer::start(MockOptions::default()).await.unwrap_or_else(|e| panic!("mock: {e}"));
     let mut forge = Forge::new(&mock);
-    let port = free_port();
-    let token_file = forge.data_dir().join("listen.token");
-    std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap_or_else(|e| panic!("{e}"));
-    forge.write_config(&format!(
-        "[daemon]\nlisten = [\"ws://127.0.0.1:{port}\"]\ntoken_file = \"{}\"\n",
-        token_file.display()
-    ));
+    let port = forge.listen_with_token(TOKEN, "");
     forge.start().await;
     // 64 half-open connections from one address: a few are held, the rest
     // closed at once, and the held ones closed within seconds.

@@ -80,15 +80,13 @@ async fn open(
 }
 
 /// Pairs the browser through `forgectl web`'s link, then opens session
-/// `id`; returns the page's address.
-async fn pair_and_open(c: &Client, forge: &Forge, id: &str) -> String {
+/// `id`.
+async fn pair_and_open(c: &Client, forge: &Forge, id: &str) {
     let url = forge.ok(&["--json", "web"]).await.json_lines()[0]["url"].as_str().unwrap_or_default().to_string();
     c.goto(&url).await.unwrap_or_else(|e| panic!("{e}"));
     link_says(c, "live").await;
-    let base = url.split("/pair").next().unwrap_or_default().to_string();
-    c.goto(&format!("{base}#/s/{id}")).await.unwrap_or_else(|e| panic!("{e}"));
+    open_session(c, &url, id).await;
     link_says(c, "live").await;
-    base
 }
 
 /// Waits until the page's `#link` says `text` (10 s).
@@ -206,24 +204,17 @@ async fn a_browser_paired_in_one_link_answers_an_approval_a_terminal_waits_for()
     forge.ok(&["send", "--auto-approve", "-s", &id, &format!("{write} write it")]).await;
     let made = std::path::Path::new(&dir).join("made-by-a-turn.txt");
     assert!(made.exists());
-    c.goto(&format!("{}#/s/{id}", url.split("/pair").next().unwrap_or_default()))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    open_session(&c, &url, &id).await;
     link_says(&c, "live").await;
     wait_text(&c, "write it").await;
-    let compose = c.find(Locator::Id("compose")).await.unwrap_or_else(|e| panic!("{e}"));
+    let compose = by_id(&c, "compose").await;
     compose.send_keys("hello from the page").await.unwrap_or_else(|e| panic!("{e}"));
-    c.find(Locator::Id("send")).await.unwrap_or_else(|e| panic!("{e}")).click().await.unwrap_or_else(|e| panic!("{e}"));
+    click_id(&c, "send").await;
     wait_text(&c, "You said: “hello from the page”").await;
     forge.wait_for_session(&id, "idle", |s| s["state"] == "idle").await;
     // Undo the page's own turn first (it changed no file), then the write.
     for _ in 0..2 {
-        c.find(Locator::Id("undo"))
-            .await
-            .unwrap_or_else(|e| panic!("{e}"))
-            .click()
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
+        click_id(&c, "undo").await;
         let restore = wait_button(&c, "Restore").await;
         restore.click().await.unwrap_or_else(|e| panic!("{e}"));
         wait_text(&c, "Undone:").await;
@@ -234,22 +225,12 @@ async fn a_browser_paired_in_one_link_answers_an_approval_a_terminal_waits_for()
 
     // Steer and cancel from the page, while an answer streams.
     let long = "stream on mock:tokens=3000 mock:delay=5";
-    c.find(Locator::Id("compose")).await.unwrap_or_else(|e| panic!("{e}")).send_keys(long).await.ok();
-    c.find(Locator::Id("send")).await.unwrap_or_else(|e| panic!("{e}")).click().await.unwrap_or_else(|e| panic!("{e}"));
+    by_id(&c, "compose").await.send_keys(long).await.unwrap_or_else(|e| panic!("{e}"));
+    click_id(&c, "send").await;
     wait_text(&c, " w50 ").await;
-    c.find(Locator::Id("compose")).await.unwrap_or_else(|e| panic!("{e}")).send_keys("and keep it short").await.ok();
-    c.find(Locator::Id("steer"))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"))
-        .click()
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    c.find(Locator::Id("cancel"))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"))
-        .click()
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    by_id(&c, "compose").await.send_keys("and keep it short").await.unwrap_or_else(|e| panic!("{e}"));
+    click_id(&c, "steer").await;
+    click_id(&c, "cancel").await;
     // Cancelled; the steer, come too late for that turn, runs as the next.
     let mut kinds = Vec::new();
     for _ in 0..100 {
@@ -273,8 +254,8 @@ async fn a_browser_paired_in_one_link_answers_an_approval_a_terminal_waits_for()
     // The daemon killed mid-stream and started again: the page comes back
     // by itself and shows what the store holds, the cut answer included.
     let long = "a long one mock:tokens=2000 mock:delay=5";
-    c.find(Locator::Id("compose")).await.unwrap_or_else(|e| panic!("{e}")).send_keys(long).await.ok();
-    c.find(Locator::Id("send")).await.unwrap_or_else(|e| panic!("{e}")).click().await.unwrap_or_else(|e| panic!("{e}"));
+    by_id(&c, "compose").await.send_keys(long).await.unwrap_or_else(|e| panic!("{e}"));
+    click_id(&c, "send").await;
     wait_last_answer(&c, " w100 ").await;
     forge.kill9().await;
     link_says(&c, "reconnecting").await;
@@ -303,9 +284,7 @@ async fn a_browser_paired_in_one_link_answers_an_approval_a_terminal_waits_for()
                    $e^{i\\pi}+1=0$ \u{1b}[31mred";
     forge.ok(&["send", "-s", &md, &format!("{hostile} mock:tokens=3")]).await;
     forge.ok(&["send", "-s", &md, hostile]).await;
-    c.goto(&format!("{}#/s/{md}", url.split("/pair").next().unwrap_or_default()))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    open_session(&c, &url, &md).await;
     wait_text(&c, "You said").await;
     // The daemon's rendering replaces the plain text once it comes back.
     for _ in 0..100 {
@@ -344,9 +323,7 @@ async fn a_browser_paired_in_one_link_answers_an_approval_a_terminal_waits_for()
     }
     let (a, b) = (std::path::Path::new(&dir_t).join("tree-a.txt"), std::path::Path::new(&dir_t).join("tree-b.txt"));
     assert!(a.exists() && b.exists());
-    c.goto(&format!("{}#/s/{t}", url.split("/pair").next().unwrap_or_default()))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    open_session(&c, &url, &t).await;
     wait_text(&c, "write b").await;
     click(&c, &c.find(Locator::Css("#tree-box summary")).await.unwrap_or_else(|e| panic!("{e}"))).await;
     let rewind = wait_xpath(&c, "//li[./div[contains(text(), 'write b')]]/button[text()='Rewind here…']").await;
@@ -394,6 +371,22 @@ async fn click(c: &Client, e: &fantoccini::elements::Element) {
     let arg = serde_json::to_value(e).unwrap_or_default();
     c.execute("arguments[0].scrollIntoView({block: 'center'})", vec![arg]).await.ok();
     e.click().await.unwrap_or_else(|err| panic!("{err}"));
+}
+
+/// Goes to session `id`'s view on the page `pairing` (a pairing link) led to.
+async fn open_session(c: &Client, pairing: &str, id: &str) {
+    let base = pairing.split("/pair").next().unwrap_or_default();
+    c.goto(&format!("{base}#/s/{id}")).await.unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// The element with id `id` (it must be there).
+async fn by_id(c: &Client, id: &str) -> fantoccini::elements::Element {
+    c.find(Locator::Id(id)).await.unwrap_or_else(|e| panic!("#{id}: {e}"))
+}
+
+/// Clicks the element with id `id`, as [`click`] does.
+async fn click_id(c: &Client, id: &str) {
+    click(c, &by_id(c, id).await).await;
 }
 
 /// Waits until the newest answer on the page holds `text` (10 s).
@@ -477,7 +470,7 @@ async fn a_git_sessions_commits_diffs_and_merge_are_on_the_page() {
     )
     .await
     .unwrap_or_else(|e| panic!("{e}"));
-    click(&c, &c.find(Locator::Id("configure")).await.unwrap_or_else(|e| panic!("{e}"))).await;
+    click_id(&c, "configure").await;
     wait_text(&c, "from the next request").await;
     let shown = forge.ok(&["--json", "session", "show", &id]).await.json_lines();
     assert!(shown[0]["model"].as_str().is_some_and(|m| m.starts_with("claude-haiku")), "{}", shown[0]);
@@ -569,7 +562,7 @@ async fn a_turns_calls_edits_images_and_commands_show_as_in_the_tui() {
     }
 
     // A slash command completes from the session's list.
-    let compose = c.find(Locator::Id("compose")).await.unwrap_or_else(|e| panic!("{e}"));
+    let compose = by_id(&c, "compose").await;
     compose.send_keys("/rev").await.unwrap_or_else(|e| panic!("{e}"));
     let hint = wait_xpath(&c, "//div[@id='command-hints']/button[starts-with(text(), '/review')]").await;
     let said = hint.text().await.unwrap_or_default();
@@ -585,12 +578,12 @@ async fn a_turns_calls_edits_images_and_commands_show_as_in_the_tui() {
     use base64::Engine as _;
     let decoded = base64::engine::general_purpose::STANDARD.decode(bytes).unwrap_or_default();
     std::fs::write(&png, decoded).unwrap_or_else(|e| panic!("{e}"));
-    let picker = c.find(Locator::Id("attach")).await.unwrap_or_else(|e| panic!("{e}"));
+    let picker = by_id(&c, "attach").await;
     picker.send_keys(&png.display().to_string()).await.unwrap_or_else(|e| panic!("{e}"));
     wait_text(&c, "shot.png (1×1)").await;
-    let compose = c.find(Locator::Id("compose")).await.unwrap_or_else(|e| panic!("{e}"));
+    let compose = by_id(&c, "compose").await;
     compose.send_keys("what is in it").await.unwrap_or_else(|e| panic!("{e}"));
-    click(&c, &c.find(Locator::Id("send")).await.unwrap_or_else(|e| panic!("{e}"))).await;
+    click_id(&c, "send").await;
     wait_xpath(&c, "//figure[contains(@class, 'image')]/img").await;
     forge.wait_for_session(&id, "idle", |s| s["state"] == "idle").await;
     let sent = mock.last_turn_request();

@@ -19,6 +19,7 @@ export function filesFor(id) {
 
 /** Adds `path` to the list (moved to the top when it is there). */
 export function showFile(path) {
+  if (files[0] === path) return;
   files = [path, ...files.filter((f) => f !== path)];
   $("files-box").hidden = false;
   $("files").replaceChildren(...files.map((f) => {

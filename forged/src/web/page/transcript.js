@@ -136,8 +136,9 @@ export class Transcript {
     const edit = ["edit", "write_file", "apply_patch", "delete_file"].includes(c.name);
     // An edit shows its diff at once; anything else on demand.
     if (edit) c.box.open = true;
-    c.asks.textContent = preview(c.name, c.args);
-    this.pending.push({ body: c.asks, md: () => preview(c.name, c.args), cls: "md asks" });
+    const md = preview(c.name, c.args);
+    c.asks.textContent = md;
+    this.pending.push({ body: c.asks, md: () => md, cls: "md asks" });
   }
 
   output(c, text) {
